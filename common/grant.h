@@ -1,0 +1,68 @@
+/*
+ * grant - the immutable authority set of one principal, and its JSON form.
+ *
+ * Owns: struct grant and everything it points to (grant_free accepts NULL). A grant is
+ * built once (from JSON on the control socket, or from a [grant NAME] section of
+ * egressd.ini) and never modified afterwards: egressd shares it read-only between
+ * connections (reference counted by egressd, not here).
+ * Callers: egressd (authorization), egress-exec (builds the grant.create request).
+ *
+ * JSON form (control protocol "grant" object and the decision log's grant summary):
+ *   { "principal": "run-1a2b", "allow": ["https://api.example.com", "tcp://git.example:22"],
+ *     "allow_address": ["198.51.100.0/24"], "pinning": "preferred"|"required",
+ *     "credential_origin": ["https://api.example.com"],
+ *     "limits": { "connections": 64, "bytes": 1073741824, "lifetime_s": 3600 } }
+ * Unknown keys are errors. Missing limits take the defaults below (0 = unlimited only for
+ * bytes; lifetime 0 = no expiry, allowed only for static grants from egressd.ini).
+ */
+#ifndef EGRESS_GRANT_H
+#define EGRESS_GRANT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/cidr.h"
+#include "common/limits.h"
+#include "common/pattern.h"
+
+enum pinning { PINNING_PREFERRED = 0, PINNING_REQUIRED };
+
+#define GRANT_DEFAULT_CONNECTIONS 64
+
+struct grant {
+	char principal[EGRESS_PRINCIPAL_MAX + 1];  /* [A-Za-z0-9._-], 1-64 chars */
+	struct dest_pattern *allow;
+	size_t nallow;
+	struct cidr_set allow_address;
+	enum pinning pinning;
+	struct dest_pattern *credential_origin;
+	size_t ncredential_origin;
+	uint32_t max_connections;
+	uint64_t max_bytes;        /* 0 = unlimited */
+	uint32_t lifetime_s;       /* 0 = no expiry */
+};
+
+/* Parse and validate; NULL with err ("allow[2]: ...") on any problem. */
+struct grant *grant_from_json(const json_t *obj, char *err, size_t errlen);
+/* New reference; NULL on ENOMEM. */
+json_t *grant_to_json(const struct grant *g);
+void grant_free(struct grant *g);
+
+/* True when the principal label is acceptable. */
+bool grant_principal_valid(const char *s);
+
+/*
+ * Destination check: does any allow entry admit this hop? On a match *entry (may be NULL)
+ * is the matching index. hop_scheme is SCHEME_HTTPS for CONNECT, SCHEME_HTTP for
+ * absolute-form HTTP. IP-literal hosts match only entries naming that literal.
+ */
+bool grant_allows(const struct grant *g, enum dest_scheme hop_scheme, const struct host *h,
+    uint16_t port, size_t *entry);
+
+/* Does credential_origin bind credentials to this origin (scheme, host, port)? */
+bool grant_credentials_bound(const struct grant *g, enum dest_scheme scheme,
+    const struct host *h, uint16_t port);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * limits.h - every limit of the project, named once.
+ *
+ * A buffer that holds bytes from a worker, an origin, DNS, a PAC file or an upstream proxy
+ * is bounded by one of these names. An attacker's number never sizes an allocation: code
+ * grows buffers only as bytes arrive, and refuses past the limit named here.
+ */
+#ifndef EGRESS_LIMITS_H
+#define EGRESS_LIMITS_H
+
+/* Names and addresses */
+#define EGRESS_HOSTNAME_MAX        253   /* RFC 1035 name length, without trailing dot */
+#define EGRESS_LABEL_MAX           63    /* RFC 1035 label length */
+#define EGRESS_HOSTPORT_MAX        (EGRESS_HOSTNAME_MAX + 1 + 5 + 2)  /* [v6]:port fits */
+#define EGRESS_ADDRSTR_MAX         64    /* text form of any IPv4/IPv6 address + margin */
+#define EGRESS_HOST_INPUT_MAX      1024  /* raw host input accepted before canonicalizing */
+#define EGRESS_DEST_PATTERN_MAX    300   /* "https://" + "*." + name + ":port" */
+
+/* HTTP request and response heads (egressd/http) */
+#define EGRESS_REQUEST_LINE_MAX    8192
+#define EGRESS_HEADER_LINE_MAX     8192
+#define EGRESS_HEADER_COUNT_MAX    100
+#define EGRESS_REQUEST_HEAD_MAX    32768 /* whole head, request line included */
+#define EGRESS_RESPONSE_HEAD_MAX   65536
+#define EGRESS_LOCATION_MAX        8192
+#define EGRESS_CHUNK_LINE_MAX      1024
+#define EGRESS_REDIRECT_MEMO_MAX   64    /* cross-origin redirects remembered per principal */
+#define EGRESS_REDIRECT_CHAIN_MAX  10    /* redirects followed in a row per principal */
+
+/* Grants and principals */
+#define EGRESS_PRINCIPAL_MAX       64    /* principal label length */
+#define EGRESS_GRANT_ENTRIES_MAX   256   /* allow entries per grant */
+#define EGRESS_GRANT_CIDRS_MAX     64    /* allow_address entries per grant */
+#define EGRESS_GRANT_ID_BYTES      16    /* 128 random bits; hex text is twice that */
+#define EGRESS_GRANTS_MAX          1024  /* live grants in one egressd */
+#define EGRESS_IFNAME_MAX          16    /* IFNAMSIZ */
+
+/* Control protocol (unix socket, newline-delimited JSON) */
+#define EGRESS_CONTROL_LINE_MAX    65536
+#define EGRESS_CONTROL_CLIENTS_MAX 32
+
+/* DNS (egressd/resolve) */
+#define EGRESS_DNS_ADDRS_MAX       32    /* addresses kept from one answer */
+#define EGRESS_DNS_CACHE_MAX       4096  /* cached names */
+#define EGRESS_DNS_TTL_CAP_S       300   /* a TTL above this is capped */
+#define EGRESS_DNS_PENDING_MAX     64    /* concurrent queries per principal */
+
+/* Route helper and PAC (egressd/route) */
+#define EGRESS_PAC_MAX             (1024 * 1024)
+#define EGRESS_ROUTE_LINE_MAX      4096
+#define EGRESS_ROUTE_PROXIES_MAX   8     /* entries of one PAC answer kept */
+#define EGRESS_ROUTE_CACHE_MAX     4096
+
+/* Configuration files (INI) */
+#define EGRESS_CONF_LINE_MAX       4096
+#define EGRESS_CONF_FILE_MAX       (1024 * 1024)
+#define EGRESS_CONF_LIST_MAX       1024  /* values of one repeated key */
+
+/* Decision log */
+#define EGRESS_LOG_RECORD_MAX      16384 /* one JSON line; the raw target is truncated to fit */
+#define EGRESS_LOG_TARGET_MAX      1024  /* raw target kept in a record */
+
+/* Executor: artifacts and paths */
+#define EGRESS_PATH_MAX            4096
+#define EGRESS_REPO_PATH_MAX       1024  /* one repository-relative path */
+#define EGRESS_GLOB_MAX            1024
+#define EGRESS_CHANGED_PATHS_MAX   100000
+#define EGRESS_ENV_VARS_MAX        256
+#define EGRESS_OBJECTIVE_MAX       (256 * 1024)
+#define EGRESS_DIFF_DEFAULT_MAX    (8 * 1024 * 1024)
+#define EGRESS_OUTPUT_DEFAULT_MAX  (1024 * 1024)
+
+#endif
