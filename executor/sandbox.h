@@ -1,0 +1,128 @@
+/*
+ * sandbox - run one worker confined, and report what it used.
+ *
+ * Owns: the ordered sandbox steps (docs/sandbox.md) and everything they create (cgroup,
+ * namespaces, veth, mounts, upper layer, grant); all of it is gone when sandbox_run
+ * returns, whatever happened, except the overlay upper directory, which is kept for the
+ * caller (changed-set computation) until sandbox_release_upper.
+ * Callers: executor/main.c (simple `run -- cmd`), executor/orchestrate.c (WorkUnits).
+ *
+ * Contract: sandbox_attest() probes all nine capabilities; sandbox_run() refuses
+ * (SANDBOX_CAPABILITY_MISSING) unless every capability the spec needs is attested.
+ * Degraded never means unconfined: there is no code path that runs the worker with a
+ * step skipped.
+ */
+#ifndef EGRESS_SANDBOX_H
+#define EGRESS_SANDBOX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/reasons.h"
+
+enum sandbox_net { SANDBOX_NET_NONE, SANDBOX_NET_ALLOWLIST };
+
+enum prompt_transport { PROMPT_NONE, PROMPT_STDIN, PROMPT_ARGUMENT };
+
+struct sandbox_limits {
+	uint32_t cpu_millicores;    /* CPU quota: 1000 = one CPU */
+	uint64_t memory_bytes;      /* memory limit, no swap */
+	uint64_t disk_bytes;        /* upper layer + /tmp tmpfs sizes, RLIMIT_FSIZE */
+	uint32_t pids;              /* pids limit */
+	uint64_t output_bytes;      /* per stream (stdout, stderr) kept by the supervisor */
+	uint32_t wall_seconds;      /* wall budget; whole cgroup killed at expiry */
+	uint32_t open_files;        /* RLIMIT_NOFILE */
+};
+
+struct sandbox_spec {
+	/* What runs (owned by the preset / caller, never by WorkUnit text). */
+	const char *executable;     /* absolute path, inside the sandbox's view (host /usr etc.) */
+	const char *const *argv;    /* argv[0] included, NULL-terminated */
+	enum prompt_transport prompt_transport;
+	const char *prompt;         /* stdin bytes, or the argument value */
+	const char *prompt_flag;    /* for PROMPT_ARGUMENT: "--prompt" (argv gets flag, prompt) */
+
+	/* Environment: exactly these NAME=VALUE strings (already filtered by env_build). */
+	const char *const *envp;
+
+	/* Files. */
+	const char *repo_dir;       /* host path of the repository work tree (lower layer) */
+	const char *workdir;        /* path inside the sandbox where the repo appears: /work */
+	const char *const *forbidden_paths; /* repository-relative, masked; NULL-terminated */
+
+	/* Network. */
+	enum sandbox_net net;
+	const char *const *allowlist;      /* grant entries ("https://host"), NULL-terminated */
+	const char *egressd_control;       /* control socket path; NULL = start embedded */
+	const char *principal;             /* principal label for the grant */
+
+	/* Identity and limits. */
+	uid_t uid;                  /* worker uid/gid (unprivileged) */
+	gid_t gid;
+	struct sandbox_limits limits;
+
+	/* Where the run's scratch (upper layer, embedded egressd log) lives. */
+	const char *run_dir;
+};
+
+struct sandbox_result {
+	enum reason reason;         /* REASON_ALLOWED on a clean run; else why it failed */
+	char message[512];          /* one line a person can act on */
+	bool started;               /* the worker was exec'd */
+	int exit_code;              /* valid when exited */
+	int term_signal;            /* 0 unless killed by a signal */
+	bool timed_out;
+	bool oom_killed;
+	uint64_t wall_ms;
+	uint64_t cpu_usec;
+	uint64_t peak_memory_bytes;
+	uint32_t oom_kills;
+	uint32_t peak_pids;
+	/* Captured output (heap, bounded by limits.output_bytes), freed by sandbox_result_free. */
+	char *out;
+	size_t out_len;
+	bool out_truncated;
+	char *err;
+	size_t err_len;
+	bool err_truncated;
+	/* Grant issued for the run (empty when no network). */
+	char grant_id[2 * 16 + 1];
+	/* Host path of the overlay upper dir: every path the worker wrote or deleted
+	 * (whiteouts). Valid until sandbox_release_upper. */
+	char upper_dir[4096];
+	/* The merged view for changed-set computation (upper over lower, read-only). */
+	char merged_dir[4096];
+	/* Decision-log records of this principal (JSON Lines file path), when networked. */
+	char decisions_path[4096];
+	json_t *attestation;        /* the nine capabilities, as printed in the manifest */
+	json_t *limits_applied;     /* limits read back from the cgroup */
+};
+
+/* Exit codes of egress-exec (docs/workunit.md). */
+enum exec_exit {
+	EXEC_EXIT_OK = 0,              /* candidate accepted / worker succeeded */
+	EXEC_EXIT_REJECTED = 10,       /* candidate rejected: scope or artifact bound */
+	EXEC_EXIT_ADMISSION = 11,      /* admission refused */
+	EXEC_EXIT_CAPABILITY = 12,     /* a required capability is missing */
+	EXEC_EXIT_WORKER = 13,         /* worker failed, timed out or went over budget */
+	EXEC_EXIT_INTERNAL = 14,       /* internal error */
+	EXEC_EXIT_USAGE = 2,           /* bad command line */
+};
+
+/* Probe the nine capabilities on this machine (without running a worker). The JSON object
+ * maps each capability to {"attested": bool, "mechanism": "...", "detail": "..."}.
+ * Returns true when all nine are attested. New reference in *out. */
+bool sandbox_attest(bool with_network, json_t **out);
+
+/* Run the worker. Returns 0 when the worker ran (whatever its exit status) and the result
+ * is filled; -1 when the sandbox could not be built (result->reason says why). */
+int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *result);
+
+/* Unmount the merged view and remove the upper layer. */
+void sandbox_release_upper(struct sandbox_result *result);
+void sandbox_result_free(struct sandbox_result *result);
+
+#endif
