@@ -1,0 +1,160 @@
+/*
+ * dlog - the tamper-evident decision log writer (JSON Lines, SHA-256 chained).
+ *
+ * Owns: the log file descriptor, a writer thread that does all file I/O, the bounded
+ * queue between the event loop and that thread, and every struct dlog_ticket until its
+ * callback has returned or it was cancelled. The record format is specified in
+ * docs/decision-log.md; the reader/verifier is egressd/dlog_verify.h.
+ * Callers: egressd on its event-loop thread (every function here except as noted must be
+ * called from the thread that runs the event_base given to dlog_open).
+ *
+ * Why a writer thread: write(2) and fdatasync(2) block (a slow disk, NFS, a full
+ * journal); the event loop must never block, yet the allow decision must be on disk
+ * before the client hears 200 (log_sync = always). The loop formats the caller's fields,
+ * hands the record to the writer thread, and continues; the writer assigns seq, prev and
+ * hash in on-disk order, writes, syncs as configured, and signals the loop, which then
+ * runs the caller's callback.
+ *
+ * Record line (see docs/decision-log.md for the exact bytes):
+ *   {"v":1,"time":"2026-11-30T08:53:53.123456Z","seq":N,"event":"...",<fields>,
+ *    "prev":"<64 hex>","hash":"<64 hex>"}\n
+ * where hash = hex(SHA-256(prev_hex "\n" body)) and body is the line without
+ * ',"hash":"<64 hex>"' (i.e. the compact object ending in '"prev":"<64 hex>"}').
+ *
+ * Failure (why): there is never an allow without its record. When the log cannot be
+ * written (open fails, EIO, ENOSPC, EACCES, a short write, fdatasync fails) the dlog
+ * enters the failed state: the records of the failing group and every queued record
+ * complete with an error, dlog_writable() returns false, and appends are refused
+ * immediately (errno EIO) until the retry interval has passed; then the next append is
+ * queued as a probe: the writer reopens the file, re-reads its last record to continue
+ * the chain, and writes. A failed write never leaves half a record: a short write is
+ * truncated back to the last good offset (and if that is impossible the file is reopened
+ * and its tail re-read before anything else is written).
+ */
+#ifndef EGRESS_DLOG_H
+#define EGRESS_DLOG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+
+#define DLOG_SCHEMA_VERSION 1
+#define DLOG_HASH_HEX       64   /* hex characters of a SHA-256 */
+
+struct event_base;
+struct dlog;
+struct dlog_ticket;
+
+enum dlog_sync {
+	DLOG_SYNC_ALWAYS = 0,   /* the callback fires after fdatasync of that record */
+	DLOG_SYNC_BATCH,        /* group commit: wait up to batch_ms for more records, one
+	                           write + one fdatasync, then all their callbacks */
+	DLOG_SYNC_NONE,         /* the callback fires after write(2) (page cache only) */
+};
+
+/* "always" | "batch" | "none" -> 0, or -1 for anything else. */
+int dlog_sync_parse(const char *s, enum dlog_sync *out);
+const char *dlog_sync_str(enum dlog_sync s);
+
+struct dlog_config {
+	const char *path;       /* copied; created 0640 if missing (O_APPEND) */
+	enum dlog_sync sync;
+	unsigned batch_ms;      /* batch window; 0 = 5 ms */
+	unsigned queue_max;     /* records queued or in flight; 0 = 4096 */
+	unsigned retry_ms;      /* failed state: minimum time between probes; 0 = 1000 ms */
+};
+
+/*
+ * Open the log (synchronously: start-up may block) and start the writer thread.
+ * An existing file is continued: its last record is read and checked (its own hash must
+ * verify), seq continues from it and its hash becomes the next prev. A torn last line
+ * (no trailing newline: a crash in the middle of a write that was never acknowledged) is
+ * truncated away, with a warning. If the file cannot be opened or written, or its last
+ * record is corrupt, the dlog is still returned, in the failed state (dlog_writable() is
+ * false; dlog_status says why) and retries as described above.
+ * Returns NULL only for an invalid config, ENOMEM or a failure to create the thread,
+ * with a message in err.
+ */
+struct dlog *dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err,
+    size_t errlen);
+
+/*
+ * Write every queued record (blocking, on the calling thread's behalf), stop the writer
+ * thread and close the file. Callbacks of outstanding tickets are NOT called; their
+ * handles become invalid. Accepts NULL. Must be called before the event_base is freed.
+ */
+void dlog_close(struct dlog *d);
+
+/*
+ * Completion callback, on the loop thread: err is 0 when the record is written (and
+ * synced per the sync mode), otherwise an errno value (EIO, ENOSPC, ...): the record is
+ * NOT in the log and the caller must treat the hop as audit_unavailable.
+ */
+typedef void (*dlog_done_cb)(int err, void *arg);
+
+/*
+ * Append one record of kind event ("decision", "close", "start", ...; [a-z_], <= 32 chars)
+ * with the caller's fields (a JSON object; the reference is stolen in every case, also on
+ * error). Fields appear in the record in the object's order, between "event" and "prev".
+ * The names v, time, seq, event, prev and hash are reserved (EINVAL). The time is taken
+ * now (on the loop thread), so records are in time order as well as seq order.
+ *
+ * Returns 0 when the record was queued: cb (may be NULL) will be called exactly once
+ * from the event loop, never from inside dlog_append, unless the ticket is cancelled.
+ * When ticket is non-NULL and cb is non-NULL, *ticket receives a handle for
+ * dlog_ticket_cancel, valid until the callback starts; otherwise *ticket is set to NULL.
+ * Returns -1 with errno when the record was refused at once (the callback never fires):
+ * EIO (failed state, retry interval not yet passed), EAGAIN (queue full), EMSGSIZE (the
+ * line would exceed EGRESS_LOG_RECORD_MAX: truncate the caller's fields), EINVAL (bad
+ * event name, fields not an object, reserved key, invalid UTF-8), ENOMEM.
+ */
+int dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
+    void *arg, struct dlog_ticket **ticket);
+
+/*
+ * Forget the callback of a queued record (e.g. its session closed while the record was in
+ * flight). The record is still written. After the call the callback never fires and the
+ * handle is invalid. Accepts NULL. Must not be called from inside that ticket's callback.
+ */
+void dlog_ticket_cancel(struct dlog_ticket *t);
+
+/*
+ * Append and wait (blocking the calling thread, at most timeout_ms) until the record is
+ * written and synced per the sync mode. For shutdown and other paths where the loop no
+ * longer runs. Same field rules as dlog_append. Returns 0, or -1 with errno (ETIMEDOUT:
+ * the record may still be written later).
+ */
+int dlog_append_sync(struct dlog *d, const char *event, json_t *fields, unsigned timeout_ms);
+
+/*
+ * False while the log is in the failed state (new hops must be refused with
+ * REASON_AUDIT_UNAVAILABLE). Cheap; may be called from any thread.
+ */
+bool dlog_writable(const struct dlog *d);
+
+/*
+ * Reopen the file at the next opportunity (SIGUSR1 after logrotate). If the new file is
+ * empty the chain continues across files: its first record has seq last+1 and prev the
+ * last hash of the previous file (verify rotated files together, in order, or one alone
+ * with egressctl log verify --continued). Callable from the loop thread (not from a
+ * signal handler: use an evsignal event).
+ */
+void dlog_reopen(struct dlog *d);
+
+struct dlog_status {
+	char path[EGRESS_PATH_MAX];
+	uint64_t seq;              /* last seq known to be on disk (0 = none yet) */
+	bool writable;
+	uint64_t written;          /* records written since open */
+	uint64_t failed;           /* records that completed with an error since open */
+	size_t queued;             /* records queued or in flight */
+	char error[256];           /* why the log is in the failed state ("" when writable) */
+};
+
+/* Snapshot for the control socket's status reply and metrics. */
+void dlog_get_status(const struct dlog *d, struct dlog_status *st);
+
+#endif

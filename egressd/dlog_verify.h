@@ -1,0 +1,105 @@
+/*
+ * dlog_verify - read and verify decision log files (the chain written by egressd/dlog).
+ *
+ * Owns: the one parser of a decision-log line, used by the verifier, by dlog_open (to
+ * continue the chain from the last record of an existing file) and by egressctl. Every
+ * byte of a log file is treated as hostile: lines are bounded by EGRESS_LOG_RECORD_MAX,
+ * nothing is allocated from a length found in the file.
+ * Callers: egressctl (log verify), egressd/dlog.c, fuzz/fuzz_dlog_reader.c.
+ */
+#ifndef EGRESS_DLOG_VERIFY_H
+#define EGRESS_DLOG_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "egressd/dlog.h"
+
+/* The genesis prev: 64 zero hex digits. */
+extern const char dlog_zero_hash[DLOG_HASH_HEX + 1];
+
+/* What one line says about itself (after its own hash was checked). */
+struct dlog_record_info {
+	uint64_t seq;
+	char prev[DLOG_HASH_HEX + 1];
+	char hash[DLOG_HASH_HEX + 1];
+	char event[33];
+};
+
+enum dlog_line_status {
+	DLOG_LINE_OK = 0,
+	DLOG_LINE_MALFORMED,     /* not a record: bad JSON, missing/invalid v/time/seq/event/
+	                            prev/hash, fields out of place, duplicate keys, too long */
+	DLOG_LINE_BAD_HASH,      /* well-formed, but hash does not match its bytes: edited */
+};
+
+/*
+ * Parse and self-check one line (len bytes, without the trailing newline; may contain
+ * anything). On DLOG_LINE_OK fills *info. On failure writes a short reason to why
+ * (may be NULL).
+ */
+enum dlog_line_status dlog_line_check(const char *line, size_t len,
+    struct dlog_record_info *info, char *why, size_t whylen);
+
+/* Compute the hash a line with body bytes (the record without its hash member) must
+ * carry: hex(SHA-256(prev "\n" body)). out has DLOG_HASH_HEX + 1 bytes. Returns 0 or -1. */
+int dlog_hash_body(const char *prev, const char *body, size_t bodylen, char *out);
+
+enum dlog_break {
+	DLOG_INTACT = 0,
+	DLOG_BREAK_EDITED,      /* a record's bytes do not match its hash, or its prev does
+	                           not match the previous record's hash at the expected seq */
+	DLOG_BREAK_DELETED,     /* seq jumps forward (records missing), or the first record
+	                           does not start the chain */
+	DLOG_BREAK_REORDERED,   /* seq goes backwards or repeats, or a skipped seq appears
+	                           later in the file */
+	DLOG_BREAK_TRUNCATED,   /* the last line is torn (no newline at end of file) */
+	DLOG_BREAK_MALFORMED,   /* a line that is not a record (or longer than the limit) */
+	DLOG_BREAK_IO,          /* the file could not be read */
+};
+
+const char *dlog_break_str(enum dlog_break b);
+
+/*
+ * Verification state carried across files (rotated logs verified in order).
+ * Initialize with dlog_verify_init. continued = true accepts a first record that starts
+ * mid-chain (a rotated file verified alone); the head of the chain is then not checked.
+ */
+struct dlog_verify {
+	bool continued;
+	bool started;              /* a record has been accepted */
+	uint64_t next_seq;
+	char prev[DLOG_HASH_HEX + 1];
+	uint64_t records;          /* records accepted so far */
+	/* result of the first break */
+	enum dlog_break kind;
+	uint64_t line;             /* 1-based line number in the current file */
+	uint64_t seq;              /* seq of the offending record (0 when unparsable) */
+	char message[256];
+};
+
+void dlog_verify_init(struct dlog_verify *v, bool continued);
+
+/*
+ * Verify the records read from f (name is used in messages) against and into v.
+ * Stops at the first break. Returns v->kind (DLOG_INTACT when every line checks).
+ * A break of kind DELETED is reclassified REORDERED when the missing seq appears later in
+ * the same file (f is read to its end for that; f must then be seekable or the
+ * classification stays DELETED).
+ */
+enum dlog_break dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name);
+
+/* Open path and dlog_verify_stream it. DLOG_BREAK_IO when it cannot be opened. */
+enum dlog_break dlog_verify_file(struct dlog_verify *v, const char *path);
+
+/*
+ * Read one line of at most max bytes (without newline) into buf (max + 1 bytes).
+ * Returns 1 for a complete line, 2 for a final line without newline, 0 at EOF, -1 when
+ * the line exceeds max (the rest of that line is skipped), -2 on a read error.
+ * *len gets the length. NUL bytes are kept (and later refused by the parser).
+ */
+int dlog_read_line(FILE *f, char *buf, size_t max, size_t *len);
+
+#endif
