@@ -57,18 +57,27 @@ enum host_err {
 /*
  * Canonicalize s (len bytes; may contain anything, NUL included): lowercase; at most one
  * trailing dot removed; internationalized names to A-labels (libidn2, IDNA2008 +
- * TR46 non-transitional), invalid ones refused; label <= 63 and name <= 253; refuse '@',
- * '%', '\\', control characters and NUL, spaces, empty labels, '*'; IPv6 literals only in
- * brackets when a port may follow ("[2001:db8::1]:443"); IPv4 literals only in canonical
- * dotted-quad form; port strict decimal 1-65535, no sign, no leading zeros.
- * Returns HOST_OK and fills *out, or the reason for refusal.
+ * TR46 non-transitional), invalid ones refused; existing "xn--" labels must survive a
+ * decode/encode round trip unchanged; label <= 63 and name <= 253; refuse '@', '%', '\\',
+ * control characters and NUL, spaces, empty labels, '*', any ASCII outside letters, digits,
+ * '-' and '.' (so '_' too), labels starting or ending with '-'; the result of TR46 mapping
+ * is judged again (a fullwidth '@' is still '@'). IPv6 literals only in brackets when a
+ * port may follow ("[2001:db8::1]:443"); with HOST_NO_PORT both "2001:db8::1" and
+ * "[2001:db8::1]" are accepted; zone ids never. IPv4 literals only in canonical dotted-quad
+ * form (a trailing dot is removed first); every other numeric form, and any name whose last
+ * label is all digits or 0x-hex, is HOST_ERR_NUMERIC. Port strict decimal 1-65535, no sign,
+ * no leading zeros. HOST_REQUIRE_PORT together with HOST_NO_PORT is HOST_ERR_PORT.
+ * Returns HOST_OK and fills *out (out may be NULL to validate only), or the reason for
+ * refusal; on refusal *out is zeroed. Thread-safe.
  */
 enum host_err host_parse(const char *s, size_t len, int flags, struct host *out);
 
 /* Human sentence for an error ("the host contains '@' (userinfo is not allowed)"). */
 const char *host_err_str(enum host_err e);
 
-/* "name:port" or "[v6]:port" into buf (EGRESS_HOSTPORT_MAX + 1 bytes); port 0 omits it. */
+/* "name:port" or "[v6]:port" into buf (EGRESS_HOSTPORT_MAX + 1 bytes); port 0 omits it
+ * ("name", "[v6]": IPv6 is always bracketed so the text re-parses under every flag).
+ * Returns buf, or NULL (buf set to "") when len is too small. */
 const char *host_to_str(const struct host *h, char *buf, size_t len);
 
 #endif
