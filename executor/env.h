@@ -1,0 +1,76 @@
+/*
+ * env - the worker's environment, built from nothing.
+ *
+ * Owns: the rules for which variables may reach a worker (the credential-name table and the
+ * container-socket value check, documented in docs/sandbox.md "Environment").
+ * Callers: admission (env_name_check on a preset's allowlist, before anything runs),
+ * executor/sandbox.c / cmd_run (env_build, whose result goes to sandbox_spec.envp).
+ *
+ * Rules:
+ *  - Only names in the caller's allowlist, and only with the value from the caller's explicit
+ *    source mapping (NAME=VALUE strings; never the process's own environ implicitly). An
+ *    allowed name absent from the source is simply not set.
+ *  - A name that looks like a credential (GITHUB_TOKEN, SSH_*, AWS_*, *_TOKEN, *_SECRET, ...)
+ *    is refused even when allowed: REASON_ADM_ENV_FORBIDDEN. So is a proxy variable
+ *    (HTTP_PROXY, ALL_PROXY, NO_PROXY, ... any case): egress-exec sets those itself, and a
+ *    host proxy URL may carry user:password.
+ *  - A value naming a Docker, containerd, podman (or CRI-O, buildkit) socket, any unix://
+ *    URL, or a tcp:// URL on the Docker daemon ports 2375/2376 is refused:
+ *    REASON_ADM_ENV_SOCKET.
+ *  - Messages name the variable, never its value.
+ *  - Then: HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy = proxy_url and NO_PROXY,
+ *    no_proxy = "" when networked; PATH, HOME, LANG from env_opts (defaults below) unless
+ *    the allowlist copied PATH or LANG (HOME is always the sandbox home).
+ */
+#ifndef EGRESS_ENV_H
+#define EGRESS_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/reasons.h"
+
+#define ENV_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+#define ENV_DEFAULT_HOME "/tmp"
+#define ENV_DEFAULT_LANG "C.UTF-8"
+#define ENV_NAME_MAX     128        /* longest variable name accepted */
+#define ENV_VALUE_MAX    32768      /* longest value copied */
+
+struct env_opts {
+	const char *proxy_url;  /* "http://169.254.x.y:3128" when networked; NULL = no network */
+	const char *path;       /* NULL = ENV_DEFAULT_PATH */
+	const char *home;       /* NULL = ENV_DEFAULT_HOME */
+	const char *lang;       /* NULL = ENV_DEFAULT_LANG */
+};
+
+/*
+ * May this name be allowlisted? REASON_ALLOWED, or REASON_ADM_ENV_FORBIDDEN for a
+ * credential-looking or reserved (proxy) name, or a name that is not [A-Za-z_][A-Za-z0-9_]*
+ * of at most ENV_NAME_MAX bytes. Case-insensitive. When msg is non-NULL a one-line reason
+ * naming the variable is written (msglen bytes, NUL-terminated).
+ */
+enum reason env_name_check(const char *name, char *msg, size_t msglen);
+
+/* May this value be passed? REASON_ALLOWED or REASON_ADM_ENV_SOCKET (see the rules). The
+ * message, when msg is non-NULL, names `name` (may be NULL) and never the value. */
+enum reason env_value_check(const char *name, const char *value, char *msg, size_t msglen);
+
+/*
+ * Build the environment. allow: NULL-terminated names (may be NULL = none). source:
+ * NULL-terminated "NAME=VALUE" strings (may be NULL); an entry without '=' is ignored; the
+ * first entry for a name wins. At most EGRESS_ENV_VARS_MAX variables in the result.
+ * On success returns 0 and *out is a new NULL-terminated "NAME=VALUE" array (free with
+ * env_free). On refusal returns -1, *why is the reason (ADM_ENV_FORBIDDEN, ADM_ENV_SOCKET,
+ * or INTERNAL_ERROR for OOM / too many / too long), msg says which variable, *out is NULL.
+ * The whole build is refused on the first bad entry: nothing half-built is returned.
+ */
+int env_build(const char *const *allow, const char *const *source,
+    const struct env_opts *opts, char ***out, enum reason *why, char *msg, size_t msglen);
+
+/* Free an array from env_build. Accepts NULL. */
+void env_free(char **envp);
+
+/* Lookup in a NAME=VALUE array: the value, or NULL. For tests and the manifest. */
+const char *env_get(char *const *envp, const char *name);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * seccomp - the worker's system-call filter (libseccomp), installed last before exec.
+ *
+ * Owns: the profile (one table in seccomp.c, documented entry by entry in docs/seccomp.md).
+ * Default action: allow. Listed calls fail with EPERM unless the table says otherwise
+ * (clone3 -> ENOSYS so libc falls back to clone, whose flags the filter can inspect;
+ * socket families other than AF_INET/AF_INET6/AF_UNIX -> EAFNOSUPPORT). Only the native
+ * architecture (x86_64 / aarch64 ...) is in the filter; any other architecture (i386 via
+ * int 0x80, x32) hits the bad-architecture action, which kills the process.
+ * Callers: executor/sandbox.c (in the worker's init/child, after privs_drop, right before
+ * execve), doctor/attestation (seccomp_profile_selftest).
+ *
+ * Names: prefixed seccomp_profile_ so they can never clash with libseccomp's seccomp_*.
+ */
+#ifndef EGRESS_SECCOMP_H
+#define EGRESS_SECCOMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One entry of the profile, for docs, doctor and tests. All strings static. */
+struct seccomp_profile_entry {
+	const char *syscall;    /* libseccomp name ("mount") */
+	const char *condition;  /* "" = always; else e.g. "flags & CLONE_NEWNS" */
+	int err;                /* errno returned (EPERM, ENOSYS, EAFNOSUPPORT) */
+	const char *reason;     /* why the worker must not have it */
+};
+
+/* The profile table; *n receives its length. */
+const struct seccomp_profile_entry *seccomp_profile_entries(size_t *n);
+
+/*
+ * Build and load the filter into the calling thread (SCMP_FLTATR_CTL_TSYNC: all threads).
+ * Requires no_new_privs already set (privs_drop sets it); refuses otherwise (checked with
+ * PR_GET_NO_NEW_PRIVS), because without it loading needs CAP_SYS_ADMIN and a later setuid
+ * exec could shed the filter's intent. A syscall name unknown on this architecture is
+ * skipped (it cannot be called natively); any other failure to add a rule fails the whole
+ * install. Returns 0, or -1 with err filled.
+ * Allocates (libseccomp): call it in the forked child before exec, not from a signal handler.
+ */
+int seccomp_profile_install(char *err, size_t errlen);
+
+/* Read /proc/self/status: returns 0 when "Seccomp:\t2" (filter mode), -1 otherwise. */
+int seccomp_profile_verify(char *err, size_t errlen);
+
+/*
+ * Fork a child that sets no_new_privs, installs the profile, verifies mode 2 and tries a
+ * few calls that must now fail (unshare, mount, socket(AF_NETLINK), clone3) and one that
+ * must work (socket AF_INET stream). Returns 0 when all behaved, -1 with err otherwise.
+ * Bounded: the child is waited for at most 5 s, then killed. For doctor and attestation.
+ */
+int seccomp_profile_selftest(char *err, size_t errlen);
+
+#endif
