@@ -1,0 +1,96 @@
+/* proxyurl.c - route entries from proxy URLs (see proxyurl.h). */
+#define _GNU_SOURCE
+#include "egressd/proxyurl.h"
+
+#include "common/util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const struct {
+	const char *prefix;
+	enum route_kind kind;
+	uint16_t defport;
+} schemes[] = {
+	{ "http://",   ROUTE_HTTP_PROXY,  80 },
+	{ "https://",  ROUTE_HTTPS_PROXY, 443 },
+	{ "socks5://", ROUTE_SOCKS5,      1080 },
+	{ "socks5h://", ROUTE_SOCKS5,     1080 },
+	{ "socks://",  ROUTE_SOCKS5,      1080 },  /* libproxy's name for SOCKS5 */
+};
+
+int
+proxyurl_parse(const char *s, size_t len, struct route_entry *out, const char **err)
+{
+	size_t i, plen, hs, he;
+	const char *at;
+	enum host_err herr;
+
+	memset(out, 0, sizeof(*out));
+	if (len > EGRESS_HOST_INPUT_MAX) {
+		*err = "proxy URL too long";
+		return -1;
+	}
+	if (len == 9 && strncasecmp(s, "direct://", 9) == 0) {
+		out->kind = ROUTE_DIRECT;
+		return 0;
+	}
+	for (i = 0; i < EGRESS_NELEM(schemes); i++) {
+		plen = strlen(schemes[i].prefix);
+		if (len > plen && strncasecmp(s, schemes[i].prefix, plen) == 0)
+			break;
+	}
+	if (i == EGRESS_NELEM(schemes)) {
+		*err = "unsupported proxy scheme (use http://, https:// or socks5://)";
+		return -1;
+	}
+	out->kind = schemes[i].kind;
+	hs = plen;
+	/* authority ends at '/', '?' or '#' */
+	for (he = hs; he < len && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++)
+		;
+	if (he < len && !(s[he] == '/' && he + 1 == len)) {
+		*err = "a proxy URL has no path, query or fragment";
+		return -1;
+	}
+	at = memrchr(s + hs, '@', he - hs);
+	if (at != NULL) {
+		out->had_userinfo = true;
+		hs = (size_t)(at - s) + 1;
+	}
+	herr = host_parse(s + hs, he - hs, 0, &out->proxy);
+	if (herr != HOST_OK) {
+		*err = host_err_str(herr);
+		return -1;
+	}
+	if (out->proxy.port == 0)
+		out->proxy.port = schemes[i].defport;
+	return 0;
+}
+
+const char *
+route_kind_str(enum route_kind k)
+{
+	switch (k) {
+	case ROUTE_DIRECT:      return "direct";
+	case ROUTE_HTTP_PROXY:  return "http";
+	case ROUTE_HTTPS_PROXY: return "https";
+	case ROUTE_SOCKS5:      return "socks5";
+	}
+	return "unknown";
+}
+
+const char *
+proxyurl_to_str(const struct route_entry *e, char *buf, size_t len)
+{
+	char hp[EGRESS_HOSTPORT_MAX + 1];
+
+	if (e->kind == ROUTE_DIRECT) {
+		snprintf(buf, len, "direct");
+		return buf;
+	}
+	snprintf(buf, len, "%s://%s", route_kind_str(e->kind),
+	    host_to_str(&e->proxy, hp, sizeof(hp)));
+	return buf;
+}
