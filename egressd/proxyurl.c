@@ -10,18 +10,18 @@
 
 static const struct {
 	const char *prefix;
-	enum route_kind kind;
+	enum proxy_kind kind;
 	uint16_t defport;
 } schemes[] = {
-	{ "http://",   ROUTE_HTTP_PROXY,  80 },
-	{ "https://",  ROUTE_HTTPS_PROXY, 443 },
-	{ "socks5://", ROUTE_SOCKS5,      1080 },
-	{ "socks5h://", ROUTE_SOCKS5,     1080 },
-	{ "socks://",  ROUTE_SOCKS5,      1080 },  /* libproxy's name for SOCKS5 */
+	{ "http://",   PROXY_HTTP,  80 },
+	{ "https://",  PROXY_HTTPS, 443 },
+	{ "socks5://", PROXY_SOCKS5,      1080 },
+	{ "socks5h://", PROXY_SOCKS5,     1080 },
+	{ "socks://",  PROXY_SOCKS5,      1080 },  /* libproxy's name for SOCKS5 */
 };
 
 int
-proxyurl_parse(const char *s, size_t len, struct route_entry *out, const char **err)
+proxyurl_parse(const char *s, size_t len, struct proxy_route *out, const char **err)
 {
 	size_t i, plen, hs, he;
 	const char *at;
@@ -33,7 +33,7 @@ proxyurl_parse(const char *s, size_t len, struct route_entry *out, const char **
 		return -1;
 	}
 	if (len == 9 && strncasecmp(s, "direct://", 9) == 0) {
-		out->kind = ROUTE_DIRECT;
+		out->kind = PROXY_DIRECT;
 		return 0;
 	}
 	for (i = 0; i < EGRESS_NELEM(schemes); i++) {
@@ -70,27 +70,27 @@ proxyurl_parse(const char *s, size_t len, struct route_entry *out, const char **
 }
 
 const char *
-route_kind_str(enum route_kind k)
+proxy_kind_str(enum proxy_kind k)
 {
 	switch (k) {
-	case ROUTE_DIRECT:      return "direct";
-	case ROUTE_HTTP_PROXY:  return "http";
-	case ROUTE_HTTPS_PROXY: return "https";
-	case ROUTE_SOCKS5:      return "socks5";
+	case PROXY_DIRECT:      return "direct";
+	case PROXY_HTTP:  return "http";
+	case PROXY_HTTPS: return "https";
+	case PROXY_SOCKS5:      return "socks5";
 	}
 	return "unknown";
 }
 
 const char *
-proxyurl_to_str(const struct route_entry *e, char *buf, size_t len)
+proxyurl_to_str(const struct proxy_route *e, char *buf, size_t len)
 {
 	char hp[EGRESS_HOSTPORT_MAX + 1];
 
-	if (e->kind == ROUTE_DIRECT) {
+	if (e->kind == PROXY_DIRECT) {
 		snprintf(buf, len, "direct");
 		return buf;
 	}
-	snprintf(buf, len, "%s://%s", route_kind_str(e->kind),
+	snprintf(buf, len, "%s://%s", proxy_kind_str(e->kind),
 	    host_to_str(&e->proxy, hp, sizeof(hp)));
 	return buf;
 }

@@ -18,15 +18,15 @@
 
 #include "common/host.h"
 
-enum route_kind {
-	ROUTE_DIRECT = 0,
-	ROUTE_HTTP_PROXY,     /* http://proxy:port  — CONNECT / absolute-form through it */
-	ROUTE_HTTPS_PROXY,    /* https://proxy:port — TLS to the proxy, then as above */
-	ROUTE_SOCKS5,         /* socks5://proxy:port — RFC 1928 */
+enum proxy_kind {
+	PROXY_DIRECT = 0,
+	PROXY_HTTP,     /* http://proxy:port  — CONNECT / absolute-form through it */
+	PROXY_HTTPS,    /* https://proxy:port — TLS to the proxy, then as above */
+	PROXY_SOCKS5,         /* socks5://proxy:port — RFC 1928 */
 };
 
-struct route_entry {
-	enum route_kind kind;
+struct proxy_route {
+	enum proxy_kind kind;
 	struct host proxy;        /* canonical proxy host (name or literal), port set */
 	bool had_userinfo;        /* the source URL carried user:pass (ignored, stripped) */
 };
@@ -34,11 +34,11 @@ struct route_entry {
 /* Parse one entry. Refused: other schemes (socks4, ftp, ...), paths other than "" or "/",
  * query/fragment, bad host or port. Default ports: http 80, https 443, socks5 1080.
  * Returns 0, or -1 with *err set to a static sentence. */
-int proxyurl_parse(const char *s, size_t len, struct route_entry *out, const char **err);
+int proxyurl_parse(const char *s, size_t len, struct proxy_route *out, const char **err);
 
 /* "direct", "http://proxy.corp:3128", "socks5://10.1.2.3:1080" (never credentials). */
-const char *proxyurl_to_str(const struct route_entry *e, char *buf, size_t len);
+const char *proxyurl_to_str(const struct proxy_route *e, char *buf, size_t len);
 
-const char *route_kind_str(enum route_kind k);
+const char *proxy_kind_str(enum proxy_kind k);
 
 #endif

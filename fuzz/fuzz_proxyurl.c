@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct route_entry e, e2;
+	struct proxy_route e, e2;
 	const char *err;
 	char buf[512];
 

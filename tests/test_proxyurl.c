@@ -9,7 +9,7 @@
 #include "egressd/proxyurl.h"
 
 static int
-parse(const char *s, struct route_entry *e)
+parse(const char *s, struct proxy_route *e)
 {
 	const char *err = NULL;
 	int r = proxyurl_parse(s, strlen(s), e, &err);
@@ -22,15 +22,15 @@ parse(const char *s, struct route_entry *e)
 static void
 test_good(void **state)
 {
-	struct route_entry e;
+	struct proxy_route e;
 	char buf[300];
 
 	assert_int_equal(parse("direct://", &e), 0);
-	assert_int_equal(e.kind, ROUTE_DIRECT);
+	assert_int_equal(e.kind, PROXY_DIRECT);
 	assert_string_equal(proxyurl_to_str(&e, buf, sizeof(buf)), "direct");
 
 	assert_int_equal(parse("http://Proxy.Corp.Example:3128", &e), 0);
-	assert_int_equal(e.kind, ROUTE_HTTP_PROXY);
+	assert_int_equal(e.kind, PROXY_HTTP);
 	assert_string_equal(e.proxy.name, "proxy.corp.example");
 	assert_int_equal(e.proxy.port, 3128);
 	assert_string_equal(proxyurl_to_str(&e, buf, sizeof(buf)), "http://proxy.corp.example:3128");
@@ -38,10 +38,10 @@ test_good(void **state)
 	assert_int_equal(parse("http://proxy.corp.example/", &e), 0);
 	assert_int_equal(e.proxy.port, 80);
 	assert_int_equal(parse("https://proxy.corp.example", &e), 0);
-	assert_int_equal(e.kind, ROUTE_HTTPS_PROXY);
+	assert_int_equal(e.kind, PROXY_HTTPS);
 	assert_int_equal(e.proxy.port, 443);
 	assert_int_equal(parse("socks://10.1.2.3:1080", &e), 0);
-	assert_int_equal(e.kind, ROUTE_SOCKS5);
+	assert_int_equal(e.kind, PROXY_SOCKS5);
 	assert_int_equal(parse("socks5://[2001:db8::5]:1081", &e), 0);
 	assert_int_equal(e.proxy.kind, HOST_IPV6);
 	assert_int_equal(e.proxy.port, 1081);
@@ -50,7 +50,7 @@ test_good(void **state)
 static void
 test_userinfo_stripped(void **state)
 {
-	struct route_entry e;
+	struct proxy_route e;
 	char buf[300];
 
 	assert_int_equal(parse("http://alice:s3cret@proxy.corp.example:8080", &e), 0);
@@ -63,7 +63,7 @@ test_userinfo_stripped(void **state)
 static void
 test_bad(void **state)
 {
-	struct route_entry e;
+	struct proxy_route e;
 	static const char *bad[] = {
 		"socks4://10.0.0.1:1080", "ftp://x:21", "http://", "http://proxy:0",
 		"http://proxy:99999", "http://proxy/path", "http://proxy?q", "http://pro xy:80",
