@@ -31,6 +31,8 @@
 #define EGRESS_PRINCIPAL_MAX       64    /* principal label length */
 #define EGRESS_GRANT_ENTRIES_MAX   256   /* allow entries per grant */
 #define EGRESS_GRANT_CIDRS_MAX     64    /* allow_address entries per grant */
+#define EGRESS_GRANT_CONNECTIONS_MAX 4096 /* limits.connections of one grant */
+#define EGRESS_GRANT_LIFETIME_MAX_S (30 * 24 * 3600) /* limits.lifetime_s of one grant */
 #define EGRESS_GRANT_ID_BYTES      16    /* 128 random bits; hex text is twice that */
 #define EGRESS_GRANTS_MAX          1024  /* live grants in one egressd */
 #define EGRESS_IFNAME_MAX          16    /* IFNAMSIZ */
