@@ -1,0 +1,173 @@
+/*
+ * egressd-route-helper - runs libproxy for egressd, one lookup at a time.
+ *
+ * Why a separate process: libproxy 0.4 can block forever (a stalled PAC server, a looping
+ * script), serializes lookups behind one mutex, is unsafe from several threads, and runs
+ * PAC JavaScript from the network. egressd talks to this helper over stdin/stdout with the
+ * line protocol of egressd/routeproto.h, gives each lookup a deadline, and kills and
+ * restarts the helper when one is missed. egressd fetches the PAC itself and hands it to
+ * libproxy as pac+file:// (set in this process's environment by egressd), so libproxy
+ * never fetches anything on its own.
+ *
+ * Confinement, in order: privileges dropped (to nobody when started as root), every fd but
+ * 0, 1, 2 closed, no_new_privs, then a seccomp filter refusing what a PAC evaluator never
+ * needs (exec, ptrace, mounts, namespaces, modules, bpf, keyrings, raw/packet sockets).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <proxy.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "egressd/routeproto.h"
+
+static int
+drop_privileges(void)
+{
+	if (getuid() != 0 && geteuid() != 0)
+		return 0;
+	if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+	    setresuid(65534, 65534, 65534) != 0)
+		return -1;
+	if (geteuid() == 0 || getegid() == 0)
+		return -1;
+	return 0;
+}
+
+static int
+install_filter(void)
+{
+	static const int denied[] = {
+		SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(ptrace),
+		SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
+		SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot),
+		SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
+		SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key),
+		SCMP_SYS(init_module), SCMP_SYS(finit_module), SCMP_SYS(delete_module),
+		SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load), SCMP_SYS(reboot),
+		SCMP_SYS(swapon), SCMP_SYS(swapoff), SCMP_SYS(userfaultfd),
+		SCMP_SYS(io_uring_setup), SCMP_SYS(open_by_handle_at),
+	};
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rc = 0;
+
+	if (ctx == NULL)
+		return -1;
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]) && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
+	/* PAC evaluation needs DNS (dnsResolve) and glibc may use netlink for address
+	 * selection; nothing needs raw or packet sockets. */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+		    SCMP_A0(SCMP_CMP_EQ, AF_PACKET));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+		    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+	if (rc == 0)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return rc == 0 ? 0 : -1;
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void
+answer(pxProxyFactory *pf, const char *line, size_t len)
+{
+	char url[EGRESS_ROUTE_LINE_MAX];
+	char out[EGRESS_ROUTE_LINE_MAX + 64];
+	uint64_t id;
+	size_t n;
+	char **proxies;
+
+	if (routeproto_parse_request(line, len, &id, url, sizeof(url)) != 0) {
+		/* no usable id: egressd times the lookup out; say so on stderr */
+		log_warnx("malformed request ignored");
+		return;
+	}
+	proxies = px_proxy_factory_get_proxies(pf, url);
+	n = routeproto_format_reply(id, proxies, out, sizeof(out));
+	if (proxies != NULL)
+		px_proxy_factory_free_proxies(proxies);
+	if (n == 0)
+		n = routeproto_format_error(id, "bad_answer", out, sizeof(out));
+	if (write_all(STDOUT_FILENO, out, n) != 0)
+		exit(1);
+}
+
+int
+main(int argc, char **argv)
+{
+	static char buf[EGRESS_ROUTE_LINE_MAX + 2];
+	size_t have = 0;
+	int discarding = 0;
+	pxProxyFactory *pf;
+
+	(void)argc;
+	(void)argv;
+	log_init("egressd-route-helper", 0);
+	signal(SIGPIPE, SIG_IGN);
+	closefrom(3);
+	if (drop_privileges() != 0)
+		fatal("cannot drop privileges");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		fatal("no_new_privs");
+	pf = px_proxy_factory_new();
+	if (pf == NULL)
+		fatalx("libproxy: cannot create a proxy factory");
+	if (install_filter() != 0)
+		fatalx("cannot install the seccomp filter");
+
+	for (;;) {
+		ssize_t r = read(STDIN_FILENO, buf + have, sizeof(buf) - 1 - have);
+		char *nl;
+
+		if (r == 0)
+			break;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		have += (size_t)r;
+		while ((nl = memchr(buf, '\n', have)) != NULL) {
+			size_t ll = (size_t)(nl - buf);
+			if (!discarding)
+				answer(pf, buf, ll);
+			discarding = 0;
+			memmove(buf, nl + 1, have - ll - 1);
+			have -= ll + 1;
+		}
+		if (have >= sizeof(buf) - 1) {
+			/* over-long line: drop it up to its newline */
+			discarding = 1;
+			have = 0;
+		}
+	}
+	px_proxy_factory_free(pf);
+	return 0;
+}
