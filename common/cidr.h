@@ -25,15 +25,17 @@ struct cidr_set {
 
 /*
  * Parse "198.51.100.0/24" or "2001:db8::/32" or a bare address (a /32 or /128).
- * The address part must be a canonical literal (common/addr); host bits set below the
- * prefix are refused ("10.0.0.1/8" is an error: say what you mean).
+ * The address part must be a canonical literal (common/addr); the prefix is decimal
+ * without sign or leading zeros and at most 32/128; host bits set below the prefix are
+ * refused ("10.0.0.1/8" is an error: say what you mean). No surrounding whitespace.
  * Returns 0, or -1 with *err set to a static message.
  */
 int cidr_parse(const char *s, struct cidr *out, const char **err);
-/* Text form "net/prefix" into buf. */
+/* Text form "net/prefix" into buf (EGRESS_ADDRSTR_MAX + 4 bytes is enough); "" if short. */
 const char *cidr_to_str(const struct cidr *c, char *buf, size_t len);
 
-/* Append one parsed entry; returns 0 or -1 (ENOMEM or set over EGRESS_GRANT_CIDRS_MAX). */
+/* A new set is zero-initialized ({0}). Append one parsed entry; returns 0 or -1 with
+ * errno ENOMEM, or E2BIG when the set already holds EGRESS_GRANT_CIDRS_MAX entries. */
 int cidr_set_add(struct cidr_set *set, const struct cidr *c);
 /* Parse and append; -1 with *err on a bad entry (the set is unchanged then). */
 int cidr_set_add_str(struct cidr_set *set, const char *s, const char **err);
