@@ -1,19 +1,157 @@
 /*
- * cmd_check - `egress-exec check --workunit W --preset P`: admission alone.
- *
- * Placeholder until executor/admission lands: refuses, so no caller mistakes it for an
- * admitted decision.
+ * cmd_check - `egress-exec check --workunit W --preset P [--trusted-models F]
+ * [--env-file F]`: admission alone. Prints the decision as one JSON object on stdout and
+ * one human line on stderr. Exit 0 when admitted, EXEC_EXIT_ADMISSION when refused.
  */
 #include "executor/commands.h"
 
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/limits.h"
 #include "common/log.h"
+#include "executor/admission.h"
+#include "executor/env.h"
 #include "executor/sandbox.h"
+
+static void
+env_list_free(char **v)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+/*
+ * Read an explicit caller environment: NAME=VALUE lines; blank lines and lines starting
+ * with '#' skipped. Bounded: at most EGRESS_ENV_VARS_MAX entries, each line shorter than
+ * ENV_NAME_MAX + ENV_VALUE_MAX + 2 bytes. Returns a NULL-terminated array or NULL.
+ */
+static char **
+env_file_read(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0, n = 0;
+	ssize_t len;
+	char **v = NULL;
+
+	if (f == NULL) {
+		log_warn("check: %s", path);
+		return NULL;
+	}
+	v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(*v));
+	if (v == NULL)
+		goto fail;
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		if (len > 0 && line[len - 1] == '\n')
+			line[--len] = '\0';
+		if ((size_t)len > ENV_NAME_MAX + ENV_VALUE_MAX + 1) {
+			log_warnx("check: %s: line too long", path);
+			goto fail;
+		}
+		if (len == 0 || line[0] == '#')
+			continue;
+		if (strchr(line, '=') == NULL) {
+			log_warnx("check: %s: a line is not NAME=VALUE", path);
+			goto fail;
+		}
+		if (n >= EGRESS_ENV_VARS_MAX) {
+			log_warnx("check: %s: more than %d variables", path, EGRESS_ENV_VARS_MAX);
+			goto fail;
+		}
+		if ((v[n++] = strdup(line)) == NULL)
+			goto fail;
+	}
+	free(line);
+	fclose(f);
+	return v;
+fail:
+	free(line);
+	fclose(f);
+	env_list_free(v);
+	return NULL;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: egress-exec check --workunit FILE --preset FILE "
+	    "[--trusted-models FILE] [--env-file FILE]\n");
+}
 
 int
 cmd_check(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	log_warnx("check: admission is not built yet");
-	return EXEC_EXIT_INTERNAL;
+	static const struct option opts[] = {
+		{ "workunit", required_argument, NULL, 'w' },
+		{ "preset", required_argument, NULL, 'p' },
+		{ "trusted-models", required_argument, NULL, 't' },
+		{ "env-file", required_argument, NULL, 'e' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *wu_path = NULL, *preset_path = NULL, *trusted = NULL, *envfile = NULL;
+	char **env = NULL;
+	struct workunit *wu = NULL;
+	struct preset *p = NULL;
+	struct admission adm;
+	char line[1024];
+	char *js;
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "w:p:t:e:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'w': wu_path = optarg; break;
+		case 'p': preset_path = optarg; break;
+		case 't': trusted = optarg; break;
+		case 'e': envfile = optarg; break;
+		case 'h': usage(); return 0;
+		default: usage(); return EXEC_EXIT_USAGE;
+		}
+	}
+	if (wu_path == NULL || preset_path == NULL || optind != argc) {
+		usage();
+		return EXEC_EXIT_USAGE;
+	}
+	if (envfile != NULL && (env = env_file_read(envfile)) == NULL)
+		return EXEC_EXIT_USAGE;
+
+	admission_from_files(wu_path, preset_path, trusted, (const char *const *)env, &wu, &p,
+	    &adm);
+	js = NULL;
+	{
+		json_t *o = admission_to_json(&adm);
+		if (o != NULL) {
+			if (wu != NULL)
+				json_object_set_new(o, "workunit", json_string(wu->id));
+			if (p != NULL)
+				json_object_set_new(o, "preset", json_string(p->name));
+			js = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+			json_decref(o);
+		}
+	}
+	if (js != NULL) {
+		printf("%s\n", js);
+		free(js);
+	}
+	fflush(stdout);
+	admission_summary(&adm, line, sizeof(line));
+	fprintf(stderr, "%s\n", line);
+	for (size_t i = 1; i < adm.nrefusals; i++)
+		fprintf(stderr, "  also: %s: %s\n", reason_str(adm.refusals[i].reason),
+		    adm.refusals[i].detail);
+
+	ch = adm.admitted ? EXEC_EXIT_OK : EXEC_EXIT_ADMISSION;
+	admission_free(&adm);
+	workunit_free(wu);
+	preset_free(p);
+	env_list_free(env);
+	return ch;
 }

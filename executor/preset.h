@@ -1,0 +1,59 @@
+/*
+ * preset - the AgentPreset file (maintainer-owned): what runs and how.
+ *
+ * Owns: struct preset and every string in it (preset_free, which accepts NULL).
+ * Callers: executor/admission, executor/orchestrate, executor/cmd_check.
+ *
+ * Like the WorkUnit loader this only parses; admission decides. Layout: one [preset]
+ * section (name, executable, argv, prompt_transport, prompt_flag, network_policy,
+ * model_connection, env_allowlist) and one [ceilings] section (docs/workunit.md).
+ *
+ * Trusted model destinations (for network_policy = model_only) come from a separate file
+ * owned by the connection layer: sections "[connection NAME]" with repeated
+ * `destination = https://host[:port]`; the preset names one with model_connection.
+ */
+#ifndef EGRESS_PRESET_H
+#define EGRESS_PRESET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/reasons.h"
+#include "executor/workunit.h"
+
+enum preset_transport { PT_ABSENT = 0, PT_STDIN, PT_ARGUMENT, PT_FILE };
+enum preset_net { PN_ABSENT = 0, PN_DISABLED, PN_ALLOWLISTED, PN_MODEL_ONLY };
+
+struct preset {
+	char *file;
+	char *name;                 /* [A-Za-z0-9._-]{1,64} */
+	char *executable;           /* absolute path (checked at load) */
+	struct strlist argv;        /* fixed argv, argv[0] first; empty: argv = { executable } */
+	enum preset_transport transport;
+	char *prompt_flag;          /* for argument transport ("--prompt"), else NULL */
+	enum preset_net network;
+	char *model_connection;     /* for model_only: connection name in the trusted file */
+	struct strlist env_allowlist;
+	struct ceilings ceilings;
+};
+
+/* Load a preset. NULL with *why and err ("file:line: ...") on refusal. */
+struct preset *preset_load(const char *path, enum reason *why, char *err, size_t errlen);
+struct preset *preset_load_string(const char *name, const char *text, size_t len,
+    enum reason *why, char *err, size_t errlen);
+void preset_free(struct preset *p);
+
+const char *preset_transport_str(enum preset_transport t);
+const char *preset_net_str(enum preset_net n);
+
+/*
+ * Trusted model destinations of connection `connection` from the trusted file at path.
+ * Returns 0 and fills *out (present = the connection exists); -1 with err when the file
+ * cannot be read or is invalid (unknown keys refused with file:line).
+ */
+int trusted_models_load(const char *path, const char *connection, struct strlist *out,
+    char *err, size_t errlen);
+int trusted_models_load_string(const char *name, const char *text, size_t len,
+    const char *connection, struct strlist *out, char *err, size_t errlen);
+
+#endif
