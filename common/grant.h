@@ -13,7 +13,15 @@
  *     "credential_origin": ["https://api.example.com"],
  *     "limits": { "connections": 64, "bytes": 1073741824, "lifetime_s": 3600 } }
  * Unknown keys are errors. Missing limits take the defaults below (0 = unlimited only for
- * bytes; lifetime 0 = no expiry, allowed only for static grants from egressd.ini).
+ * bytes; lifetime 0 = no expiry, allowed only for static grants from egressd.ini: the
+ * control socket must refuse lifetime_s 0 itself, this parser cannot tell the two apart).
+ * "principal" and "allow" are required ("allow" may be empty: such a grant admits nothing);
+ * the rest is optional. Ranges: connections 1..EGRESS_GRANT_CONNECTIONS_MAX, bytes
+ * 0..INT64_MAX, lifetime_s 0..EGRESS_GRANT_LIFETIME_MAX_S, all JSON integers. "allow" and
+ * "credential_origin" hold at most EGRESS_GRANT_ENTRIES_MAX entries (common/pattern syntax;
+ * credential_origin only https:// and http://), allow_address at most
+ * EGRESS_GRANT_CIDRS_MAX (common/cidr). Strings with embedded NUL are refused. Parse the
+ * text with JSON_REJECT_DUPLICATES: a repeated key must not silently replace another.
  */
 #ifndef EGRESS_GRANT_H
 #define EGRESS_GRANT_H
@@ -44,13 +52,16 @@ struct grant {
 	uint32_t lifetime_s;       /* 0 = no expiry */
 };
 
-/* Parse and validate; NULL with err ("allow[2]: ...") on any problem. */
+/* Parse and validate; a new grant (free with grant_free), or NULL with err ("allow[2]:
+ * ...", err may be NULL) on any problem, including ENOMEM. obj is not modified. */
 struct grant *grant_from_json(const json_t *obj, char *err, size_t errlen);
-/* New reference; NULL on ENOMEM. */
+/* New reference in the JSON form above (entries in canonical text, every key present);
+ * grant_from_json of it gives an equal grant. NULL on ENOMEM or g NULL. */
 json_t *grant_to_json(const struct grant *g);
 void grant_free(struct grant *g);
 
-/* True when the principal label is acceptable. */
+/* True when the principal label is acceptable: 1-64 of [A-Za-z0-9._-], but not "." or
+ * ".." (the label may become a path component). */
 bool grant_principal_valid(const char *s);
 
 /*
@@ -61,7 +72,9 @@ bool grant_principal_valid(const char *s);
 bool grant_allows(const struct grant *g, enum dest_scheme hop_scheme, const struct host *h,
     uint16_t port, size_t *entry);
 
-/* Does credential_origin bind credentials to this origin (scheme, host, port)? */
+/* Does credential_origin bind credentials to this origin (scheme, host, port)? The scheme
+ * must equal the entry's (https credentials never follow a redirect to http); host and port
+ * as in pattern_match. NULL arguments: false. */
 bool grant_credentials_bound(const struct grant *g, enum dest_scheme scheme,
     const struct host *h, uint16_t port);
 
