@@ -1,0 +1,1 @@
+"""Building blocks of the integration lab (integration/lab.py). Stdlib only."""
