@@ -150,6 +150,7 @@ struct dlog_status {
 	bool writable;
 	uint64_t written;          /* records written since open */
 	uint64_t failed;           /* records that completed with an error since open */
+	uint64_t syncs;            /* fdatasync calls that succeeded since open */
 	size_t queued;             /* records queued or in flight */
 	char error[256];           /* why the log is in the failed state ("" when writable) */
 };

@@ -1,0 +1,839 @@
+/*
+ * dlog.c - decision log writer: the loop thread formats and queues, a writer thread
+ * assigns seq/prev/hash in on-disk order, writes, syncs and signals completion back
+ * through an eventfd. Contract: dlog.h. Format: docs/decision-log.md.
+ */
+#include "egressd/dlog.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/queue.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/dlog_verify.h"
+
+#define DLOG_DEFAULT_BATCH_MS   5
+#define DLOG_DEFAULT_QUEUE_MAX  4096
+#define DLOG_DEFAULT_RETRY_MS   1000
+#define DLOG_GROUP_MAX          512     /* records per write(2) */
+#define DLOG_TIME_LEN           27      /* 2026-11-30T08:53:53.123456Z */
+#define DLOG_EVENT_MAX          32
+
+/* Bytes of a line around the caller's fields (seq at its widest, 20 digits). */
+#define DLOG_FIXED_LEN (sizeof("{\"v\":1,\"time\":\"\",\"seq\":,\"event\":\"\"") - 1 + \
+    DLOG_TIME_LEN + 20 + sizeof(",\"prev\":\"\"") - 1 + DLOG_HASH_HEX + \
+    sizeof(",\"hash\":\"\"}") - 1 + DLOG_HASH_HEX)
+
+/* A queued record; the ticket handed to callers is the record itself. */
+struct dlog_ticket {
+	TAILQ_ENTRY(dlog_ticket) link;
+	char time[DLOG_TIME_LEN + 1];
+	char event[DLOG_EVENT_MAX + 1];
+	char *fields;          /* compact members without braces, "" when none */
+	size_t fields_len;
+	dlog_done_cb cb;       /* loop thread only; NULL after cancel */
+	void *arg;
+	int err;               /* set by the writer */
+	/* dlog_append_sync: the waiter, not the loop, collects the result */
+	bool is_sync;
+	bool done;
+	bool abandoned;
+};
+TAILQ_HEAD(dlog_q, dlog_ticket);
+
+struct dlog {
+	struct event_base *base;
+	struct event *ev_done;
+	int efd;
+	char *path;
+	enum dlog_sync sync;
+	unsigned batch_ms, queue_max, retry_ms;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_work;     /* writer waits for records / stop / reopen */
+	pthread_cond_t cv_sync;     /* dlog_append_sync waiters */
+	struct dlog_q pending;      /* loop -> writer */
+	struct dlog_q done;         /* writer -> loop */
+	size_t inflight;            /* appended, not yet freed */
+	bool stop, reopen_req;
+	uint64_t retry_after_ms;    /* failed state: no probe before this (mono ms) */
+
+	/* writer-thread state (read under mu for status) */
+	int fd;
+	bool regular;
+	uint64_t last_seq;
+	char last_hash[DLOG_HASH_HEX + 1];
+	bool failed;                /* also read without mu via __atomic */
+	char error[256];
+	uint64_t written, nfailed, syncs;
+};
+
+static void *writer_main(void *arg);
+
+int
+dlog_sync_parse(const char *s, enum dlog_sync *out)
+{
+	if (strcmp(s, "always") == 0)
+		*out = DLOG_SYNC_ALWAYS;
+	else if (strcmp(s, "batch") == 0)
+		*out = DLOG_SYNC_BATCH;
+	else if (strcmp(s, "none") == 0)
+		*out = DLOG_SYNC_NONE;
+	else
+		return -1;
+	return 0;
+}
+
+const char *
+dlog_sync_str(enum dlog_sync s)
+{
+	switch (s) {
+	case DLOG_SYNC_ALWAYS: return "always";
+	case DLOG_SYNC_BATCH: return "batch";
+	case DLOG_SYNC_NONE: return "none";
+	}
+	return "unknown";
+}
+
+static void
+set_failed(struct dlog *d, int err, const char *what)
+{
+	/* called with mu held */
+	snprintf(d->error, sizeof(d->error), "%s %s: %s", what, d->path, strerror(err));
+	if (!d->failed)
+		log_warnx("decision log unavailable, refusing hops: %s", d->error);
+	__atomic_store_n(&d->failed, true, __ATOMIC_RELEASE);
+	d->retry_after_ms = mono_msec() + d->retry_ms;
+}
+
+/*
+ * Read the last record of fd (a regular file of size sz) and continue the chain from it.
+ * A torn last line (never acknowledged: the writer completes a record only after the
+ * whole line, newline included, is written) is truncated away. Returns 0 or an errno
+ * (EBADMSG: the last complete record does not verify; an operator must look).
+ */
+static int
+load_tail(struct dlog *d, int fd, off_t sz, uint64_t *seq, char *hash, char *why,
+    size_t whylen)
+{
+	size_t win = EGRESS_LOG_RECORD_MAX + 2;
+	off_t start = sz > (off_t)win ? sz - (off_t)win : 0;
+	size_t n = (size_t)(sz - start), got = 0, end, lstart;
+	char *buf;
+	struct dlog_record_info info;
+	int rc = 0;
+
+	buf = malloc(n + 1);
+	if (buf == NULL)
+		return ENOMEM;
+	while (got < n) {
+		ssize_t r = pread(fd, buf + got, n - got, start + (off_t)got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rc = r < 0 ? errno : EIO;
+			snprintf(why, whylen, "reading the tail");
+			goto out;
+		}
+		got += (size_t)r;
+	}
+	end = n;
+	if (buf[end - 1] != '\n') {
+		/* torn tail: cut back to the last newline (or to the window start) */
+		size_t keep = end;
+
+		while (keep > 0 && buf[keep - 1] != '\n')
+			keep--;
+		if (keep == 0 && start > 0) {
+			rc = EBADMSG;
+			snprintf(why, whylen, "the last line is longer than the record limit");
+			goto out;
+		}
+		log_warnx("decision log %s: truncating a torn last line of %zu bytes (never "
+		    "acknowledged)", d->path, end - keep);
+		if (ftruncate(fd, start + (off_t)keep) != 0) {
+			rc = errno;
+			snprintf(why, whylen, "truncating the torn tail");
+			goto out;
+		}
+		end = keep;
+		if (end == 0)
+			goto out;   /* the file held only a torn line: continue the in-memory chain */
+	}
+	/* buf[end-1] == '\n': the last complete line is (lstart, end-1) */
+	lstart = end - 1;
+	while (lstart > 0 && buf[lstart - 1] != '\n')
+		lstart--;
+	if (lstart == 0 && start > 0) {
+		rc = EBADMSG;
+		snprintf(why, whylen, "the last line is longer than the record limit");
+		goto out;
+	}
+	{
+		char lwhy[128];
+
+		if (dlog_line_check(buf + lstart, end - 1 - lstart, &info, lwhy,
+		    sizeof(lwhy)) != DLOG_LINE_OK) {
+			rc = EBADMSG;
+			snprintf(why, whylen, "the last record is corrupt (%s)", lwhy);
+			goto out;
+		}
+	}
+	*seq = info.seq;
+	memcpy(hash, info.hash, DLOG_HASH_HEX + 1);
+out:
+	free(buf);
+	return rc;
+}
+
+/*
+ * Open (or reopen) the file. Called WITHOUT mu, from dlog_open before the writer starts or
+ * from the writer thread (the only thread that changes fd, regular, last_seq, last_hash;
+ * it changes them under mu so status readers see consistent values). The I/O runs
+ * unlocked so a slow disk never blocks the loop thread's enqueue. Returns 0 or an errno.
+ */
+static int
+file_open(struct dlog *d)
+{
+	struct stat st;
+	char why[160] = "opening";
+	char hash[DLOG_HASH_HEX + 1];
+	uint64_t seq;
+	bool regular = false;
+	int fd, rc = 0;
+
+	if (d->fd >= 0) {
+		pthread_mutex_lock(&d->mu);
+		close(d->fd);
+		d->fd = -1;
+		pthread_mutex_unlock(&d->mu);
+	}
+	seq = d->last_seq;
+	memcpy(hash, d->last_hash, sizeof(hash));
+	fd = open(d->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+	if (fd < 0) {
+		rc = errno;
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = errno;
+		snprintf(why, sizeof(why), "fstat");
+		goto fail;
+	}
+	regular = S_ISREG(st.st_mode);
+	if (regular) {
+		/* Two writers on one chain would fork it: refuse a file another egressd holds. */
+		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			rc = errno == EWOULDBLOCK ? EBUSY : errno;
+			snprintf(why, sizeof(why), "locking (another egressd writes this log?)");
+			goto fail;
+		}
+		/* Empty file: continue the in-memory chain (zero at start-up, the previous
+		 * file's last record after a rotation). */
+		if (st.st_size > 0 &&
+		    (rc = load_tail(d, fd, st.st_size, &seq, hash, why, sizeof(why))) != 0)
+			goto fail;
+	}
+	pthread_mutex_lock(&d->mu);
+	d->fd = fd;
+	d->regular = regular;
+	d->last_seq = seq;
+	memcpy(d->last_hash, hash, sizeof(d->last_hash));
+	if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE))
+		log_info("decision log %s writable again (seq %llu)", d->path,
+		    (unsigned long long)seq);
+	__atomic_store_n(&d->failed, false, __ATOMIC_RELEASE);
+	d->error[0] = '\0';
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+fail:
+	if (rc == 0)
+		rc = EIO;
+	if (fd >= 0)
+		close(fd);
+	{
+		char what[200];
+
+		snprintf(what, sizeof(what), "decision log: %s", why);
+		pthread_mutex_lock(&d->mu);
+		set_failed(d, rc, what);
+		pthread_mutex_unlock(&d->mu);
+	}
+	return rc;
+}
+
+static void
+rec_free(struct dlog_ticket *t)
+{
+	if (t != NULL) {
+		free(t->fields);
+		free(t);
+	}
+}
+
+/* Loop thread: run the callbacks of completed records. */
+static void
+done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dlog *d = arg;
+	struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
+	struct dlog_ticket *t;
+	uint64_t v;
+
+	(void)what;
+	while (read(fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&d->mu);
+	TAILQ_CONCAT(&q, &d->done, link);
+	pthread_mutex_unlock(&d->mu);
+	while ((t = TAILQ_FIRST(&q)) != NULL) {
+		TAILQ_REMOVE(&q, t, link);
+		/* read cb now: an earlier callback may have cancelled this ticket */
+		if (t->cb != NULL)
+			t->cb(t->err, t->arg);
+		rec_free(t);
+		pthread_mutex_lock(&d->mu);
+		d->inflight--;
+		pthread_mutex_unlock(&d->mu);
+	}
+}
+
+struct dlog *
+dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, size_t errlen)
+{
+	struct dlog *d;
+	pthread_condattr_t ca;
+
+	if (cfg == NULL || cfg->path == NULL || cfg->path[0] == '\0' ||
+	    strlen(cfg->path) >= EGRESS_PATH_MAX || base == NULL) {
+		snprintf(err, errlen, "decision log: no path configured");
+		return NULL;
+	}
+	if (cfg->sync != DLOG_SYNC_ALWAYS && cfg->sync != DLOG_SYNC_BATCH &&
+	    cfg->sync != DLOG_SYNC_NONE) {
+		snprintf(err, errlen, "decision log: invalid sync mode");
+		return NULL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (d == NULL || (d->path = strdup(cfg->path)) == NULL) {
+		free(d);
+		snprintf(err, errlen, "decision log: out of memory");
+		return NULL;
+	}
+	d->base = base;
+	d->fd = -1;
+	d->efd = -1;
+	d->sync = cfg->sync;
+	d->batch_ms = cfg->batch_ms ? cfg->batch_ms : DLOG_DEFAULT_BATCH_MS;
+	d->queue_max = cfg->queue_max ? cfg->queue_max : DLOG_DEFAULT_QUEUE_MAX;
+	d->retry_ms = cfg->retry_ms ? cfg->retry_ms : DLOG_DEFAULT_RETRY_MS;
+	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
+	TAILQ_INIT(&d->pending);
+	TAILQ_INIT(&d->done);
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv_work, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cv_sync, &ca);
+	pthread_condattr_destroy(&ca);
+
+	d->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->efd < 0) {
+		snprintf(err, errlen, "decision log: eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	d->ev_done = event_new(base, d->efd, EV_READ | EV_PERSIST, done_cb, d);
+	if (d->ev_done == NULL || event_add(d->ev_done, NULL) != 0) {
+		snprintf(err, errlen, "decision log: cannot add event");
+		goto fail;
+	}
+	if (file_open(d) != 0)
+		d->retry_after_ms = 0;   /* the first append probes at once */
+	if (pthread_create(&d->thread, NULL, writer_main, d) != 0) {
+		snprintf(err, errlen, "decision log: cannot start the writer thread");
+		goto fail;
+	}
+	d->thread_started = true;
+	return d;
+fail:
+	dlog_close(d);
+	return NULL;
+}
+
+void
+dlog_close(struct dlog *d)
+{
+	struct dlog_ticket *t;
+
+	if (d == NULL)
+		return;
+	if (d->thread_started) {
+		pthread_mutex_lock(&d->mu);
+		d->stop = true;
+		pthread_cond_signal(&d->cv_work);
+		pthread_mutex_unlock(&d->mu);
+		pthread_join(d->thread, NULL);
+	}
+	while ((t = TAILQ_FIRST(&d->done)) != NULL) {
+		TAILQ_REMOVE(&d->done, t, link);
+		if (!t->is_sync)
+			rec_free(t);
+	}
+	while ((t = TAILQ_FIRST(&d->pending)) != NULL) {
+		TAILQ_REMOVE(&d->pending, t, link);
+		if (!t->is_sync)
+			rec_free(t);
+	}
+	if (d->ev_done != NULL)
+		event_free(d->ev_done);
+	if (d->efd >= 0)
+		close(d->efd);
+	if (d->fd >= 0)
+		close(d->fd);
+	pthread_cond_destroy(&d->cv_work);
+	pthread_cond_destroy(&d->cv_sync);
+	pthread_mutex_destroy(&d->mu);
+	free(d->path);
+	free(d);
+}
+
+static bool
+event_name_valid(const char *s)
+{
+	size_t n;
+
+	if (s == NULL)
+		return false;
+	n = strlen(s);
+	if (n == 0 || n > DLOG_EVENT_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+static void
+now_rfc3339(char out[DLOG_TIME_LEN + 1])
+{
+	struct timespec ts;
+	struct tm tm;
+	char base[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* tv_nsec < 1e9, so the fraction is exactly six digits */
+	snprintf(out, DLOG_TIME_LEN + 1, "%.19s.%06uZ", base,
+	    (unsigned)(ts.tv_nsec / 1000) % 1000000u);
+}
+
+/* Build a record from the caller's fields (stolen). NULL with errno. */
+static struct dlog_ticket *
+rec_new(const char *event, json_t *fields)
+{
+	static const char *const reserved[] = { "v", "time", "seq", "event", "prev", "hash" };
+	struct dlog_ticket *t = NULL;
+	char *s = NULL;
+	size_t n;
+	int e = EINVAL;
+
+	if (!event_name_valid(event) || fields == NULL || !json_is_object(fields))
+		goto fail;
+	for (size_t i = 0; i < EGRESS_NELEM(reserved); i++)
+		if (json_object_get(fields, reserved[i]) != NULL)
+			goto fail;
+	/* ENSURE_ASCII: the log stays 7-bit clean whatever a worker sent. */
+	s = json_dumps(fields, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (s == NULL)
+		goto fail;
+	n = strlen(s);
+	if (n < 2 || s[0] != '{' || s[n - 1] != '}')
+		goto fail;
+	/* strip the braces in place */
+	memmove(s, s + 1, n - 2);
+	s[n - 2] = '\0';
+	n -= 2;
+	if (DLOG_FIXED_LEN + strlen(event) + (n ? n + 1 : 0) > EGRESS_LOG_RECORD_MAX) {
+		e = EMSGSIZE;
+		goto fail;
+	}
+	t = calloc(1, sizeof(*t));
+	if (t == NULL) {
+		e = ENOMEM;
+		goto fail;
+	}
+	memcpy(t->event, event, strlen(event) + 1);
+	t->fields = s;
+	t->fields_len = n;
+	now_rfc3339(t->time);
+	json_decref(fields);
+	return t;
+fail:
+	free(s);
+	json_decref(fields);
+	errno = e;
+	return NULL;
+}
+
+/* Queue t (mu held); applies the failed-state and queue limits. Returns 0 or errno. */
+static int
+enqueue_locked(struct dlog *d, struct dlog_ticket *t)
+{
+	if (d->stop)
+		return ESHUTDOWN;
+	if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE)) {
+		uint64_t now = mono_msec();
+
+		/* One probe per retry interval; everything else is refused at once. */
+		if (now < d->retry_after_ms)
+			return EIO;
+		d->retry_after_ms = now + d->retry_ms;
+	}
+	if (d->inflight >= d->queue_max)
+		return EAGAIN;
+	TAILQ_INSERT_TAIL(&d->pending, t, link);
+	d->inflight++;
+	pthread_cond_signal(&d->cv_work);
+	return 0;
+}
+
+int
+dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, void *arg,
+    struct dlog_ticket **ticket)
+{
+	struct dlog_ticket *t;
+	int e;
+
+	if (ticket != NULL)
+		*ticket = NULL;
+	t = rec_new(event, fields);
+	if (t == NULL)
+		return -1;
+	t->cb = cb;
+	t->arg = arg;
+	pthread_mutex_lock(&d->mu);
+	e = enqueue_locked(d, t);
+	pthread_mutex_unlock(&d->mu);
+	if (e != 0) {
+		rec_free(t);
+		errno = e;
+		return -1;
+	}
+	if (ticket != NULL && cb != NULL)
+		*ticket = t;
+	return 0;
+}
+
+void
+dlog_ticket_cancel(struct dlog_ticket *t)
+{
+	/* cb is only read on the loop thread, which is the caller's thread. */
+	if (t != NULL)
+		t->cb = NULL;
+}
+
+int
+dlog_append_sync(struct dlog *d, const char *event, json_t *fields, unsigned timeout_ms)
+{
+	struct dlog_ticket *t;
+	struct timespec dl;
+	int e = 0;
+
+	t = rec_new(event, fields);
+	if (t == NULL)
+		return -1;
+	t->is_sync = true;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&d->mu);
+	e = enqueue_locked(d, t);
+	if (e != 0) {
+		pthread_mutex_unlock(&d->mu);
+		rec_free(t);
+		errno = e;
+		return -1;
+	}
+	while (!t->done) {
+		if (pthread_cond_timedwait(&d->cv_sync, &d->mu, &dl) == ETIMEDOUT && !t->done) {
+			t->abandoned = true;   /* the writer frees it */
+			pthread_mutex_unlock(&d->mu);
+			errno = ETIMEDOUT;
+			return -1;
+		}
+	}
+	e = t->err;
+	d->inflight--;
+	pthread_mutex_unlock(&d->mu);
+	rec_free(t);
+	if (e != 0) {
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+bool
+dlog_writable(const struct dlog *d)
+{
+	return d != NULL && !__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE);
+}
+
+void
+dlog_reopen(struct dlog *d)
+{
+	pthread_mutex_lock(&d->mu);
+	d->reopen_req = true;
+	pthread_cond_signal(&d->cv_work);
+	pthread_mutex_unlock(&d->mu);
+}
+
+void
+dlog_get_status(const struct dlog *d, struct dlog_status *st)
+{
+	struct dlog *dd = (struct dlog *)(uintptr_t)d;   /* the mutex is not const */
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&dd->mu);
+	snprintf(st->path, sizeof(st->path), "%s", d->path);
+	st->seq = d->last_seq;
+	st->writable = !d->failed;
+	st->written = d->written;
+	st->failed = d->nfailed;
+	st->syncs = d->syncs;
+	st->queued = d->inflight;
+	snprintf(st->error, sizeof(st->error), "%s", d->error);
+	pthread_mutex_unlock(&dd->mu);
+}
+
+/* ---- writer thread ---- */
+
+/* Complete every record of q with err (mu held). */
+static void
+complete_locked(struct dlog *d, struct dlog_q *q, int err)
+{
+	struct dlog_ticket *t;
+	bool any = false;
+
+	while ((t = TAILQ_FIRST(q)) != NULL) {
+		TAILQ_REMOVE(q, t, link);
+		t->err = err;
+		if (err)
+			d->nfailed++;
+		else
+			d->written++;
+		if (t->is_sync) {
+			t->done = true;
+			if (t->abandoned) {
+				d->inflight--;
+				rec_free(t);
+			}
+			continue;
+		}
+		TAILQ_INSERT_TAIL(&d->done, t, link);
+		any = true;
+	}
+	pthread_cond_broadcast(&d->cv_sync);
+	if (any) {
+		uint64_t one = 1;
+
+		while (write(d->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
+	}
+}
+
+/*
+ * Format the group with consecutive seqs and chained hashes into one buffer.
+ * Returns the buffer (caller frees) or NULL on ENOMEM; seq_out and hash_out get the
+ * chain state after the group.
+ */
+static char *
+group_format(struct dlog *d, struct dlog_q *q, size_t *lenp, uint64_t *seq_out,
+    char *hash_out)
+{
+	struct dlog_ticket *t;
+	size_t cap = 0, len = 0;
+	uint64_t seq = d->last_seq;
+	char prev[DLOG_HASH_HEX + 1], hash[DLOG_HASH_HEX + 1];
+	char *buf;
+
+	TAILQ_FOREACH(t, q, link)
+		cap += DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
+	buf = malloc(cap + 1);
+	if (buf == NULL)
+		return NULL;
+	memcpy(prev, d->last_hash, sizeof(prev));
+	TAILQ_FOREACH(t, q, link) {
+		char *body = buf + len;
+		int n;
+		size_t blen;
+
+		seq++;
+		n = snprintf(body, cap + 1 - len,
+		    "{\"v\":%d,\"time\":\"%s\",\"seq\":%llu,\"event\":\"%s\"%s%s,\"prev\":\"%s\"}",
+		    DLOG_SCHEMA_VERSION, t->time, (unsigned long long)seq, t->event,
+		    t->fields_len ? "," : "", t->fields, prev);
+		if (n < 0 || (size_t)n + DLOG_HASH_HEX + 12 > cap + 1 - len) {
+			free(buf);
+			return NULL;
+		}
+		blen = (size_t)n;
+		if (dlog_hash_body(prev, body, blen, hash) != 0) {
+			free(buf);
+			return NULL;
+		}
+		/* replace the final '}' with ,"hash":"<hex>"}\n */
+		n = snprintf(body + blen - 1, cap + 1 - len - (blen - 1),
+		    ",\"hash\":\"%s\"}\n", hash);
+		len += blen - 1 + (size_t)n;
+		memcpy(prev, hash, sizeof(prev));
+	}
+	*lenp = len;
+	*seq_out = seq;
+	memcpy(hash_out, prev, DLOG_HASH_HEX + 1);
+	return buf;
+}
+
+/*
+ * Write the group (writer thread, without mu); returns 0 or errno and, on success, the
+ * chain state after the group in *seq/hash. Never leaves a partial record behind.
+ */
+static int
+group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *synced)
+{
+	size_t len = 0, off = 0;
+	off_t good = 0;
+	char *buf;
+	int e = 0;
+
+	*synced = false;
+	buf = group_format(d, q, &len, seq, hash);
+	if (buf == NULL)
+		return ENOMEM;
+	if (d->regular) {
+		good = lseek(d->fd, 0, SEEK_END);
+		if (good < 0) {
+			e = errno;
+			goto out;
+		}
+	}
+	while (off < len) {
+		ssize_t w = write(d->fd, buf + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			e = w < 0 ? errno : EIO;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (e == 0 && d->sync != DLOG_SYNC_NONE && d->regular) {
+		if (fdatasync(d->fd) != 0)
+			e = errno;
+		else
+			*synced = true;
+	}
+	if (e != 0) {
+		/* Undo whatever reached the file so the chain stays continuous. After a failed
+		 * fdatasync the bytes' fate is unknown: truncate them too. If truncation
+		 * fails, the file is reopened and its tail re-read before the next write. */
+		if (d->regular && off > 0 && ftruncate(d->fd, good) != 0)
+			log_warn("decision log %s: cannot truncate a failed write", d->path);
+		goto out;
+	}
+out:
+	free(buf);
+	return e;
+}
+
+static void *
+writer_main(void *arg)
+{
+	struct dlog *d = arg;
+
+	pthread_mutex_lock(&d->mu);
+	for (;;) {
+		struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
+		struct dlog_ticket *t;
+		size_t n = 0;
+		int e;
+
+		while (TAILQ_EMPTY(&d->pending) && !d->stop && !d->reopen_req)
+			pthread_cond_wait(&d->cv_work, &d->mu);
+		if (d->reopen_req) {
+			d->reopen_req = false;
+			pthread_mutex_unlock(&d->mu);
+			(void)file_open(d);
+			pthread_mutex_lock(&d->mu);
+		}
+		if (TAILQ_EMPTY(&d->pending)) {
+			if (d->stop)
+				break;
+			continue;
+		}
+		if (d->sync == DLOG_SYNC_BATCH && !d->stop) {
+			/* group commit: let more records arrive for batch_ms */
+			struct timespec ts = { d->batch_ms / 1000,
+			    (long)(d->batch_ms % 1000) * 1000000L };
+
+			pthread_mutex_unlock(&d->mu);
+			nanosleep(&ts, NULL);
+			pthread_mutex_lock(&d->mu);
+		}
+		while ((t = TAILQ_FIRST(&d->pending)) != NULL && n < DLOG_GROUP_MAX) {
+			TAILQ_REMOVE(&d->pending, t, link);
+			TAILQ_INSERT_TAIL(&q, t, link);
+			n++;
+		}
+		/* Recover first when failed (this group is the probe). The mutex is held
+		 * across file I/O: only status and enqueue contend for it, briefly blocked by
+		 * a slow disk; dlog_writable() is lock-free for the hot path. */
+		pthread_mutex_unlock(&d->mu);
+		if (d->fd < 0 && (e = file_open(d)) != 0) {
+			pthread_mutex_lock(&d->mu);
+		} else {
+			uint64_t seq = 0;
+			char hash[DLOG_HASH_HEX + 1];
+			bool synced = false;
+
+			e = group_write(d, &q, &seq, hash, &synced);
+			pthread_mutex_lock(&d->mu);
+			if (synced)
+				d->syncs++;
+			if (e == 0) {
+				d->last_seq = seq;
+				memcpy(d->last_hash, hash, sizeof(d->last_hash));
+			} else {
+				set_failed(d, e, "cannot write decision log");
+				close(d->fd);
+				d->fd = -1;
+			}
+		}
+		if (e != 0) {
+			/* Fail everything queued behind the failure too: fail closed now. */
+			TAILQ_CONCAT(&q, &d->pending, link);
+		}
+		complete_locked(d, &q, e);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}

@@ -1,0 +1,435 @@
+/* dlog_verify.c - the one parser of decision-log lines and the chain verifier.
+ * Format: docs/decision-log.md. Contract: dlog_verify.h. */
+#include "egressd/dlog_verify.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <string.h>
+
+#include "common/util.h"
+
+const char dlog_zero_hash[DLOG_HASH_HEX + 1] =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+/* ',"hash":"' + 64 hex + '"}' */
+#define HASH_PREFIX     ",\"hash\":\""
+#define HASH_PREFIX_LEN (sizeof(HASH_PREFIX) - 1)
+#define HASH_SUFFIX_LEN (HASH_PREFIX_LEN + DLOG_HASH_HEX + 2)
+/* '"prev":"' + 64 hex + '"' at the end of the body (before its closing brace) */
+#define PREV_PREFIX     "\"prev\":\""
+#define PREV_PREFIX_LEN (sizeof(PREV_PREFIX) - 1)
+#define PREV_MEMBER_LEN (PREV_PREFIX_LEN + DLOG_HASH_HEX + 1)
+
+static void
+set_why(char *why, size_t whylen, const char *msg)
+{
+	if (why != NULL && whylen > 0) {
+		size_t n = strlen(msg);
+
+		if (n >= whylen)
+			n = whylen - 1;
+		memcpy(why, msg, n);
+		why[n] = '\0';
+	}
+}
+
+static bool
+is_hex64(const char *s)
+{
+	for (size_t i = 0; i < DLOG_HASH_HEX; i++) {
+		char c = s[i];
+
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+/* "2026-11-30T08:53:53.123456Z" exactly (RFC 3339, UTC, microseconds). */
+static bool
+time_valid(const char *s)
+{
+	static const char pat[] = "dddd-dd-ddTdd:dd:dd.ddddddZ";
+
+	if (strlen(s) != sizeof(pat) - 1)
+		return false;
+	for (size_t i = 0; i < sizeof(pat) - 1; i++) {
+		if (pat[i] == 'd') {
+			if (s[i] < '0' || s[i] > '9')
+				return false;
+		} else if (s[i] != pat[i]) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
+event_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 32)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
+			return false;
+	}
+	return true;
+}
+
+int
+dlog_hash_body(const char *prev, const char *body, size_t bodylen, char *out)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int rc = -1;
+
+	if (ctx == NULL)
+		return -1;
+	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(ctx, prev, DLOG_HASH_HEX) != 1 ||
+	    EVP_DigestUpdate(ctx, "\n", 1) != 1 ||
+	    EVP_DigestUpdate(ctx, body, bodylen) != 1 ||
+	    EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != DLOG_HASH_HEX / 2)
+		goto out;
+	hex_encode(md, mdlen, out);
+	rc = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	return rc;
+}
+
+/* The key order the writer produces: v, time, seq, event first; prev, hash last. */
+static bool
+keys_in_place(json_t *obj)
+{
+	static const char *const head[] = { "v", "time", "seq", "event" };
+	size_t n = json_object_size(obj), i = 0;
+	void *it;
+
+	if (n < 6)
+		return false;
+	for (it = json_object_iter(obj); it != NULL; it = json_object_iter_next(obj, it), i++) {
+		const char *k = json_object_iter_key(it);
+
+		if (i < 4 && strcmp(k, head[i]) != 0)
+			return false;
+		if (i == n - 2 && strcmp(k, "prev") != 0)
+			return false;
+		if (i == n - 1 && strcmp(k, "hash") != 0)
+			return false;
+	}
+	return i == n;
+}
+
+enum dlog_line_status
+dlog_line_check(const char *line, size_t len, struct dlog_record_info *info, char *why,
+    size_t whylen)
+{
+	const char *hash, *prevm;
+	size_t prefix_len;
+	char want[DLOG_HASH_HEX + 1];
+	json_t *root = NULL, *jv, *jt, *js, *je, *jp, *jh;
+	json_error_t jerr;
+	enum dlog_line_status st = DLOG_LINE_MALFORMED;
+	json_int_t seq;
+	unsigned char *body = NULL;
+
+	if (len > EGRESS_LOG_RECORD_MAX) {
+		set_why(why, whylen, "line longer than the record limit");
+		return DLOG_LINE_MALFORMED;
+	}
+	if (memchr(line, '\0', len) != NULL || memchr(line, '\n', len) != NULL ||
+	    memchr(line, '\r', len) != NULL) {
+		set_why(why, whylen, "line contains NUL, CR or LF");
+		return DLOG_LINE_MALFORMED;
+	}
+	/* Byte layout first: the hash covers bytes, so the verifier must find the exact
+	 * bytes the writer hashed, without re-serializing anything. */
+	if (len < 2 + PREV_MEMBER_LEN + HASH_SUFFIX_LEN || line[0] != '{' ||
+	    line[len - 1] != '}' || line[len - 2] != '"') {
+		set_why(why, whylen, "not a decision-log record");
+		return DLOG_LINE_MALFORMED;
+	}
+	prefix_len = len - HASH_SUFFIX_LEN;
+	if (memcmp(line + prefix_len, HASH_PREFIX, HASH_PREFIX_LEN) != 0) {
+		set_why(why, whylen, "the hash member is not last");
+		return DLOG_LINE_MALFORMED;
+	}
+	hash = line + prefix_len + HASH_PREFIX_LEN;
+	if (!is_hex64(hash)) {
+		set_why(why, whylen, "hash is not 64 lowercase hex digits");
+		return DLOG_LINE_MALFORMED;
+	}
+	prevm = line + prefix_len - PREV_MEMBER_LEN;
+	if (memcmp(prevm, PREV_PREFIX, PREV_PREFIX_LEN) != 0 ||
+	    prevm[PREV_MEMBER_LEN - 1] != '"' || !is_hex64(prevm + PREV_PREFIX_LEN) ||
+	    (prevm[-1] != ',')) {
+		set_why(why, whylen, "the prev member does not precede the hash");
+		return DLOG_LINE_MALFORMED;
+	}
+
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL || !json_is_object(root)) {
+		set_why(why, whylen, "not a JSON object");
+		goto out;
+	}
+	if (!keys_in_place(root)) {
+		set_why(why, whylen, "members are not v, time, seq, event ... prev, hash");
+		goto out;
+	}
+	jv = json_object_get(root, "v");
+	jt = json_object_get(root, "time");
+	js = json_object_get(root, "seq");
+	je = json_object_get(root, "event");
+	jp = json_object_get(root, "prev");
+	jh = json_object_get(root, "hash");
+	if (!json_is_integer(jv) || json_integer_value(jv) != DLOG_SCHEMA_VERSION) {
+		set_why(why, whylen, "unknown schema version");
+		goto out;
+	}
+	if (!json_is_string(jt) || !time_valid(json_string_value(jt))) {
+		set_why(why, whylen, "time is not RFC 3339 UTC with microseconds");
+		goto out;
+	}
+	if (!json_is_integer(js) || (seq = json_integer_value(js)) < 1) {
+		set_why(why, whylen, "seq is not a positive integer");
+		goto out;
+	}
+	if (!json_is_string(je) || !event_valid(json_string_value(je))) {
+		set_why(why, whylen, "event is not a valid name");
+		goto out;
+	}
+	if (!json_is_string(jp) || json_string_length(jp) != DLOG_HASH_HEX ||
+	    memcmp(json_string_value(jp), prevm + PREV_PREFIX_LEN, DLOG_HASH_HEX) != 0 ||
+	    !json_is_string(jh) || json_string_length(jh) != DLOG_HASH_HEX ||
+	    memcmp(json_string_value(jh), hash, DLOG_HASH_HEX) != 0) {
+		set_why(why, whylen, "prev or hash member is malformed");
+		goto out;
+	}
+
+	/* body = line[0, prefix_len) + "}" */
+	body = malloc(prefix_len + 1);
+	if (body == NULL) {
+		set_why(why, whylen, "out of memory");
+		goto out;
+	}
+	memcpy(body, line, prefix_len);
+	body[prefix_len] = '}';
+	if (dlog_hash_body(prevm + PREV_PREFIX_LEN, (const char *)body, prefix_len + 1,
+	    want) != 0) {
+		set_why(why, whylen, "hash computation failed");
+		goto out;
+	}
+	if (memcmp(want, hash, DLOG_HASH_HEX) != 0) {
+		set_why(why, whylen, "the record's bytes do not match its hash");
+		st = DLOG_LINE_BAD_HASH;
+		goto out;
+	}
+	if (info != NULL) {
+		info->seq = (uint64_t)seq;
+		memcpy(info->prev, prevm + PREV_PREFIX_LEN, DLOG_HASH_HEX);
+		info->prev[DLOG_HASH_HEX] = '\0';
+		memcpy(info->hash, hash, DLOG_HASH_HEX);
+		info->hash[DLOG_HASH_HEX] = '\0';
+		snprintf(info->event, sizeof(info->event), "%s", json_string_value(je));
+	}
+	st = DLOG_LINE_OK;
+out:
+	free(body);
+	json_decref(root);
+	return st;
+}
+
+const char *
+dlog_break_str(enum dlog_break b)
+{
+	switch (b) {
+	case DLOG_INTACT: return "intact";
+	case DLOG_BREAK_EDITED: return "edited";
+	case DLOG_BREAK_DELETED: return "deleted";
+	case DLOG_BREAK_REORDERED: return "reordered";
+	case DLOG_BREAK_TRUNCATED: return "truncated";
+	case DLOG_BREAK_MALFORMED: return "malformed";
+	case DLOG_BREAK_IO: return "io_error";
+	}
+	return "unknown";
+}
+
+void
+dlog_verify_init(struct dlog_verify *v, bool continued)
+{
+	memset(v, 0, sizeof(*v));
+	v->continued = continued;
+	v->next_seq = 1;
+	memcpy(v->prev, dlog_zero_hash, sizeof(v->prev));
+}
+
+int
+dlog_read_line(FILE *f, char *buf, size_t max, size_t *len)
+{
+	size_t n = 0;
+	bool over = false;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (c == '\n') {
+			*len = over ? max : n;
+			buf[*len] = '\0';
+			return over ? -1 : 1;
+		}
+		if (n < max)
+			buf[n++] = (char)c;
+		else
+			over = true;
+	}
+	if (ferror(f))
+		return -2;
+	*len = n;
+	buf[n] = '\0';
+	if (over)
+		return -1;
+	return n == 0 ? 0 : 2;
+}
+
+static enum dlog_break
+verify_break(struct dlog_verify *v, enum dlog_break kind, uint64_t line, uint64_t seq,
+    const char *name, const char *msg)
+{
+	v->kind = kind;
+	v->line = line;
+	v->seq = seq;
+	snprintf(v->message, sizeof(v->message), "%s:%llu: %s: %s", name,
+	    (unsigned long long)line, dlog_break_str(kind), msg);
+	return kind;
+}
+
+/* Does a record with seq want appear in the rest of f? (reorder vs deletion) */
+static bool
+seq_appears_later(FILE *f, char *buf, uint64_t want)
+{
+	struct dlog_record_info info;
+	size_t len;
+	int rc;
+
+	while ((rc = dlog_read_line(f, buf, EGRESS_LOG_RECORD_MAX, &len)) != 0) {
+		if (rc < -1)
+			return false;
+		if (rc < 0)
+			continue;
+		if (dlog_line_check(buf, len, &info, NULL, 0) == DLOG_LINE_OK && info.seq == want)
+			return true;
+	}
+	return false;
+}
+
+enum dlog_break
+dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
+{
+	char *buf = malloc(EGRESS_LOG_RECORD_MAX + 1);
+	char why[128], detail[160];
+	struct dlog_record_info info;
+	uint64_t line = 0;
+	enum dlog_break res = DLOG_INTACT;
+	size_t len;
+	int rc;
+
+	v->kind = DLOG_INTACT;
+	v->message[0] = '\0';
+	if (buf == NULL)
+		return verify_break(v, DLOG_BREAK_IO, 0, 0, name, "out of memory");
+	while ((rc = dlog_read_line(f, buf, EGRESS_LOG_RECORD_MAX, &len)) != 0) {
+		enum dlog_line_status ls;
+
+		line++;
+		if (rc == -2) {
+			res = verify_break(v, DLOG_BREAK_IO, line, 0, name, strerror(errno));
+			goto out;
+		}
+		if (rc == -1) {
+			res = verify_break(v, DLOG_BREAK_MALFORMED, line, 0, name,
+			    "line longer than EGRESS_LOG_RECORD_MAX");
+			goto out;
+		}
+		if (rc == 2) {
+			/* The writer always ends a record with a newline: this line is torn. */
+			res = verify_break(v, DLOG_BREAK_TRUNCATED, line, 0, name,
+			    "the last line is incomplete (no newline): the tail was cut");
+			goto out;
+		}
+		ls = dlog_line_check(buf, len, &info, why, sizeof(why));
+		if (ls == DLOG_LINE_MALFORMED) {
+			res = verify_break(v, DLOG_BREAK_MALFORMED, line, 0, name, why);
+			goto out;
+		}
+		if (ls == DLOG_LINE_BAD_HASH) {
+			/* seq is informative only: the bytes are not trustworthy. */
+			res = verify_break(v, DLOG_BREAK_EDITED, line, 0, name, why);
+			goto out;
+		}
+		if (!v->started && v->continued) {
+			/* A rotated file verified alone: accept its first link as given. */
+		} else if (info.seq == v->next_seq) {
+			if (strcmp(info.prev, v->prev) != 0) {
+				snprintf(detail, sizeof(detail), "seq %llu: prev does not match the "
+				    "hash of the record before it (that record was replaced or "
+				    "re-hashed)", (unsigned long long)info.seq);
+				res = verify_break(v, DLOG_BREAK_EDITED, line, info.seq, name, detail);
+				goto out;
+			}
+		} else if (info.seq > v->next_seq) {
+			off_t pos = ftello(f);
+			bool later = pos >= 0 && seq_appears_later(f, buf, v->next_seq);
+
+			if (pos >= 0)
+				(void)fseeko(f, pos, SEEK_SET);
+			if (later) {
+				snprintf(detail, sizeof(detail), "seq %llu where %llu was expected; "
+				    "%llu appears later", (unsigned long long)info.seq,
+				    (unsigned long long)v->next_seq, (unsigned long long)v->next_seq);
+				res = verify_break(v, DLOG_BREAK_REORDERED, line, info.seq, name, detail);
+			} else {
+				snprintf(detail, sizeof(detail), "seq %llu where %llu was expected: "
+				    "records %llu..%llu are missing", (unsigned long long)info.seq,
+				    (unsigned long long)v->next_seq, (unsigned long long)v->next_seq,
+				    (unsigned long long)(info.seq - 1));
+				res = verify_break(v, DLOG_BREAK_DELETED, line, info.seq, name, detail);
+			}
+			goto out;
+		} else {
+			snprintf(detail, sizeof(detail), "seq %llu after %llu: seq repeats or goes "
+			    "backwards", (unsigned long long)info.seq,
+			    (unsigned long long)(v->next_seq - 1));
+			res = verify_break(v, DLOG_BREAK_REORDERED, line, info.seq, name, detail);
+			goto out;
+		}
+		memcpy(v->prev, info.hash, sizeof(v->prev));
+		v->next_seq = info.seq + 1;
+		v->started = true;
+		v->records++;
+	}
+out:
+	free(buf);
+	return res;
+}
+
+enum dlog_break
+dlog_verify_file(struct dlog_verify *v, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	enum dlog_break b;
+
+	if (f == NULL) {
+		v->kind = DLOG_BREAK_IO;
+		v->line = 0;
+		v->seq = 0;
+		snprintf(v->message, sizeof(v->message), "%s: %s", path, strerror(errno));
+		return DLOG_BREAK_IO;
+	}
+	b = dlog_verify_stream(v, f, path);
+	fclose(f);
+	return b;
+}

@@ -1,0 +1,682 @@
+/* test_dlog.c - decision log writer and chain verifier. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "egressd/dlog.h"
+#include "egressd/dlog_verify.h"
+
+struct fix {
+	char dir[64];
+	char path[128];
+	struct event_base *base;
+};
+
+static int
+setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_dlog.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/decisions.jsonl", f->dir);
+	f->base = event_base_new();
+	assert_non_null(f->base);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fix *f = *state;
+	char cmd[160];
+
+	event_base_free(f->base);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", f->dir);
+	free(f);
+	return 0;
+}
+
+struct done {
+	int calls;
+	int err;
+	int order[256];
+	uint64_t syncs_at_cb;
+	struct dlog *d;
+};
+
+static void
+on_done(int err, void *arg)
+{
+	struct done *dn = arg;
+
+	if (dn->calls < 256)
+		dn->order[dn->calls] = err;
+	dn->calls++;
+	if (err)
+		dn->err = err;
+	if (dn->d != NULL) {
+		struct dlog_status st;
+
+		dlog_get_status(dn->d, &st);
+		dn->syncs_at_cb = st.syncs;
+	}
+}
+
+/* Run the loop until *counter reaches want or 5 s pass (bounded). */
+static void
+run_until(struct event_base *base, const int *counter, int want)
+{
+	uint64_t deadline = mono_msec() + 5000;
+
+	while (*counter < want && mono_msec() < deadline) {
+		struct timeval tv = { 0, 2000 };
+
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+}
+
+static struct dlog *
+open_log(struct fix *f, const char *path, enum dlog_sync sync)
+{
+	struct dlog_config cfg = { .path = path, .sync = sync, .retry_ms = 50 };
+	char err[256];
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+
+	assert_non_null(d);
+	return d;
+}
+
+static json_t *
+fields(int i)
+{
+	return json_pack("{s:s,s:s,s:i,s:s}", "principal", "run-1", "verdict", "allow", "n", i,
+	    "dest", "api.example.com:443");
+}
+
+static void
+write_n(struct fix *f, struct dlog *d, int n, struct done *dn)
+{
+	int before = dn->calls;
+
+	for (int i = 0; i < n; i++)
+		assert_int_equal(dlog_append(d, "decision", fields(i), on_done, dn, NULL), 0);
+	run_until(f->base, &dn->calls, before + n);
+	assert_int_equal(dn->calls, before + n);
+}
+
+static enum dlog_break
+verify(const char *path, bool continued, struct dlog_verify *v)
+{
+	dlog_verify_init(v, continued);
+	return dlog_verify_file(v, path);
+}
+
+/* file helpers: read all lines, write them back */
+static int
+read_lines(const char *path, char lines[][EGRESS_LOG_RECORD_MAX + 2], int max)
+{
+	FILE *fp = fopen(path, "r");
+	int n = 0;
+
+	assert_non_null(fp);
+	while (n < max && fgets(lines[n], EGRESS_LOG_RECORD_MAX + 2, fp) != NULL)
+		n++;
+	fclose(fp);
+	return n;
+}
+
+static void
+write_lines(const char *path, char lines[][EGRESS_LOG_RECORD_MAX + 2], const int *idx, int n)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	for (int i = 0; i < n; i++)
+		fputs(lines[idx[i]], fp);
+	fclose(fp);
+}
+
+static void
+test_chain_verifies(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog_status st;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+
+	assert_true(dlog_writable(d));
+	write_n(f, d, 50, &dn);
+	assert_int_equal(dn.err, 0);
+	dlog_get_status(d, &st);
+	assert_int_equal(st.seq, 50);
+	assert_int_equal(st.written, 50);
+	assert_true(st.writable);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 50);
+	assert_int_equal(v.next_seq, 51);
+}
+
+static void
+test_restart_continues(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog_status st;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_BATCH);
+
+	write_n(f, d, 5, &dn);
+	dlog_close(d);
+	d = open_log(f, f->path, DLOG_SYNC_BATCH);
+	dlog_get_status(d, &st);
+	assert_int_equal(st.seq, 5);
+	write_n(f, d, 5, &dn);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 10);
+}
+
+static void
+test_torn_tail_truncated_on_open(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+	FILE *fp;
+
+	write_n(f, d, 3, &dn);
+	dlog_close(d);
+	/* a crash in the middle of a write */
+	fp = fopen(f->path, "a");
+	fputs("{\"v\":1,\"time\":\"2026-", fp);
+	fclose(fp);
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_TRUNCATED);
+	d = open_log(f, f->path, DLOG_SYNC_NONE);
+	assert_true(dlog_writable(d));
+	write_n(f, d, 2, &dn);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 5);
+}
+
+static void
+test_corrupt_tail_fails_closed(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_status st;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+	FILE *fp;
+
+	write_n(f, d, 2, &dn);
+	dlog_close(d);
+	fp = fopen(f->path, "a");
+	fputs("{\"not\":\"a record\"}\n", fp);
+	fclose(fp);
+	d = open_log(f, f->path, DLOG_SYNC_NONE);
+	assert_false(dlog_writable(d));
+	dlog_get_status(d, &st);
+	assert_non_null(strstr(st.error, "corrupt"));
+	dlog_close(d);
+}
+
+/* Tampering: edit, delete, swap, truncate, head deletion - each classified. */
+static char lines[40][EGRESS_LOG_RECORD_MAX + 2];
+
+static void
+make_log(struct fix *f, int n)
+{
+	struct done dn = { 0 };
+	struct dlog *d;
+
+	unlink(f->path);
+	d = open_log(f, f->path, DLOG_SYNC_NONE);
+	write_n(f, d, n, &dn);
+	dlog_close(d);
+	assert_int_equal(read_lines(f->path, lines, 40), n);
+}
+
+static void
+test_tamper_detected(void **state)
+{
+	struct fix *f = *state;
+	struct dlog_verify v;
+	int idx[40];
+	char *p;
+
+	/* edit one byte of record 4's verdict: allow -> bllow */
+	make_log(f, 10);
+	p = strstr(lines[3], "\"allow\"");
+	assert_non_null(p);
+	p[1] = 'b';
+	for (int i = 0; i < 10; i++)
+		idx[i] = i;
+	write_lines(f->path, lines, idx, 10);
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_EDITED);
+	assert_int_equal(v.line, 4);
+	assert_int_equal(v.records, 3);
+
+	/* delete record 6 */
+	make_log(f, 10);
+	for (int i = 0, j = 0; i < 10; i++)
+		if (i != 5)
+			idx[j++] = i;
+	write_lines(f->path, lines, idx, 9);
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_DELETED);
+	assert_int_equal(v.seq, 7);
+	assert_int_equal(v.line, 6);
+
+	/* swap records 3 and 4 */
+	make_log(f, 10);
+	for (int i = 0; i < 10; i++)
+		idx[i] = i;
+	idx[2] = 3;
+	idx[3] = 2;
+	write_lines(f->path, lines, idx, 10);
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_REORDERED);
+	assert_int_equal(v.line, 3);
+
+	/* duplicate record 2 after record 5 */
+	make_log(f, 6);
+	{
+		int dup[] = { 0, 1, 2, 3, 4, 1, 5 };
+
+		write_lines(f->path, lines, dup, 7);
+	}
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_REORDERED);
+	assert_int_equal(v.line, 6);
+
+	/* truncate the tail in the middle of the last line */
+	make_log(f, 5);
+	{
+		struct stat st;
+
+		assert_int_equal(stat(f->path, &st), 0);
+		assert_int_equal(truncate(f->path, st.st_size - 10), 0);
+	}
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_TRUNCATED);
+	assert_int_equal(v.line, 5);
+
+	/* delete the head: first record is seq 3 */
+	make_log(f, 5);
+	for (int i = 0; i < 3; i++)
+		idx[i] = i + 2;
+	write_lines(f->path, lines, idx, 3);
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_DELETED);
+	assert_int_equal(v.line, 1);
+	/* ...but accepted as a continued (rotated) file */
+	assert_int_equal(verify(f->path, true, &v), DLOG_INTACT);
+
+	/* a re-hashed edit: the record verifies alone but the next prev breaks */
+	make_log(f, 5);
+	{
+		char *ln = lines[1];
+		size_t len = strlen(ln) - 1;            /* without \n */
+		size_t prefix = len - (9 + 64 + 2);     /* ,"hash":"..."} */
+		char body[EGRESS_LOG_RECORD_MAX], h[65], prev[65];
+
+		p = strstr(ln, "\"allow\"");
+		p[1] = 'b';
+		memcpy(body, ln, prefix);
+		body[prefix] = '}';
+		memcpy(prev, ln + prefix - 65, 64);
+		prev[64] = '\0';
+		assert_int_equal(dlog_hash_body(prev, body, prefix + 1, h), 0);
+		memcpy(ln + prefix + 9, h, 64);
+		for (int i = 0; i < 5; i++)
+			idx[i] = i;
+		write_lines(f->path, lines, idx, 5);
+	}
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_EDITED);
+	assert_int_equal(v.line, 3);
+	assert_int_equal(v.seq, 3);
+
+	/* garbage line */
+	make_log(f, 3);
+	{
+		FILE *fp = fopen(f->path, "a");
+
+		fputs("hello\n", fp);
+		fclose(fp);
+	}
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_MALFORMED);
+	assert_int_equal(v.line, 4);
+}
+
+static void
+test_line_check_rejects(void **state)
+{
+	(void)state;
+	char why[128];
+	const char *bad[] = {
+		"",
+		"{}",
+		"{\"v\":1}",
+		"not json at all, long enough to pass the first length check ....................................................................................................................",
+	};
+
+	for (size_t i = 0; i < EGRESS_NELEM(bad); i++)
+		assert_int_equal(dlog_line_check(bad[i], strlen(bad[i]), NULL, why, sizeof(why)),
+		    DLOG_LINE_MALFORMED);
+}
+
+static void
+test_fields_rules(void **state)
+{
+	struct fix *f = *state;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+	char *big = malloc(EGRESS_LOG_RECORD_MAX + 1);
+	struct dlog_ticket *t = (struct dlog_ticket *)1;
+
+	assert_int_equal(dlog_append(d, "decision", json_pack("{s:i}", "seq", 3), NULL, NULL, &t),
+	    -1);
+	assert_int_equal(errno, EINVAL);
+	assert_null(t);
+	assert_int_equal(dlog_append(d, "Decision", json_object(), NULL, NULL, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(dlog_append(d, "decision", json_array(), NULL, NULL, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	memset(big, 'a', EGRESS_LOG_RECORD_MAX);
+	big[EGRESS_LOG_RECORD_MAX] = '\0';
+	assert_int_equal(dlog_append(d, "decision", json_pack("{s:s}", "target", big), NULL,
+	    NULL, NULL), -1);
+	assert_int_equal(errno, EMSGSIZE);
+	free(big);
+	/* non-ASCII is escaped; control characters too */
+	assert_int_equal(dlog_append_sync(d, "decision",
+	    json_pack("{s:s}", "target", "h\xc3\xa9llo\n\x01"), 2000), 0);
+	dlog_close(d);
+	{
+		struct dlog_verify v;
+		char ln[2][EGRESS_LOG_RECORD_MAX + 2];
+
+		assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+		assert_int_equal(read_lines(f->path, ln, 2), 1);
+		assert_non_null(strstr(ln[0], "h\\u00E9llo\\n\\u0001"));
+		assert_non_null(strstr(ln[0], "{\"v\":1,\"time\":\""));
+		assert_non_null(strstr(ln[0], "\"seq\":1,\"event\":\"decision\",\"target\""));
+	}
+}
+
+static void
+test_cancel(void **state)
+{
+	struct fix *f = *state;
+	struct done a = { 0 }, b = { 0 };
+	struct dlog_ticket *ta = NULL, *tb = NULL;
+	struct dlog_verify v;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_BATCH);
+
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &a, &ta), 0);
+	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &b, &tb), 0);
+	assert_non_null(ta);
+	assert_non_null(tb);
+	dlog_ticket_cancel(ta);
+	run_until(f->base, &b.calls, 1);
+	assert_int_equal(b.calls, 1);
+	assert_int_equal(a.calls, 0);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 2);   /* the cancelled record is still written */
+}
+
+static void
+test_always_syncs_before_callback(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_ALWAYS);
+	struct dlog_status st;
+
+	dn.d = d;
+	dlog_get_status(d, &st);
+	assert_int_equal(st.syncs, 0);
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.calls, 1);
+	assert_int_equal(dn.err, 0);
+	assert_true(dn.syncs_at_cb >= 1);
+	dlog_close(d);
+
+	/* none: no fdatasync at all */
+	memset(&dn, 0, sizeof(dn));
+	unlink(f->path);
+	d = open_log(f, f->path, DLOG_SYNC_NONE);
+	dn.d = d;
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.syncs_at_cb, 0);
+	dlog_close(d);
+}
+
+static void
+test_many_appends_keep_order(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_BATCH);
+	char ln[3][EGRESS_LOG_RECORD_MAX + 2];
+
+	/* 2000 appends interleaved with loop turns: seq follows append order */
+	for (int i = 0; i < 2000; i++) {
+		assert_int_equal(dlog_append(d, "decision", fields(i), on_done, &dn, NULL), 0);
+		if (i % 97 == 0)
+			event_base_loop(f->base, EVLOOP_NONBLOCK);
+	}
+	run_until(f->base, &dn.calls, 2000);
+	assert_int_equal(dn.calls, 2000);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 2000);
+	assert_int_equal(read_lines(f->path, ln, 3), 3);
+	assert_non_null(strstr(ln[0], "\"seq\":1,") );
+	assert_non_null(strstr(ln[0], "\"n\":0,"));
+	assert_non_null(strstr(ln[2], "\"seq\":3,"));
+	assert_non_null(strstr(ln[2], "\"n\":2,"));
+}
+
+static void
+test_dev_full_fails(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_status st;
+	struct dlog *d = open_log(f, "/dev/full", DLOG_SYNC_ALWAYS);
+
+	assert_true(dlog_writable(d));
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.calls, 1);
+	assert_int_equal(dn.err, ENOSPC);
+	assert_false(dlog_writable(d));
+	dlog_get_status(d, &st);
+	assert_false(st.writable);
+	assert_int_equal(st.seq, 0);
+	assert_int_equal(st.failed, 1);
+	/* inside the retry interval: refused at once */
+	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), -1);
+	assert_int_equal(errno, EIO);
+	/* after it: a probe, which fails again */
+	usleep(80 * 1000);
+	assert_int_equal(dlog_append(d, "decision", fields(3), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 2);
+	assert_int_equal(dn.calls, 2);
+	assert_false(dlog_writable(d));
+	dlog_close(d);
+}
+
+static void
+test_recovery_after_open_failure(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	char sub[192], path[256];
+	struct dlog *d;
+
+	snprintf(sub, sizeof(sub), "%s/later", f->dir);
+	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
+	d = open_log(f, path, DLOG_SYNC_ALWAYS);
+	assert_false(dlog_writable(d));
+	/* the first append probes at once and fails */
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.err, ENOENT);
+	assert_false(dlog_writable(d));
+	assert_int_equal(mkdir(sub, 0700), 0);
+	usleep(80 * 1000);
+	dn.err = 0;
+	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 2);
+	assert_int_equal(dn.calls, 2);
+	assert_int_equal(dn.err, 0);
+	assert_true(dlog_writable(d));
+	write_n(f, d, 3, &dn);
+	dlog_close(d);
+	assert_int_equal(verify(path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 4);
+}
+
+/* A short write (RLIMIT_FSIZE) is truncated back: no half record, chain continues. */
+static void
+test_partial_write_truncated(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct rlimit old, lim;
+	struct stat st;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+	off_t good;
+
+	write_n(f, d, 3, &dn);
+	assert_int_equal(stat(f->path, &st), 0);
+	good = st.st_size;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)good + 40;   /* room for part of one record */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	dn.err = 0;
+	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 4);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(dn.calls, 4);
+	assert_int_equal(dn.err, EFBIG);
+	assert_false(dlog_writable(d));
+	assert_int_equal(stat(f->path, &st), 0);
+	assert_int_equal(st.st_size, good);
+	usleep(80 * 1000);
+	dn.err = 0;
+	/* one probe first: while it is in flight, other appends are still refused */
+	write_n(f, d, 1, &dn);
+	assert_int_equal(dn.err, 0);
+	write_n(f, d, 1, &dn);
+	assert_int_equal(dn.err, 0);
+	assert_true(dlog_writable(d));
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 5);
+}
+
+static void
+test_reopen_rotation(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	char old[192];
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+
+	write_n(f, d, 4, &dn);
+	snprintf(old, sizeof(old), "%s.1", f->path);
+	assert_int_equal(rename(f->path, old), 0);
+	dlog_reopen(d);
+	write_n(f, d, 3, &dn);
+	dlog_close(d);
+	/* together, in order: one chain */
+	dlog_verify_init(&v, false);
+	assert_int_equal(dlog_verify_file(&v, old), DLOG_INTACT);
+	assert_int_equal(dlog_verify_file(&v, f->path), DLOG_INTACT);
+	assert_int_equal(v.records, 7);
+	/* the new file alone starts mid-chain */
+	assert_int_equal(verify(f->path, false, &v), DLOG_BREAK_DELETED);
+	assert_int_equal(verify(f->path, true, &v), DLOG_INTACT);
+	/* in the wrong order: broken */
+	dlog_verify_init(&v, false);
+	assert_int_equal(dlog_verify_file(&v, f->path), DLOG_BREAK_DELETED);
+}
+
+static void
+test_second_writer_refused(void **state)
+{
+	struct fix *f = *state;
+	struct dlog *a = open_log(f, f->path, DLOG_SYNC_NONE);
+	struct dlog *b = open_log(f, f->path, DLOG_SYNC_NONE);
+
+	assert_true(dlog_writable(a));
+	assert_false(dlog_writable(b));
+	dlog_close(b);
+	dlog_close(a);
+}
+
+static void
+test_sync_parse(void **state)
+{
+	enum dlog_sync s;
+
+	(void)state;
+	assert_int_equal(dlog_sync_parse("always", &s), 0);
+	assert_int_equal(s, DLOG_SYNC_ALWAYS);
+	assert_int_equal(dlog_sync_parse("batch", &s), 0);
+	assert_int_equal(dlog_sync_parse("none", &s), 0);
+	assert_int_equal(dlog_sync_parse("Always", &s), -1);
+	assert_string_equal(dlog_sync_str(DLOG_SYNC_BATCH), "batch");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_chain_verifies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_continues, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_tail_truncated_on_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_tail_fails_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tamper_detected, setup, teardown),
+		cmocka_unit_test(test_line_check_rejects),
+		cmocka_unit_test_setup_teardown(test_fields_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_always_syncs_before_callback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_appends_keep_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
+		cmocka_unit_test(test_sync_parse),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
