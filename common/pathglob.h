@@ -3,11 +3,17 @@
  *
  * Owns: the definition of a canonical git-style path and the glob semantics used by
  * WorkUnit scope (allowed_paths / forbidden_paths) and the scope check.
- * Semantics follow Python's fnmatch.fnmatchcase: case-sensitive; '*' matches any run of
- * characters including '/'; '?' one character including '/'; "[...]" classes with '!' or
- * '^'? -> only '!' negates (as fnmatch), ranges "a-z", a ']' first in the class is literal;
- * an unclosed '[' matches a literal '['. A pattern with no glob characters that names a
- * directory also matches everything beneath it ("src" matches "src/a/b.c").
+ * Semantics follow Python's fnmatch.fnmatchcase exactly (CPython 3.11 translate() then
+ * re.fullmatch with DOTALL), on Unicode code points decoded from UTF-8 (an invalid byte
+ * counts as one character, as os.fsdecode's surrogateescape does): case-sensitive; '*'
+ * matches any run of characters including '/' and newline; '?' one character including
+ * '/'; "[...]" classes where only a leading '!' negates ('^' is literal), a ']' first in
+ * the class (after '!') is literal, "a-z" ranges, reversed ranges are dropped, a '-'
+ * first or last is literal; an unclosed '[' matches a literal '['. There is no escape
+ * character. Matching is iterative (two-pointer star algorithm): O(len(pattern) *
+ * len(name)) time, no recursion, no exponential backtracking.
+ * A pattern with no glob characters that names a directory also matches everything
+ * beneath it ("src" matches "src/a/b.c").
  * No allocation.
  */
 #ifndef EGRESS_PATHGLOB_H
@@ -28,13 +34,26 @@ enum path_err {
 	PATH_ERR_DOTDOT,        /* a ".." component */
 };
 
-/* Check that p is a canonical repository path; never normalizes. */
+/*
+ * Check that p is a canonical repository path; never normalizes. Non-empty, at most
+ * EGRESS_REPO_PATH_MAX bytes, relative, '/' separators only, no control characters
+ * (< 0x20 or DEL), no empty, "." or ".." components, no trailing '/'. Other bytes
+ * (including non-UTF-8) are allowed: git allows them. The first problem found is
+ * returned, checking characters before components.
+ */
 enum path_err path_check(const char *p);
 const char *path_err_str(enum path_err e);
 
-/* fnmatchcase(name, pattern). */
+/*
+ * True when pattern is usable: not NULL and at most EGRESS_GLOB_MAX bytes. Callers check
+ * patterns when loading them, so that a too-long forbidden pattern is an error at load
+ * time instead of a silent non-match.
+ */
+bool glob_valid(const char *pattern);
+/* fnmatchcase(name, pattern). False when pattern is not glob_valid or name is NULL. */
 bool glob_match(const char *pattern, const char *name);
-/* glob_match, or pattern is literal (no *?[) and names a parent directory of name. */
+/* glob_match, or pattern is non-empty, literal (no *?[) and names a parent directory of
+ * name: name starts with pattern followed by '/'. */
 bool path_glob_match(const char *pattern, const char *name);
 /* True when pattern contains glob metacharacters. */
 bool glob_is_pattern(const char *pattern);
