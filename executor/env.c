@@ -1,0 +1,359 @@
+/*
+ * env - the worker's environment, built from nothing. See env.h for the contract and
+ * docs/sandbox.md ("Environment") for the table of refused names.
+ *
+ * Why names and not values: a credential's value has no recognisable shape, its name
+ * usually does. The name rules are deliberately broad (word matches, not just suffixes):
+ * refusing a harmless variable costs the preset author one rename, passing a token costs
+ * the credential.
+ */
+#define _GNU_SOURCE 1
+#include "executor/env.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+
+/* Exact names (compared upper-cased). */
+static const char *const FORBIDDEN_EXACT[] = {
+	"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
+	"SSH_AUTH_SOCK", "KUBECONFIG", "GOOGLE_APPLICATION_CREDENTIALS", "NPM_TOKEN",
+	"NODE_AUTH_TOKEN", "NETRC", "GNUPGHOME", "GPG_AGENT_INFO",
+	"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "XDG_RUNTIME_DIR",
+	"GIT_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_CREDENTIAL_HELPER",
+	"CONTAINER_HOST", "CONTAINER_SSHKEY", "CONTAINERD_ADDRESS", "BUILDKIT_HOST",
+};
+
+/* Reserved: egress-exec sets the proxy variables itself; a host proxy URL may also carry
+ * user:password. Compared upper-cased, so http_proxy etc. are covered. */
+static const char *const RESERVED_EXACT[] = {
+	"HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "ALL_PROXY", "NO_PROXY", "RSYNC_PROXY",
+	"SOCKS_PROXY", "SOCKS5_PROXY", "GIT_PROXY_COMMAND", "WSS_PROXY", "WS_PROXY",
+};
+
+/* Prefixes: whole families of credential-bearing variables. */
+static const char *const FORBIDDEN_PREFIX[] = {
+	"GITLAB_", "SSH_", "AWS_", "AZURE_", "GCP_", "GCLOUD_", "CLOUDSDK_", "DOCKER_", "KUBE_",
+	"PYPI_", "TWINE_", "NPM_CONFIG__AUTH", "VAULT_", "GIT_CONFIG_", "GPG_", "PODMAN_",
+};
+
+/* Words: any '_'-separated word of the name (covers *_TOKEN, *_SECRET, *_PASSWORD,
+ * *_PASSWD, *_KEY, *_API_KEY, *_CREDENTIALS and the same words mid-name). */
+static const char *const FORBIDDEN_WORD[] = {
+	"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS",
+	"PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS", "APIKEY", "KEY", "KEYS", "AUTH",
+	"AUTHTOKEN", "COOKIE", "COOKIES", "PRIVATE", "SESSION", "NETRC", "KUBECONFIG",
+};
+
+/* Suffixes without a separator (GHTOKEN, NPM_CONFIG__AUTHTOKEN, DBPASSWORD). */
+static const char *const FORBIDDEN_SUFFIX[] = {
+	"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "APIKEY",
+};
+
+/* Value fragments naming a container-runtime socket (compared case-insensitively). */
+static const char *const SOCKET_FRAGMENTS[] = {
+	"docker.sock", "containerd.sock", "podman.sock", "crio.sock", "cri-dockerd.sock",
+	"buildkitd.sock", "dockershim.sock", "/run/docker", "/run/containerd", "/run/podman",
+	"/run/crio", "/run/buildkit", "unix:", "npipe:",
+};
+
+static void
+msgf(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+msgf(char *msg, size_t msglen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (msg == NULL || msglen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, msglen, fmt, ap);
+	va_end(ap);
+}
+
+static bool
+in_list(const char *s, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool
+has_suffix(const char *s, size_t len, const char *suf)
+{
+	size_t sl = strlen(suf);
+	return len >= sl && memcmp(s + len - sl, suf, sl) == 0;
+}
+
+/* Does the upper-cased name contain word as a whole '_'-separated word? */
+static bool
+has_word(const char *up, const char *word)
+{
+	size_t wl = strlen(word);
+	const char *p = up;
+
+	while (*p != '\0') {
+		const char *end = strchr(p, '_');
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+		if (len == wl && memcmp(p, word, wl) == 0)
+			return true;
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	return false;
+}
+
+enum reason
+env_name_check(const char *name, char *msg, size_t msglen)
+{
+	char up[ENV_NAME_MAX + 1];
+	size_t len;
+
+	if (name == NULL || name[0] == '\0') {
+		msgf(msg, msglen, "an empty environment variable name is not valid");
+		return REASON_ADM_ENV_FORBIDDEN;
+	}
+	len = strnlen(name, ENV_NAME_MAX + 1);
+	if (len > ENV_NAME_MAX) {
+		msgf(msg, msglen, "an environment variable name is longer than %d bytes",
+		    ENV_NAME_MAX);
+		return REASON_ADM_ENV_FORBIDDEN;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (i > 0 && c >= '0' && c <= '9');
+		if (!ok) {
+			/* The name itself may be hostile text: do not echo it. */
+			msgf(msg, msglen, "an environment variable name is not [A-Za-z_][A-Za-z0-9_]*");
+			return REASON_ADM_ENV_FORBIDDEN;
+		}
+		up[i] = (char)toupper(c);
+	}
+	up[len] = '\0';
+
+	if (in_list(up, RESERVED_EXACT, EGRESS_NELEM(RESERVED_EXACT))) {
+		msgf(msg, msglen, "%s is set by egress-exec (proxy variables point at the run's "
+		    "listener; a host proxy URL may carry credentials)", name);
+		return REASON_ADM_ENV_FORBIDDEN;
+	}
+	if (in_list(up, FORBIDDEN_EXACT, EGRESS_NELEM(FORBIDDEN_EXACT)))
+		goto forbidden;
+	for (size_t i = 0; i < EGRESS_NELEM(FORBIDDEN_PREFIX); i++)
+		if (strncmp(up, FORBIDDEN_PREFIX[i], strlen(FORBIDDEN_PREFIX[i])) == 0)
+			goto forbidden;
+	for (size_t i = 0; i < EGRESS_NELEM(FORBIDDEN_WORD); i++)
+		if (has_word(up, FORBIDDEN_WORD[i]))
+			goto forbidden;
+	for (size_t i = 0; i < EGRESS_NELEM(FORBIDDEN_SUFFIX); i++)
+		if (has_suffix(up, len, FORBIDDEN_SUFFIX[i]))
+			goto forbidden;
+	return REASON_ALLOWED;
+forbidden:
+	msgf(msg, msglen, "%s looks like a credential variable and is never passed to a worker",
+	    name);
+	return REASON_ADM_ENV_FORBIDDEN;
+}
+
+/* A Docker daemon TCP port (2375 plain, 2376 TLS) after "://host": ":2375" not followed by
+ * another digit. */
+static bool
+names_docker_port(const char *v)
+{
+	if (strstr(v, "://") == NULL)
+		return false;
+	for (const char *p = strchr(v, ':'); p != NULL; p = strchr(p + 1, ':')) {
+		if ((strncmp(p + 1, "2375", 4) == 0 || strncmp(p + 1, "2376", 4) == 0) &&
+		    !isdigit((unsigned char)p[5]))
+			return true;
+	}
+	return false;
+}
+
+enum reason
+env_value_check(const char *name, const char *value, char *msg, size_t msglen)
+{
+	const char *who = name != NULL ? name : "an environment variable";
+
+	if (value == NULL)
+		return REASON_ALLOWED;
+	for (size_t i = 0; i < EGRESS_NELEM(SOCKET_FRAGMENTS); i++) {
+		if (strcasestr(value, SOCKET_FRAGMENTS[i]) != NULL) {
+			msgf(msg, msglen, "the value of %s names a container-runtime or unix socket "
+			    "(Docker, containerd, podman); it is never passed to a worker", who);
+			return REASON_ADM_ENV_SOCKET;
+		}
+	}
+	if (names_docker_port(value)) {
+		msgf(msg, msglen, "the value of %s names a Docker daemon TCP port (2375/2376); it "
+		    "is never passed to a worker", who);
+		return REASON_ADM_ENV_SOCKET;
+	}
+	return REASON_ALLOWED;
+}
+
+/* Growing, bounded NAME=VALUE array. */
+struct envv {
+	char **v;
+	size_t n;
+};
+
+static int
+envv_add(struct envv *e, const char *name, const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value), total;
+	char *s;
+
+	if (e->n >= EGRESS_ENV_VARS_MAX)
+		return -1;
+	if (ckd_add_sz(&total, nl, vl) || ckd_add_sz(&total, total, (size_t)2))
+		return -1;
+	s = malloc(total);
+	if (s == NULL)
+		return -1;
+	memcpy(s, name, nl);
+	s[nl] = '=';
+	memcpy(s + nl + 1, value, vl + 1);
+	e->v[e->n++] = s;
+	e->v[e->n] = NULL;
+	return 0;
+}
+
+static bool
+envv_has(const struct envv *e, const char *name)
+{
+	return env_get(e->v, name) != NULL;
+}
+
+/* First source entry NAME=...; returns the value or NULL. */
+static const char *
+source_lookup(const char *const *source, const char *name)
+{
+	size_t nl = strlen(name);
+
+	if (source == NULL)
+		return NULL;
+	for (size_t i = 0; source[i] != NULL; i++) {
+		const char *eq = strchr(source[i], '=');
+		if (eq == NULL)
+			continue;
+		if ((size_t)(eq - source[i]) == nl && memcmp(source[i], name, nl) == 0)
+			return eq + 1;
+	}
+	return NULL;
+}
+
+int
+env_build(const char *const *allow, const char *const *source, const struct env_opts *opts,
+    char ***out, enum reason *why, char *msg, size_t msglen)
+{
+	static const struct env_opts defaults = { 0 };
+	struct envv e = { 0 };
+	enum reason r = REASON_INTERNAL_ERROR;
+
+	*out = NULL;
+	if (opts == NULL)
+		opts = &defaults;
+	e.v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(char *));
+	if (e.v == NULL) {
+		msgf(msg, msglen, "out of memory building the worker environment");
+		goto fail;
+	}
+	for (size_t i = 0; allow != NULL && allow[i] != NULL; i++) {
+		const char *name = allow[i];
+		const char *value;
+
+		r = env_name_check(name, msg, msglen);
+		if (r != REASON_ALLOWED)
+			goto fail;
+		/* HOME is always the sandbox home: the host's would name a directory the
+		 * sandbox masks. */
+		if (strcmp(name, "HOME") == 0 || envv_has(&e, name))
+			continue;
+		value = source_lookup(source, name);
+		if (value == NULL)
+			continue;
+		r = env_value_check(name, value, msg, msglen);
+		if (r != REASON_ALLOWED)
+			goto fail;
+		if (strnlen(value, ENV_VALUE_MAX + 1) > ENV_VALUE_MAX) {
+			r = REASON_INTERNAL_ERROR;
+			msgf(msg, msglen, "the value of %s is longer than %d bytes", name,
+			    ENV_VALUE_MAX);
+			goto fail;
+		}
+		if (envv_add(&e, name, value) != 0) {
+			r = REASON_INTERNAL_ERROR;
+			msgf(msg, msglen, "too many environment variables (at most %d) or out of "
+			    "memory at %s", EGRESS_ENV_VARS_MAX, name);
+			goto fail;
+		}
+	}
+	r = REASON_INTERNAL_ERROR;
+	if (!envv_has(&e, "PATH") &&
+	    envv_add(&e, "PATH", opts->path != NULL ? opts->path : ENV_DEFAULT_PATH) != 0)
+		goto full;
+	if (envv_add(&e, "HOME", opts->home != NULL ? opts->home : ENV_DEFAULT_HOME) != 0)
+		goto full;
+	if (!envv_has(&e, "LANG") &&
+	    envv_add(&e, "LANG", opts->lang != NULL ? opts->lang : ENV_DEFAULT_LANG) != 0)
+		goto full;
+	if (opts->proxy_url != NULL) {
+		static const char *const proxy_names[] = {
+			"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+		};
+		for (size_t i = 0; i < EGRESS_NELEM(proxy_names); i++)
+			if (envv_add(&e, proxy_names[i], opts->proxy_url) != 0)
+				goto full;
+		/* Empty NO_PROXY: nothing bypasses the listener (there is no other route). */
+		if (envv_add(&e, "NO_PROXY", "") != 0 || envv_add(&e, "no_proxy", "") != 0)
+			goto full;
+	}
+	*out = e.v;
+	if (why != NULL)
+		*why = REASON_ALLOWED;
+	return 0;
+full:
+	msgf(msg, msglen, "too many environment variables (at most %d) or out of memory",
+	    EGRESS_ENV_VARS_MAX);
+fail:
+	if (why != NULL)
+		*why = r;
+	env_free(e.v);
+	return -1;
+}
+
+void
+env_free(char **envp)
+{
+	if (envp == NULL)
+		return;
+	for (size_t i = 0; envp[i] != NULL; i++) {
+		/* Values may be credentials the caller was careless with: wipe them. */
+		secret_wipe(envp[i], strlen(envp[i]));
+		free(envp[i]);
+	}
+	free(envp);
+}
+
+const char *
+env_get(char *const *envp, const char *name)
+{
+	size_t nl = strlen(name);
+
+	if (envp == NULL)
+		return NULL;
+	for (size_t i = 0; envp[i] != NULL; i++)
+		if (strncmp(envp[i], name, nl) == 0 && envp[i][nl] == '=')
+			return envp[i] + nl + 1;
+	return NULL;
+}

@@ -1,0 +1,272 @@
+/*
+ * test_env - the worker environment: only allowed names from the explicit source, credential
+ * names and container sockets refused (each allow path has its negative twin), proxy and
+ * minimal variables added.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/limits.h"
+#include "executor/env.h"
+
+static void
+test_name_check_forbidden(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"GITHUB_TOKEN", "GH_TOKEN", "github_token", "GITLAB_TOKEN", "GITLAB_URL",
+		"SSH_AUTH_SOCK", "SSH_AGENT_PID", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+		"AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "GCP_PROJECT",
+		"CLOUDSDK_CONFIG", "DOCKER_HOST", "DOCKER_CONFIG", "KUBECONFIG", "KUBE_TOKEN",
+		"NPM_TOKEN", "NPM_CONFIG__AUTH", "NPM_CONFIG__AUTHTOKEN", "NODE_AUTH_TOKEN",
+		"PYPI_PASSWORD", "TWINE_USERNAME", "MY_TOKEN", "SOME_SECRET", "DB_PASSWORD",
+		"LDAP_PASSWD", "SIGNING_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
+		"SERVICE_CREDENTIALS", "HF_TOKEN", "CI_JOB_TOKEN", "GHTOKEN", "MYSECRET",
+		"TOKEN", "SECRET_VALUE", "API_KEY", "VAULT_ADDR", "GIT_ASKPASS",
+		"GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "DBUS_SESSION_BUS_ADDRESS",
+		"XDG_RUNTIME_DIR", "CONTAINER_HOST", "BASIC_AUTH", "HTTP_PROXY", "https_proxy",
+		"ALL_PROXY", "no_proxy", "Http_Proxy",
+	};
+	char msg[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg[0] = '\0';
+		if (env_name_check(bad[i], msg, sizeof(msg)) != REASON_ADM_ENV_FORBIDDEN)
+			fail_msg("%s was not refused", bad[i]);
+		/* the message names the variable */
+		assert_non_null(strstr(msg, bad[i]));
+	}
+}
+
+static void
+test_name_check_allowed(void **state)
+{
+	(void)state;
+	/* Negative twins of the rules above: near names that are not credentials. */
+	static const char *const ok[] = {
+		"PATH", "LANG", "TERM", "CI", "GITHUB_SHA", "GIT_AUTHOR_NAME", "GIT_COMMITTER_EMAIL",
+		"TOKENIZERS_PARALLELISM", "KEYBOARD_LAYOUT", "PYTHONHASHSEED", "CARGO_HOME",
+		"RUST_LOG", "NODE_ENV", "MAVEN_OPTS", "_", "x1", "PASSTHROUGH_MODE", "HOME",
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (env_name_check(ok[i], NULL, 0) != REASON_ALLOWED)
+			fail_msg("%s was refused", ok[i]);
+}
+
+static void
+test_name_check_invalid(void **state)
+{
+	(void)state;
+	char msg[256];
+	char longname[ENV_NAME_MAX + 2];
+
+	assert_int_equal(env_name_check("", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_int_equal(env_name_check(NULL, msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_int_equal(env_name_check("1ABC", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_int_equal(env_name_check("A=B", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_int_equal(env_name_check("A-B", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_int_equal(env_name_check("A B", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	/* hostile name text is not echoed */
+	assert_int_equal(env_name_check("X\n\x1b[31m", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_null(strchr(msg, '\x1b'));
+	memset(longname, 'A', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(env_name_check(longname, msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	longname[ENV_NAME_MAX] = '\0';
+	assert_int_equal(env_name_check(longname, msg, sizeof(msg)), REASON_ALLOWED);
+}
+
+static void
+test_value_check(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"/var/run/docker.sock", "unix:///var/run/docker.sock", "/run/containerd/containerd.sock",
+		"/run/user/1000/podman/podman.sock", "UNIX:///tmp/x", "unix:path=/run/dbus/socket",
+		"tcp://10.0.0.1:2375", "tcp://[::1]:2376/", "http://docker:2375", "/run/containerd",
+		"npipe:////./pipe/docker_engine", "/var/run/crio/crio.sock", "x:/run/docker/foo",
+		"/RUN/DOCKER.SOCK",
+	};
+	static const char *const ok[] = {
+		"", "/usr/bin", "hello world", "tcp://10.0.0.1:23750", "http://h:8080",
+		"docker", "containerd", "2375", "a:2375", "unixish", "/run/other.sock",
+	};
+	char msg[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg[0] = '\0';
+		if (env_value_check("SOMEVAR", bad[i], msg, sizeof(msg)) != REASON_ADM_ENV_SOCKET)
+			fail_msg("value %s was not refused", bad[i]);
+		assert_non_null(strstr(msg, "SOMEVAR"));
+		/* never the value */
+		assert_null(strstr(msg, bad[i]));
+	}
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (env_value_check("SOMEVAR", ok[i], NULL, 0) != REASON_ALLOWED)
+			fail_msg("value %s was refused", ok[i]);
+}
+
+static void
+test_build_from_nothing(void **state)
+{
+	(void)state;
+	static const char *const allow[] = { "TERM", "FOO", "MISSING", "FOO", NULL };
+	static const char *const source[] = {
+		"TERM=xterm", "FOO=first", "FOO=second", "BAR=not-allowed", "noequals",
+		"GITHUB_TOKEN=ghp_x", NULL,
+	};
+	char **envp = NULL;
+	enum reason why = REASON_INTERNAL_ERROR;
+	char msg[256] = "";
+
+	assert_int_equal(env_build(allow, source, NULL, &envp, &why, msg, sizeof(msg)), 0);
+	assert_int_equal(why, REASON_ALLOWED);
+	assert_string_equal(env_get(envp, "TERM"), "xterm");
+	assert_string_equal(env_get(envp, "FOO"), "first");
+	assert_null(env_get(envp, "MISSING"));
+	assert_null(env_get(envp, "BAR"));
+	assert_null(env_get(envp, "GITHUB_TOKEN"));
+	assert_string_equal(env_get(envp, "PATH"), ENV_DEFAULT_PATH);
+	assert_string_equal(env_get(envp, "HOME"), ENV_DEFAULT_HOME);
+	assert_string_equal(env_get(envp, "LANG"), ENV_DEFAULT_LANG);
+	/* no network: no proxy variables */
+	assert_null(env_get(envp, "HTTP_PROXY"));
+	assert_null(env_get(envp, "https_proxy"));
+	size_t n = 0;
+	while (envp[n] != NULL)
+		n++;
+	assert_int_equal(n, 5); /* TERM FOO PATH HOME LANG */
+	env_free(envp);
+
+	/* nothing allowed, nothing given: only the minimal variables */
+	assert_int_equal(env_build(NULL, NULL, NULL, &envp, &why, msg, sizeof(msg)), 0);
+	assert_non_null(env_get(envp, "PATH"));
+	assert_null(envp[3]);
+	env_free(envp);
+}
+
+static void
+test_build_proxy(void **state)
+{
+	(void)state;
+	static const char *const allow[] = { "PATH", "LANG", "HOME", NULL };
+	static const char *const source[] = { "PATH=/opt/bin", "LANG=de_DE.UTF-8", "HOME=/root", NULL };
+	struct env_opts opts = { .proxy_url = "http://169.254.10.1:3128", .home = "/home/worker" };
+	char **envp = NULL;
+	enum reason why;
+
+	assert_int_equal(env_build(allow, source, &opts, &envp, &why, NULL, 0), 0);
+	assert_string_equal(env_get(envp, "PATH"), "/opt/bin");
+	assert_string_equal(env_get(envp, "LANG"), "de_DE.UTF-8");
+	/* the host's HOME is never copied */
+	assert_string_equal(env_get(envp, "HOME"), "/home/worker");
+	assert_string_equal(env_get(envp, "HTTP_PROXY"), "http://169.254.10.1:3128");
+	assert_string_equal(env_get(envp, "HTTPS_PROXY"), "http://169.254.10.1:3128");
+	assert_string_equal(env_get(envp, "http_proxy"), "http://169.254.10.1:3128");
+	assert_string_equal(env_get(envp, "https_proxy"), "http://169.254.10.1:3128");
+	assert_string_equal(env_get(envp, "NO_PROXY"), "");
+	assert_string_equal(env_get(envp, "no_proxy"), "");
+	env_free(envp);
+}
+
+static void
+test_build_refusals(void **state)
+{
+	(void)state;
+	char **envp = (char **)0x1;
+	enum reason why = REASON_ALLOWED;
+	char msg[256] = "";
+	static const char *const source[] = {
+		"GITHUB_TOKEN=ghp_secretvalue", "DOCKER_SOCK_PATH=/var/run/docker.sock",
+		"HTTP_PROXY=http://user:pw@corp:8080", "OK=1", NULL,
+	};
+
+	/* credential name allowed by the caller: refused anyway, message names it */
+	static const char *const a1[] = { "OK", "GITHUB_TOKEN", NULL };
+	assert_int_equal(env_build(a1, source, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_null(envp);
+	assert_int_equal(why, REASON_ADM_ENV_FORBIDDEN);
+	assert_non_null(strstr(msg, "GITHUB_TOKEN"));
+	assert_null(strstr(msg, "ghp_"));
+
+	/* refused even when the source does not hold it (preset allowlist check) */
+	static const char *const a2[] = { "AWS_SECRET_ACCESS_KEY", NULL };
+	assert_int_equal(env_build(a2, NULL, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_ADM_ENV_FORBIDDEN);
+
+	/* socket value under a harmless-looking name */
+	static const char *const a3[] = { "DOCKER_SOCK_PATH", NULL };
+	assert_int_equal(env_build(a3, source, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_ADM_ENV_FORBIDDEN); /* DOCKER_ prefix first */
+	static const char *const src4[] = { "SOCKPATH=unix:///run/podman/podman.sock", NULL };
+	static const char *const a4[] = { "SOCKPATH", NULL };
+	assert_int_equal(env_build(a4, src4, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_ADM_ENV_SOCKET);
+	assert_non_null(strstr(msg, "SOCKPATH"));
+	assert_null(strstr(msg, "podman.sock"));
+
+	/* proxy variables are reserved */
+	static const char *const a5[] = { "HTTP_PROXY", NULL };
+	assert_int_equal(env_build(a5, source, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_ADM_ENV_FORBIDDEN);
+	assert_null(strstr(msg, "pw@"));
+}
+
+static void
+test_build_bounds(void **state)
+{
+	(void)state;
+	char **envp = NULL;
+	enum reason why;
+	char msg[256];
+	/* too many variables */
+	static char names[EGRESS_ENV_VARS_MAX + 1][16];
+	static char entries[EGRESS_ENV_VARS_MAX + 1][24];
+	static const char *allow[EGRESS_ENV_VARS_MAX + 2];
+	static const char *source[EGRESS_ENV_VARS_MAX + 2];
+	for (int i = 0; i <= EGRESS_ENV_VARS_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "V%d", i);
+		snprintf(entries[i], sizeof(entries[i]), "V%d=x", i);
+		allow[i] = names[i];
+		source[i] = entries[i];
+	}
+	assert_int_equal(env_build(allow, source, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_INTERNAL_ERROR);
+	assert_null(envp);
+
+	/* a value over ENV_VALUE_MAX */
+	char *big = malloc(ENV_VALUE_MAX + 16);
+	assert_non_null(big);
+	memcpy(big, "BIG=", 4);
+	memset(big + 4, 'x', ENV_VALUE_MAX + 1);
+	big[ENV_VALUE_MAX + 5] = '\0';
+	const char *src2[] = { big, NULL };
+	const char *al2[] = { "BIG", NULL };
+	assert_int_equal(env_build(al2, src2, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_INTERNAL_ERROR);
+	free(big);
+	env_free(NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_name_check_forbidden),
+		cmocka_unit_test(test_name_check_allowed),
+		cmocka_unit_test(test_name_check_invalid),
+		cmocka_unit_test(test_value_check),
+		cmocka_unit_test(test_build_from_nothing),
+		cmocka_unit_test(test_build_proxy),
+		cmocka_unit_test(test_build_refusals),
+		cmocka_unit_test(test_build_bounds),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
