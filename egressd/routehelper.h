@@ -1,0 +1,61 @@
+/*
+ * routehelper - egressd's client of egressd-route-helper (the libproxy process).
+ *
+ * Owns: the helper process (spawned lazily, killed and restarted when a lookup misses its
+ * deadline or the helper dies), every struct rh_req until its callback ran or it was
+ * cancelled, and a bounded cache of answers (per query URL, with a TTL).
+ * Callers: egressd/route, on the event-loop thread only. Nothing here blocks: the helper is
+ * spoken to over a socketpair driven by a bufferevent.
+ *
+ * Fail closed: a missed deadline answers REASON_ROUTE_TIMEOUT, a dead or unstartable
+ * helper or an unusable reply REASON_ROUTE_UNAVAILABLE. Never "direct" by default.
+ */
+#ifndef EGRESS_ROUTEHELPER_H
+#define EGRESS_ROUTEHELPER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/reasons.h"
+#include "egressd/routeproto.h"
+
+struct event_base;
+struct routehelper;
+struct rh_req;
+
+struct routehelper_config {
+	const char *helper_path;      /* absolute path of egressd-route-helper */
+	const char *const *envp;      /* the helper's whole environment (NULL-terminated):
+	                                 http_proxy=pac+file://..., or the daemon's proxy vars */
+	uint32_t deadline_ms;         /* per lookup */
+	uint32_t cache_ttl_s;         /* 0 = no cache */
+	size_t cache_max;             /* entries; <= EGRESS_ROUTE_CACHE_MAX */
+};
+
+/* status is REASON_ALLOWED with reply->ok set, or the reason there is no route (reply may
+ * be NULL then). reply is valid only during the call. */
+typedef void (*rh_cb)(enum reason status, const struct routeproto_reply *reply, void *arg);
+
+/* The config's strings are copied. NULL with err on failure. */
+struct routehelper *routehelper_new(struct event_base *base,
+    const struct routehelper_config *cfg, char *err, size_t errlen);
+/* Kills the helper; outstanding requests are freed without callbacks. Accepts NULL. */
+void routehelper_free(struct routehelper *rh);
+
+/* Look up the route for a query URL (routeproto_query_url). The callback never runs from
+ * inside this call (cache hits are delivered from a zero timer). NULL on ENOMEM. */
+struct rh_req *routehelper_lookup(struct routehelper *rh, const char *url, rh_cb cb,
+    void *arg);
+void routehelper_cancel(struct rh_req *req);
+
+/* Forget cached answers and restart the helper on next use (a new PAC copy). */
+void routehelper_reset(struct routehelper *rh);
+
+/* Counters for metrics and tests. */
+struct routehelper_stats {
+	uint64_t lookups, cache_hits, timeouts, restarts, failures;
+	long pid;                     /* current helper pid, 0 when none */
+};
+void routehelper_stats(const struct routehelper *rh, struct routehelper_stats *out);
+
+#endif
