@@ -1,0 +1,541 @@
+/*
+ * changes - the changed set: libgit2 over the original repository with the merged view as
+ * work tree, united with a walk of the overlay upper layer (see executor/changes.h).
+ */
+#define _GNU_SOURCE
+#include "executor/changes.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+
+#define UPPER_DEPTH_MAX 256
+
+static void
+git_err(char *err, size_t errlen, const char *what)
+{
+	const git_error *e = git_error_last();
+
+	snprintf(err, errlen, "%s: %s", what, e && e->message ? e->message : "libgit2 error");
+}
+
+static void
+git_init_once(void)
+{
+	static bool done;
+
+	if (done)
+		return;
+	git_libgit2_init();
+	/* egress-exec runs as root over a repository its user owns; we only read the host
+	 * repository (no hooks, no filters run by libgit2), so the owner check adds nothing. */
+	git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+	done = true;
+}
+
+void
+changes_free(struct changeset *cs)
+{
+	if (cs == NULL)
+		return;
+	for (size_t i = 0; i < cs->n; i++) {
+		free(cs->v[i].path);
+		free(cs->v[i].old_path);
+	}
+	free(cs->v);
+	cs->v = NULL;
+	cs->n = cs->cap = 0;
+}
+
+static int
+cs_add(struct changeset *cs, const char *path, size_t plen, const char *old_path,
+    const char *git_status, const char *upper_kind)
+{
+	struct change *c;
+
+	if (cs->n >= EGRESS_CHANGED_PATHS_MAX)
+		return -1;
+	if (cs->n == cs->cap) {
+		size_t ncap = cs->cap ? cs->cap * 2 : 64;
+		struct change *nv = reallocarray(cs->v, ncap, sizeof(*nv));
+		if (nv == NULL)
+			return -1;
+		cs->v = nv;
+		cs->cap = ncap;
+	}
+	c = &cs->v[cs->n];
+	memset(c, 0, sizeof(*c));
+	c->path = strndup(path, plen);
+	if (c->path == NULL)
+		return -1;
+	if (old_path != NULL && (c->old_path = strdup(old_path)) == NULL) {
+		free(c->path);
+		return -1;
+	}
+	c->git_status = git_status;
+	c->upper_kind = upper_kind;
+	cs->n++;
+	return 0;
+}
+
+static const char *
+delta_str(git_delta_t s)
+{
+	switch (s) {
+	case GIT_DELTA_ADDED: return "added";
+	case GIT_DELTA_DELETED: return "deleted";
+	case GIT_DELTA_MODIFIED: return "modified";
+	case GIT_DELTA_RENAMED: return "renamed";
+	case GIT_DELTA_COPIED: return "copied";
+	case GIT_DELTA_IGNORED: return "ignored";
+	case GIT_DELTA_UNTRACKED: return "untracked";
+	case GIT_DELTA_TYPECHANGE: return "typechange";
+	case GIT_DELTA_UNREADABLE: return "unreadable";
+	case GIT_DELTA_CONFLICTED: return "conflicted";
+	case GIT_DELTA_UNMODIFIED: break;
+	}
+	return NULL;
+}
+
+/* The merged view's own .git is the host's, seen through the overlay; git's view of it
+ * is meaningless. Writes to it are caught by the upper walk (and refused by scope). */
+static bool
+is_top_dotgit(const char *p)
+{
+	return strcmp(p, ".git") == 0 || strncmp(p, ".git/", 5) == 0;
+}
+
+int
+changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo_out,
+    git_diff **out, char *err, size_t errlen)
+{
+	git_repository *repo = NULL;
+	git_object *head = NULL;
+	git_tree *tree = NULL;
+	git_diff *diff = NULL;
+	git_diff_options opts;
+	git_diff_find_options fopts;
+	int rc;
+
+	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+	git_diff_find_options_init(&fopts, GIT_DIFF_FIND_OPTIONS_VERSION);
+
+	*repo_out = NULL;
+	*out = NULL;
+	git_init_once();
+	if (git_repository_open_ext(&repo, repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0) {
+		git_err(err, errlen, "open repository");
+		return -1;
+	}
+	/* Only this in-memory handle points at the merged view; nothing is written back
+	 * (update_gitlink = 0, and no index write happens below). */
+	if (git_repository_set_workdir(repo, merged_dir, 0) != 0) {
+		git_err(err, errlen, "set work tree");
+		goto fail;
+	}
+	rc = git_revparse_single(&head, repo, "HEAD^{tree}");
+	if (rc == 0) {
+		tree = (git_tree *)head;
+		head = NULL;
+	} else if (rc != GIT_ENOTFOUND && !git_repository_head_unborn(repo)) {
+		git_err(err, errlen, "read HEAD");
+		goto fail;
+	}
+
+	opts.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS |
+	    GIT_DIFF_INCLUDE_IGNORED | GIT_DIFF_RECURSE_IGNORED_DIRS |
+	    GIT_DIFF_INCLUDE_TYPECHANGE | GIT_DIFF_INCLUDE_TYPECHANGE_TREES |
+	    GIT_DIFF_SHOW_UNTRACKED_CONTENT | GIT_DIFF_IGNORE_SUBMODULES |
+	    GIT_DIFF_DISABLE_PATHSPEC_MATCH;
+	opts.ignore_submodules = GIT_SUBMODULE_IGNORE_ALL;
+	/* Content-hashed comparison of HEAD against the work tree: the host index's stat
+	 * cache describes host files, not the merged view, and is not trusted. */
+	if (git_diff_tree_to_workdir(&diff, repo, tree, &opts) != 0) {
+		git_err(err, errlen, "diff");
+		goto fail;
+	}
+	fopts.flags = GIT_DIFF_FIND_RENAMES | GIT_DIFF_FIND_FOR_UNTRACKED |
+	    GIT_DIFF_FIND_REMOVE_UNMODIFIED;
+	fopts.rename_limit = 1000;
+	if (git_diff_find_similar(diff, &fopts) != 0) {
+		git_err(err, errlen, "find renames");
+		goto fail;
+	}
+	git_tree_free(tree);
+	*repo_out = repo;
+	*out = diff;
+	return 0;
+fail:
+	git_diff_free(diff);
+	git_tree_free(tree);
+	git_object_free(head);
+	git_repository_free(repo);
+	return -1;
+}
+
+static int
+base_commit(const char *repo_dir, char *out, size_t outlen)
+{
+	git_repository *repo = NULL;
+	git_oid oid;
+
+	out[0] = '\0';
+	if (git_repository_open_ext(&repo, repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0)
+		return -1;
+	if (git_reference_name_to_id(&oid, repo, "HEAD") == 0)
+		git_oid_tostr(out, outlen, &oid);
+	git_repository_free(repo);
+	return 0;
+}
+
+static int
+collect_git(const char *repo_dir, const char *merged_dir, struct changeset *cs, char *err,
+    size_t errlen)
+{
+	git_repository *repo = NULL;
+	git_diff *diff = NULL;
+	size_t n;
+
+	if (changes_diff(repo_dir, merged_dir, &repo, &diff, err, errlen) != 0)
+		return -1;
+	n = git_diff_num_deltas(diff);
+	for (size_t i = 0; i < n; i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+		const char *st = delta_str(d->status);
+		const char *np = d->new_file.path ? d->new_file.path : d->old_file.path;
+		const char *op = NULL;
+		size_t nl;
+
+		if (st == NULL || np == NULL)
+			continue;
+		if (is_top_dotgit(np))
+			continue;
+		if ((d->status == GIT_DELTA_RENAMED || d->status == GIT_DELTA_COPIED) &&
+		    d->old_file.path != NULL && strcmp(d->old_file.path, np) != 0)
+			op = d->old_file.path;
+		nl = strlen(np);
+		/* An untracked nested repository is reported as "dir/": keep the directory. */
+		while (nl > 1 && np[nl - 1] == '/')
+			nl--;
+		if (cs_add(cs, np, nl, op, st, NULL) != 0) {
+			snprintf(err, errlen, "more than %d changed paths (or out of memory)",
+			    EGRESS_CHANGED_PATHS_MAX);
+			git_diff_free(diff);
+			git_repository_free(repo);
+			return -1;
+		}
+	}
+	git_diff_free(diff);
+	git_repository_free(repo);
+	return 0;
+}
+
+struct upper_walk {
+	struct changeset *cs;
+	int lowerfd;            /* repo_dir, for "was this directory there before?" */
+	const char *upper_dir;
+	char rel[EGRESS_PATH_MAX];
+	char *err;
+	size_t errlen;
+};
+
+/* Does the upper entry at w->rel carry xattr attr (with value want, when non-NULL)?
+ * lgetxattr never follows a symlink; the worker is gone, so the path is stable. */
+static bool
+xattr_is(const struct upper_walk *w, const char *attr, const char *want)
+{
+	char path[EGRESS_PATH_MAX * 2];
+	char val[8];
+	ssize_t r;
+
+	if (snprintf(path, sizeof(path), "%s/%s", w->upper_dir, w->rel) >= (int)sizeof(path))
+		return false;
+	r = lgetxattr(path, attr, val, sizeof(val));
+	if (r < 0)
+		return false;
+	if (want == NULL)
+		return true;
+	return (size_t)r == strlen(want) && memcmp(val, want, (size_t)r) == 0;
+}
+
+static bool
+is_opaque(const struct upper_walk *w)
+{
+	return xattr_is(w, "trusted.overlay.opaque", "y") ||
+	    xattr_is(w, "user.overlay.opaque", "y");
+}
+
+static bool
+is_xattr_whiteout(const struct upper_walk *w)
+{
+	return xattr_is(w, "trusted.overlay.whiteout", NULL) ||
+	    xattr_is(w, "user.overlay.whiteout", NULL);
+}
+
+static int
+walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
+{
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (depth > UPPER_DEPTH_MAX) {
+		snprintf(w->err, w->errlen, "upper layer nested deeper than %d", UPPER_DEPTH_MAX);
+		close(dfd);
+		return -1;
+	}
+	d = fdopendir(dfd);
+	if (d == NULL) {
+		snprintf(w->err, w->errlen, "upper layer: %s", strerror(errno));
+		close(dfd);
+		return -1;
+	}
+	while (rc == 0) {
+		struct stat st;
+		size_t nl, newlen;
+		const char *kind = NULL;
+		bool recurse = false;
+
+		errno = 0;
+		de = readdir(d);
+		if (de == NULL) {
+			if (errno != 0) {
+				snprintf(w->err, w->errlen, "upper layer: %s", strerror(errno));
+				rc = -1;
+			}
+			break;
+		}
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		nl = strlen(de->d_name);
+		newlen = rellen + (rellen ? 1 : 0) + nl;
+		if (newlen >= sizeof(w->rel)) {
+			snprintf(w->err, w->errlen, "upper layer: path longer than %zu bytes",
+			    sizeof(w->rel));
+			rc = -1;
+			break;
+		}
+		if (rellen)
+			w->rel[rellen] = '/';
+		memcpy(w->rel + rellen + (rellen ? 1 : 0), de->d_name, nl + 1);
+
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			snprintf(w->err, w->errlen, "upper layer: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+		if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+			kind = "deleted";
+		} else if (S_ISDIR(st.st_mode)) {
+			struct stat lst;
+			bool lower_dir = fstatat(w->lowerfd, w->rel, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(lst.st_mode);
+			recurse = true;
+			if (is_opaque(w))
+				kind = "opaque";
+			else if (!lower_dir)
+				kind = "written";
+			/* else: a parent copied up for a change below it; not a change itself */
+		} else if (S_ISREG(st.st_mode)) {
+			kind = is_xattr_whiteout(w) ? "deleted" : "written";
+		} else if (S_ISLNK(st.st_mode)) {
+			kind = "written";
+		} else {
+			kind = "special";
+		}
+		if (kind != NULL && cs_add(w->cs, w->rel, newlen, NULL, NULL, kind) != 0) {
+			snprintf(w->err, w->errlen, "more than %d changed paths (or out of memory)",
+			    EGRESS_CHANGED_PATHS_MAX);
+			rc = -1;
+			break;
+		}
+		if (recurse) {
+			int cfd = openat(dirfd(d), de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd < 0) {
+				snprintf(w->err, w->errlen, "upper layer: %s", strerror(errno));
+				rc = -1;
+				break;
+			}
+			rc = walk_dir(w, cfd, newlen, depth + 1);
+		}
+		w->rel[rellen] = '\0';
+	}
+	closedir(d);
+	return rc;
+}
+
+static int
+collect_upper(const char *repo_dir, const char *upper_dir, struct changeset *cs, char *err,
+    size_t errlen)
+{
+	struct upper_walk w;
+	int ufd, rc;
+
+	memset(&w, 0, sizeof(w));
+	w.cs = cs;
+	w.err = err;
+	w.errlen = errlen;
+	w.upper_dir = upper_dir;
+	w.lowerfd = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (w.lowerfd < 0) {
+		snprintf(err, errlen, "open %s: %s", repo_dir, strerror(errno));
+		return -1;
+	}
+	ufd = open(upper_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ufd < 0) {
+		snprintf(err, errlen, "open upper layer %s: %s", upper_dir, strerror(errno));
+		close(w.lowerfd);
+		return -1;
+	}
+	rc = walk_dir(&w, ufd, 0, 0);
+	close(w.lowerfd);
+	return rc;
+}
+
+static int
+change_cmp(const void *a, const void *b)
+{
+	const struct change *x = a, *y = b;
+
+	return strcmp(x->path, y->path);
+}
+
+/* Sort by path and fold the git and upper observations of one path into one entry. */
+static void
+cs_merge(struct changeset *cs)
+{
+	size_t out = 0;
+
+	if (cs->n == 0)
+		return;
+	qsort(cs->v, cs->n, sizeof(*cs->v), change_cmp);
+	for (size_t i = 1; i < cs->n; i++) {
+		struct change *keep = &cs->v[out], *c = &cs->v[i];
+		if (strcmp(keep->path, c->path) == 0) {
+			if (keep->git_status == NULL)
+				keep->git_status = c->git_status;
+			if (keep->upper_kind == NULL)
+				keep->upper_kind = c->upper_kind;
+			if (keep->old_path == NULL) {
+				keep->old_path = c->old_path;
+				c->old_path = NULL;
+			}
+			free(c->path);
+			free(c->old_path);
+			continue;
+		}
+		cs->v[++out] = *c;
+	}
+	cs->n = out + 1;
+}
+
+int
+changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_dir,
+    struct changeset *cs, char *err, size_t errlen)
+{
+	memset(cs, 0, sizeof(*cs));
+	git_init_once();
+	if (base_commit(repo_dir, cs->base_commit, sizeof(cs->base_commit)) != 0) {
+		git_err(err, errlen, "open repository");
+		return -1;
+	}
+	if (collect_git(repo_dir, merged_dir, cs, err, errlen) != 0)
+		goto fail;
+	if (upper_dir != NULL && collect_upper(repo_dir, upper_dir, cs, err, errlen) != 0)
+		goto fail;
+	cs_merge(cs);
+	return 0;
+fail:
+	changes_free(cs);
+	return -1;
+}
+
+/* Length of a valid UTF-8 sequence at s (1-4), or 0. */
+static size_t
+utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+			return 0;
+		if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f))
+			return 0;
+		return 3;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+			return 0;
+		if ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+void
+changes_path_display(const char *p, char *buf, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)p;
+	size_t o = 0;
+
+	if (len == 0)
+		return;
+	while (*s) {
+		size_t ul = utf8_len(s);
+		bool ctl = *s < 0x20 || *s == 0x7f || *s == '\\';
+		if (ul == 0 || ctl) {
+			if (o + 4 >= len)
+				break;
+			snprintf(buf + o, len - o, "\\x%02x", *s);
+			o += 4;
+			s++;
+			continue;
+		}
+		if (o + ul >= len)
+			break;
+		memcpy(buf + o, s, ul);
+		o += ul;
+		s += ul;
+	}
+	buf[o] = '\0';
+}
+
+json_t *
+changes_to_json(const struct changeset *cs)
+{
+	json_t *a = json_array();
+	char buf[EGRESS_PATH_MAX * 4 + 1];
+
+	if (a == NULL)
+		return NULL;
+	for (size_t i = 0; i < cs->n; i++) {
+		const struct change *c = &cs->v[i];
+		json_t *o = json_object();
+		changes_path_display(c->path, buf, sizeof(buf));
+		json_object_set_new(o, "path", json_string(buf));
+		if (c->old_path != NULL) {
+			changes_path_display(c->old_path, buf, sizeof(buf));
+			json_object_set_new(o, "old_path", json_string(buf));
+		}
+		json_object_set_new(o, "git", c->git_status ? json_string(c->git_status) :
+		    json_null());
+		json_object_set_new(o, "upper", c->upper_kind ? json_string(c->upper_kind) :
+		    json_null());
+		json_array_append_new(a, o);
+	}
+	return a;
+}

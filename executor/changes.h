@@ -1,0 +1,73 @@
+/*
+ * changes - the complete set of paths the worker changed, computed after it is gone.
+ *
+ * Owns: struct changeset and its strings (changes_free); the git_diff handed out by
+ * changes_diff (caller frees with git_diff_free).
+ * Callers: executor/orchestrate (changed set for scope and manifest), executor/artifacts
+ * (the candidate diff).
+ *
+ * Two independent observations, united:
+ *  1. libgit2 over the ORIGINAL repository (repo_dir/.git: its HEAD; the worker's .git in
+ *     the merged view is never opened) with the overlay's merged view as the work tree:
+ *     modified, added, deleted, renamed (git_diff_find_similar, untracked files count as
+ *     rename targets), type-changed, untracked (directories recursed) and ignored files.
+ *     Work-tree contents are hashed; no stat cache from the host index is trusted.
+ *  2. The overlay upper layer, walked without following links: every regular file,
+ *     symlink or special file written; every directory that is new, replaces a non-directory
+ *     or is opaque (trusted.overlay.opaque / user.overlay.opaque = "y"); every whiteout
+ *     (character device 0/0, or a file with an overlay whiteout xattr) as a deletion. This
+ *     catches what git cannot see: paths hidden by worker-written .gitignore rules, .git
+ *     writes, rewrites git judges identical.
+ * A path the upper layer names is in the set even when git says nothing about it. Paths are
+ * kept byte-exact (the scope check refuses non-canonical ones; nothing is normalized).
+ */
+#ifndef EGRESS_CHANGES_H
+#define EGRESS_CHANGES_H
+
+#include <git2.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct change {
+	char *path;              /* repository-relative, byte-exact */
+	char *old_path;          /* rename source (git), else NULL */
+	const char *git_status;  /* "modified", "added", "deleted", "renamed", "typechange",
+	                          * "untracked", "ignored", "copied" or NULL (git silent) */
+	const char *upper_kind;  /* "written", "deleted", "opaque", "special" or NULL */
+};
+
+struct changeset {
+	struct change *v;
+	size_t n, cap;
+	char base_commit[GIT_OID_HEXSZ + 1];  /* HEAD of the original repo, "" when unborn */
+};
+
+/*
+ * Compute the changed set. repo_dir: the original repository work tree (with .git);
+ * merged_dir: the overlay's merged view of it; upper_dir: the overlay upper layer (may be
+ * NULL only in tests that exercise git alone). Returns 0, or -1 with err (too many paths:
+ * more than EGRESS_CHANGED_PATHS_MAX; unreadable layers; libgit2 errors).
+ */
+int changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_dir,
+    struct changeset *cs, char *err, size_t errlen);
+void changes_free(struct changeset *cs);
+
+/*
+ * The git diff of the original HEAD against the merged view (as in changes_compute, with
+ * renames found and untracked contents included), for the candidate diff. *repo_out
+ * receives the repository handle the diff refers to; free both (git_diff_free, then
+ * git_repository_free). Returns 0 or -1 with err.
+ */
+int changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo_out,
+    git_diff **out, char *err, size_t errlen);
+
+/* JSON array of {"path", "old_path"?, "git", "upper"}; paths that are not valid UTF-8 or
+ * hold control characters are written with \xNN escapes (display only). New reference. */
+json_t *changes_to_json(const struct changeset *cs);
+
+/* Display form of a raw path: printable ASCII and valid UTF-8 kept, other bytes as \xNN.
+ * Always NUL-terminates buf (truncating). */
+void changes_path_display(const char *p, char *buf, size_t len);
+
+#endif
