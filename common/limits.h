@@ -71,5 +71,6 @@
 #define EGRESS_OBJECTIVE_MAX       (256 * 1024)
 #define EGRESS_DIFF_DEFAULT_MAX    (8 * 1024 * 1024)
 #define EGRESS_OUTPUT_DEFAULT_MAX  (1024 * 1024)
+#define EGRESS_DECISIONS_ARTIFACT_MAX (16 * 1024 * 1024) /* decisions.jsonl copied into a run's output */
 
 #endif
