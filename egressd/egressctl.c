@@ -1,0 +1,400 @@
+/*
+ * egressctl - talk to a running egressd over its control socket (docs/control.md) and
+ * read decision logs (docs/decision-log.md).
+ *
+ * Subcommands live in one table (cmds[] below): a new one is a row and a function.
+ * Exit codes: 0 success (log intact), 1 failure (log broken, error reply, egressd not
+ * reachable), 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "egressd/dlog_verify.h"
+
+#define EXIT_BROKEN 1
+#define EXIT_USAGE  2
+#define CONTROL_DEFAULT "/run/egressd/control.sock"
+#define CONTROL_TIMEOUT_MS 5000
+
+struct ctl {
+	const char *sock;
+	bool json;
+};
+
+struct cmd {
+	const char *word1, *word2;  /* word2 NULL: single-word command */
+	int (*fn)(struct ctl *c, int argc, char **argv);
+	const char *usage;
+};
+
+static int cmd_log_verify(struct ctl *c, int argc, char **argv);
+static int cmd_status(struct ctl *c, int argc, char **argv);
+static int cmd_grant_list(struct ctl *c, int argc, char **argv);
+static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
+static int cmd_reload(struct ctl *c, int argc, char **argv);
+
+static const struct cmd cmds[] = {
+	{ "log", "verify", cmd_log_verify, "log verify [--continued] FILE..." },
+	{ "status", NULL, cmd_status, "status" },
+	{ "grant", "list", cmd_grant_list, "grant list" },
+	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID" },
+	{ "reload", NULL, cmd_reload, "reload" },
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: egressctl [-s SOCKET] [--json] COMMAND\n"
+	    "  -s SOCKET  control socket (default %s)\n"
+	    "  --json     print control replies as JSON\n"
+	    "commands:\n", CONTROL_DEFAULT);
+	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++)
+		fprintf(f, "  egressctl %s\n", cmds[i].usage);
+}
+
+/* ---- log verify ---- */
+
+static int
+cmd_log_verify(struct ctl *c, int argc, char **argv)
+{
+	struct dlog_verify v;
+	bool continued = false;
+	int i = 0;
+
+	(void)c;
+	if (i < argc && strcmp(argv[i], "--continued") == 0) {
+		continued = true;
+		i++;
+	}
+	if (i >= argc) {
+		fprintf(stderr, "usage: egressctl log verify [--continued] FILE...\n");
+		return EXIT_USAGE;
+	}
+	dlog_verify_init(&v, continued);
+	/* several files are one chain, in the order given (rotated logs, oldest first) */
+	for (; i < argc; i++) {
+		if (dlog_verify_file(&v, argv[i]) != DLOG_INTACT) {
+			printf("BROKEN %s\n", v.message);
+			printf("%llu record(s) verified before the break\n",
+			    (unsigned long long)v.records);
+			return EXIT_BROKEN;
+		}
+	}
+	printf("intact: %llu record(s), last seq %llu, last hash %s\n",
+	    (unsigned long long)v.records,
+	    (unsigned long long)(v.started ? v.next_seq - 1 : 0), v.prev);
+	return 0;
+}
+
+/* ---- control socket ---- */
+
+/* One request, one reply line. Returns the parsed reply or NULL (message printed). */
+static json_t *
+control_call(struct ctl *c, json_t *req)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char *line = NULL, *buf = NULL;
+	size_t len = 0, off = 0;
+	uint64_t deadline = mono_msec() + CONTROL_TIMEOUT_MS;
+	json_t *reply = NULL;
+	json_error_t jerr;
+	int fd = -1;
+
+	if (strlen(c->sock) >= sizeof(sun.sun_path)) {
+		fprintf(stderr, "egressctl: socket path too long: %s\n", c->sock);
+		goto out;
+	}
+	memcpy(sun.sun_path, c->sock, strlen(c->sock) + 1);
+	line = json_dumps(req, JSON_COMPACT);
+	if (line == NULL)
+		goto out;
+	len = strlen(line);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		fprintf(stderr, "egressctl: cannot connect to %s: %s (is egressd running? "
+		    "are you root?)\n", c->sock, strerror(errno));
+		goto out;
+	}
+	while (off < len + 1) {
+		ssize_t w = off < len ? write(fd, line + off, len - off) : write(fd, "\n", 1);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			fprintf(stderr, "egressctl: write to %s: %s\n", c->sock, strerror(errno));
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	buf = malloc(EGRESS_CONTROL_LINE_MAX + 1);
+	if (buf == NULL)
+		goto out;
+	off = 0;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint64_t now = mono_msec();
+		ssize_t r;
+		char *nl;
+
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0) {
+			fprintf(stderr, "egressctl: no reply from %s within %d ms\n", c->sock,
+			    CONTROL_TIMEOUT_MS);
+			goto out;
+		}
+		r = read(fd, buf + off, EGRESS_CONTROL_LINE_MAX - off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			fprintf(stderr, "egressctl: %s closed the connection\n", c->sock);
+			goto out;
+		}
+		nl = memchr(buf + off, '\n', (size_t)r);
+		off += (size_t)r;
+		if (nl != NULL) {
+			off = (size_t)(nl - buf);
+			break;
+		}
+		if (off >= EGRESS_CONTROL_LINE_MAX) {
+			fprintf(stderr, "egressctl: reply longer than %d bytes\n",
+			    EGRESS_CONTROL_LINE_MAX);
+			goto out;
+		}
+	}
+	reply = json_loadb(buf, off, JSON_REJECT_DUPLICATES, &jerr);
+	if (reply == NULL || !json_is_object(reply)) {
+		fprintf(stderr, "egressctl: malformed reply: %s\n", jerr.text);
+		json_decref(reply);
+		reply = NULL;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(line);
+	free(buf);
+	return reply;
+}
+
+/* Send {"op": op, ...extra}; returns 0 with *out (new ref) on ok:true, else 1. */
+static int
+control_op(struct ctl *c, const char *op, json_t *extra, json_t **out)
+{
+	json_t *req = extra != NULL ? extra : json_object();
+	json_t *reply;
+
+	*out = NULL;
+	json_object_set_new(req, "op", json_string(op));
+	reply = control_call(c, req);
+	json_decref(req);
+	if (reply == NULL)
+		return EXIT_BROKEN;
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		const char *code = json_string_value(json_object_get(reply, "error"));
+		const char *msg = json_string_value(json_object_get(reply, "message"));
+
+		fprintf(stderr, "egressctl: %s: %s%s%s\n", op, code ? code : "error",
+		    msg ? ": " : "", msg ? msg : "");
+		json_decref(reply);
+		return EXIT_BROKEN;
+	}
+	*out = reply;
+	return 0;
+}
+
+static void
+print_json(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2));
+
+	if (s != NULL) {
+		printf("%s\n", s);
+		free(s);
+	}
+}
+
+static long long
+jint(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+
+	return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+static const char *
+jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "-";
+}
+
+static int
+cmd_status(struct ctl *c, int argc, char **argv)
+{
+	json_t *r, *log;
+	int rc;
+
+	(void)argv;
+	if (argc != 0) {
+		fprintf(stderr, "usage: egressctl status\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = control_op(c, "status", NULL, &r)) != 0)
+		return rc;
+	if (c->json) {
+		print_json(r);
+	} else {
+		printf("egressd %s, pid %lld, up %lld s\n", jstr(r, "version"), jint(r, "pid"),
+		    jint(r, "uptime_s"));
+		printf("grants: %lld, connections: %lld\n", jint(r, "grants"),
+		    jint(r, "connections"));
+		log = json_object_get(r, "log");
+		if (json_is_object(log))
+			printf("decision log: %s, seq %lld, %s\n", jstr(log, "path"),
+			    jint(log, "seq"), json_is_true(json_object_get(log, "writable")) ?
+			    "writable" : "NOT WRITABLE (hops refused: audit_unavailable)");
+	}
+	json_decref(r);
+	return 0;
+}
+
+static int
+cmd_grant_list(struct ctl *c, int argc, char **argv)
+{
+	json_t *r, *grants, *g;
+	size_t i;
+	int rc;
+
+	(void)argv;
+	if (argc != 0) {
+		fprintf(stderr, "usage: egressctl grant list\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = control_op(c, "grant.list", NULL, &r)) != 0)
+		return rc;
+	grants = json_object_get(r, "grants");
+	if (c->json) {
+		print_json(grants ? grants : r);
+	} else {
+		printf("%-32s %-20s %-24s %-16s %6s %s\n", "GRANT_ID", "PRINCIPAL", "LISTEN",
+		    "INTERFACE", "CONNS", "EXPIRES");
+		json_array_foreach(grants, i, g) {
+			json_t *exp = json_object_get(g, "expires");
+			char ebuf[32];
+
+			if (json_is_string(exp))
+				snprintf(ebuf, sizeof(ebuf), "%s", json_string_value(exp));
+			else if (json_is_integer(exp))
+				snprintf(ebuf, sizeof(ebuf), "%lld",
+				    (long long)json_integer_value(exp));
+			else
+				snprintf(ebuf, sizeof(ebuf), "never");
+			printf("%-32s %-20s %-24s %-16s %6lld %s\n", jstr(g, "grant_id"),
+			    jstr(g, "principal"), jstr(g, "listen"), jstr(g, "interface"),
+			    jint(g, "connections"), ebuf);
+		}
+	}
+	json_decref(r);
+	return 0;
+}
+
+static int
+cmd_grant_revoke(struct ctl *c, int argc, char **argv)
+{
+	json_t *r;
+	int rc;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: egressctl grant revoke GRANT_ID\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = control_op(c, "grant.revoke", json_pack("{s:s}", "grant_id", argv[0]),
+	    &r)) != 0)
+		return rc;
+	if (c->json)
+		print_json(r);
+	else
+		printf("revoked %s\n", argv[0]);
+	json_decref(r);
+	return 0;
+}
+
+static int
+cmd_reload(struct ctl *c, int argc, char **argv)
+{
+	json_t *r;
+	int rc;
+
+	(void)argv;
+	if (argc != 0) {
+		fprintf(stderr, "usage: egressctl reload\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = control_op(c, "reload", NULL, &r)) != 0)
+		return rc;
+	if (c->json)
+		print_json(r);
+	else
+		printf("reloaded\n");
+	json_decref(r);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ctl c = { .sock = CONTROL_DEFAULT };
+	int ch;
+
+	/* '+': stop at the first non-option so subcommands keep their own options */
+	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			c.sock = optarg;
+			break;
+		case 'j':
+			c.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++) {
+		const struct cmd *k = &cmds[i];
+
+		if (strcmp(argv[0], k->word1) != 0)
+			continue;
+		if (k->word2 == NULL)
+			return k->fn(&c, argc - 1, argv + 1);
+		if (argc >= 2 && strcmp(argv[1], k->word2) == 0)
+			return k->fn(&c, argc - 2, argv + 2);
+	}
+	fprintf(stderr, "egressctl: unknown command\n");
+	usage(stderr);
+	return EXIT_USAGE;
+}
