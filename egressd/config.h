@@ -1,0 +1,89 @@
+/*
+ * config - egressd.ini: the [egressd] settings, static listeners and static grants.
+ *
+ * Owns: struct egressd_config and everything it points to (config_free accepts NULL).
+ * A loaded config is immutable; a reload builds a whole new one and swaps it in only when
+ * it loaded without error (all-or-nothing). Callers: egressd/main (start-up, -t, SIGHUP),
+ * egressd/control (reload), tests/test_config.
+ * Schema and defaults are documented in docs/egressd.md and conf/egressd.ini.
+ */
+#ifndef EGRESS_CONFIG_H
+#define EGRESS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/cidr.h"
+#include "common/grant.h"
+#include "egressd/dlog.h"
+#include "egressd/route.h"
+
+#define CONFIG_DEFAULT_CONTROL "/run/egressd/control.sock"
+#define CONFIG_DEFAULT_DLOG    "/var/log/egressd/decisions.jsonl"
+
+struct config_listener {
+	char *name;                     /* section label */
+	struct sockaddr_storage addr;   /* bind address */
+	socklen_t addrlen;
+	char *grant_name;               /* a [grant NAME] of the same file */
+	unsigned line;
+};
+
+struct config_grant {
+	char *name;                     /* section label = principal */
+	struct grant *grant;            /* owned */
+	unsigned line;
+};
+
+struct egressd_config {
+	char *path;
+	char *control_socket;           /* NULL when "none" */
+	char *decision_log;
+	enum dlog_sync log_sync;
+	uint64_t connect_timeout_ms;
+	uint64_t header_timeout_ms;
+	uint64_t idle_timeout_ms;
+	uint64_t tunnel_max_lifetime_ms;
+	uint64_t drain_timeout_ms;
+	uint32_t max_connections;
+	uint32_t max_dns_pending;
+	char **dns_servers;
+	size_t ndns_servers;
+	uint64_t dns_timeout_ms;
+	unsigned dns_attempts;
+	struct cidr_set allow_special;  /* operator override */
+	bool has_metrics;
+	struct sockaddr_storage metrics_addr;
+	socklen_t metrics_addrlen;
+	enum route_kind route;
+	bool splice;
+	struct config_listener *listeners;
+	size_t nlisteners;
+	struct config_grant *grants;
+	size_t ngrants;
+};
+
+/*
+ * Load and validate a file (or a string named name, for tests). NULL on error with the
+ * first problem in err as "file:line: message". Every listener must name a grant of the
+ * same file; listener addresses must be literal addr:port; metrics_listen must be loopback.
+ */
+struct egressd_config *config_load(const char *path, char *err, size_t errlen);
+struct egressd_config *config_load_string(const char *name, const char *text, size_t len,
+    char *err, size_t errlen);
+void config_free(struct egressd_config *c);
+
+/* The static grant called name, or NULL. */
+const struct config_grant *config_find_grant(const struct egressd_config *c,
+    const char *name);
+
+/*
+ * Parse a literal "addr:port" ("127.0.0.1:3128", "[::1]:3128"); port 0 only when
+ * allow_port0. Returns 0 or -1 with *err set to a static sentence.
+ */
+int config_parse_sockaddr(const char *s, bool allow_port0, struct sockaddr_storage *ss,
+    socklen_t *len, const char **err);
+
+#endif

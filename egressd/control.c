@@ -1,0 +1,568 @@
+/*
+ * control.c - the control socket: request decoding (pure), peer check, dispatch.
+ */
+#define _GNU_SOURCE
+#include "egressd/control.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/config.h"
+#include "egressd/daemon.h"
+#include "egressd/dlog.h"
+#include "egressd/listener.h"
+
+/* ---- decoding (pure) ---- */
+
+static const struct {
+	const char *name;
+	enum control_op op;
+	const char *keys[4];        /* allowed keys besides op and id */
+} control_ops[] = {
+	{ "grant.create", CTL_GRANT_CREATE, { "grant", "listen", "interface", NULL } },
+	{ "grant.revoke", CTL_GRANT_REVOKE, { "grant_id", NULL } },
+	{ "grant.list", CTL_GRANT_LIST, { NULL } },
+	{ "status", CTL_STATUS, { NULL } },
+	{ "reload", CTL_RELOAD, { NULL } },
+};
+
+void
+control_req_clear(struct control_req *r)
+{
+	json_decref(r->id);
+	grant_free(r->grant);
+	memset(r, 0, sizeof(*r));
+}
+
+static bool
+is_hex_id(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n != GRANT_ID_HEX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+int
+control_decode(const char *line, size_t len, struct control_req *out, const char **code,
+    char *msg, size_t msglen)
+{
+	json_error_t je;
+	json_t *root, *v;
+	const char *key, *opname;
+	size_t k;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	*code = "malformed";
+	if (len > EGRESS_CONTROL_LINE_MAX) {
+		snprintf(msg, msglen, "request longer than %d bytes", EGRESS_CONTROL_LINE_MAX);
+		return -1;
+	}
+	/* Duplicate keys are ambiguous authority: refuse them. */
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL) {
+		snprintf(msg, msglen, "not JSON: %s", je.text);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		snprintf(msg, msglen, "a request is a JSON object");
+		goto out;
+	}
+	v = json_object_get(root, "id");
+	if (v != NULL) {
+		if (json_is_object(v) || json_is_array(v)) {
+			snprintf(msg, msglen, "id must be a scalar");
+			goto out;
+		}
+		out->id = json_incref(v);
+	}
+	v = json_object_get(root, "op");
+	if (v == NULL || !json_is_string(v)) {
+		snprintf(msg, msglen, "op must be a string");
+		goto out;
+	}
+	opname = json_string_value(v);
+	for (k = 0; k < EGRESS_NELEM(control_ops); k++)
+		if (strcmp(control_ops[k].name, opname) == 0)
+			break;
+	if (k == EGRESS_NELEM(control_ops)) {
+		*code = "unknown_op";
+		snprintf(msg, msglen, "unknown op");
+		goto out;
+	}
+	out->op = control_ops[k].op;
+	json_object_foreach(root, key, v) {
+		bool ok = strcmp(key, "op") == 0 || strcmp(key, "id") == 0;
+		for (size_t j = 0; !ok && control_ops[k].keys[j] != NULL; j++)
+			ok = strcmp(key, control_ops[k].keys[j]) == 0;
+		if (!ok) {
+			*code = "unknown_key";
+			snprintf(msg, msglen, "unknown key '%.64s' for %s", key, opname);
+			goto out;
+		}
+	}
+	switch (out->op) {
+	case CTL_GRANT_CREATE: {
+		const char *perr, *ifn;
+		char gerr[256];
+
+		v = json_object_get(root, "listen");
+		if (v == NULL || !json_is_string(v) || config_parse_sockaddr(json_string_value(v),
+		    true, &out->listen, &out->listenlen, &perr) != 0) {
+			*code = "malformed";
+			snprintf(msg, msglen, "listen: %s", v == NULL || !json_is_string(v) ?
+			    "a string \"addr:port\" is required" : perr);
+			goto out;
+		}
+		v = json_object_get(root, "interface");
+		ifn = v != NULL && json_is_string(v) ? json_string_value(v) : NULL;
+		/* The principal binding is address AND device: both are required. */
+		if (ifn == NULL || ifn[0] == '\0' || strlen(ifn) > EGRESS_IFNAME_MAX - 1 ||
+		    strchr(ifn, '/') != NULL || strcmp(ifn, ".") == 0 || strcmp(ifn, "..") == 0) {
+			*code = "malformed";
+			snprintf(msg, msglen, "interface: a network interface name (1-15 characters) "
+			    "is required");
+			goto out;
+		}
+		for (const char *p = ifn; *p != '\0'; p++) {
+			if (*p <= ' ' || *p == ':' || (unsigned char)*p >= 0x7f) {
+				*code = "malformed";
+				snprintf(msg, msglen, "interface: invalid character");
+				goto out;
+			}
+		}
+		snprintf(out->ifname, sizeof(out->ifname), "%s", ifn);
+		v = json_object_get(root, "grant");
+		if (v == NULL || !json_is_object(v)) {
+			*code = "invalid_grant";
+			snprintf(msg, msglen, "grant: an object is required");
+			goto out;
+		}
+		out->grant = grant_from_json(v, gerr, sizeof(gerr));
+		if (out->grant == NULL) {
+			*code = "invalid_grant";
+			snprintf(msg, msglen, "grant: %s", gerr);
+			goto out;
+		}
+		if (out->grant->lifetime_s == 0) {
+			/* A crashed supervisor must not leave authority behind. */
+			*code = "invalid_grant";
+			snprintf(msg, msglen, "grant: limits.lifetime_s must be > 0 for dynamic grants");
+			goto out;
+		}
+		break;
+	}
+	case CTL_GRANT_REVOKE:
+		v = json_object_get(root, "grant_id");
+		if (v == NULL || !json_is_string(v) || !is_hex_id(json_string_value(v))) {
+			*code = "malformed";
+			snprintf(msg, msglen, "grant_id: %d lowercase hex characters", GRANT_ID_HEX);
+			goto out;
+		}
+		snprintf(out->grant_id, sizeof(out->grant_id), "%s", json_string_value(v));
+		break;
+	case CTL_GRANT_LIST:
+	case CTL_STATUS:
+	case CTL_RELOAD:
+		break;
+	}
+	rc = 0;
+out:
+	if (rc != 0) {
+		grant_free(out->grant);
+		out->grant = NULL;
+	}
+	json_decref(root);
+	return rc;
+}
+
+json_t *
+control_error(const json_t *id, const char *code, const char *msg)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "ok", json_false());
+	if (id != NULL)
+		json_object_set_new(o, "id", json_deep_copy(id));
+	json_object_set_new(o, "error", json_string(code));
+	json_object_set_new(o, "message", json_string(msg));
+	return o;
+}
+
+/* ---- server ---- */
+
+struct control_client {
+	struct control *c;
+	struct bufferevent *bev;
+	bool authorized;
+	uid_t uid;
+	bool closing;
+	struct control_client *next, *prev;
+};
+
+struct control {
+	struct daemon *d;
+	struct evconnlistener *evl;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct control_client *clients;
+	size_t nclients;
+};
+
+static void
+client_free(struct control_client *cl)
+{
+	struct control *c = cl->c;
+
+	if (cl->prev != NULL)
+		cl->prev->next = cl->next;
+	else
+		c->clients = cl->next;
+	if (cl->next != NULL)
+		cl->next->prev = cl->prev;
+	c->nclients--;
+	bufferevent_free(cl->bev);
+	free(cl);
+}
+
+static void
+send_reply(struct control_client *cl, json_t *o)
+{
+	char *s;
+
+	if (o == NULL)
+		return;
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (s == NULL)
+		return;
+	bufferevent_write(cl->bev, s, strlen(s));
+	bufferevent_write(cl->bev, "\n", 1);
+	free(s);
+}
+
+static json_t *
+ok_reply(const json_t *id)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "ok", json_true());
+	if (id != NULL)
+		json_object_set_new(o, "id", json_deep_copy(id));
+	return o;
+}
+
+static json_t *
+grant_entry(const struct lgrant *lg)
+{
+	json_t *o = json_object();
+	char b[EGRESS_HOSTPORT_MAX + 1];
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "grant_id", json_string(lg->id));
+	json_object_set_new(o, "principal", json_string(lg->g->principal));
+	json_object_set_new(o, "dynamic", json_boolean(lg->dynamic));
+	json_object_set_new(o, "listen", lg->nlisteners > 0 ?
+	    json_string(listener_addr_str(lg->listeners[0], b, sizeof(b))) : json_null());
+	json_object_set_new(o, "interface", lg->ifname[0] != '\0' ? json_string(lg->ifname) :
+	    json_null());
+	json_object_set_new(o, "created", json_integer((json_int_t)lg->created));
+	json_object_set_new(o, "expires", lg->expires != 0 ?
+	    json_integer((json_int_t)lg->expires) : json_null());
+	json_object_set_new(o, "connections", json_integer(lg->nconns));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)lg->bytes));
+	json_object_set_new(o, "grant", grant_to_json(lg->g));
+	return o;
+}
+
+static json_t *
+handle(struct control *c, const struct control_req *r, struct grant **stolen)
+{
+	struct daemon *d = c->d;
+	char err[512];
+	const char *code = "internal";
+	json_t *o;
+
+	switch (r->op) {
+	case CTL_GRANT_CREATE: {
+		char b[EGRESS_HOSTPORT_MAX + 1];
+		struct grant *g = *stolen;
+		*stolen = NULL;
+		struct lgrant *lg = daemon_grant_create(d, g, (const struct sockaddr *)&r->listen,
+		    r->listenlen, r->ifname, &code, err, sizeof(err));
+		if (lg == NULL)
+			return control_error(r->id, code, err);
+		log_info("grant.create: %s principal %s on %s dev %s, lifetime %us", lg->id,
+		    lg->g->principal, listener_addr_str(lg->listeners[0], b, sizeof(b)),
+		    r->ifname, lg->g->lifetime_s);
+		o = ok_reply(r->id);
+		json_object_set_new(o, "grant_id", json_string(lg->id));
+		json_object_set_new(o, "listen", json_string(listener_addr_str(lg->listeners[0], b,
+		    sizeof(b))));
+		return o;
+	}
+	case CTL_GRANT_REVOKE: {
+		struct lgrant *lg = grants_find(d->grants, r->grant_id);
+		if (lg == NULL)
+			return control_error(r->id, "unknown_grant", "no live grant with that id");
+		log_info("grant.revoke: %s (principal %s), %u live connection(s)", lg->id,
+		    lg->g->principal, lg->nconns);
+		grants_retire(d->grants, lg, REASON_GRANT_REVOKED, true);
+		return ok_reply(r->id);
+	}
+	case CTL_GRANT_LIST: {
+		json_t *arr = json_array();
+		for (struct lgrant *lg = grants_first(d->grants); lg != NULL; lg = lg->next)
+			json_array_append_new(arr, grant_entry(lg));
+		o = ok_reply(r->id);
+		json_object_set_new(o, "grants", arr);
+		return o;
+	}
+	case CTL_STATUS: {
+		struct dlog_status ds;
+		json_t *lo = json_object();
+		dlog_get_status(d->dlog, &ds);
+		json_object_set_new(lo, "path", json_string(ds.path));
+		json_object_set_new(lo, "seq", json_integer((json_int_t)ds.seq));
+		json_object_set_new(lo, "writable", json_boolean(ds.writable));
+		if (!ds.writable)
+			json_object_set_new(lo, "error", json_string(ds.error));
+		o = ok_reply(r->id);
+		json_object_set_new(o, "version", json_string(EGRESS_VERSION));
+		json_object_set_new(o, "pid", json_integer(getpid()));
+		json_object_set_new(o, "uptime_s", json_integer((json_int_t)(time(NULL) -
+		    d->started)));
+		json_object_set_new(o, "grants", json_integer((json_int_t)grants_count(d->grants)));
+		json_object_set_new(o, "connections", json_integer(d->nconns));
+		json_object_set_new(o, "log", lo);
+		return o;
+	}
+	case CTL_RELOAD:
+		if (daemon_reload(d, err, sizeof(err)) != 0) {
+			log_warnx("reload failed, running configuration kept: %s", err);
+			return control_error(r->id, "reload_failed", err);
+		}
+		return ok_reply(r->id);
+	}
+	return control_error(r->id, "internal", "unhandled op");
+}
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+	struct control_client *cl = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (!cl->closing) {
+		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, NULL, EVBUFFER_EOL_LF);
+		if (eol.pos < 0) {
+			if (evbuffer_get_length(in) > EGRESS_CONTROL_LINE_MAX) {
+				send_reply(cl, control_error(NULL, "malformed", "line too long"));
+				cl->closing = true;
+				bufferevent_disable(bev, EV_READ);
+			}
+			return;
+		}
+		size_t n = (size_t)eol.pos;
+		char *line = malloc(n + 1);
+		if (line == NULL)
+			return;
+		evbuffer_remove(in, line, n);
+		evbuffer_drain(in, 1);
+		line[n] = '\0';
+		if (!cl->authorized) {
+			/* Changes nothing; say why, then hang up. */
+			send_reply(cl, control_error(NULL, "unauthorized",
+			    "control requests are accepted from uid 0 only"));
+			log_warnx("control: refused a request from uid %u", (unsigned)cl->uid);
+			free(line);
+			cl->closing = true;
+			bufferevent_disable(bev, EV_READ);
+			return;
+		}
+		struct control_req r;
+		const char *code;
+		char msg[512];
+		if (n > EGRESS_CONTROL_LINE_MAX ||
+		    control_decode(line, n, &r, &code, msg, sizeof(msg)) != 0) {
+			if (n > EGRESS_CONTROL_LINE_MAX) {
+				code = "malformed";
+				snprintf(msg, sizeof(msg), "line too long");
+				memset(&r, 0, sizeof(r));
+			}
+			send_reply(cl, control_error(r.id, code, msg));
+		} else {
+			struct grant *g = r.grant;
+			r.grant = NULL;
+			send_reply(cl, handle(cl->c, &r, &g));
+			grant_free(g);
+		}
+		control_req_clear(&r);
+		free(line);
+	}
+}
+
+static void
+client_write(struct bufferevent *bev, void *arg)
+{
+	struct control_client *cl = arg;
+
+	if (cl->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		client_free(cl);
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct control_client *cl = arg;
+
+	if (what & BEV_EVENT_EOF && evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+		cl->closing = true;
+		return;
+	}
+	client_free(cl);
+}
+
+static void
+control_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct control *c = arg;
+	struct control_client *cl;
+	struct ucred uc;
+	socklen_t ul = sizeof(uc);
+	struct timeval tv = { 60, 0 };
+
+	if (c->nclients >= EGRESS_CONTROL_CLIENTS_MAX) {
+		log_warnx("control: too many clients (%d); refusing one",
+		    EGRESS_CONTROL_CLIENTS_MAX);
+		close(fd);
+		return;
+	}
+	cl = calloc(1, sizeof(*cl));
+	if (cl == NULL) {
+		close(fd);
+		return;
+	}
+	evutil_make_socket_nonblocking(fd);
+	evutil_make_socket_closeonexec(fd);
+	cl->c = c;
+	/* Who is asking is decided by the kernel, never by the request. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0) {
+		cl->uid = uc.uid;
+		cl->authorized = uc.uid == 0;
+	}
+	cl->bev = bufferevent_socket_new(c->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (cl->bev == NULL) {
+		close(fd);
+		free(cl);
+		return;
+	}
+	cl->next = c->clients;
+	if (c->clients != NULL)
+		c->clients->prev = cl;
+	c->clients = cl;
+	c->nclients++;
+	bufferevent_setcb(cl->bev, client_read, client_write, client_event, cl);
+	bufferevent_set_timeouts(cl->bev, &tv, &tv);
+	bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
+}
+
+struct control *
+control_new(struct daemon *d, const char *path, char *err, size_t errlen)
+{
+	struct control *c;
+	struct sockaddr_un sun;
+	struct stat sb;
+	mode_t old;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		snprintf(err, errlen, "path too long");
+		return NULL;
+	}
+	memcpy(sun.sun_path, path, strlen(path));
+	/* Replace a stale socket from a previous run, never any other kind of file. */
+	if (lstat(path, &sb) == 0) {
+		if (!S_ISSOCK(sb.st_mode)) {
+			snprintf(err, errlen, "%s exists and is not a socket", path);
+			return NULL;
+		}
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return NULL;
+	}
+	/* Created 0600 from the start: no window in which another user could connect. */
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		umask(old);
+		snprintf(err, errlen, "bind: %s%s", strerror(errno), errno == ENOENT ?
+		    " (create the directory first, e.g. RuntimeDirectory=egressd)" : "");
+		close(fd);
+		return NULL;
+	}
+	umask(old);
+	if (chmod(path, 0600) != 0 || listen(fd, 16) != 0) {
+		snprintf(err, errlen, "chmod/listen: %s", strerror(errno));
+		close(fd);
+		unlink(path);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		close(fd);
+		unlink(path);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->d = d;
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	c->evl = evconnlistener_new(d->base, control_accept, c, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (c->evl == NULL) {
+		close(fd);
+		unlink(path);
+		free(c);
+		snprintf(err, errlen, "evconnlistener failed");
+		return NULL;
+	}
+	return c;
+}
+
+void
+control_free(struct control *c)
+{
+	if (c == NULL)
+		return;
+	while (c->clients != NULL)
+		client_free(c->clients);
+	evconnlistener_free(c->evl);
+	unlink(c->path);
+	free(c);
+}

@@ -1,0 +1,423 @@
+/*
+ * daemon.c - egressd's life cycle: start-up, static listeners, reload, drain, shutdown.
+ */
+#include "egressd/daemon.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/control.h"
+#include "egressd/dlog.h"
+#include "egressd/grants.h"
+#include "egressd/listener.h"
+#include "egressd/resolve.h"
+#include "egressd/route.h"
+#include "egressd/session.h"
+#include "egressd/tunnel.h"
+
+#define PIPE_POOL_IDLE 256
+
+/* One daemon per process: listeners carry their grant as arg, the daemon is implicit. */
+static struct daemon *daemon_self;
+
+void
+daemon_accept(int fd, const struct sockaddr *peer, socklen_t peerlen, void *arg)
+{
+	session_new(daemon_self, arg, fd, peer, peerlen);
+}
+
+static struct resolver *
+make_resolver(struct daemon *d, const struct egressd_config *cfg, char *err, size_t errlen)
+{
+	struct resolver_config rc;
+
+	memset(&rc, 0, sizeof(rc));
+	rc.servers = (const char *const *)cfg->dns_servers;
+	rc.nservers = cfg->ndns_servers;
+	rc.timeout_ms = (unsigned)cfg->dns_timeout_ms;
+	rc.attempts = cfg->dns_attempts;
+	return resolver_new(d->base, &rc, err, errlen);
+}
+
+/*
+ * Static grants and their listeners for cfg, built aside: *out gets one lgrant per
+ * [grant] (already registered) on success. Listeners whose address an old static
+ * listener already holds are moved over instead of bound twice (bind would fail with
+ * EADDRINUSE while the old one listens).
+ */
+struct staged {
+	struct lgrant **lgs;
+	size_t n;
+	struct listener **moved;        /* listeners taken from old grants */
+	struct lgrant **moved_from;
+	size_t nmoved;
+};
+
+static struct listener *
+find_old_listener(struct daemon *d, const struct sockaddr *sa, socklen_t sl,
+    struct lgrant **owner)
+{
+	for (struct lgrant *lg = grants_first(d->grants); lg != NULL; lg = lg->next) {
+		if (lg->dynamic)
+			continue;
+		for (size_t i = 0; i < lg->nlisteners; i++) {
+			if (listener_same_addr(lg->listeners[i], sa, sl)) {
+				*owner = lg;
+				return lg->listeners[i];
+			}
+		}
+	}
+	return NULL;
+}
+
+static void
+staged_abort(struct daemon *d, struct staged *st)
+{
+	/* Give moved listeners back, then drop the new grants (closing new listeners). */
+	for (size_t i = 0; i < st->nmoved; i++) {
+		for (size_t k = 0; k < st->n; k++)
+			lgrant_remove_listener(st->lgs[k], st->moved[i]);
+		lgrant_add_listener(st->moved_from[i], st->moved[i]);
+	}
+	for (size_t k = 0; k < st->n; k++)
+		grants_retire(d->grants, st->lgs[k], REASON_NO_GRANT, true);
+	free(st->lgs);
+	free(st->moved);
+	free(st->moved_from);
+	memset(st, 0, sizeof(*st));
+}
+
+static int
+stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct staged *st,
+    char *err, size_t errlen)
+{
+	memset(st, 0, sizeof(*st));
+	st->lgs = calloc(cfg->ngrants + 1, sizeof(*st->lgs));
+	st->moved = calloc(cfg->nlisteners + 1, sizeof(*st->moved));
+	st->moved_from = calloc(cfg->nlisteners + 1, sizeof(*st->moved_from));
+	if (st->lgs == NULL || st->moved == NULL || st->moved_from == NULL)
+		fatal("calloc");
+	for (size_t i = 0; i < cfg->ngrants; i++) {
+		/* The config keeps its own copy; the registry gets a private one (immutable,
+		 * outlives the config across reloads). */
+		char gerr[256];
+		json_t *j = grant_to_json(cfg->grants[i].grant);
+		struct grant *g = j != NULL ? grant_from_json(j, gerr, sizeof(gerr)) : NULL;
+		json_decref(j);
+		if (g == NULL) {
+			snprintf(err, errlen, "[grant %s]: cannot copy grant", cfg->grants[i].name);
+			staged_abort(d, st);
+			return -1;
+		}
+		/* grants_add takes the static lifetime 0 as "no expiry". */
+		struct lgrant *lg = grants_add(d->grants, g, false, cfg->grants[i].name, NULL);
+		if (lg == NULL) {
+			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+			staged_abort(d, st);
+			return -1;
+		}
+		st->lgs[st->n++] = lg;
+	}
+	for (size_t i = 0; i < cfg->nlisteners; i++) {
+		const struct config_listener *cl = &cfg->listeners[i];
+		struct lgrant *lg = NULL, *owner = NULL;
+		struct listener *l;
+
+		for (size_t k = 0; k < st->n; k++)
+			if (strcmp(st->lgs[k]->name, cl->grant_name) == 0)
+				lg = st->lgs[k];
+		l = reuse ? find_old_listener(d, (const struct sockaddr *)&cl->addr, cl->addrlen,
+		    &owner) : NULL;
+		if (l != NULL && owner != NULL) {
+			lgrant_remove_listener(owner, l);
+			st->moved[st->nmoved] = l;
+			st->moved_from[st->nmoved++] = owner;
+		} else {
+			char lerr[256];
+			l = listener_new(d->base, (const struct sockaddr *)&cl->addr, cl->addrlen,
+			    NULL, daemon_accept, NULL, lerr, sizeof(lerr));
+			if (l == NULL) {
+				snprintf(err, errlen, "%s:%u: [listener %s]: %s", cfg->path, cl->line,
+				    cl->name, lerr);
+				staged_abort(d, st);
+				return -1;
+			}
+		}
+		if (lg == NULL || lgrant_add_listener(lg, l) != 0) {
+			snprintf(err, errlen, "%s:%u: [listener %s]: too many listeners for one grant",
+			    cfg->path, cl->line, cl->name);
+			listener_free(l);
+			staged_abort(d, st);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void
+log_override(const struct egressd_config *cfg)
+{
+	char b[64];
+
+	for (size_t i = 0; i < cfg->allow_special.n; i++)
+		log_info("allow_special_address override in force: %s (special-purpose addresses "
+		    "in it are reachable for every grant)", cidr_to_str(&cfg->allow_special.v[i], b,
+		    sizeof(b)));
+}
+
+int
+daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *cfg,
+    char *err, size_t errlen)
+{
+	struct dlog_config dc;
+	struct staged st;
+	char e2[512];
+
+	memset(d, 0, sizeof(*d));
+	daemon_self = d;
+	d->base = base;
+	d->cfg = cfg;
+	d->started = time(NULL);
+	d->grants = grants_new(base);
+	d->pipes = pipe_pool_new(cfg->splice ? PIPE_POOL_IDLE : 0);
+	if (d->grants == NULL || d->pipes == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	d->router = router_new(base, cfg->route, e2, sizeof(e2));
+	if (d->router == NULL) {
+		snprintf(err, errlen, "route: %s", e2);
+		return -1;
+	}
+	d->resolver = make_resolver(d, cfg, e2, sizeof(e2));
+	if (d->resolver == NULL) {
+		snprintf(err, errlen, "resolver: %s", e2);
+		return -1;
+	}
+	memset(&dc, 0, sizeof(dc));
+	dc.path = cfg->decision_log;
+	dc.sync = cfg->log_sync;
+	d->dlog = dlog_open(base, &dc, e2, sizeof(e2));
+	if (d->dlog == NULL) {
+		snprintf(err, errlen, "decision log %s: %s", cfg->decision_log, e2);
+		return -1;
+	}
+	if (!dlog_writable(d->dlog)) {
+		struct dlog_status ds;
+		dlog_get_status(d->dlog, &ds);
+		log_warnx("decision log %s is not writable (%s): every hop is refused with "
+		    "audit_unavailable until it is", cfg->decision_log, ds.error);
+	}
+	if (stage_static(d, cfg, false, &st, err, errlen) != 0)
+		return -1;
+	free(st.lgs);
+	free(st.moved);
+	free(st.moved_from);
+	if (cfg->control_socket != NULL) {
+		d->control = control_new(d, cfg->control_socket, e2, sizeof(e2));
+		if (d->control == NULL) {
+			snprintf(err, errlen, "control socket %s: %s", cfg->control_socket, e2);
+			return -1;
+		}
+	}
+	if (cfg->has_metrics) {
+		d->metrics_srv = metrics_server_new(base, (struct sockaddr *)&cfg->metrics_addr,
+		    cfg->metrics_addrlen, &d->stats, &d->grants, e2, sizeof(e2));
+		if (d->metrics_srv == NULL) {
+			snprintf(err, errlen, "metrics_listen: %s", e2);
+			return -1;
+		}
+	}
+	log_override(cfg);
+	log_info("egressd %s started: %zu static listener(s), route %s, splice %s, log_sync %s",
+	    EGRESS_VERSION, cfg->nlisteners, route_kind_str(cfg->route),
+	    cfg->splice ? "on" : "off", dlog_sync_str(cfg->log_sync));
+	return 0;
+}
+
+int
+daemon_reload(struct daemon *d, char *err, size_t errlen)
+{
+	char e2[512];
+	struct egressd_config *nc;
+	struct staged st;
+	struct resolver *nr = NULL;
+	struct lgrant *old[EGRESS_GRANTS_MAX];
+	size_t nold = 0;
+
+	if (d->draining) {
+		snprintf(err, errlen, "egressd is shutting down");
+		return -1;
+	}
+	nc = config_load(d->cfg->path, err, errlen);
+	if (nc == NULL)
+		return -1;
+	/* Remember the current static grants before staging adds the new ones. */
+	for (struct lgrant *lg = grants_first(d->grants); lg != NULL; lg = lg->next)
+		if (!lg->dynamic && nold < EGRESS_GRANTS_MAX)
+			old[nold++] = lg;
+	nr = make_resolver(d, nc, e2, sizeof(e2));
+	if (nr == NULL) {
+		snprintf(err, errlen, "resolver: %s", e2);
+		config_free(nc);
+		return -1;
+	}
+	if (stage_static(d, nc, true, &st, err, errlen) != 0) {
+		resolver_free(nr);
+		config_free(nc);
+		return -1;
+	}
+	/* Commit: nothing below can fail. Old static grants stop accepting (their moved
+	 * listeners now serve the new grants); their connections finish with the old,
+	 * immutable authority. */
+	for (size_t i = 0; i < nold; i++)
+		grants_retire(d->grants, old[i], REASON_NO_GRANT, false);
+	free(st.lgs);
+	free(st.moved);
+	free(st.moved_from);
+	/* Sessions waiting on the old resolver: resolver_free drops their callbacks, so keep
+	 * the old one alive until none is pending? Simpler and safe: keep the old resolver
+	 * when a lookup is in flight and the servers did not change. */
+	if (resolver_pending(d->resolver) == 0) {
+		resolver_free(d->resolver);
+		d->resolver = nr;
+	} else {
+		log_warnx("reload: DNS lookups in flight; DNS settings apply from the next reload");
+		resolver_free(nr);
+	}
+	if (strcmp(nc->decision_log, d->cfg->decision_log) != 0 ||
+	    (nc->control_socket == NULL) != (d->cfg->control_socket == NULL) ||
+	    (nc->control_socket != NULL &&
+	     strcmp(nc->control_socket, d->cfg->control_socket) != 0) ||
+	    nc->has_metrics != d->cfg->has_metrics || nc->log_sync != d->cfg->log_sync)
+		log_warnx("reload: decision_log, log_sync, control_socket and metrics_listen "
+		    "changes take effect only after a restart");
+	/* Keep the settings that cannot change without a restart consistent with what runs. */
+	free(nc->decision_log);
+	nc->decision_log = strdup(d->cfg->decision_log);
+	free(nc->control_socket);
+	nc->control_socket = d->cfg->control_socket != NULL ?
+	    strdup(d->cfg->control_socket) : NULL;
+	nc->log_sync = d->cfg->log_sync;
+	nc->has_metrics = d->cfg->has_metrics;
+	nc->metrics_addr = d->cfg->metrics_addr;
+	nc->metrics_addrlen = d->cfg->metrics_addrlen;
+	config_free(d->cfg);
+	d->cfg = nc;
+	log_override(nc);
+	log_info("reload: %s in service (%zu static grant(s), %zu listener(s))", nc->path,
+	    nc->ngrants, nc->nlisteners);
+	return 0;
+}
+
+static void
+drain_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = { 0, 100 * 1000 };
+
+	if (d->nconns == 0) {
+		log_info("drain complete");
+		event_base_loopexit(d->base, NULL);
+		return;
+	}
+	evtimer_add(d->drain_poll, &tv);
+}
+
+static void
+drain_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	log_info("drain timeout: closing %u connection(s)", d->nconns);
+	grants_kill_all(d->grants, REASON_CLOSE_SHUTDOWN);
+}
+
+void
+daemon_drain(struct daemon *d)
+{
+	struct timeval tv;
+	struct timeval now = { 0, 0 };
+
+	if (d->draining)
+		return;
+	d->draining = true;
+	log_info("draining: no new connections; %u open, at most %llu ms", d->nconns,
+	    (unsigned long long)d->cfg->drain_timeout_ms);
+	grants_close_listeners(d->grants);
+	control_free(d->control);
+	d->control = NULL;
+	tv.tv_sec = (time_t)(d->cfg->drain_timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)((d->cfg->drain_timeout_ms % 1000) * 1000);
+	d->drain_timer = evtimer_new(d->base, drain_end, d);
+	d->drain_poll = evtimer_new(d->base, drain_check, d);
+	if (d->drain_timer == NULL || d->drain_poll == NULL) {
+		grants_kill_all(d->grants, REASON_CLOSE_SHUTDOWN);
+		event_base_loopexit(d->base, NULL);
+		return;
+	}
+	evtimer_add(d->drain_timer, &tv);
+	evtimer_add(d->drain_poll, &now);
+}
+
+void
+daemon_stop(struct daemon *d)
+{
+	control_free(d->control);
+	d->control = NULL;
+	metrics_server_free(d->metrics_srv);
+	d->metrics_srv = NULL;
+	if (d->grants != NULL)
+		grants_kill_all(d->grants, REASON_CLOSE_SHUTDOWN);
+	grants_free(d->grants);
+	d->grants = NULL;
+	if (d->drain_timer != NULL)
+		event_free(d->drain_timer);
+	if (d->drain_poll != NULL)
+		event_free(d->drain_poll);
+	resolver_free(d->resolver);
+	router_free(d->router);
+	dlog_close(d->dlog);
+	pipe_pool_free(d->pipes);
+	config_free(d->cfg);
+	memset(d, 0, sizeof(*d));
+}
+
+struct lgrant *
+daemon_grant_create(struct daemon *d, struct grant *g, const struct sockaddr *sa,
+    socklen_t salen, const char *ifname, const char **code, char *err, size_t errlen)
+{
+	struct lgrant *lg;
+	struct listener *l;
+	char lerr[256];
+
+	if (d->draining) {
+		grant_free(g);
+		*code = "internal";
+		snprintf(err, errlen, "egressd is shutting down");
+		return NULL;
+	}
+	l = listener_new(d->base, sa, salen, ifname, daemon_accept, NULL, lerr, sizeof(lerr));
+	if (l == NULL) {
+		grant_free(g);
+		*code = "bind_failed";
+		snprintf(err, errlen, "%s", lerr);
+		return NULL;
+	}
+	lg = grants_add(d->grants, g, true, NULL, ifname);
+	if (lg == NULL) {
+		listener_free(l);
+		*code = "limit";
+		snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		return NULL;
+	}
+	lgrant_add_listener(lg, l);
+	return lg;
+}

@@ -1,0 +1,78 @@
+/*
+ * daemon - egressd's run-time state and its life cycle: start, accept, reload, drain.
+ *
+ * Owns: struct daemon and everything hanging off it (config, resolver, router, decision
+ * log, grant registry, control socket, metrics server, pipe pool). Callers: main.c (start,
+ * signals), control (grant.create, reload), session (shared services). Event-loop thread
+ * only.
+ */
+#ifndef EGRESS_DAEMON_H
+#define EGRESS_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "egressd/config.h"
+#include "egressd/metrics.h"
+
+struct event_base;
+struct event;
+struct resolver;
+struct router;
+struct dlog;
+struct grants;
+struct lgrant;
+struct control;
+struct pipe_pool;
+
+struct daemon {
+	struct event_base *base;
+	struct egressd_config *cfg;         /* replaced whole on reload */
+	struct resolver *resolver;
+	struct router *router;
+	struct dlog *dlog;
+	struct grants *grants;
+	struct control *control;
+	struct metrics_server *metrics_srv;
+	struct pipe_pool *pipes;
+	struct metrics_stats stats;
+	uint32_t nconns;                    /* live client connections */
+	uint64_t next_conn_id;
+	bool draining;
+	time_t started;
+	struct event *drain_timer;
+	struct event *drain_poll;
+};
+
+/* Bring everything up from cfg (stolen). Returns 0, or -1 with err (start-up failures). */
+int daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *cfg,
+    char *err, size_t errlen);
+
+/*
+ * Reload cfg->path all-or-nothing: on any error (file, grants, listener bind) the running
+ * configuration stays and err says why; returns -1. Returns 0 when the new configuration
+ * and static grants are in service.
+ */
+int daemon_reload(struct daemon *d, char *err, size_t errlen);
+
+/* SIGTERM: stop accepting, let connections run up to drain_timeout, then close them and
+ * leave the event loop. */
+void daemon_drain(struct daemon *d);
+
+/* Free everything (after the loop ended). */
+void daemon_stop(struct daemon *d);
+
+/* Accept callback of every proxy listener; arg is the listener's lgrant. */
+void daemon_accept(int fd, const struct sockaddr *peer, socklen_t peerlen, void *arg);
+
+/*
+ * grant.create: register g (stolen) as a dynamic grant and bind its listener to exactly
+ * sa on ifname. Returns the lgrant, or NULL with *code ("bind_failed", "limit",
+ * "internal") and err.
+ */
+struct lgrant *daemon_grant_create(struct daemon *d, struct grant *g,
+    const struct sockaddr *sa, socklen_t salen, const char *ifname, const char **code,
+    char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,247 @@
+/*
+ * grants.c - live grant registry: ids, refcounts, listeners, expiry, revocation.
+ */
+#include "egressd/grants.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <openssl/rand.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/listener.h"
+
+struct grants {
+	struct event_base *base;
+	struct lgrant *head;
+	size_t n;
+};
+
+struct grants *
+grants_new(struct event_base *base)
+{
+	struct grants *r = calloc(1, sizeof(*r));
+
+	if (r != NULL)
+		r->base = base;
+	return r;
+}
+
+static void
+lgrant_close_listeners(struct lgrant *lg)
+{
+	for (size_t i = 0; i < lg->nlisteners; i++)
+		listener_free(lg->listeners[i]);
+	lg->nlisteners = 0;
+}
+
+void
+lgrant_ref(struct lgrant *lg)
+{
+	lg->refs++;
+}
+
+void
+lgrant_unref(struct lgrant *lg)
+{
+	if (lg == NULL || --lg->refs > 0)
+		return;
+	lgrant_close_listeners(lg);
+	if (lg->expiry != NULL)
+		event_free(lg->expiry);
+	grant_free(lg->g);
+	free(lg);
+}
+
+static void
+lgrant_expire(evutil_socket_t fd, short what, void *arg)
+{
+	struct lgrant *lg = arg;
+
+	log_info("grant %s (principal %s) expired; closing its listener and connections",
+	    lg->id, lg->g->principal);
+	grants_retire(lg->reg, lg, REASON_GRANT_EXPIRED, true);
+}
+
+struct lgrant *
+grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
+    const char *ifname)
+{
+	unsigned char raw[EGRESS_GRANT_ID_BYTES];
+	struct lgrant *lg;
+
+	if (r->n >= EGRESS_GRANTS_MAX) {
+		grant_free(g);
+		return NULL;
+	}
+	lg = calloc(1, sizeof(*lg));
+	if (lg == NULL)
+		fatal("calloc");
+	/* The id is a capability for revoke/list: 128 bits from the CSPRNG, never a counter. */
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		fatalx("RAND_bytes failed: cannot make grant ids");
+	hex_encode(raw, sizeof(raw), lg->id);
+	lg->refs = 1;
+	lg->g = g;
+	lg->dynamic = dynamic;
+	snprintf(lg->name, sizeof(lg->name), "%s", name != NULL ? name : g->principal);
+	snprintf(lg->ifname, sizeof(lg->ifname), "%s", ifname != NULL ? ifname : "");
+	lg->created = time(NULL);
+	lg->dead = REASON_ALLOWED;
+	lg->reg = r;
+	if (g->lifetime_s > 0) {
+		struct timeval tv = { (time_t)g->lifetime_s, 0 };
+		lg->expires = lg->created + (time_t)g->lifetime_s;
+		lg->expiry = evtimer_new(r->base, lgrant_expire, lg);
+		if (lg->expiry == NULL)
+			fatal("evtimer_new");
+		evtimer_add(lg->expiry, &tv);
+	}
+	lg->next = r->head;
+	if (r->head != NULL)
+		r->head->prev = lg;
+	r->head = lg;
+	r->n++;
+	return lg;
+}
+
+int
+lgrant_add_listener(struct lgrant *lg, struct listener *l)
+{
+	if (lg->nlisteners >= GRANT_LISTENERS_MAX)
+		return -1;
+	lg->listeners[lg->nlisteners++] = l;
+	listener_set_arg(l, lg);
+	return 0;
+}
+
+void
+lgrant_remove_listener(struct lgrant *lg, struct listener *l)
+{
+	for (size_t i = 0; i < lg->nlisteners; i++) {
+		if (lg->listeners[i] == l) {
+			lg->listeners[i] = lg->listeners[--lg->nlisteners];
+			return;
+		}
+	}
+}
+
+struct lgrant *
+grants_find(struct grants *r, const char *id)
+{
+	for (struct lgrant *lg = r->head; lg != NULL; lg = lg->next)
+		if (strcmp(lg->id, id) == 0)
+			return lg;
+	return NULL;
+}
+
+struct lgrant *
+grants_first(struct grants *r)
+{
+	return r->head;
+}
+
+size_t
+grants_count(const struct grants *r)
+{
+	return r->n;
+}
+
+static void
+kill_conns(struct lgrant *lg, enum reason why)
+{
+	/* kill() detaches the connection (and may free it): always restart from the head. */
+	size_t guard = 0;
+
+	while (lg->conns != NULL && guard++ < 1000000) {
+		struct grant_conn *gc = lg->conns;
+		gc->kill(gc, why);
+		if (lg->conns == gc)             /* kill did not detach: do it ourselves */
+			lgrant_detach(lg, gc);
+	}
+}
+
+void
+grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool kill)
+{
+	if (lg->dead != REASON_ALLOWED)
+		return;
+	lg->dead = why;
+	lgrant_close_listeners(lg);
+	if (lg->expiry != NULL)
+		event_del(lg->expiry);
+	if (lg->prev != NULL)
+		lg->prev->next = lg->next;
+	else
+		r->head = lg->next;
+	if (lg->next != NULL)
+		lg->next->prev = lg->prev;
+	lg->next = lg->prev = NULL;
+	r->n--;
+	lgrant_ref(lg);                 /* keep it alive while killing */
+	if (kill)
+		kill_conns(lg, REASON_CLOSE_REVOKED);
+	lgrant_unref(lg);               /* the registry's reference */
+	lgrant_unref(lg);
+}
+
+void
+grants_kill_all(struct grants *r, enum reason why)
+{
+	/* Killing connections never unlinks grants, so the walk is stable. */
+	for (struct lgrant *lg = r->head; lg != NULL; lg = lg->next)
+		kill_conns(lg, why);
+}
+
+void
+grants_close_listeners(struct grants *r)
+{
+	for (struct lgrant *lg = r->head; lg != NULL; lg = lg->next)
+		lgrant_close_listeners(lg);
+}
+
+void
+grants_free(struct grants *r)
+{
+	if (r == NULL)
+		return;
+	while (r->head != NULL)
+		grants_retire(r, r->head, REASON_GRANT_REVOKED, true);
+	free(r);
+}
+
+void
+lgrant_attach(struct lgrant *lg, struct grant_conn *gc)
+{
+	gc->prev = NULL;
+	gc->next = lg->conns;
+	if (lg->conns != NULL)
+		lg->conns->prev = gc;
+	lg->conns = gc;
+}
+
+void
+lgrant_detach(struct lgrant *lg, struct grant_conn *gc)
+{
+	if (gc->prev != NULL)
+		gc->prev->next = gc->next;
+	else if (lg->conns == gc)
+		lg->conns = gc->next;
+	if (gc->next != NULL)
+		gc->next->prev = gc->prev;
+	gc->next = gc->prev = NULL;
+}
+
+size_t
+grants_self_addrs(struct grants *r, struct addr *out, size_t max)
+{
+	size_t n = 0;
+
+	for (struct lgrant *lg = r->head; lg != NULL; lg = lg->next)
+		for (size_t i = 0; i < lg->nlisteners && n < max; i++)
+			listener_addr(lg->listeners[i], &out[n++], NULL);
+	return n;
+}

@@ -1,0 +1,108 @@
+/*
+ * grants - the registry of live grants (static from egressd.ini, dynamic from the control
+ * socket), their listeners, counters, expiry and revocation.
+ *
+ * Owns: struct grants, every struct lgrant in it, and the listeners attached to them.
+ * A struct grant inside an lgrant is immutable (DESIGN rule 4); an lgrant is reference
+ * counted: the registry holds one reference while the grant is live, every connection
+ * holds one for its whole life, so a connection keeps the exact authority it started with
+ * even after a reload replaced its static grant. Callers: daemon, control, session,
+ * metrics; event-loop thread only.
+ *
+ * Revocation and expiry (why "within one second" holds): grants_revoke closes the
+ * listeners at once and calls kill() on every attached connection synchronously; a
+ * connection's kill closes its sockets before returning or schedules that on the loop.
+ */
+#ifndef EGRESS_GRANTS_H
+#define EGRESS_GRANTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/addr.h"
+#include "common/grant.h"
+#include "common/limits.h"
+#include "common/reasons.h"
+
+struct event_base;
+struct listener;
+struct grants;
+
+/* A connection attached to a grant (embedded in the session). */
+struct grant_conn {
+	struct grant_conn *next, *prev;
+	/* End the connection now with this close reason (REVOKED, SHUTDOWN). */
+	void (*kill)(struct grant_conn *gc, enum reason why);
+};
+
+#define GRANT_ID_HEX (EGRESS_GRANT_ID_BYTES * 2)
+#define GRANT_LISTENERS_MAX 16
+
+struct lgrant {
+	unsigned refs;
+	char id[GRANT_ID_HEX + 1];
+	struct grant *g;                 /* owned, immutable */
+	bool dynamic;
+	char name[EGRESS_PRINCIPAL_MAX + 1]; /* static: section label */
+	char ifname[EGRESS_IFNAME_MAX + 1];
+	struct listener *listeners[GRANT_LISTENERS_MAX];
+	size_t nlisteners;
+	time_t created;
+	time_t expires;                  /* 0 = never */
+	struct event *expiry;
+	enum reason dead;                /* REASON_ALLOWED while live; GRANT_REVOKED,
+	                                    GRANT_EXPIRED, or NO_GRANT (replaced on reload) */
+	uint32_t nconns;                 /* live connections */
+	uint32_t ntunnels;               /* live tunnels (metrics) */
+	uint32_t dns_pending;
+	uint64_t bytes;                  /* bytes both ways, over the grant's life */
+	uint64_t total_conns;
+	struct grant_conn *conns;
+	struct grants *reg;
+	struct lgrant *next, *prev;
+};
+
+struct grants *grants_new(struct event_base *base);
+/* Revoke everything (close reason SHUTDOWN) and free. Accepts NULL. */
+void grants_free(struct grants *r);
+
+/*
+ * Add a grant (g is stolen, also on failure). lifetime_s > 0 arms the expiry timer.
+ * Returns the lgrant (the registry's reference; the caller takes its own with
+ * lgrant_ref if it keeps the pointer), or NULL when EGRESS_GRANTS_MAX is reached.
+ */
+struct lgrant *grants_add(struct grants *r, struct grant *g, bool dynamic,
+    const char *name, const char *ifname);
+/* Attach a listener (the lgrant owns it from now on). Returns 0, -1 when full. */
+int lgrant_add_listener(struct lgrant *lg, struct listener *l);
+/* Detach a listener without closing it (reload moves it to the new static grant). */
+void lgrant_remove_listener(struct lgrant *lg, struct listener *l);
+
+struct lgrant *grants_find(struct grants *r, const char *id);
+struct lgrant *grants_first(struct grants *r);
+size_t grants_count(const struct grants *r);
+
+/*
+ * Take the grant out of service: close its listeners, mark it dead with why
+ * (GRANT_REVOKED, GRANT_EXPIRED, NO_GRANT), remove it from the registry. With
+ * kill_conns, every attached connection is killed (close reason CLOSE_REVOKED);
+ * without (a static grant replaced by reload), they finish with their old grant.
+ */
+void grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool kill_conns);
+
+/* Kill every connection of every grant with why (drain end). */
+void grants_kill_all(struct grants *r, enum reason why);
+/* Close every listener of every grant (drain start). */
+void grants_close_listeners(struct grants *r);
+
+void lgrant_ref(struct lgrant *lg);
+void lgrant_unref(struct lgrant *lg);
+void lgrant_attach(struct lgrant *lg, struct grant_conn *gc);
+void lgrant_detach(struct lgrant *lg, struct grant_conn *gc);
+
+/* Addresses of every listener of every live grant, for the self_address check. */
+size_t grants_self_addrs(struct grants *r, struct addr *out, size_t max);
+
+#endif

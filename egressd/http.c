@@ -1,0 +1,745 @@
+/*
+ * http.c - strict request-head parser, forwarded-head builder, response-head check and
+ * chunked framer. See http.h. Pure functions; every input byte is hostile.
+ */
+#define _GNU_SOURCE
+#include "egressd/http.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/util.h"
+
+static const struct {
+	const char *name;
+	enum http_method m;
+} http_methods[] = {
+	{ "CONNECT", HTTP_CONNECT }, { "GET", HTTP_GET }, { "HEAD", HTTP_HEAD },
+	{ "POST", HTTP_POST }, { "PUT", HTTP_PUT }, { "PATCH", HTTP_PATCH },
+	{ "DELETE", HTTP_DELETE }, { "OPTIONS", HTTP_OPTIONS },
+};
+
+const char *
+http_method_str(enum http_method m)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(http_methods); i++)
+		if (http_methods[i].m == m)
+			return http_methods[i].name;
+	return "?";
+}
+
+/* RFC 9110 tchar. */
+static bool
+is_tchar(unsigned char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return true;
+	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* field-vchar, SP, HTAB, obs-text. */
+static bool
+is_field_char(unsigned char c)
+{
+	return c == ' ' || c == '\t' || (c >= 0x21 && c <= 0x7e) || c >= 0x80;
+}
+
+static bool
+ieq(const char *a, size_t alen, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return alen == n && strncasecmp(a, lit, n) == 0;
+}
+
+/*
+ * Find the end of the line starting at buf[off]: returns the index of its CR (followed by
+ * LF) or -1 when incomplete; -2 on a bare CR or bare LF (strict: CRLF only).
+ */
+static long
+line_end(const char *buf, size_t len, size_t off)
+{
+	for (size_t i = off; i < len; i++) {
+		if (buf[i] == '\n')
+			return -2;                      /* LF without CR */
+		if (buf[i] == '\r') {
+			if (i + 1 >= len)
+				return -1;
+			if (buf[i + 1] != '\n')
+				return -2;              /* bare CR */
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+/* Iterate comma-separated list elements of a header value (RFC 9110 #rule, OWS around). */
+static bool
+list_next(const char **p, const char *end, const char **tok, size_t *toklen)
+{
+	const char *s = *p;
+
+	while (s < end && (*s == ' ' || *s == '\t' || *s == ','))
+		s++;
+	if (s >= end)
+		return false;
+	const char *t = s;
+	while (s < end && *s != ',')
+		s++;
+	const char *e = s;
+	while (e > t && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	*tok = t;
+	*toklen = (size_t)(e - t);
+	*p = s;
+	return true;
+}
+
+static enum reason
+host_reason(enum host_err e)
+{
+	switch (e) {
+	case HOST_ERR_PORT:
+	case HOST_ERR_PORT_MISSING:
+	case HOST_ERR_PORT_FORBIDDEN:
+		return REASON_INVALID_PORT;
+	case HOST_OK:
+	case HOST_ERR_EMPTY:
+	case HOST_ERR_TOO_LONG:
+	case HOST_ERR_LABEL_TOO_LONG:
+	case HOST_ERR_EMPTY_LABEL:
+	case HOST_ERR_USERINFO:
+	case HOST_ERR_PERCENT:
+	case HOST_ERR_BACKSLASH:
+	case HOST_ERR_CONTROL:
+	case HOST_ERR_SPACE:
+	case HOST_ERR_WILDCARD:
+	case HOST_ERR_BAD_CHAR:
+	case HOST_ERR_IDNA:
+	case HOST_ERR_NUMERIC:
+	case HOST_ERR_IPV6:
+	case HOST_ERR_HYPHEN:
+		break;
+	}
+	return REASON_INVALID_HOST;
+}
+
+/* Parse the request line [buf, buf+n). */
+static enum reason
+parse_request_line(const char *buf, size_t n, struct http_request *req)
+{
+	const char *sp1 = memchr(buf, ' ', n);
+	if (sp1 == NULL)
+		return REASON_MALFORMED_REQUEST;
+	size_t mlen = (size_t)(sp1 - buf);
+	if (mlen == 0)
+		return REASON_MALFORMED_REQUEST;
+	for (size_t i = 0; i < mlen; i++)
+		if (!is_tchar((unsigned char)buf[i]))
+			return REASON_MALFORMED_REQUEST;
+	bool known = false;
+	for (size_t i = 0; i < EGRESS_NELEM(http_methods); i++) {
+		/* case-sensitive: methods are uppercase tokens (RFC 9110 9.1) */
+		if (strlen(http_methods[i].name) == mlen &&
+		    memcmp(http_methods[i].name, buf, mlen) == 0) {
+			req->method = http_methods[i].m;
+			known = true;
+		}
+	}
+	if (!known)
+		return REASON_BAD_METHOD;
+
+	const char *t = sp1 + 1;
+	const char *end = buf + n;
+	const char *sp2 = memchr(t, ' ', (size_t)(end - t));
+	if (sp2 == NULL || sp2 == t)
+		return REASON_MALFORMED_REQUEST;
+	req->target = t;
+	req->target_len = (size_t)(sp2 - t);
+	for (size_t i = 0; i < req->target_len; i++) {
+		unsigned char c = (unsigned char)t[i];
+		if (c <= 0x20 || c >= 0x7f)
+			return REASON_MALFORMED_REQUEST;
+	}
+	const char *v = sp2 + 1;
+	size_t vlen = (size_t)(end - v);
+	if (vlen != 8 || memcmp(v, "HTTP/1.", 7) != 0 || (v[7] != '0' && v[7] != '1'))
+		return REASON_MALFORMED_REQUEST;
+	req->minor = v[7] - '0';
+
+	enum host_err he;
+	if (req->method == HTTP_CONNECT) {
+		/* authority-form only: "host:port" */
+		if (req->target[0] == '/' || req->target[0] == '*' ||
+		    memmem(req->target, req->target_len, "://", 3) != NULL)
+			return REASON_MALFORMED_REQUEST;
+		he = host_parse(req->target, req->target_len, HOST_REQUIRE_PORT, &req->host);
+		if (he != HOST_OK)
+			return host_reason(he);
+		req->scheme = SCHEME_HTTPS;
+		req->port = req->host.port;
+		req->path = "";
+		req->path_len = 0;
+		return REASON_ALLOWED;
+	}
+	if (req->target[0] == '/' || (req->target_len == 1 && req->target[0] == '*'))
+		return REASON_ORIGIN_FORM;
+	if (req->target_len >= 8 && strncasecmp(req->target, "https://", 8) == 0)
+		return REASON_HTTPS_ABSOLUTE_FORM;
+	if (req->target_len < 7 || strncasecmp(req->target, "http://", 7) != 0)
+		return REASON_MALFORMED_REQUEST;
+	const char *a = req->target + 7;
+	const char *tend = req->target + req->target_len;
+	const char *ae = a;
+	while (ae < tend && *ae != '/' && *ae != '?' && *ae != '#')
+		ae++;
+	if (memchr(a, '#', (size_t)(tend - a)) != NULL)
+		return REASON_MALFORMED_REQUEST;    /* fragments never appear in a request */
+	he = host_parse(a, (size_t)(ae - a), 0, &req->host);
+	if (he != HOST_OK)
+		return host_reason(he);
+	req->scheme = SCHEME_HTTP;
+	req->port = req->host.port != 0 ? req->host.port : 80;
+	req->path = ae;
+	req->path_len = (size_t)(tend - ae);
+	return REASON_ALLOWED;
+}
+
+/* Apply what one header means for framing and connection handling. */
+static enum reason
+note_header(struct http_request *req, const struct http_header *h, int *ncl, int *nte,
+    int *nhost, bool *keepalive)
+{
+	const char *p, *tok;
+	size_t toklen;
+
+	if (ieq(h->name, h->name_len, "content-length")) {
+		char num[24];
+		long long v;
+		const char *es;
+
+		if (++*ncl > 1)
+			return REASON_BAD_FRAMING;   /* duplicate, even if equal */
+		if (h->value_len == 0 || h->value_len >= sizeof(num))
+			return REASON_BAD_FRAMING;
+		for (size_t i = 0; i < h->value_len; i++)
+			if (h->value[i] < '0' || h->value[i] > '9')
+				return REASON_BAD_FRAMING;
+		memcpy(num, h->value, h->value_len);
+		num[h->value_len] = '\0';
+		if (num_parse(num, 0, INT64_MAX, &v, &es) != 0)
+			return REASON_BAD_FRAMING;
+		req->content_length = (uint64_t)v;
+		return REASON_ALLOWED;
+	}
+	if (ieq(h->name, h->name_len, "transfer-encoding")) {
+		bool last_chunked = false, any = false;
+
+		(*nte)++;
+		p = h->value;
+		while (list_next(&p, h->value + h->value_len, &tok, &toklen)) {
+			if (last_chunked)
+				return REASON_BAD_FRAMING;   /* chunked must be last, once */
+			any = true;
+			last_chunked = ieq(tok, toklen, "chunked");
+		}
+		if (!any)
+			return REASON_BAD_FRAMING;
+		/* Several TE lines form one list: only the final line may end the list. */
+		if (req->body == HTTP_BODY_CHUNKED)
+			return REASON_BAD_FRAMING;
+		req->body = last_chunked ? HTTP_BODY_CHUNKED : HTTP_BODY_NONE;
+		if (!last_chunked)
+			return REASON_BAD_FRAMING;
+		return REASON_ALLOWED;
+	}
+	if (ieq(h->name, h->name_len, "host")) {
+		if (++*nhost > 1)
+			return REASON_MALFORMED_REQUEST;
+		return REASON_ALLOWED;
+	}
+	if (ieq(h->name, h->name_len, "upgrade")) {
+		req->upgrade = true;
+		return REASON_ALLOWED;
+	}
+	if (ieq(h->name, h->name_len, "connection") ||
+	    ieq(h->name, h->name_len, "proxy-connection")) {
+		p = h->value;
+		while (list_next(&p, h->value + h->value_len, &tok, &toklen)) {
+			for (size_t i = 0; i < toklen; i++)
+				if (!is_tchar((unsigned char)tok[i]))
+					return REASON_MALFORMED_REQUEST;
+			if (ieq(tok, toklen, "close"))
+				req->conn_close = true;
+			else if (ieq(tok, toklen, "keep-alive"))
+				*keepalive = true;
+			else if (ieq(tok, toklen, "upgrade"))
+				req->upgrade = true;
+			/* Connection naming a framing header would make egressd strip it while
+			 * still forwarding the body: the origin would frame differently. */
+			else if (ieq(tok, toklen, "content-length") ||
+			    ieq(tok, toklen, "transfer-encoding") || ieq(tok, toklen, "host"))
+				return REASON_BAD_FRAMING;
+		}
+	}
+	return REASON_ALLOWED;
+}
+
+enum http_parse
+http_parse_request(const char *buf, size_t len, struct http_request *req, enum reason *why)
+{
+	size_t off = 0;
+	long e;
+	int ncl = 0, nte = 0, nhost = 0;
+	bool keepalive = false;
+	enum reason r;
+
+	memset(req, 0, sizeof(*req));
+	*why = REASON_MALFORMED_REQUEST;
+
+	/* Request line. */
+	e = line_end(buf, len, 0);
+	if (e == -2)
+		return HTTP_PARSE_ERROR;
+	if (e == -1) {
+		if (len > EGRESS_REQUEST_LINE_MAX) {
+			*why = REASON_HEAD_TOO_LARGE;
+			return HTTP_PARSE_ERROR;
+		}
+		/* Fail early on an obviously wrong method once a space has arrived. */
+		const char *sp = memchr(buf, ' ', len);
+		if (sp != NULL) {
+			struct http_request tmp;
+			memset(&tmp, 0, sizeof(tmp));
+			bool tokok = sp != buf;
+			for (const char *q = buf; q < sp; q++)
+				tokok = tokok && is_tchar((unsigned char)*q);
+			if (!tokok)
+				return HTTP_PARSE_ERROR;
+		}
+		return HTTP_PARSE_INCOMPLETE;
+	}
+	if ((size_t)e > EGRESS_REQUEST_LINE_MAX) {
+		*why = REASON_HEAD_TOO_LARGE;
+		return HTTP_PARSE_ERROR;
+	}
+	r = parse_request_line(buf, (size_t)e, req);
+	if (r != REASON_ALLOWED) {
+		*why = r;
+		return HTTP_PARSE_ERROR;
+	}
+	off = (size_t)e + 2;
+
+	/* Header lines until the empty line. */
+	for (;;) {
+		e = line_end(buf, len, off);
+		if (e == -2)
+			return HTTP_PARSE_ERROR;
+		if (e == -1) {
+			if (len - off > EGRESS_HEADER_LINE_MAX || len > EGRESS_REQUEST_HEAD_MAX) {
+				*why = REASON_HEAD_TOO_LARGE;
+				return HTTP_PARSE_ERROR;
+			}
+			if (off < len && (buf[off] == ' ' || buf[off] == '\t'))
+				return HTTP_PARSE_ERROR;        /* obs-fold */
+			return HTTP_PARSE_INCOMPLETE;
+		}
+		size_t ln = (size_t)e - off;
+		if ((size_t)e + 2 > EGRESS_REQUEST_HEAD_MAX || ln > EGRESS_HEADER_LINE_MAX) {
+			*why = REASON_HEAD_TOO_LARGE;
+			return HTTP_PARSE_ERROR;
+		}
+		if (ln == 0) {
+			off = (size_t)e + 2;
+			break;
+		}
+		const char *l = buf + off;
+		if (l[0] == ' ' || l[0] == '\t')
+			return HTTP_PARSE_ERROR;                /* obs-fold */
+		const char *colon = memchr(l, ':', ln);
+		if (colon == NULL || colon == l)
+			return HTTP_PARSE_ERROR;
+		for (const char *q = l; q < colon; q++)
+			if (!is_tchar((unsigned char)*q))
+				return HTTP_PARSE_ERROR;        /* includes space before ':' */
+		const char *v = colon + 1, *ve = l + ln;
+		for (const char *q = v; q < ve; q++)
+			if (!is_field_char((unsigned char)*q))
+				return HTTP_PARSE_ERROR;        /* NUL, CTLs */
+		while (v < ve && (*v == ' ' || *v == '\t'))
+			v++;
+		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+			ve--;
+		if (req->nheaders >= EGRESS_HEADER_COUNT_MAX) {
+			*why = REASON_HEAD_TOO_LARGE;
+			return HTTP_PARSE_ERROR;
+		}
+		struct http_header *h = &req->headers[req->nheaders++];
+		h->name = l;
+		h->name_len = (size_t)(colon - l);
+		h->value = v;
+		h->value_len = (size_t)(ve - v);
+		r = note_header(req, h, &ncl, &nte, &nhost, &keepalive);
+		if (r != REASON_ALLOWED) {
+			*why = r;
+			return HTTP_PARSE_ERROR;
+		}
+		off = (size_t)e + 2;
+	}
+
+	if (ncl > 0 && nte > 0) {
+		*why = REASON_BAD_FRAMING;
+		return HTTP_PARSE_ERROR;
+	}
+	if (nte > 0 && req->minor == 0) {
+		*why = REASON_BAD_FRAMING;        /* RFC 9112 6.1: TE in 1.0 is faulty framing */
+		return HTTP_PARSE_ERROR;
+	}
+	if (ncl > 0 && req->body == HTTP_BODY_NONE)
+		req->body = HTTP_BODY_LENGTH;
+	if (req->method == HTTP_CONNECT &&
+	    (req->body == HTTP_BODY_CHUNKED ||
+	     (req->body == HTTP_BODY_LENGTH && req->content_length > 0))) {
+		*why = REASON_BAD_FRAMING;        /* a CONNECT has no body */
+		return HTTP_PARSE_ERROR;
+	}
+	if (req->minor == 0 && !keepalive)
+		req->conn_close = true;
+	req->head_len = off;
+	*why = REASON_ALLOWED;
+	return HTTP_PARSE_OK;
+}
+
+static const char *const hop_headers[] = {
+	"connection", "keep-alive", "te", "trailer", "upgrade", "proxy-authorization",
+	"proxy-connection", "proxy-authenticate",
+};
+
+bool
+http_is_hop_header(const char *name, size_t len)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(hop_headers); i++)
+		if (ieq(name, len, hop_headers[i]))
+			return true;
+	return false;
+}
+
+/* Is header name listed in any Connection (or Proxy-Connection) header of hs? */
+static bool
+named_by_connection(const struct http_header *hs, size_t n, const char *name, size_t len)
+{
+	const char *p, *tok;
+	size_t toklen;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!ieq(hs[i].name, hs[i].name_len, "connection") &&
+		    !ieq(hs[i].name, hs[i].name_len, "proxy-connection"))
+			continue;
+		p = hs[i].value;
+		while (list_next(&p, hs[i].value + hs[i].value_len, &tok, &toklen))
+			if (toklen == len && strncasecmp(tok, name, len) == 0)
+				return true;
+	}
+	return false;
+}
+
+/* Bounded appender. */
+struct out {
+	char *p;
+	size_t len, cap;
+	bool overflow;
+};
+
+static void
+out_add(struct out *o, const char *s, size_t n)
+{
+	if (o->overflow || n > o->cap - o->len) {
+		o->overflow = true;
+		return;
+	}
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+}
+
+static void
+out_str(struct out *o, const char *s)
+{
+	out_add(o, s, strlen(s));
+}
+
+size_t
+http_build_forward_head(const struct http_request *req, char *out, size_t outlen)
+{
+	struct out o = { out, 0, outlen, false };
+	char hp[EGRESS_HOSTPORT_MAX + 1];
+	struct host h = req->host;
+
+	out_str(&o, http_method_str(req->method));
+	out_str(&o, " ");
+	if (req->path_len == 0 || req->path[0] != '/')
+		out_str(&o, "/");           /* "http://h" and "http://h?q" */
+	out_add(&o, req->path, req->path_len);
+	out_str(&o, " HTTP/1.1\r\nHost: ");
+	/* Host names the canonical destination; the default port is left out. */
+	if (h.port == 80)
+		h.port = 0;
+	out_str(&o, host_to_str(&h, hp, sizeof(hp)));
+	out_str(&o, "\r\n");
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *x = &req->headers[i];
+		if (ieq(x->name, x->name_len, "host") || http_is_hop_header(x->name, x->name_len) ||
+		    named_by_connection(req->headers, req->nheaders, x->name, x->name_len))
+			continue;
+		out_add(&o, x->name, x->name_len);
+		out_str(&o, ": ");
+		out_add(&o, x->value, x->value_len);
+		out_str(&o, "\r\n");
+	}
+	out_str(&o, "Connection: close\r\n\r\n");
+	return o.overflow ? 0 : o.len;
+}
+
+enum http_parse
+http_check_response(const char *buf, size_t len, size_t *head_len, int *status,
+    enum reason *why)
+{
+	size_t off = 0;
+	long e;
+	size_t nh = 0;
+
+	*why = REASON_BAD_RESPONSE;
+	for (;;) {
+		e = line_end(buf, len, off);
+		if (e == -2)
+			return HTTP_PARSE_ERROR;
+		if (e == -1) {
+			if (len > EGRESS_RESPONSE_HEAD_MAX) {
+				*why = REASON_RESPONSE_TOO_LARGE;
+				return HTTP_PARSE_ERROR;
+			}
+			return HTTP_PARSE_INCOMPLETE;
+		}
+		if ((size_t)e + 2 > EGRESS_RESPONSE_HEAD_MAX || ++nh > EGRESS_HEADER_COUNT_MAX + 1) {
+			*why = REASON_RESPONSE_TOO_LARGE;
+			return HTTP_PARSE_ERROR;
+		}
+		size_t ln = (size_t)e - off;
+		const char *l = buf + off;
+		if (off == 0) {
+			/* "HTTP/1.x NNN[ reason]" */
+			if (ln < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') ||
+			    l[8] != ' ' || l[9] < '1' || l[9] > '5' || l[10] < '0' || l[10] > '9' ||
+			    l[11] < '0' || l[11] > '9' || (ln > 12 && l[12] != ' '))
+				return HTTP_PARSE_ERROR;
+			*status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+			for (size_t i = 12; i < ln; i++)
+				if (!is_field_char((unsigned char)l[i]))
+					return HTTP_PARSE_ERROR;
+		} else if (ln == 0) {
+			*head_len = (size_t)e + 2;
+			*why = REASON_ALLOWED;
+			return HTTP_PARSE_OK;
+		} else {
+			const char *colon = memchr(l, ':', ln);
+			if (l[0] == ' ' || l[0] == '\t' || colon == NULL || colon == l)
+				return HTTP_PARSE_ERROR;
+			for (const char *q = l; q < colon; q++)
+				if (!is_tchar((unsigned char)*q))
+					return HTTP_PARSE_ERROR;
+			for (const char *q = colon + 1; q < l + ln; q++)
+				if (!is_field_char((unsigned char)*q))
+					return HTTP_PARSE_ERROR;
+		}
+		off = (size_t)e + 2;
+	}
+}
+
+size_t
+http_build_response_head(const char *buf, size_t head_len, char *out, size_t outlen)
+{
+	struct out o = { out, 0, outlen, false };
+	struct http_header hs[EGRESS_HEADER_COUNT_MAX];
+	size_t n = 0, off;
+	const char *nl = memchr(buf, '\n', head_len);
+
+	if (nl == NULL || head_len < 4)
+		return 0;
+	out_add(&o, buf, (size_t)(nl - buf) + 1);
+	off = (size_t)(nl - buf) + 1;
+	/* Collect headers (the head was checked by http_check_response). */
+	while (off + 2 <= head_len && n < EGRESS_HEADER_COUNT_MAX) {
+		const char *l = buf + off;
+		const char *le = memchr(l, '\r', head_len - off);
+		if (le == NULL || le == l)
+			break;
+		const char *colon = memchr(l, ':', (size_t)(le - l));
+		if (colon == NULL)
+			return 0;
+		const char *v = colon + 1, *ve = le;
+		while (v < ve && (*v == ' ' || *v == '\t'))
+			v++;
+		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+			ve--;
+		hs[n].name = l;
+		hs[n].name_len = (size_t)(colon - l);
+		hs[n].value = v;
+		hs[n].value_len = (size_t)(ve - v);
+		n++;
+		off = (size_t)(le - buf) + 2;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (http_is_hop_header(hs[i].name, hs[i].name_len) ||
+		    named_by_connection(hs, n, hs[i].name, hs[i].name_len))
+			continue;
+		out_add(&o, hs[i].name, hs[i].name_len);
+		out_str(&o, ": ");
+		out_add(&o, hs[i].value, hs[i].value_len);
+		out_str(&o, "\r\n");
+	}
+	out_str(&o, "Connection: close\r\n\r\n");
+	return o.overflow ? 0 : o.len;
+}
+
+/* Chunked framer states. */
+enum { CH_SIZE, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LF,
+	CH_DONE };
+
+void
+http_chunked_init(struct http_chunked *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->state = CH_SIZE;
+}
+
+static int
+hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+long
+http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *done)
+{
+	size_t i = 0;
+
+	*done = false;
+	if (len > (size_t)INT32_MAX)
+		len = INT32_MAX;
+	while (i < len) {
+		char ch = buf[i];
+		switch (c->state) {
+		case CH_SIZE:
+			if (++c->line > EGRESS_CHUNK_LINE_MAX)
+				return -1;
+			if (ch == '\r') {
+				if (!c->digits)
+					return -1;
+				c->state = CH_SIZE_LF;
+			} else if (c->ext) {
+				if (ch == '\n' || (unsigned char)ch < 0x20 || ch == 0x7f) {
+					if (ch != '\t')
+						return -1;
+				}
+			} else if (ch == ';' || ch == ' ' || ch == '\t') {
+				if (!c->digits)
+					return -1;
+				c->ext = true;
+			} else {
+				int v = hexval(ch);
+				if (v < 0 || c->remaining > (UINT64_MAX >> 4))
+					return -1;
+				c->remaining = (c->remaining << 4) | (uint64_t)v;
+				c->digits = true;
+			}
+			i++;
+			break;
+		case CH_SIZE_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			c->line = 0;
+			c->ext = false;
+			c->digits = false;
+			c->state = c->remaining == 0 ? CH_TRAILER : CH_DATA;
+			break;
+		case CH_DATA: {
+			uint64_t take = len - i;
+			if (take > c->remaining)
+				take = c->remaining;
+			i += (size_t)take;
+			c->remaining -= take;
+			if (c->remaining == 0)
+				c->state = CH_DATA_CR;
+			break;
+		}
+		case CH_DATA_CR:
+			if (ch != '\r')
+				return -1;
+			i++;
+			c->state = CH_DATA_LF;
+			break;
+		case CH_DATA_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			c->state = CH_SIZE;
+			break;
+		case CH_TRAILER:
+			if (++c->trailer > EGRESS_REQUEST_HEAD_MAX)
+				return -1;
+			if (ch == '\r') {
+				c->state = CH_TRAILER_LF;
+			} else {
+				if (ch == '\n' || (!is_field_char((unsigned char)ch) && ch != ':'))
+					return -1;
+				c->line++;
+			}
+			i++;
+			break;
+		case CH_TRAILER_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			if (c->line == 0) {
+				c->state = CH_DONE;
+				*done = true;
+				return (long)i;
+			}
+			c->line = 0;
+			c->state = CH_TRAILER;
+			break;
+		case CH_DONE:
+		default:
+			*done = true;
+			return (long)i;
+		}
+	}
+	return (long)i;
+}
+
+size_t
+http_format_refusal(enum reason r, char *out, size_t outlen)
+{
+	int status = reason_http_status(r);
+	char body[400];
+	int bl, n;
+
+	if (status <= 0 || status == 200)
+		return 0;
+	bl = snprintf(body, sizeof(body), "%s: %s\n", reason_str(r), reason_text(r));
+	if (bl < 0 || (size_t)bl >= sizeof(body))
+		return 0;
+	n = snprintf(out, outlen, "HTTP/1.1 %d %s\r\nX-Egress-Reason: %s\r\n"
+	    "Content-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	    status, reason_http_phrase(status), reason_str(r), bl, body);
+	if (n < 0 || (size_t)n >= outlen)
+		return 0;
+	return (size_t)n;
+}

@@ -1,0 +1,129 @@
+/*
+ * http - strict HTTP/1.x request-head parsing and request-head rebuilding for egressd.
+ *
+ * Owns: what egressd accepts from a client as a request head (CONNECT authority-form and
+ * absolute-form http:// for GET HEAD POST PUT PATCH DELETE OPTIONS, HTTP/1.0 and 1.1), the
+ * forwarded request head (hop-by-hop headers removed, origin-form request line), a minimal
+ * response-head check, and a streaming chunked-body framer. Pure functions over byte
+ * buffers: no I/O, no allocation. Callers: egressd/session, fuzz/fuzz_http_request.
+ *
+ * Every byte parsed here comes from an untrusted worker or origin: limits come from
+ * common/limits.h and every refusal maps to one reason of common/reasons.def.
+ */
+#ifndef EGRESS_HTTP_H
+#define EGRESS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/host.h"
+#include "common/limits.h"
+#include "common/pattern.h"
+#include "common/reasons.h"
+
+enum http_method {
+	HTTP_CONNECT, HTTP_GET, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE,
+	HTTP_OPTIONS,
+};
+
+enum http_body { HTTP_BODY_NONE, HTTP_BODY_LENGTH, HTTP_BODY_CHUNKED };
+
+/* One header line; pointers borrow the parsed buffer. */
+struct http_header {
+	const char *name;
+	size_t name_len;
+	const char *value;      /* leading and trailing whitespace trimmed */
+	size_t value_len;
+};
+
+/*
+ * A parsed request head. Every pointer borrows the buffer given to http_parse_request,
+ * which the caller keeps alive and unchanged while the struct is used.
+ */
+struct http_request {
+	enum http_method method;
+	int minor;                      /* HTTP/1.<minor>: 0 or 1 */
+	const char *target;             /* raw request-target, as sent */
+	size_t target_len;
+	enum dest_scheme scheme;        /* SCHEME_HTTPS for CONNECT, SCHEME_HTTP otherwise */
+	struct host host;               /* canonical destination (common/host) */
+	uint16_t port;                  /* destination port (defaults applied) */
+	const char *path;               /* absolute-form: path and query ("" means "/") */
+	size_t path_len;
+	struct http_header headers[EGRESS_HEADER_COUNT_MAX];
+	size_t nheaders;
+	enum http_body body;
+	uint64_t content_length;        /* when body == HTTP_BODY_LENGTH */
+	bool conn_close;                /* Connection: close, or HTTP/1.0 without keep-alive */
+	bool upgrade;                   /* an Upgrade header, or Connection: upgrade */
+	size_t head_len;                /* bytes of the head, final CRLF CRLF included */
+};
+
+enum http_parse { HTTP_PARSE_OK, HTTP_PARSE_INCOMPLETE, HTTP_PARSE_ERROR };
+
+/*
+ * Parse the request head at the start of buf (len bytes). INCOMPLETE means no verdict yet:
+ * call again with more bytes (already-seen lines are checked, so garbage fails early, and
+ * a head that cannot fit the limits fails with REASON_HEAD_TOO_LARGE). ERROR sets *why to
+ * one of MALFORMED_REQUEST, HEAD_TOO_LARGE, BAD_METHOD, ORIGIN_FORM, HTTPS_ABSOLUTE_FORM,
+ * BAD_FRAMING, INVALID_HOST, INVALID_PORT. OK fills *req (which borrows buf).
+ */
+enum http_parse http_parse_request(const char *buf, size_t len, struct http_request *req,
+    enum reason *why);
+
+const char *http_method_str(enum http_method m);
+
+/* True when name (len bytes) is a hop-by-hop header egressd never forwards. */
+bool http_is_hop_header(const char *name, size_t len);
+
+/*
+ * Write the head egressd sends upstream for an absolute-form request: origin-form request
+ * line "METHOD /path HTTP/1.1", "Host: <canonical host[:port]>", every client header except
+ * Host, the hop-by-hop ones and those named by Connection, then "Connection: close".
+ * Returns the length written, or 0 when out (outlen bytes) is too small.
+ */
+size_t http_build_forward_head(const struct http_request *req, char *out, size_t outlen);
+
+/*
+ * Response heads from origins. http_check_response looks for a complete head in buf:
+ * INCOMPLETE (need more; ERROR with REASON_RESPONSE_TOO_LARGE past the limit), ERROR with
+ * REASON_BAD_RESPONSE, or OK with *head_len and *status set. http_build_response_head
+ * copies the status line and headers minus hop-by-hop ones, adding "Connection: close";
+ * returns the length or 0 when out is too small.
+ */
+enum http_parse http_check_response(const char *buf, size_t len, size_t *head_len,
+    int *status, enum reason *why);
+size_t http_build_response_head(const char *buf, size_t head_len, char *out, size_t outlen);
+
+/*
+ * The client-visible refusal for reason r: "HTTP/1.1 <status> <phrase>", X-Egress-Reason,
+ * Content-Type text/plain, Content-Length, Connection: close, and the one-line body
+ * "<code>: <explanation>\n" from common/reasons.def. Returns the length, 0 when out is too
+ * small (512 bytes always suffice) or r has no HTTP status.
+ */
+size_t http_format_refusal(enum reason r, char *out, size_t outlen);
+
+/*
+ * Streaming chunked-body framer: finds where a chunked body ends without changing it (the
+ * bytes are passed through as they are). Chunk-size lines are bounded by
+ * EGRESS_CHUNK_LINE_MAX, sizes are hex without overflow, trailers are bounded by
+ * EGRESS_REQUEST_HEAD_MAX.
+ */
+struct http_chunked {
+	int state;
+	uint64_t remaining;     /* data bytes left in the current chunk */
+	size_t line;            /* bytes of the current size/trailer line so far */
+	size_t trailer;         /* trailer bytes so far */
+	bool ext;               /* inside a chunk extension */
+	bool digits;            /* at least one hex digit seen */
+};
+void http_chunked_init(struct http_chunked *c);
+/*
+ * Feed len bytes. Returns the number of bytes that belong to the body (<= len); *done is set
+ * when the body ended within them (bytes after that are not part of it). Returns -1 on
+ * malformed framing.
+ */
+long http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *done);
+
+#endif

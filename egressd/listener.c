@@ -1,0 +1,197 @@
+/*
+ * listener.c - listening sockets: device binding, accept, EMFILE back-off.
+ */
+#include "egressd/listener.h"
+
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+
+struct listener {
+	struct evconnlistener *evl;
+	struct event *backoff;
+	struct sockaddr_storage addr;       /* requested */
+	socklen_t addrlen;
+	struct sockaddr_storage bound;      /* getsockname */
+	listener_accept_cb cb;
+	void *arg;
+};
+
+static void
+listener_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct listener *l = arg;
+
+	evutil_make_socket_closeonexec(fd);
+	evutil_make_socket_nonblocking(fd);
+	l->cb(fd, sa, (socklen_t)salen, l->arg);
+}
+
+static void
+listener_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+
+	evconnlistener_enable(l->evl);
+}
+
+/* Out of fds or memory: stop accepting for a moment instead of spinning on accept(). */
+static void
+listener_error(struct evconnlistener *evl, void *arg)
+{
+	struct listener *l = arg;
+	struct timeval tv = { 0, 200 * 1000 };
+	int e = EVUTIL_SOCKET_ERROR();
+
+	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		log_warnx("accept: %s; pausing this listener for 200 ms (raise the fd limit or "
+		    "lower max_connections)", strerror(e));
+		evconnlistener_disable(evl);
+		evtimer_add(l->backoff, &tv);
+		return;
+	}
+	log_warnx("accept: %s", strerror(e));
+}
+
+static const char *
+sa_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+	struct addr a;
+	char ab[EGRESS_ADDRSTR_MAX];
+	uint16_t port;
+
+	addr_from_sockaddr(&a, sa);
+	addr_to_str(&a, ab, sizeof(ab));
+	port = ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port :
+	    ((const struct sockaddr_in *)sa)->sin_port);
+	snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ab, port);
+	return buf;
+}
+
+struct listener *
+listener_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen,
+    const char *ifname, listener_accept_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct listener *l;
+	char ab[EGRESS_HOSTPORT_MAX + 1];
+	int fd, one = 1;
+	socklen_t bl;
+
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return NULL;
+	}
+	if (ifname != NULL && ifname[0] != '\0') {
+		size_t n = strlen(ifname);
+		if (n >= IFNAMSIZ || setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname,
+		    (socklen_t)n + 1) != 0) {
+			snprintf(err, errlen, "SO_BINDTODEVICE %s: %s", ifname,
+			    n >= IFNAMSIZ ? "name too long" : strerror(errno));
+			close(fd);
+			return NULL;
+		}
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (sa->sa_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, sa, salen) != 0) {
+		snprintf(err, errlen, "bind %s: %s", sa_str(sa, ab, sizeof(ab)), strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	if (listen(fd, 511) != 0) {
+		snprintf(err, errlen, "listen %s: %s", sa_str(sa, ab, sizeof(ab)),
+		    strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (l == NULL) {
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	memcpy(&l->addr, sa, salen);
+	l->addrlen = salen;
+	bl = sizeof(l->bound);
+	getsockname(fd, (struct sockaddr *)&l->bound, &bl);
+	l->cb = cb;
+	l->arg = arg;
+	l->backoff = evtimer_new(base, listener_resume, l);
+	l->evl = evconnlistener_new(base, listener_accept, l, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (l->evl == NULL || l->backoff == NULL) {
+		if (l->evl == NULL)
+			close(fd);
+		listener_free(l);
+		snprintf(err, errlen, "evconnlistener: out of memory");
+		return NULL;
+	}
+	evconnlistener_set_error_cb(l->evl, listener_error);
+	return l;
+}
+
+void
+listener_free(struct listener *l)
+{
+	if (l == NULL)
+		return;
+	if (l->evl != NULL)
+		evconnlistener_free(l->evl);
+	if (l->backoff != NULL)
+		event_free(l->backoff);
+	free(l);
+}
+
+void
+listener_set_arg(struct listener *l, void *arg)
+{
+	l->arg = arg;
+}
+
+void *
+listener_get_arg(const struct listener *l)
+{
+	return l->arg;
+}
+
+void
+listener_addr(const struct listener *l, struct addr *a, uint16_t *port)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)&l->bound;
+
+	addr_from_sockaddr(a, sa);
+	if (port != NULL)
+		*port = ntohs(sa->sa_family == AF_INET6 ?
+		    ((const struct sockaddr_in6 *)sa)->sin6_port :
+		    ((const struct sockaddr_in *)sa)->sin_port);
+}
+
+const char *
+listener_addr_str(const struct listener *l, char *buf, size_t len)
+{
+	return sa_str((const struct sockaddr *)&l->bound, buf, len);
+}
+
+int
+listener_same_addr(const struct listener *l, const struct sockaddr *sa, socklen_t salen)
+{
+	return salen == l->addrlen && memcmp(&l->addr, sa, salen) == 0;
+}
+
+void
+listener_pause(struct listener *l)
+{
+	evconnlistener_disable(l->evl);
+}

@@ -1,0 +1,56 @@
+/*
+ * metrics - egressd's counters and their Prometheus text exposition.
+ *
+ * Owns: struct metrics_stats (embedded in the daemon; plain counters updated on the loop
+ * thread) and the optional loopback HTTP listener serving GET /metrics (evhttp).
+ * Callers: session (decisions, latencies, bytes), daemon (listener), tests.
+ */
+#ifndef EGRESS_METRICS_H
+#define EGRESS_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/reasons.h"
+
+struct event_base;
+struct grants;
+struct metrics_server;
+
+#define METRICS_BUCKETS 12
+
+struct metrics_histo {
+	uint64_t bucket[METRICS_BUCKETS];   /* cumulative at render time, not here */
+	uint64_t count;
+	uint64_t sum_us;
+};
+
+struct metrics_stats {
+	uint64_t decisions[2][REASON__COUNT];   /* [0] deny, [1] allow */
+	uint64_t bytes_up;
+	uint64_t bytes_down;
+	uint64_t connections_total;
+	struct metrics_histo dns;
+	struct metrics_histo connect;
+};
+
+/* Upper bounds of the histogram buckets, in seconds. */
+extern const double metrics_bucket_s[METRICS_BUCKETS];
+
+void metrics_observe(struct metrics_histo *h, uint64_t us);
+void metrics_decision(struct metrics_stats *m, int allow, enum reason r);
+
+/*
+ * Render the exposition into a new malloc'd string (*len set); NULL on ENOMEM. Reads the
+ * per-principal gauges from the grant registry (may be NULL).
+ */
+char *metrics_render(const struct metrics_stats *m, struct grants *g, size_t *len);
+
+/* Serve GET /metrics on sa (loopback; config checked it). NULL with err on failure. */
+struct metrics_server *metrics_server_new(struct event_base *base, const struct sockaddr *sa,
+    socklen_t salen, const struct metrics_stats *m, struct grants **g, char *err,
+    size_t errlen);
+void metrics_server_free(struct metrics_server *s);
+
+#endif

@@ -1,0 +1,869 @@
+/*
+ * session.c - per-connection state machine of egressd (see session.h for the order).
+ */
+#include "egressd/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "common/addr.h"
+#include "common/grant.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/reasons.h"
+#include "common/util.h"
+#include "egressd/addrcheck.h"
+#include "egressd/daemon.h"
+#include "egressd/dlog.h"
+#include "egressd/grants.h"
+#include "egressd/http.h"
+#include "egressd/metrics.h"
+#include "egressd/resolve.h"
+#include "egressd/route.h"
+#include "egressd/tunnel.h"
+
+#define SELF_ADDRS_MAX 256
+
+enum sstate {
+	S_HEAD,         /* reading the request head */
+	S_ROUTE,        /* waiting for the route */
+	S_RESOLVE,      /* waiting for DNS */
+	S_CONNECT,      /* connecting upstream */
+	S_LOG,          /* waiting for the allow record */
+	S_TUNNEL,       /* relaying */
+	S_REFUSE,       /* writing a refusal, then close */
+};
+
+struct session {
+	struct grant_conn gc;           /* first: kill() gets this pointer */
+	struct daemon *d;
+	struct lgrant *lg;              /* our reference */
+	bool attached;
+	uint64_t id;
+	enum sstate st;
+	int cfd;
+	struct bufferevent *cbev;
+	char client[EGRESS_HOSTPORT_MAX + 1];
+	struct event *timer;            /* header timeout, then refusal-flush timeout */
+	char *head;                     /* copy of the request head (req borrows it) */
+	struct http_request req;
+	bool parsed;
+	char reqline[EGRESS_LOG_TARGET_MAX + 1];  /* escaped first line, for malformed heads */
+	struct route_req *rreq;
+	struct resolve_req *dreq;
+	bool dns_counted;
+	struct dlog_ticket *ticket;
+	struct addr resolved[EGRESS_DNS_ADDRS_MAX];
+	size_t nresolved;
+	bool did_resolve;
+	bool routed;
+	struct addrcheck_result ac;
+	bool checked;
+	size_t ci;                      /* address being tried */
+	int ufd;
+	struct event *cev;
+	int last_err;
+	bool any_timeout;
+	uint64_t t0_us, resolve_us, connect_us, connect_start_us, connect_deadline_us;
+	bool connected;
+	struct tunnel *tun;
+	uint64_t tunnel_start_us;
+};
+
+static void session_free(struct session *s);
+static void session_refuse(struct session *s, enum reason r);
+static void step_route(struct session *s);
+
+/* ---- decision records ---- */
+
+static json_t *
+addrs_json(const struct addr *a, size_t n)
+{
+	json_t *arr = json_array();
+	char buf[EGRESS_ADDRSTR_MAX];
+
+	for (size_t i = 0; arr != NULL && i < n; i++)
+		json_array_append_new(arr, json_string(addr_to_str(&a[i], buf, sizeof(buf))));
+	return arr;
+}
+
+static const char *
+hop_dest(const struct session *s, char *buf, size_t len)
+{
+	char hp[EGRESS_HOSTPORT_MAX + 1];
+	struct host h = s->req.host;
+
+	h.port = s->req.port;
+	snprintf(buf, len, "%s://%s", s->req.method == HTTP_CONNECT ? "connect" : "http",
+	    host_to_str(&h, hp, sizeof(hp)));
+	return buf;
+}
+
+static json_t *
+decision_fields(struct session *s, bool allow, enum reason r)
+{
+	json_t *o = json_object();
+	char buf[EGRESS_HOSTPORT_MAX + 32];
+	char tgt[EGRESS_LOG_TARGET_MAX + 1];
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "conn", json_integer((json_int_t)s->id));
+	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->lg->id));
+	json_object_set_new(o, "client", json_string(s->client));
+	if (s->parsed) {
+		size_t n = s->req.target_len < EGRESS_LOG_TARGET_MAX ? s->req.target_len :
+		    EGRESS_LOG_TARGET_MAX;
+		/* The parser admitted only printable ASCII in the target. */
+		memcpy(tgt, s->req.target, n);
+		tgt[n] = '\0';
+		json_object_set_new(o, "method", json_string(http_method_str(s->req.method)));
+		json_object_set_new(o, "target", json_string(tgt));
+		json_object_set_new(o, "target_truncated",
+		    json_boolean(s->req.target_len > EGRESS_LOG_TARGET_MAX));
+		json_object_set_new(o, "dest", json_string(hop_dest(s, buf, sizeof(buf))));
+	} else {
+		json_object_set_new(o, "method", json_null());
+		json_object_set_new(o, "target", s->reqline[0] != '\0' ?
+		    json_string(s->reqline) : json_null());
+		json_object_set_new(o, "dest", json_null());
+	}
+	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_str(r)));
+	json_object_set_new(o, "route", s->routed ? json_string("direct") : json_null());
+	json_object_set_new(o, "addrs", addrs_json(s->resolved, s->nresolved));
+	if (s->connected) {
+		char ab[EGRESS_ADDRSTR_MAX];
+		json_object_set_new(o, "pinned", json_string(addr_to_str(&s->ac.kept[s->ci], ab,
+		    sizeof(ab))));
+	} else {
+		json_object_set_new(o, "pinned", json_null());
+	}
+	json_object_set_new(o, "classes_dropped", s->checked ?
+	    addrcheck_classes_json(s->ac.dropped_classes) : json_array());
+	json_object_set_new(o, "override", json_boolean(s->checked &&
+	    s->ac.lifted_override != 0));
+	/* attested: egressd itself resolved (or took the literal) and connected. */
+	json_object_set_new(o, "attested", json_boolean(s->connected));
+	json_object_set_new(o, "resolve_us", s->did_resolve ?
+	    json_integer((json_int_t)s->resolve_us) : json_null());
+	json_object_set_new(o, "connect_us", s->connected ?
+	    json_integer((json_int_t)s->connect_us) : json_null());
+	return o;
+}
+
+/* Fire-and-forget record (denials and close records have nothing waiting on them). */
+static void
+log_record(struct session *s, const char *event, json_t *fields)
+{
+	if (fields == NULL) {
+		log_warnx("conn %llu: out of memory building a %s record",
+		    (unsigned long long)s->id, event);
+		return;
+	}
+	if (dlog_append(s->d->dlog, event, fields, NULL, NULL, NULL) != 0)
+		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->id,
+		    event);
+}
+
+/* ---- life cycle ---- */
+
+static void
+session_detach(struct session *s)
+{
+	if (s->attached) {
+		lgrant_detach(s->lg, &s->gc);
+		s->attached = false;
+	}
+}
+
+static void
+cancel_pending(struct session *s)
+{
+	if (s->rreq != NULL) {
+		route_cancel(s->rreq);
+		s->rreq = NULL;
+	}
+	if (s->dreq != NULL) {
+		resolve_cancel(s->dreq);
+		s->dreq = NULL;
+	}
+	if (s->dns_counted) {
+		s->lg->dns_pending--;
+		s->dns_counted = false;
+	}
+	if (s->ticket != NULL) {
+		dlog_ticket_cancel(s->ticket);
+		s->ticket = NULL;
+	}
+	if (s->cev != NULL) {
+		event_free(s->cev);
+		s->cev = NULL;
+	}
+	if (s->ufd >= 0) {
+		close(s->ufd);
+		s->ufd = -1;
+	}
+}
+
+static void
+session_free(struct session *s)
+{
+	cancel_pending(s);
+	if (s->tun != NULL) {
+		struct tunnel *t = s->tun;
+		s->tun = NULL;
+		tunnel_close(t, REASON_CLOSE_ERROR);
+	}
+	if (s->timer != NULL)
+		event_free(s->timer);
+	if (s->cbev != NULL)
+		bufferevent_free(s->cbev);
+	if (s->cfd >= 0)
+		close(s->cfd);
+	session_detach(s);
+	s->lg->nconns--;
+	lgrant_unref(s->lg);
+	s->d->nconns--;
+	free(s->head);
+	free(s);
+}
+
+static void
+refuse_flushed(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		session_free(s);
+}
+
+static void
+refuse_event(struct bufferevent *bev, short what, void *arg)
+{
+	session_free(arg);
+}
+
+static void
+refuse_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	session_free(arg);
+}
+
+/* Log the denial, answer the client with the reason, close when written. */
+static void
+session_refuse(struct session *s, enum reason r)
+{
+	char buf[512];
+	size_t n;
+	struct timeval tv = { 2, 0 };
+
+	cancel_pending(s);
+	session_detach(s);          /* a revoke walking the list must not see us again */
+	log_record(s, "decision", decision_fields(s, false, r));
+	metrics_decision(&s->d->stats, 0, r);
+	log_debug("conn %llu %s: deny %s", (unsigned long long)s->id, s->client, reason_str(r));
+	s->st = S_REFUSE;
+	n = http_format_refusal(r, buf, sizeof(buf));
+	if (s->cbev == NULL || n == 0) {
+		session_free(s);
+		return;
+	}
+	bufferevent_disable(s->cbev, EV_READ);
+	bufferevent_setcb(s->cbev, NULL, refuse_flushed, refuse_event, s);
+	bufferevent_write(s->cbev, buf, n);
+	/* Bounded: a client that does not read its refusal is dropped. */
+	event_free(s->timer);
+	s->timer = evtimer_new(s->d->base, refuse_timeout, s);
+	if (s->timer == NULL) {
+		session_free(s);
+		return;
+	}
+	evtimer_add(s->timer, &tv);
+}
+
+/* grant_conn kill: revoke, expiry or drain end. */
+static void
+session_kill(struct grant_conn *gc, enum reason why)
+{
+	struct session *s = (struct session *)gc;
+
+	session_detach(s);
+	if (s->st == S_TUNNEL && s->tun != NULL) {
+		struct tunnel *t = s->tun;
+		tunnel_close(t, why);          /* its callback logs the close and frees s */
+		return;
+	}
+	if (s->st == S_REFUSE) {
+		session_free(s);
+		return;
+	}
+	session_refuse(s, why == REASON_CLOSE_SHUTDOWN ? REASON_SHUTTING_DOWN :
+	    s->lg->dead == REASON_GRANT_EXPIRED ? REASON_GRANT_EXPIRED : REASON_GRANT_REVOKED);
+}
+
+/* ---- tunnel ---- */
+
+static void
+tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
+{
+	struct session *s = arg;
+	json_t *o = json_object();
+
+	s->tun = NULL;
+	s->cfd = -1;                    /* the tunnel closed both sockets */
+	s->lg->ntunnels--;
+	if (o != NULL) {
+		json_object_set_new(o, "conn", json_integer((json_int_t)s->id));
+		json_object_set_new(o, "principal", json_string(s->lg->g->principal));
+		json_object_set_new(o, "grant_id", json_string(s->lg->id));
+		json_object_set_new(o, "reason", json_string(reason_str(why)));
+		json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
+		json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
+		json_object_set_new(o, "duration_us",
+		    json_integer((json_int_t)(mono_usec() - s->tunnel_start_us)));
+	}
+	log_record(s, "close", o);
+	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->id,
+	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
+	session_free(s);
+}
+
+static void
+start_tunnel(struct session *s)
+{
+	static const char ok200[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	size_t npending = evbuffer_get_length(in);
+	unsigned char *pending = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
+	struct tunnel_opts o;
+	char *fwd = NULL;
+	size_t nfwd = 0;
+	int ufd = s->ufd;
+
+	memset(&o, 0, sizeof(o));
+	o.splice = s->d->cfg->splice;
+	o.idle_ms = s->d->cfg->idle_timeout_ms;
+	o.lifetime_ms = s->d->cfg->tunnel_max_lifetime_ms;
+	o.bytes_total = &s->lg->bytes;
+	o.bytes_up_total = &s->d->stats.bytes_up;
+	o.bytes_down_total = &s->d->stats.bytes_down;
+	if (s->req.method != HTTP_CONNECT) {
+		size_t cap = EGRESS_REQUEST_HEAD_MAX + 1024;
+		fwd = malloc(cap);
+		if (fwd == NULL || (nfwd = http_build_forward_head(&s->req, fwd, cap)) == 0) {
+			free(fwd);
+			session_refuse(s, REASON_INTERNAL_ERROR);
+			return;
+		}
+		o.http = true;
+		o.req_body = s->req.body == HTTP_BODY_LENGTH ? 1 :
+		    s->req.body == HTTP_BODY_CHUNKED ? 2 : 0;
+		o.req_body_len = s->req.content_length;
+	}
+	s->tunnel_start_us = mono_usec();
+	s->tun = tunnel_new(s->d->base, s->d->pipes, s->cfd, ufd,
+	    s->req.method == HTTP_CONNECT ? ok200 : NULL,
+	    s->req.method == HTTP_CONNECT ? sizeof(ok200) - 1 : 0,
+	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
+	free(fwd);
+	if (s->tun == NULL) {
+		session_refuse(s, errno == EINVAL ? REASON_BAD_FRAMING : REASON_INTERNAL_ERROR);
+		return;
+	}
+	/* The tunnel owns both sockets now. */
+	s->ufd = -1;
+	bufferevent_free(s->cbev);
+	s->cbev = NULL;
+	if (s->timer != NULL)
+		event_del(s->timer);
+	s->st = S_TUNNEL;
+	s->lg->ntunnels++;
+}
+
+/* ---- allow record ---- */
+
+static void
+allow_logged(int err, void *arg)
+{
+	struct session *s = arg;
+
+	s->ticket = NULL;
+	if (err != 0) {
+		/* Never an allow without its record. */
+		log_warnx("conn %llu: allow record not written (%s): refusing",
+		    (unsigned long long)s->id, strerror(err));
+		s->connected = false;
+		close(s->ufd);
+		s->ufd = -1;
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	if (s->lg->dead != REASON_ALLOWED) {
+		session_refuse(s, s->lg->dead);
+		return;
+	}
+	metrics_decision(&s->d->stats, 1, REASON_ALLOWED);
+	start_tunnel(s);
+}
+
+static void
+step_log_allow(struct session *s)
+{
+	json_t *f;
+
+	if (s->lg->dead != REASON_ALLOWED) {
+		session_refuse(s, s->lg->dead);
+		return;
+	}
+	s->st = S_LOG;
+	f = decision_fields(s, true, REASON_ALLOWED);
+	if (f == NULL || dlog_append(s->d->dlog, "decision", f, allow_logged, s,
+	    &s->ticket) != 0) {
+		s->ticket = NULL;
+		s->connected = false;
+		close(s->ufd);
+		s->ufd = -1;
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+	}
+}
+
+/* ---- connect ---- */
+
+static void try_connect(struct session *s);
+
+static void
+connect_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	event_free(s->cev);
+	s->cev = NULL;
+	if (what & EV_TIMEOUT) {
+		err = ETIMEDOUT;
+		s->any_timeout = true;
+	} else if (getsockopt(s->ufd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+		err = errno;
+	}
+	if (err == 0) {
+		s->connected = true;
+		s->connect_us = mono_usec() - s->connect_start_us;
+		metrics_observe(&s->d->stats.connect, s->connect_us);
+		step_log_allow(s);
+		return;
+	}
+	s->last_err = err;
+	close(s->ufd);
+	s->ufd = -1;
+	s->ci++;
+	try_connect(s);
+}
+
+/* Try the checked addresses in order (pinning: only these, never re-resolving). */
+static void
+try_connect(struct session *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	uint64_t now;
+
+	for (; s->ci < s->ac.nkept; s->ci++) {
+		now = mono_usec();
+		if (now >= s->connect_deadline_us) {
+			s->any_timeout = true;
+			break;
+		}
+		sl = addr_to_sockaddr(&s->ac.kept[s->ci], s->req.port, &ss);
+		if (sl == 0)
+			continue;
+		s->ufd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (s->ufd < 0) {
+			s->last_err = errno;
+			log_warn("conn %llu: socket", (unsigned long long)s->id);
+			break;
+		}
+		if (connect(s->ufd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS) {
+			/* Share the remaining time among the remaining addresses so a black-holed
+			 * first address leaves time for the others (family fallback). */
+			uint64_t left = s->connect_deadline_us - now;
+			uint64_t per = left / (s->ac.nkept - s->ci);
+			if (per < 250000)
+				per = left < 250000 ? left : 250000;
+			struct timeval tv = { (time_t)(per / 1000000), (suseconds_t)(per % 1000000) };
+			s->cev = event_new(s->d->base, s->ufd, EV_WRITE, connect_done, s);
+			if (s->cev == NULL) {
+				session_refuse(s, REASON_INTERNAL_ERROR);
+				return;
+			}
+			event_add(s->cev, &tv);
+			return;
+		}
+		s->last_err = errno;
+		close(s->ufd);
+		s->ufd = -1;
+	}
+	session_refuse(s, s->any_timeout ? REASON_CONNECT_TIMEOUT :
+	    s->last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
+}
+
+static void
+step_connect(struct session *s)
+{
+	if (!dlog_writable(s->d->dlog)) {
+		/* Do not even open the upstream connection when it could not be recorded. */
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	s->st = S_CONNECT;
+	s->ci = 0;
+	s->connect_start_us = mono_usec();
+	s->connect_deadline_us = s->connect_start_us + s->d->cfg->connect_timeout_ms * 1000;
+	try_connect(s);
+}
+
+/* ---- address check ---- */
+
+static void
+step_check(struct session *s, const struct addr *in, size_t n)
+{
+	struct addr self[SELF_ADDRS_MAX];
+	size_t nself = grants_self_addrs(s->d->grants, self, SELF_ADDRS_MAX);
+	enum reason r;
+
+	if (nself < SELF_ADDRS_MAX && s->d->cfg->has_metrics)
+		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->d->cfg->metrics_addr);
+	if (s->req.host.kind != HOST_NAME)
+		r = addrcheck_literal(in, &s->lg->g->allow_address, &s->d->cfg->allow_special,
+		    &s->ac);
+	else
+		r = addrcheck_filter(in, n, &s->lg->g->allow_address, &s->d->cfg->allow_special,
+		    &s->ac);
+	s->checked = true;
+	if (r != REASON_ALLOWED) {
+		session_refuse(s, r);
+		return;
+	}
+	/* egressd's own listeners are never a destination, whatever the grant says. */
+	size_t k = 0;
+	bool self_seen = false;
+	for (size_t i = 0; i < s->ac.nkept; i++) {
+		if (addrcheck_is_self(&s->ac.kept[i], self, nself)) {
+			self_seen = true;
+			continue;
+		}
+		s->ac.kept[k++] = s->ac.kept[i];
+	}
+	s->ac.nkept = k;
+	if (k == 0) {
+		session_refuse(s, self_seen ? REASON_SELF_ADDRESS : REASON_PRIVATE_ADDRESS);
+		return;
+	}
+	if (s->ac.lifted_override != 0) {
+		char cb[128];
+		log_info("conn %llu: allow_special_address override lifted class(es) %s for %s",
+		    (unsigned long long)s->id, addrcheck_classes_str(s->ac.lifted_override, cb,
+		    sizeof(cb)), s->req.host.name);
+	}
+	step_connect(s);
+}
+
+/* ---- resolve ---- */
+
+static void
+resolved(const struct resolve_answer *ans, void *arg)
+{
+	struct session *s = arg;
+
+	s->dreq = NULL;
+	if (s->dns_counted) {
+		s->lg->dns_pending--;
+		s->dns_counted = false;
+	}
+	s->did_resolve = true;
+	s->resolve_us = ans->duration_us;
+	metrics_observe(&s->d->stats.dns, ans->duration_us);
+	if (ans->status != REASON_ALLOWED) {
+		session_refuse(s, ans->status);
+		return;
+	}
+	s->nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs : EGRESS_DNS_ADDRS_MAX;
+	memcpy(s->resolved, ans->addrs, s->nresolved * sizeof(s->resolved[0]));
+	step_check(s, s->resolved, s->nresolved);
+}
+
+static void
+step_resolve(struct session *s)
+{
+	if (s->req.host.kind != HOST_NAME) {
+		s->resolved[0] = s->req.host.addr;
+		s->nresolved = 1;
+		step_check(s, s->resolved, 1);
+		return;
+	}
+	if (s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
+		session_refuse(s, REASON_LIMIT_DNS_PENDING);
+		return;
+	}
+	s->st = S_RESOLVE;
+	s->dreq = resolver_lookup(s->d->resolver, s->req.host.name, resolved, s);
+	if (s->dreq == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	s->lg->dns_pending++;
+	s->dns_counted = true;
+}
+
+/* ---- route ---- */
+
+static void
+routed(const struct route_result *res, void *arg)
+{
+	struct session *s = arg;
+
+	s->rreq = NULL;
+	if (res->status != REASON_ALLOWED || res->n == 0) {
+		session_refuse(s, res->status != REASON_ALLOWED ? res->status :
+		    REASON_ROUTE_UNAVAILABLE);
+		return;
+	}
+	if (res->entries[0].kind != ROUTE_DIRECT) {
+		/* Upstream proxies arrive with the host-route issue; never pretend direct. */
+		session_refuse(s, REASON_ROUTE_UNAVAILABLE);
+		return;
+	}
+	s->routed = true;
+	step_resolve(s);
+}
+
+static void
+step_route(struct session *s)
+{
+	s->st = S_ROUTE;
+	s->rreq = route_lookup(s->d->router, s->req.scheme, s->req.host.name, s->req.port,
+	    routed, s);
+	if (s->rreq == NULL)
+		session_refuse(s, REASON_INTERNAL_ERROR);
+}
+
+/* ---- authorization ---- */
+
+static void
+authorize(struct session *s)
+{
+	const struct grant *g = s->lg->g;
+
+	if (s->lg->dead != REASON_ALLOWED) {
+		session_refuse(s, s->lg->dead);
+		return;
+	}
+	if (s->d->draining) {
+		session_refuse(s, REASON_SHUTTING_DOWN);
+		return;
+	}
+	if (s->req.method != HTTP_CONNECT && s->req.upgrade) {
+		session_refuse(s, REASON_UPGRADE_REFUSED);
+		return;
+	}
+	if (!grant_allows(g, s->req.scheme, &s->req.host, s->req.port, NULL)) {
+		session_refuse(s, s->req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
+		    REASON_IP_LITERAL_NOT_GRANTED);
+		return;
+	}
+	if (g->max_bytes > 0 && s->lg->bytes >= g->max_bytes) {
+		session_refuse(s, REASON_LIMIT_BYTES);
+		return;
+	}
+	if (!dlog_writable(s->d->dlog)) {
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	step_route(s);
+}
+
+/* ---- request head ---- */
+
+/* Printable, escaped copy of the first line for the record of a malformed head. */
+static void
+keep_reqline(struct session *s, const unsigned char *p, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && p[i] != '\r' && p[i] != '\n'; i++) {
+		if (o + 5 > EGRESS_LOG_TARGET_MAX)
+			break;
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
+			s->reqline[o++] = (char)p[i];
+		} else {
+			snprintf(s->reqline + o, 5, "\\x%02x", p[i]);
+			o += 4;
+		}
+	}
+	s->reqline[o] = '\0';
+}
+
+static void
+head_read(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in);
+	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
+	unsigned char *p = evbuffer_pullup(in, (ev_ssize_t)look);
+	struct http_request *tmp;
+	enum reason why;
+	enum http_parse pr;
+
+	if (s->st != S_HEAD)
+		return;
+	tmp = malloc(sizeof(*tmp));
+	if (p == NULL || tmp == NULL) {
+		free(tmp);
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	pr = http_parse_request((const char *)p, look, tmp, &why);
+	if (pr == HTTP_PARSE_INCOMPLETE) {
+		free(tmp);
+		return;
+	}
+	if (pr == HTTP_PARSE_ERROR) {
+		free(tmp);
+		keep_reqline(s, p, look);
+		session_refuse(s, why);
+		return;
+	}
+	/* Keep our own copy of the head (the request borrows it), leave the rest queued. */
+	size_t hl = tmp->head_len;
+	free(tmp);
+	s->head = malloc(hl);
+	if (s->head == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	evbuffer_remove(in, s->head, hl);
+	if (http_parse_request(s->head, hl, &s->req, &why) != HTTP_PARSE_OK) {
+		session_refuse(s, REASON_INTERNAL_ERROR);   /* cannot happen: same bytes */
+		return;
+	}
+	s->parsed = true;
+	bufferevent_disable(bev, EV_READ);
+	event_del(s->timer);
+	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->id, s->client,
+	    http_method_str(s->req.method), (int)(s->req.target_len > 200 ? 200 :
+	    s->req.target_len), s->req.target);
+	authorize(s);
+}
+
+static void
+head_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	/* The client left before a complete head: there is no hop to decide. */
+	if (s->st == S_HEAD)
+		session_free(s);
+}
+
+static void
+head_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->st != S_HEAD)
+		return;
+	session_refuse(s, REASON_HEADER_TIMEOUT);
+}
+
+/* While the decision is pending the client may close: notice it and stop. */
+static void
+pending_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->st == S_HEAD)
+		session_free(s);
+}
+
+void
+session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *peer,
+    socklen_t peerlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct addr a;
+	char ab[EGRESS_ADDRSTR_MAX];
+	uint16_t port;
+	struct timeval tv;
+
+	if (s == NULL) {
+		close(fd);
+		return;
+	}
+	s->d = d;
+	s->lg = lg;
+	lgrant_ref(lg);
+	lg->nconns++;
+	lg->total_conns++;
+	d->nconns++;
+	d->stats.connections_total++;
+	s->id = ++d->next_conn_id;
+	s->cfd = fd;
+	s->ufd = -1;
+	s->t0_us = mono_usec();
+	s->gc.kill = session_kill;
+	lgrant_attach(lg, &s->gc);
+	s->attached = true;
+	addr_from_sockaddr(&a, peer);
+	port = ntohs(peer->sa_family == AF_INET6 ?
+	    ((const struct sockaddr_in6 *)peer)->sin6_port :
+	    ((const struct sockaddr_in *)peer)->sin_port);
+	snprintf(s->client, sizeof(s->client), peer->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+	    addr_to_str(&a, ab, sizeof(ab)), port);
+	(void)peerlen;
+
+	s->cbev = bufferevent_socket_new(d->base, fd, 0);
+	s->timer = evtimer_new(d->base, head_timeout, s);
+	if (s->cbev == NULL || s->timer == NULL) {
+		session_free(s);
+		return;
+	}
+	s->st = S_HEAD;
+	/* Checks that need no request: the refusal still names this principal. */
+	if (d->draining) {
+		session_refuse(s, REASON_SHUTTING_DOWN);
+		return;
+	}
+	if (d->nconns > d->cfg->max_connections) {
+		session_refuse(s, REASON_LIMIT_CONNECTIONS);
+		return;
+	}
+	if (lg->nconns > lg->g->max_connections) {
+		session_refuse(s, REASON_LIMIT_PRINCIPAL);
+		return;
+	}
+	if (lg->dead != REASON_ALLOWED) {
+		session_refuse(s, lg->dead);
+		return;
+	}
+	/* Accept only a bounded head before the decision; the parser enforces limits, the
+	 * watermark keeps libevent from reading further ahead. */
+	bufferevent_setwatermark(s->cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(s->cbev, head_read, NULL, head_event, s);
+	bufferevent_enable(s->cbev, EV_READ);
+	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
+	evtimer_add(s->timer, &tv);
+	(void)pending_event;
+}

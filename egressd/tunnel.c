@@ -1,0 +1,631 @@
+/*
+ * tunnel.c - two pumps (client->upstream, upstream->client) over raw non-blocking fds,
+ * each through a pooled pipe (splice) or a bounded buffer (copy).
+ */
+#define _GNU_SOURCE
+#include "egressd/tunnel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/http.h"
+
+#define TUNNEL_BUF      16384
+#define TUNNEL_SPLICE   65536
+#define TUNNEL_ROUNDS   16      /* I/O rounds per callback before yielding to the loop */
+
+/* ---- pipe pool ---- */
+
+struct pipe_pool {
+	int (*idle)[2];
+	size_t nidle, max_idle;
+	size_t in_use;
+};
+
+struct pipe_pool *
+pipe_pool_new(size_t max_idle)
+{
+	struct pipe_pool *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return NULL;
+	p->max_idle = max_idle;
+	if (max_idle > 0 && (p->idle = calloc(max_idle, sizeof(*p->idle))) == NULL) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void
+pipe_pool_free(struct pipe_pool *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->nidle; i++) {
+		close(p->idle[i][0]);
+		close(p->idle[i][1]);
+	}
+	free(p->idle);
+	free(p);
+}
+
+size_t
+pipe_pool_idle(const struct pipe_pool *p)
+{
+	return p->nidle;
+}
+
+size_t
+pipe_pool_in_use(const struct pipe_pool *p)
+{
+	return p->in_use;
+}
+
+static int
+pipe_get(struct pipe_pool *p, int fds[2])
+{
+	if (p->nidle > 0) {
+		p->nidle--;
+		fds[0] = p->idle[p->nidle][0];
+		fds[1] = p->idle[p->nidle][1];
+	} else if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+		return -1;
+	}
+	p->in_use++;
+	return 0;
+}
+
+/* A pipe goes back to the pool only when empty: leftover bytes would leak into another
+ * tunnel. */
+static void
+pipe_put(struct pipe_pool *p, int fds[2], bool empty)
+{
+	if (fds[0] < 0)
+		return;
+	p->in_use--;
+	if (empty && p->nidle < p->max_idle) {
+		p->idle[p->nidle][0] = fds[0];
+		p->idle[p->nidle][1] = fds[1];
+		p->nidle++;
+	} else {
+		close(fds[0]);
+		close(fds[1]);
+	}
+	fds[0] = fds[1] = -1;
+}
+
+/* ---- tunnel ---- */
+
+struct tunnel;
+
+struct dir {
+	struct tunnel *t;
+	bool up;                    /* client -> upstream */
+	int src, dst;
+	struct event *rev, *wev;
+	bool use_pipe;
+	int pipe[2];
+	size_t inpipe;
+	char *buf;                  /* copy buffer / pending bytes */
+	size_t boff, blen, bcap;
+	bool eof, done;
+	uint64_t bytes;
+	/* http request body framing (client -> upstream) */
+	int body;
+	uint64_t body_left;
+	struct http_chunked ch;
+	/* http response head (upstream -> client) */
+	bool want_head;
+	char *head;
+	size_t headlen;
+};
+
+struct tunnel {
+	struct event_base *base;
+	struct pipe_pool *pool;
+	int cfd, ufd;
+	struct dir d[2];            /* 0: client->upstream, 1: upstream->client */
+	struct event *timer;
+	struct tunnel_opts o;
+	uint64_t start_ms, last_ms;
+	tunnel_done_cb cb;
+	void *arg;
+	enum reason first_close;
+	bool closing;
+};
+
+static void dir_run(struct dir *d);
+
+static void
+tunnel_free(struct tunnel *t)
+{
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = &t->d[i];
+		if (d->rev != NULL)
+			event_free(d->rev);
+		if (d->wev != NULL)
+			event_free(d->wev);
+		pipe_put(t->pool, d->pipe, d->inpipe == 0);
+		free(d->buf);
+		free(d->head);
+	}
+	if (t->timer != NULL)
+		event_free(t->timer);
+	if (t->cfd >= 0)
+		close(t->cfd);
+	if (t->ufd >= 0)
+		close(t->ufd);
+	free(t);
+}
+
+static void
+tunnel_end(struct tunnel *t, enum reason why)
+{
+	if (t->closing)
+		return;
+	t->closing = true;
+	/* A refusal can still be told to the client when nothing reached it yet. */
+	if (t->o.http && t->d[1].bytes == 0 && reason_http_status(why) > 0) {
+		char r[512];
+		size_t n = http_format_refusal(why, r, sizeof(r));
+		if (n > 0 && send(t->cfd, r, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("tunnel: refusal not delivered: %s", strerror(errno));
+	}
+	for (int i = 0; i < 2; i++) {
+		event_del(t->d[i].rev);
+		event_del(t->d[i].wev);
+	}
+	event_del(t->timer);
+	if (t->cb != NULL)
+		t->cb(why, t->d[0].bytes, t->d[1].bytes, t->arg);
+	tunnel_free(t);
+}
+
+void
+tunnel_close(struct tunnel *t, enum reason why)
+{
+	tunnel_end(t, why);
+}
+
+uint64_t
+tunnel_bytes_up(const struct tunnel *t)
+{
+	return t->d[0].bytes;
+}
+
+uint64_t
+tunnel_bytes_down(const struct tunnel *t)
+{
+	return t->d[1].bytes;
+}
+
+static void
+count(struct dir *d, size_t n)
+{
+	struct tunnel *t = d->t;
+
+	d->bytes += n;
+	t->last_ms = mono_msec();
+	if (t->o.bytes_total != NULL)
+		*t->o.bytes_total += n;
+	if (d->up && t->o.bytes_up_total != NULL)
+		*t->o.bytes_up_total += n;
+	if (!d->up && t->o.bytes_down_total != NULL)
+		*t->o.bytes_down_total += n;
+}
+
+static void
+timer_arm(struct tunnel *t)
+{
+	uint64_t now = mono_msec();
+	uint64_t idle_at = t->last_ms + t->o.idle_ms;
+	uint64_t life_at = t->start_ms + t->o.lifetime_ms;
+	uint64_t at = idle_at < life_at ? idle_at : life_at;
+	uint64_t wait = at > now ? at - now : 0;
+	struct timeval tv = { (time_t)(wait / 1000), (suseconds_t)((wait % 1000) * 1000) };
+
+	evtimer_add(t->timer, &tv);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tunnel *t = arg;
+	uint64_t now = mono_msec();
+
+	if (now >= t->start_ms + t->o.lifetime_ms) {
+		tunnel_end(t, REASON_CLOSE_LIFETIME);
+		return;
+	}
+	if (now >= t->last_ms + t->o.idle_ms) {
+		/* An origin that never answered an HTTP request timed out, not "idle". */
+		tunnel_end(t, t->o.http && t->d[1].want_head ? REASON_UPSTREAM_TIMEOUT :
+		    REASON_CLOSE_IDLE);
+		return;
+	}
+	timer_arm(t);
+}
+
+/* The direction ended cleanly (EOF passed on). */
+static void
+dir_finish(struct dir *d)
+{
+	struct tunnel *t = d->t;
+
+	d->done = true;
+	event_del(d->rev);
+	event_del(d->wev);
+	pipe_put(t->pool, d->pipe, d->inpipe == 0);
+	if (t->first_close == REASON_ALLOWED)
+		t->first_close = d->up ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
+	if (t->o.http) {
+		/* The exchange is over when the response is delivered. */
+		if (!d->up)
+			tunnel_end(t, REASON_CLOSE_UPSTREAM);
+		return;
+	}
+	if (shutdown(d->dst, SHUT_WR) != 0 && errno != ENOTCONN)
+		log_debug("tunnel: shutdown: %s", strerror(errno));
+	if (t->d[0].done && t->d[1].done)
+		tunnel_end(t, t->first_close);
+}
+
+/* Write pending user-space bytes; returns 1 flushed, 0 would block, -1 error. */
+static int
+flush_buf(struct dir *d)
+{
+	while (d->boff < d->blen) {
+		ssize_t n = send(d->dst, d->buf + d->boff, d->blen - d->boff,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		d->boff += (size_t)n;
+		count(d, (size_t)n);
+	}
+	d->boff = d->blen = 0;
+	return 1;
+}
+
+static int
+flush_pipe(struct dir *d)
+{
+	while (d->inpipe > 0) {
+		ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			if (errno == EAGAIN)
+				return 0;
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			return -1;
+		d->inpipe -= (size_t)n;
+		count(d, (size_t)n);
+	}
+	return 1;
+}
+
+static bool
+ensure_buf(struct dir *d, size_t cap)
+{
+	if (d->bcap >= cap)
+		return true;
+	char *nb = realloc(d->buf, cap);
+	if (nb == NULL)
+		return false;
+	d->buf = nb;
+	d->bcap = cap;
+	return true;
+}
+
+/* Response head handling (HTTP mode, upstream->client): accumulate, check, rebuild. */
+static int
+take_head(struct dir *d, const char *p, size_t n, enum reason *why)
+{
+	size_t head_len = 0;
+	int status = 0;
+
+	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + 1)) == NULL) {
+		*why = REASON_INTERNAL_ERROR;
+		return -1;
+	}
+	if (n > EGRESS_RESPONSE_HEAD_MAX + 1 - d->headlen)
+		n = EGRESS_RESPONSE_HEAD_MAX + 1 - d->headlen;
+	memcpy(d->head + d->headlen, p, n);
+	d->headlen += n;
+	switch (http_check_response(d->head, d->headlen, &head_len, &status, why)) {
+	case HTTP_PARSE_INCOMPLETE:
+		return 0;
+	case HTTP_PARSE_ERROR:
+		return -1;
+	case HTTP_PARSE_OK:
+		break;
+	}
+	size_t rest = d->headlen - head_len;
+	if (!ensure_buf(d, EGRESS_RESPONSE_HEAD_MAX + 256 + rest)) {
+		*why = REASON_INTERNAL_ERROR;
+		return -1;
+	}
+	size_t m = http_build_response_head(d->head, head_len, d->buf, d->bcap - rest);
+	if (m == 0) {
+		*why = REASON_RESPONSE_TOO_LARGE;
+		return -1;
+	}
+	memcpy(d->buf + m, d->head + head_len, rest);
+	d->boff = 0;
+	d->blen = m + rest;
+	d->want_head = false;
+	free(d->head);
+	d->head = NULL;
+	return 1;
+}
+
+static void
+dir_fail(struct dir *d, enum reason why)
+{
+	tunnel_end(d->t, why);
+}
+
+static enum reason
+io_error_reason(struct dir *d, bool reading)
+{
+	int e = errno;
+	bool client_side = reading ? d->up : !d->up;
+
+	if (e == ECONNRESET || e == EPIPE)
+		return client_side ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
+	return REASON_CLOSE_ERROR;
+}
+
+static void
+dir_run(struct dir *d)
+{
+	struct tunnel *t = d->t;
+	enum reason why;
+	int r;
+
+	for (int round = 0; round < TUNNEL_ROUNDS; round++) {
+		if (d->done)
+			return;
+		/* 1. flush what is pending */
+		r = d->blen > d->boff ? flush_buf(d) : 1;
+		if (r == 1 && d->inpipe > 0)
+			r = flush_pipe(d);
+		if (r < 0) {
+			dir_fail(d, io_error_reason(d, false));
+			return;
+		}
+		if (r == 0) {
+			event_add(d->wev, NULL);
+			return;
+		}
+		/* 2. everything written: pass EOF on, or read more */
+		if (d->eof) {
+			dir_finish(d);
+			return;
+		}
+		if (d->up && t->o.http && d->body == 0) {
+			/* request body complete: never read what follows (a new, unauthorized
+			 * request) */
+			d->done = true;
+			event_del(d->rev);
+			return;
+		}
+		if (d->use_pipe && d->pipe[0] < 0 && pipe_get(t->pool, d->pipe) != 0) {
+			log_debug("tunnel: no pipe (%s); copying through user space",
+			    strerror(errno));
+			d->use_pipe = false;
+		}
+		if (d->use_pipe) {
+			ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, TUNNEL_SPLICE,
+			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0) {
+				if (errno == EAGAIN) {
+					event_add(d->rev, NULL);
+					return;
+				}
+				if (errno == EINTR)
+					continue;
+				dir_fail(d, io_error_reason(d, true));
+				return;
+			}
+			if (n == 0)
+				d->eof = true;
+			d->inpipe = (size_t)n;
+			continue;
+		}
+		if (!ensure_buf(d, TUNNEL_BUF)) {
+			dir_fail(d, REASON_CLOSE_ERROR);
+			return;
+		}
+		size_t want = TUNNEL_BUF;
+		if (d->up && t->o.http && d->body == 1 && d->body_left < want)
+			want = (size_t)d->body_left;
+		ssize_t n = recv(d->src, d->buf, want, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				event_add(d->rev, NULL);
+				return;
+			}
+			if (errno == EINTR)
+				continue;
+			dir_fail(d, io_error_reason(d, true));
+			return;
+		}
+		if (n == 0) {
+			if (!d->up && t->o.http && d->want_head) {
+				dir_fail(d, d->headlen == 0 ? REASON_UPSTREAM_RESET :
+				    REASON_BAD_RESPONSE);
+				return;
+			}
+			if (d->up && t->o.http) {
+				/* The client stopped sending; the response may still come. A body cut
+				 * short is the origin's problem to detect (its framing). */
+				d->done = true;
+				event_del(d->rev);
+				return;
+			}
+			d->eof = true;
+			continue;
+		}
+		t->last_ms = mono_msec();
+		d->boff = 0;
+		d->blen = (size_t)n;
+		if (d->up && t->o.http) {
+			if (d->body == 1) {
+				d->body_left -= (uint64_t)n;
+				if (d->body_left == 0)
+					d->body = 0;
+			} else if (d->body == 2) {
+				bool done = false;
+				long k = http_chunked_feed(&d->ch, d->buf, (size_t)n, &done);
+				if (k < 0) {
+					dir_fail(d, REASON_BAD_FRAMING);
+					return;
+				}
+				d->blen = (size_t)k;
+				if (done)
+					d->body = 0;
+			}
+		} else if (!d->up && d->want_head) {
+			char tmp[TUNNEL_BUF];
+			memcpy(tmp, d->buf, (size_t)n);
+			d->blen = 0;
+			r = take_head(d, tmp, (size_t)n, &why);
+			if (r < 0) {
+				dir_fail(d, why);
+				return;
+			}
+		}
+	}
+	/* Fairness: yield, come back when the loop runs again. */
+	event_active(d->rev, EV_READ, 0);
+}
+
+static void
+ev_read(evutil_socket_t fd, short what, void *arg)
+{
+	dir_run(arg);
+}
+
+static void
+ev_write(evutil_socket_t fd, short what, void *arg)
+{
+	dir_run(arg);
+}
+
+struct tunnel *
+tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
+    const void *to_client, size_t nclient, const void *to_upstream, size_t nupstream,
+    const void *pending, size_t npending, const struct tunnel_opts *opts,
+    tunnel_done_cb cb, void *arg)
+{
+	struct tunnel *t = calloc(1, sizeof(*t));
+
+	if (t == NULL)
+		return NULL;
+	t->base = base;
+	t->pool = pool;
+	t->cfd = cfd;
+	t->ufd = ufd;
+	t->o = *opts;
+	if (t->o.http)
+		t->o.splice = false;
+	if (t->o.idle_ms == 0)
+		t->o.idle_ms = 300000;
+	if (t->o.lifetime_ms == 0)
+		t->o.lifetime_ms = UINT32_MAX;
+	t->start_ms = t->last_ms = mono_msec();
+	t->cb = cb;
+	t->arg = arg;
+	t->first_close = REASON_ALLOWED;
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = &t->d[i];
+		const void *pre = i == 0 ? to_upstream : to_client;
+		size_t npre = i == 0 ? nupstream : nclient;
+
+		d->t = t;
+		d->up = i == 0;
+		d->src = i == 0 ? cfd : ufd;
+		d->dst = i == 0 ? ufd : cfd;
+		d->pipe[0] = d->pipe[1] = -1;
+		d->use_pipe = t->o.splice;
+		d->rev = event_new(base, d->src, EV_READ, ev_read, d);
+		d->wev = event_new(base, d->dst, EV_WRITE, ev_write, d);
+		if (d->rev == NULL || d->wev == NULL)
+			goto fail;
+		if (npre > 0) {
+			if (!ensure_buf(d, npre > TUNNEL_BUF ? npre : TUNNEL_BUF))
+				goto fail;
+			memcpy(d->buf, pre, npre);
+			d->blen = npre;
+		}
+	}
+	struct dir *c2u = &t->d[0];
+	if (t->o.http) {
+		c2u->body = t->o.req_body;
+		c2u->body_left = t->o.req_body_len;
+		if (t->o.req_body == 1 && t->o.req_body_len == 0)
+			c2u->body = 0;
+		http_chunked_init(&c2u->ch);
+		t->d[1].want_head = true;
+		/* Client bytes after the head are request body: frame them, drop the excess
+		 * (it would be a pipelined request, which is a new hop). */
+		if (npending > 0 && c2u->body == 1) {
+			if (npending > c2u->body_left)
+				npending = (size_t)c2u->body_left;
+			c2u->body_left -= npending;
+			if (c2u->body_left == 0)
+				c2u->body = 0;
+		} else if (npending > 0 && c2u->body == 2) {
+			bool done = false;
+			long k = http_chunked_feed(&c2u->ch, pending, npending, &done);
+			if (k < 0) {
+				errno = EINVAL;
+				goto fail;
+			}
+			npending = (size_t)k;
+			if (done)
+				c2u->body = 0;
+		} else {
+			npending = 0;
+		}
+	}
+	if (npending > 0) {
+		if (!ensure_buf(c2u, c2u->blen + npending > TUNNEL_BUF ? c2u->blen + npending :
+		    TUNNEL_BUF))
+			goto fail;
+		memcpy(c2u->buf + c2u->blen, pending, npending);
+		c2u->blen += npending;
+	}
+	/* Start from the loop, never from inside tunnel_new (the caller's state must be
+	 * consistent before the callback can fire). */
+	t->timer = evtimer_new(base, timer_cb, t);
+	if (t->timer == NULL)
+		goto fail;
+	timer_arm(t);
+	event_active(t->d[0].rev, EV_READ, 0);
+	event_active(t->d[1].rev, EV_READ, 0);
+	return t;
+fail:
+	t->cfd = t->ufd = -1;        /* the caller keeps the fds */
+	tunnel_free(t);
+	return NULL;
+}

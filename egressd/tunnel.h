@@ -1,0 +1,90 @@
+/*
+ * tunnel - relay bytes both ways between a client socket and an upstream socket.
+ *
+ * Owns: both sockets once tunnel_new succeeded (closed when the tunnel ends), the per-
+ * direction buffers, and the splice pipes it borrows from a struct pipe_pool.
+ * Callers: egressd/session (CONNECT after 200; absolute-form HTTP after the response head).
+ *
+ * Behaviour (why):
+ * - Backpressure: a direction reads from its source only when everything read before
+ *   was written to its destination, so at most one buffer (or one pipe) per direction is
+ *   in flight whatever the peers do; memory per tunnel is bounded.
+ * - Half-close: EOF from one side is passed on as shutdown(SHUT_WR) to the other after
+ *   the pending bytes are written; the tunnel ends when both directions ended.
+ * - idle_ms without a byte moving either way ends it (CLOSE_IDLE); lifetime_ms ends it
+ *   regardless (CLOSE_LIFETIME).
+ * - Splice mode moves bytes socket -> pipe -> socket with splice(2) (no copy through user
+ *   space). Pipes are taken lazily when a direction first has data and returned to a
+ *   bounded pool when they are empty (two pipe fds per direction would otherwise double
+ *   the fd budget of every tunnel: the hard limit here is 20,000 fds). When no pipe can
+ *   be had (EMFILE), that direction copies through a buffer instead. Copy mode always
+ *   uses the buffer (read/send).
+ */
+#ifndef EGRESS_TUNNEL_H
+#define EGRESS_TUNNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/reasons.h"
+
+struct event_base;
+struct tunnel;
+struct pipe_pool;
+
+/* max_idle pipes kept for reuse; pipes in use are not limited here (one per direction). */
+struct pipe_pool *pipe_pool_new(size_t max_idle);
+void pipe_pool_free(struct pipe_pool *p);
+size_t pipe_pool_idle(const struct pipe_pool *p);
+size_t pipe_pool_in_use(const struct pipe_pool *p);
+
+struct tunnel_opts {
+	bool splice;
+	uint64_t idle_ms;
+	uint64_t lifetime_ms;
+	uint64_t *bytes_total;      /* optional: add every byte moved (grant budget, metrics) */
+	uint64_t *bytes_up_total;   /* optional: client -> upstream bytes (metrics) */
+	uint64_t *bytes_down_total; /* optional: upstream -> client bytes (metrics) */
+	/*
+	 * Absolute-form HTTP exchange (copy mode always): client -> upstream carries only the
+	 * request body (req_body: 0 none, 1 req_body_len bytes, 2 chunked, framed by
+	 * http_chunked_feed); anything the client sends after it is never forwarded (the next
+	 * request would be a new hop needing its own authorization). Upstream -> client: the
+	 * response head is checked and rebuilt (hop-by-hop headers out, Connection: close),
+	 * then the body passes until the origin closes. The tunnel ends when the response is
+	 * delivered. A bad or missing response head before any byte reached the client is
+	 * answered with its refusal (502 bad_response / response_too_large, 504
+	 * upstream_timeout).
+	 */
+	bool http;
+	int req_body;
+	uint64_t req_body_len;
+};
+
+/*
+ * Called once when the tunnel ends (never from inside tunnel_new). up = bytes written to
+ * upstream, down = bytes written to the client. The tunnel is freed right after the
+ * callback returns; the callback must not call tunnel_close.
+ */
+typedef void (*tunnel_done_cb)(enum reason why, uint64_t up, uint64_t down, void *arg);
+
+/*
+ * Start relaying. to_client (the "200 Connection Established" line), to_upstream (the
+ * rebuilt request head) and pending (client bytes that arrived after the request head;
+ * in HTTP mode framed as request body, the excess dropped) are delivered first; each may
+ * be NULL/0 and is copied. Returns NULL on ENOMEM or a malformed pending body (the caller
+ * still owns the fds then).
+ */
+struct tunnel *tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
+    const void *to_client, size_t nclient, const void *to_upstream, size_t nupstream,
+    const void *pending, size_t npending, const struct tunnel_opts *opts,
+    tunnel_done_cb cb, void *arg);
+
+/* End now with why (CLOSE_REVOKED, CLOSE_SHUTDOWN): runs the callback, frees. */
+void tunnel_close(struct tunnel *t, enum reason why);
+
+uint64_t tunnel_bytes_up(const struct tunnel *t);
+uint64_t tunnel_bytes_down(const struct tunnel *t);
+
+#endif
