@@ -535,6 +535,10 @@ changes_to_json(const struct changeset *cs)
 		    json_null());
 		json_object_set_new(o, "upper", c->upper_kind ? json_string(c->upper_kind) :
 		    json_null());
+		/* Ignored files and paths git did not report have no hunk in candidate.diff:
+		 * say so rather than let the diff look complete. */
+		json_object_set_new(o, "in_diff", json_boolean(c->git_status != NULL &&
+		    strcmp(c->git_status, "ignored") != 0));
 		json_array_append_new(a, o);
 	}
 	return a;

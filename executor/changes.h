@@ -62,7 +62,8 @@ void changes_free(struct changeset *cs);
 int changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo_out,
     git_diff **out, char *err, size_t errlen);
 
-/* JSON array of {"path", "old_path"?, "git", "upper"}; paths that are not valid UTF-8 or
+/* JSON array of {"path", "old_path"?, "git", "upper", "in_diff"} (in_diff: whether
+ * candidate.diff carries a hunk for it: not for ignored files or upper-only paths); paths that are not valid UTF-8 or
  * hold control characters are written with \xNN escapes (display only). New reference. */
 json_t *changes_to_json(const struct changeset *cs);
 

@@ -1,0 +1,343 @@
+/*
+ * artifacts - atomic, hashed, bounded output files (see executor/artifacts.h).
+ */
+#define _GNU_SOURCE
+#include "executor/artifacts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "executor/changes.h"
+
+static int
+sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+		return -1;
+	hex_encode(md, 32, out);
+	return 0;
+}
+
+int
+artifact_sha256_file(const char *path, char out[65], uint64_t *size)
+{
+	EVP_MD_CTX *ctx = NULL;
+	unsigned char md[EVP_MAX_MD_SIZE], buf[65536];
+	unsigned int mdlen = 0;
+	uint64_t total = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int rc = -1;
+
+	if (fd < 0)
+		return -1;
+	ctx = EVP_MD_CTX_new();
+	if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		goto out;
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto out;
+		if (r == 0)
+			break;
+		if (EVP_DigestUpdate(ctx, buf, (size_t)r) != 1)
+			goto out;
+		total += (uint64_t)r;
+	}
+	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
+		goto out;
+	hex_encode(md, 32, out);
+	*size = total;
+	rc = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	close(fd);
+	return rc;
+}
+
+int
+artifact_write(const char *out_dir, const char *name, const void *data, size_t len,
+    struct artifact *a, char *err, size_t errlen)
+{
+	char tmp[EGRESS_PATH_MAX], final[EGRESS_PATH_MAX];
+	const char *p = data;
+	size_t off = 0;
+	int fd;
+
+	memset(a, 0, sizeof(*a));
+	if (strlen(name) >= sizeof(a->name) || strchr(name, '/') != NULL) {
+		snprintf(err, errlen, "artifact name '%s' invalid", name);
+		return -1;
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", out_dir, name) >= (int)sizeof(tmp) ||
+	    snprintf(final, sizeof(final), "%s/%s", out_dir, name) >= (int)sizeof(final)) {
+		snprintf(err, errlen, "output folder path too long");
+		return -1;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "create %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	while (off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			snprintf(err, errlen, "write %s: %s", tmp, w < 0 ? strerror(errno) : "short");
+			goto fail;
+		}
+		off += (size_t)w;
+	}
+	/* Readable by the person who asked for the run; the folder's mode decides who else. */
+	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+		snprintf(err, errlen, "sync %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		snprintf(err, errlen, "close %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, final) != 0) {
+		snprintf(err, errlen, "rename to %s: %s", final, strerror(errno));
+		goto fail;
+	}
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	a->size = len;
+	if (sha256_hex(data, len, a->sha256) != 0) {
+		snprintf(err, errlen, "sha256 failed");
+		return -1;
+	}
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+/* A growing buffer that refuses to pass its maximum. */
+struct bbuf {
+	char *p;
+	size_t len, cap;
+	uint64_t max;
+	uint64_t wanted;        /* bytes offered in total (may exceed max) */
+	bool over;
+	bool oom;
+};
+
+static int
+bbuf_add(struct bbuf *b, const void *d, size_t n)
+{
+	b->wanted += n;
+	if (b->wanted > b->max) {
+		b->over = true;
+		return -1;
+	}
+	if (b->len + n > b->cap) {
+		size_t ncap = b->cap ? b->cap : 4096;
+		while (ncap < b->len + n)
+			ncap *= 2;
+		char *np = realloc(b->p, ncap);
+		if (np == NULL) {
+			b->oom = true;
+			return -1;
+		}
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->len, d, n);
+	b->len += n;
+	return 0;
+}
+
+static int
+diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
+    const git_diff_line *line, void *payload)
+{
+	struct bbuf *b = payload;
+
+	(void)delta;
+	(void)hunk;
+	if (line->origin == GIT_DIFF_LINE_CONTEXT || line->origin == GIT_DIFF_LINE_ADDITION ||
+	    line->origin == GIT_DIFF_LINE_DELETION) {
+		char o = line->origin;
+		if (bbuf_add(b, &o, 1) != 0)
+			return GIT_EUSER;
+	}
+	if (bbuf_add(b, line->content, line->content_len) != 0)
+		return GIT_EUSER;
+	return 0;
+}
+
+enum diff_outcome
+artifacts_write_diff(const char *out_dir, const char *repo_dir, const char *merged_dir,
+    uint64_t max_bytes, struct artifact *a, uint64_t *needed, char *err, size_t errlen)
+{
+	git_repository *repo = NULL;
+	git_diff *diff = NULL;
+	struct bbuf b = { .max = max_bytes };
+	enum diff_outcome rc = DIFF_ERROR;
+	int grc;
+
+	memset(a, 0, sizeof(*a));
+	*needed = 0;
+	if (changes_diff(repo_dir, merged_dir, &repo, &diff, err, errlen) != 0)
+		return DIFF_ERROR;
+	grc = git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_line_cb, &b);
+	if (b.over) {
+		*needed = b.wanted;
+		snprintf(err, errlen, "candidate diff exceeds %llu bytes",
+		    (unsigned long long)max_bytes);
+		rc = DIFF_TOO_LARGE;
+		goto out;
+	}
+	if (b.oom || grc != 0) {
+		const git_error *e = git_error_last();
+		snprintf(err, errlen, "diff: %s", b.oom ? "out of memory" :
+		    e && e->message ? e->message : "libgit2 error");
+		goto out;
+	}
+	*needed = b.len;
+	if (artifact_write(out_dir, "candidate.diff", b.p ? b.p : "", b.len, a, err,
+	    errlen) != 0)
+		goto out;
+	rc = DIFF_WRITTEN;
+out:
+	free(b.p);
+	git_diff_free(diff);
+	git_repository_free(repo);
+	return rc;
+}
+
+int
+artifacts_write_log(const char *out_dir, const char *name, const char *data, size_t len,
+    bool truncated, struct artifact *a, char *err, size_t errlen)
+{
+	char marker[128];
+	size_t ml = 0, total;
+	char *buf;
+	int rc;
+
+	if (truncated)
+		ml = (size_t)snprintf(marker, sizeof(marker), ARTIFACT_TRUNC_MARKER,
+		    (unsigned long long)len);
+	if (ckd_add_sz(&total, len, ml) || (buf = malloc(total ? total : 1)) == NULL) {
+		snprintf(err, errlen, "%s: out of memory", name);
+		return -1;
+	}
+	if (len)
+		memcpy(buf, data, len);
+	if (ml)
+		memcpy(buf + len, marker, ml);
+	rc = artifact_write(out_dir, name, buf, total, a, err, errlen);
+	a->truncated = truncated;
+	free(buf);
+	return rc;
+}
+
+static bool
+record_matches(const char *line, size_t len, const char *principal, const char *grant_id)
+{
+	json_error_t je;
+	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	const char *s;
+	bool ok = false;
+
+	if (o == NULL || !json_is_object(o)) {
+		json_decref(o);
+		return false;
+	}
+	if (principal && principal[0] && (s = json_string_value(json_object_get(o,
+	    "principal"))) != NULL && strcmp(s, principal) == 0)
+		ok = true;
+	if (grant_id && grant_id[0] && (s = json_string_value(json_object_get(o,
+	    "grant_id"))) != NULL && strcmp(s, grant_id) == 0)
+		ok = true;
+	json_decref(o);
+	return ok;
+}
+
+int
+artifacts_write_decisions(const char *out_dir, const char *decisions_path,
+    const char *principal, const char *grant_id, struct artifact *a, char *err,
+    size_t errlen)
+{
+	struct bbuf b = { .max = EGRESS_DECISIONS_ARTIFACT_MAX };
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	bool cut = false;
+	int rc;
+
+	if (decisions_path == NULL || decisions_path[0] == '\0')
+		return artifact_write(out_dir, "decisions.jsonl", "", 0, a, err, errlen);
+	f = fopen(decisions_path, "re");
+	if (f == NULL) {
+		snprintf(err, errlen, "decision log %s: %s", decisions_path, strerror(errno));
+		return -1;
+	}
+	while ((n = getline(&line, &cap, f)) > 0) {
+		/* A record longer than the log's own maximum is not one of ours. */
+		if ((size_t)n > EGRESS_LOG_RECORD_MAX + 1)
+			continue;
+		if (!record_matches(line, (size_t)n, principal, grant_id))
+			continue;
+		if (bbuf_add(&b, line, (size_t)n) != 0) {
+			cut = !b.oom;
+			break;
+		}
+		if (line[n - 1] != '\n' && bbuf_add(&b, "\n", 1) != 0) {
+			cut = !b.oom;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	if (b.oom) {
+		free(b.p);
+		snprintf(err, errlen, "decisions: out of memory");
+		return -1;
+	}
+	if (cut) {
+		static const char m[] = "{\"egress_exec\":\"truncated\",\"reason\":"
+		    "\"decisions.jsonl reached its bound\"}\n";
+		b.max = UINT64_MAX;
+		if (bbuf_add(&b, m, sizeof(m) - 1) != 0) {
+			free(b.p);
+			snprintf(err, errlen, "decisions: out of memory");
+			return -1;
+		}
+	}
+	rc = artifact_write(out_dir, "decisions.jsonl", b.p ? b.p : "", b.len, a, err, errlen);
+	a->truncated = cut;
+	free(b.p);
+	return rc;
+}
+
+json_t *
+artifact_to_json(const struct artifact *a)
+{
+	json_t *o = json_pack("{s:s, s:I, s:s}", "name", a->name, "size", (json_int_t)a->size,
+	    "sha256", a->sha256);
+
+	if (o != NULL && a->truncated)
+		json_object_set_new(o, "truncated", json_true());
+	return o;
+}
