@@ -2,7 +2,7 @@
  * env - the worker's environment, built from nothing.
  *
  * Owns: the rules for which variables may reach a worker (the credential-name table and the
- * container-socket value check, documented in docs/sandbox.md "Environment").
+ * container-socket value check, below; docs/sandbox.md links here).
  * Callers: admission (env_name_check on a preset's allowlist, before anything runs),
  * executor/sandbox.c / cmd_run (env_build, whose result goes to sandbox_spec.envp).
  *
@@ -18,6 +18,37 @@
  *    URL, or a tcp:// URL on the Docker daemon ports 2375/2376 is refused:
  *    REASON_ADM_ENV_SOCKET.
  *  - Messages name the variable, never its value.
+ *
+ * The name table (case-insensitive; the source is the arrays at the top of env.c):
+ *
+ *   kind       entries                                          why
+ *   exact      GITHUB_TOKEN GH_TOKEN GH_ENTERPRISE_TOKEN        forge tokens
+ *              GITHUB_ENTERPRISE_TOKEN NPM_TOKEN NODE_AUTH_TOKEN  package registry tokens
+ *              SSH_AUTH_SOCK                                    host SSH agent
+ *              KUBECONFIG GOOGLE_APPLICATION_CREDENTIALS        cluster / cloud credential files
+ *              NETRC GNUPGHOME GPG_AGENT_INFO                   password / key stores
+ *              DBUS_SESSION_BUS_ADDRESS DBUS_SYSTEM_BUS_ADDRESS host IPC buses (unix sockets)
+ *              XDG_RUNTIME_DIR                                  holds the user's sockets (podman...)
+ *              GIT_ASKPASS GIT_SSH GIT_SSH_COMMAND              git credential paths
+ *              GIT_CREDENTIAL_HELPER
+ *              CONTAINER_HOST CONTAINER_SSHKEY                  podman remote
+ *              CONTAINERD_ADDRESS BUILDKIT_HOST                 container runtimes
+ *   reserved   HTTP_PROXY HTTPS_PROXY FTP_PROXY ALL_PROXY       set by egress-exec; host proxy
+ *              NO_PROXY RSYNC_PROXY SOCKS_PROXY SOCKS5_PROXY     URLs may carry user:password
+ *              GIT_PROXY_COMMAND WS_PROXY WSS_PROXY
+ *   prefix     GITLAB_ SSH_ AWS_ AZURE_ GCP_ GCLOUD_ CLOUDSDK_   credential-bearing families
+ *              DOCKER_ KUBE_ PYPI_ TWINE_ NPM_CONFIG__AUTH
+ *              VAULT_ GIT_CONFIG_ GPG_ PODMAN_
+ *   word       TOKEN(S) SECRET(S) PASSWORD(S) PASSWD PASS      any '_'-separated word: covers
+ *              PASSPHRASE CREDENTIAL(S) CREDS APIKEY KEY(S)     *_TOKEN *_SECRET *_PASSWORD
+ *              AUTH AUTHTOKEN COOKIE(S) PRIVATE SESSION         *_PASSWD *_KEY *_API_KEY
+ *              NETRC KUBECONFIG                                 *_CREDENTIALS and mid-name uses
+ *   suffix     TOKEN SECRET PASSWORD PASSWD CREDENTIALS APIKEY  glued names (GHTOKEN, DBPASSWORD)
+ *
+ * Value fragments refused (case-insensitive substring): docker.sock containerd.sock
+ * podman.sock crio.sock cri-dockerd.sock buildkitd.sock dockershim.sock /run/docker
+ * /run/containerd /run/podman /run/crio /run/buildkit unix: npipe: ; and any URL
+ * ("://") with port :2375 or :2376 (Docker daemon TCP).
  *  - Then: HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy = proxy_url and NO_PROXY,
  *    no_proxy = "" when networked; PATH, HOME, LANG from env_opts (defaults below) unless
  *    the allowlist copied PATH or LANG (HOME is always the sandbox home).
