@@ -16,6 +16,9 @@ struct orchestrate_opts {
 	const char *egressd_control;   /* control socket of a running egressd, or NULL: embedded */
 	const char *trusted_models;    /* file of trusted model destinations (model_only), or NULL */
 	const char *const *caller_env; /* explicit caller environment NAME=VALUE, NULL-terminated */
+	/* Optional, appended (zero-initialized callers keep working); passed to sandbox_spec. */
+	const char *const *egressd_settings; /* extra [egressd] lines for the embedded egressd */
+	const char *net_pool;          /* veth address pool, NULL = the sandbox default */
 };
 
 /* Returns an exit code from enum exec_exit (executor/sandbox.h) and writes manifest.json
