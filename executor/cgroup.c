@@ -648,14 +648,23 @@ cgroup_create(const char *root, const char *run_id, const struct cgroup_limits *
 		goto fail;
 	if (pr.version == CGROUP_VERSION_2) {
 		char parent[EGRESS_PATH_MAX];
-		if (v2_enable(root, err, errlen) != 0 ||
-		    make_group_dir(root, run_id, cg->dirs[0], &cg->created[0], err, errlen) != 0)
+		/* Controllers must be enabled top-down before the run's group exists: root ->
+		 * egress/ -> egress/<run-id> gets cpu.max, memory.max, pids.max. */
+		if (v2_enable(root, err, errlen) != 0)
 			goto fail;
-		/* The parent existed or was made above; enable controllers for our group. */
-		if (path_join(parent, root, CGROUP_PARENT) != 0 || v2_enable(parent, err, errlen) != 0)
+		if (path_join(parent, root, CGROUP_PARENT) != 0) {
+			errf(err, errlen, "cgroup: path too long");
 			goto fail;
-		/* Controllers enabled after our mkdir still apply to our (empty) group. */
-		if (v2_apply(cg, limits, err, errlen) != 0)
+		}
+		if (mkdir(parent, 0755) == 0) {
+			after_mkdir(parent);
+		} else if (errno != EEXIST) {
+			errf(err, errlen, "cgroup: mkdir %s: %s", parent, strerror(errno));
+			goto fail;
+		}
+		if (v2_enable(parent, err, errlen) != 0 ||
+		    make_group_dir(root, run_id, cg->dirs[0], &cg->created[0], err, errlen) != 0 ||
+		    v2_apply(cg, limits, err, errlen) != 0)
 			goto fail;
 	} else {
 		for (size_t i = 0; i < cg->ndirs; i++) {
@@ -731,7 +740,8 @@ procs_has(const char *dir, const char *file, pid_t pid)
 	for (char *p = buf; *p != '\0';) {
 		uint64_t v;
 		size_t n = strcspn(p, "\n");
-		if (n > 0 && parse_u64(p, false, &v) == 0 && v == (uint64_t)pid)
+		/* Only whole lines: a read cut at the buffer end must not yield a shorter pid. */
+		if (p[n] == '\n' && n > 0 && parse_u64(p, false, &v) == 0 && v == (uint64_t)pid)
 			return 1;
 		p += n;
 		if (*p == '\n')
@@ -750,7 +760,8 @@ cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen)
 		errf(err, errlen, "cgroup: invalid pid");
 		return -1;
 	}
-	snprintf(s, sizeof(s), "%d", (int)who);
+	/* "0" means the writing process to the kernel, whatever pid namespace it is in. */
+	snprintf(s, sizeof(s), "%d\n", (int)pid);
 	for (size_t i = 0; i < cg->ndirs; i++) {
 		if (cg_write(cg->dirs[i], "cgroup.procs", s) != 0) {
 			errf(err, errlen, "cgroup: attaching pid %d to %s: %s", (int)who, cg->dirs[i],
@@ -818,8 +829,8 @@ kill_listed(const char *dir, const char *file)
 		uint64_t v;
 		size_t len = strcspn(p, "\n");
 		/* Never pid 0/1 or ourselves: a corrupt read must not signal the wrong thing. */
-		if (len > 0 && parse_u64(p, false, &v) == 0 && v > 1 && v <= INT32_MAX &&
-		    (pid_t)v != getpid()) {
+		if (p[len] == '\n' && len > 0 && parse_u64(p, false, &v) == 0 && v > 1 &&
+		    v <= INT32_MAX && (pid_t)v != getpid()) {
 			if (kill((pid_t)v, SIGKILL) == 0)
 				n++;
 		}

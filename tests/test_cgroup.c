@@ -233,7 +233,17 @@ test_v2_create_limits(void **state)
 
 	/* attach: the pid is written and read back */
 	assert_int_equal(cgroup_attach(cg, 4242, err, sizeof(err)), 0);
-	assert_string_equal(get(dir, "cgroup.procs", buf, sizeof(buf)), "4242");
+	assert_string_equal(get(dir, "cgroup.procs", buf, sizeof(buf)), "4242\n");
+	/* a fake kernel that does not list the pid afterwards: attach must fail */
+	put(dir, "cgroup.procs", "");
+	char procs[4200];
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	assert_int_equal(unlink(procs), 0);
+	assert_int_equal(symlink("/dev/null", procs), 0);
+	assert_int_equal(cgroup_attach(cg, 4242, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not listed"));
+	assert_int_equal(unlink(procs), 0);
+	put(dir, "cgroup.procs", "4242\n");
 
 	/* usage */
 	put(dir, "cpu.stat", "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n");
@@ -352,7 +362,8 @@ test_v2_kill_fallback(void **state)
 			sleep(1);
 		_exit(0);
 	}
-	snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)child);
+	/* an unterminated last entry (a read cut short) is never taken for a pid */
+	snprintf(pidbuf, sizeof(pidbuf), "%d\n1", (int)child);
 	put(dir, "cgroup.procs", pidbuf);
 	put(dir, "cgroup.events", "populated 1\nfrozen 1\n");
 	int st = 0;
@@ -683,6 +694,45 @@ test_v1_real_cleanup_leftover(void **state)
 	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0);
 }
 
+static void
+test_v1_real_self_attach(void **state)
+{
+	(void)state;
+	if (!v1_available())
+		skip();
+	char err[512] = "";
+	struct cgroup_limits lim = { .cpu_millicores = 200, .memory_bytes = 32u << 20, .pids = 8 };
+	make_run_id("self");
+	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
+	if (cg == NULL)
+		fail_msg("create: %s", err);
+	/* the child attaches itself (pid 0) and checks it is listed, then waits to be killed */
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char e[256];
+		close(p[0]);
+		char r = cgroup_attach(cg, 0, e, sizeof(e)) == 0 ? 'y' : 'n';
+		if (write(p[1], &r, 1) != 1)
+			_exit(1);
+		for (int i = 0; i < 600; i++)
+			sleep(1);
+		_exit(0);
+	}
+	close(p[1]);
+	char r = 0;
+	assert_int_equal(read(p[0], &r, 1), 1);
+	close(p[0]);
+	assert_int_equal(r, 'y');
+	assert_false(cgroup_empty(cg));
+	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0); /* kills, then removes */
+	int st = 0;
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFSIGNALED(st));
+}
+
 int
 main(void)
 {
@@ -698,6 +748,7 @@ main(void)
 		cmocka_unit_test(test_v1_real_oom),
 		cmocka_unit_test(test_v1_real_pids_limit),
 		cmocka_unit_test(test_v1_real_cleanup_leftover),
+		cmocka_unit_test(test_v1_real_self_attach),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
