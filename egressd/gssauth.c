@@ -1,0 +1,257 @@
+/* gssauth.c - SPNEGO tokens in worker threads, delivered on the loop (see gssauth.h). */
+#define _GNU_SOURCE
+#include "egressd/gssauth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <gssapi/gssapi.h>
+#include <gssapi/gssapi_ext.h>
+#include <gssapi/gssapi_krb5.h>
+#include <openssl/evp.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define GSS_TOKEN_MAX 16384
+
+struct gss_req {
+	struct gssauth *g;
+	char host[256];
+	char *keytab, *ccache, *principal;
+	gss_cb cb;
+	void *arg;
+	int cancelled;          /* loop thread only */
+	int wfd;                /* the pipe's write end, copied so the thread never touches g */
+	/* filled by the thread */
+	char *token;
+	char err[256];
+	struct gss_req *next;   /* pending list, loop thread only */
+};
+
+struct gssauth {
+	struct event_base *base;
+	int pipefd[2];          /* threads write finished request pointers */
+	struct event *ev;
+	struct gss_req *pending;
+};
+
+static void
+req_free(struct gss_req *r)
+{
+	if (r == NULL)
+		return;
+	if (r->token != NULL) {
+		secret_wipe(r->token, strlen(r->token));
+		free(r->token);
+	}
+	free(r->keytab);
+	free(r->ccache);
+	free(r->principal);
+	free(r);
+}
+
+static void
+gss_errtext(OM_uint32 maj, OM_uint32 min, char *out, size_t len)
+{
+	OM_uint32 ctx = 0, m;
+	gss_buffer_desc b = GSS_C_EMPTY_BUFFER;
+	size_t off = 0;
+
+	out[0] = '\0';
+	gss_display_status(&m, maj, GSS_C_GSS_CODE, GSS_C_NO_OID, &ctx, &b);
+	off += (size_t)snprintf(out, len, "%.*s", (int)b.length, (const char *)b.value);
+	gss_release_buffer(&m, &b);
+	if (min != 0 && off < len) {
+		ctx = 0;
+		gss_display_status(&m, min, GSS_C_MECH_CODE, GSS_C_NO_OID, &ctx, &b);
+		snprintf(out + off, len - off, ": %.*s", (int)b.length, (const char *)b.value);
+		gss_release_buffer(&m, &b);
+	}
+}
+
+/* Runs in a worker thread: no libevent calls, no shared state but the request. */
+static void *
+token_thread(void *arg)
+{
+	struct gss_req *r = arg;
+	static gss_OID_desc spnego = { 6, (void *)"\x2b\x06\x01\x05\x05\x02" };
+	OM_uint32 maj, min;
+	char spn[300];
+	gss_buffer_desc nb, out = GSS_C_EMPTY_BUFFER;
+	gss_name_t name = GSS_C_NO_NAME, client = GSS_C_NO_NAME;
+	gss_cred_id_t cred = GSS_C_NO_CREDENTIAL;
+	gss_ctx_id_t ctx = GSS_C_NO_CONTEXT;
+	gss_OID_set_desc mechs = { 1, &spnego };
+
+	snprintf(spn, sizeof(spn), "HTTP@%s", r->host);
+	nb.value = spn;
+	nb.length = strlen(spn);
+	maj = gss_import_name(&min, &nb, GSS_C_NT_HOSTBASED_SERVICE, &name);
+	if (GSS_ERROR(maj)) {
+		gss_errtext(maj, min, r->err, sizeof(r->err));
+		goto out;
+	}
+	if (r->keytab != NULL || r->ccache != NULL || r->principal != NULL) {
+		gss_key_value_element_desc el[2];
+		gss_key_value_set_desc store = { 0, el };
+
+		if (r->keytab != NULL) {
+			el[store.count].key = "client_keytab";
+			el[store.count++].value = r->keytab;
+		}
+		if (r->ccache != NULL) {
+			el[store.count].key = "ccache";
+			el[store.count++].value = r->ccache;
+		}
+		if (r->principal != NULL) {
+			gss_buffer_desc pb = { strlen(r->principal), r->principal };
+			maj = gss_import_name(&min, &pb, GSS_C_NT_USER_NAME, &client);
+			if (GSS_ERROR(maj)) {
+				gss_errtext(maj, min, r->err, sizeof(r->err));
+				goto out;
+			}
+		}
+		maj = gss_acquire_cred_from(&min, client, GSS_C_INDEFINITE, &mechs, GSS_C_INITIATE,
+		    store.count ? &store : GSS_C_NO_CRED_STORE, &cred, NULL, NULL);
+		if (GSS_ERROR(maj)) {
+			gss_errtext(maj, min, r->err, sizeof(r->err));
+			goto out;
+		}
+	}
+	maj = gss_init_sec_context(&min, cred, &ctx, name, &spnego, GSS_C_MUTUAL_FLAG, 0,
+	    GSS_C_NO_CHANNEL_BINDINGS, GSS_C_NO_BUFFER, NULL, &out, NULL, NULL);
+	if (GSS_ERROR(maj) || out.length == 0 || out.length > GSS_TOKEN_MAX) {
+		if (GSS_ERROR(maj))
+			gss_errtext(maj, min, r->err, sizeof(r->err));
+		else
+			snprintf(r->err, sizeof(r->err), "no usable Negotiate token");
+		goto out;
+	}
+	r->token = malloc(10 + 4 * ((out.length + 2) / 3) + 1);
+	if (r->token == NULL) {
+		snprintf(r->err, sizeof(r->err), "out of memory");
+		goto out;
+	}
+	memcpy(r->token, "Negotiate ", 10);
+	EVP_EncodeBlock((unsigned char *)r->token + 10, out.value, (int)out.length);
+out:
+	if (out.length)
+		gss_release_buffer(&min, &out);
+	if (ctx != GSS_C_NO_CONTEXT)
+		gss_delete_sec_context(&min, &ctx, GSS_C_NO_BUFFER);
+	if (cred != GSS_C_NO_CREDENTIAL)
+		gss_release_cred(&min, &cred);
+	if (name != GSS_C_NO_NAME)
+		gss_release_name(&min, &name);
+	if (client != GSS_C_NO_NAME)
+		gss_release_name(&min, &client);
+	/* hand the request back to the loop; a pointer-sized write to a pipe is atomic */
+	if (write(r->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		req_free(r);   /* egressd is shutting down: nobody will read the result */
+	return NULL;
+}
+
+static void
+on_pipe(evutil_socket_t fd, short what, void *arg)
+{
+	struct gssauth *g = arg;
+	struct gss_req *r;
+
+	(void)what;
+	while (read(fd, &r, sizeof(r)) == (ssize_t)sizeof(r)) {
+		struct gss_req **pp;
+		for (pp = &g->pending; *pp != NULL && *pp != r; pp = &(*pp)->next)
+			;
+		if (*pp == r)
+			*pp = r->next;
+		if (!r->cancelled)
+			r->cb(r->token, r->token ? NULL : r->err, r->arg);
+		req_free(r);
+	}
+}
+
+struct gssauth *
+gssauth_new(struct event_base *base)
+{
+	struct gssauth *g = calloc(1, sizeof(*g));
+
+	if (g == NULL)
+		return NULL;
+	g->base = base;
+	if (pipe2(g->pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
+		free(g);
+		return NULL;
+	}
+	/* writers must block rather than lose a result: only the read end is non-blocking */
+	fcntl(g->pipefd[1], F_SETFL, 0);
+	g->ev = event_new(base, g->pipefd[0], EV_READ | EV_PERSIST, on_pipe, g);
+	if (g->ev == NULL || event_add(g->ev, NULL) != 0) {
+		gssauth_free(g);
+		return NULL;
+	}
+	return g;
+}
+
+struct gss_req *
+gssauth_token(struct gssauth *g, const char *proxy_host, const char *keytab,
+    const char *ccache, const char *principal, gss_cb cb, void *arg)
+{
+	struct gss_req *r = calloc(1, sizeof(*r));
+	pthread_t t;
+	pthread_attr_t at;
+
+	if (r == NULL || strlen(proxy_host) >= sizeof(r->host))
+		goto fail;
+	snprintf(r->host, sizeof(r->host), "%s", proxy_host);
+	if ((keytab && !(r->keytab = strdup(keytab))) || (ccache && !(r->ccache = strdup(ccache))) ||
+	    (principal && !(r->principal = strdup(principal))))
+		goto fail;
+	r->g = g;
+	r->wfd = g->pipefd[1];
+	r->cb = cb;
+	r->arg = arg;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, token_thread, r) != 0) {
+		pthread_attr_destroy(&at);
+		goto fail;
+	}
+	pthread_attr_destroy(&at);
+	r->next = g->pending;
+	g->pending = r;
+	return r;
+fail:
+	req_free(r);
+	return NULL;
+}
+
+void
+gssauth_cancel(struct gss_req *r)
+{
+	if (r != NULL)
+		r->cancelled = 1;    /* freed when its thread hands it back */
+}
+
+void
+gssauth_free(struct gssauth *g)
+{
+	if (g == NULL)
+		return;
+	/* Threads still running would write to the pipe: mark their requests cancelled and
+	 * keep the write end open (leaked on purpose) only if any are pending. */
+	for (struct gss_req *r = g->pending; r != NULL; r = r->next)
+		r->cancelled = 1;
+	if (g->ev)
+		event_free(g->ev);
+	close(g->pipefd[0]);
+	if (g->pending == NULL)
+		close(g->pipefd[1]);
+	free(g);
+}

@@ -1,0 +1,251 @@
+/* tlsbridge.c - an https:// proxy connection as a plain socketpair end (tlsbridge.h). */
+#define _GNU_SOURCE
+#include "egressd/tlsbridge.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#define BRIDGE_HIGH_WM (256 * 1024)
+
+struct tlsbridge {
+	struct event_base *base;
+	struct bufferevent *tls;     /* to the proxy */
+	struct bufferevent *app;     /* our socketpair end */
+	int app_peer;                /* the end handed out (-1 once handed out) */
+	tlsbridge_cb cb;
+	void *arg;
+	int connected;
+	int tls_eof, app_eof;
+	struct tlsbridge *next, *prev;
+};
+
+static struct tlsbridge *bridges;
+
+static void
+bridge_free(struct tlsbridge *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else if (bridges == b)
+		bridges = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	if (b->tls)
+		bufferevent_free(b->tls);
+	if (b->app)
+		bufferevent_free(b->app);
+	if (b->app_peer >= 0)
+		close(b->app_peer);
+	free(b);
+}
+
+static void
+fail(struct tlsbridge *b, const char *why)
+{
+	tlsbridge_cb cb = b->cb;
+	void *arg = b->arg;
+	int was_connected = b->connected;
+
+	bridge_free(b);
+	if (!was_connected && cb != NULL)
+		cb(-1, why, arg);
+}
+
+/* Relay from one bufferevent to the other with backpressure. */
+static void
+relay(struct bufferevent *from, struct bufferevent *to)
+{
+	struct evbuffer *out = bufferevent_get_output(to);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(from));
+	if (evbuffer_get_length(out) >= BRIDGE_HIGH_WM)
+		bufferevent_disable(from, EV_READ);
+}
+
+static void
+maybe_done(struct tlsbridge *b)
+{
+	if (b->tls_eof && b->app_eof &&
+	    evbuffer_get_length(bufferevent_get_output(b->tls)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(b->app)) == 0)
+		bridge_free(b);
+}
+
+static void
+tls_read(struct bufferevent *bev, void *arg)
+{
+	struct tlsbridge *b = arg;
+
+	relay(bev, b->app);
+}
+
+static void
+app_read(struct bufferevent *bev, void *arg)
+{
+	struct tlsbridge *b = arg;
+
+	relay(bev, b->tls);
+}
+
+/* Output drained: resume reading the other side; pass on a pending half-close. */
+static void
+tls_write(struct bufferevent *bev, void *arg)
+{
+	struct tlsbridge *b = arg;
+
+	if (!b->app_eof)
+		bufferevent_enable(b->app, EV_READ);
+	else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		maybe_done(b);
+}
+
+static void
+app_write(struct bufferevent *bev, void *arg)
+{
+	struct tlsbridge *b = arg;
+
+	if (!b->tls_eof)
+		bufferevent_enable(b->tls, EV_READ);
+	else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+		shutdown(bufferevent_getfd(bev), SHUT_WR);
+		maybe_done(b);
+	}
+}
+
+static void app_event(struct bufferevent *bev, short what, void *arg);
+
+static void
+tls_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct tlsbridge *b = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		int sv[2];
+		tlsbridge_cb cb = b->cb;
+
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
+			fail(b, "socketpair failed");
+			return;
+		}
+		b->app = bufferevent_socket_new(b->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+		if (b->app == NULL) {
+			close(sv[0]);
+			close(sv[1]);
+			fail(b, "out of memory");
+			return;
+		}
+		b->connected = 1;
+		bufferevent_setcb(b->app, app_read, app_write, app_event, b);
+		bufferevent_setcb(b->tls, tls_read, tls_write, tls_event, b);
+		bufferevent_enable(b->app, EV_READ | EV_WRITE);
+		bufferevent_enable(b->tls, EV_READ | EV_WRITE);
+		b->cb = NULL;
+		cb(sv[1], NULL, b->arg);
+		return;
+	}
+	if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) {
+		if (!b->connected) {
+			char why[200];
+			unsigned long e = bufferevent_get_openssl_error(bev);
+			long vr = SSL_get_verify_result(bufferevent_openssl_get_ssl(bev));
+
+			if (vr != X509_V_OK)
+				snprintf(why, sizeof(why), "certificate verification failed: %s",
+				    X509_verify_cert_error_string(vr));
+			else if (e != 0)
+				snprintf(why, sizeof(why), "TLS handshake failed: %s",
+				    ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "error");
+			else
+				snprintf(why, sizeof(why), "the proxy closed the connection during TLS");
+			fail(b, why);
+			return;
+		}
+		/* proxy side ended: flush to the app side, then half-close it */
+		b->tls_eof = 1;
+		relay(bev, b->app);
+		if (evbuffer_get_length(bufferevent_get_output(b->app)) == 0) {
+			shutdown(bufferevent_getfd(b->app), SHUT_WR);
+			if (what & BEV_EVENT_ERROR)
+				b->app_eof = 1;   /* nothing more can reach a broken TLS link */
+			maybe_done(b);
+		}
+	}
+}
+
+static void
+app_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct tlsbridge *b = arg;
+
+	(void)bev;
+	if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) {
+		b->app_eof = 1;
+		if (what & BEV_EVENT_ERROR)
+			b->tls_eof = 1;
+		maybe_done(b);
+	}
+}
+
+struct tlsbridge *
+tlsbridge_new(struct event_base *base, int fd, SSL_CTX *ctx, const struct host *peer,
+    tlsbridge_cb cb, void *arg)
+{
+	struct tlsbridge *b = calloc(1, sizeof(*b));
+	SSL *ssl = NULL;
+
+	if (b == NULL || (ssl = SSL_new(ctx)) == NULL)
+		goto fail;
+	b->base = base;
+	b->app_peer = -1;
+	b->cb = cb;
+	b->arg = arg;
+	if (peer->kind == HOST_NAME) {
+		SSL_set_tlsext_host_name(ssl, peer->name);
+		SSL_set1_host(ssl, peer->name);
+	} else {
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), peer->name);
+	}
+	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+	b->tls = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE);
+	if (b->tls == NULL)
+		goto fail;
+	bufferevent_openssl_set_allow_dirty_shutdown(b->tls, 1);
+	bufferevent_setcb(b->tls, NULL, NULL, tls_event, b);
+	bufferevent_enable(b->tls, EV_READ | EV_WRITE);
+	b->next = bridges;
+	if (bridges)
+		bridges->prev = b;
+	bridges = b;
+	return b;
+fail:
+	if (ssl != NULL)
+		SSL_free(ssl);
+	close(fd);
+	free(b);
+	return NULL;
+}
+
+void
+tlsbridge_abort(struct tlsbridge *b)
+{
+	if (b != NULL && !b->connected)
+		bridge_free(b);
+}
+
+void
+tlsbridge_shutdown_all(void)
+{
+	while (bridges != NULL)
+		bridge_free(bridges);
+}
