@@ -346,7 +346,16 @@ class Lab:
     def no_origin_connection(self, settle=0.2):
         """Asserts (AssertionError) that no origin or trap accepted a connection during the
         with-block. settle: seconds to let a late connection land before comparing."""
+        # Connections accepted by the kernel just before the block may still be on their
+        # way to the counting thread: take the "before" snapshot once the counts are quiet.
         before = self.counts()
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.counts()
+            if now == before:
+                break
+            before = now
         yield
         time.sleep(settle)
         after = self.counts()

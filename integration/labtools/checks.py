@@ -80,3 +80,16 @@ def bounded_wait(pred, timeout, step=0.02):
             return v
         time.sleep(step)
     return pred()
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "ERROR: UndefinedBehaviorSanitizer")
+
+
+def stop_clean(d):
+    """Stop egressd (SIGTERM drain) and require exit 0 with no sanitizer report."""
+    rc = d.stop()
+    err = d.stderr_text()
+    bad = [m for m in SANITIZER_MARKERS if m in err]
+    check(not bad, "sanitizer report in egressd's stderr:\n%s" % d.stderr_tail(60))
+    check(rc == 0, "egressd exit status %s:\n%s" % (rc, d.stderr_tail()))

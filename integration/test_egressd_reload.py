@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""SIGHUP reload is all-or-nothing: a good file replaces the static grants; a broken file
+(syntax error, unknown key, invalid grant entry) keeps the running configuration, egressd
+stays up and says why with file:line; `egressd -t` reports the same problems; dynamic
+grants survive reloads; a live tunnel of a replaced static grant keeps running."""
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lab  # noqa: E402
+from lab import Lab, Results  # noqa: E402
+from labtools import proxyclient  # noqa: E402
+from labtools.checks import (stop_clean, allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
+                             require_binaries)
+
+ZONE = {
+    "first.lab.test": {"A": [lab.HTTP_ORIGIN]},
+    "second.lab.test": {"A": [lab.ORIGIN2]},
+    "echo.lab.test": {"A": [lab.ECHO_ORIGIN]},
+    "dyn.lab.test": {"A": [lab.ECHO2]},
+}
+STATIC_PORT = 3140
+STATIC = ("127.0.0.1", STATIC_PORT)
+
+
+def _static(L, target):
+    return proxyclient.connect_request(L.connector("host"), STATIC, target, timeout=5)
+
+
+def _wait_applies(L, target, want_status, timeout=5.0):
+    def probe():
+        r = _static(L, target)
+        r.close()
+        return r if r.status == want_status else None
+    return bounded_wait(probe, timeout, step=0.1)
+
+
+def t_initial(L, d, st):
+    r = _static(L, "first.lab.test:443")
+    allowed_tunnel(r)
+    r.close()
+    with L.no_origin_connection():
+        refused(_static(L, "second.lab.test:443"), 403, "not_granted")
+
+
+def t_good_reload(L, d, st):
+    st["tunnel"] = _static(L, "echo.lab.test:7")   # a live tunnel of the old grant
+    allowed_tunnel(st["tunnel"])
+    d.grants["svc"]["allow"] = ["https://second.lab.test", "tcp://echo.lab.test:7"]
+    d.write_config()
+    d.reload()
+    check(_wait_applies(L, "second.lab.test:443", 200), "reload did not apply")
+    check(d.alive(), "egressd died on a good reload")
+    with L.no_origin_connection():
+        refused(_static(L, "first.lab.test:443"), 403, "not_granted")
+    data = b"still here"
+    check(proxyclient.tunnel_echo(st["tunnel"].sock, data) == data,
+          "live tunnel broken by reload")
+
+
+def _broken_texts(d):
+    from labtools.egressd import render_ini
+    good = render_ini(d.settings, d.listeners, d.grants)
+    out = [("syntax", "[egressd\n" + good)]
+    out.append(("unknown_key", good.replace("[egressd]\n", "[egressd]\nno_such_key = 1\n")))
+    g = dict(d.grants)
+    g["svc"] = dict(g["svc"], allow=["https://first.lab.test", "https://*.test"])
+    out.append(("bad_allow", render_ini(d.settings, d.listeners, g)))
+    out.append(("unknown_section", good + "\n[nonsense]\nx = 1\n"))
+    out.append(("bad_duration", good.replace("[egressd]\n", "[egressd]\nidle_timeout = 5 parsecs\n")))
+    return out
+
+
+def t_broken_reload_keeps_old(L, d, st):
+    for name, text in _broken_texts(d):
+        # -t on the broken file names the problem with file:line.
+        d.write_config(text)
+        rc, out, err = d.check_config()
+        check(rc == 1 and (d.conf_path + ":") in err, "%s: -t rc=%s err=%r" % (name, rc, err))
+        before_err = len(d.stderr_text())
+        d.reload()
+        check(bounded_wait(lambda: "reload failed" in d.stderr_text()[before_err:], 5),
+              "%s: no 'reload failed' in egressd's log: %r"
+              % (name, d.stderr_text()[before_err:]))
+        check(d.alive(), "%s: egressd exited on a broken reload" % name)
+        # The running configuration is the previous good one.
+        r = _static(L, "second.lab.test:443")
+        allowed_tunnel(r)
+        r.close()
+        with L.no_origin_connection():
+            refused(_static(L, "first.lab.test:443"), 403, "not_granted")
+    d.write_config()  # restore the good file
+    rc, out, err = d.check_config()
+    check(rc == 0, "good file fails -t: %s" % err)
+
+
+def t_control_reload(L, d, st):
+    from labtools.egressd import render_ini
+    d.write_config(render_ini(d.settings, d.listeners, d.grants) + "[oops\n")
+    rep = d.control({"op": "reload"})
+    check(rep.get("ok") is False, "control reload of a broken file: %s" % rep)
+    d.write_config()
+    rep = d.control({"op": "reload"})
+    check(rep.get("ok") is True, "control reload of a good file: %s" % rep)
+
+
+def t_dynamic_survives(L, d, st):
+    r = L.connect(0, "dyn.lab.test:7")
+    allowed_tunnel(r)
+    r.close()
+    d.reload()
+    time.sleep(0.5)
+    r = L.connect(0, "dyn.lab.test:7")
+    allowed_tunnel(r)
+    r.close()
+    check(st["g"]["grant_id"] in str(d.control({"op": "grant.list"})), "dynamic grant lost")
+
+
+def t_old_tunnel_survived(L, d, st):
+    t = st.get("tunnel")
+    check(t is not None and t.sock is not None, "no tunnel from the good-reload step")
+    try:
+        check(proxyclient.tunnel_echo(t.sock, b"after all reloads") == b"after all reloads",
+              "tunnel broken")
+    finally:
+        t.close()
+
+
+def t_sigusr1_keeps_running(L, d, st):
+    d.signal(signal.SIGUSR1)
+    time.sleep(0.3)
+    check(d.alive(), "SIGUSR1 killed egressd")
+    r = _static(L, "second.lab.test:443")
+    allowed_tunnel(r)
+    r.close()
+
+
+def main():
+    lab.require_root()
+    require_binaries("egressd")
+    res = Results()
+    with Lab() as L:
+        L.set_zone(ZONE)
+        d = L.egressd(listeners={"svc": {"listen": "127.0.0.1:%d" % STATIC_PORT,
+                                         "grant": "svc"}},
+                      grants={"svc": {"allow": ["https://first.lab.test",
+                                                "tcp://echo.lab.test:7"],
+                                      "lifetime": "0"}})
+        st = {"g": L.grant(d, 0, ["tcp://dyn.lab.test:7"])}
+        for name, fn in (("static_grant_initial", t_initial),
+                         ("good_reload_applies", t_good_reload),
+                         ("broken_reload_keeps_old_config", t_broken_reload_keeps_old),
+                         ("control_reload_all_or_nothing", t_control_reload),
+                         ("dynamic_grants_survive_reload", t_dynamic_survives),
+                         ("tunnel_of_replaced_grant_survives", t_old_tunnel_survived),
+                         ("sigusr1_reopen", t_sigusr1_keeps_running)):
+            res.run(name, fn, L, d, st)
+        res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))
+        res.run("egressd_clean_exit", stop_clean, d)
+    return res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
