@@ -1,0 +1,215 @@
+/* test_config.c - egressd.ini schema, defaults, static listeners and grants (egressd/config). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <netinet/in.h>
+
+#include "egressd/config.h"
+
+static char err[1024];
+
+static struct egressd_config *
+load(const char *text)
+{
+	err[0] = '\0';
+	return config_load_string("t.ini", text, strlen(text), err, sizeof(err));
+}
+
+static void
+expect_error(const char *text, const char *needle)
+{
+	struct egressd_config *c = load(text);
+	if (c != NULL) {
+		config_free(c);
+		fail_msg("expected an error containing '%s' for:\n%s", needle, text);
+	}
+	if (strstr(err, needle) == NULL)
+		fail_msg("error '%s' does not contain '%s'", err, needle);
+}
+
+static void
+test_defaults(void **st)
+{
+	struct egressd_config *c = load("[egressd]\n");
+
+	assert_non_null(c);
+	assert_string_equal(c->control_socket, CONFIG_DEFAULT_CONTROL);
+	assert_string_equal(c->decision_log, CONFIG_DEFAULT_DLOG);
+	assert_int_equal(c->log_sync, DLOG_SYNC_BATCH);
+	assert_int_equal(c->connect_timeout_ms, 10000);
+	assert_int_equal(c->header_timeout_ms, 10000);
+	assert_int_equal(c->idle_timeout_ms, 300000);
+	assert_int_equal(c->drain_timeout_ms, 30000);
+	assert_int_equal(c->max_connections, 4096);
+	assert_int_equal(c->dns_attempts, 2);
+	assert_int_equal(c->ndns_servers, 0);
+	assert_int_equal(c->allow_special.n, 0);
+	assert_false(c->has_metrics);
+	assert_int_equal(c->route, ROUTE_KIND_DIRECT);
+	assert_true(c->splice);
+	assert_int_equal(c->nlisteners, 0);
+	config_free(c);
+}
+
+static void
+test_full(void **st)
+{
+	struct egressd_config *c = load(
+	    "[egressd]\n"
+	    "control_socket = none\n"
+	    "decision_log = /tmp/x.jsonl\n"
+	    "log_sync = always\n"
+	    "connect_timeout = 1500ms\n"
+	    "header_timeout = 3s\n"
+	    "idle_timeout = 2m\n"
+	    "tunnel_max_lifetime = 1h\n"
+	    "drain_timeout = 5\n"
+	    "max_connections = 10\n"
+	    "max_dns_pending = 3\n"
+	    "dns_server = 127.0.0.1:5353\n"
+	    "dns_server = [::1]:53\n"
+	    "dns_server = 198.51.100.53\n"
+	    "dns_timeout = 500ms\n"
+	    "dns_attempts = 1\n"
+	    "allow_special_address = 198.51.100.0/24\n"
+	    "allow_special_address = 2001:db8::/32\n"
+	    "metrics_listen = 127.0.0.1:9464\n"
+	    "route = direct\n"
+	    "splice = off\n"
+	    "[listener a]\nlisten = 127.0.0.1:3128\ngrant = g1\n"
+	    "[listener b]\nlisten = [::1]:3128\ngrant = g1\n"
+	    "[grant g1]\n"
+	    "allow = https://api.example.com\n"
+	    "allow = tcp://git.example.org:22\n"
+	    "allow_address = 10.1.0.0/16\n"
+	    "pinning = required\n"
+	    "credential_origin = https://api.example.com\n"
+	    "connections = 5\n"
+	    "bytes = 1M\n"
+	    "lifetime = 1h\n");
+
+	assert_non_null(c);
+	assert_null(c->control_socket);
+	assert_string_equal(c->decision_log, "/tmp/x.jsonl");
+	assert_int_equal(c->log_sync, DLOG_SYNC_ALWAYS);
+	assert_int_equal(c->connect_timeout_ms, 1500);
+	assert_int_equal(c->header_timeout_ms, 3000);
+	assert_int_equal(c->idle_timeout_ms, 120000);
+	assert_int_equal(c->tunnel_max_lifetime_ms, 3600000);
+	assert_int_equal(c->drain_timeout_ms, 5000);
+	assert_int_equal(c->max_connections, 10);
+	assert_int_equal(c->max_dns_pending, 3);
+	assert_int_equal(c->ndns_servers, 3);
+	assert_int_equal(c->dns_timeout_ms, 500);
+	assert_int_equal(c->dns_attempts, 1);
+	assert_int_equal(c->allow_special.n, 2);
+	assert_true(c->has_metrics);
+	assert_false(c->splice);
+	assert_int_equal(c->nlisteners, 2);
+	assert_string_equal(c->listeners[0].grant_name, "g1");
+	assert_int_equal(c->listeners[0].addr.ss_family, AF_INET);
+	assert_int_equal(c->listeners[1].addr.ss_family, AF_INET6);
+	assert_int_equal(c->ngrants, 1);
+	const struct config_grant *g = config_find_grant(c, "g1");
+	assert_non_null(g);
+	assert_string_equal(g->grant->principal, "g1");
+	assert_int_equal(g->grant->nallow, 2);
+	assert_int_equal(g->grant->pinning, PINNING_REQUIRED);
+	assert_int_equal(g->grant->max_connections, 5);
+	assert_int_equal(g->grant->max_bytes, 1024 * 1024);
+	assert_int_equal(g->grant->lifetime_s, 3600);
+	assert_null(config_find_grant(c, "nope"));
+	config_free(c);
+}
+
+static void
+test_errors(void **st)
+{
+	expect_error("[egressd]\nbogus = 1\n", "t.ini:2");
+	expect_error("[nosuch]\n", "t.ini");
+	expect_error("[egressd]\nlog_sync = sometimes\n", "t.ini:2: log_sync");
+	expect_error("[egressd]\nconnect_timeout = soon\n", "t.ini:2");
+	expect_error("[egressd]\nconnect_timeout = 0\n", "must be greater than zero");
+	expect_error("[egressd]\nmax_connections = 0\n", "t.ini:2");
+	expect_error("[egressd]\ndns_server = resolver.example\n", "dns_server");
+	expect_error("[egressd]\nallow_special_address = 10.0.0.1/8\n", "t.ini:2: allow_special");
+	expect_error("[egressd]\nmetrics_listen = 198.51.100.1:9464\n", "loopback");
+	expect_error("[egressd]\nmetrics_listen = localhost:9464\n", "metrics_listen");
+	expect_error("[egressd]\nroute = pac\n", "route");
+	expect_error("[egressd]\nsplice = maybe\n", "splice");
+	expect_error("[egressd]\ncontrol_socket = relative.sock\n", "control_socket");
+	expect_error("[egressd]\ndecision_log = relative.jsonl\n", "decision_log");
+	/* listeners */
+	expect_error("[listener a]\nlisten = 127.0.0.1:3128\ngrant = missing\n", "no [grant missing]");
+	expect_error("[listener a]\nlisten = localhost:3128\ngrant = g\n[grant g]\n"
+	    "allow = https://a.example\n", "IP literal");
+	expect_error("[listener a]\nlisten = 127.0.0.1\ngrant = g\n[grant g]\n"
+	    "allow = https://a.example\n", "listen");
+	expect_error("[listener a]\nlisten = 127.0.0.1:3128\ngrant = g\n"
+	    "[listener b]\nlisten = 127.0.0.1:3128\ngrant = g\n[grant g]\n"
+	    "allow = https://a.example\n", "already used");
+	expect_error("[listener a]\ngrant = g\n[grant g]\nallow = https://a.example\n", "listen");
+	/* grants */
+	expect_error("[grant g]\nallow = https://*.com\n", "[grant g]");
+	expect_error("[grant g]\nallow = ftp://a.example\n", "[grant g]");
+	expect_error("[grant g]\nallow = https://a.example\npinning = sometimes\n", "[grant g]");
+	expect_error("[grant g]\nallow = https://a.example\nconnections = 0\n", "connections");
+	expect_error("[grant g]\nallow = https://a.example\nbytes = lots\n", "bytes");
+	expect_error("[grant g]\nallow = https://a.example\nunknown = 1\n", "t.ini:3");
+	expect_error("[grant bad/label]\nallow = https://a.example\n", "principal");
+	expect_error("[grant g]\nallow = https://a.example\n[grant g]\nallow = https://b.example\n",
+	    "duplicate section");
+}
+
+static void
+test_sockaddr(void **st)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	const char *e;
+
+	assert_int_equal(config_parse_sockaddr("127.0.0.1:3128", false, &ss, &sl, &e), 0);
+	assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 3128);
+	assert_int_equal(config_parse_sockaddr("169.254.7.1:0", true, &ss, &sl, &e), 0);
+	assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 0);
+	assert_int_equal(config_parse_sockaddr("169.254.7.1:0", false, &ss, &sl, &e), -1);
+	assert_int_equal(config_parse_sockaddr("[fe80::1]:80", false, &ss, &sl, &e), 0);
+	assert_int_equal(config_parse_sockaddr("host.example:80", false, &ss, &sl, &e), -1);
+	assert_int_equal(config_parse_sockaddr("127.1:80", false, &ss, &sl, &e), -1);
+	assert_int_equal(config_parse_sockaddr("::1:80", false, &ss, &sl, &e), -1);
+	assert_int_equal(config_parse_sockaddr("", false, &ss, &sl, &e), -1);
+}
+
+static void
+test_shipped_example(void **st)
+{
+	char path[4096];
+	const char *src = getenv("EGRESS_SOURCE_DIR");
+	struct egressd_config *c;
+
+	snprintf(path, sizeof(path), "%s/conf/egressd.ini", src != NULL ? src : EGRESS_SOURCE_DIR);
+	c = config_load(path, err, sizeof(err));
+	if (c == NULL)
+		fail_msg("conf/egressd.ini does not load: %s", err);
+	assert_int_equal(c->nlisteners, 1);
+	config_free(c);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_sockaddr),
+		cmocka_unit_test(test_shipped_example),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
