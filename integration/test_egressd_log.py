@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""The decision log: every hop has a decision record (allow written before 200), tunnels a
+close record, the SHA-256 chain checks (independently recomputed here, and by `egressctl
+log verify`), the verifier detects an edited and a deleted record, and when the log cannot
+be written egressd refuses hops with 503 audit_unavailable (never an allow without its
+record) and recovers when space returns."""
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lab  # noqa: E402
+from lab import Lab, Results  # noqa: E402
+from labtools import netns, proxyclient  # noqa: E402
+from labtools.checks import stop_clean, allowed_tunnel, check, refused, require_binaries  # noqa: E402
+
+ZONE = {
+    "ok.lab.test": {"A": [lab.HTTP_ORIGIN]},
+    "echo.lab.test": {"A": [lab.ECHO_ORIGIN]},
+    "no.lab.test": {"A": [lab.HTTP_ORIGIN]},
+}
+GRANT = ["https://ok.lab.test", "http://ok.lab.test", "tcp://echo.lab.test:7"]
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def chain_check(path):
+    """Recompute the chain (docs: hash = hex(sha256(prev_hex "\\n" body)), body = the line
+    without ',"hash":"<64 hex>"'). Returns the list of records."""
+    prev = "0" * 64
+    recs = []
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data.endswith(b"\n") or not data, "log does not end with a newline")
+    for i, raw in enumerate(data.split(b"\n")[:-1], 1):
+        line = raw.decode("utf-8")
+        m = re.search(r',"hash":"([0-9a-f]{64})"\}$', line)
+        check(m is not None, "line %d: no trailing hash member: %r" % (i, line[-90:]))
+        body = line[:m.start()] + "}"
+        rec = json.loads(line)
+        check(rec.get("prev") == prev, "line %d: prev does not chain" % i)
+        h = hashlib.sha256((prev + "\n" + body).encode()).hexdigest()
+        check(h == m.group(1), "line %d: hash mismatch" % i)
+        prev = h
+        recs.append(rec)
+    for a, b in zip(recs, recs[1:]):
+        check(b["seq"] == a["seq"] + 1, "seq %s follows %s" % (b["seq"], a["seq"]))
+    return recs
+
+
+def verify(d, path, *extra):
+    return d.egressctl("log", "verify", *extra, path)
+
+
+def t_records(L, d, st):
+    start = len(d.decisions())
+    r = L.connect(0, "echo.lab.test:7")
+    allowed_tunnel(r)
+    # The allow record is on disk before the client heard 200 (log_sync = always).
+    recs = d.decisions()[start:]
+    allow = [x for x in recs if x.get("event") == "decision" and x.get("verdict") == "allow"]
+    check(allow, "no allow record on disk when 200 arrived: %s" % recs)
+    data = os.urandom(3000)
+    check(proxyclient.tunnel_echo(r.sock, data) == data, "echo")
+    r.close()
+    refused(L.connect(0, "no.lab.test:443"), 403, "not_granted")
+    h = L.http(0, "GET", "http://ok.lab.test/")
+    check(h.status == 200, "%r" % h)
+    close = d.wait_record(lambda x: x.get("event") == "close", start=start, timeout=5)
+    check(close is not None, "no close record")
+    recs = d.decisions()[start:]
+    for x in recs:
+        for k in ("v", "time", "seq", "event", "prev", "hash"):
+            check(k in x, "record lacks %s: %s" % (k, x))
+        check(TIME_RE.match(x["time"]), "time %r is not RFC 3339 UTC with microseconds"
+              % x["time"])
+        check(HASH_RE.match(x["hash"]) and HASH_RE.match(x["prev"]), "hash format")
+    dec = [x for x in recs if x.get("event") == "decision"]
+    check(len(dec) >= 3, "expected 3 decision records, got %d" % len(dec))
+    deny = [x for x in dec if x.get("verdict") == "deny"]
+    check(deny and deny[0].get("reason") == "not_granted", "deny record: %s" % deny)
+    a = allow[0]
+    for k in ("conn", "principal", "grant_id", "client", "method", "target", "dest",
+              "verdict", "reason", "route", "addrs", "pinned", "classes_dropped", "attested",
+              "resolve_us", "connect_us"):
+        check(k in a, "allow record lacks %s: %s" % (k, a))
+    check(a["principal"] == st["principal"], "principal %s" % a["principal"])
+    check(a["grant_id"] == st["g"]["grant_id"], "grant_id %s" % a["grant_id"])
+    check(a["pinned"] == lab.ECHO_ORIGIN, "pinned %s" % a["pinned"])
+    check(str(a["dest"]).endswith("echo.lab.test:7"), "dest %s" % a["dest"])
+    check(a["method"] == "CONNECT" and a["reason"] == "allowed", "method/reason %s" % a)
+    check(str(a["client"]).startswith(L.workers[0].worker_addr), "client %s" % a["client"])
+    check(a["attested"] is True, "attested must be true for a direct route: %s" % a)
+    # The close record links to its decision and counts the bytes both ways.
+    check(close.get("conn") == a["conn"], "close not linked by conn: %s / %s" % (a, close))
+    check(close.get("bytes_up", 0) >= 3000 and close.get("bytes_down", 0) >= 3000,
+          "close record bytes: %s" % close)
+    check("duration_us" in close and close.get("reason") in ("client_closed", "upstream_closed"),
+          "close record: %s" % close)
+
+
+def t_chain_intact(L, d, st):
+    chain_check(d.log_path)
+    rc, out, err = verify(d, d.log_path)
+    check(rc == 0, "verify of an intact log: rc=%s %s %s" % (rc, out, err))
+
+
+def _copy(d, name):
+    p = os.path.join(d.dir, name)
+    shutil.copyfile(d.log_path, p)
+    with open(p, "rb") as f:
+        return p, f.read().split(b"\n")[:-1]
+
+
+def t_verify_edited(L, d, st):
+    p, lines = _copy(d, "edited.jsonl")
+    check(len(lines) >= 3, "need 3 records")
+    i = next(n for n, ln in enumerate(lines) if b'"verdict":"deny"' in ln)
+    lines[i] = lines[i].replace(b'"verdict":"deny"', b'"verdict":"allow"', 1)
+    with open(p, "wb") as f:
+        f.write(b"\n".join(lines) + b"\n")
+    rc, out, err = verify(d, p)
+    check(rc != 0, "edited record not detected: %s" % out)
+    check("edit" in (out + err).lower(), "verifier does not say edited: %r" % (out + err))
+    check(str(i + 1) in out + err, "verifier does not name line %d: %r" % (i + 1, out + err))
+
+
+def t_verify_deleted(L, d, st):
+    p, lines = _copy(d, "deleted.jsonl")
+    del lines[1]
+    with open(p, "wb") as f:
+        f.write(b"\n".join(lines) + b"\n")
+    rc, out, err = verify(d, p)
+    check(rc != 0, "deleted record not detected: %s" % out)
+    check("delet" in (out + err).lower() or "missing" in (out + err).lower(),
+          "verifier does not say deleted: %r" % (out + err))
+    # Deleting the last record cannot be seen from the chain alone, but the first can.
+    p, lines = _copy(d, "deleted-first.jsonl")
+    with open(p, "wb") as f:
+        f.write(b"\n".join(lines[1:]) + b"\n")
+    rc, out, err = verify(d, p)
+    check(rc != 0, "deleted first record not detected: %s" % out)
+
+
+def t_verify_truncated_and_garbage(L, d, st):
+    p, lines = _copy(d, "torn.jsonl")
+    with open(p, "wb") as f:
+        f.write(b"\n".join(lines) + b"\n" + lines[-1][:40])
+    rc, out, err = verify(d, p)
+    check(rc != 0, "torn tail not detected")
+    with open(p, "wb") as f:
+        f.write(b"\n".join(lines[:2]) + b"\nnot json at all\n" + b"\n".join(lines[2:]) + b"\n")
+    rc, out, err = verify(d, p)
+    check(rc != 0, "garbage line not detected")
+
+
+def t_audit_unavailable(L, d0, st):
+    mnt = os.path.join(L.workdir, "small")
+    os.makedirs(mnt)
+    netns.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=0700", "egress-lab", mnt])
+    d = None
+    try:
+        d = L.egressd(settings={"decision_log": os.path.join(mnt, "decisions.jsonl")})
+        L.grant(d, 1, GRANT)
+        r = L.connect(1, "ok.lab.test:443")
+        allowed_tunnel(r)
+        r.close()
+        filler = os.path.join(mnt, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for size in (65536, 4096, 1):
+                for _ in range(100000):
+                    try:
+                        os.write(fd, b"\0" * size)
+                    except OSError as e:
+                        check(e.errno == errno.ENOSPC, "fill: %s" % e)
+                        break
+        finally:
+            os.close(fd)
+        # The log's last page may still hold a few records; within a few hops the log
+        # fails, and from then on every hop is refused.
+        ok = 0
+        refusals = 0
+        for _ in range(40):
+            r = L.connect(1, "ok.lab.test:443")
+            if r.status == 200:
+                check(refusals == 0, "allowed after audit_unavailable")
+                ok += 1
+                r.close()
+                continue
+            refused(r, 503, "audit_unavailable")
+            refusals += 1
+            if refusals >= 3:
+                break
+        check(refusals, "never refused with audit_unavailable on a full disk")
+        with L.no_origin_connection():
+            refused(L.http(1, "GET", "http://ok.lab.test/"), 503, "audit_unavailable")
+            refused(L.connect(1, "ok.lab.test:443"), 503, "audit_unavailable")
+        s = d.status()
+        check(s.get("log", {}).get("writable") is False, "status says writable: %s" % s)
+        # Every allow that the client heard has its record.
+        allows = [x for x in d.decisions() if x.get("event") == "decision"
+                  and x.get("verdict") == "allow"]
+        check(len(allows) >= 1 + ok, "%d allows heard, %d allow records" % (1 + ok, len(allows)))
+        os.unlink(filler)
+        deadline = time.monotonic() + 8
+        r = L.connect(1, "ok.lab.test:443")
+        while r.status != 200 and time.monotonic() < deadline:
+            time.sleep(0.3)
+            r = L.connect(1, "ok.lab.test:443")
+        allowed_tunnel(r)
+        r.close()
+        chain_check(d.log_path)
+        rc, out, err = verify(d, d.log_path)
+        check(rc == 0, "chain after recovery: %s %s" % (out, err))
+    finally:
+        if d is not None:
+            d.stop()
+        netns.run(["umount", mnt], check=False)
+        if os.path.ismount(mnt):
+            netns.run(["umount", "-l", mnt], check=False)
+
+
+def t_unwritable_at_start(L, d0, st):
+    # A decision log in a directory that does not exist: egressd either refuses to start
+    # (exit 1) or starts and refuses every hop with audit_unavailable. It never allows.
+    bad = os.path.join(L.workdir, "no-such-dir", "x", "decisions.jsonl")
+    d = L.egressd(settings={"decision_log": bad}, start=False)
+    try:
+        d.start()
+    except netns.LabError:
+        check(d.proc.returncode == 1, "exit status %s" % d.proc.returncode)
+        return
+    try:
+        L.grant(d, 1, GRANT, port=3129)
+        with L.no_origin_connection():
+            refused(L.connect(1, "ok.lab.test:443", proxy=L.proxy_of(1, 3129)), 503,
+                    "audit_unavailable")
+    finally:
+        d.stop()
+
+
+def main():
+    lab.require_root()
+    require_binaries("egressd", "egressctl")
+    res = Results()
+    with Lab() as L:
+        L.set_zone(ZONE)
+        d = L.egressd()
+        st = {"principal": "logged"}
+        st["g"] = L.grant(d, 0, GRANT, principal="logged")
+        for name, fn in (("records_fields_and_close", t_records),
+                         ("chain_intact", t_chain_intact),
+                         ("verify_detects_edited", t_verify_edited),
+                         ("verify_detects_deleted", t_verify_deleted),
+                         ("verify_detects_torn_and_garbage", t_verify_truncated_and_garbage),
+                         ("audit_unavailable_on_full_disk", t_audit_unavailable),
+                         ("unwritable_log_at_start", t_unwritable_at_start)):
+            res.run(name, fn, L, d, st)
+        res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))
+        res.run("egressd_clean_exit", stop_clean, d)
+    return res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
