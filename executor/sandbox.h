@@ -64,8 +64,15 @@ struct sandbox_spec {
 	gid_t gid;
 	struct sandbox_limits limits;
 
-	/* Where the run's scratch (upper layer, embedded egressd log) lives. */
+	/* Where the run's scratch (upper layer, embedded egressd log) lives. An existing,
+	 * root-owned directory without ',' ':' or '\\' in its path (overlay options). */
 	const char *run_dir;
+
+	/* Optional (NULL = default); appended fields, zero-initialized callers keep working. */
+	const char *net_pool;              /* veth address pool, "169.254.0.0/16" by default */
+	const char *const *egressd_settings; /* "key=value" lines added to the embedded
+	                                    * egressd's [egressd] section (lab: dns_server,
+	                                    * allow_special_address); NULL-terminated */
 };
 
 struct sandbox_result {
@@ -99,6 +106,8 @@ struct sandbox_result {
 	char decisions_path[4096];
 	json_t *attestation;        /* the nine capabilities, as printed in the manifest */
 	json_t *limits_applied;     /* limits read back from the cgroup */
+	/* The run's id (cgroup name, state record); kept until sandbox_release_upper. */
+	char run_id[64];
 };
 
 /* Exit codes of egress-exec (docs/workunit.md). */

@@ -1,0 +1,465 @@
+/*
+ * attest - probe and verify the nine capabilities (see attest.h for what each probe does).
+ */
+#define _GNU_SOURCE
+#include "executor/attest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "executor/cgroup.h"
+#include "executor/env.h"
+#include "executor/netns.h"
+#include "executor/privs.h"
+#include "executor/sandbox.h"
+#include "executor/seccomp.h"
+
+#define ATTEST_PROBE_TIMEOUT_MS 10000
+
+static const char *const attest_names[ATTEST__COUNT] = {
+	"network_enforcement", "process_tree_isolation", "cpu_limit", "memory_limit",
+	"disk_limit", "process_limit", "filesystem_isolation", "writable_path_enforcement",
+	"credential_isolation",
+};
+
+const char *
+attest_cap_name(enum attest_cap c)
+{
+	return (unsigned)c < ATTEST__COUNT ? attest_names[c] : "unknown";
+}
+
+static void
+row_set(struct attest_row *r, bool ok, const char *mech, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->attested = ok;
+	snprintf(r->mechanism, sizeof(r->mechanism), "%s", mech);
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
+	va_end(ap);
+}
+
+/* What the namespace/mount child found. One failure message per probe. */
+struct ns_probe {
+	bool ns, pid1, netns_empty, veth, tmpfs_bound, overlay, ro_bind, pivot, privs;
+	char ns_err[96], net_err[96], veth_err[96], disk_err[96], ovl_err[96], ro_err[96];
+	char pivot_err[96], privs_err[96];
+};
+
+static void
+np_err(char *dst, const char *what, int e)
+{
+	snprintf(dst, 96, "%s%s%s", what, e ? ": " : "", e ? strerror(e) : "");
+}
+
+static int
+np_write_file(const char *path, size_t bytes, char fill)
+{
+	char buf[4096];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = 0;
+
+	if (fd < 0)
+		return -1;
+	memset(buf, fill, sizeof(buf));
+	while (bytes > 0) {
+		size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
+		ssize_t w = write(fd, buf, n);
+		if (w <= 0) {
+			rc = -1;
+			break;
+		}
+		bytes -= (size_t)w;
+	}
+	if (close(fd) < 0)
+		rc = -1;
+	return rc;
+}
+
+static bool
+np_file_is(const char *path, char c)
+{
+	char b[2];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, b, 2);
+	close(fd);
+	return n == 1 && b[0] == c;
+}
+
+/* Run in a forked child; fills p. Everything it mounts lives in its own mount ns. */
+static void
+np_run(struct ns_probe *p, bool with_network, const char *probe_dir)
+{
+	char dir[64], a[128], b[128], opt[512];
+	struct if_nameindex *ifs;
+	pid_t c;
+	int st, e;
+
+	snprintf(dir, sizeof(dir), "%s", probe_dir);
+	if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
+	    CLONE_NEWCGROUP) < 0) {
+		np_err(p->ns_err, "unshare(all namespaces)", errno);
+		return;
+	}
+	p->ns = true;
+
+	ifs = if_nameindex();
+	if (ifs) {
+		p->netns_empty = ifs[0].if_name && strcmp(ifs[0].if_name, "lo") == 0 &&
+		    ifs[1].if_name == NULL;
+		if_freenameindex(ifs);
+	}
+	if (!p->netns_empty)
+		np_err(p->net_err, "a new network namespace is not empty", 0);
+	if (with_network) {
+		char err[96];
+		if (netns_probe_veth(err, sizeof(err)) == 0)
+			p->veth = true;
+		else
+			snprintf(p->veth_err, sizeof(p->veth_err), "%s", err);
+	}
+
+	/* privileges: drop in a grandchild and read everything back */
+	{
+		int ep[2];
+
+		if (pipe2(ep, O_CLOEXEC) == 0) {
+			/* The first child after unshare(CLONE_NEWPID) is pid 1 of the new
+			 * namespace; once it exits nothing more can fork there, so this one
+			 * child checks both pid 1 and the privilege drop. */
+			c = fork();
+			if (c == 0) {
+				struct privs_spec ps = { 65534, 65534, 1024 * 1024, 64, 0 };
+				char err[96] = "";
+
+				close(ep[0]);
+				if (getpid() != 1)
+					_exit(3);
+				if (privs_drop(&ps, err, sizeof(err)) == 0 &&
+				    privs_verify(&ps, err, sizeof(err)) == 0)
+					_exit(0);
+				if (write(ep[1], err, strlen(err)) < 0)
+					_exit(2);
+				_exit(1);
+			}
+			close(ep[1]);
+			st = -1;
+			if (c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st)) {
+				p->pid1 = WEXITSTATUS(st) != 3;
+				p->privs = WEXITSTATUS(st) == 0;
+			}
+			if (!p->privs) {
+				char e2[80] = "";
+				ssize_t n = read(ep[0], e2, sizeof(e2) - 1);
+				e2[n > 0 ? n : 0] = '\0';
+				snprintf(p->privs_err, sizeof(p->privs_err), "privilege drop: %s", e2);
+			}
+			close(ep[0]);
+		}
+	}
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		np_err(p->disk_err, "private propagation", errno);
+		return;
+	}
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0700") < 0) {
+		np_err(p->disk_err, "tmpfs with size", errno);
+		return;
+	}
+	/* disk: 512 KiB into a 256 KiB tmpfs must stop with ENOSPC */
+	snprintf(a, sizeof(a), "%s/fill", dir);
+	errno = 0;
+	if (np_write_file(a, 512 * 1024, 'x') < 0 && (errno == ENOSPC || errno == EFBIG))
+		p->tmpfs_bound = true;
+	else
+		np_err(p->disk_err, "a size-bounded tmpfs accepted more than its size", 0);
+	unlink(a);
+
+	/* overlay: a write through the merged view lands in upper; lower unchanged */
+	{
+		static const char *const sub[] = { "lower", "upper", "work", "merged", "robind" };
+		bool ok = true;
+		for (size_t i = 0; i < EGRESS_NELEM(sub); i++) {
+			snprintf(a, sizeof(a), "%s/%s", dir, sub[i]);
+			if (mkdir(a, 0755) < 0)
+				ok = false;
+		}
+		snprintf(a, sizeof(a), "%s/lower/f", dir);
+		if (!ok || np_write_file(a, 1, 'a') < 0) {
+			np_err(p->ovl_err, "prepare overlay dirs", errno);
+		} else {
+			snprintf(opt, sizeof(opt), "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work",
+			    dir, dir, dir);
+			snprintf(b, sizeof(b), "%s/merged", dir);
+			if (mount("overlay", b, "overlay", 0, opt) < 0) {
+				np_err(p->ovl_err, "overlay mount", errno);
+			} else {
+				snprintf(b, sizeof(b), "%s/merged/f", dir);
+				e = np_write_file(b, 1, 'b');
+				snprintf(b, sizeof(b), "%s/upper/f", dir);
+				p->overlay = e == 0 && np_file_is(a, 'a') && np_file_is(b, 'b');
+				if (!p->overlay)
+					np_err(p->ovl_err, "overlay copy-up changed the lower layer", 0);
+			}
+		}
+		/* read-only bind: root writing through it gets EROFS */
+		snprintf(a, sizeof(a), "%s/lower", dir);
+		snprintf(b, sizeof(b), "%s/robind", dir);
+		if (mount(a, b, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, b, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+			np_err(p->ro_err, "read-only bind", errno);
+		} else {
+			snprintf(b, sizeof(b), "%s/robind/g", dir);
+			errno = 0;
+			if (open(b, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS)
+				p->ro_bind = true;
+			else
+				np_err(p->ro_err, "a read-only bind accepted a write", 0);
+		}
+	}
+
+	/* pivot_root into the tmpfs: the host's credentials must be gone */
+	if (chdir(dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {
+		np_err(p->pivot_err, "pivot_root", errno);
+		return;
+	}
+	{
+		struct stat sb;
+		p->pivot = stat("/etc/shadow", &sb) < 0 && stat("/root", &sb) < 0 &&
+		    stat("/home", &sb) < 0 && stat("/proc/1", &sb) < 0;
+		if (!p->pivot)
+			np_err(p->pivot_err, "host files visible after pivot_root", 0);
+	}
+}
+
+static int
+attest_ns_probe(bool with_network, struct ns_probe *out)
+{
+	char dir[64];
+	int pp[2];
+	pid_t c;
+	int st;
+	ssize_t n = 0;
+	struct pollfd pfd;
+
+	memset(out, 0, sizeof(*out));
+	mkdir("/run/egress-exec", 0700);
+	snprintf(dir, sizeof(dir), "/run/egress-exec/probe-%d", (int)getpid());
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		np_err(out->ns_err, "mkdir /run/egress-exec/probe", errno);
+		return -1;
+	}
+	if (pipe2(pp, O_CLOEXEC) < 0) {
+		rmdir(dir);
+		return -1;
+	}
+	fflush(NULL);
+	c = fork();
+	if (c == 0) {
+		struct ns_probe p;
+
+		close(pp[0]);
+		memset(&p, 0, sizeof(p));
+		np_run(&p, with_network, dir);
+		if (write(pp[1], &p, sizeof(p)) != (ssize_t)sizeof(p))
+			_exit(1);
+		_exit(0);
+	}
+	close(pp[1]);
+	if (c < 0) {
+		close(pp[0]);
+		rmdir(dir);
+		return -1;
+	}
+	pfd = (struct pollfd){ pp[0], POLLIN, 0 };
+	if (poll(&pfd, 1, ATTEST_PROBE_TIMEOUT_MS) == 1) {
+		size_t got = 0;
+		while (got < sizeof(*out)) {
+			n = read(pp[0], (char *)out + got, sizeof(*out) - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		n = (ssize_t)got;
+	}
+	kill(c, SIGKILL);
+	waitpid(c, &st, 0);
+	close(pp[0]);
+	rmdir(dir);
+	if (n != (ssize_t)sizeof(*out)) {
+		memset(out, 0, sizeof(*out));
+		np_err(out->ns_err, "namespace probe did not report", 0);
+		return -1;
+	}
+	return 0;
+}
+
+bool
+attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
+{
+	struct cgroup_probe cp;
+	struct cgroup_limits lim = { 500, 64ull * 1024 * 1024, 16 };
+	struct cgroup *cg = NULL;
+	const struct cgroup_applied *ap = NULL;
+	struct ns_probe np;
+	char cgerr[256] = "", secerr[256] = "", id[CGROUP_RUN_ID_MAX];
+	bool cg_ok, sec_ok, env_ok, all = true;
+	static unsigned seq;
+
+	memset(rows, 0, sizeof(struct attest_row) * ATTEST__COUNT);
+
+	/* cgroup: probe, then a throwaway group whose limits are written and read back */
+	cg_ok = cgroup_probe(NULL, &cp) == 0;
+	if (cg_ok) {
+		snprintf(id, sizeof(id), "egx-probe-%d-%u", (int)getpid(), seq++);
+		cg = cgroup_create(NULL, id, &lim, cgerr, sizeof(cgerr));
+		if (cg)
+			ap = cgroup_applied(cg);
+	} else {
+		snprintf(cgerr, sizeof(cgerr), "%s", cp.detail);
+	}
+	attest_ns_probe(with_network, &np);
+	sec_ok = seccomp_profile_selftest(secerr, sizeof(secerr)) == 0;
+	env_ok = env_name_check("GITHUB_TOKEN", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
+	    env_name_check("AWS_SECRET_ACCESS_KEY", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
+	    env_value_check("DOCKER_HOST", "unix:///var/run/docker.sock", NULL, 0) ==
+	    REASON_ADM_ENV_SOCKET &&
+	    env_name_check("LANG", NULL, 0) == REASON_ALLOWED;
+
+	if (with_network)
+		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty && np.veth,
+		    "network namespace with one veth to egressd; grant per run",
+		    np.netns_empty && np.veth ? "empty netns and veth verified; the grant is "
+		    "attested at run time" : "%s%s", np.net_err, np.veth_err);
+	else
+		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty,
+		    "empty network namespace (lo only)",
+		    np.netns_empty ? "a new network namespace holds only lo" : "%s%s",
+		    np.ns_err, np.net_err);
+	row_set(&rows[ATTEST_PROCESS_TREE_ISOLATION], np.ns && np.pid1 && sec_ok && cp.kill,
+	    "pid/ipc/uts/mount/cgroup namespaces, init as pid 1, seccomp filter, whole-cgroup kill",
+	    "%s%s%s%s", np.ns ? "namespaces created; " : np.ns_err,
+	    np.pid1 ? "first child is pid 1; " : " not pid 1 in a new pid ns;",
+	    sec_ok ? "seccomp self-test passed; " : secerr,
+	    cp.kill ? "cgroup kill present" : " no cgroup kill mechanism");
+	if (cg && ap) {
+		row_set(&rows[ATTEST_CPU_LIMIT], ap->cpu_quota_us > 0, "cgroup cpu quota",
+		    "cgroup v%d: quota %llu/%llu us read back", (int)cgroup_version(cg),
+		    (unsigned long long)ap->cpu_quota_us, (unsigned long long)ap->cpu_period_us);
+		row_set(&rows[ATTEST_MEMORY_LIMIT], ap->memory_bytes > 0 && ap->swap_limited,
+		    "cgroup memory limit, no swap", "limit %llu read back; swap: %s",
+		    (unsigned long long)ap->memory_bytes, ap->swap_limited ? ap->swap_mechanism :
+		    "NOT limited");
+		row_set(&rows[ATTEST_PROCESS_LIMIT], ap->pids > 0, "cgroup pids.max",
+		    "pids.max %llu read back", (unsigned long long)ap->pids);
+	} else {
+		row_set(&rows[ATTEST_CPU_LIMIT], false, "cgroup cpu quota", "%s", cgerr);
+		row_set(&rows[ATTEST_MEMORY_LIMIT], false, "cgroup memory limit", "%s", cgerr);
+		row_set(&rows[ATTEST_PROCESS_LIMIT], false, "cgroup pids.max", "%s", cgerr);
+	}
+	if (cg)
+		cgroup_destroy(cg, NULL, 0);
+	row_set(&rows[ATTEST_DISK_LIMIT], np.tmpfs_bound,
+	    "size-bounded tmpfs for the upper layer and /tmp, RLIMIT_FSIZE",
+	    np.tmpfs_bound ? "a full tmpfs refused more bytes (ENOSPC)" : "%s", np.disk_err);
+	row_set(&rows[ATTEST_FILESYSTEM_ISOLATION], np.pivot && np.ro_bind,
+	    "mount namespace, tmpfs root, read-only binds, pivot_root",
+	    np.pivot && np.ro_bind ? "host files gone after pivot_root; read-only bind "
+	    "refused a write" : "%s %s", np.pivot_err, np.ro_err);
+	row_set(&rows[ATTEST_WRITABLE_PATH_ENFORCEMENT], np.overlay && np.ro_bind,
+	    "overlay over the repository (writes land in a bounded upper layer), .git read-only",
+	    np.overlay ? "copy-up left the lower layer unchanged" : "%s", np.ovl_err);
+	row_set(&rows[ATTEST_CREDENTIAL_ISOLATION], env_ok && np.privs && np.pivot,
+	    "environment from nothing, credential names refused, host homes not mounted, "
+	    "unprivileged uid without capabilities",
+	    "%s%s%s", env_ok ? "credential names and container sockets refused; " :
+	    "environment rules did not refuse a credential; ",
+	    np.privs ? "drop to 65534 read back (no caps, no_new_privs); " : np.privs_err,
+	    np.pivot ? "host homes and /etc/shadow absent after pivot_root" :
+	    " host files visible");
+	for (int i = 0; i < ATTEST__COUNT; i++)
+		all = all && rows[i].attested;
+	return all;
+}
+
+json_t *
+attest_rows_json(const struct attest_row rows[ATTEST__COUNT])
+{
+	json_t *o = json_object();
+
+	for (int i = 0; o && i < ATTEST__COUNT; i++)
+		json_object_set_new(o, attest_names[i], json_pack("{s:b, s:s, s:s}", "attested",
+		    rows[i].attested, "mechanism", rows[i].mechanism, "detail", rows[i].detail));
+	return o;
+}
+
+bool
+sandbox_attest(bool with_network, json_t **out)
+{
+	struct attest_row rows[ATTEST__COUNT];
+	bool ok = attest_probe_all(with_network, rows);
+
+	*out = attest_rows_json(rows);
+	return ok && *out != NULL;
+}
+
+void
+attest_missing(const json_t *att, char *out, size_t outlen)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < ATTEST__COUNT; i++) {
+		json_t *r = json_object_get(att, attest_names[i]);
+		if (r && json_is_true(json_object_get(r, "attested")))
+			continue;
+		int n = snprintf(out + used, outlen - used, "%s%s", used ? ", " : "",
+		    attest_names[i]);
+		if (n < 0 || (size_t)n >= outlen - used)
+			break;
+		used += (size_t)n;
+	}
+	if (used == 0)
+		snprintf(out, outlen, "none");
+}
+
+void
+attest_network_granted(json_t *att, const char *ifname, const char *grant_id)
+{
+	char d[256];
+
+	snprintf(d, sizeof(d), "veth %s up with a /30; egressd issued grant %s bound to it",
+	    ifname, grant_id);
+	json_object_set_new(att, "network_enforcement", json_pack("{s:b, s:s, s:s}", "attested",
+	    1, "mechanism", "network namespace with one veth to egressd; grant per run",
+	    "detail", d));
+}
+
+void
+attest_network_failed(json_t *att, const char *why)
+{
+	json_object_set_new(att, "network_enforcement", json_pack("{s:b, s:s, s:s}", "attested",
+	    0, "mechanism", "network namespace with one veth to egressd; grant per run",
+	    "detail", why ? why : "egressd did not issue the grant"));
+}

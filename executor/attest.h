@@ -1,0 +1,56 @@
+/*
+ * attest - the nine capabilities, each attested only when its mechanism is present AND was
+ * verified on this machine just now (sandbox_attest in executor/sandbox.h is the entry).
+ *
+ * Owns: the probes (a throwaway cgroup with limits read back; a child that unshares every
+ * namespace, checks it is pid 1 of a new pid namespace and sees only `lo`, creates and
+ * deletes a veth pair inside its own namespace, mounts a bounded tmpfs and fills it, an
+ * overlay and checks copy-up leaves the lower layer alone, a read-only bind that refuses
+ * writes, pivot_root and checks the host credentials are gone, drops privileges and reads
+ * them back; seccomp's own self-test; the environment rules) and the attestation JSON.
+ * Callers: executor/sandbox.c (every run), executor/doctor.c (rows).
+ */
+#ifndef EGRESS_ATTEST_H
+#define EGRESS_ATTEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+enum attest_cap {
+	ATTEST_NETWORK_ENFORCEMENT,
+	ATTEST_PROCESS_TREE_ISOLATION,
+	ATTEST_CPU_LIMIT,
+	ATTEST_MEMORY_LIMIT,
+	ATTEST_DISK_LIMIT,
+	ATTEST_PROCESS_LIMIT,
+	ATTEST_FILESYSTEM_ISOLATION,
+	ATTEST_WRITABLE_PATH_ENFORCEMENT,
+	ATTEST_CREDENTIAL_ISOLATION,
+	ATTEST__COUNT
+};
+
+struct attest_row {
+	bool attested;
+	char mechanism[160];
+	char detail[320];
+};
+
+/* Stable capability name ("network_enforcement"). */
+const char *attest_cap_name(enum attest_cap c);
+
+/* Run every probe; rows[c] for each capability. Returns true when all are attested. */
+bool attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT]);
+
+/* {"<cap>": {"attested": b, "mechanism": s, "detail": s}, ...}; new reference. */
+json_t *attest_rows_json(const struct attest_row rows[ATTEST__COUNT]);
+
+/* Comma-separated names of capabilities not attested in att (or "none"). */
+void attest_missing(const json_t *att, char *out, size_t outlen);
+
+/* At run time: network_enforcement proven by this run's veth and the grant egressd issued;
+ * or refused because egressd did not issue it. */
+void attest_network_granted(json_t *att, const char *ifname, const char *grant_id);
+void attest_network_failed(json_t *att, const char *why);
+
+#endif

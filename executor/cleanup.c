@@ -1,0 +1,161 @@
+/*
+ * cleanup - `egress-exec cleanup [--dry-run]`: remove what a kill -9'd run left behind.
+ *
+ * A run is live when its state record's process still runs (pid and start time,
+ * executor/sandbox_state.h). For every dead record: unmount (detach) and remove the run
+ * folder's root, layer and merged mounts, delete its veth, remove the record. Then: veths
+ * named NETNS_IF_PREFIX* not owned by a live run, cgroups under egress/ not owned by a live
+ * run (h6's cgroup_cleanup_leftovers), stale probe directories.
+ */
+#define _GNU_SOURCE
+#include "executor/commands.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "executor/cgroup.h"
+#include "executor/mounts.h"
+#include "executor/netns.h"
+#include "executor/sandbox.h"
+#include "executor/sandbox_state.h"
+
+struct cleanup_ctx {
+	bool dry;
+	unsigned runs, failures;
+	char live_veths[256][16];
+	size_t nlive;
+};
+
+static void
+cleanup_run(const struct sandbox_state *st, bool live, void *arg)
+{
+	struct cleanup_ctx *c = arg;
+	static const char *const subs[] = { "merged", "layer", "root" };
+	char p[EGRESS_PATH_MAX];
+
+	if (live) {
+		if (c->nlive < EGRESS_NELEM(c->live_veths))
+			snprintf(c->live_veths[c->nlive++], 16, "%s", st->veth);
+		return;
+	}
+	printf("stale run %s (pid %d): %s\n", st->run_id, (int)st->pid, st->run_dir);
+	c->runs++;
+	if (c->dry)
+		return;
+	for (size_t i = 0; i < EGRESS_NELEM(subs); i++) {
+		if (snprintf(p, sizeof(p), "%s/%s", st->run_dir, subs[i]) >= (int)sizeof(p))
+			continue;
+		/* Mounts may be stacked (overlay over tmpfs): detach until none is left. */
+		for (int k = 0; k < 8 && umount2(p, MNT_DETACH) == 0; k++)
+			;
+		if (rmdir(p) < 0 && errno != ENOENT) {
+			log_warn("rmdir %s", p);
+			c->failures++;
+		}
+	}
+	if (st->veth[0] && netns_veth_destroy(st->veth) < 0)
+		c->failures++;
+	sandbox_state_remove(st->run_id);
+}
+
+static bool
+cleanup_keep_veth(const char *ifname, void *arg)
+{
+	struct cleanup_ctx *c = arg;
+
+	for (size_t i = 0; i < c->nlive; i++)
+		if (strcmp(c->live_veths[i], ifname) == 0)
+			return true;
+	return false;
+}
+
+/* cgroups: run groups "egx-<tag>" live by their record; probe groups "egx-probe-<pid>-<n>"
+ * live while that pid runs. */
+static bool
+cleanup_cgroup_live(const char *run_id, void *arg)
+{
+	(void)arg;
+	if (strncmp(run_id, "egx-probe-", 10) == 0) {
+		long long pid;
+		const char *es;
+		char buf[16];
+		const char *dash = strchr(run_id + 10, '-');
+		size_t n = dash ? (size_t)(dash - (run_id + 10)) : strlen(run_id + 10);
+
+		if (n == 0 || n >= sizeof(buf))
+			return false;
+		memcpy(buf, run_id + 10, n);
+		buf[n] = '\0';
+		if (num_parse(buf, 1, INT32_MAX, &pid, &es) < 0)
+			return false;
+		return sandbox_state_pid_start((pid_t)pid) != 0;
+	}
+	return sandbox_state_live(run_id);
+}
+
+int
+cmd_cleanup(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct cleanup_ctx *c = calloc(1, sizeof(*c));
+	char err[256];
+	unsigned removed = 0;
+	int ch, rc = EXEC_EXIT_OK;
+
+	if (c == NULL)
+		return EXEC_EXIT_INTERNAL;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "nh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n': c->dry = true; break;
+		case 'h':
+			printf("usage: egress-exec cleanup [--dry-run]\n"
+			    "Remove leftovers of killed runs: mounts and run folders, veths named %s*,\n"
+			    "cgroups under %s/, and their state records. Live runs are left alone.\n",
+			    NETNS_IF_PREFIX, CGROUP_PARENT);
+			free(c);
+			return EXEC_EXIT_OK;
+		default:
+			free(c);
+			return EXEC_EXIT_USAGE;
+		}
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "egress-exec cleanup: must run as root\n");
+		free(c);
+		return EXEC_EXIT_CAPABILITY;
+	}
+	sandbox_state_each(cleanup_run, c);
+	printf("stale runs: %u\n", c->runs);
+	if (!c->dry) {
+		if (netns_cleanup_leftovers(cleanup_keep_veth, c, &removed, err, sizeof(err)) < 0) {
+			log_warnx("veths: %s", err);
+			rc = EXEC_EXIT_INTERNAL;
+		}
+		printf("veths removed: %u\n", removed);
+		removed = 0;
+		if (cgroup_cleanup_leftovers(NULL, cleanup_cgroup_live, NULL, &removed, err,
+		    sizeof(err)) < 0) {
+			log_warnx("cgroups: %s", err);
+			rc = EXEC_EXIT_INTERNAL;
+		}
+		printf("cgroups removed: %u\n", removed);
+	}
+	if (c->failures)
+		rc = EXEC_EXIT_INTERNAL;
+	free(c);
+	return rc;
+}

@@ -1,0 +1,315 @@
+/*
+ * doctor - `egress-exec doctor [--egressd-control SOCK] [--json]`: one row per capability
+ * and per dependency, each ok / degraded / missing, required or warning, with a fix hint.
+ * Exit 0 when every required row is ok, EXEC_EXIT_CAPABILITY otherwise. Degraded never
+ * means unconfined: a run refuses whatever doctor says, unless the nine capabilities are
+ * attested at run time.
+ */
+#define _GNU_SOURCE
+#include "executor/commands.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <glob.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "executor/attest.h"
+#include "executor/cgroup.h"
+#include "executor/egressd_client.h"
+#include "executor/sandbox.h"
+#include "executor/seccomp.h"
+
+#define DOCTOR_DEFAULT_CONTROL "/run/egressd/control.sock"
+
+enum doctor_state { DOC_OK, DOC_DEGRADED, DOC_MISSING };
+
+struct doctor {
+	json_t *rows;
+	bool required_failed;
+	bool json;
+};
+
+static const char *
+doctor_state_str(enum doctor_state s)
+{
+	return s == DOC_OK ? "ok" : s == DOC_DEGRADED ? "degraded" : "missing";
+}
+
+static void
+doctor_row(struct doctor *d, const char *name, enum doctor_state s, bool required,
+    const char *hint, const char *fmt, ...)
+{
+	char detail[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (required && s != DOC_OK)
+		d->required_failed = true;
+	json_array_append_new(d->rows, json_pack("{s:s, s:s, s:s, s:s, s:s}", "check", name,
+	    "state", doctor_state_str(s), "level", required ? "required" : "warning",
+	    "detail", detail, "fix", s == DOC_OK ? "" : hint));
+}
+
+static int
+doctor_read_int(const char *path, long long *out)
+{
+	char buf[64];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	const char *es;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return num_parse(buf, -1, INT64_MAX, out, &es);
+}
+
+static bool
+doctor_fs_has(const char *fs)
+{
+	FILE *f = fopen("/proc/filesystems", "re");
+	char line[128];
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *t = strrchr(line, '\t');
+		t = t ? t + 1 : line;
+		t[strcspn(t, "\n")] = '\0';
+		found = strcmp(t, fs) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+static void
+doctor_kernel(struct doctor *d)
+{
+	static const char *const ns[] = { "mnt", "pid", "net", "ipc", "uts", "cgroup" };
+	struct utsname u;
+	char missing[128] = "";
+	long long major = 0, minor = 0;
+	const char *es;
+	char *dot;
+
+	uname(&u);
+	for (size_t i = 0; i < EGRESS_NELEM(ns); i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/self/ns/%s", ns[i]);
+		if (access(p, F_OK) < 0) {
+			strncat(missing, ns[i], sizeof(missing) - strlen(missing) - 2);
+			strncat(missing, " ", sizeof(missing) - strlen(missing) - 1);
+		}
+	}
+	doctor_row(d, "kernel.namespaces", missing[0] ? DOC_MISSING : DOC_OK, true,
+	    "use a kernel built with CONFIG_NAMESPACES, PID_NS, NET_NS, IPC_NS, UTS_NS, CGROUPS",
+	    "kernel %s; %s%s", u.release, missing[0] ? "missing: " : "mnt pid net ipc uts cgroup",
+	    missing);
+	doctor_row(d, "kernel.overlayfs", doctor_fs_has("overlay") ? DOC_OK : DOC_MISSING, true,
+	    "modprobe overlay (CONFIG_OVERLAY_FS)", "overlay %s in /proc/filesystems",
+	    doctor_fs_has("overlay") ? "listed" : "not listed");
+	doctor_row(d, "kernel.tmpfs", doctor_fs_has("tmpfs") ? DOC_OK : DOC_MISSING, true,
+	    "CONFIG_TMPFS", "tmpfs %s", doctor_fs_has("tmpfs") ? "listed" : "not listed");
+	/* idmapped lower layers for root-owned repositories need >= 5.19 */
+	dot = strchr(u.release, '.');
+	if (dot) {
+		char maj[16];
+		size_t n = (size_t)(dot - u.release);
+		if (n < sizeof(maj)) {
+			memcpy(maj, u.release, n);
+			maj[n] = '\0';
+			num_parse(maj, 0, 1000, &major, &es);
+			char mi[16];
+			size_t m = strspn(dot + 1, "0123456789");
+			if (m < sizeof(mi)) {
+				memcpy(mi, dot + 1, m);
+				mi[m] = '\0';
+				num_parse(mi, 0, 1000, &minor, &es);
+			}
+		}
+	}
+	doctor_row(d, "kernel.idmapped_overlay", major > 5 || (major == 5 && minor >= 19) ?
+	    DOC_OK : DOC_DEGRADED, false, "kernel >= 5.19 for overlay over idmapped layers",
+	    "kernel %lld.%lld (idmapped layers are not used yet; repositories owned by root "
+	    "are read-only to the worker)", major, minor);
+}
+
+static void
+doctor_userns(struct doctor *d)
+{
+	long long v;
+
+	if (doctor_read_int("/proc/sys/user/max_user_namespaces", &v) == 0)
+		doctor_row(d, "sysctl.user.max_user_namespaces", v > 0 ? DOC_OK : DOC_DEGRADED,
+		    false, "sysctl -w user.max_user_namespaces=15000 (needed for idmapped layers)",
+		    "%lld", v);
+	if (doctor_read_int("/proc/sys/kernel/unprivileged_userns_clone", &v) == 0)
+		doctor_row(d, "sysctl.kernel.unprivileged_userns_clone", DOC_OK, false, "",
+		    "%lld (egress-exec runs as root and does not need unprivileged user "
+		    "namespaces)", v);
+	if (doctor_read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", &v) == 0)
+		doctor_row(d, "apparmor.restrict_unprivileged_userns", DOC_OK, false, "",
+		    "%lld (not relevant: egress-exec creates namespaces as root)", v);
+	else
+		doctor_row(d, "apparmor.restrict_unprivileged_userns", DOC_OK, false, "",
+		    "not present on this kernel");
+}
+
+static void
+doctor_cgroup(struct doctor *d)
+{
+	struct cgroup_probe p;
+	bool ok = cgroup_probe(NULL, &p) == 0;
+
+	doctor_row(d, "cgroup", ok ? DOC_OK : DOC_MISSING, true,
+	    "mount cgroup v2 with cpu, memory and pids enabled in cgroup.subtree_control, or "
+	    "the v1 cpu, cpuacct, memory, pids and freezer controllers",
+	    "version %d; cpu=%d memory=%d pids=%d freezer=%d kill=%d; %s", (int)p.version,
+	    p.cpu, p.memory, p.pids, p.freezer, p.kill, p.detail);
+	doctor_row(d, "cgroup.swap_control", p.swap_control ? DOC_OK : DOC_DEGRADED, false,
+	    "boot with swapaccount=1 (v1) or enable memory.swap.max (v2); without it the run "
+	    "needs no active swap device", "%s", p.swap_control ? "present" : "absent");
+	doctor_row(d, "cgroup.peak_memory", p.peak_memory ? DOC_OK : DOC_DEGRADED, false,
+	    "kernel >= 5.19 for memory.peak (v2)", "%s", p.peak_memory ? "present" : "absent");
+}
+
+static void
+doctor_egressd(struct doctor *d, const char *control)
+{
+	char err[256], bin[4096];
+	json_t *st = NULL;
+	bool have_bin = egressd_find_binary(bin, sizeof(bin)) == 0;
+	bool up = egressd_status(control, &st, err, sizeof(err)) == 0;
+
+	if (up) {
+		const char *v = json_string_value(json_object_get(st, "version"));
+		doctor_row(d, "egressd.control", DOC_OK, false, "", "%s answers status (version %s)",
+		    control, v ? v : "?");
+	} else {
+		doctor_row(d, "egressd.control", DOC_DEGRADED, false,
+		    "start egressd (systemctl start egressd) or let egress-exec run start a private "
+		    "one", "%s: %s", control, err);
+	}
+	json_decref(st);
+	/* Without a running egressd, networked runs need the binary for an embedded one. */
+	doctor_row(d, "egressd.binary", have_bin ? DOC_OK : DOC_MISSING, !up,
+	    "install egressd or set EGRESS_EGRESSD=/path/to/egressd", "%s",
+	    have_bin ? bin : "not found next to egress-exec, in EGRESS_EGRESSD or PATH");
+}
+
+static void
+doctor_libproxy(struct doctor *d)
+{
+	glob_t g;
+	bool found = glob("/usr/lib/*/libproxy/*/modules/pacrunner_webkit.so", 0, NULL, &g) == 0 ||
+	    glob("/usr/lib/libproxy/*/modules/pacrunner_webkit.so", 0, NULL, &g) == 0;
+
+	doctor_row(d, "libproxy.pac_plugin", found ? DOC_OK : DOC_MISSING, false,
+	    "apt-get install libproxy1-plugin-webkit (without it PAC files are silently ignored)",
+	    "%s", found ? g.gl_pathv[0] : "pacrunner_webkit.so not found");
+	globfree(&g);
+}
+
+static void
+doctor_print(struct doctor *d)
+{
+	size_t i;
+	json_t *r;
+
+	if (d->json) {
+		json_t *o = json_pack("{s:O, s:b}", "rows", d->rows, "ok", !d->required_failed);
+		json_dumpf(o, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+		json_decref(o);
+		return;
+	}
+	printf("%-40s %-9s %-9s %s\n", "CHECK", "STATE", "LEVEL", "DETAIL / FIX");
+	json_array_foreach(d->rows, i, r) {
+		const char *fix = json_string_value(json_object_get(r, "fix"));
+		printf("%-40s %-9s %-9s %s\n", json_string_value(json_object_get(r, "check")),
+		    json_string_value(json_object_get(r, "state")),
+		    json_string_value(json_object_get(r, "level")),
+		    json_string_value(json_object_get(r, "detail")));
+		if (fix && *fix)
+			printf("%-40s %-9s %-9s fix: %s\n", "", "", "", fix);
+	}
+	printf("\n%s\n", d->required_failed ? "doctor: a required check is not ok: runs will be "
+	    "refused" : "doctor: every required check is ok");
+}
+
+int
+cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "egressd-control", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct doctor d = { 0 };
+	struct attest_row rows[ATTEST__COUNT];
+	const char *control = DOCTOR_DEFAULT_CONTROL;
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': control = optarg; break;
+		case 'j': d.json = true; break;
+		case 'h':
+			printf("usage: egress-exec doctor [--egressd-control SOCK] [--json]\n"
+			    "One row per capability and dependency: ok, degraded or missing; required or\n"
+			    "warning; with a fix hint. Exit 0 when every required row is ok, %d "
+			    "otherwise.\n", EXEC_EXIT_CAPABILITY);
+			return EXEC_EXIT_OK;
+		default:
+			return EXEC_EXIT_USAGE;
+		}
+	}
+	d.rows = json_array();
+	doctor_row(&d, "privileges", geteuid() == 0 ? DOC_OK : DOC_MISSING, true,
+	    "run egress-exec as root (it drops the worker to an unprivileged uid)",
+	    "euid %d", (int)geteuid());
+	if (geteuid() == 0) {
+		attest_probe_all(true, rows);
+		for (int i = 0; i < ATTEST__COUNT; i++) {
+			char name[64];
+			snprintf(name, sizeof(name), "capability.%s", attest_cap_name(i));
+			doctor_row(&d, name, rows[i].attested ? DOC_OK : DOC_MISSING, true,
+			    "see the detail; `egress-exec doctor` rows below name the missing piece",
+			    "%s: %s", rows[i].mechanism, rows[i].detail);
+		}
+	}
+	doctor_kernel(&d);
+	doctor_cgroup(&d);
+	{
+		char err[256];
+		bool ok = geteuid() == 0 && seccomp_profile_selftest(err, sizeof(err)) == 0;
+		doctor_row(&d, "seccomp", ok ? DOC_OK : DOC_MISSING, true,
+		    "kernel with CONFIG_SECCOMP_FILTER and libseccomp2", "%s",
+		    ok ? "profile installed and self-tested in a child" : err);
+	}
+	doctor_userns(&d);
+	doctor_egressd(&d, control);
+	doctor_libproxy(&d);
+	doctor_print(&d);
+	json_decref(d.rows);
+	return d.required_failed ? EXEC_EXIT_CAPABILITY : EXEC_EXIT_OK;
+}

@@ -1,0 +1,450 @@
+/*
+ * egressd_client - newline-JSON control client and the embedded egressd.
+ */
+#define _GNU_SOURCE
+#include "executor/egressd_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+static int
+ec_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	if (err == NULL || errlen == 0)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	if (saved_errno) {
+		n = strlen(err);
+		if (n < errlen)
+			snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
+	}
+	return -1;
+}
+
+bool
+egressd_grant_id_valid(const char *s)
+{
+	size_t i;
+
+	if (s == NULL)
+		return false;
+	for (i = 0; s[i]; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return i == EGRESSD_GRANT_ID_LEN;
+}
+
+bool
+egressd_setting_valid(const char *kv)
+{
+	const char *eq = kv ? strchr(kv, '=') : NULL;
+
+	if (eq == NULL || eq == kv)
+		return false;
+	for (const char *c = kv; c < eq; c++)
+		if (!((*c >= 'a' && *c <= 'z') || *c == '_'))
+			return false;
+	for (const char *c = eq + 1; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return false;
+	return strlen(kv) < EGRESS_CONF_LINE_MAX;
+}
+
+static int
+ec_wait(int fd, short ev, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = mono_msec();
+		struct pollfd p = { fd, ev, 0 };
+		int r;
+
+		if (now >= deadline) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		r = poll(&p, 1, (int)(deadline - now));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		return 0;
+	}
+}
+
+int
+egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned timeout_ms,
+    char *err, size_t errlen)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint64_t deadline = mono_msec() + (timeout_ms ? timeout_ms : EGRESSD_CLIENT_TIMEOUT_MS);
+	_cleanup_free_ char *line = NULL, *in = NULL;
+	_cleanup_fd_ int fd = -1;
+	size_t len, off = 0, inlen = 0;
+	json_error_t jerr;
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	*reply = NULL;
+	if (sock_path == NULL || strlen(sock_path) >= sizeof(sun.sun_path))
+		return ec_err(err, errlen, 0, "control socket path too long");
+	memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
+	line = json_dumps(req, JSON_COMPACT);
+	if (line == NULL)
+		return ec_err(err, errlen, ENOMEM, "encode request");
+	len = strlen(line);
+	if (len + 1 > EGRESS_CONTROL_LINE_MAX)
+		return ec_err(err, errlen, 0, "request too long");
+	line[len] = '\0';
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return ec_err(err, errlen, errno, "socket");
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		if (errno != EINPROGRESS && errno != EAGAIN)
+			return ec_err(err, errlen, errno, "connect %s", sock_path);
+		if (ec_wait(fd, POLLOUT, deadline) < 0)
+			return ec_err(err, errlen, errno, "connect %s", sock_path);
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr)
+			return ec_err(err, errlen, soerr, "connect %s", sock_path);
+	}
+	/* Send the line and its newline. */
+	while (off <= len) {
+		const char *p = off < len ? line + off : "\n";
+		size_t n = off < len ? len - off : 1;
+		ssize_t w;
+
+		if (ec_wait(fd, POLLOUT, deadline) < 0)
+			return ec_err(err, errlen, errno, "send to %s", sock_path);
+		w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w < 0)
+			return ec_err(err, errlen, errno, "send to %s", sock_path);
+		off += (size_t)w;
+	}
+	/* Read one line, bounded: grow as bytes arrive, never past the protocol limit. */
+	in = malloc(EGRESS_CONTROL_LINE_MAX + 1);
+	if (in == NULL)
+		return ec_err(err, errlen, ENOMEM, "reply buffer");
+	for (;;) {
+		ssize_t r;
+		char *nl;
+
+		if (inlen >= EGRESS_CONTROL_LINE_MAX)
+			return ec_err(err, errlen, 0, "reply from %s exceeds %d bytes", sock_path,
+			    EGRESS_CONTROL_LINE_MAX);
+		if (ec_wait(fd, POLLIN, deadline) < 0)
+			return ec_err(err, errlen, errno, "reply from %s", sock_path);
+		r = recv(fd, in + inlen, EGRESS_CONTROL_LINE_MAX - inlen, 0);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0)
+			return ec_err(err, errlen, errno, "reply from %s", sock_path);
+		if (r == 0)
+			return ec_err(err, errlen, 0, "egressd closed the control connection");
+		nl = memchr(in + inlen, '\n', (size_t)r);
+		inlen += (size_t)r;
+		if (nl) {
+			inlen = (size_t)(nl - in);
+			break;
+		}
+	}
+	*reply = json_loadb(in, inlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (*reply == NULL || !json_is_object(*reply)) {
+		json_decref(*reply);
+		*reply = NULL;
+		return ec_err(err, errlen, 0, "egressd reply is not a JSON object");
+	}
+	return 0;
+}
+
+/* Turn an {"ok": false, "error": ..., "message": ...} reply into err. */
+static int
+ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
+{
+	const char *code = json_string_value(json_object_get(reply, "error"));
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+
+	return ec_err(err, errlen, 0, "egressd refused %s: %.64s%s%.200s", what,
+	    code ? code : "unknown", msg ? ": " : "", msg ? msg : "");
+}
+
+int
+egressd_grant_create(const char *sock_path, const char *principal,
+    const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
+    char *grant_id, char *listen_out, char *err, size_t errlen)
+{
+	json_t *req = NULL, *reply = NULL, *grant, *list, *lim;
+	const char *gid, *lis;
+	int rc = -1;
+
+	if (lifetime_s == 0)
+		return ec_err(err, errlen, 0, "a dynamic grant needs a lifetime");
+	list = json_array();
+	for (size_t i = 0; allow && allow[i]; i++)
+		json_array_append_new(list, json_string(allow[i]));
+	lim = json_pack("{s:i, s:i, s:I}", "connections", 64, "bytes", 0,
+	    "lifetime_s", (json_int_t)lifetime_s);
+	grant = json_pack("{s:s, s:o, s:[], s:s, s:[], s:o}", "principal", principal,
+	    "allow", list, "allow_address", "pinning", "preferred", "credential_origin",
+	    "limits", lim);
+	req = json_pack("{s:s, s:i, s:o, s:s, s:s}", "op", "grant.create", "id", 1,
+	    "grant", grant, "listen", listen, "interface", ifname);
+	if (req == NULL)
+		return ec_err(err, errlen, ENOMEM, "grant request");
+	if (egressd_request(sock_path, req, &reply, 0, err, errlen) < 0)
+		goto out;
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		ec_refused(reply, "grant.create", err, errlen);
+		goto out;
+	}
+	gid = json_string_value(json_object_get(reply, "grant_id"));
+	lis = json_string_value(json_object_get(reply, "listen"));
+	if (!egressd_grant_id_valid(gid) || lis == NULL || strlen(lis) > EGRESS_HOSTPORT_MAX) {
+		ec_err(err, errlen, 0, "egressd grant.create reply lacks a valid grant_id/listen");
+		goto out;
+	}
+	memcpy(grant_id, gid, EGRESSD_GRANT_ID_LEN + 1);
+	memcpy(listen_out, lis, strlen(lis) + 1);
+	rc = 0;
+out:
+	json_decref(req);
+	json_decref(reply);
+	return rc;
+}
+
+int
+egressd_grant_revoke(const char *sock_path, const char *grant_id, char *err, size_t errlen)
+{
+	json_t *req, *reply = NULL;
+	int rc = -1;
+	const char *code;
+
+	req = json_pack("{s:s, s:s}", "op", "grant.revoke", "grant_id", grant_id);
+	if (req == NULL)
+		return ec_err(err, errlen, ENOMEM, "revoke request");
+	if (egressd_request(sock_path, req, &reply, 0, err, errlen) == 0) {
+		code = json_string_value(json_object_get(reply, "error"));
+		if (json_is_true(json_object_get(reply, "ok")) ||
+		    (code && strcmp(code, "unknown_grant") == 0))
+			rc = 0;
+		else
+			ec_refused(reply, "grant.revoke", err, errlen);
+	}
+	json_decref(req);
+	json_decref(reply);
+	return rc;
+}
+
+int
+egressd_status(const char *sock_path, json_t **status, char *err, size_t errlen)
+{
+	json_t *req = json_pack("{s:s}", "op", "status");
+	int rc;
+
+	*status = NULL;
+	if (req == NULL)
+		return ec_err(err, errlen, ENOMEM, "status request");
+	rc = egressd_request(sock_path, req, status, 2000, err, errlen);
+	json_decref(req);
+	if (rc == 0 && !json_is_true(json_object_get(*status, "ok"))) {
+		ec_refused(*status, "status", err, errlen);
+		json_decref(*status);
+		*status = NULL;
+		rc = -1;
+	}
+	return rc;
+}
+
+static bool
+ec_executable(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int
+egressd_find_binary(char *out, size_t outlen)
+{
+	const char *env = getenv("EGRESS_EGRESSD");
+	char self[PATH_MAX], cand[PATH_MAX + 32];
+	ssize_t n;
+	_cleanup_free_ char *path = NULL;
+	char *save = NULL, *dir;
+
+	if (env && *env) {
+		if (!ec_executable(env))
+			return -1;  /* an explicit choice that does not work is not replaced */
+		snprintf(out, outlen, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(cand, sizeof(cand), "%s/../egressd/egressd", self);
+			if (ec_executable(cand) && snprintf(out, outlen, "%s", cand) < (int)outlen)
+				return 0;
+			snprintf(cand, sizeof(cand), "%s/egressd", self);
+			if (ec_executable(cand) && snprintf(out, outlen, "%s", cand) < (int)outlen)
+				return 0;
+		}
+	}
+	env = getenv("PATH");
+	path = strdup(env && *env ? env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin");
+	if (path == NULL)
+		return -1;
+	for (dir = strtok_r(path, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		if (dir[0] != '/')
+			continue;   /* a relative PATH entry is not a trusted place */
+		snprintf(cand, sizeof(cand), "%s/egressd", dir);
+		if (ec_executable(cand) && snprintf(out, outlen, "%s", cand) < (int)outlen)
+			return 0;
+	}
+	return -1;
+}
+
+static int
+ec_join(char *out, const char *dir, const char *name)
+{
+	int n = snprintf(out, EGRESS_PATH_MAX, "%s/%s", dir, name);
+	return (n < 0 || n >= EGRESS_PATH_MAX) ? -1 : 0;
+}
+
+int
+egressd_embedded_start(const char *dir, const char *const *settings,
+    struct egressd_embedded *e, char *err, size_t errlen)
+{
+	char bin[PATH_MAX];
+	FILE *f;
+	int fd, logfd;
+	pid_t pid;
+	uint64_t deadline;
+
+	memset(e, 0, sizeof(*e));
+	if (egressd_find_binary(bin, sizeof(bin)) < 0)
+		return ec_err(err, errlen, 0, "no egressd binary found (set EGRESS_EGRESSD, or "
+		    "pass --egressd-control for a running one)");
+	if (ec_join(e->sock, dir, "egressd.sock") < 0 || ec_join(e->conf, dir, "egressd.ini") < 0 ||
+	    ec_join(e->decisions, dir, "decisions.jsonl") < 0 ||
+	    ec_join(e->log, dir, "egressd.log") < 0 ||
+	    strlen(e->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return ec_err(err, errlen, 0, "run folder path too long for a control socket");
+	for (size_t i = 0; settings && settings[i]; i++)
+		if (!egressd_setting_valid(settings[i]))
+			return ec_err(err, errlen, 0, "invalid egressd setting (want key=value)");
+
+	fd = open(e->conf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return ec_err(err, errlen, errno, "write %s", e->conf);
+	}
+	fprintf(f, "; generated by egress-exec for one run\n[egressd]\n"
+	    "control_socket = %s\ndecision_log = %s\ndrain_timeout = 1s\n",
+	    e->sock, e->decisions);
+	for (size_t i = 0; settings && settings[i]; i++) {
+		const char *eq = strchr(settings[i], '=');
+		fprintf(f, "%.*s = %s\n", (int)(eq - settings[i]), settings[i], eq + 1);
+	}
+	if (fclose(f) != 0)
+		return ec_err(err, errlen, errno, "write %s", e->conf);
+
+	logfd = open(e->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (logfd < 0)
+		return ec_err(err, errlen, errno, "open %s", e->log);
+	pid = fork();
+	if (pid < 0) {
+		close(logfd);
+		return ec_err(err, errlen, errno, "fork egressd");
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		/* If egress-exec dies, its private egressd goes too. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		dup2(logfd, 2);
+		execl(bin, "egressd", "-c", e->conf, "-f", (char *)NULL);
+		_exit(127);
+	}
+	close(logfd);
+	e->pid = pid;
+	deadline = mono_msec() + EGRESSD_START_TIMEOUT_MS;
+	while (mono_msec() < deadline) {
+		json_t *st = NULL;
+		int wst;
+
+		if (waitpid(pid, &wst, WNOHANG) == pid) {
+			e->pid = 0;
+			return ec_err(err, errlen, 0, "embedded egressd exited at start-up "
+			    "(status %d); see %s", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1, e->log);
+		}
+		if (egressd_status(e->sock, &st, NULL, 0) == 0) {
+			json_decref(st);
+			return 0;
+		}
+		usleep(50 * 1000);
+	}
+	egressd_embedded_stop(e);
+	return ec_err(err, errlen, 0, "embedded egressd did not answer status within %u ms; "
+	    "see %s", EGRESSD_START_TIMEOUT_MS, e->log);
+}
+
+void
+egressd_embedded_stop(struct egressd_embedded *e)
+{
+	uint64_t deadline;
+	int wst;
+
+	if (e == NULL || e->pid <= 0)
+		return;
+	kill(e->pid, SIGTERM);
+	deadline = mono_msec() + EGRESSD_STOP_TIMEOUT_MS;
+	while (mono_msec() < deadline) {
+		if (waitpid(e->pid, &wst, WNOHANG) == e->pid) {
+			e->pid = 0;
+			unlink(e->sock);
+			return;
+		}
+		usleep(20 * 1000);
+	}
+	kill(e->pid, SIGKILL);
+	waitpid(e->pid, &wst, 0);
+	e->pid = 0;
+	unlink(e->sock);
+}

@@ -1,0 +1,90 @@
+/*
+ * egressd_client - egress-exec's side of egressd's control socket (docs/control.md), and
+ * the embedded egressd started for one run when no running egressd is configured.
+ *
+ * Owns: one connection per request (connect, one JSON line out, one bounded JSON line
+ * back, close), and the embedded egressd process (its generated config, control socket
+ * and decision log live in the run folder).
+ * Callers: executor/sandbox.c (grant.create / grant.revoke around a run),
+ * executor/doctor.c (status), executor/attest.c.
+ *
+ * Every exchange is bounded: replies longer than EGRESS_CONTROL_LINE_MAX are refused and
+ * the whole exchange has a deadline (timeout_ms). Nothing from the reply is trusted beyond
+ * its documented shape: grant ids must be 32 lowercase hex digits.
+ */
+#ifndef EGRESS_EGRESSD_CLIENT_H
+#define EGRESS_EGRESSD_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/limits.h"
+
+#define EGRESSD_CLIENT_TIMEOUT_MS  5000
+#define EGRESSD_START_TIMEOUT_MS   10000   /* embedded egressd must answer status by then */
+#define EGRESSD_STOP_TIMEOUT_MS    5000    /* then SIGKILL */
+#define EGRESSD_GRANT_ID_LEN       (2 * EGRESS_GRANT_ID_BYTES)
+
+/*
+ * Send req (one JSON object) to the control socket at sock_path and read one reply line.
+ * Returns 0 with *reply (new reference) when a well-formed object came back whatever its
+ * "ok"; -1 with err on connect/IO/timeout/parse failure.
+ */
+int egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned timeout_ms,
+    char *err, size_t errlen);
+
+/*
+ * grant.create for exactly `allow` (NULL-terminated), principal label `principal`, bound to
+ * listen ("a.b.c.d:0" picks a port) and device ifname, with lifetime_s (> 0). On success
+ * returns 0, grant_id (EGRESSD_GRANT_ID_LEN + 1 bytes) and listen_out ("addr:port",
+ * EGRESS_HOSTPORT_MAX + 1 bytes) are filled. -1 with err (egressd's error code and message
+ * when it refused).
+ */
+int egressd_grant_create(const char *sock_path, const char *principal,
+    const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
+    char *grant_id, char *listen_out, char *err, size_t errlen);
+
+/* grant.revoke. Returns 0 (also when egressd says unknown_grant: it expired), -1 otherwise. */
+int egressd_grant_revoke(const char *sock_path, const char *grant_id, char *err, size_t errlen);
+
+/* status. Returns 0 with *status (new reference to the reply object), -1 otherwise. */
+int egressd_status(const char *sock_path, json_t **status, char *err, size_t errlen);
+
+/* True when s is exactly EGRESSD_GRANT_ID_LEN lowercase hex digits. Pure. */
+bool egressd_grant_id_valid(const char *s);
+
+struct egressd_embedded {
+	pid_t pid;                          /* 0 when not running */
+	char sock[EGRESS_PATH_MAX];         /* its control socket */
+	char conf[EGRESS_PATH_MAX];         /* generated config */
+	char decisions[EGRESS_PATH_MAX];    /* its decision log */
+	char log[EGRESS_PATH_MAX];          /* its stderr */
+};
+
+/*
+ * Find the egressd binary: $EGRESS_EGRESSD; the build tree next to this egress-exec
+ * (../egressd/egressd); the directory of this egress-exec; then PATH. Returns 0 with the
+ * path in out, -1 when none is executable.
+ */
+int egressd_find_binary(char *out, size_t outlen);
+
+/*
+ * Start a private egressd for one run: config in dir/egressd.ini (control socket
+ * dir/egressd.sock, decision log dir/decisions.jsonl, plus each "key=value" of settings,
+ * NULL-terminated, in [egressd]: e.g. dns_server or allow_special_address for a lab),
+ * stderr to dir/egressd.log; wait (bounded) until `status` answers. Returns 0, or -1 with
+ * err (the process is stopped again).
+ */
+int egressd_embedded_start(const char *dir, const char *const *settings,
+    struct egressd_embedded *e, char *err, size_t errlen);
+
+/* SIGTERM, wait up to EGRESSD_STOP_TIMEOUT_MS, then SIGKILL; reap. Accepts pid 0. */
+void egressd_embedded_stop(struct egressd_embedded *e);
+
+/* A setting for the embedded config: key [a-z_]+, '=', value without control characters. */
+bool egressd_setting_valid(const char *kv);
+
+#endif

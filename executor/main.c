@@ -1,0 +1,75 @@
+/*
+ * egress-exec - run one untrusted worker confined (docs/sandbox.md, docs/workunit.md).
+ *
+ *   egress-exec run      simple command (`-- CMD ...`) or WorkUnit (`--workunit`)
+ *   egress-exec check    admission only
+ *   egress-exec doctor   what this machine can enforce
+ *   egress-exec cleanup  leftovers of runs that were killed
+ *   egress-exec version
+ *
+ * Each subcommand takes --help. Exit codes: enum exec_exit (executor/sandbox.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "executor/commands.h"
+#include "executor/sandbox.h"
+
+static int cmd_version(int argc, char **argv);
+
+/* The subcommand table: one row per subcommand, dispatched by name. New subcommands add
+ * a row here and a prototype in executor/commands.h. */
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "run",     cmd_run,     "run a command or a WorkUnit in the sandbox" },
+	{ "check",   cmd_check,   "admission only: would this WorkUnit be admitted?" },
+	{ "doctor",  cmd_doctor,  "what this machine can enforce, with fix hints" },
+	{ "cleanup", cmd_cleanup, "remove leftovers of killed runs (cgroups, veths, mounts)" },
+	{ "version", cmd_version, "print the version" },
+};
+
+static int
+cmd_version(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+		printf("usage: egress-exec version\n");
+		return EXEC_EXIT_OK;
+	}
+	printf("egress-exec %s\n", EGRESS_VERSION);
+	return EXEC_EXIT_OK;
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: egress-exec COMMAND [--help] [ARGS...]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+int
+main(int argc, char **argv)
+{
+	log_init("egress-exec", 0);
+	if (argc < 2) {
+		usage(stderr);
+		return EXEC_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return EXEC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return cmd_version(1, argv);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "egress-exec: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return EXEC_EXIT_USAGE;
+}

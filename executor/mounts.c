@@ -1,0 +1,566 @@
+/*
+ * mounts - new root on tmpfs, read-only system binds, overlay over the repository.
+ * The order of the steps and why is in docs/sandbox.md ("mounts").
+ */
+#define _GNU_SOURCE
+#include "executor/mounts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+
+const char *const mounts_denied_paths[] = {
+	"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh",
+	"/var/run/docker.sock", "/run/docker.sock", "/run/containerd", "/run/podman",
+	"/var/lib/docker", "/var/lib/containerd", "/run/user", "/var/run/secrets",
+	"/root/.ssh", "/root/.gnupg", "/root/.aws", "/root/.config/gcloud", "/root/.azure",
+	"/root/.docker", "/root/.kube", "/sys", "/boot",
+	NULL
+};
+
+static int
+mounts_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	if (saved_errno) {
+		n = strlen(err);
+		if (n < errlen)
+			snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
+	}
+	return -1;
+}
+
+bool
+mounts_relpath_ok(const char *p)
+{
+	const char *c = p;
+
+	if (p == NULL || *p == '\0' || *p == '/' || strlen(p) > EGRESS_REPO_PATH_MAX)
+		return false;
+	while (*c) {
+		const char *slash = strchr(c, '/');
+		size_t len = slash ? (size_t)(slash - c) : strlen(c);
+
+		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!slash)
+			break;
+		c = slash + 1;
+		if (*c == '\0')
+			return false;   /* trailing slash */
+	}
+	return true;
+}
+
+bool
+mounts_option_path_ok(const char *p)
+{
+	if (p == NULL || *p != '/' || strlen(p) >= EGRESS_PATH_MAX)
+		return false;
+	return strpbrk(p, ",:\\\n\r") == NULL;
+}
+
+static int
+mounts_path(char *out, const char *a, const char *b)
+{
+	int n = snprintf(out, EGRESS_PATH_MAX, "%s%s", a, b);
+	return (n < 0 || n >= EGRESS_PATH_MAX) ? -1 : 0;
+}
+
+/* Bind src onto dst (which exists) and make the bind read-only, nosuid, nodev. */
+static int
+mounts_bind_ro(const char *src, const char *dst, bool allow_dev, char *err, size_t errlen)
+{
+	unsigned long fl = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID;
+
+	if (!allow_dev)
+		fl |= MS_NODEV;
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return mounts_err(err, errlen, errno, "bind %s", src);
+	if (mount(NULL, dst, NULL, fl, NULL) < 0)
+		return mounts_err(err, errlen, errno, "remount read-only %s", dst);
+	return 0;
+}
+
+static int
+mounts_tmpfs(const char *dst, uint64_t bytes, unsigned mode, unsigned long flags,
+    char *err, size_t errlen)
+{
+	char opt[96];
+
+	snprintf(opt, sizeof(opt), "size=%llu,mode=%04o", (unsigned long long)bytes, mode);
+	if (mount("tmpfs", dst, "tmpfs", flags, opt) < 0)
+		return mounts_err(err, errlen, errno, "tmpfs %s", dst);
+	return 0;
+}
+
+static int
+mounts_write_file(const char *path, const char *text, char *err, size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	size_t len = strlen(text);
+
+	if (fd < 0)
+		return mounts_err(err, errlen, errno, "create %s", path);
+	while (len > 0) {
+		ssize_t n = write(fd, text, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = errno;
+			close(fd);
+			return mounts_err(err, errlen, e, "write %s", path);
+		}
+		text += n;
+		len -= (size_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Create an empty file to bind onto. */
+static int
+mounts_touch(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+
+	if (fd < 0)
+		return mounts_err(err, errlen, errno, "create %s", path);
+	close(fd);
+	return 0;
+}
+
+/* mkdir -p for an absolute path under root (both host paths). */
+static int
+mounts_mkdir_p(const char *root, const char *abs, char *err, size_t errlen)
+{
+	char path[EGRESS_PATH_MAX];
+	size_t rl = strlen(root);
+	char *c;
+
+	if (mounts_path(path, root, abs) < 0)
+		return mounts_err(err, errlen, 0, "path too long: %s", abs);
+	for (c = path + rl + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return mounts_err(err, errlen, errno, "mkdir %s", path);
+		*c = '/';
+	}
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return mounts_err(err, errlen, errno, "mkdir %s", path);
+	return 0;
+}
+
+/* The system directories the executable needs, read-only; merged-usr symlinks copied. */
+static int
+mounts_system_dirs(const char *root, char *err, size_t errlen)
+{
+	static const char *const dirs[] = {
+		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL
+	};
+
+	for (size_t i = 0; dirs[i]; i++) {
+		char dst[EGRESS_PATH_MAX];
+		struct stat st;
+
+		if (lstat(dirs[i], &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return mounts_err(err, errlen, errno, "lstat %s", dirs[i]);
+		}
+		if (mounts_path(dst, root, dirs[i]) < 0)
+			return mounts_err(err, errlen, 0, "path too long");
+		if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX];
+			ssize_t n = readlink(dirs[i], target, sizeof(target) - 1);
+
+			if (n < 0)
+				return mounts_err(err, errlen, errno, "readlink %s", dirs[i]);
+			target[n] = '\0';
+			if (symlink(target, dst) < 0)
+				return mounts_err(err, errlen, errno, "symlink %s", dst);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		if (mkdir(dst, 0755) < 0)
+			return mounts_err(err, errlen, errno, "mkdir %s", dst);
+		if (mounts_bind_ro(dirs[i], dst, false, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* A minimal /etc: generated identity files, the CA store, the loader cache. */
+static int
+mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	static const char *const binds[] = {
+		"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+		"/etc/localtime", "/etc/mime.types", NULL
+	};
+	char etc[EGRESS_PATH_MAX], p[EGRESS_PATH_MAX], text[512];
+
+	if (mounts_path(etc, root, "/etc") < 0 || mkdir(etc, 0755) < 0)
+		return mounts_err(err, errlen, errno, "mkdir /etc");
+	if (mounts_tmpfs(etc, 1024 * 1024, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC, err, errlen) < 0)
+		return -1;
+
+	snprintf(text, sizeof(text),
+	    "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+	    "sandbox:x:%u:%u:egress sandbox:/tmp:/bin/sh\n%s",
+	    (unsigned)uid, (unsigned)gid, uid == 65534 ? "" :
+	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	if (mounts_path(p, etc, "/passwd") < 0 || mounts_write_file(p, text, err, errlen) < 0)
+		return -1;
+	snprintf(text, sizeof(text), "root:x:0:\nsandbox:x:%u:\n%s", (unsigned)gid,
+	    gid == 65534 ? "" : "nogroup:x:65534:\n");
+	if (mounts_path(p, etc, "/group") < 0 || mounts_write_file(p, text, err, errlen) < 0)
+		return -1;
+	if (mounts_path(p, etc, "/nsswitch.conf") < 0 || mounts_write_file(p,
+	    "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
+	    "protocols: files\nservices: files\n", err, errlen) < 0)
+		return -1;
+	/* localhost only; no resolv.conf at all: names are egressd's business. */
+	if (mounts_path(p, etc, "/hosts") < 0 || mounts_write_file(p,
+	    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n", err, errlen) < 0)
+		return -1;
+	if (mounts_path(p, etc, "/hostname") < 0 || mounts_write_file(p, "sandbox\n", err, errlen) < 0)
+		return -1;
+
+	for (size_t i = 0; binds[i]; i++) {
+		struct stat st;
+
+		if (lstat(binds[i], &st) < 0)
+			continue;
+		if (mounts_path(p, root, binds[i]) < 0)
+			return mounts_err(err, errlen, 0, "path too long");
+		if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX];
+			ssize_t n = readlink(binds[i], target, sizeof(target) - 1);
+
+			if (n < 0)
+				continue;
+			target[n] = '\0';
+			if (symlink(target, p) < 0)
+				return mounts_err(err, errlen, errno, "symlink %s", p);
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (mkdir(p, 0755) < 0)
+				return mounts_err(err, errlen, errno, "mkdir %s", p);
+		} else if (S_ISREG(st.st_mode)) {
+			if (mounts_touch(p, err, errlen) < 0)
+				return -1;
+		} else {
+			continue;
+		}
+		if (mounts_bind_ro(binds[i], p, false, err, errlen) < 0)
+			return -1;
+	}
+	if (mount(NULL, etc, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    NULL) < 0)
+		return mounts_err(err, errlen, errno, "remount /etc read-only");
+	return 0;
+}
+
+/* A minimal /dev: five character devices bound from the host, /dev/shm, fd links. */
+static int
+mounts_dev(const char *root, uint64_t shm_bytes, char *err, size_t errlen)
+{
+	static const char *const devs[] = { "null", "zero", "full", "random", "urandom", NULL };
+	static const char *const links[][2] = {
+		{ "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" },
+		{ "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+	};
+	char dev[EGRESS_PATH_MAX], p[EGRESS_PATH_MAX], src[64];
+
+	if (mounts_path(dev, root, "/dev") < 0 || mkdir(dev, 0755) < 0)
+		return mounts_err(err, errlen, errno, "mkdir /dev");
+	if (mounts_tmpfs(dev, 64 * 1024, 0755, MS_NOSUID | MS_NOEXEC, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; devs[i]; i++) {
+		if (snprintf(src, sizeof(src), "/dev/%s", devs[i]) >= (int)sizeof(src) ||
+		    snprintf(p, sizeof(p), "%s/%s", dev, devs[i]) >= (int)sizeof(p))
+			return mounts_err(err, errlen, 0, "path too long");
+		if (mounts_touch(p, err, errlen) < 0)
+			return -1;
+		/* Device nodes keep working on a nodev-free bind; writes to null/zero/full are
+		 * harmless, so the bind stays read-write (a read-only bind would refuse them). */
+		if (mount(src, p, NULL, MS_BIND, NULL) < 0)
+			return mounts_err(err, errlen, errno, "bind %s", src);
+		if (mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC, NULL) < 0)
+			return mounts_err(err, errlen, errno, "remount %s", p);
+	}
+	for (size_t i = 0; i < EGRESS_NELEM(links); i++) {
+		if (snprintf(p, sizeof(p), "%s/%s", dev, links[i][1]) >= (int)sizeof(p))
+			return mounts_err(err, errlen, 0, "path too long");
+		if (symlink(links[i][0], p) < 0)
+			return mounts_err(err, errlen, errno, "symlink %s", p);
+	}
+	if (mounts_path(p, dev, "/shm") < 0)
+		return mounts_err(err, errlen, 0, "path too long");
+	if (mkdir(p, 01777) < 0)
+		return mounts_err(err, errlen, errno, "mkdir /dev/shm");
+	if (shm_bytes > 16ull * 1024 * 1024)
+		shm_bytes = 16ull * 1024 * 1024;
+	if (mounts_tmpfs(p, shm_bytes, 01777, MS_NOSUID | MS_NODEV | MS_NOEXEC, err, errlen) < 0)
+		return -1;
+	if (mount(NULL, dev, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
+		return mounts_err(err, errlen, errno, "remount /dev read-only");
+	return 0;
+}
+
+/*
+ * Mask one repository-relative path inside the overlay. The path is resolved without
+ * following any symlink (a repository symlink must not redirect the mask to a host path);
+ * a path that does not exist or goes through a symlink is not masked (the changed-set
+ * scope check refuses writes to it later).
+ */
+static int
+mounts_mask(const char *work_host, const char *rel, char *err, size_t errlen)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH,
+	};
+	char fdpath[64];
+	struct stat st;
+	int dirfd, fd, rc;
+
+	if (!mounts_relpath_ok(rel))
+		return mounts_err(err, errlen, 0, "forbidden path is not canonical: %s", rel);
+	dirfd = open(work_host, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return mounts_err(err, errlen, errno, "open %s", work_host);
+	fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+	close(dirfd);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ELOOP || errno == EXDEV || errno == ENOTDIR)
+			return 0;
+		return mounts_err(err, errlen, errno, "open forbidden path %s", rel);
+	}
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return mounts_err(err, errlen, errno, "stat %s", rel);
+	}
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+	if (S_ISDIR(st.st_mode)) {
+		rc = mounts_tmpfs(fdpath, 4096, 0, MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+		    err, errlen);
+	} else if (S_ISREG(st.st_mode)) {
+		rc = mounts_bind_ro("/dev/null", fdpath, true, err, errlen);
+	} else {
+		rc = 0;   /* sockets, fifos: nothing readable to hide */
+	}
+	close(fd);
+	return rc;
+}
+
+static int
+mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, size_t errlen)
+{
+	char opt[3 * EGRESS_PATH_MAX + 64], p[EGRESS_PATH_MAX], g[EGRESS_PATH_MAX];
+	struct stat st;
+
+	if (!mounts_option_path_ok(s->repo_dir) || !mounts_option_path_ok(s->upper_dir) ||
+	    !mounts_option_path_ok(s->ovl_work_dir))
+		return mounts_err(err, errlen, 0,
+		    "overlay paths must be absolute without ',' ':' or '\\'");
+	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s", s->repo_dir,
+	    s->upper_dir, s->ovl_work_dir);
+	if (mount("overlay", work_host, "overlay", MS_NOSUID | MS_NODEV, opt) < 0)
+		return mounts_err(err, errlen, errno, "overlay on %s", s->workdir);
+
+	/* .git read-only: bind the host's own .git over it, so no write reaches even the
+	 * upper layer. */
+	if (mounts_path(g, s->repo_dir, "/.git") < 0 || mounts_path(p, work_host, "/.git") < 0)
+		return mounts_err(err, errlen, 0, "path too long");
+	if (lstat(g, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+		if (mounts_bind_ro(g, p, false, err, errlen) < 0)
+			return -1;
+	}
+	for (size_t i = 0; s->forbidden_paths && s->forbidden_paths[i]; i++) {
+		if (mounts_mask(work_host, s->forbidden_paths[i], err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
+{
+	const char *root = s->root_dir;
+	char p[EGRESS_PATH_MAX];
+
+	if (s->workdir == NULL || s->workdir[0] != '/' || strcmp(s->workdir, "/") == 0 ||
+	    !mounts_relpath_ok(s->workdir + 1))
+		return mounts_err(err, errlen, 0, "workdir must be an absolute canonical path");
+	/* Nothing we mount may propagate back to the host, nor host mounts into us. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return mounts_err(err, errlen, errno, "make / private");
+	if (mounts_tmpfs(root, 16 * 1024 * 1024, 0755, MS_NOSUID | MS_NODEV, err, errlen) < 0)
+		return -1;
+	if (mounts_system_dirs(root, err, errlen) < 0)
+		return -1;
+	if (mounts_etc(root, s->uid, s->gid, err, errlen) < 0)
+		return -1;
+	if (mounts_dev(root, s->tmp_bytes, err, errlen) < 0)
+		return -1;
+
+	if (mounts_path(p, root, "/proc") < 0 || mkdir(p, 0555) < 0)
+		return mounts_err(err, errlen, errno, "mkdir /proc");
+	/* A fresh proc instance: it shows the pid namespace of the mounting process (us). */
+	if (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return mounts_err(err, errlen, errno, "mount /proc");
+
+	if (mounts_path(p, root, "/tmp") < 0 || mkdir(p, 01777) < 0)
+		return mounts_err(err, errlen, errno, "mkdir /tmp");
+	if (mounts_tmpfs(p, s->tmp_bytes, 01777, MS_NOSUID | MS_NODEV, err, errlen) < 0)
+		return -1;
+
+	if (mounts_mkdir_p(root, s->workdir, err, errlen) < 0)
+		return -1;
+	if (mounts_path(p, root, s->workdir) < 0)
+		return mounts_err(err, errlen, 0, "path too long");
+	if (mounts_overlay(s, p, err, errlen) < 0)
+		return -1;
+
+	/* pivot_root(".", ".") stacks the old root on top of the new one; detaching it
+	 * leaves only the new root (runc's trick: no directory for the old root needed). */
+	if (chdir(root) < 0)
+		return mounts_err(err, errlen, errno, "chdir new root");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return mounts_err(err, errlen, errno, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return mounts_err(err, errlen, errno, "detach old root");
+	if (chdir("/") < 0)
+		return mounts_err(err, errlen, errno, "chdir /");
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return mounts_err(err, errlen, errno, "remount / read-only");
+	return 0;
+}
+
+int
+mounts_verify(const char *workdir, char *err, size_t errlen)
+{
+	static const char *const ro_probes[] = {
+		"/egress-probe", "/usr/egress-probe", "/etc/egress-probe", "/dev/egress-probe", NULL
+	};
+	char buf[64];
+	int fd;
+	ssize_t n;
+
+	for (size_t i = 0; mounts_denied_paths[i]; i++) {
+		struct stat st;
+
+		if (lstat(mounts_denied_paths[i], &st) == 0 || errno != ENOENT)
+			return mounts_err(err, errlen, 0, "mandatory denial %s is visible",
+			    mounts_denied_paths[i]);
+	}
+	/* Root ignores permissions but not a read-only mount: EROFS proves the mount flag. */
+	for (size_t i = 0; ro_probes[i]; i++) {
+		if (mkdir(ro_probes[i], 0700) == 0) {
+			rmdir(ro_probes[i]);
+			return mounts_err(err, errlen, 0, "%s is writable", ro_probes[i]);
+		}
+		if (errno != EROFS)
+			return mounts_err(err, errlen, errno, "write probe %s", ro_probes[i]);
+	}
+	/* Our /proc is our pid namespace's: we are pid 1 in it. */
+	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return mounts_err(err, errlen, errno, "open /proc/self/stat");
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 2 || buf[0] != '1' || buf[1] != ' ')
+		return mounts_err(err, errlen, 0, "/proc does not show the sandbox pid namespace");
+	{
+		struct stat st;
+		if (stat(workdir, &st) < 0 || !S_ISDIR(st.st_mode))
+			return mounts_err(err, errlen, errno, "workdir %s missing", workdir);
+	}
+	return 0;
+}
+
+int
+mounts_layer_create(const char *layer_dir, uint64_t bytes, const char *repo_dir,
+    char *upper_out, char *work_out, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(repo_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return mounts_err(err, errlen, errno, "repository %s", repo_dir);
+	if (mkdir(layer_dir, 0700) < 0 && errno != EEXIST)
+		return mounts_err(err, errlen, errno, "mkdir %s", layer_dir);
+	if (mounts_tmpfs(layer_dir, bytes, 0700, MS_NOSUID | MS_NODEV, err, errlen) < 0)
+		return -1;
+	if (mounts_path(upper_out, layer_dir, "/upper") < 0 ||
+	    mounts_path(work_out, layer_dir, "/work") < 0)
+		return mounts_err(err, errlen, 0, "path too long");
+	if (mkdir(upper_out, st.st_mode & 07777) < 0 || mkdir(work_out, 0700) < 0)
+		return mounts_err(err, errlen, errno, "mkdir in %s", layer_dir);
+	/* The merged root takes its attributes from the upper dir: mirror the repository's. */
+	if (chown(upper_out, st.st_uid, st.st_gid) < 0 || chmod(upper_out, st.st_mode & 07777) < 0)
+		return mounts_err(err, errlen, errno, "chown %s", upper_out);
+	return 0;
+}
+
+void
+mounts_layer_destroy(const char *layer_dir)
+{
+	if (layer_dir == NULL || layer_dir[0] == '\0')
+		return;
+	if (umount2(layer_dir, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+		log_warn("umount %s", layer_dir);
+	if (rmdir(layer_dir) < 0 && errno != ENOENT)
+		log_warn("rmdir %s", layer_dir);
+}
+
+int
+mounts_merged_create(const char *merged_dir, const char *upper_dir, const char *repo_dir,
+    char *err, size_t errlen)
+{
+	char opt[2 * EGRESS_PATH_MAX + 32];
+
+	if (!mounts_option_path_ok(upper_dir) || !mounts_option_path_ok(repo_dir))
+		return mounts_err(err, errlen, 0, "overlay paths must not contain ',' ':' or '\\'");
+	if (mkdir(merged_dir, 0700) < 0 && errno != EEXIST)
+		return mounts_err(err, errlen, errno, "mkdir %s", merged_dir);
+	/* Two lower layers and no upper: overlayfs mounts it read-only by construction. */
+	snprintf(opt, sizeof(opt), "lowerdir=%s:%s", upper_dir, repo_dir);
+	if (mount("overlay", merged_dir, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opt) < 0)
+		return mounts_err(err, errlen, errno, "merged view %s", merged_dir);
+	return 0;
+}
+
+void
+mounts_merged_destroy(const char *merged_dir)
+{
+	if (merged_dir == NULL || merged_dir[0] == '\0')
+		return;
+	if (umount2(merged_dir, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+		log_warn("umount %s", merged_dir);
+	if (rmdir(merged_dir) < 0 && errno != ENOENT)
+		log_warn("rmdir %s", merged_dir);
+}

@@ -1,0 +1,79 @@
+/*
+ * mounts - the sandbox's file system view: a new root on tmpfs, read-only system binds,
+ * a minimal /etc and /dev, fresh /proc, bounded /tmp, and the repository as an overlay.
+ *
+ * Owns: the layer tmpfs in the supervisor's mount namespace (upper + work dirs of the
+ * overlay, so the upper dir outlives the worker for changed-set computation), the
+ * read-only merged view made after the run, and every mount inside the child's mount
+ * namespace (those vanish with the namespace).
+ * Callers: executor/sandbox.c (supervisor: mounts_layer_*, mounts_merged_*; child:
+ * mounts_enter, mounts_verify), executor/attest.c and executor/cleanup.c.
+ *
+ * Mandatory denials (host homes, /root, credential locations, container sockets,
+ * /etc/shadow) are never bound into the new root whatever the policy says; mounts_verify
+ * checks that each is absent after pivot_root.
+ */
+#ifndef EGRESS_MOUNTS_H
+#define EGRESS_MOUNTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct mounts_spec {
+	const char *root_dir;      /* empty host dir: the new root tmpfs is mounted here */
+	const char *repo_dir;      /* overlay lower layer: the repository work tree */
+	const char *upper_dir;     /* overlay upper dir (from mounts_layer_create) */
+	const char *ovl_work_dir;  /* overlay work dir (same file system as upper_dir) */
+	const char *workdir;       /* absolute path of the repository inside: "/work" */
+	const char *const *forbidden_paths; /* repository-relative paths to mask, or NULL */
+	uint64_t tmp_bytes;        /* size of /tmp (and bound for /dev/shm) */
+	uid_t uid;                 /* sandbox user, for the generated passwd/group */
+	gid_t gid;
+};
+
+/*
+ * Supervisor, host mount namespace: mount a tmpfs of `bytes` at layer_dir (created 0700)
+ * with upper/ and work/ inside; upper/ gets the owner and mode of the repository root so
+ * the merged root looks like the repository's. Paths of upper/work go to upper_out and
+ * work_out (EGRESS_PATH_MAX). Returns 0, or -1 with err.
+ */
+int mounts_layer_create(const char *layer_dir, uint64_t bytes, const char *repo_dir,
+    char *upper_out, char *work_out, char *err, size_t errlen);
+
+/* Unmount (detach) layer_dir and remove it; safe when partly created. */
+void mounts_layer_destroy(const char *layer_dir);
+
+/*
+ * Supervisor, after the worker's namespace is gone: a read-only overlay of upper over
+ * repo at merged_dir (created), the worker's view without its ability to write.
+ */
+int mounts_merged_create(const char *merged_dir, const char *upper_dir, const char *repo_dir,
+    char *err, size_t errlen);
+void mounts_merged_destroy(const char *merged_dir);
+
+/*
+ * Child, first process of the new mount (and pid) namespace, still root: private
+ * propagation, build the new root as described in docs/sandbox.md, pivot_root into it,
+ * detach the old root, make / read-only. Returns 0, or -1 with err.
+ */
+int mounts_enter(const struct mounts_spec *s, char *err, size_t errlen);
+
+/*
+ * Child, after mounts_enter: every mandatory denial is absent, system dirs and / refuse
+ * writes, /proc shows only our pid namespace. Returns 0, or -1 with err naming the check.
+ */
+int mounts_verify(const char *workdir, char *err, size_t errlen);
+
+/* The mandatory denials (absolute paths inside the sandbox), NULL-terminated. */
+extern const char *const mounts_denied_paths[];
+
+/* A repository-relative path is canonical: non-empty, no leading '/', no "." or ".."
+ * components, no empty components, no trailing '/'. */
+bool mounts_relpath_ok(const char *p);
+
+/* Characters overlayfs mount options cannot carry (',' ':' '\\' and newlines). */
+bool mounts_option_path_ok(const char *p);
+
+#endif
