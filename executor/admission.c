@@ -200,7 +200,7 @@ check_network(struct admission *a, const struct workunit *wu, const struct prese
 
 	/* The grant is exactly the WorkUnit allowlist, in canonical form. */
 	a->net = SANDBOX_NET_ALLOWLIST;
-	a->grant.v = calloc(npats ? npats : 1, sizeof(char *));
+	a->grant.v = calloc(npats + 1, sizeof(char *));  /* NULL-terminated */
 	if (a->grant.v == NULL) {
 		refuse(a, REASON_INTERNAL_ERROR, "out of memory");
 		goto out;

@@ -1,18 +1,502 @@
 /*
  * orchestrate - one WorkUnit run end to end (see executor/orchestrate.h).
  *
- * Placeholder while the pipeline (workunit, preset, admission, changes, scope, artifacts,
- * manifest) is being built: refuses every run, so nothing runs half-checked.
+ * The order, and why:
+ *   1. load WorkUnit + AgentPreset, admission       nothing runs unless admitted
+ *   2. environment from the preset allowlist         env_build: credentials never pass
+ *   3. sandbox_run                                   the worker, confined; gone on return
+ *   4. changed set (libgit2 + upper layer)           after the worker is gone, never before
+ *   5. scope check                                   any violation rejects the whole candidate
+ *   6. artifacts: logs, decisions, candidate.diff    the diff only for an accepted candidate
+ *   7. manifest.json                                 in every case where out_dir is usable
+ * Nothing the worker produced is trusted: its outputs are read from the host side of the
+ * overlay by this process after the sandbox's processes are all dead.
  */
+#define _GNU_SOURCE
 #include "executor/orchestrate.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "common/limits.h"
 #include "common/log.h"
+#include "common/pathglob.h"
+#include "common/util.h"
+#include "executor/admission.h"
+#include "executor/artifacts.h"
+#include "executor/changes.h"
+#include "executor/env.h"
+#include "executor/manifest.h"
+#include "executor/preset.h"
 #include "executor/sandbox.h"
+#include "executor/scope.h"
+#include "executor/workunit.h"
+
+#define ORCH_ARTIFACTS_MAX 4
+
+struct orch {
+	const struct orchestrate_opts *o;
+	char run_id[40];
+	char repo[EGRESS_PATH_MAX];
+	char run_dir[64];
+	bool run_dir_made;
+	struct workunit *wu;
+	struct preset *p;
+	struct admission adm;
+	bool adm_done;
+	struct sandbox_result sr;
+	bool sr_valid;
+	struct changeset cs;
+	bool cs_valid;
+	struct scope_verdict scope;
+	bool scope_valid;
+	struct artifact arts[ORCH_ARTIFACTS_MAX];
+	size_t narts;
+	char **envp;
+	int exit_code;
+	enum reason reason;
+	char message[640];
+	uint64_t started_ms;
+};
+
+static uint64_t
+wall_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+__attribute__((format(printf, 4, 5)))
+static int
+orch_set(struct orch *r, int code, enum reason why, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->exit_code = code;
+	r->reason = why;
+	va_start(ap, fmt);
+	vsnprintf(r->message, sizeof(r->message), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* The run folder holds only what the sandbox puts there; remove those names. */
+static void
+run_dir_remove(const char *dir)
+{
+	static const char *const names[] = { "egressd.ini", "egressd.sock", "egressd.log",
+		"decisions.jsonl", "root", "layer", "merged", NULL };
+	char p[EGRESS_PATH_MAX];
+
+	for (size_t i = 0; names[i]; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		if (unlink(p) < 0 && (errno == EISDIR || errno == EPERM))
+			rmdir(p);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warn("rmdir %s", dir);
+}
+
+static void
+print_decisions(const char *out_dir)
+{
+	char p[EGRESS_PATH_MAX];
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	unsigned shown = 0;
+
+	snprintf(p, sizeof(p), "%s/decisions.jsonl", out_dir);
+	f = fopen(p, "re");
+	if (f == NULL)
+		return;
+	while ((n = getline(&line, &cap, f)) > 0 && shown < 20) {
+		json_t *o = json_loadb(line, (size_t)n, 0, NULL);
+		const char *reason = json_string_value(json_object_get(o, "reason"));
+		const char *what = NULL;
+		static const char *const keys[] = { "target", "authority", "host", "dest",
+			"destination", "url" };
+		for (size_t i = 0; i < EGRESS_NELEM(keys) && what == NULL; i++)
+			what = json_string_value(json_object_get(o, keys[i]));
+		if (reason != NULL) {
+			fprintf(stderr, "  decision: %-14s %s\n", reason, what ? what : "");
+			shown++;
+		}
+		json_decref(o);
+	}
+	free(line);
+	fclose(f);
+}
+
+static void
+print_summary(const struct orch *r)
+{
+	char line[1024];
+
+	fprintf(stderr, "egress-exec: run %s: WorkUnit %s, preset %s\n", r->run_id,
+	    r->wu ? r->wu->id : "?", r->p ? r->p->name : "?");
+	if (r->adm_done) {
+		admission_summary(&r->adm, line, sizeof(line));
+		fprintf(stderr, "  %s\n", line);
+		for (size_t i = 1; i < r->adm.nrefusals; i++)
+			fprintf(stderr, "    also: %s: %s\n", reason_str(r->adm.refusals[i].reason),
+			    r->adm.refusals[i].detail);
+	}
+	if (r->sr_valid && r->sr.attestation != NULL) {
+		const char *k;
+		json_t *v;
+		size_t ok = 0, all = 0;
+		json_object_foreach(r->sr.attestation, k, v) {
+			all++;
+			if (json_is_true(json_object_get(v, "attested")))
+				ok++;
+		}
+		fprintf(stderr, "  attestation: %zu/%zu capabilities attested\n", ok, all);
+	}
+	if (r->sr_valid && r->sr.started)
+		fprintf(stderr, "  worker: exit %d%s%s%s, wall %llu ms\n", r->sr.exit_code,
+		    r->sr.term_signal ? ", killed by a signal" : "",
+		    r->sr.timed_out ? ", timed out" : "", r->sr.oom_killed ? ", OOM" : "",
+		    (unsigned long long)r->sr.wall_ms);
+	if (r->sr_valid && r->sr.started)
+		print_decisions(r->o->out_dir);
+	if (r->scope_valid) {
+		scope_summary(&r->scope, line, sizeof(line));
+		fprintf(stderr, "  %s (%zu changed path%s)\n", line, r->cs.n,
+		    r->cs.n == 1 ? "" : "s");
+	}
+	for (size_t i = 0; i < r->narts; i++)
+		if (strcmp(r->arts[i].name, "candidate.diff") == 0)
+			fprintf(stderr, "  diff: %s/candidate.diff (%llu bytes)\n", r->o->out_dir,
+			    (unsigned long long)r->arts[i].size);
+	fprintf(stderr, "  outcome: %s (%s)%s%s\n", manifest_status_str(r->exit_code),
+	    reason_str(r->reason), r->message[0] ? ": " : "", r->message);
+	fprintf(stderr, "  manifest: %s/manifest.json\n", r->o->out_dir);
+}
+
+static int
+write_manifest(struct orch *r)
+{
+	struct manifest_input in;
+	char err[512];
+
+	memset(&in, 0, sizeof(in));
+	in.run_id = r->run_id;
+	in.wu = r->wu;
+	in.preset = r->p;
+	in.adm = r->adm_done ? &r->adm : NULL;
+	in.sr = r->sr_valid ? &r->sr : NULL;
+	in.cs = r->cs_valid ? &r->cs : NULL;
+	in.scope = r->scope_valid ? &r->scope : NULL;
+	in.artifacts = r->arts;
+	in.nartifacts = r->narts;
+	in.exit_code = r->exit_code;
+	in.reason = r->reason;
+	in.message = r->message[0] ? r->message : NULL;
+	/* The embedded egressd is this build; an external one reports nothing here. */
+	in.egressd_version = r->sr_valid && r->adm.net == SANDBOX_NET_ALLOWLIST &&
+	    r->o->egressd_control == NULL ? EGRESS_VERSION : NULL;
+	in.started_ms = r->started_ms;
+	in.finished_ms = wall_ms();
+	if (manifest_write(r->o->out_dir, &in, err, sizeof(err)) != 0) {
+		log_warnx("manifest: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* NULL-terminated copy of the literal (non-glob) entries: the sandbox masks those; globs
+ * are enforced by the scope check afterwards. */
+static const char **
+forbidden_literals(const struct strlist *l)
+{
+	const char **v = calloc(l->n + 1, sizeof(*v));
+	size_t k = 0;
+
+	if (v == NULL)
+		return NULL;
+	for (size_t i = 0; i < l->n; i++)
+		if (!glob_is_pattern(l->v[i]))
+			v[k++] = l->v[i];
+	return v;
+}
+
+static int
+run_sandbox(struct orch *r)
+{
+	const struct orchestrate_opts *o = r->o;
+	struct sandbox_spec spec;
+	struct env_opts eo = { 0 };
+	struct stat st;
+	const char **argv = NULL, **forbid = NULL;
+	char msg[256];
+	enum reason why;
+	uid_t uid;
+	gid_t gid;
+	int rc;
+
+	if (env_build((const char *const *)r->p->env_allowlist.v, o->caller_env, &eo, &r->envp,
+	    &why, msg, sizeof(msg)) != 0)
+		return orch_set(r, why == REASON_INTERNAL_ERROR ? EXEC_EXIT_INTERNAL :
+		    EXEC_EXIT_ADMISSION, why, "environment: %s", msg);
+
+	if (stat(r->repo, &st) != 0)
+		return orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "repository %s: %s",
+		    r->repo, strerror(errno));
+	/* overlayfs copy-up keeps the lower owner: the repository owner's uid can change its
+	 * files; a root-owned repository gets the nobody uid (read-only existing files). */
+	if (st.st_uid != 0) {
+		uid = st.st_uid;
+		gid = st.st_gid != 0 ? st.st_gid : st.st_uid;
+	} else {
+		uid = gid = 65534;
+	}
+
+	/* argv: the preset's fixed list, or just the executable. */
+	argv = calloc(r->p->argv.n + 2, sizeof(*argv));
+	forbid = forbidden_literals(&r->wu->forbidden_paths);
+	if (argv == NULL || forbid == NULL) {
+		free(argv);
+		free(forbid);
+		return orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "out of memory");
+	}
+	if (r->p->argv.n == 0)
+		argv[0] = r->p->executable;
+	for (size_t i = 0; i < r->p->argv.n; i++)
+		argv[i] = r->p->argv.v[i];
+
+	mkdir("/run/egress-exec", 0700);
+	snprintf(r->run_dir, sizeof(r->run_dir), "/run/egress-exec/wu-XXXXXX");
+	if (mkdtemp(r->run_dir) == NULL) {
+		free(argv);
+		free(forbid);
+		return orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "mkdtemp %s: %s",
+		    r->run_dir, strerror(errno));
+	}
+	r->run_dir_made = true;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.executable = r->p->executable;
+	spec.argv = argv;
+	spec.prompt_transport = r->adm.transport;
+	spec.prompt = r->wu->objective;
+	spec.prompt_flag = r->p->prompt_flag;
+	spec.envp = (const char *const *)r->envp;
+	spec.repo_dir = r->repo;
+	spec.workdir = "/work";
+	spec.forbidden_paths = forbid[0] ? forbid : NULL;
+	spec.net = r->adm.net;
+	spec.allowlist = r->adm.net == SANDBOX_NET_ALLOWLIST ?
+	    (const char *const *)r->adm.grant.v : NULL;
+	spec.egressd_control = o->egressd_control;
+	spec.principal = r->run_id;
+	spec.uid = uid;
+	spec.gid = gid;
+	spec.limits = r->adm.limits;
+	spec.run_dir = r->run_dir;
+	spec.net_pool = o->net_pool;
+	spec.egressd_settings = o->egressd_settings;
+
+	memset(&r->sr, 0, sizeof(r->sr));
+	rc = sandbox_run(&spec, &r->sr);
+	r->sr_valid = true;
+	free(argv);
+	free(forbid);
+	if (rc != 0) {
+		int code = r->sr.reason == REASON_CAPABILITY_MISSING ? EXEC_EXIT_CAPABILITY :
+		    EXEC_EXIT_INTERNAL;
+		return orch_set(r, code, r->sr.reason, "sandbox: %s", r->sr.message);
+	}
+	return EXEC_EXIT_OK;
+}
+
+/* After the worker: changed set, scope, artifacts. Sets the outcome. */
+static void
+collect(struct orch *r)
+{
+	const struct orchestrate_opts *o = r->o;
+	char err[512];
+	bool worker_ok;
+
+	/* Logs and decisions first: they are evidence whatever the verdict. */
+	if (artifacts_write_log(o->out_dir, "stdout.log", r->sr.out, r->sr.out_len,
+	    r->sr.out_truncated, &r->arts[r->narts], err, sizeof(err)) == 0)
+		r->narts++;
+	else
+		log_warnx("%s", err);
+	if (artifacts_write_log(o->out_dir, "stderr.log", r->sr.err, r->sr.err_len,
+	    r->sr.err_truncated, &r->arts[r->narts], err, sizeof(err)) == 0)
+		r->narts++;
+	else
+		log_warnx("%s", err);
+	if (artifacts_write_decisions(o->out_dir, r->sr.decisions_path, r->run_id,
+	    r->sr.grant_id, &r->arts[r->narts], err, sizeof(err)) == 0)
+		r->narts++;
+	else
+		log_warnx("%s", err);
+
+	if (r->sr.timed_out)
+		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_TIMEOUT, "the worker exceeded %u s",
+		    r->adm.limits.wall_seconds);
+	else if (r->sr.oom_killed || r->sr.oom_kills > 0)
+		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_OOM, "the worker exceeded %llu bytes "
+		    "of memory", (unsigned long long)r->adm.limits.memory_bytes);
+	else if (r->sr.term_signal != 0 || r->sr.exit_code != 0 ||
+	    (r->sr.reason != REASON_ALLOWED && r->sr.reason != REASON_WORKER_FAILED))
+		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_FAILED, "the worker %s %d%s%s",
+		    r->sr.term_signal ? "was killed by signal" : "exited with status",
+		    r->sr.term_signal ? r->sr.term_signal : r->sr.exit_code,
+		    r->sr.message[0] ? "; " : "", r->sr.message);
+	worker_ok = r->exit_code == EXEC_EXIT_OK;
+
+	/* The changed set is computed (and reported) even for a failed worker. */
+	if (r->sr.merged_dir[0] == '\0' || r->sr.upper_dir[0] == '\0') {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "the sandbox kept no "
+		    "overlay to compute the changed set from");
+		return;
+	}
+	if (changes_compute(r->repo, r->sr.merged_dir, r->sr.upper_dir, &r->cs, err,
+	    sizeof(err)) != 0) {
+		if (worker_ok)
+			orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "changed set: %s", err);
+		return;
+	}
+	r->cs_valid = true;
+	if (scope_check(&r->cs, &r->wu->allowed_paths, &r->wu->forbidden_paths,
+	    &r->scope) != 0) {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "scope check: out of memory");
+		return;
+	}
+	r->scope_valid = true;
+	if (!worker_ok)
+		return;
+	if (!r->scope.accepted) {
+		char disp[256];
+		changes_path_display(r->scope.v[0].path, disp, sizeof(disp));
+		orch_set(r, EXEC_EXIT_REJECTED, r->scope.v[0].reason, "%zu path%s out of scope, "
+		    "first %s (%s)", r->scope.n, r->scope.n == 1 ? "" : "s", disp,
+		    reason_str(r->scope.v[0].reason));
+		return;
+	}
+	{
+		uint64_t needed = 0;
+		enum diff_outcome d = artifacts_write_diff(o->out_dir, r->repo, r->sr.merged_dir,
+		    r->adm.diff_bytes, &r->arts[r->narts], &needed, err, sizeof(err));
+		switch (d) {
+		case DIFF_WRITTEN:
+			r->narts++;
+			orch_set(r, EXEC_EXIT_OK, REASON_ALLOWED, "%s", "");
+			break;
+		case DIFF_TOO_LARGE:
+			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "candidate.diff "
+			    "needs more than %llu bytes (bound %llu); the candidate is rejected whole",
+			    (unsigned long long)needed, (unsigned long long)r->adm.diff_bytes);
+			break;
+		case DIFF_ERROR:
+			orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "candidate.diff: %s",
+			    err);
+			break;
+		}
+	}
+}
+
+static void
+orch_free(struct orch *r)
+{
+	if (r->sr_valid) {
+		sandbox_release_upper(&r->sr);
+		sandbox_result_free(&r->sr);
+	}
+	if (r->run_dir_made)
+		run_dir_remove(r->run_dir);
+	scope_verdict_free(&r->scope);
+	changes_free(&r->cs);
+	admission_free(&r->adm);
+	workunit_free(r->wu);
+	preset_free(r->p);
+	env_free(r->envp);
+}
 
 int
 orchestrate_run(const struct orchestrate_opts *o)
 {
-	(void)o;
-	log_warnx("WorkUnit orchestration is not built yet; refusing to run");
-	return EXEC_EXIT_INTERNAL;
+	struct orch r;
+	unsigned char rnd[8];
+	char hex[17];
+	char *real;
+	struct stat st;
+	int code;
+
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	r.started_ms = wall_ms();
+	r.exit_code = EXEC_EXIT_INTERNAL;
+	r.reason = REASON_INTERNAL_ERROR;
+
+	if (o->workunit_path == NULL || o->preset_path == NULL || o->repo_dir == NULL ||
+	    o->out_dir == NULL) {
+		log_warnx("orchestrate: workunit, preset, repository and output folder are "
+		    "required");
+		return EXEC_EXIT_USAGE;
+	}
+	if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
+		log_warn("output folder %s", o->out_dir);
+		return EXEC_EXIT_INTERNAL;
+	}
+	if (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		log_warnx("output folder %s is not a directory", o->out_dir);
+		return EXEC_EXIT_INTERNAL;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		log_warnx("orchestrate: no randomness for the run id");
+		return EXEC_EXIT_INTERNAL;
+	}
+	hex_encode(rnd, sizeof(rnd), hex);
+	snprintf(r.run_id, sizeof(r.run_id), "run-%s", hex);
+
+	/* 1. Admission: nothing runs unless admitted. */
+	admission_from_files(o->workunit_path, o->preset_path, o->trusted_models, o->caller_env,
+	    &r.wu, &r.p, &r.adm);
+	r.adm_done = true;
+	if (!r.adm.admitted) {
+		orch_set(&r, EXEC_EXIT_ADMISSION, r.adm.nrefusals ? r.adm.refusals[0].reason :
+		    REASON_ADM_INVALID_FILE, "%s", r.adm.nrefusals ? r.adm.refusals[0].detail : "");
+		goto out;
+	}
+
+	real = realpath(o->repo_dir, NULL);
+	if (real == NULL || strlen(real) >= sizeof(r.repo)) {
+		orch_set(&r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "repository %s: %s",
+		    o->repo_dir, real ? "path too long" : strerror(errno));
+		free(real);
+		goto out;
+	}
+	snprintf(r.repo, sizeof(r.repo), "%s", real);
+	free(real);
+
+	/* 2-3. Environment and the sandbox. */
+	if (run_sandbox(&r) != EXEC_EXIT_OK)
+		goto out;
+	/* 4-6. After the worker is gone. */
+	orch_set(&r, EXEC_EXIT_OK, REASON_ALLOWED, "%s", "");
+	collect(&r);
+out:
+	/* 7. The manifest, in every case. */
+	if (write_manifest(&r) != 0 && r.exit_code == EXEC_EXIT_OK)
+		orch_set(&r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "manifest.json could not "
+		    "be written");
+	print_summary(&r);
+	code = r.exit_code;
+	orch_free(&r);
+	return code;
 }

@@ -43,7 +43,8 @@ strlist_from_conf(const struct conf *c, size_t sec, const char *key, struct strl
 	l->line = conf_line(c, sec, key);
 	if (n == 0)
 		return 0;
-	l->v = calloc(n, sizeof(*l->v));
+	/* One more slot: v is always NULL-terminated (callers hand it to argv/env APIs). */
+	l->v = calloc(n + 1, sizeof(*l->v));
 	if (l->v == NULL)
 		return -1;
 	for (size_t i = 0; i < n; i++) {

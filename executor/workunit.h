@@ -25,7 +25,7 @@
 /* A list of strings from a repeated key. Empty values are dropped: `key =` declares the
  * list present and empty. */
 struct strlist {
-	char **v;
+	char **v;          /* NULL-terminated when non-NULL */
 	size_t n;
 	bool present;
 	unsigned line;     /* first occurrence, 0 when absent */
