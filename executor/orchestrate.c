@@ -32,6 +32,7 @@
 #include "executor/admission.h"
 #include "executor/artifacts.h"
 #include "executor/changes.h"
+#include "executor/egressd_client.h"
 #include "executor/env.h"
 #include "executor/manifest.h"
 #include "executor/preset.h"
@@ -60,6 +61,8 @@ struct orch {
 	struct artifact arts[ORCH_ARTIFACTS_MAX];
 	size_t narts;
 	char **envp;
+	char egressd_version[64];
+	char ext_log[EGRESS_PATH_MAX];   /* decision log of an external egressd (status) */
 	int exit_code;
 	enum reason reason;
 	char message[640];
@@ -204,8 +207,11 @@ write_manifest(struct orch *r)
 	in.reason = r->reason;
 	in.message = r->message[0] ? r->message : NULL;
 	/* The embedded egressd is this build; an external one reports nothing here. */
-	in.egressd_version = r->sr_valid && r->adm.net == SANDBOX_NET_ALLOWLIST &&
-	    r->o->egressd_control == NULL ? EGRESS_VERSION : NULL;
+	if (r->egressd_version[0])
+		in.egressd_version = r->egressd_version;
+	else
+		in.egressd_version = r->sr_valid && r->adm.net == SANDBOX_NET_ALLOWLIST &&
+		    r->o->egressd_control == NULL ? EGRESS_VERSION : NULL;
 	in.started_ms = r->started_ms;
 	in.finished_ms = wall_ms();
 	if (manifest_write(r->o->out_dir, &in, err, sizeof(err)) != 0) {
@@ -320,6 +326,31 @@ run_sandbox(struct orch *r)
 	return EXEC_EXIT_OK;
 }
 
+/* With a running egressd, ask it (status) for its version and decision-log path, so the
+ * run's records can be copied. Best effort: without them decisions.jsonl stays empty and
+ * the manifest says the egressd version is unknown. */
+static void
+external_egressd_info(struct orch *r)
+{
+	json_t *st = NULL;
+	char err[256];
+	const char *v, *lp;
+
+	if (r->o->egressd_control == NULL || r->adm.net != SANDBOX_NET_ALLOWLIST)
+		return;
+	if (egressd_status(r->o->egressd_control, &st, err, sizeof(err)) != 0) {
+		log_warnx("egressd status: %s", err);
+		return;
+	}
+	v = json_string_value(json_object_get(st, "version"));
+	lp = json_string_value(json_object_get(json_object_get(st, "log"), "path"));
+	if (v != NULL)
+		snprintf(r->egressd_version, sizeof(r->egressd_version), "%s", v);
+	if (lp != NULL && lp[0] == '/')
+		snprintf(r->ext_log, sizeof(r->ext_log), "%s", lp);
+	json_decref(st);
+}
+
 /* After the worker: changed set, scope, artifacts. Sets the outcome. */
 static void
 collect(struct orch *r)
@@ -339,7 +370,9 @@ collect(struct orch *r)
 		r->narts++;
 	else
 		log_warnx("%s", err);
-	if (artifacts_write_decisions(o->out_dir, r->sr.decisions_path, r->run_id,
+	external_egressd_info(r);
+	if (artifacts_write_decisions(o->out_dir, r->sr.decisions_path[0] ?
+	    r->sr.decisions_path : r->ext_log, r->run_id,
 	    r->sr.grant_id, &r->arts[r->narts], err, sizeof(err)) == 0)
 		r->narts++;
 	else
