@@ -84,14 +84,16 @@ struct dlog *dlog_open(struct event_base *base, const struct dlog_config *cfg, c
 /*
  * Write every queued record (blocking, on the calling thread's behalf), stop the writer
  * thread and close the file. Callbacks of outstanding tickets are NOT called; their
- * handles become invalid. Accepts NULL. Must be called before the event_base is freed.
+ * handles become invalid. Accepts NULL. Must be called before the event_base is freed,
+ * and never from inside a dlog callback.
  */
 void dlog_close(struct dlog *d);
 
 /*
  * Completion callback, on the loop thread: err is 0 when the record is written (and
  * synced per the sync mode), otherwise an errno value (EIO, ENOSPC, ...): the record is
- * NOT in the log and the caller must treat the hop as audit_unavailable.
+ * NOT in the log and the caller must treat the hop as audit_unavailable. The callback may
+ * append further records and cancel other tickets.
  */
 typedef void (*dlog_done_cb)(int err, void *arg);
 

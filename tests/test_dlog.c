@@ -419,6 +419,32 @@ test_fields_rules(void **state)
 	}
 }
 
+/* The largest record dlog accepts is within the reader's line limit and verifies. */
+static void
+test_record_size_boundary(void **state)
+{
+	struct fix *f = *state;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+	char *big = malloc(EGRESS_LOG_RECORD_MAX + 1);
+	struct dlog_verify v;
+	size_t k = EGRESS_LOG_RECORD_MAX - 100, accepted = 0;
+
+	for (; k > EGRESS_LOG_RECORD_MAX - 600; k--) {
+		memset(big, 'x', k);
+		big[k] = '\0';
+		if (dlog_append_sync(d, "decision", json_pack("{s:s}", "target", big), 2000) == 0) {
+			accepted = k;
+			break;
+		}
+		assert_int_equal(errno, EMSGSIZE);
+	}
+	assert_true(accepted > 0);
+	free(big);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 1);
+}
+
 static void
 test_cancel(void **state)
 {
@@ -667,6 +693,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_tamper_detected, setup, teardown),
 		cmocka_unit_test(test_line_check_rejects),
 		cmocka_unit_test_setup_teardown(test_fields_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record_size_boundary, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_always_syncs_before_callback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_appends_keep_order, setup, teardown),
