@@ -237,6 +237,28 @@ class Lab:
             self.services[name] = svc
             svc.start()
 
+    def add_address(self, addr):
+        """Another origin address on inet's loopback (documentation ranges only)."""
+        if not (addr.startswith("198.51.100.") or addr.startswith("203.0.113.")):
+            raise LabError("lab origins use 198.51.100.0/24 or 203.0.113.0/24 only: %s" % addr)
+        if addr in (HOST_LINK, INET_LINK):
+            raise LabError("%s is a link address" % addr)
+        netns.ip("-n", self.ns_inet, "addr", "replace", addr + "/32", "dev", "lo")
+
+    def add_service(self, name, addr, port, kind="http", role="inet", routes=None):
+        """Another counting service ("http", "echo" or "trap") in inet (or "host"); its
+        address must exist there (add_address). routes: {path: (status, [hdr lines], body)}
+        for an http service. Returns the TCPService; count(name) counts its accepts."""
+        if name in self.services:
+            raise LabError("service %s exists" % name)
+        ns = self.ns_inet if role == "inet" else self.ns_host
+        s = netns.listen_in(ns, addr, port)
+        svc = origins.TCPService(name, s, self.counters, origins.HANDLERS[kind])
+        svc.routes = dict(routes or {})
+        self.services[name] = svc
+        svc.start()
+        return svc
+
     def teardown(self):
         if self._torn_down:
             return
@@ -330,7 +352,7 @@ class Lab:
 
     def counts(self):
         snap = self.counters.snapshot()
-        return {n: snap.get(n, 0) for n in ORIGIN_NAMES + TRAP_NAMES}
+        return {n: snap.get(n, 0) for n in ORIGIN_NAMES + TRAP_NAMES + list(self.services)}
 
     def set_zone(self, zone):
         self.zone.set(zone)

@@ -182,6 +182,24 @@ def t_isolation(L):
         ls.close()
 
 
+def t_extra_service(L):
+    L.add_address("198.51.100.80")
+    L.add_service("pac", "198.51.100.80", 8080, routes={
+        "/proxy.pac": (200, ["Content-Type: application/x-ns-proxy-autoconfig"],
+                       b"function FindProxyForURL(u, h) { return 'DIRECT'; }\n")})
+    r = _get(L, "host", "198.51.100.80", 8080, "/proxy.pac")
+    check(r.status == 200 and b"FindProxyForURL" in r.body and
+          r.header("Content-Type") == "application/x-ns-proxy-autoconfig", r)
+    r = _get(L, "host", "198.51.100.80", 8080, "/")
+    check(r.status == 200 and r.body == b"hello from pac\n", r)
+    check(L.counts()["pac"] == 2, "pac counted: %s" % L.counts())
+    try:
+        L.add_address("10.0.0.1")
+        raise AssertionError("non-documentation address accepted")
+    except lab.LabError:
+        pass
+
+
 def t_teardown():
     L = Lab(prefix="egt%d" % (os.getpid() % 10000), workers=2)
     with L:
@@ -242,6 +260,8 @@ def t_cli():
         cp = subprocess.run([sys.executable, me, "down", "--state", st],
                             capture_output=True, text=True, timeout=60)
         check(cp.returncode == 0, "down: %s" % cp.stderr)
+        if os.access(lab.binary("egressd"), os.X_OK):
+            _cli_with_egressd(me, st, prefix, state)
         check(not netns.pid_alive(state["pid"]), "lab process gone")
         check(not [n for n in netns.ns_list() if n.startswith(prefix + "-")], "ns left")
         check(not os.path.exists(st), "state file removed")
@@ -253,6 +273,38 @@ def t_cli():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _cli_with_egressd(me, st, prefix, old):
+    """up --egressd (what make demo uses): egressd runs in the lab's host namespace and
+    takes a grant over its control socket; down stops it."""
+    cp = subprocess.run([sys.executable, me, "up", "--prefix", prefix, "--state", st,
+                         "--egressd"], capture_output=True, text=True, timeout=90)
+    check(cp.returncode == 0, "up --egressd: %s %s" % (cp.stdout, cp.stderr))
+    with open(st) as f:
+        state = json.load(f)
+    from labtools.egressd import Egressd
+    e = state["egressd"]
+    check(netns.pid_alive(e["pid"]), "egressd runs")
+    ctl = Egressd.__new__(Egressd)
+    ctl.settings = {"control_socket": e["control_socket"]}
+    w = state["workers"][0]
+    rep = ctl.control({"op": "grant.create", "grant": {
+        "principal": "demo", "allow": ["https://origin.lab.test"],
+        "limits": {"lifetime_s": 60}}, "listen": w["proxy"], "interface": w["host_if"]})
+    check(rep.get("ok"), "grant.create: %s" % rep)
+    addr, port = w["proxy"].split(":")
+    r = proxyclient.connect_request(
+        lambda a, p, t: netns.connect_in(w["ns"], a, p, timeout=t), (addr, int(port)),
+        "origin.lab.test:443")
+    check(r.status == 200, "CONNECT through the CLI lab: %r" % r)
+    r.close()
+    cp = subprocess.run([sys.executable, me, "down", "--state", st], capture_output=True,
+                        text=True, timeout=60)
+    check(cp.returncode == 0, "down: %s" % cp.stderr)
+    check(not netns.pid_alive(e["pid"]), "egressd survived down")
+    check(not netns.pid_alive(state["pid"]), "lab process survived down")
+    check(not [n for n in netns.ns_list() if n.startswith(prefix + "-")], "ns left")
+
+
 def main():
     lab.require_root()
     res = Results()
@@ -262,6 +314,7 @@ def main():
         res.run("origins_reachable_from_host", t_origins, L)
         res.run("accept_counters_exact", t_counters, L)
         res.run("workers_isolated", t_isolation, L)
+        res.run("extra_address_and_service", t_extra_service, L)
     res.run("teardown_complete", t_teardown)
     res.run("teardown_on_failure", t_teardown_on_failure)
     res.run("cli_up_ctl_down", t_cli)

@@ -10,6 +10,7 @@ HTTP endpoints (every response carries `X-Origin: <name>`):
   /chunked          a chunked response of a few chunks ("chunk-0\\n" ... "chunk-4\\n")
   /slow?s=SECONDS   waits SECONDS (<= 30, default 2) before answering "slow\\n"
   /status/N         answers status N
+  TCPService.routes may add fixed answers per path (PAC files, crafted redirects).
 Anything else: 404.
 """
 
@@ -76,6 +77,9 @@ class TCPService:
         self._conns = set()
         self._lock = threading.Lock()
         self._thread = None
+        # path -> (status, [header lines], body bytes): fixed answers that take precedence
+        # over the built-in endpoints (a PAC file, a crafted redirect, ...).
+        self.routes = {}
 
     @property
     def address(self):
@@ -241,7 +245,10 @@ def http_handler(svc, c, peer):
         u = urllib.parse.urlsplit(target)
         path = u.path
         q = urllib.parse.parse_qs(u.query)
-        if path == "/":
+        if path in svc.routes:
+            st, hh, bb = svc.routes[path]
+            out = _response(st, bb, hh, name=svc.name, close=close)
+        elif path == "/":
             out = _response(200, ("hello from %s\n" % svc.name).encode(), name=svc.name,
                             close=close)
         elif path == "/echo":
