@@ -496,6 +496,32 @@ test_always_syncs_before_callback(void **state)
 	dlog_close(d);
 }
 
+/* batch: many records share one fdatasync (group commit) */
+static void
+test_batch_group_commit(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_status st;
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 20 };
+	char err[256];
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+
+	assert_non_null(d);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(dlog_append(d, "decision", fields(i), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 200);
+	assert_int_equal(dn.calls, 200);
+	assert_int_equal(dn.err, 0);
+	dlog_get_status(d, &st);
+	assert_true(st.syncs >= 1);
+	assert_true(st.syncs <= 10);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 200);
+}
+
 static void
 test_many_appends_keep_order(void **state)
 {
@@ -696,6 +722,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_record_size_boundary, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_always_syncs_before_callback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_group_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_appends_keep_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),

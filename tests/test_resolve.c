@@ -35,6 +35,7 @@ struct zone {
 	const char *name;
 	int rcode;           /* 0 NOERROR, 2 SERVFAIL, 3 NXDOMAIN, 5 REFUSED */
 	bool silent;         /* never answer */
+	bool garbage;        /* claim one answer, send none (malformed) */
 	struct rr a[4];      /* answers to an A query */
 	struct rr aaaa[4];   /* answers to an AAAA query */
 	int queries;
@@ -57,6 +58,8 @@ static struct zone zones[] = {
 	{ .name = "silent.test", .silent = true },
 	{ .name = "empty.test" },
 	{ .name = "ttl0.test", .a = { { 1, NULL, "198.51.100.7", 0 } } },
+	{ .name = "garbage.test", .garbage = true },
+	{ .name = "offpath.test", .a = { { 1, "evil.test", "10.0.0.1", 60 } } },
 	{ .name = "many.test",
 	  .a = { { 1, NULL, "198.51.100.1", 60 }, { 1, NULL, "198.51.100.1", 60 },
 	         { 1, NULL, "198.51.100.3", 60 } } },
@@ -183,6 +186,13 @@ on_dns(evutil_socket_t fd, short what, void *arg)
 		an++;
 	}
 	put16(r + 6, an);
+	if (z != NULL && z->garbage) {
+		put16(r + 6, 1);
+		roff = qend + 3;   /* an answer that stops inside its name */
+		r[qend] = 0xc0;
+		r[qend + 1] = 0x0c;
+		r[qend + 2] = 0x00;
+	}
 	(void)sendto(fd, r, roff, 0, (struct sockaddr *)&ss, sl);
 }
 
@@ -407,6 +417,35 @@ test_failures(void **state)
 }
 
 static void
+test_hostile_answers(void **state)
+{
+	struct fix *f = *state;
+	struct got g;
+
+	lookup(f, f->r, "garbage.test", &g);
+	assert_int_equal(g.ans.status, REASON_DNS_ERROR);
+	assert_int_equal(g.ans.naddrs, 0);
+	/* an address for a name outside the chain is not an answer */
+	lookup(f, f->r, "offpath.test", &g);
+	assert_int_not_equal(g.ans.status, REASON_ALLOWED);
+	assert_int_equal(g.ans.naddrs, 0);
+}
+
+static void
+test_system_resolv_conf(void **state)
+{
+	struct fix *f = *state;
+	struct resolver_config cfg = { 0 };
+	char err[256];
+	struct resolver *r = resolver_new(f->base, &cfg, err, sizeof(err));
+
+	/* no query is sent: only set-up from /etc/resolv.conf is checked */
+	assert_non_null(r);
+	assert_int_equal(resolver_pending(r), 0);
+	resolver_free(r);
+}
+
+static void
 test_ttl0_not_cached(void **state)
 {
 	struct fix *f = *state;
@@ -532,6 +571,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_v4only_and_dedup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cname_chain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_system_resolv_conf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl0_not_cached, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl_cap_expires, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
