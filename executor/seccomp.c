@@ -148,6 +148,9 @@ seccomp_profile_entries(size_t *n)
 }
 
 static void
+errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
 errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -194,9 +197,9 @@ add_rules(scmp_filter_ctx ctx, const struct profile_rule *r, int nr, char *err, 
 		 * so the kernel's truncation to int cannot smuggle a family past the filter. */
 		static const uint64_t small[] = { 0, 3, 4, 5, 6, 7, 8, 9 };
 		for (size_t i = 0; i < EGRESS_NELEM(small) && rc == 0; i++)
-			rc = seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_EQ, small[i]));
+			rc = seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_EQ, small[i], 0));
 		if (rc == 0)
-			rc = seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_GT, (uint64_t)AF_INET6));
+			rc = seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_GT, (uint64_t)AF_INET6, 0));
 		break;
 	}
 	case RK_SOCKET_RAW: {
@@ -206,7 +209,7 @@ add_rules(scmp_filter_ctx ctx, const struct profile_rule *r, int nr, char *err, 
 		 * above it), so the filter does the same. */
 		for (size_t i = 0; i < EGRESS_NELEM(fam) && rc == 0; i++)
 			for (size_t j = 0; j < EGRESS_NELEM(type) && rc == 0; j++)
-				rc = seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, fam[i]),
+				rc = seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, fam[i], 0),
 				    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL, type[j]));
 		break;
 	}
