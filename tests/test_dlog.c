@@ -96,7 +96,7 @@ run_until(struct event_base *base, const int *counter, int want)
 static struct dlog *
 open_log(struct fix *f, const char *path, enum dlog_sync sync)
 {
-	struct dlog_config cfg = { .path = path, .sync = sync, .retry_ms = 50 };
+	struct dlog_config cfg = { .path = path, .sync = sync, .retry_ms = 250 };
 	char err[256];
 	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
 
@@ -571,7 +571,7 @@ test_dev_full_fails(void **state)
 	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), -1);
 	assert_int_equal(errno, EIO);
 	/* after it: a probe, which fails again */
-	usleep(80 * 1000);
+	usleep(300 * 1000);
 	assert_int_equal(dlog_append(d, "decision", fields(3), on_done, &dn, NULL), 0);
 	run_until(f->base, &dn.calls, 2);
 	assert_int_equal(dn.calls, 2);
@@ -598,7 +598,7 @@ test_recovery_after_open_failure(void **state)
 	assert_int_equal(dn.err, ENOENT);
 	assert_false(dlog_writable(d));
 	assert_int_equal(mkdir(sub, 0700), 0);
-	usleep(80 * 1000);
+	usleep(300 * 1000);
 	dn.err = 0;
 	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), 0);
 	run_until(f->base, &dn.calls, 2);
@@ -640,7 +640,7 @@ test_partial_write_truncated(void **state)
 	assert_false(dlog_writable(d));
 	assert_int_equal(stat(f->path, &st), 0);
 	assert_int_equal(st.st_size, good);
-	usleep(80 * 1000);
+	usleep(300 * 1000);
 	dn.err = 0;
 	/* one probe first: while it is in flight, other appends are still refused */
 	write_n(f, d, 1, &dn);
