@@ -231,6 +231,7 @@ run_result_json(const struct sandbox_result *r)
 
 	if (o == NULL)
 		return NULL;
+	json_object_set_new(o, "run_id", json_string(r->run_id));
 	json_object_set(o, "attestation", r->attestation ? r->attestation : json_null());
 	json_object_set(o, "limits_applied", r->limits_applied ? r->limits_applied : json_null());
 	if (r->upper_dir[0]) {
@@ -581,6 +582,9 @@ cmd_run(int argc, char **argv)
 	if (out) {
 		char p[EGRESS_PATH_MAX];
 		json_t *j = run_result_json(&res);
+
+		if (j)
+			json_object_set_new(j, "run_dir", json_string(run_dir));
 
 		mkdir(out, 0700);
 		snprintf(p, sizeof(p), "%s/result.json", out);

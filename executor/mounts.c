@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/mount.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -332,6 +333,33 @@ mounts_dev(const char *root, uint64_t shm_bytes, char *err, size_t errlen)
 }
 
 /*
+ * Mask a file with a read-only, nodev bind of /dev/null, attached onto the O_PATH fd. The new
+ * mount API is used because a remount through /proc/self/fd/N would reach the file under
+ * the mask, not the mask: the detached tree is made read-only first, then moved in place.
+ */
+static int
+mounts_mask_file(int target_fd, char *err, size_t errlen)
+{
+	/* nodev: the mask cannot even be opened (EACCES), so neither reads nor writes reach
+	 * anything; read-only and noexec on top. */
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+		MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV };
+	int tree = (int)syscall(SYS_open_tree, AT_FDCWD, "/dev/null",
+	    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int rc = 0;
+
+	if (tree < 0)
+		return mounts_err(err, errlen, errno, "open_tree /dev/null");
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		rc = mounts_err(err, errlen, errno, "mount_setattr read-only");
+	else if (syscall(SYS_move_mount, tree, "", target_fd, "",
+	    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		rc = mounts_err(err, errlen, errno, "move_mount mask");
+	close(tree);
+	return rc;
+}
+
+/*
  * Mask one repository-relative path inside the overlay. The path is resolved without
  * following any symlink (a repository symlink must not redirect the mask to a host path);
  * a path that does not exist or goes through a symlink is not masked (the changed-set
@@ -369,7 +397,7 @@ mounts_mask(const char *work_host, const char *rel, char *err, size_t errlen)
 		rc = mounts_tmpfs(fdpath, 4096, 0, MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
 		    err, errlen);
 	} else if (S_ISREG(st.st_mode)) {
-		rc = mounts_bind_ro("/dev/null", fdpath, true, err, errlen);
+		rc = mounts_mask_file(fd, err, errlen);
 	} else {
 		rc = 0;   /* sockets, fifos: nothing readable to hide */
 	}
