@@ -425,7 +425,9 @@ static char run_id[64];
 static void
 make_run_id(const char *tag)
 {
-	snprintf(run_id, sizeof(run_id), "h6test-%s-%d", tag, (int)getpid());
+	/* "egx-probe-<pid>-..." is what `egress-exec cleanup` treats as live while <pid>
+	 * runs: a concurrent cleanup never takes this test's groups away. */
+	snprintf(run_id, sizeof(run_id), "egx-probe-%d-t%s", (int)getpid(), tag);
 }
 
 /* A child that waits for "go" on a pipe (so it is attached before doing anything). */
