@@ -80,6 +80,8 @@ class TCPService:
         # path -> (status, [header lines], body bytes): fixed answers that take precedence
         # over the built-in endpoints (a PAC file, a crafted redirect, ...).
         self.routes = {}
+        # Every HTTP request head this service parsed: (method, target, Host header).
+        self.requests = []
 
     @property
     def address(self):
@@ -241,6 +243,8 @@ def http_handler(svc, c, peer):
                 raise ValueError("body too large")
             buf = _recv_more(c, buf, n)
             body, buf = buf[:n], buf[n:]
+        if len(svc.requests) < 10000:
+            svc.requests.append((method, target, hdrs.get("host")))
         close = (hdrs.get("connection", "").lower() == "close" or version == "HTTP/1.0")
         u = urllib.parse.urlsplit(target)
         path = u.path
