@@ -74,21 +74,27 @@ preset_json(const struct preset *p)
 {
 	char hex[65] = "";
 	uint64_t size = 0;
-	json_t *argv;
+	json_t *argv, *o;
+	char *real;
 
 	if (p == NULL)
 		return json_null();
 	argv = json_array();
 	for (size_t i = 0; i < p->argv.n; i++)
 		json_array_append_new(argv, str_or_null(p->argv.v[i]));
-	/* The executable as it is on the host now: what the sandbox view exposes. */
-	if (artifact_sha256_file(p->executable, hex, &size) != 0)
+	/* The executable as it is on the host now (the sandbox view exposes the host's
+	 * system directories), after symlinks: /bin/sh is usually a link. */
+	real = realpath(p->executable, NULL);
+	if (real == NULL || artifact_sha256_file(real, hex, &size) != 0)
 		hex[0] = '\0';
-	return json_pack("{s:o, s:o, s:o, s:o, s:s, s:s}", "name", str_or_null(p->name),
+	o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:s}", "name", str_or_null(p->name),
 	    "executable", str_or_null(p->executable),
+	    "executable_resolved", str_or_null(real),
 	    "executable_sha256", str_or_null(hex[0] ? hex : NULL), "argv", argv,
 	    "prompt_transport", preset_transport_str(p->transport),
 	    "network_policy", preset_net_str(p->network));
+	free(real);
+	return o;
 }
 
 static json_t *

@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""egress-exec run --workunit/--preset without network: the refusal and rejection paths.
+
+Each case builds a small git repository, runs one WorkUnit through the whole pipeline
+(admission, sandbox, changed set, scope, artifacts, manifest) and checks the exit code, the
+manifest's outcome and reason, the artifacts, and that the host repository is byte-for-byte
+unchanged afterwards. The worker of these test presets is `sh -s`: it runs the objective as
+a shell script - acceptable only because the test preset (maintainer-owned) says so.
+
+No network: the sandbox gets an empty network namespace, so nothing is added anywhere.
+Needs root (exit 77 otherwise).
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.environ.get("EGRESS_SOURCE_DIR",
+                     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("EGRESS_BINARY_DIR", os.path.join(SRC, "build"))
+EXEC = os.path.join(BIN, "executor", "egress-exec")
+WORKER_UID = 65534   # owner of the test repositories: the worker runs as the owner
+
+EX_OK, EX_REJECTED, EX_ADMISSION, EX_CAPABILITY, EX_WORKER, EX_INTERNAL = 0, 10, 11, 12, 13, 14
+
+PRESET = """[preset]
+name = test-shell
+executable = /bin/sh
+argv = sh
+argv = -s
+prompt_transport = stdin
+network_policy = disabled
+env_allowlist = LANG
+[ceilings]
+wall_seconds = 60
+cpu_millicores = 1000
+memory_bytes = 256M
+disk_bytes = 64M
+processes = 64
+output_bytes = 64K
+diff_bytes = 1M
+"""
+
+# Key -> value overrides make each WorkUnit; objective lines become the script.
+BASE = {
+    "sandbox_required": "true", "process_execution": "true", "secrets": [""],
+    "network": "none", "destinations": [],
+    "allowed": ["README.md", "docs", "sub"], "write": None, "forbidden": ["docs/secret"],
+    "wall_seconds": "20", "cpu_millicores": "500", "memory_bytes": "128M",
+    "disk_bytes": "32M", "processes": "32", "output_bytes": "16K", "diff_bytes": None,
+    "extra_top": [],
+}
+
+
+def workunit(script, **kw):
+    v = dict(BASE)
+    v.update(kw)
+    write = v["allowed"] if v["write"] is None else v["write"]
+    out = ["id = t-%d" % (int(time.time() * 1000) % 100000)]
+    for line in script.strip().split("\n"):
+        out.append("objective = " + line)
+    out += v["extra_top"]
+    out.append("[security]")
+    if v["sandbox_required"] is not None:
+        out.append("sandbox_required = " + v["sandbox_required"])
+    out.append("[permissions]")
+    if v["process_execution"] is not None:
+        out.append("process_execution = " + v["process_execution"])
+    for s in v["secrets"] or []:
+        out.append("secrets = " + s)
+    if v["network"] is not None:
+        out.append("network = " + v["network"])
+    for d in v["destinations"]:
+        out.append("destinations = " + d)
+    for w in write:
+        out.append("filesystem_write = " + w)
+    out.append("[budget]")
+    for k in ("wall_seconds", "cpu_millicores", "memory_bytes", "disk_bytes", "processes",
+              "output_bytes", "diff_bytes"):
+        if v[k] is not None:
+            out.append("%s = %s" % (k, v[k]))
+    out.append("[constraints]")
+    for a in v["allowed"]:
+        out.append("allowed_paths = " + a)
+    if v["forbidden"] is not None:
+        out.append("forbidden_paths =" if not v["forbidden"] else "")
+        for f in v["forbidden"]:
+            out.append("forbidden_paths = " + f)
+    return "\n".join(out) + "\n"
+
+
+def tree_digest(path):
+    """Names, types, modes, owners, link targets and contents of everything under path."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            p = os.path.join(root, name)
+            st = os.lstat(p)
+            h.update(("%s %o %d %d\n" % (os.path.relpath(p, path), st.st_mode, st.st_uid,
+                                         st.st_size)).encode())
+            if os.path.islink(p):
+                h.update(os.readlink(p).encode())
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+class Case:
+    def __init__(self, top, name):
+        self.dir = os.path.join(top, name)
+        self.repo = os.path.join(self.dir, "repo")
+        self.out = os.path.join(self.dir, "out")
+        os.makedirs(self.repo)
+        git = ["git", "-C", self.repo, "-c", "user.email=t@example.com", "-c", "user.name=t"]
+        subprocess.run(git[:3] + ["init", "-q", "."], check=True)
+        files = {"README.md": "hello\n", "Makefile": "all:\n", "docs/guide.md": "guide\n" * 5,
+                 "docs/secret/key": "k\n", "src/a.c": "int a;\n", "LICENSE": "MIT\n" * 5,
+                 ".gitignore": "*.log\n"}
+        for rel, text in files.items():
+            p = os.path.join(self.repo, rel)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as f:
+                f.write(text)
+        subprocess.run(git + ["add", "-A"], check=True)
+        subprocess.run(git + ["commit", "-q", "-m", "base"], check=True)
+        for root, dirs, fs in os.walk(self.repo):
+            for n in dirs + fs:
+                os.lchown(os.path.join(root, n), WORKER_UID, WORKER_UID)
+        os.lchown(self.repo, WORKER_UID, WORKER_UID)
+        self.preset = os.path.join(self.dir, "preset.ini")
+        with open(self.preset, "w") as f:
+            f.write(PRESET)
+
+    def run(self, wu_text, preset_text=None, extra=()):
+        wu = os.path.join(self.dir, "wu.ini")
+        with open(wu, "w") as f:
+            f.write(wu_text)
+        if preset_text is not None:
+            with open(self.preset, "w") as f:
+                f.write(preset_text)
+        before = tree_digest(self.repo)
+        p = subprocess.run([EXEC, "run", "--workunit", wu, "--preset", self.preset,
+                            "--repo", self.repo, "--out", self.out] + list(extra),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
+        self.stderr = p.stderr.decode(errors="replace")
+        after = tree_digest(self.repo)
+        if before != after:
+            raise AssertionError("the host repository changed during the run")
+        with open(os.path.join(self.out, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        return p.returncode
+
+    def artifact(self, name):
+        p = os.path.join(self.out, name)
+        if not os.path.exists(p):
+            return None
+        with open(p, "rb") as f:
+            return f.read()
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def expect(c, rc, want_rc, status, reason):
+    m = c.manifest
+    o = m["outcome"]
+    check(rc == want_rc and o["exit_code"] == want_rc,
+          "exit %d (manifest %s), want %d\n%s" % (rc, o, want_rc, c.stderr))
+    check(o["status"] == status, "status %s, want %s" % (o["status"], status))
+    check(o["reason"] == reason, "reason %s, want %s (%s)" % (o["reason"], reason,
+                                                             o.get("message")))
+    check(m["schema_version"] == 1 and m["run_id"].startswith("run-"), "manifest header")
+    # Every listed artifact is there with the size and hash the manifest says.
+    for a in m["artifacts"]:
+        data = c.artifact(a["name"])
+        check(data is not None, "artifact %s missing" % a["name"])
+        check(len(data) == a["size"] and hashlib.sha256(data).hexdigest() == a["sha256"],
+              "artifact %s size/sha256 mismatch" % a["name"])
+
+
+def violations(c):
+    return {(v["path"], v["reason"]) for v in c.manifest["scope"]["violations"]}
+
+
+# ---------------------------------------------------------------------------- cases
+
+def t_accepted(c):
+    rc = c.run(workunit("echo more >> README.md\necho new > docs/new.md\necho hi"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    d = c.artifact("candidate.diff").decode()
+    check("+more" in d and "docs/new.md" in d, d)
+    check(c.artifact("stdout.log") == b"hi\n", c.artifact("stdout.log"))
+    m = c.manifest
+    check(m["scope"]["accepted"] and m["admission"]["admitted"], "verdicts")
+    check(len(m["base_commit"]) == 40, "base commit")
+    check(m["workunit"]["objective_sha256"] and m["preset"]["executable_sha256"], "hashes")
+    check(m["exit"]["started"] and m["exit"]["exit_code"] == 0, m["exit"])
+    check(all(m["attestation"][k]["attested"] for k in m["attestation"]), "attestation")
+    check(len(m["attestation"]) == 9, "nine capabilities")
+    check({p["path"] for p in m["changed_paths"]} == {"README.md", "docs/new.md"},
+          m["changed_paths"])
+    check(m["limits"]["requested"]["memory_bytes"] == 128 << 20, m["limits"])
+    check(m["usage"]["wall_ms"] >= 0 and "peak_pids" in m["usage"], m["usage"])
+
+
+def t_scope_modified(c):
+    rc = c.run(workunit("echo x >> Makefile\necho ok >> README.md"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("Makefile", "scope_violation")}, violations(c))
+    check(c.artifact("candidate.diff") is None, "a rejected candidate has no diff")
+
+
+def t_scope_untracked(c):
+    rc = c.run(workunit("echo x > notes.txt"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("notes.txt", "scope_violation")}, violations(c))
+
+
+def t_scope_deleted(c):
+    rc = c.run(workunit("rm LICENSE"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("LICENSE", "scope_violation")}, violations(c))
+
+
+def t_scope_ignored(c):
+    # *.log is ignored by the committed .gitignore; the worker also ignores everything.
+    rc = c.run(workunit("echo '*' > docs/.gitignore\necho x > build.log\n"
+                        "echo y > docs/hidden.txt"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(("build.log", "scope_violation") in violations(c), violations(c))
+    check(len(violations(c)) == 1, violations(c))
+
+
+def t_scope_renamed(c):
+    rc = c.run(workunit("mv LICENSE docs/LICENSE"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(("LICENSE", "scope_violation") in violations(c), violations(c))
+    moved = [p for p in c.manifest["changed_paths"] if p["path"] == "docs/LICENSE"]
+    check(moved and moved[0]["git"] == "renamed" and moved[0]["old_path"] == "LICENSE",
+          c.manifest["changed_paths"])
+
+
+def t_scope_forbidden(c):
+    # A literal forbidden path is masked inside the sandbox: the write fails there. A glob
+    # cannot be masked in advance; the scope check rejects what matches it.
+    rc = c.run(workunit("echo leak > docs/secret/key2 || echo masked\n"
+                        "echo leak > docs/x.key\necho ok >> README.md",
+                        forbidden=["docs/secret", "docs/*.key"]))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_forbidden")
+    check(violations(c) == {("docs/x.key", "scope_forbidden")}, violations(c))
+    check(b"masked" in c.artifact("stdout.log"), c.artifact("stdout.log"))
+
+
+def t_git_write(c):
+    # The repository's .git is read-only in the sandbox; a nested .git is caught by scope.
+    rc = c.run(workunit("echo x >> .git/config 2>/dev/null\n"
+                        "mkdir -p sub/.git && echo '[core]' > sub/.git/config\ntrue"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_git_dir")
+    check(("sub/.git/config", "scope_git_dir") in violations(c), violations(c))
+    check(all(not p["path"].startswith(".git/") or p["upper"] is not None
+              for p in c.manifest["changed_paths"]), "top .git")
+
+
+def t_diff_too_large(c):
+    rc = c.run(workunit("head -c 20000 /dev/zero | tr '\\0' 'a' | fold -w 80 >> README.md",
+                        diff_bytes="4K"))
+    expect(c, rc, EX_REJECTED, "rejected", "artifact_too_large")
+    check(c.artifact("candidate.diff") is None, "never a truncated diff")
+    check(c.manifest["scope"]["accepted"], "scope was fine")
+
+
+def t_timeout(c):
+    rc = c.run(workunit("echo start\nsleep 30", wall_seconds="2"))
+    expect(c, rc, EX_WORKER, "worker_failed", "timeout")
+    check(c.manifest["exit"]["timed_out"], c.manifest["exit"])
+    check(c.manifest["usage"]["wall_ms"] < 15000, c.manifest["usage"])
+    check(c.artifact("candidate.diff") is None, "no candidate from a failed worker")
+
+
+def t_oom(c):
+    rc = c.run(workunit("head -c 200000000 /dev/zero | tail -c 100000000 > /dev/null",
+                        memory_bytes="48M"))
+    expect(c, rc, EX_WORKER, "worker_failed", "oom")
+    check(c.manifest["exit"]["oom_killed"] or c.manifest["usage"]["oom_kills"] > 0,
+          c.manifest["exit"])
+
+
+def t_worker_failed(c):
+    rc = c.run(workunit("echo to-stderr >&2\nexit 3"))
+    expect(c, rc, EX_WORKER, "worker_failed", "worker_failed")
+    check(c.manifest["exit"]["exit_code"] == 3, c.manifest["exit"])
+    check(c.artifact("stderr.log") == b"to-stderr\n", c.artifact("stderr.log"))
+
+
+def t_output_truncated(c):
+    rc = c.run(workunit("head -c 100000 /dev/zero | tr '\\0' 'x'"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    out = c.artifact("stdout.log")
+    check(out.endswith(b"\n[egress-exec: output truncated at 16384 bytes]\n"), out[-80:])
+    check([a for a in c.manifest["artifacts"] if a["name"] == "stdout.log"][0]["truncated"],
+          "truncated flag")
+
+
+ADMISSION = [
+    # (name, workunit kwargs or text, preset text or None, reason)
+    ("sandbox_not_required", {"sandbox_required": "false"}, None, "sandbox_required"),
+    ("process_execution", {"process_execution": None}, None, "process_execution_required"),
+    ("secrets", {"secrets": ["GITHUB_TOKEN"]}, None, "secrets_not_empty"),
+    ("unrestricted", {"network": "unrestricted"}, None, "network_unrestricted"),
+    ("mismatch", {"network": "allowlist", "destinations": ["https://origin.lab.test"]}, None,
+     "network_mismatch"),
+    ("model_missing", {"network": "allowlist", "destinations": ["https://origin.lab.test"]},
+     PRESET.replace("network_policy = disabled",
+                    "network_policy = model_only\nmodel_connection = m"),
+     "model_destinations_missing"),
+    ("budget", {"memory_bytes": "0"}, None, "budget_invalid"),
+    ("budget_missing", {"processes": None}, None, "budget_invalid"),
+    ("write_scope", {"write": ["README.md"]}, None, "write_scope_mismatch"),
+    ("forbidden_missing", {"forbidden": None}, None, "scope_missing"),
+    ("invalid_path", {"allowed": ["../x"]}, None, "invalid_path"),
+    ("prompt_file", {}, PRESET.replace("prompt_transport = stdin", "prompt_transport = file"),
+     "prompt_file_unsupported"),
+    ("executable", {"extra_top": ["executable = /bin/bash"]}, None, "executable_in_workunit"),
+    ("shell", {"extra_top": ["shell = bash"]}, None, "executable_in_workunit"),
+    ("prompt_field", {"extra_top": ["prompt = do something else"]}, None, "invalid_file"),
+    ("env_forbidden", {}, PRESET.replace("env_allowlist = LANG", "env_allowlist = AWS_SECRET_KEY"),
+     "env_forbidden"),
+    ("unknown_key", {"extra_top": ["colour = blue"]}, None, "invalid_file"),
+]
+
+
+def t_admission(c, kw, preset, reason):
+    marker = "/tmp/egress-admission-ran-%d" % os.getpid()
+    rc = c.run(workunit("touch %s" % marker, **kw), preset_text=preset or PRESET)
+    expect(c, rc, EX_ADMISSION, "admission_refused", reason)
+    check(c.manifest["exit"] is None and c.manifest["attestation"] is None, "nothing ran")
+    check(not os.path.exists(marker), "the worker ran")
+    check(c.artifact("candidate.diff") is None, "no candidate")
+
+
+def t_env_socket(c):
+    envf = os.path.join(c.dir, "env")
+    with open(envf, "w") as f:
+        f.write("LANG=C.UTF-8\nFOO=unix:///var/run/docker.sock\n")
+    rc = c.run(workunit("true"), extra=["--env-file", envf])
+    expect(c, rc, EX_ADMISSION, "admission_refused", "env_container_socket")
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skipped: needs root")
+        print("0 passed, 0 failed")
+        return 77
+    if not os.access(EXEC, os.X_OK):
+        print("egress-exec not built at %s" % EXEC)
+        print("0 passed, 1 failed")
+        return 1
+    top = tempfile.mkdtemp(prefix="egx-orch-%d-" % os.getpid())
+    os.chmod(top, 0o755)
+    passed = failed = 0
+    cases = [(n, f, ()) for n, f in [
+        ("accepted", t_accepted), ("scope_modified", t_scope_modified),
+        ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
+        ("scope_ignored", t_scope_ignored), ("scope_renamed", t_scope_renamed),
+        ("scope_forbidden", t_scope_forbidden), ("git_write", t_git_write),
+        ("diff_too_large", t_diff_too_large), ("timeout", t_timeout), ("oom", t_oom),
+        ("worker_failed", t_worker_failed), ("output_truncated", t_output_truncated),
+        ("env_socket", t_env_socket)]]
+    cases += [("admission_" + n, t_admission, (kw, p, r)) for n, kw, p, r in ADMISSION]
+    only = sys.argv[1:]
+    try:
+        for name, fn, args in cases:
+            if only and name not in only:
+                continue
+            t0 = time.monotonic()
+            try:
+                fn(Case(top, name), *args)
+            except Exception as e:  # report and go on
+                failed += 1
+                print("FAIL %s (%.1fs): %s" % (name, time.monotonic() - t0, e), flush=True)
+            else:
+                passed += 1
+                print("PASS %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
