@@ -414,6 +414,9 @@ test_failures(void **state)
 	lookup(f, f->r, "nx.test", &g);
 	assert_int_equal(g.ans.status, REASON_DNS_NXDOMAIN);
 	assert_false(g.ans.from_cache);
+	/* no /etc/hosts, no built-in names: "localhost" is asked of the DNS server too */
+	lookup(f, f->r, "localhost", &g);
+	assert_int_equal(g.ans.status, REASON_DNS_NXDOMAIN);
 }
 
 static void
