@@ -136,14 +136,25 @@ static void
 build_set(struct cidr_set *set, const char *list)
 {
 	char buf[512];
-	char *p, *save = NULL;
+	size_t n = 0;
 
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (p = strtok_r(buf, " ", &save); p != NULL; p = strtok_r(NULL, " ", &save)) {
-		const char *err;
+	/* Entries separated by single spaces. */
+	for (const char *p = list;; p++) {
+		if (*p != ' ' && *p != '\0') {
+			assert_true(n < sizeof(buf) - 1);
+			buf[n++] = *p;
+			continue;
+		}
+		if (n > 0) {
+			const char *err;
 
-		if (cidr_set_add_str(set, p, &err) != 0)
-			fail_msg("cidr_set_add_str(%s): %s", p, err);
+			buf[n] = '\0';
+			if (cidr_set_add_str(set, buf, &err) != 0)
+				fail_msg("cidr_set_add_str(%s): %s", buf, err);
+			n = 0;
+		}
+		if (*p == '\0')
+			break;
 	}
 }
 
