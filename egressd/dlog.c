@@ -135,7 +135,7 @@ load_tail(struct dlog *d, int fd, off_t sz, uint64_t *seq, char *hash, char *why
 	struct dlog_record_info info;
 	int rc = 0;
 
-	buf = malloc(n + 1);
+	buf = calloc(1, n + 1);   /* zeroed: keeps -Wmaybe-uninitialized quiet */
 	if (buf == NULL)
 		return ENOMEM;
 	while (got < n) {
@@ -169,9 +169,11 @@ load_tail(struct dlog *d, int fd, off_t sz, uint64_t *seq, char *hash, char *why
 			snprintf(why, whylen, "truncating the torn tail");
 			goto out;
 		}
-		end = keep;
-		if (end == 0)
+		if (keep == 0)
 			goto out;   /* the file held only a torn line: continue the in-memory chain */
+		/* read again: the window may not hold all of the last complete line */
+		free(buf);
+		return load_tail(d, fd, start + (off_t)keep, seq, hash, why, whylen);
 	}
 	/* buf[end-1] == '\n': the last complete line is (lstart, end-1) */
 	lstart = end - 1;
