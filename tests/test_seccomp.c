@@ -13,6 +13,7 @@
 #include <linux/sched.h>
 #include <pthread.h>
 #include <sched.h>
+#include <spawn.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -255,6 +256,20 @@ child_allowed(void)
 	int n = 0;
 	if (pipe2(fds, O_CLOEXEC) != 0 || ioctl(fds[0], FIONREAD, &n) != 0)
 		return 14;
+	/* posix_spawn (glibc: clone3 with CLONE_VM|CLONE_VFORK, falls back to clone), and
+	 * the filter is inherited across execve: the spawned program sees Seccomp: 2 */
+	char *const av[] = { "grep", "-q", "^Seccomp:[[:space:]]*2$", "/proc/self/status", NULL };
+	pid_t sp;
+	if (posix_spawn(&sp, "/bin/grep", NULL, NULL, av, environ) != 0)
+		return 15;
+	if (waitpid(sp, &st, 0) != sp || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 16;
+	/* vfork */
+	p = vfork();
+	if (p == 0)
+		_exit(7);
+	if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
+		return 17;
 	return 0;
 }
 
