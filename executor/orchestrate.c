@@ -131,8 +131,9 @@ print_decisions(const char *out_dir)
 			"destination", "url" };
 		for (size_t i = 0; i < EGRESS_NELEM(keys) && what == NULL; i++)
 			what = json_string_value(json_object_get(o, keys[i]));
-		if (reason != NULL) {
-			fprintf(stderr, "  decision: %-14s %s\n", reason, what ? what : "");
+		/* Decisions name a destination; close records (no target) are left out here. */
+		if (reason != NULL && what != NULL) {
+			fprintf(stderr, "  decision: %-14s %s\n", reason, what);
 			shown++;
 		}
 		json_decref(o);
@@ -389,7 +390,8 @@ collect(struct orch *r)
 		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_FAILED, "the worker %s %d%s%s",
 		    r->sr.term_signal ? "was killed by signal" : "exited with status",
 		    r->sr.term_signal ? r->sr.term_signal : r->sr.exit_code,
-		    r->sr.message[0] ? "; " : "", r->sr.message);
+		    r->sr.message[0] && r->sr.reason != REASON_WORKER_FAILED ? "; " : "",
+		    r->sr.reason != REASON_WORKER_FAILED ? r->sr.message : "");
 	worker_ok = r->exit_code == EXEC_EXIT_OK;
 
 	/* The changed set is computed (and reported) even for a failed worker. */
