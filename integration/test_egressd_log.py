@@ -106,6 +106,31 @@ def t_records(L, d, st):
           "close record: %s" % close)
 
 
+def t_hostile_targets_logged_safely(L, d, st):
+    """Hostile request lines (quotes, backslashes, control bytes, invalid UTF-8, a huge
+    target) are refused, and their records stay valid JSON in an intact chain, with the
+    raw target truncated."""
+    start = len(d.decisions())
+    bad = [b'CONNECT "a\\b"\x01:443 HTTP/1.1\r\n\r\n',
+           b"GET http://ok.lab.test/\xff\xfe\xc0\xaf HTTP/1.1\r\n\r\n",
+           b'GET http://no.lab.test/","verdict":"allow HTTP/1.1\r\n\r\n',
+           b"GET http://no.lab.test/" + b"a" * 6000 + b" HTTP/1.1\r\n\r\n",
+           b"\x00\x01\x02\r\n\r\n"]
+    with L.no_origin_connection():
+        for raw in bad:
+            r = L.raw(0, raw)
+            check(r.status in (400, 403, 431) and r.egress_reason, "%r -> %r" % (raw[:40], r))
+    time.sleep(0.3)
+    recs = chain_check(d.log_path)[start:]
+    dec = [x for x in recs if x.get("event") == "decision"]
+    check(len(dec) == len(bad), "%d refusals, %d decision records" % (len(bad), len(dec)))
+    check(all(x.get("verdict") == "deny" for x in dec), "hostile request allowed: %s" % dec)
+    longest = max(len(str(x.get("target") or "")) for x in dec) if dec else 0
+    check(longest <= 1100, "raw target not truncated (%d chars)" % longest)
+    rc, out, err = verify(d, d.log_path)
+    check(rc == 0, "verify after hostile targets: %s %s" % (out, err))
+
+
 def t_chain_intact(L, d, st):
     chain_check(d.log_path)
     rc, out, err = verify(d, d.log_path)
@@ -257,6 +282,7 @@ def main():
         st = {"principal": "logged"}
         st["g"] = L.grant(d, 0, GRANT, principal="logged")
         for name, fn in (("records_fields_and_close", t_records),
+                         ("hostile_targets_logged_safely", t_hostile_targets_logged_safely),
                          ("chain_intact", t_chain_intact),
                          ("verify_detects_edited", t_verify_edited),
                          ("verify_detects_deleted", t_verify_deleted),

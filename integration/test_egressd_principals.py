@@ -114,6 +114,44 @@ def t_control_refusals(L, d, st):
     check(len(d.control({"op": "grant.list"})["grants"]) == n, "refusals changed grants")
 
 
+def t_control_uid_checked(L, d, st):
+    """The control socket is 0600, and even when its mode is loosened a non-root peer is
+    refused by SO_PEERCRED (error unauthorized) and changes nothing."""
+    import json
+    import stat
+    import subprocess
+    mode = stat.S_IMODE(os.stat(d.control_path).st_mode)
+    check(mode & 0o077 == 0, "control socket mode %o" % mode)
+    n = len(d.control({"op": "grant.list"})["grants"])
+    dirs = [os.path.dirname(d.control_path), L.workdir]
+    old = [stat.S_IMODE(os.stat(x).st_mode) for x in dirs]
+    os.chmod(d.control_path, 0o666)
+    for x in dirs:
+        os.chmod(x, 0o711)
+    try:
+        w = L.workers[1]
+        req = {"op": "grant.create", "grant": {"principal": "nobody",
+               "allow": ["tcp://one.lab.test:7"], "limits": {"lifetime_s": 60}},
+               "listen": w.listen(3198), "interface": w.host_if}
+        code = ("import socket,sys;s=socket.socket(socket.AF_UNIX);s.settimeout(5);"
+                "s.connect(sys.argv[1]);s.sendall(sys.argv[2].encode()+b'\\n');"
+                "print(s.recv(65536).decode())")
+        cp = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534",
+                             "--clear-groups", "/usr/bin/python3", "-c", code,
+                             d.control_path, json.dumps(req)],
+                            capture_output=True, text=True, timeout=20)
+        out = cp.stdout.strip()
+        check(out, "no reply to a non-root peer: %s" % cp.stderr)
+        rep = json.loads(out.splitlines()[0])
+        check(rep.get("ok") is False and rep.get("error") == "unauthorized",
+              "non-root peer: %s" % rep)
+    finally:
+        os.chmod(d.control_path, 0o600)
+        for x, m in zip(dirs, old):
+            os.chmod(x, m)
+    check(len(d.control({"op": "grant.list"})["grants"]) == n, "non-root peer changed grants")
+
+
 def t_revoke_closes_tunnels(L, d, st):
     t1 = L.connect(0, "one.lab.test:7")
     t1b = L.connect(0, "one.lab.test:7")
@@ -158,10 +196,18 @@ def t_revoke_closes_tunnels(L, d, st):
 def t_lifetime_expiry(L, d, st):
     # Re-grant worker 1 with a 2 s lifetime: it works, then expires on its own.
     g = L.grant(d, 0, G1, lifetime_s=2, principal="short-lived")
+    t0 = time.monotonic()
     r = L.connect(0, "one.lab.test:7")
     allowed_tunnel(r)
-    r.close()
-    time.sleep(3.2)
+    try:
+        _echo_ok(r.sock, "short")
+        # Expiry ends the grant's authority, live tunnels included.
+        w = proxyclient.wait_closed(r.sock, 4.0)
+        check(w is not None and time.monotonic() - t0 <= 3.5,
+              "tunnel of an expired grant still open")
+    finally:
+        r.close()
+    time.sleep(0.3)
     with L.no_origin_connection():
         r = L.connect(0, "one.lab.test:7", timeout=3)
         check(r.status is None or (r.status == 403 and r.egress_reason in
@@ -195,6 +241,7 @@ def main():
                          ("grant_list_and_ids", t_grant_list),
                          ("control_refusals_change_nothing", t_control_refusals),
                          ("same_listener_cannot_be_taken", t_same_listen_twice),
+                         ("control_peer_uid_checked", t_control_uid_checked),
                          ("revoke_closes_live_tunnels", t_revoke_closes_tunnels),
                          ("lifetime_expiry", t_lifetime_expiry)):
             res.run(name, fn, L, d, st)
