@@ -44,7 +44,7 @@ static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
 static int cmd_reload(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
-	{ "log", "verify", cmd_log_verify, "log verify [--continued] FILE..." },
+	{ "log", "verify", cmd_log_verify, "log verify [--continued] FILE... (- = stdin)" },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID" },
@@ -83,7 +83,10 @@ cmd_log_verify(struct ctl *c, int argc, char **argv)
 	dlog_verify_init(&v, continued);
 	/* several files are one chain, in the order given (rotated logs, oldest first) */
 	for (; i < argc; i++) {
-		if (dlog_verify_file(&v, argv[i]) != DLOG_INTACT) {
+		enum dlog_break b = strcmp(argv[i], "-") == 0 ?
+		    dlog_verify_stream(&v, stdin, "<stdin>") : dlog_verify_file(&v, argv[i]);
+
+		if (b != DLOG_INTACT) {
 			printf("BROKEN %s\n", v.message);
 			printf("%llu record(s) verified before the break\n",
 			    (unsigned long long)v.records);
