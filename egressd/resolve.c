@@ -59,6 +59,9 @@ struct resolver {
 	LIST_HEAD(, resolve_req) reqs;
 	size_t pending;
 	bool destroying;
+	bool retiring;
+	struct event *retire_ev;
+	LIST_ENTRY(resolver) retired_link;
 	bool prefer_ipv4, no_cache;
 	unsigned cache_max, ttl_cap_s;
 	struct cache_entry **buckets;
@@ -66,6 +69,12 @@ struct resolver {
 	TAILQ_HEAD(cache_lru_head, cache_entry) lru;
 	size_t ncache;
 };
+
+/* Retired resolvers waiting for their last request; a global list keeps them reachable
+ * (no leak report when the process exits before they drain). Loop thread only. */
+static LIST_HEAD(, resolver) retired = LIST_HEAD_INITIALIZER(retired);
+
+static void retire_check(struct resolver *r);
 
 /* ---- cache ---- */
 
@@ -267,6 +276,7 @@ deliver(struct resolve_req *q)
 	/* the callback may start or cancel other requests, never this one (resolve.h) */
 	cb(&q->ans, arg);
 	req_free(q);
+	retire_check(r);
 }
 
 static void
@@ -489,17 +499,49 @@ deferred:
 void
 resolve_cancel(struct resolve_req *q)
 {
+	struct resolver *r;
+
 	if (q == NULL || q->cancelled)
 		return;
+	r = q->r;
 	q->cancelled = true;
-	q->r->pending--;
-	if (q->ev != NULL) {
+	r->pending--;
+	if (q->ev != NULL && !q->in_ares) {
 		/* a deferred delivery: nothing in c-ares refers to it */
-		if (!q->in_ares)
-			req_free(q);
-		return;
+		req_free(q);
 	}
-	/* c-ares still holds it: on_ares frees it without calling back */
+	/* else c-ares still holds it: on_ares frees it without calling back */
+	retire_check(r);
+}
+
+static void
+on_retire(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	resolver_free(arg);   /* from the loop, never inside a c-ares callback */
+}
+
+static void
+retire_check(struct resolver *r)
+{
+	if (!r->retiring || r->pending > 0 || r->retire_ev != NULL)
+		return;
+	r->retire_ev = event_new(r->base, -1, 0, on_retire, r);
+	if (r->retire_ev != NULL)
+		event_active(r->retire_ev, 0, 0);
+	/* on ENOMEM the resolver stays on the retired list: memory only, no callbacks */
+}
+
+void
+resolver_retire(struct resolver *r)
+{
+	if (r == NULL || r->retiring)
+		return;
+	r->retiring = true;
+	resolver_flush(r);
+	LIST_INSERT_HEAD(&retired, r, retired_link);
+	retire_check(r);
 }
 
 size_t
@@ -651,6 +693,10 @@ resolver_free(struct resolver *r)
 
 	if (r == NULL)
 		return;
+	if (r->retiring)
+		LIST_REMOVE(r, retired_link);
+	if (r->retire_ev != NULL)
+		event_free(r->retire_ev);
 	r->destroying = true;
 	if (r->ch != NULL)
 		ares_destroy(r->ch);   /* on_ares frees the requests c-ares held */

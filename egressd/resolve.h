@@ -112,6 +112,16 @@ struct resolve_req *resolver_lookup(struct resolver *r, const char *name, resolv
  */
 void resolve_cancel(struct resolve_req *req);
 
+/*
+ * Retire r (on reload, when a new resolver takes over): its cache is dropped, requests in
+ * flight complete (or are cancelled) normally, and r frees itself from the event loop once
+ * none is left (at once, from the loop, when none is pending). The caller must not start
+ * new lookups on r nor free it afterwards; handles of its outstanding requests stay valid
+ * until their callback starts or they are cancelled. The event_base must outlive the
+ * drain (a retired resolver still pending when the base is freed is leaked, harmlessly).
+ */
+void resolver_retire(struct resolver *r);
+
 /* Requests whose callback has not yet run, cancelled ones excluded. */
 size_t resolver_pending(const struct resolver *r);
 

@@ -546,6 +546,33 @@ test_free_with_outstanding(void **state)
 }
 
 static void
+test_retire_drains(void **state)
+{
+	struct fix *f = *state;
+	struct resolver *r = new_resolver(f, false, 0);
+	struct got g1 = { 0 }, g2 = { 0 };
+	struct resolve_req *q2;
+
+	assert_non_null(resolver_lookup(r, "v4only.test", on_answer, &g1));
+	q2 = resolver_lookup(r, "silent.test", on_answer, &g2);
+	assert_non_null(q2);
+	resolver_retire(r);
+	/* the in-flight lookup still completes on the retired resolver */
+	run_until(f->base, &g1.calls, 1, 3000);
+	assert_int_equal(g1.calls, 1);
+	assert_int_equal(g1.ans.status, REASON_ALLOWED);
+	/* cancelling the last one lets it free itself (ASan checks the rest) */
+	resolve_cancel(q2);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(g2.calls, 0);
+
+	/* retiring an idle resolver frees it from the loop */
+	r = new_resolver(f, false, 0);
+	resolver_retire(r);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+}
+
+static void
 test_bad_config(void **state)
 {
 	struct fix *f = *state;
@@ -586,6 +613,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_literals_never_sent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_with_outstanding, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retire_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
 	};
 
