@@ -26,7 +26,7 @@
 #include "common/limits.h"
 #include "common/util.h"
 
-#define CG_FILE_MAX      65536   /* largest control file we read (cgroup.procs of a run) */
+#define CG_FILE_MAX      EGRESS_CGROUP_FILE_MAX /* largest control file read (cgroup.procs) */
 #define CG_V1_CTRLS      5
 #define CG_RMDIR_TRIES   100     /* x 10 ms */
 #define CG_LEFTOVERS_MAX 4096    /* stale groups handled in one cleanup */

@@ -59,13 +59,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/limits.h"
 #include "common/reasons.h"
 
 #define ENV_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 #define ENV_DEFAULT_HOME "/tmp"
 #define ENV_DEFAULT_LANG "C.UTF-8"
-#define ENV_NAME_MAX     128        /* longest variable name accepted */
-#define ENV_VALUE_MAX    32768      /* longest value copied */
+#define ENV_NAME_MAX     EGRESS_ENV_NAME_MAX   /* longest variable name accepted */
+#define ENV_VALUE_MAX    EGRESS_ENV_VALUE_MAX  /* longest value copied */
 
 struct env_opts {
 	const char *proxy_url;  /* "http://169.254.x.y:3128" when networked; NULL = no network */
