@@ -878,13 +878,19 @@ wait_frozen_v2(const char *d, uint64_t deadline_ms)
 static void
 kill_pass(struct cgroup *cg, uint64_t deadline_ms)
 {
+	/* A task stuck in uninterruptible sleep can keep a group FREEZING for long: wait at
+	 * most a quarter second per pass for the freeze, then kill what is listed anyway. */
+	uint64_t freeze_by = mono_msec() + 250;
+	if (freeze_by > deadline_ms)
+		freeze_by = deadline_ms;
+
 	if (cg->ver == CGROUP_VERSION_2) {
 		const char *d = cg->dirs[0];
 		if (cg_exists(d, "cgroup.kill") && cg_write(d, "cgroup.kill", "1") == 0)
 			return;
 		bool can_freeze = cg_write(d, "cgroup.freeze", "1") == 0;
 		if (can_freeze)
-			(void)wait_frozen_v2(d, deadline_ms);
+			(void)wait_frozen_v2(d, freeze_by);
 		kill_listed(d, "cgroup.procs");
 		if (can_freeze)
 			(void)cg_write(d, "cgroup.freeze", "0");
@@ -893,7 +899,7 @@ kill_pass(struct cgroup *cg, uint64_t deadline_ms)
 	const char *frz = v1_dir(cg, "freezer");
 	bool frozen = false;
 	if (frz != NULL && cg_write(frz, "freezer.state", "FROZEN") == 0)
-		frozen = wait_frozen_v1(frz, deadline_ms);
+		frozen = wait_frozen_v1(frz, freeze_by);
 	/* Even if freezing timed out, kill what we see: the loop repeats until empty. The
 	 * freezer's "tasks" lists every thread; other hierarchies are covered too in case a
 	 * process is in one but not another (half-done attach). */
