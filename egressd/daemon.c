@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/rand.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -185,6 +186,8 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	d->base = base;
 	d->cfg = cfg;
 	d->started = time(NULL);
+	if (RAND_bytes((unsigned char *)&d->boot_id, sizeof(d->boot_id)) != 1)
+		d->boot_id = (uint32_t)getpid() ^ (uint32_t)d->started;
 	d->grants = grants_new(base);
 	d->pipes = pipe_pool_new(cfg->splice ? PIPE_POOL_IDLE : 0);
 	if (d->grants == NULL || d->pipes == NULL) {

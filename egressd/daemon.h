@@ -39,6 +39,7 @@ struct daemon {
 	struct metrics_stats stats;
 	uint32_t nconns;                    /* live client connections */
 	uint64_t next_conn_id;
+	uint32_t boot_id;                   /* random per start: connection ids stay unique */
 	bool draining;
 	time_t started;
 	struct event *drain_timer;

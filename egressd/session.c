@@ -49,6 +49,7 @@ struct session {
 	struct lgrant *lg;              /* our reference */
 	bool attached;
 	uint64_t id;
+	char conn[40];                  /* "c-<boot id>-<n>": unique across restarts */
 	enum sstate st;
 	int cfd;
 	struct bufferevent *cbev;
@@ -103,8 +104,7 @@ hop_dest(const struct session *s, char *buf, size_t len)
 	struct host h = s->req.host;
 
 	h.port = s->req.port;
-	snprintf(buf, len, "%s://%s", s->req.method == HTTP_CONNECT ? "connect" : "http",
-	    host_to_str(&h, hp, sizeof(hp)));
+	snprintf(buf, len, "%s", host_to_str(&h, hp, sizeof(hp)));
 	return buf;
 }
 
@@ -117,7 +117,7 @@ decision_fields(struct session *s, bool allow, enum reason r)
 
 	if (o == NULL)
 		return NULL;
-	json_object_set_new(o, "conn", json_integer((json_int_t)s->id));
+	json_object_set_new(o, "conn", json_string(s->conn));
 	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
 	json_object_set_new(o, "grant_id", json_string(s->lg->id));
 	json_object_set_new(o, "client", json_string(s->client));
@@ -141,7 +141,7 @@ decision_fields(struct session *s, bool allow, enum reason r)
 	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_str(r)));
 	json_object_set_new(o, "route", s->routed ? json_string("direct") : json_null());
-	json_object_set_new(o, "addrs", addrs_json(s->resolved, s->nresolved));
+	json_object_set_new(o, "resolved", addrs_json(s->resolved, s->nresolved));
 	if (s->connected) {
 		char ab[EGRESS_ADDRSTR_MAX];
 		json_object_set_new(o, "pinned", json_string(addr_to_str(&s->ac.kept[s->ci], ab,
@@ -155,10 +155,8 @@ decision_fields(struct session *s, bool allow, enum reason r)
 	    s->ac.lifted_override != 0));
 	/* attested: egressd itself resolved (or took the literal) and connected. */
 	json_object_set_new(o, "attested", json_boolean(s->connected));
-	json_object_set_new(o, "resolve_us", s->did_resolve ?
-	    json_integer((json_int_t)s->resolve_us) : json_null());
-	json_object_set_new(o, "connect_us", s->connected ?
-	    json_integer((json_int_t)s->connect_us) : json_null());
+	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->resolve_us));
+	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->connect_us));
 	return o;
 }
 
@@ -324,9 +322,13 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	s->cfd = -1;                    /* the tunnel closed both sockets */
 	s->lg->ntunnels--;
 	if (o != NULL) {
-		json_object_set_new(o, "conn", json_integer((json_int_t)s->id));
+		char db[EGRESS_HOSTPORT_MAX + 32], ab[EGRESS_ADDRSTR_MAX];
+		json_object_set_new(o, "conn", json_string(s->conn));
 		json_object_set_new(o, "principal", json_string(s->lg->g->principal));
 		json_object_set_new(o, "grant_id", json_string(s->lg->id));
+		json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
+		json_object_set_new(o, "pinned", json_string(addr_to_str(&s->ac.kept[s->ci], ab,
+		    sizeof(ab))));
 		json_object_set_new(o, "reason", json_string(reason_str(why)));
 		json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
 		json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
@@ -815,6 +817,8 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	d->nconns++;
 	d->stats.connections_total++;
 	s->id = ++d->next_conn_id;
+	snprintf(s->conn, sizeof(s->conn), "c-%08x-%llu", d->boot_id,
+	    (unsigned long long)s->id);
 	s->cfd = fd;
 	s->ufd = -1;
 	s->t0_us = mono_usec();
