@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/limits.h"
@@ -28,12 +30,92 @@
 #include "executor/sandbox.h"
 #include "executor/sandbox_state.h"
 
+#define CLEANUP_RUN_PREFIX "/run/egress-exec/run-"
+
 struct cleanup_ctx {
 	bool dry;
 	unsigned runs, failures;
 	char live_veths[256][16];
+	char live_dirs[256][EGRESS_PATH_MAX];
 	size_t nlive;
 };
+
+static bool
+cleanup_dir_claimed(const struct cleanup_ctx *c, const char *dir)
+{
+	for (size_t i = 0; i < c->nlive; i++)
+		if (strcmp(c->live_dirs[i], dir) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Remove a run folder egress-exec created under /run/egress-exec: only the names it puts
+ * there (a folder given by a caller elsewhere is left alone, its mounts are gone already).
+ */
+static void
+cleanup_run_dir(const char *dir)
+{
+	static const char *const names[] = { "egressd.ini", "egressd.sock", "egressd.log",
+		"decisions.jsonl", "repo", "root", "layer", "merged", NULL };
+	char p[EGRESS_PATH_MAX];
+
+	if (strncmp(dir, CLEANUP_RUN_PREFIX, strlen(CLEANUP_RUN_PREFIX)) != 0 ||
+	    strstr(dir, "/..") != NULL)
+		return;
+	for (size_t i = 0; names[i]; i++) {
+		if (snprintf(p, sizeof(p), "%s/%s", dir, names[i]) >= (int)sizeof(p))
+			continue;
+		for (int k = 0; k < 8 && umount2(p, MNT_DETACH) == 0; k++)
+			;
+		if (unlink(p) < 0 && (errno == EISDIR || errno == EPERM))
+			rmdir(p);
+	}
+	if (rmdir(dir) == 0)
+		printf("removed %s\n", dir);
+}
+
+/* Run folders and probe directories no live run owns, older than a minute (a run that is
+ * starting has not written its state record yet). */
+static void
+cleanup_orphan_dirs(struct cleanup_ctx *c)
+{
+	DIR *d = opendir("/run/egress-exec");
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL && n++ < 4096) {
+		char p[EGRESS_PATH_MAX];
+		struct stat sb;
+
+		if (strncmp(de->d_name, "run-", 4) != 0 && strncmp(de->d_name, "probe-", 6) != 0)
+			continue;
+		if (snprintf(p, sizeof(p), "/run/egress-exec/%s", de->d_name) >= (int)sizeof(p))
+			continue;
+		if (lstat(p, &sb) < 0 || !S_ISDIR(sb.st_mode) || time(NULL) - sb.st_mtime < 60)
+			continue;
+		if (cleanup_dir_claimed(c, p))
+			continue;
+		if (strncmp(de->d_name, "probe-", 6) == 0) {
+			long long pid;
+			const char *es;
+			if (num_parse(de->d_name + 6, 1, INT32_MAX, &pid, &es) == 0 &&
+			    sandbox_state_pid_start((pid_t)pid) != 0)
+				continue;
+			if (!c->dry) {
+				umount2(p, MNT_DETACH);
+				rmdir(p);
+			}
+			continue;
+		}
+		printf("orphan run folder %s\n", p);
+		if (!c->dry)
+			cleanup_run_dir(p);
+	}
+	closedir(d);
+}
 
 static void
 cleanup_run(const struct sandbox_state *st, bool live, void *arg)
@@ -43,8 +125,10 @@ cleanup_run(const struct sandbox_state *st, bool live, void *arg)
 	char p[EGRESS_PATH_MAX];
 
 	if (live) {
-		if (c->nlive < EGRESS_NELEM(c->live_veths))
-			snprintf(c->live_veths[c->nlive++], 16, "%s", st->veth);
+		if (c->nlive < EGRESS_NELEM(c->live_veths)) {
+			snprintf(c->live_veths[c->nlive], 16, "%s", st->veth);
+			snprintf(c->live_dirs[c->nlive++], EGRESS_PATH_MAX, "%s", st->run_dir);
+		}
 		return;
 	}
 	printf("stale run %s (pid %d): %s\n", st->run_id, (int)st->pid, st->run_dir);
@@ -64,6 +148,7 @@ cleanup_run(const struct sandbox_state *st, bool live, void *arg)
 	}
 	if (st->veth[0] && netns_veth_destroy(st->veth) < 0)
 		c->failures++;
+	cleanup_run_dir(st->run_dir);
 	sandbox_state_remove(st->run_id);
 }
 
@@ -140,6 +225,7 @@ cmd_cleanup(int argc, char **argv)
 	}
 	sandbox_state_each(cleanup_run, c);
 	printf("stale runs: %u\n", c->runs);
+	cleanup_orphan_dirs(c);
 	if (!c->dry) {
 		if (netns_cleanup_leftovers(cleanup_keep_veth, c, &removed, err, sizeof(err)) < 0) {
 			log_warnx("veths: %s", err);

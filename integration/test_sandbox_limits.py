@@ -203,6 +203,45 @@ def t_exit_status(ns, repo):
     check(r.rc == 13 and not r.result["started"], r.describe())
 
 
+def t_kill9_cleanup(ns, repo):
+    """egress-exec killed with SIGKILL mid-run: the worker dies with it, and `egress-exec
+    cleanup` removes the cgroup, mounts, run folder and state record it left."""
+    import signal
+    import subprocess
+    marker = "h7k9%d" % os.getpid()
+    before = set(os.listdir("/run/egress-exec/state")) if os.path.isdir(
+        "/run/egress-exec/state") else set()
+    p = subprocess.Popen(["nsenter", "--net=/run/netns/%s" % ns, st.EXE, "run", "--repo",
+                          repo.path, "--wall", "60s", "--", "/bin/bash", "-c",
+                          "exec -a %s sleep 300" % marker],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rid = None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and rid is None:
+        now = set(os.listdir("/run/egress-exec/state")) - before
+        mine = [r for r in now if not r.endswith(".tmp")]
+        if mine and st.host_processes_with(marker):
+            rid = mine[0]
+        time.sleep(0.05)
+    check(rid is not None, "the run did not start")
+    with open("/run/egress-exec/state/" + rid) as f:
+        rec = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and st.host_processes_with(marker):
+        time.sleep(0.05)
+    check(not st.host_processes_with(marker), "the worker outlived egress-exec")
+    check(os.path.exists("/sys/fs/cgroup/pids/egress/" + rid), "no leftover to clean?")
+    cp = subprocess.run(["nsenter", "--net=/run/netns/%s" % ns, st.EXE, "cleanup"],
+                        capture_output=True, timeout=60)
+    check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout, cp.stderr))
+    check(rid.encode() in cp.stdout, "cleanup did not name the stale run: %r" % cp.stdout)
+    left = st.leftovers(ns, {"run_id": rid, "run_dir": rec["run_dir"]})
+    check(not left, "leftovers after cleanup: %s" % left)
+    check(repo.unchanged(), "host repository changed")
+
+
 def main():
     st.require_root()
     st.require_tools()
@@ -216,7 +255,8 @@ def main():
                              ("background_at_timeout", t_background_at_timeout),
                              ("stdout_flood", t_stdout_flood),
                              ("small_output", t_small_output_not_truncated),
-                             ("exit_status", t_exit_status)]:
+                             ("exit_status", t_exit_status),
+                             ("kill9_cleanup", t_kill9_cleanup)]:
                 results.run(name, fn, ns.name, repo)
         check_final = repo.unchanged()
         if not check_final:
