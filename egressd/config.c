@@ -6,6 +6,7 @@
 #include "egressd/config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,16 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "allow_special_address", CONF_LIST },
 	{ "egressd", "metrics_listen", 0 },
 	{ "egressd", "route", 0 },
+	{ "egressd", "allow_direct", 0 },
+	{ "egressd", "route_helper", 0 },
+	{ "egressd", "route_timeout", 0 },
+	{ "egressd", "route_cache_ttl", 0 },
+	{ "egressd", "pac_copy", 0 },
+	{ "egressd", "pac_timeout", 0 },
+	{ "egressd", "pac_refresh", 0 },
+	{ "egressd", "proxy_credentials", 0 },
+	{ "egressd", "proxy_ca_file", 0 },
+	{ "egressd", "upstream_timeout", 0 },
 	{ "egressd", "splice", 0 },
 	{ "listener *", "listen", CONF_REQUIRED },
 	{ "listener *", "grant", CONF_REQUIRED },
@@ -103,6 +114,7 @@ config_free(struct egressd_config *c)
 		free(c->dns_servers[i]);
 	free(c->dns_servers);
 	cidr_set_free(&c->allow_special);
+	route_config_clear(&c->route);
 	for (size_t i = 0; i < c->nlisteners; i++) {
 		free(c->listeners[i].name);
 		free(c->listeners[i].grant_name);
@@ -217,7 +229,13 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	c->max_dns_pending = EGRESS_DNS_PENDING_MAX;
 	c->dns_timeout_ms = 2000;
 	c->dns_attempts = 2;
-	c->route = ROUTE_KIND_DIRECT;
+	c->route.kind = ROUTE_KIND_DIRECT;
+	c->route.allow_direct = true;
+	c->route.timeout_ms = 5000;
+	c->route.cache_ttl_ms = 60000;
+	c->route.pac_timeout_ms = 10000;
+	c->route.pac_refresh_ms = 300000;
+	c->route.upstream_timeout_ms = 10000;
 	c->splice = true;
 
 	sec = conf_find_section(cf, "egressd");
@@ -348,14 +366,62 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			c->has_metrics = true;
 		}
 		if ((s = conf_get(cf, i, "route", &line)) != NULL &&
-		    route_kind_parse(s, &c->route) != 0) {
-			snprintf(err, errlen, "%s:%u: route: only 'direct' is supported", conf_file(cf),
-			    line);
+		    route_config_parse(s, &c->route, &es) != 0) {
+			snprintf(err, errlen, "%s:%u: route: %s", conf_file(cf), line, es);
+			goto fail;
+		}
+		if (conf_get_bool(cf, i, "allow_direct", true, &b, err, errlen) != 0)
+			goto fail;
+		c->route.allow_direct = b;
+		{
+			static const struct { const char *key; size_t off; } paths[] = {
+				{ "route_helper", offsetof(struct route_config, helper) },
+				{ "pac_copy", offsetof(struct route_config, pac_copy) },
+				{ "proxy_credentials", offsetof(struct route_config, credentials) },
+				{ "proxy_ca_file", offsetof(struct route_config, proxy_ca_file) },
+			};
+			for (size_t k = 0; k < EGRESS_NELEM(paths); k++) {
+				char **dst = (char **)((char *)&c->route + paths[k].off);
+				if ((s = conf_get(cf, i, paths[k].key, &line)) == NULL)
+					continue;
+				if (s[0] != '/') {
+					snprintf(err, errlen, "%s:%u: %s: an absolute path", conf_file(cf),
+					    line, paths[k].key);
+					goto fail;
+				}
+				*dst = xstrdup(s);
+			}
+		}
+		if (conf_get_duration_ms(cf, i, "route_timeout", 60000, c->route.timeout_ms,
+		    &c->route.timeout_ms, err, errlen) != 0 ||
+		    conf_get_duration_ms(cf, i, "route_cache_ttl", HOUR_MS, c->route.cache_ttl_ms,
+		    &c->route.cache_ttl_ms, err, errlen) != 0 ||
+		    conf_get_duration_ms(cf, i, "pac_timeout", 120000, c->route.pac_timeout_ms,
+		    &c->route.pac_timeout_ms, err, errlen) != 0 ||
+		    conf_get_duration_ms(cf, i, "pac_refresh", DAY_MS, c->route.pac_refresh_ms,
+		    &c->route.pac_refresh_ms, err, errlen) != 0 ||
+		    conf_get_duration_ms(cf, i, "upstream_timeout", 300000,
+		    c->route.upstream_timeout_ms, &c->route.upstream_timeout_ms, err, errlen) != 0)
+			goto fail;
+		if (c->route.timeout_ms == 0 || c->route.pac_timeout_ms == 0 ||
+		    c->route.upstream_timeout_ms == 0) {
+			snprintf(err, errlen, "%s: route_timeout, pac_timeout and upstream_timeout must "
+			    "be positive", conf_file(cf));
 			goto fail;
 		}
 		if (conf_get_bool(cf, i, "splice", true, &b, err, errlen) != 0)
 			goto fail;
 		c->splice = b;
+	}
+	if (c->route.pac_copy == NULL) {
+		/* The fetched PAC's good copy lives beside the decision log by default. */
+		const char *slash = strrchr(c->decision_log, '/');
+		size_t dl = slash ? (size_t)(slash - c->decision_log) : 0;
+		size_t cap = dl + sizeof("/egressd-pac.js");
+		c->route.pac_copy = malloc(cap);
+		if (c->route.pac_copy == NULL)
+			fatal("malloc");
+		snprintf(c->route.pac_copy, cap, "%.*s/egressd-pac.js", (int)dl, c->decision_log);
 	}
 
 	/* Grants first, so listeners can name them. */

@@ -57,7 +57,7 @@ struct egressd_config {
 	bool has_metrics;
 	struct sockaddr_storage metrics_addr;
 	socklen_t metrics_addrlen;
-	enum route_kind route;
+	struct route_config route;      /* the host route (route.h) */
 	bool splice;
 	struct config_listener *listeners;
 	size_t nlisteners;

@@ -20,6 +20,7 @@
 #include "egressd/listener.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
+#include "egressd/tlsbridge.h"
 #include "egressd/session.h"
 #include "egressd/tunnel.h"
 
@@ -194,14 +195,15 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	d->router = router_new(base, cfg->route, e2, sizeof(e2));
-	if (d->router == NULL) {
-		snprintf(err, errlen, "route: %s", e2);
-		return -1;
-	}
 	d->resolver = make_resolver(d, cfg, e2, sizeof(e2));
 	if (d->resolver == NULL) {
 		snprintf(err, errlen, "resolver: %s", e2);
+		return -1;
+	}
+	/* After the resolver: the router resolves PAC servers and upstream proxies with it. */
+	d->router = router_new(base, d->resolver, &cfg->route, e2, sizeof(e2));
+	if (d->router == NULL) {
+		snprintf(err, errlen, "route: %s", e2);
 		return -1;
 	}
 	memset(&dc, 0, sizeof(dc));
@@ -240,7 +242,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	}
 	log_override(cfg);
 	log_info("egressd %s started: %zu static listener(s), route %s, splice %s, log_sync %s",
-	    EGRESS_VERSION, cfg->nlisteners, route_kind_str(cfg->route),
+	    EGRESS_VERSION, cfg->nlisteners, route_kind_str(cfg->route.kind),
 	    cfg->splice ? "on" : "off", dlog_sync_str(cfg->log_sync));
 	return 0;
 }
@@ -252,6 +254,7 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	struct egressd_config *nc;
 	struct staged st;
 	struct resolver *nr = NULL;
+	struct router *nrt = NULL;
 	struct lgrant *old[EGRESS_GRANTS_MAX];
 	size_t nold = 0;
 
@@ -272,7 +275,17 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 		config_free(nc);
 		return -1;
 	}
+	/* A broken route (bad proxy URL, unreadable PAC file, credentials file that is not
+	 * root-only) fails the whole reload. */
+	nrt = router_new(d->base, nr, &nc->route, e2, sizeof(e2));
+	if (nrt == NULL) {
+		snprintf(err, errlen, "route: %s", e2);
+		resolver_free(nr);
+		config_free(nc);
+		return -1;
+	}
 	if (stage_static(d, nc, true, &st, err, errlen) != 0) {
+		router_free(nrt);
 		resolver_free(nr);
 		config_free(nc);
 		return -1;
@@ -288,11 +301,17 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	/* Sessions waiting on the old resolver: resolver_free drops their callbacks, so keep
 	 * the old one alive until none is pending? Simpler and safe: keep the old resolver
 	 * when a lookup is in flight and the servers did not change. */
-	if (resolver_pending(d->resolver) == 0) {
+	/* The router holds the resolver: the two are swapped together, and only when neither
+	 * has work in flight (freeing them drops pending callbacks). */
+	if (resolver_pending(d->resolver) == 0 && router_pending(d->router) == 0) {
+		router_free(d->router);
 		resolver_free(d->resolver);
 		d->resolver = nr;
+		d->router = nrt;
 	} else {
-		log_warnx("reload: DNS lookups in flight; DNS settings apply from the next reload");
+		log_warnx("reload: DNS or route lookups in flight; DNS and route settings apply "
+		    "from the next reload");
+		router_free(nrt);
 		resolver_free(nr);
 	}
 	if (strcmp(nc->decision_log, d->cfg->decision_log) != 0 ||
@@ -385,8 +404,9 @@ daemon_stop(struct daemon *d)
 		event_free(d->drain_timer);
 	if (d->drain_poll != NULL)
 		event_free(d->drain_poll);
+	router_free(d->router);          /* before the resolver it uses */
 	resolver_free(d->resolver);
-	router_free(d->router);
+	tlsbridge_shutdown_all();
 	dlog_close(d->dlog);
 	pipe_pool_free(d->pipes);
 	config_free(d->cfg);

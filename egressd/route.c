@@ -1,20 +1,42 @@
 /*
- * route.c - route source `direct`: every hop goes straight to its pinned address.
- * The answer is delivered from the event loop (a zero timer) so callers see the same
- * asynchronous contract the PAC/system-proxy source will have.
+ * route.c - the host route: direct, a static proxy, or libproxy (system settings / PAC)
+ * through the route helper. See route.h for the rules.
  */
+#define _GNU_SOURCE
 #include "egressd/route.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/ssl.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/gssauth.h"
+#include "egressd/pacfetch.h"
+#include "egressd/proxycreds.h"
+#include "egressd/routehelper.h"
+#include "egressd/routeproto.h"
+#include "egressd/upstream.h"
+
+#ifndef EGRESS_LIBEXECDIR
+#define EGRESS_LIBEXECDIR "/usr/local/libexec/egress"
+#endif
+
+extern char **environ;
 
 struct route_req {
 	struct router *r;
-	struct event *ev;
+	struct event *ev;            /* immediate answers: delivered on the next loop turn */
+	struct rh_req *hq;           /* helper lookups */
+	struct route_result res;
 	route_cb cb;
 	void *arg;
 	struct route_req *next, *prev;
@@ -22,43 +44,93 @@ struct route_req {
 
 struct router {
 	struct event_base *base;
-	enum route_kind kind;
+	struct route_config cfg;
+	struct proxy_route static_proxy;
+	struct routehelper *rh;
+	struct pacfetch *pf;
+	bool pac_local_ok;           /* a local PAC file was copied */
+	struct proxycreds *creds;
+	SSL_CTX *tls;
+	struct gssauth *gss;
+	char pac_status[300];
 	struct route_req *reqs;
 };
-
-int
-route_kind_parse(const char *s, enum route_kind *out)
-{
-	if (strcmp(s, "direct") == 0) {
-		*out = ROUTE_KIND_DIRECT;
-		return 0;
-	}
-	return -1;
-}
 
 const char *
 route_kind_str(enum route_kind k)
 {
 	switch (k) {
-	case ROUTE_KIND_DIRECT:
-		return "direct";
+	case ROUTE_KIND_DIRECT: return "direct";
+	case ROUTE_KIND_SYSTEM: return "system";
+	case ROUTE_KIND_PAC:    return "pac";
+	case ROUTE_KIND_PROXY:  return "proxy";
 	}
 	return "?";
 }
 
-struct router *
-router_new(struct event_base *base, enum route_kind kind, char *err, size_t errlen)
+void
+route_config_clear(struct route_config *c)
 {
-	struct router *r = calloc(1, sizeof(*r));
-
-	if (r == NULL) {
-		snprintf(err, errlen, "router: out of memory");
-		return NULL;
-	}
-	r->base = base;
-	r->kind = kind;
-	return r;
+	free(c->pac);
+	free(c->proxy);
+	free(c->helper);
+	free(c->pac_copy);
+	free(c->credentials);
+	free(c->proxy_ca_file);
+	c->pac = c->proxy = c->helper = c->pac_copy = c->credentials = c->proxy_ca_file = NULL;
 }
+
+int
+route_config_parse(const char *s, struct route_config *c, const char **err)
+{
+	const char *arg = strchr(s, ' ');
+	size_t kl = arg ? (size_t)(arg - s) : strlen(s);
+
+	while (arg != NULL && *arg == ' ')
+		arg++;
+	free(c->pac);
+	free(c->proxy);
+	c->pac = c->proxy = NULL;
+	if (kl == 6 && strncmp(s, "direct", 6) == 0 && arg == NULL) {
+		c->kind = ROUTE_KIND_DIRECT;
+		return 0;
+	}
+	if (kl == 6 && strncmp(s, "system", 6) == 0 && arg == NULL) {
+		c->kind = ROUTE_KIND_SYSTEM;
+		return 0;
+	}
+	if (kl == 3 && strncmp(s, "pac", 3) == 0 && arg != NULL && *arg != '\0') {
+		if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0 &&
+		    arg[0] != '/') {
+			*err = "route = pac needs an http(s):// URL or an absolute file path";
+			return -1;
+		}
+		c->kind = ROUTE_KIND_PAC;
+		c->pac = strdup(arg);
+		return c->pac ? 0 : -1;
+	}
+	if (kl == 5 && strncmp(s, "proxy", 5) == 0 && arg != NULL && *arg != '\0') {
+		struct proxy_route e;
+		if (proxyurl_parse(arg, strlen(arg), &e, err) != 0)
+			return -1;
+		if (e.kind == PROXY_DIRECT) {
+			*err = "route = proxy needs a proxy URL (use route = direct for no proxy)";
+			return -1;
+		}
+		if (e.had_userinfo) {
+			*err = "credentials do not belong in the proxy URL: put them in the root-only "
+			    "proxy_credentials file";
+			return -1;
+		}
+		c->kind = ROUTE_KIND_PROXY;
+		c->proxy = strdup(arg);
+		return c->proxy ? 0 : -1;
+	}
+	*err = "route must be direct, system, pac URL|FILE or proxy URL";
+	return -1;
+}
+
+/* ---- requests ---- */
 
 static void
 req_unlink_free(struct route_req *q)
@@ -69,58 +141,124 @@ req_unlink_free(struct route_req *q)
 		q->r->reqs = q->next;
 	if (q->next != NULL)
 		q->next->prev = q->prev;
-	event_free(q->ev);
+	if (q->ev != NULL)
+		event_free(q->ev);
+	if (q->hq != NULL)
+		routehelper_cancel(q->hq);
 	free(q);
 }
 
-void
-router_free(struct router *r)
+static void
+deliver(struct route_req *q)
 {
-	if (r == NULL)
-		return;
-	while (r->reqs != NULL)
-		req_unlink_free(r->reqs);
-	free(r);
+	struct route_result res = q->res;
+	route_cb cb = q->cb;
+	void *arg = q->arg;
+
+	req_unlink_free(q);            /* the handle is invalid once the callback starts */
+	cb(&res, arg);
 }
 
 static void
 route_fire(evutil_socket_t fd, short what, void *arg)
 {
-	struct route_req *q = arg;
-	struct route_result res;
-	route_cb cb = q->cb;
-	void *cbarg = q->arg;
+	(void)fd;
+	(void)what;
+	deliver(arg);
+}
 
-	memset(&res, 0, sizeof(res));
-	res.status = REASON_ALLOWED;
-	res.entries[0].kind = ROUTE_DIRECT;
-	res.n = 1;
-	req_unlink_free(q);            /* the handle is invalid once the callback starts */
-	cb(&res, cbarg);
+/* Keep what may be used: drop DIRECT when it is not permitted. */
+static void
+filter_entries(struct router *r, struct route_result *res)
+{
+	size_t k = 0;
+	bool dropped_direct = false;
+
+	for (size_t i = 0; i < res->n; i++) {
+		if (res->entries[i].kind == PROXY_DIRECT && !r->cfg.allow_direct) {
+			dropped_direct = true;
+			continue;
+		}
+		res->entries[k++] = res->entries[i];
+	}
+	res->n = k;
+	if (k == 0 && res->status == REASON_ALLOWED)
+		res->status = dropped_direct ? REASON_DIRECT_NOT_PERMITTED : REASON_ROUTE_UNAVAILABLE;
+}
+
+static void
+helper_answered(enum reason status, const struct routeproto_reply *reply, void *arg)
+{
+	struct route_req *q = arg;
+
+	q->hq = NULL;
+	q->res.status = status;
+	q->res.n = 0;
+	if (status == REASON_ALLOWED && reply != NULL && reply->ok) {
+		for (size_t i = 0; i < reply->n && i < EGRESS_ROUTE_PROXIES_MAX; i++)
+			q->res.entries[q->res.n++] = reply->entries[i];
+		filter_entries(q->r, &q->res);
+	} else if (status == REASON_ALLOWED) {
+		q->res.status = REASON_ROUTE_UNAVAILABLE;
+	}
+	deliver(q);
 }
 
 struct route_req *
-route_lookup(struct router *r, enum dest_scheme scheme, const char *host, uint16_t port,
+route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, uint16_t port,
     route_cb cb, void *arg)
 {
 	struct route_req *q = calloc(1, sizeof(*q));
 	struct timeval now = { 0, 0 };
+	char url[EGRESS_ROUTE_LINE_MAX];
 
 	if (q == NULL)
 		return NULL;
 	q->r = r;
 	q->cb = cb;
 	q->arg = arg;
-	q->ev = evtimer_new(r->base, route_fire, q);
-	if (q->ev == NULL) {
-		free(q);
-		errno = ENOMEM;
-		return NULL;
-	}
+	q->res.source = route_kind_str(r->cfg.kind);
 	q->next = r->reqs;
 	if (r->reqs != NULL)
 		r->reqs->prev = q;
 	r->reqs = q;
+
+	switch (r->cfg.kind) {
+	case ROUTE_KIND_DIRECT:
+		q->res.status = REASON_ALLOWED;
+		q->res.entries[0].kind = PROXY_DIRECT;
+		q->res.n = 1;
+		break;
+	case ROUTE_KIND_PROXY:
+		q->res.status = REASON_ALLOWED;
+		q->res.entries[0] = r->static_proxy;
+		q->res.n = 1;
+		break;
+	case ROUTE_KIND_PAC:
+	case ROUTE_KIND_SYSTEM:
+		if (r->pf != NULL && !pacfetch_have_copy(r->pf)) {
+			q->res.status = REASON_PAC_UNAVAILABLE;
+			break;
+		}
+		/* The query URL is built from the canonical scheme, host and port only. */
+		if (routeproto_query_url(scheme, h, port, url, sizeof(url)) == 0) {
+			q->res.status = REASON_ROUTE_UNAVAILABLE;
+			break;
+		}
+		q->hq = routehelper_lookup(r->rh, url, helper_answered, q);
+		if (q->hq == NULL) {
+			req_unlink_free(q);
+			errno = ENOMEM;
+			return NULL;
+		}
+		return q;
+	}
+	q->ev = evtimer_new(r->base, route_fire, q);
+	if (q->ev == NULL) {
+		req_unlink_free(q);
+		errno = ENOMEM;
+		return NULL;
+	}
 	evtimer_add(q->ev, &now);
 	return q;
 }
@@ -130,4 +268,317 @@ route_cancel(struct route_req *q)
 {
 	if (q != NULL)
 		req_unlink_free(q);
+}
+
+/* ---- construction ---- */
+
+static void
+pac_updated(enum reason status, const char *detail, void *arg)
+{
+	struct router *r = arg;
+
+	if (status == REASON_ALLOWED) {
+		snprintf(r->pac_status, sizeof(r->pac_status), "PAC %s: good copy installed",
+		    r->cfg.pac ? r->cfg.pac : "");
+		log_info("PAC %s fetched; the route helper restarts with the new copy",
+		    r->cfg.pac ? r->cfg.pac : "");
+		if (r->rh != NULL)
+			routehelper_reset(r->rh);
+	} else {
+		snprintf(r->pac_status, sizeof(r->pac_status), "PAC %s: %s (%s)",
+		    r->cfg.pac ? r->cfg.pac : "", detail,
+		    pacfetch_have_copy(r->pf) ? "keeping the last good copy" : "no good copy");
+	}
+}
+
+/* Copy a local PAC file into the good-copy path (bounded, at start-up and reload). */
+static int
+copy_local_pac(struct router *r, const char *path, char *err, size_t errlen)
+{
+	char *buf = NULL;
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char tmp[EGRESS_PATH_MAX];
+	int out = -1, rc = -1;
+
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "PAC file %s: %s", path, fd < 0 ? strerror(errno) :
+		    "not a regular file");
+		goto done;
+	}
+	if (st.st_size <= 0 || st.st_size > EGRESS_PAC_MAX) {
+		snprintf(err, errlen, "PAC file %s: size must be 1..%d bytes", path, EGRESS_PAC_MAX);
+		goto done;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (buf == NULL || (n = read(fd, buf, (size_t)st.st_size)) != st.st_size) {
+		snprintf(err, errlen, "PAC file %s: short read", path);
+		goto done;
+	}
+	if (!pacfetch_body_plausible(buf, (size_t)n)) {
+		snprintf(err, errlen, "PAC file %s does not define FindProxyForURL", path);
+		goto done;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", r->cfg.pac_copy);
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (out < 0 || write(out, buf, (size_t)n) != n || fchmod(out, 0644) != 0 ||
+	    close(out) != 0 || rename(tmp, r->cfg.pac_copy) != 0) {
+		snprintf(err, errlen, "cannot write the PAC copy %s: %s", r->cfg.pac_copy,
+		    strerror(errno));
+		if (out >= 0)
+			unlink(tmp);
+		out = -1;
+		goto done;
+	}
+	out = -1;
+	rc = 0;
+done:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* The helper binary: configured, next to our own executable, or the libexec dir. */
+static char *
+find_helper(const char *configured)
+{
+	char self[EGRESS_PATH_MAX], cand[EGRESS_PATH_MAX + 32];
+	ssize_t n;
+
+	if (configured != NULL)
+		return strdup(configured);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		snprintf(cand, sizeof(cand), "%s/egressd-route-helper", dirname(self));
+		if (access(cand, X_OK) == 0)
+			return strdup(cand);
+	}
+	return strdup(EGRESS_LIBEXECDIR "/egressd-route-helper");
+}
+
+static int
+env_add(char ***envp, size_t *n, const char *name, const char *value)
+{
+	char **v = realloc(*envp, (*n + 2) * sizeof(char *));
+	size_t l = strlen(name) + strlen(value) + 2;
+
+	if (v == NULL)
+		return -1;
+	*envp = v;
+	if ((v[*n] = malloc(l)) == NULL)
+		return -1;
+	snprintf(v[*n], l, "%s=%s", name, value);
+	v[++*n] = NULL;
+	return 0;
+}
+
+static void
+env_free(char **envp)
+{
+	for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
+		free(envp[i]);
+	free(envp);
+}
+
+struct router *
+router_new(struct event_base *base, struct resolver *res, const struct route_config *cfg,
+    char *err, size_t errlen)
+{
+	struct router *r = calloc(1, sizeof(*r));
+	char **envp = NULL;
+	size_t nenv = 0;
+	const char *pac_url = NULL;     /* to fetch */
+	const char *pac_file = NULL;    /* to copy */
+	char pacenv[EGRESS_PATH_MAX + 16];
+	const char *e;
+
+	if (r == NULL) {
+		snprintf(err, errlen, "router: out of memory");
+		return NULL;
+	}
+	r->base = base;
+	r->cfg = *cfg;
+	r->cfg.pac = cfg->pac ? strdup(cfg->pac) : NULL;
+	r->cfg.proxy = cfg->proxy ? strdup(cfg->proxy) : NULL;
+	r->cfg.helper = NULL;
+	r->cfg.pac_copy = cfg->pac_copy ? strdup(cfg->pac_copy) : NULL;
+	r->cfg.credentials = cfg->credentials ? strdup(cfg->credentials) : NULL;
+	r->cfg.proxy_ca_file = cfg->proxy_ca_file ? strdup(cfg->proxy_ca_file) : NULL;
+	if (r->cfg.timeout_ms == 0)
+		r->cfg.timeout_ms = 5000;
+	if (r->cfg.upstream_timeout_ms == 0)
+		r->cfg.upstream_timeout_ms = 10000;
+
+	if (cfg->kind == ROUTE_KIND_PROXY) {
+		const char *why;
+		if (cfg->proxy == NULL ||
+		    proxyurl_parse(cfg->proxy, strlen(cfg->proxy), &r->static_proxy, &why) != 0) {
+			snprintf(err, errlen, "route = proxy: %s", cfg->proxy ? why : "no URL");
+			goto fail;
+		}
+	}
+	if (cfg->credentials != NULL) {
+		r->creds = proxycreds_load(cfg->credentials, geteuid() == 0, err, errlen);
+		if (r->creds == NULL)
+			goto fail;
+	}
+	if (cfg->kind != ROUTE_KIND_DIRECT) {
+		r->tls = upstream_tls_ctx_new(cfg->proxy_ca_file, err, errlen);
+		if (r->tls == NULL)
+			goto fail;
+		r->gss = gssauth_new(base);
+		if (r->gss == NULL) {
+			snprintf(err, errlen, "cannot set up Negotiate support");
+			goto fail;
+		}
+	}
+	if (cfg->kind != ROUTE_KIND_SYSTEM && cfg->kind != ROUTE_KIND_PAC)
+		return r;
+
+	/* The helper's environment is built from nothing. */
+	if (env_add(&envp, &nenv, "PATH", "/usr/bin:/bin") != 0 ||
+	    env_add(&envp, &nenv, "HOME", "/nonexistent") != 0)
+		goto nomem;
+	if (cfg->kind == ROUTE_KIND_PAC) {
+		if (strncmp(cfg->pac, "http://", 7) == 0 || strncmp(cfg->pac, "https://", 8) == 0)
+			pac_url = cfg->pac;
+		else
+			pac_file = cfg->pac;
+	} else {
+		/* system: egressd's own proxy variables; a pac+ value is fetched by egressd */
+		static const char *const names[] = { "http_proxy", "https_proxy", "HTTP_PROXY",
+		    "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY" };
+		for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
+			if ((e = getenv(names[i])) == NULL || *e == '\0')
+				continue;
+			if (strncmp(e, "pac+", 4) == 0) {
+				if (strncmp(e + 4, "file://", 7) == 0)
+					pac_file = e + 11;
+				else
+					pac_url = e + 4;
+				continue;   /* replaced by our own copy below */
+			}
+			if (env_add(&envp, &nenv, names[i], e) != 0)
+				goto nomem;
+		}
+		if (pac_url != NULL && r->cfg.pac == NULL)
+			r->cfg.pac = strdup(pac_url);
+	}
+	if (pac_url != NULL || pac_file != NULL) {
+		if (r->cfg.pac_copy == NULL || r->cfg.pac_copy[0] != '/') {
+			snprintf(err, errlen, "pac_copy must be an absolute path");
+			goto fail;
+		}
+		snprintf(pacenv, sizeof(pacenv), "pac+file://%s", r->cfg.pac_copy);
+		if (env_add(&envp, &nenv, "http_proxy", pacenv) != 0 ||
+		    env_add(&envp, &nenv, "https_proxy", pacenv) != 0)
+			goto nomem;
+	}
+	if (pac_file != NULL) {
+		if (copy_local_pac(r, pac_file, err, errlen) != 0)
+			goto fail;
+		snprintf(r->pac_status, sizeof(r->pac_status), "PAC file %s: copied", pac_file);
+	}
+	{
+		struct routehelper_config hc = {
+			.envp = (const char *const *)envp,
+			.deadline_ms = (uint32_t)r->cfg.timeout_ms,
+			.cache_ttl_s = (uint32_t)((r->cfg.cache_ttl_ms + 999) / 1000),
+			.cache_max = EGRESS_ROUTE_CACHE_MAX,
+		};
+		char *helper = find_helper(cfg->helper);
+		if (helper == NULL)
+			goto nomem;
+		hc.helper_path = helper;
+		r->rh = routehelper_new(base, &hc, err, errlen);
+		r->cfg.helper = helper;
+		if (r->rh == NULL)
+			goto fail;
+	}
+	if (pac_url != NULL) {
+		struct pacfetch_config pc = {
+			.url = pac_url, .copy_path = r->cfg.pac_copy, .ca_file = cfg->proxy_ca_file,
+			.timeout_ms = (uint32_t)(cfg->pac_timeout_ms ? cfg->pac_timeout_ms : 10000),
+			.max_bytes = EGRESS_PAC_MAX, .max_redirects = 3,
+			.refresh_s = (uint32_t)(cfg->pac_refresh_ms / 1000), .retry_s = 30,
+		};
+		r->pf = pacfetch_new(base, res, &pc, pac_updated, r, err, errlen);
+		if (r->pf == NULL)
+			goto fail;
+		snprintf(r->pac_status, sizeof(r->pac_status), "PAC %s: fetching", pac_url);
+	}
+	env_free(envp);
+	return r;
+nomem:
+	snprintf(err, errlen, "router: out of memory");
+fail:
+	env_free(envp);
+	router_free(r);
+	return NULL;
+}
+
+void
+router_free(struct router *r)
+{
+	if (r == NULL)
+		return;
+	while (r->reqs != NULL)
+		req_unlink_free(r->reqs);
+	routehelper_free(r->rh);
+	pacfetch_free(r->pf);
+	proxycreds_free(r->creds);
+	if (r->tls != NULL)
+		SSL_CTX_free(r->tls);
+	gssauth_free(r->gss);
+	route_config_clear(&r->cfg);
+	free(r);
+}
+
+size_t
+router_pending(const struct router *r)
+{
+	size_t n = 0;
+
+	for (const struct route_req *q = r->reqs; q != NULL; q = q->next)
+		n++;
+	return n;
+}
+
+const struct proxycreds *
+router_credentials(const struct router *r)
+{
+	return r->creds;
+}
+
+void *
+router_tls_ctx(const struct router *r)
+{
+	return r->tls;
+}
+
+struct gssauth *
+router_gssauth(const struct router *r)
+{
+	return r->gss;
+}
+
+uint64_t
+router_upstream_timeout_ms(const struct router *r)
+{
+	return r->cfg.upstream_timeout_ms;
+}
+
+enum route_kind
+router_kind(const struct router *r)
+{
+	return r->cfg.kind;
+}
+
+const char *
+router_pac_status(const struct router *r)
+{
+	return r->pac_status;
 }

@@ -1,66 +1,107 @@
 /*
  * route - the host route of an already-authorized hop: how this machine reaches it.
  *
- * Owns: struct router and every struct route_req until its callback ran or it was
- * cancelled. Callers: egressd/session, on the event-loop thread only.
+ * Owns: struct router (its route helper, PAC fetcher, proxy credentials and TLS context for
+ * https:// proxies) and every struct route_req until its callback ran or it was cancelled.
+ * Callers: egressd/session and egressd/control (route queries), loop thread only.
+ *
+ * Sources (egressd.ini `route`):
+ *   direct            every hop goes straight to its pinned address
+ *   system            libproxy with egressd's own environment (http_proxy, https_proxy,
+ *                     no_proxy; a "pac+URL" value is fetched by egressd, see below)
+ *   pac URL|FILE      a PAC file: an http(s) URL egressd fetches itself (pacfetch), or a
+ *                     local file egressd copies; evaluated by libproxy in the helper
+ *   proxy URL         one static upstream proxy (http://, https://, socks5://)
+ * system and pac run libproxy in egressd-route-helper (routehelper): never on the loop.
  *
  * Why a module of its own with an asynchronous interface: DESIGN rule 1 puts routing after
- * authorization, and the host-route issue will answer from a libproxy helper process (PAC,
- * system proxy) that takes time and can fail. Today only `direct` exists; the session
- * already waits for a callback, so the helper plugs in here without touching the session.
- * An unavailable route is a denial (REASON_ROUTE_UNAVAILABLE / REASON_ROUTE_TIMEOUT), never
- * a silent fallback to direct.
+ * authorization — a route is never a grant. An unavailable route is a denial
+ * (REASON_ROUTE_UNAVAILABLE, ROUTE_TIMEOUT, PAC_UNAVAILABLE), never a silent fallback to
+ * direct; a DIRECT answer is dropped when allow_direct is off (DIRECT_NOT_PERMITTED when
+ * nothing else remains).
  */
 #ifndef EGRESS_ROUTE_H
 #define EGRESS_ROUTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/host.h"
 #include "common/limits.h"
 #include "common/pattern.h"
 #include "common/reasons.h"
+#include "egressd/proxyurl.h"
 
 struct event_base;
+struct resolver;
 struct router;
 struct route_req;
+struct proxycreds;
 
 /* Configured route source (egressd.ini `route`). */
-enum route_kind { ROUTE_KIND_DIRECT = 0 };
+enum route_kind { ROUTE_KIND_DIRECT = 0, ROUTE_KIND_SYSTEM, ROUTE_KIND_PAC, ROUTE_KIND_PROXY };
 
-/* "direct" -> 0 and *out, or -1. */
-int route_kind_parse(const char *s, enum route_kind *out);
-const char *route_kind_str(enum route_kind k);
-
-enum route_entry_kind { ROUTE_DIRECT, ROUTE_PROXY };
-
-struct route_entry {
-	enum route_entry_kind kind;
-	char url[EGRESS_ROUTE_LINE_MAX];     /* ROUTE_PROXY: "http://proxy:3128"; else "" */
+struct route_config {
+	enum route_kind kind;
+	char *pac;                  /* ROUTE_KIND_PAC: http(s) URL or absolute file path */
+	char *proxy;                /* ROUTE_KIND_PROXY: the proxy URL */
+	bool allow_direct;          /* may a system/PAC answer of DIRECT be used? */
+	char *helper;               /* egressd-route-helper path; NULL = next to egressd */
+	uint64_t timeout_ms;        /* per route lookup (PAC evaluation deadline) */
+	uint64_t cache_ttl_ms;      /* route answers cached per destination */
+	char *pac_copy;             /* where the fetched PAC's good copy lives */
+	uint64_t pac_timeout_ms;
+	uint64_t pac_refresh_ms;
+	char *credentials;          /* proxy credentials file (root-only), or NULL */
+	char *proxy_ca_file;        /* trust anchors for https:// proxies; NULL = system */
+	uint64_t upstream_timeout_ms; /* connect + handshake with an upstream proxy */
 };
+
+/* Parse the `route` value ("direct", "system", "pac URL|FILE", "proxy URL") into c->kind,
+ * c->pac, c->proxy (heap strings). Returns 0, or -1 with *err a static sentence. */
+int route_config_parse(const char *s, struct route_config *c, const char **err);
+void route_config_clear(struct route_config *c);   /* frees the strings */
+const char *route_kind_str(enum route_kind k);
 
 struct route_result {
 	enum reason status;                  /* REASON_ALLOWED, or why there is no route */
-	struct route_entry entries[EGRESS_ROUTE_PROXIES_MAX];   /* try in order */
+	struct proxy_route entries[EGRESS_ROUTE_PROXIES_MAX];   /* try in order */
 	size_t n;
+	const char *source;                  /* "direct", "system", "pac", "proxy" */
+	bool from_cache;
 };
 
 /* Called once on the loop thread unless cancelled first; res valid only during the call. */
 typedef void (*route_cb)(const struct route_result *res, void *arg);
 
-/* NULL with err on failure. Free before the event_base. */
-struct router *router_new(struct event_base *base, enum route_kind kind, char *err,
-    size_t errlen);
+/* cfg is copied. res resolves PAC servers and proxies. NULL with err on failure (a bad
+ * proxy URL, an unreadable PAC file, a missing helper, a credentials file that is not
+ * root-only). Free before the event_base and the resolver. */
+struct router *router_new(struct event_base *base, struct resolver *res,
+    const struct route_config *cfg, char *err, size_t errlen);
 /* Frees outstanding requests without calling their callbacks. Accepts NULL. */
 void router_free(struct router *r);
 
 /*
- * Route for scheme://host:port (host canonical). Returns a handle, or NULL on ENOMEM.
- * The callback never runs from inside route_lookup.
+ * Route for a hop to canonical host h on port (scheme as authorized). Returns a handle, or
+ * NULL on ENOMEM. The callback never runs from inside route_lookup.
  */
-struct route_req *route_lookup(struct router *r, enum dest_scheme scheme, const char *host,
-    uint16_t port, route_cb cb, void *arg);
+struct route_req *route_lookup(struct router *r, enum dest_scheme scheme,
+    const struct host *h, uint16_t port, route_cb cb, void *arg);
 /* Cancel before the callback ran; accepts NULL. */
 void route_cancel(struct route_req *req);
+/* Lookups whose callback has not run yet (reload swaps routers only when 0). */
+size_t router_pending(const struct router *r);
+
+/* What the session needs to go through a proxy entry. */
+const struct proxycreds *router_credentials(const struct router *r);
+void *router_tls_ctx(const struct router *r);          /* SSL_CTX * for https:// proxies */
+struct gssauth *router_gssauth(const struct router *r);
+uint64_t router_upstream_timeout_ms(const struct router *r);
+enum route_kind router_kind(const struct router *r);
+
+/* For status and egressctl: a one-line description of the PAC state ("" when no PAC). */
+const char *router_pac_status(const struct router *r);
 
 #endif

@@ -30,6 +30,8 @@
 #include "egressd/resolve.h"
 #include "egressd/route.h"
 #include "egressd/tunnel.h"
+#include "egressd/proxycreds.h"
+#include "egressd/upstream.h"
 
 #define SELF_ADDRS_MAX 256
 
@@ -78,11 +80,21 @@ struct session {
 	bool connected;
 	struct tunnel *tun;
 	uint64_t tunnel_start_us;
+	/* the host route: entries tried in order (failover only after connect/TLS failures) */
+	struct route_result route;
+	size_t ri;
+	bool via_proxy;                 /* the current entry is an upstream proxy */
+	bool pin_local;                 /* resolve and check locally, send the literal */
+	struct upstream_req *ureq;
+	struct upstream_result up;      /* the proxy exchange, for the record */
+	bool have_up;
 };
 
 static void session_free(struct session *s);
 static void session_refuse(struct session *s, enum reason r);
 static void step_route(struct session *s);
+static void try_route_entry(struct session *s);
+static void step_proxy(struct session *s, const struct addr *pinned);
 
 /* ---- decision records ---- */
 
@@ -140,9 +152,26 @@ decision_fields(struct session *s, bool allow, enum reason r)
 	}
 	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_str(r)));
-	json_object_set_new(o, "route", s->routed ? json_string("direct") : json_null());
+	if (s->routed && s->ri < s->route.n) {
+		char rb[EGRESS_HOSTPORT_MAX + 32];
+		json_object_set_new(o, "route", json_string(proxyurl_to_str(&s->route.entries[s->ri],
+		    rb, sizeof(rb))));
+		json_object_set_new(o, "route_source", json_string(s->route.source));
+	} else {
+		json_object_set_new(o, "route", json_null());
+		json_object_set_new(o, "route_source", json_null());
+	}
+	if (s->have_up && s->up.have_proxy_addr) {
+		char pb[EGRESS_ADDRSTR_MAX];
+		json_object_set_new(o, "proxy_addr", json_string(addr_to_str(&s->up.proxy_addr, pb,
+		    sizeof(pb))));
+		json_object_set_new(o, "proxy_status", s->up.proxy_status ?
+		    json_integer(s->up.proxy_status) : json_null());
+		json_object_set_new(o, "proxy_auth", s->up.auth ? json_string(s->up.auth) :
+		    json_null());
+	}
 	json_object_set_new(o, "resolved", addrs_json(s->resolved, s->nresolved));
-	if (s->connected) {
+	if (s->connected && (!s->via_proxy || s->pin_local)) {
 		char ab[EGRESS_ADDRSTR_MAX];
 		json_object_set_new(o, "pinned", json_string(addr_to_str(&s->ac.kept[s->ci], ab,
 		    sizeof(ab))));
@@ -153,8 +182,11 @@ decision_fields(struct session *s, bool allow, enum reason r)
 	    addrcheck_classes_json(s->ac.dropped_classes) : json_array());
 	json_object_set_new(o, "override", json_boolean(s->checked &&
 	    s->ac.lifted_override != 0));
-	/* attested: egressd itself resolved (or took the literal) and connected. */
-	json_object_set_new(o, "attested", json_boolean(s->connected));
+	/* attested: egressd itself resolved (or took the literal) and chose the address that
+	 * was connected to — directly, or as the literal sent to the proxy under pinning.
+	 * When an upstream proxy resolved the name, egressd cannot know the address. */
+	json_object_set_new(o, "attested", json_boolean(s->connected &&
+	    (!s->via_proxy || s->pin_local)));
 	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->resolve_us));
 	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->connect_us));
 	return o;
@@ -207,6 +239,10 @@ cancel_pending(struct session *s)
 	if (s->cev != NULL) {
 		event_free(s->cev);
 		s->cev = NULL;
+	}
+	if (s->ureq != NULL) {
+		upstream_cancel(s->ureq);
+		s->ureq = NULL;
 	}
 	if (s->ufd >= 0) {
 		close(s->ufd);
@@ -516,6 +552,14 @@ try_connect(struct session *s)
 		close(s->ufd);
 		s->ufd = -1;
 	}
+	if (s->ri + 1 < s->route.n) {
+		/* the route lists a fallback: a connect failure may move on to it */
+		log_info("conn %llu: direct connect failed; trying route entry %zu",
+		    (unsigned long long)s->id, s->ri + 2);
+		s->ri++;
+		try_route_entry(s);
+		return;
+	}
 	session_refuse(s, s->any_timeout ? REASON_CONNECT_TIMEOUT :
 	    s->last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
 }
@@ -574,6 +618,10 @@ step_check(struct session *s, const struct addr *in, size_t n)
 		    (unsigned long long)s->id, addrcheck_classes_str(s->ac.lifted_override, cb,
 		    sizeof(cb)), s->req.host.name);
 	}
+	if (s->via_proxy) {
+		step_proxy(s, &s->ac.kept[0]);
+		return;
+	}
 	step_connect(s);
 }
 
@@ -593,6 +641,15 @@ resolved(const struct resolve_answer *ans, void *arg)
 	s->resolve_us = ans->duration_us;
 	metrics_observe(&s->d->stats.dns, ans->duration_us);
 	if (ans->status != REASON_ALLOWED) {
+		if (s->via_proxy) {
+			/* The grant requires pinning, and egressd could not resolve the name itself:
+			 * sending the name to the proxy would be an unattested hop. */
+			log_info("conn %llu: pinning required for %s but local resolution failed (%s); "
+			    "refusing instead of letting the proxy resolve", (unsigned long long)s->id,
+			    s->req.host.name, reason_str(ans->status));
+			session_refuse(s, REASON_PINNING_UNAVAILABLE);
+			return;
+		}
 		session_refuse(s, ans->status);
 		return;
 	}
@@ -626,6 +683,90 @@ step_resolve(struct session *s)
 
 /* ---- route ---- */
 
+/* ---- upstream proxies ---- */
+
+static void
+proxied(const struct upstream_result *r, void *arg)
+{
+	struct session *s = arg;
+
+	s->ureq = NULL;
+	s->up = *r;
+	s->have_up = true;
+	s->connect_us = mono_usec() - s->connect_start_us;
+	if (r->status == REASON_ALLOWED) {
+		s->ufd = r->fd;
+		s->connected = true;
+		s->ci = 0;
+		metrics_observe(&s->d->stats.connect, s->connect_us);
+		step_log_allow(s);
+		return;
+	}
+	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->id, s->ri + 1,
+	    r->detail);
+	if (r->failover_ok && s->ri + 1 < s->route.n) {
+		s->ri++;
+		s->have_up = false;
+		try_route_entry(s);
+		return;
+	}
+	session_refuse(s, r->status);
+}
+
+static void
+step_proxy(struct session *s, const struct addr *pinned)
+{
+	const struct proxy_route *via = &s->route.entries[s->ri];
+	struct upstream_params p;
+
+	if (!dlog_writable(s->d->dlog)) {
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	memset(&p, 0, sizeof(p));
+	p.via = via;
+	p.target_name = s->req.host.name;
+	p.target_addr = pinned;
+	p.target_port = s->req.port;
+	p.cred = proxycreds_find(router_credentials(s->d->router), &via->proxy);
+	p.res = s->d->resolver;
+	p.gss = router_gssauth(s->d->router);
+	p.tls = router_tls_ctx(s->d->router);
+	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->d->router);
+	s->st = S_CONNECT;
+	s->connect_start_us = mono_usec();
+	s->ureq = upstream_connect(s->d->base, &p, proxied, s);
+	if (s->ureq == NULL)
+		session_refuse(s, REASON_INTERNAL_ERROR);
+}
+
+/* ---- route ---- */
+
+static void
+try_route_entry(struct session *s)
+{
+	const struct proxy_route *e = &s->route.entries[s->ri];
+
+	s->via_proxy = e->kind != PROXY_DIRECT;
+	/* Pinning through a proxy: resolve and check locally, send the checked literal. An IP
+	 * literal destination is always sent as itself (after the class check). */
+	s->pin_local = s->via_proxy && (s->lg->g->pinning == PINNING_REQUIRED ||
+	    s->req.host.kind != HOST_NAME);
+	if (!s->via_proxy || s->pin_local) {
+		if (s->did_resolve || s->checked) {
+			/* already resolved and checked for an earlier entry: reuse, never re-resolve */
+			if (s->via_proxy)
+				step_proxy(s, &s->ac.kept[0]);
+			else
+				step_connect(s);
+			return;
+		}
+		step_resolve(s);
+		return;
+	}
+	step_proxy(s, NULL);
+}
+
 static void
 routed(const struct route_result *res, void *arg)
 {
@@ -637,20 +778,17 @@ routed(const struct route_result *res, void *arg)
 		    REASON_ROUTE_UNAVAILABLE);
 		return;
 	}
-	if (res->entries[0].kind != ROUTE_DIRECT) {
-		/* Upstream proxies arrive with the host-route issue; never pretend direct. */
-		session_refuse(s, REASON_ROUTE_UNAVAILABLE);
-		return;
-	}
+	s->route = *res;
+	s->ri = 0;
 	s->routed = true;
-	step_resolve(s);
+	try_route_entry(s);
 }
 
 static void
 step_route(struct session *s)
 {
 	s->st = S_ROUTE;
-	s->rreq = route_lookup(s->d->router, s->req.scheme, s->req.host.name, s->req.port,
+	s->rreq = route_lookup(s->d->router, s->req.scheme, &s->req.host, s->req.port,
 	    routed, s);
 	if (s->rreq == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);

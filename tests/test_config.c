@@ -51,7 +51,9 @@ test_defaults(void **st)
 	assert_int_equal(c->ndns_servers, 0);
 	assert_int_equal(c->allow_special.n, 0);
 	assert_false(c->has_metrics);
-	assert_int_equal(c->route, ROUTE_KIND_DIRECT);
+	assert_int_equal(c->route.kind, ROUTE_KIND_DIRECT);
+	assert_true(c->route.allow_direct);
+	assert_string_equal(c->route.pac_copy, "/var/log/egressd/egressd-pac.js");
 	assert_true(c->splice);
 	assert_int_equal(c->nlisteners, 0);
 	config_free(c);
@@ -201,12 +203,58 @@ test_shipped_example(void **st)
 	config_free(c);
 }
 
+static void
+test_route_keys(void **st)
+{
+	struct egressd_config *c = load(
+	    "[egressd]\n"
+	    "decision_log = /tmp/d/log.jsonl\n"
+	    "route = pac http://pac.corp.example/proxy.pac\n"
+	    "allow_direct = no\n"
+	    "route_timeout = 2s\n"
+	    "route_cache_ttl = 30s\n"
+	    "pac_refresh = 10m\n"
+	    "upstream_timeout = 7s\n"
+	    "proxy_credentials = /etc/egressd/proxy-credentials.ini\n");
+
+	assert_non_null(c);
+	assert_int_equal(c->route.kind, ROUTE_KIND_PAC);
+	assert_string_equal(c->route.pac, "http://pac.corp.example/proxy.pac");
+	assert_false(c->route.allow_direct);
+	assert_int_equal(c->route.timeout_ms, 2000);
+	assert_int_equal(c->route.cache_ttl_ms, 30000);
+	assert_int_equal(c->route.pac_refresh_ms, 600000);
+	assert_int_equal(c->route.upstream_timeout_ms, 7000);
+	assert_string_equal(c->route.credentials, "/etc/egressd/proxy-credentials.ini");
+	assert_string_equal(c->route.pac_copy, "/tmp/d/egressd-pac.js");
+	config_free(c);
+
+	c = load("[egressd]\nroute = proxy socks5://10.0.0.5:1080\n");
+	assert_non_null(c);
+	assert_int_equal(c->route.kind, ROUTE_KIND_PROXY);
+	config_free(c);
+	c = load("[egressd]\nroute = system\n");
+	assert_non_null(c);
+	assert_int_equal(c->route.kind, ROUTE_KIND_SYSTEM);
+	config_free(c);
+
+	/* credentials never in a URL; relative paths and unknown forms refused */
+	expect_error("[egressd]\nroute = proxy http://alice:pw@proxy.corp.example:3128\n",
+	    "proxy_credentials");
+	expect_error("[egressd]\nroute = proxy ftp://x:21\n", "route");
+	expect_error("[egressd]\nroute = pac proxy.pac\n", "route");
+	expect_error("[egressd]\nroute = wpad\n", "route");
+	expect_error("[egressd]\nproxy_credentials = creds.ini\n", "proxy_credentials");
+	expect_error("[egressd]\nroute_timeout = 0\n", "route_timeout");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_route_keys),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sockaddr),
 		cmocka_unit_test(test_shipped_example),
