@@ -1,0 +1,471 @@
+/* test_tunnel.c - egressd/tunnel in both splice and copy modes (relayd runs its regress
+ * suite in both): integrity and counts, half-close, idle and lifetime limits, kill,
+ * pending bytes, pipe pool return, and the HTTP exchange framing (no pipelined bytes
+ * forwarded, response head rebuilt, refusal when the origin answers garbage). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "egressd/tunnel.h"
+
+struct done {
+	bool fired;
+	enum reason why;
+	uint64_t up, down;
+};
+
+static void
+on_done(enum reason why, uint64_t up, uint64_t down, void *arg)
+{
+	struct done *d = arg;
+
+	d->fired = true;
+	d->why = why;
+	d->up = up;
+	d->down = down;
+}
+
+/* A connected TCP pair on loopback: *a is the connecting end, *b the accepted one. */
+static void
+tcp_pair(int *a, int *b)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(l >= 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &sl), 0);
+	*a = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(*a, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	*b = accept(l, NULL, NULL);
+	assert_true(*b >= 0);
+	close(l);
+}
+
+static void
+nonblock(int fd)
+{
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+struct fixture {
+	struct event_base *base;
+	struct pipe_pool *pool;
+	int cpeer, cfd;         /* client side: test end, tunnel end */
+	int ufd, upeer;         /* upstream side: tunnel end, test end */
+};
+
+static void
+fx_open(struct fixture *f)
+{
+	f->base = event_base_new();
+	f->pool = pipe_pool_new(8);
+	assert_non_null(f->base);
+	assert_non_null(f->pool);
+	tcp_pair(&f->cpeer, &f->cfd);
+	tcp_pair(&f->ufd, &f->upeer);
+	nonblock(f->cfd);
+	nonblock(f->ufd);
+}
+
+static void
+fx_close(struct fixture *f)
+{
+	close(f->cpeer);
+	close(f->upeer);
+	pipe_pool_free(f->pool);
+	event_base_free(f->base);
+}
+
+/* Run the loop until the tunnel reported, at most ms. */
+static void
+run_until(struct fixture *f, struct done *d, int ms)
+{
+	for (int i = 0; i < ms / 5 && !d->fired; i++) {
+		struct timeval tv = { 0, 5000 };
+		event_base_loopexit(f->base, &tv);
+		event_base_dispatch(f->base);
+	}
+}
+
+/* ---- bulk transfer both ways, with half-close ---- */
+
+struct pump {
+	int fd;
+	const unsigned char *out;
+	size_t nout;
+	unsigned char *in;
+	size_t nin, cap;
+};
+
+static void *
+pump_writer(void *arg)
+{
+	struct pump *p = arg;
+	size_t off = 0;
+
+	while (off < p->nout) {
+		ssize_t n = send(p->fd, p->out + off, p->nout - off, MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	shutdown(p->fd, SHUT_WR);
+	return NULL;
+}
+
+static void *
+pump_reader(void *arg)
+{
+	struct pump *p = arg;
+
+	for (;;) {
+		ssize_t n = recv(p->fd, p->in + p->nin, p->cap - p->nin, 0);
+		if (n <= 0)
+			break;
+		p->nin += (size_t)n;
+		if (p->nin == p->cap)
+			break;
+	}
+	return NULL;
+}
+
+static void
+bulk(bool splice_mode)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	const size_t N = 4 * 1024 * 1024 + 17;
+	unsigned char *up = malloc(N), *down = malloc(N);
+	struct pump cw, cr, uw, ur;
+	pthread_t t1, t2, t3, t4;
+	struct tunnel_opts o = { .splice = splice_mode, .idle_ms = 10000, .lifetime_ms = 60000 };
+	uint64_t total = 0;
+	static const char hello[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+	static const char early[] = "EARLY";
+
+	assert_non_null(up);
+	assert_non_null(down);
+	for (size_t i = 0; i < N; i++) {
+		up[i] = (unsigned char)(i * 7 + 3);
+		down[i] = (unsigned char)(i * 13 + 1);
+	}
+	o.bytes_total = &total;
+	fx_open(&f);
+	struct tunnel *t = tunnel_new(f.base, f.pool, f.cfd, f.ufd, hello, sizeof(hello) - 1,
+	    NULL, 0, early, sizeof(early) - 1, &o, on_done, &d);
+	assert_non_null(t);
+
+	cw = (struct pump){ .fd = f.cpeer, .out = up, .nout = N };
+	uw = (struct pump){ .fd = f.upeer, .out = down, .nout = N };
+	cr = (struct pump){ .fd = f.cpeer, .in = malloc(N + 64), .cap = N + 64 };
+	ur = (struct pump){ .fd = f.upeer, .in = malloc(N + 64), .cap = N + 64 };
+	pthread_create(&t1, NULL, pump_writer, &cw);
+	pthread_create(&t2, NULL, pump_writer, &uw);
+	pthread_create(&t3, NULL, pump_reader, &cr);
+	pthread_create(&t4, NULL, pump_reader, &ur);
+	run_until(&f, &d, 20000);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	pthread_join(t3, NULL);
+	pthread_join(t4, NULL);
+
+	assert_true(d.fired);
+	assert_true(d.why == REASON_CLOSE_CLIENT || d.why == REASON_CLOSE_UPSTREAM);
+	/* client received the 200 line first, then exactly the origin's bytes */
+	assert_int_equal(cr.nin, sizeof(hello) - 1 + N);
+	assert_memory_equal(cr.in, hello, sizeof(hello) - 1);
+	assert_memory_equal(cr.in + sizeof(hello) - 1, down, N);
+	/* origin received the early client bytes first, then the stream */
+	assert_int_equal(ur.nin, sizeof(early) - 1 + N);
+	assert_memory_equal(ur.in, early, sizeof(early) - 1);
+	assert_memory_equal(ur.in + sizeof(early) - 1, up, N);
+	assert_int_equal(d.up, sizeof(early) - 1 + N);
+	assert_int_equal(d.down, sizeof(hello) - 1 + N);
+	assert_int_equal(total, d.up + d.down);
+	assert_int_equal(pipe_pool_in_use(f.pool), 0);
+	if (splice_mode)
+		assert_true(pipe_pool_idle(f.pool) > 0);    /* pipes came back to the pool */
+	else
+		assert_int_equal(pipe_pool_idle(f.pool), 0);
+	free(up);
+	free(down);
+	free(cr.in);
+	free(ur.in);
+	fx_close(&f);
+}
+
+static void test_bulk_splice(void **st) { bulk(true); }
+static void test_bulk_copy(void **st) { bulk(false); }
+
+/* ---- half-close: the client finishes sending, the origin still answers ---- */
+
+static void
+half_close(bool splice_mode)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .splice = splice_mode, .idle_ms = 5000, .lifetime_ms = 60000 };
+	char buf[64];
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, NULL, 0, NULL, 0, &o,
+	    on_done, &d));
+	assert_int_equal(send(f.cpeer, "question", 8, 0), 8);
+	shutdown(f.cpeer, SHUT_WR);
+	run_until(&f, &d, 200);
+	assert_false(d.fired);
+	/* the origin sees the bytes and then EOF */
+	assert_int_equal(recv(f.upeer, buf, sizeof(buf), 0), 8);
+	assert_int_equal(recv(f.upeer, buf, sizeof(buf), 0), 0);
+	/* and can still answer */
+	assert_int_equal(send(f.upeer, "answer", 6, 0), 6);
+	shutdown(f.upeer, SHUT_WR);
+	run_until(&f, &d, 2000);
+	assert_int_equal(recv(f.cpeer, buf, sizeof(buf), 0), 6);
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_CLOSE_CLIENT);
+	assert_int_equal(d.up, 8);
+	assert_int_equal(d.down, 6);
+	fx_close(&f);
+}
+
+static void test_half_close_splice(void **st) { half_close(true); }
+static void test_half_close_copy(void **st) { half_close(false); }
+
+/* ---- limits and kill ---- */
+
+static void
+test_idle(void **st)
+{
+	for (int m = 0; m < 2; m++) {
+		struct fixture f;
+		struct done d = { 0 };
+		struct tunnel_opts o = { .splice = m == 0, .idle_ms = 150, .lifetime_ms = 60000 };
+		char c;
+
+		fx_open(&f);
+		assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, NULL, 0, NULL, 0,
+		    &o, on_done, &d));
+		run_until(&f, &d, 2000);
+		assert_true(d.fired);
+		assert_int_equal(d.why, REASON_CLOSE_IDLE);
+		/* both peers see the close */
+		assert_int_equal(recv(f.cpeer, &c, 1, 0), 0);
+		assert_int_equal(recv(f.upeer, &c, 1, 0), 0);
+		fx_close(&f);
+	}
+}
+
+static void
+test_lifetime(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .splice = true, .idle_ms = 100000, .lifetime_ms = 300 };
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, NULL, 0, NULL, 0, &o,
+	    on_done, &d));
+	/* keep it busy: traffic does not extend a lifetime */
+	for (int i = 0; i < 100 && !d.fired; i++) {
+		char buf[16];
+		send(f.cpeer, "x", 1, MSG_NOSIGNAL);
+		run_until(&f, &d, 10);
+		(void)recv(f.upeer, buf, sizeof(buf), MSG_DONTWAIT);
+	}
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_CLOSE_LIFETIME);
+	fx_close(&f);
+}
+
+static void
+test_kill(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .splice = true, .idle_ms = 100000, .lifetime_ms = 100000 };
+	char c;
+
+	fx_open(&f);
+	struct tunnel *t = tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, NULL, 0, NULL, 0,
+	    &o, on_done, &d);
+	assert_non_null(t);
+	run_until(&f, &d, 50);
+	assert_false(d.fired);
+	tunnel_close(t, REASON_CLOSE_REVOKED);
+	assert_true(d.fired);                    /* synchronously */
+	assert_int_equal(d.why, REASON_CLOSE_REVOKED);
+	assert_int_equal(recv(f.cpeer, &c, 1, 0), 0);
+	assert_int_equal(recv(f.upeer, &c, 1, 0), 0);
+	fx_close(&f);
+}
+
+/* ---- HTTP exchange ---- */
+
+static size_t
+read_all(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+	struct timeval tv = { 2, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		ssize_t k = recv(fd, buf + n, cap - n, 0);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+		if (n == cap)
+			break;
+	}
+	return n;
+}
+
+static void
+test_http_exchange(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000,
+		.req_body = 1, .req_body_len = 10 };
+	static const char head[] = "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n"
+	    "Connection: close\r\n\r\n";
+	/* 4 body bytes arrived with the head, then a smuggled request would follow */
+	static const char pending[] = "0123";
+	char buf[4096];
+	size_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, head, sizeof(head) - 1,
+	    pending, sizeof(pending) - 1, &o, on_done, &d));
+	assert_int_equal(send(f.cpeer, "456789GET http://evil/ HTTP/1.1\r\n\r\n", 35, 0), 35);
+	run_until(&f, &d, 200);
+	/* the origin got exactly the head and the 10 body bytes, nothing after */
+	n = (size_t)recv(f.upeer, buf, sizeof(buf), MSG_DONTWAIT);
+	assert_int_equal(n, sizeof(head) - 1 + 10);
+	assert_memory_equal(buf, head, sizeof(head) - 1);
+	assert_memory_equal(buf + sizeof(head) - 1, "0123456789", 10);
+	/* the response head is rebuilt: hop-by-hop headers out, Connection: close */
+	static const char resp[] = "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\n"
+	    "Connection: keep-alive\r\nContent-Length: 2\r\n\r\nok";
+	assert_int_equal(send(f.upeer, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+	shutdown(f.upeer, SHUT_WR);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_CLOSE_UPSTREAM);
+	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+	fx_close(&f);
+}
+
+static void
+test_http_chunked_body(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000,
+		.req_body = 2 };
+	static const char body[] = "5\r\nhello\r\n0\r\n\r\n";
+	char buf[256];
+	ssize_t n;
+
+	fx_open(&f);
+	struct tunnel *t = tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "H\r\n\r\n", 5,
+	    NULL, 0, &o, on_done, &d);
+	assert_non_null(t);
+	assert_int_equal(send(f.cpeer, "5\r\nhello\r\n0\r\n\r\nPIPELINED", 24, 0), 24);
+	run_until(&f, &d, 200);
+	n = recv(f.upeer, buf, sizeof(buf), MSG_DONTWAIT);
+	assert_int_equal(n, 5 + sizeof(body) - 1);
+	assert_memory_equal(buf + 5, body, sizeof(body) - 1);
+	assert_false(d.fired);
+	tunnel_close(t, REASON_CLOSE_REVOKED);
+	assert_true(d.fired);
+	assert_int_equal(d.up, 5 + sizeof(body) - 1);
+	fx_close(&f);
+}
+
+static void
+test_http_bad_response(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000 };
+	char buf[1024];
+	size_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	assert_int_equal(send(f.upeer, "SSH-2.0-OpenSSH\r\n\r\n", 19, 0), 19);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_BAD_RESPONSE);
+	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "HTTP/1.1 502 "));
+	assert_non_null(strstr(buf, "X-Egress-Reason: bad_response"));
+	fx_close(&f);
+}
+
+static void
+test_http_no_answer(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .http = true, .idle_ms = 150, .lifetime_ms = 60000 };
+	char buf[1024];
+	size_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_UPSTREAM_TIMEOUT);
+	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "HTTP/1.1 504 "));
+	fx_close(&f);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bulk_splice),
+		cmocka_unit_test(test_bulk_copy),
+		cmocka_unit_test(test_half_close_splice),
+		cmocka_unit_test(test_half_close_copy),
+		cmocka_unit_test(test_idle),
+		cmocka_unit_test(test_lifetime),
+		cmocka_unit_test(test_kill),
+		cmocka_unit_test(test_http_exchange),
+		cmocka_unit_test(test_http_chunked_body),
+		cmocka_unit_test(test_http_bad_response),
+		cmocka_unit_test(test_http_no_answer),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
