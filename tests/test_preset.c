@@ -1,0 +1,124 @@
+/* test_preset.c - AgentPreset and trusted-destinations files on disk, including the
+ * samples under conf/ (executor/preset). Refusal coverage is in test_admission.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "executor/admission.h"
+#include "executor/preset.h"
+
+static const char *
+src_dir(void)
+{
+	const char *s = getenv("EGRESS_SOURCE_DIR");
+
+	return s ? s : EGRESS_SOURCE_DIR;
+}
+
+static void
+path_of(char *buf, size_t len, const char *rel)
+{
+	snprintf(buf, len, "%s/%s", src_dir(), rel);
+}
+
+static void
+test_samples_load(void **state)
+{
+	static const char *const presets[] = { "conf/presets/demo-agent.ini",
+		"conf/presets/offline-agent.ini", "conf/presets/model-agent.ini" };
+	char p[1024], err[512];
+	enum reason why;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++) {
+		path_of(p, sizeof(p), presets[i]);
+		struct preset *pr = preset_load(p, &why, err, sizeof(err));
+		if (pr == NULL)
+			print_message("%s\n", err);
+		assert_non_null(pr);
+		assert_true(pr->executable[0] == '/');
+		assert_int_equal(pr->ceilings.state[CEIL_WALL_SECONDS], CEIL_OK);
+		preset_free(pr);
+	}
+}
+
+static void
+test_samples_admission(void **state)
+{
+	static const struct { const char *wu, *preset; bool trusted, admitted; } runs[] = {
+		{ "conf/workunits/demo.ini", "conf/presets/demo-agent.ini", false, true },
+		{ "conf/workunits/demo-forbidden.ini", "conf/presets/demo-agent.ini", false, true },
+		{ "conf/workunits/offline.ini", "conf/presets/offline-agent.ini", false, true },
+		{ "conf/workunits/demo.ini", "conf/presets/model-agent.ini", true, true },
+		/* negative twins */
+		{ "conf/workunits/demo.ini", "conf/presets/model-agent.ini", false, false },
+		{ "conf/workunits/demo.ini", "conf/presets/offline-agent.ini", false, false },
+		{ "conf/workunits/offline.ini", "conf/presets/demo-agent.ini", false, false },
+	};
+	char w[1024], p[1024], t[1024];
+
+	(void)state;
+	path_of(t, sizeof(t), "conf/presets/trusted-models.ini");
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct workunit *wu;
+		struct preset *pr;
+		struct admission a;
+		path_of(w, sizeof(w), runs[i].wu);
+		path_of(p, sizeof(p), runs[i].preset);
+		bool ok = admission_from_files(w, p, runs[i].trusted ? t : NULL, NULL, &wu, &pr, &a);
+		print_message("%zu: %s\n", i, a.nrefusals ? a.refusals[0].detail : "admitted");
+		assert_int_equal(ok, runs[i].admitted);
+		admission_free(&a);
+		workunit_free(wu);
+		preset_free(pr);
+	}
+}
+
+static void
+test_trusted_file(void **state)
+{
+	char t[1024], err[512];
+	struct strlist l;
+
+	(void)state;
+	path_of(t, sizeof(t), "conf/presets/trusted-models.ini");
+	assert_int_equal(trusted_models_load(t, "lab-models", &l, err, sizeof(err)), 0);
+	assert_true(l.present);
+	assert_int_equal(l.n, 2);
+	strlist_free(&l);
+	assert_int_equal(trusted_models_load(t, "other", &l, err, sizeof(err)), 0);
+	assert_false(l.present);
+	assert_int_equal(trusted_models_load("/nonexistent-h8", "x", &l, err, sizeof(err)), -1);
+	/* An unreadable trusted file refuses admission; it is never "no restriction". */
+	{
+		char w[1024], p[1024];
+		struct workunit *wu;
+		struct preset *pr;
+		struct admission a;
+		path_of(w, sizeof(w), "conf/workunits/demo.ini");
+		path_of(p, sizeof(p), "conf/presets/model-agent.ini");
+		assert_false(admission_from_files(w, p, "/nonexistent-h8", NULL, &wu, &pr, &a));
+		assert_int_equal(a.refusals[0].reason, REASON_ADM_INVALID_FILE);
+		admission_free(&a);
+		workunit_free(wu);
+		preset_free(pr);
+	}
+	assert_string_equal(preset_transport_str(PT_ARGUMENT), "argument");
+	assert_string_equal(preset_net_str(PN_MODEL_ONLY), "model_only");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_samples_load),
+		cmocka_unit_test(test_samples_admission),
+		cmocka_unit_test(test_trusted_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
