@@ -393,9 +393,10 @@ dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
 				res = verify_break(v, DLOG_BREAK_REORDERED, line, info.seq, name, detail);
 			} else {
 				snprintf(detail, sizeof(detail), "seq %llu where %llu was expected: "
-				    "records %llu..%llu are missing", (unsigned long long)info.seq,
+				    "records %llu..%llu are missing%s", (unsigned long long)info.seq,
 				    (unsigned long long)v->next_seq, (unsigned long long)v->next_seq,
-				    (unsigned long long)(info.seq - 1));
+				    (unsigned long long)(info.seq - 1), v->started ? "" :
+				    " (the head; a rotated file alone needs --continued)");
 				res = verify_break(v, DLOG_BREAK_DELETED, line, info.seq, name, detail);
 			}
 			goto out;
