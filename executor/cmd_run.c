@@ -38,6 +38,7 @@
 
 #define RUN_LIST_MAX     256
 #define RUN_UPPER_LIST_MAX 10000
+#define RUN_DEDICATED_UID  65000   /* worker uid for root-owned repositories (idmapped) */
 
 extern char **environ;
 
@@ -62,7 +63,9 @@ run_usage(FILE *f)
 	    "  --repo DIR            repository mounted as an overlay [an empty directory]\n"
 	    "  --workdir PATH        where the repository appears [/work]\n"
 	    "  --forbid REL          repository path to mask; repeatable\n"
-	    "  --uid N --gid N       worker identity [repository owner, else 65534]\n"
+	    "  --uid N --gid N       worker identity [the repository owner; 65000 with an\n"
+	    "                        idmapped repository when root owns it; 65534 without\n"
+	    "                        --repo]\n"
 	    "  --env NAME            pass NAME from this environment (credentials refused)\n"
 	    "  --principal LABEL     principal label of the grant [the run id]\n"
 	    "  --egressd-control S   control socket of a running egressd [start a private one]\n"
@@ -532,9 +535,9 @@ cmd_run(int argc, char **argv)
 				uid = st.st_uid;
 				gid = st.st_gid != 0 ? st.st_gid : st.st_uid;
 			} else {
-				uid = gid = 65534;
-				log_info("repository %s is owned by root: the worker runs as 65534 and "
-				    "cannot modify existing files (pass --uid/--gid)", repo);
+				/* Never root: a dedicated uid, and the sandbox idmaps the
+				 * repository (root -> this uid) so the worker can change it. */
+				uid = gid = RUN_DEDICATED_UID;
 			}
 		}
 	}

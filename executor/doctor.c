@@ -147,8 +147,8 @@ doctor_kernel(struct doctor *d)
 	}
 	doctor_row(d, "kernel.idmapped_overlay", major > 5 || (major == 5 && minor >= 19) ?
 	    DOC_OK : DOC_DEGRADED, false, "kernel >= 5.19 for overlay over idmapped layers",
-	    "kernel %lld.%lld (idmapped layers are not used yet; repositories owned by root "
-	    "are read-only to the worker)", major, minor);
+	    "kernel %lld.%lld (needed when the worker is not the repository owner, e.g. a "
+	    "root-owned repository: such runs are refused without it)", major, minor);
 }
 
 static void
@@ -158,8 +158,8 @@ doctor_userns(struct doctor *d)
 
 	if (doctor_read_int("/proc/sys/user/max_user_namespaces", &v) == 0)
 		doctor_row(d, "sysctl.user.max_user_namespaces", v > 0 ? DOC_OK : DOC_DEGRADED,
-		    false, "sysctl -w user.max_user_namespaces=15000 (needed for idmapped layers)",
-		    "%lld", v);
+		    false, "sysctl -w user.max_user_namespaces=15000 (idmapped repositories need "
+		    "one user namespace per run)", "%lld", v);
 	if (doctor_read_int("/proc/sys/kernel/unprivileged_userns_clone", &v) == 0)
 		doctor_row(d, "sysctl.kernel.unprivileged_userns_clone", DOC_OK, false, "",
 		    "%lld (egress-exec runs as root and does not need unprivileged user "

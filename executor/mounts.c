@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/limits.h"
@@ -405,6 +407,33 @@ mounts_mask(const char *work_host, const char *rel, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * Attach an idmapped clone of src at dst_fd/dst_path: open_tree(OPEN_TREE_CLONE) gives a
+ * detached copy, mount_setattr(MOUNT_ATTR_IDMAP) sets the mapping (only allowed on a
+ * detached mount), move_mount attaches it. extra: more MOUNT_ATTR_* (read-only for .git).
+ */
+static int
+mounts_attach_idmapped(const char *src, int userns_fd, uint64_t extra, const char *dst,
+    char *err, size_t errlen)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | extra,
+		.userns_fd = (uint64_t)userns_fd,
+	};
+	int tree = (int)syscall(SYS_open_tree, AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int rc = 0;
+
+	if (tree < 0)
+		return mounts_err(err, errlen, errno, "open_tree %s", src);
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		rc = mounts_err(err, errlen, errno, "idmap %s (file system without idmapped "
+		    "mounts?)", src);
+	else if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		rc = mounts_err(err, errlen, errno, "attach idmapped %s", src);
+	close(tree);
+	return rc;
+}
+
 static int
 mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, size_t errlen)
 {
@@ -415,8 +444,15 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 	    !mounts_option_path_ok(s->ovl_work_dir))
 		return mounts_err(err, errlen, 0,
 		    "overlay paths must be absolute without ',' ':' or '\\'");
-	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s", s->repo_dir,
-	    s->upper_dir, s->ovl_work_dir);
+	if (s->idmap_fd >= 0) {
+		if (!mounts_option_path_ok(s->lower_dir))
+			return mounts_err(err, errlen, 0, "invalid lower dir");
+		if (mounts_attach_idmapped(s->repo_dir, s->idmap_fd, 0, s->lower_dir, err,
+		    errlen) < 0)
+			return -1;
+	}
+	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s",
+	    s->idmap_fd >= 0 ? s->lower_dir : s->repo_dir, s->upper_dir, s->ovl_work_dir);
 	if (mount("overlay", work_host, "overlay", MS_NOSUID | MS_NODEV, opt) < 0)
 		return mounts_err(err, errlen, errno, "overlay on %s", s->workdir);
 
@@ -425,8 +461,15 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 	if (mounts_path(g, s->repo_dir, "/.git") < 0 || mounts_path(p, work_host, "/.git") < 0)
 		return mounts_err(err, errlen, 0, "path too long");
 	if (lstat(g, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
-		if (mounts_bind_ro(g, p, false, err, errlen) < 0)
+		/* With an idmapped repository .git is idmapped too, so git inside sees the
+		 * work tree and .git owned by the same user (no "dubious ownership"). */
+		if (s->idmap_fd >= 0) {
+			if (mounts_attach_idmapped(g, s->idmap_fd, MOUNT_ATTR_RDONLY, p, err,
+			    errlen) < 0)
+				return -1;
+		} else if (mounts_bind_ro(g, p, false, err, errlen) < 0) {
 			return -1;
+		}
 	}
 	for (size_t i = 0; s->forbidden_paths && s->forbidden_paths[i]; i++) {
 		if (mounts_mask(work_host, s->forbidden_paths[i], err, errlen) < 0)
@@ -552,6 +595,85 @@ mounts_layer_create(const char *layer_dir, uint64_t bytes, const char *repo_dir,
 	if (chown(upper_out, st.st_uid, st.st_gid) < 0 || chmod(upper_out, st.st_mode & 07777) < 0)
 		return mounts_err(err, errlen, errno, "chown %s", upper_out);
 	return 0;
+}
+
+int
+mounts_layer_owner(const char *upper_dir, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	if (chown(upper_dir, uid, gid) < 0)
+		return mounts_err(err, errlen, errno, "chown %s", upper_dir);
+	return 0;
+}
+
+static int
+mounts_write_map(pid_t pid, const char *file, unsigned from, unsigned to)
+{
+	char path[64], line[64];
+	int fd, n, rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	n = snprintf(line, sizeof(line), "%u %u 1\n", from, to);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (write(fd, line, (size_t)n) != n)
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
+int
+mounts_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
+    char *err, size_t errlen)
+{
+	int go[2], ready[2], fd = -1;
+	char path[64], c = 0;
+	pid_t pid;
+	int st;
+
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return mounts_err(err, errlen, errno, "pipe");
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		close(go[0]);
+		close(go[1]);
+		return mounts_err(err, errlen, errno, "pipe");
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		if (unshare(CLONE_NEWUSER) < 0)
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		/* hold the namespace until the supervisor has what it needs */
+		if (read(go[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(go[0]);
+	close(ready[1]);
+	if (pid < 0) {
+		close(go[1]);
+		close(ready[0]);
+		return mounts_err(err, errlen, errno, "fork");
+	}
+	if (read(ready[0], &c, 1) != 1) {
+		mounts_err(err, errlen, 0, "unshare(CLONE_NEWUSER) failed (user namespaces "
+		    "disabled? see egress-exec doctor)");
+	} else if (mounts_write_map(pid, "uid_map", (unsigned)from_uid, (unsigned)to_uid) < 0 ||
+	    mounts_write_map(pid, "gid_map", (unsigned)from_gid, (unsigned)to_gid) < 0) {
+		mounts_err(err, errlen, errno, "write the id maps");
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			mounts_err(err, errlen, errno, "open %s", path);
+	}
+	close(go[1]);   /* the helper exits; the fd keeps the namespace alive */
+	close(ready[0]);
+	waitpid(pid, &st, 0);
+	return fd;
 }
 
 void

@@ -31,6 +31,11 @@ struct mounts_spec {
 	uint64_t tmp_bytes;        /* size of /tmp (and bound for /dev/shm) */
 	uid_t uid;                 /* sandbox user, for the generated passwd/group */
 	gid_t gid;
+	/* Idmapped lower layer (repository owner differs from the worker): a user namespace
+	 * fd from mounts_idmap_userns, or -1; lower_dir is an empty host dir where the
+	 * idmapped clone of repo_dir is attached (inside the child's namespace only). */
+	int idmap_fd;
+	const char *lower_dir;
 };
 
 /*
@@ -41,6 +46,20 @@ struct mounts_spec {
  */
 int mounts_layer_create(const char *layer_dir, uint64_t bytes, const char *repo_dir,
     char *upper_out, char *work_out, char *err, size_t errlen);
+
+/*
+ * Supervisor: a user namespace whose only mappings are from_uid -> to_uid and
+ * from_gid -> to_gid, for MOUNT_ATTR_IDMAP. Through such a mount, files the repository
+ * owner (from_uid) owns appear owned by the worker (to_uid); files of any other owner
+ * appear as the overflow id and cannot be modified. A helper child holds the namespace
+ * while the maps are written and is reaped before returning. Returns the namespace fd
+ * (O_CLOEXEC), or -1 with err.
+ */
+int mounts_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
+    char *err, size_t errlen);
+
+/* Chown the upper dir (after mounts_layer_create) to the idmapped owner. */
+int mounts_layer_owner(const char *upper_dir, uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* Unmount (detach) layer_dir and remove it; safe when partly created. */
 void mounts_layer_destroy(const char *layer_dir);

@@ -235,7 +235,8 @@ sb_child_main(struct sb_child *c)
 {
 	struct sb_go go;
 	char err[400];
-	int keep[6] = { c->sync_rd, c->report_wr, c->status_wr, c->out_wr, c->err_wr, c->in_rd };
+	int keep[7] = { c->sync_rd, c->report_wr, c->status_wr, c->out_wr, c->err_wr, c->in_rd,
+		c->ms.idmap_fd };
 	int closes[4];
 
 	/* If the supervisor dies, the sandbox dies with it (and takes the pid ns down). */
@@ -259,6 +260,8 @@ sb_child_main(struct sb_child *c)
 		sb_child_fail(c->report_wr, "mounts", 0, err);
 	if (mounts_verify(c->spec->workdir, err, sizeof(err)) < 0)
 		sb_child_fail(c->report_wr, "mounts-verify", 0, err);
+	if (c->ms.idmap_fd >= 0)
+		close(c->ms.idmap_fd);
 
 	closes[0] = c->report_wr;
 	closes[1] = c->out_wr;
@@ -461,14 +464,14 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	struct sb_cap out = { .fd = -1 }, errc = { .fd = -1 };
 	struct sandbox_state st;
 	char layer[EGRESS_PATH_MAX], rootdir[EGRESS_PATH_MAX], upper[EGRESS_PATH_MAX];
-	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX];
+	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX], lowerdir[EGRESS_PATH_MAX] = "";
 	char run_id[CGROUP_RUN_ID_MAX], tag[9], err[512], proxy_url[EGRESS_HOSTPORT_MAX + 16];
 	char listen[EGRESS_HOSTPORT_MAX + 1], lreq[EGRESS_HOSTPORT_MAX + 1];
 	const char *control = NULL;
 	char **argv = NULL, **envp = NULL;
 	int syncp[2] = { -1, -1 }, repp[2] = { -1, -1 }, statp[2] = { -1, -1 };
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
-	int pidfd = -1, wstatus = 0, rc = -1;
+	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1;
 	bool layer_made = false, veth_made = false, have_status = false, child_reaped = false;
 	size_t prompt_off = 0, prompt_len = 0;
 	unsigned char rnd[4];
@@ -533,6 +536,33 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	}
 	layer_made = true;
 
+	/* Overlay ownership: copy-up keeps the lower owner, so a worker that is not the
+	 * repository owner gets the repository through an idmapped lower layer (owner ->
+	 * worker); otherwise it could not modify a single file. */
+	{
+		struct stat rst;
+
+		if (stat(spec->repo_dir, &rst) < 0) {
+			sb_fail(res, REASON_INTERNAL_ERROR, "stat %s: %s", spec->repo_dir,
+			    strerror(errno));
+			goto teardown;
+		}
+		if (rst.st_uid != spec->uid) {
+			idmap_fd = mounts_idmap_userns(rst.st_uid, rst.st_gid, spec->uid, spec->gid,
+			    err, sizeof(err));
+			if (idmap_fd < 0 || mounts_layer_owner(upper, spec->uid, spec->gid, err,
+			    sizeof(err)) < 0 || sb_join(lowerdir, spec->run_dir, "lower") < 0 ||
+			    (mkdir(lowerdir, 0700) < 0 && errno != EEXIST)) {
+				sb_fail(res, REASON_CAPABILITY_MISSING, "idmapped repository: %s", err);
+				goto teardown;
+			}
+			if (res->limits_applied)
+				json_object_set_new(res->limits_applied, "repo_idmap", json_sprintf(
+				    "%u:%u->%u:%u", (unsigned)rst.st_uid, (unsigned)rst.st_gid,
+				    (unsigned)spec->uid, (unsigned)spec->gid));
+		}
+	}
+
 	/* 4. egressd: the given control socket, or a private one for this run. */
 	if (spec->net == SANDBOX_NET_ALLOWLIST) {
 		if (netns_pool_parse(spec->net_pool ? spec->net_pool : NETNS_POOL_DEFAULT, &pool) < 0) {
@@ -584,6 +614,8 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	child.ms.tmp_bytes = spec->limits.disk_bytes;
 	child.ms.uid = spec->uid;
 	child.ms.gid = spec->gid;
+	child.ms.idmap_fd = idmap_fd;
+	child.ms.lower_dir = lowerdir;
 	child.ps.uid = spec->uid;
 	child.ps.gid = spec->gid;
 	child.ps.fsize_bytes = spec->limits.disk_bytes;
@@ -611,6 +643,10 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	if (pid == 0)
 		sb_child_main(&child);   /* never returns */
 
+	if (idmap_fd >= 0) {
+		close(idmap_fd);
+		idmap_fd = -1;
+	}
 	close(syncp[0]); syncp[0] = -1;
 	close(repp[1]); repp[1] = -1;
 	close(statp[1]); statp[1] = -1;
@@ -882,6 +918,10 @@ teardown:
 		mounts_layer_destroy(layer);
 	}
 	rmdir(rootdir);
+	if (lowerdir[0])
+		rmdir(lowerdir);
+	if (idmap_fd >= 0)
+		close(idmap_fd);
 	if (rc != 0 || !layer_made)
 		sandbox_state_remove(run_id);
 	else

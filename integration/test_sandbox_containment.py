@@ -247,6 +247,63 @@ def t_host_processes(ns, repo, planted):
         victim.wait()
 
 
+IDMAP = r'''
+import json, os, subprocess
+res = {"uid": os.getuid()}
+st = os.stat("/work/README")
+res["readme_owner"] = st.st_uid
+def w(p, mode="a"):
+    try:
+        with open(p, mode) as f:
+            f.write("x\n")
+        return "ok"
+    except OSError as e:
+        return "denied:%d" % e.errno
+res["modify"] = w("/work/README")
+res["create"] = w("/work/src/new.c", "w")
+res["foreign"] = w("/work/foreign.txt")
+res["git_dir"] = w("/work/.git/config")
+cp = subprocess.run(["/usr/bin/git", "-C", "/work", "status", "--porcelain"],
+                    capture_output=True, text=True)
+res["git_rc"] = cp.returncode
+res["git"] = sorted(cp.stdout.splitlines())
+print(json.dumps(res))
+'''
+
+
+def t_idmapped_root_repo(ns, repo, planted):
+    """A root-owned repository: the worker runs as a dedicated uid and sees the repository
+    through an idmapped lower layer (root -> worker), so it can change root's files in the
+    overlay; a file of a third owner stays unmodifiable; .git is read-only; git works."""
+    rr = st.Repo()
+    try:
+        for dirpath, dirnames, filenames in os.walk(rr.path):
+            for n in dirnames + filenames:
+                os.lchown(os.path.join(dirpath, n), 0, 0)
+        os.lchown(rr.path, 0, 0)
+        foreign = os.path.join(rr.path, "foreign.txt")
+        with open(foreign, "w") as f:
+            f.write("third owner\n")
+        os.chown(foreign, 1234, 1234)
+        os.chmod(foreign, 0o666)
+        rr.hash = st.tree_hash(rr.path)
+        r = st.run(ns, ["--repo", rr.path, "--wall", "30s"], st.py(IDMAP))
+        check(r.rc == 0, r.describe())
+        res = r.json_line()
+        check(res["uid"] != 0 and res["readme_owner"] == res["uid"], str(res))
+        check(res["modify"] == "ok" and res["create"] == "ok", str(res))
+        # mode 0666 but an owner outside the mapping: the idmapped mount refuses changes
+        check(res["foreign"].startswith("denied"), "third owner's file: %s" % res["foreign"])
+        check(res["git_dir"].startswith("denied"), ".git: %s" % res["git_dir"])
+        check(res["git_rc"] == 0 and " M README" in res["git"], "git: %s" % res)
+        check(r.result["limits_applied"].get("repo_idmap", "").startswith("0:0->"),
+              r.describe())
+        check(rr.unchanged(), "host repository changed")
+        check(not st.leftovers(ns, r.result), "leftovers: %s" % st.leftovers(ns, r.result))
+    finally:
+        rr.remove()
+
+
 def main():
     st.require_root()
     st.require_tools()
@@ -257,7 +314,8 @@ def main():
         with st.NetNS("c") as ns:
             for name, fn in [("secrets", t_secrets), ("env_credentials", t_env_credentials_refused),
                              ("writes", t_writes), ("syscalls", t_syscalls),
-                             ("host_processes", t_host_processes)]:
+                             ("host_processes", t_host_processes),
+                             ("idmapped_root_repo", t_idmapped_root_repo)]:
                 results.run(name, fn, ns.name, repo, planted)
     finally:
         planted.remove()
