@@ -118,6 +118,69 @@ def t_idle_timeout(L, d):
     stop_clean(d3)
 
 
+def t_half_close(L, d):
+    """Client half-closes: the echo origin sees EOF, sends back what it had and closes;
+    the client reads everything and then EOF."""
+    import socket as _s
+    r = L.connect(0, "echo.lab.test:7")
+    allowed_tunnel(r)
+    try:
+        data = os.urandom(300000)
+        r.sock.sendall(data)
+        r.sock.shutdown(_s.SHUT_WR)
+        got = b""
+        r.sock.settimeout(10)
+        while True:
+            c = r.sock.recv(65536)
+            if not c:
+                break
+            got += c
+        check(got == data, "half-close lost data: %d of %d bytes" % (len(got), len(data)))
+    finally:
+        r.close()
+
+
+def t_large_bodies(L, d):
+    body = os.urandom(3 << 20)
+    r = L.http(0, "POST", "http://ok.lab.test/echo", body=body, timeout=30)
+    check(r.status == 200 and r.body.endswith(body), "3 MiB POST: %r" % r)
+    chunks = b"".join(b"%x\r\n" % len(c) + c + b"\r\n"
+                      for c in (body[i:i + 100000] for i in range(0, len(body), 100000)))
+    r = L.raw(0, b"POST http://ok.lab.test/echo HTTP/1.1\r\nHost: ok.lab.test\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n", timeout=30)
+    check(r.status == 200 and r.body.endswith(body), "chunked 3 MiB POST: %r" % r)
+    r = L.http(0, "GET", "http://ok.lab.test/bytes/5000000", timeout=30)
+    check(r.status == 200 and r.body == origins.pattern_bytes(5000000), "5 MB GET")
+
+
+def t_lifetime_exceeded(L, d):
+    d7 = L.egressd(settings={"tunnel_max_lifetime": "1s"})
+    L.grant(d7, 0, GRANT, port=3135)
+    start = len(d7.decisions())
+    r = L.connect(0, "echo.lab.test:7", proxy=L.proxy_of(0, 3135))
+    allowed_tunnel(r)
+    t0 = time.monotonic()
+    closed = None
+    try:
+        # Keep the tunnel busy: the lifetime cap applies however active it is.
+        while time.monotonic() - t0 < 5:
+            try:
+                if proxyclient.tunnel_echo(r.sock, b"tick", timeout=1) != b"tick":
+                    closed = time.monotonic() - t0
+                    break
+            except OSError:
+                closed = time.monotonic() - t0
+                break
+            time.sleep(0.1)
+    finally:
+        r.close()
+    check(closed is not None and closed <= 2.5, "busy tunnel outlived its lifetime (%s)"
+          % closed)
+    rec = d7.wait_record(lambda x: x.get("event") == "close", start=start, timeout=3)
+    check(rec and rec.get("reason") == "lifetime_exceeded", "close record %s" % rec)
+    stop_clean(d7)
+
+
 def t_metrics(L, d):
     d4 = L.egressd(settings={"metrics_listen": "127.0.0.1:9464"})
     L.grant(d4, 0, GRANT, port=3131)
@@ -199,6 +262,9 @@ def main():
                          ("fallback_after_timeout", t_fallback_after_timeout),
                          ("splice_on_and_off", t_splice_on_and_off),
                          ("idle_timeout", t_idle_timeout),
+                         ("half_close", t_half_close),
+                         ("large_bodies", t_large_bodies),
+                         ("lifetime_exceeded", t_lifetime_exceeded),
                          ("metrics_on_loopback", t_metrics),
                          ("sigterm_drain", t_drain)):
             res.run(name, fn, L, d)
