@@ -178,6 +178,20 @@ def t_self_address(L, d):
         refused(L.connect(1, "self.lab.test:3128"), 403, "self_address")
 
 
+def t_pinning_required_direct(L, d):
+    # A grant that requires pinning works over the direct route (egressd resolves and pins
+    # itself), and the record says attested.
+    g = d.grant_create("pinned", ["https://ok.lab.test"], L.workers[1].listen(3129),
+                       L.workers[1].host_if, pinning="required", lifetime_s=60)
+    start = len(d.decisions())
+    r = L.connect(1, "ok.lab.test:443", proxy=L.proxy_of(1, 3129))
+    allowed_tunnel(r)
+    r.close()
+    rec = wait_decision(d, lambda x: x.get("principal") == "pinned", start=start)
+    check(rec["attested"] is True and rec["pinned"] == lab.HTTP_ORIGIN, "%s" % rec)
+    d.grant_revoke(g["grant_id"])
+
+
 def t_wrong_listener_address(L, d):
     # A worker can reach only its own link: a connection to the other worker's listener
     # fails at the network level (there is no route), so principals cannot be borrowed.
@@ -207,6 +221,7 @@ def main():
                          ("http_forwarding_strips_hop_by_hop", t_http_forwarding),
                          ("ip_literal_only_when_granted", t_ip_literal),
                          ("self_address_refused", t_self_address),
+                         ("pinning_required_direct", t_pinning_required_direct),
                          ("listener_unreachable_from_other_worker", t_wrong_listener_address)):
             res.run(name, fn, L, d)
         res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))

@@ -139,7 +139,15 @@ def t_hostile_targets_logged_safely(L, d, st):
 
 
 def t_chain_intact(L, d, st):
-    chain_check(d.log_path)
+    recs = chain_check(d.log_path)
+    # The status seq anchors the chain outside the file (detects a cut tail).
+    stt = d.status()
+    check(stt.get("ok") and stt.get("log", {}).get("seq") == recs[-1]["seq"] and
+          stt["log"].get("writable") is True and stt["log"].get("path") == d.log_path,
+          "status log %s vs last seq %s" % (stt.get("log"), recs[-1]["seq"]))
+    for k in ("version", "pid", "uptime_s", "grants", "connections"):
+        check(k in stt, "status lacks %s: %s" % (k, stt))
+    check(stt["pid"] == d.proc.pid, "status pid %s, process %s" % (stt["pid"], d.proc.pid))
     rc, out, err = verify(d, d.log_path)
     check(rc == 0, "verify of an intact log: rc=%s %s %s" % (rc, out, err))
 
