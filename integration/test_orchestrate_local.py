@@ -320,7 +320,7 @@ ADMISSION = [
      "network_mismatch"),
     ("model_missing", {"network": "allowlist", "destinations": ["https://origin.lab.test"]},
      PRESET.replace("network_policy = disabled",
-                    "network_policy = model_only\nmodel_connection = m"),
+                    "network_policy = model_only\nmodel_connection = absent"),
      "model_destinations_missing"),
     ("budget", {"memory_bytes": "0"}, None, "budget_invalid"),
     ("budget_missing", {"processes": None}, None, "budget_invalid"),
@@ -335,12 +335,25 @@ ADMISSION = [
     ("env_forbidden", {}, PRESET.replace("env_allowlist = LANG", "env_allowlist = AWS_SECRET_KEY"),
      "env_forbidden"),
     ("unknown_key", {"extra_top": ["colour = blue"]}, None, "invalid_file"),
+    ("invalid_destination", {"network": "allowlist", "destinations": ["ftp://x.example"]},
+     PRESET.replace("network_policy = disabled", "network_policy = allowlisted"),
+     "invalid_destination"),
+    ("dest_not_trusted", {"network": "allowlist", "destinations": ["https://evil.example"]},
+     PRESET.replace("network_policy = disabled",
+                    "network_policy = model_only\nmodel_connection = m"),
+     "destination_not_trusted"),
 ]
+
+TRUSTED = "[connection m]\ndestination = https://*.models.example\n"
 
 
 def t_admission(c, kw, preset, reason):
     marker = "/tmp/egress-admission-ran-%d" % os.getpid()
-    rc = c.run(workunit("touch %s" % marker, **kw), preset_text=preset or PRESET)
+    trusted = os.path.join(c.dir, "trusted.ini")
+    with open(trusted, "w") as f:
+        f.write(TRUSTED)
+    rc = c.run(workunit("touch %s" % marker, **kw), preset_text=preset or PRESET,
+               extra=["--trusted-models", trusted])
     expect(c, rc, EX_ADMISSION, "admission_refused", reason)
     check(c.manifest["exit"] is None and c.manifest["attestation"] is None, "nothing ran")
     check(not os.path.exists(marker), "the worker ran")
