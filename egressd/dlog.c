@@ -806,9 +806,8 @@ writer_main(void *arg)
 			TAILQ_INSERT_TAIL(&q, t, link);
 			n++;
 		}
-		/* Recover first when failed (this group is the probe). The mutex is held
-		 * across file I/O: only status and enqueue contend for it, briefly blocked by
-		 * a slow disk; dlog_writable() is lock-free for the hot path. */
+		/* Recover first when failed (this group is the probe). File I/O runs without
+		 * the mutex, so a slow disk never stalls the loop thread's enqueue. */
 		pthread_mutex_unlock(&d->mu);
 		if (d->fd < 0 && (e = file_open(d)) != 0) {
 			pthread_mutex_lock(&d->mu);
