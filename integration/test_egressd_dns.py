@@ -26,6 +26,12 @@ ZONE = {
     "cache.dns.lab.test": {"A": [O], "ttl": 60},
     "ttl0.dns.lab.test": {"A": [O], "ttl": 0},
     "ok.dns.lab.test": {"A": [O]},
+    "broken.dns.lab.test": {"broken": True},
+    "loop1.dns.lab.test": {"CNAME": "loop2.dns.lab.test"},
+    "loop2.dns.lab.test": {"CNAME": "loop1.dns.lab.test"},
+    "dangling.dns.lab.test": {"CNAME": "gone.elsewhere.test"},
+    "many.dns.lab.test": {"A": [O] * 100},
+    "many-private.dns.lab.test": {"A": ["10.0.0.%d" % i for i in range(1, 61)] + [O]},
 }
 DNS_TIMEOUT_S = 1.0   # lab default dns_timeout 1s, dns_attempts 1
 
@@ -104,6 +110,32 @@ def t_nxdomain_not_cached_as_allow(L, d):
     r.close()
 
 
+def t_unusable_answers(L, d):
+    with L.no_origin_connection():
+        for host in ("broken.dns.lab.test", "loop1.dns.lab.test", "dangling.dns.lab.test"):
+            r = L.connect(0, host + ":443")
+            check(r.status in (502, 504) and (r.egress_reason or "").startswith("dns_"),
+                  "%s: %r" % (host, r))
+            r.close()
+
+
+def t_large_answers(L, d):
+    # 100 records (only over TCP): bounded, still usable.
+    r = L.connect(0, "many.dns.lab.test:443")
+    allowed_tunnel(r)
+    r.close()
+    # 60 private addresses before the public one: whatever the cap on kept addresses, the
+    # result is the public address or a refusal, never a private connect.
+    before = L.counts()
+    r = L.connect(0, "many-private.dns.lab.test:443")
+    if r.status == 200:
+        r.close()
+        check(L.count("http443") == before["http443"] + 1, "public address used")
+    else:
+        check(r.status in (403, 502) and r.egress_reason in ("private_address", "dns_error"),
+              "%r" % r)
+
+
 def t_denials_logged(L, d):
     recs = [r for r in d.decisions() if r.get("event") == "decision"]
     for reason in ("dns_nxdomain", "dns_servfail", "dns_no_address", "dns_timeout"):
@@ -125,6 +157,8 @@ def main():
                          ("truncated_udp_retries_tcp", t_truncated_retries_tcp),
                          ("ttl_cache", t_cache),
                          ("negative_answer_expires", t_nxdomain_not_cached_as_allow),
+                         ("unusable_answers_refused", t_unusable_answers),
+                         ("large_answers_bounded", t_large_answers),
                          ("dns_denials_logged", t_denials_logged)):
             res.run(name, fn, L, d)
         res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))

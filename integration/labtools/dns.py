@@ -15,6 +15,7 @@ The zone is a dict, name -> spec, replaceable and updatable while the server run
 
 "sequence" answers query number i (counted per name and query type) with spec i % len.
 "tc": True answers UDP with the TC bit and no records (the client must retry over TCP).
+"broken": True answers with a header that promises one record and no record bytes.
 Every query is recorded (name, type, transport) for the tests.
 """
 
@@ -172,6 +173,8 @@ class Zone:
             for _ in range(CNAME_CHAIN_MAX + 1):
                 if spec.get("drop"):
                     return {"action": "drop", "delay": 0}
+                if spec.get("broken"):
+                    return {"action": "broken", "delay": first.get("delay", 0)}
                 rc = spec.get("rcode", "NOERROR")
                 if rc != "NOERROR":
                     return {"action": "answer", "rcode": RCODE[rc], "answers": answers,
@@ -272,6 +275,10 @@ class DNSServer:
         res = self.zone.resolve(qname, qtype, transport)
         if res["action"] == "drop":
             return None, 0
+        if res["action"] == "broken":
+            qid, flags = struct.unpack("!HH", msg[:4])
+            hdr = struct.pack("!HHHHHH", qid, 0x8180 | (flags & 0x0100), 1, 1, 0, 0)
+            return hdr + msg[12:qend], res["delay"]
         data = build_response(msg, qend, res, truncate=(transport == "udp" and res["tc"]))
         arcount = struct.unpack("!H", msg[10:12])[0]
         if transport == "udp" and len(data) > 512 and arcount == 0:
