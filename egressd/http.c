@@ -468,24 +468,36 @@ out_str(struct out *o, const char *s)
 	out_add(o, s, strlen(s));
 }
 
-size_t
-http_build_forward_head(const struct http_request *req, char *out, size_t outlen)
+/* Shared by the origin-form and the proxy (absolute-form) builders. */
+static size_t
+build_head(const struct http_request *req, bool absolute, const char *proxy_auth, char *out,
+    size_t outlen)
 {
 	struct out o = { out, 0, outlen, false };
 	char hp[EGRESS_HOSTPORT_MAX + 1];
 	struct host h = req->host;
 
+	/* Host names the canonical destination; the default port is left out. */
+	if (h.port == 80)
+		h.port = 0;
+	host_to_str(&h, hp, sizeof(hp));
 	out_str(&o, http_method_str(req->method));
 	out_str(&o, " ");
+	if (absolute) {
+		out_str(&o, "http://");
+		out_str(&o, hp);
+	}
 	if (req->path_len == 0 || req->path[0] != '/')
 		out_str(&o, "/");           /* "http://h" and "http://h?q" */
 	out_add(&o, req->path, req->path_len);
 	out_str(&o, " HTTP/1.1\r\nHost: ");
-	/* Host names the canonical destination; the default port is left out. */
-	if (h.port == 80)
-		h.port = 0;
-	out_str(&o, host_to_str(&h, hp, sizeof(hp)));
+	out_str(&o, hp);
 	out_str(&o, "\r\n");
+	if (proxy_auth != NULL) {
+		out_str(&o, "Proxy-Authorization: ");
+		out_str(&o, proxy_auth);
+		out_str(&o, "\r\n");
+	}
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct http_header *x = &req->headers[i];
 		if (ieq(x->name, x->name_len, "host") || http_is_hop_header(x->name, x->name_len) ||
@@ -498,6 +510,19 @@ http_build_forward_head(const struct http_request *req, char *out, size_t outlen
 	}
 	out_str(&o, "Connection: close\r\n\r\n");
 	return o.overflow ? 0 : o.len;
+}
+
+size_t
+http_build_forward_head(const struct http_request *req, char *out, size_t outlen)
+{
+	return build_head(req, false, NULL, out, outlen);
+}
+
+size_t
+http_build_proxy_head(const struct http_request *req, const char *proxy_auth, char *out,
+    size_t outlen)
+{
+	return build_head(req, true, proxy_auth, out, outlen);
 }
 
 enum http_parse

@@ -86,6 +86,15 @@ bool http_is_hop_header(const char *name, size_t len);
 size_t http_build_forward_head(const struct http_request *req, char *out, size_t outlen);
 
 /*
+ * The same for an upstream HTTP proxy: absolute-form request line
+ * "METHOD http://host[:port]/path HTTP/1.1" and, when proxy_auth is not NULL,
+ * "Proxy-Authorization: <proxy_auth>" (egressd's own credential; the client's
+ * Proxy-Authorization is a hop-by-hop header and is never forwarded).
+ */
+size_t http_build_proxy_head(const struct http_request *req, const char *proxy_auth,
+    char *out, size_t outlen);
+
+/*
  * Response heads from origins. http_check_response looks for a complete head in buf:
  * INCOMPLETE (need more; ERROR with REASON_RESPONSE_TOO_LARGE past the limit), ERROR with
  * REASON_BAD_RESPONSE, or OK with *head_len and *status set. http_build_response_head

@@ -244,6 +244,11 @@ cancel_pending(struct session *s)
 		upstream_cancel(s->ureq);
 		s->ureq = NULL;
 	}
+	if (s->up.proxy_authorization != NULL) {
+		secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
+		free(s->up.proxy_authorization);
+		s->up.proxy_authorization = NULL;
+	}
 	if (s->ufd >= 0) {
 		close(s->ufd);
 		s->ufd = -1;
@@ -397,13 +402,25 @@ start_tunnel(struct session *s)
 	o.bytes_up_total = &s->d->stats.bytes_up;
 	o.bytes_down_total = &s->d->stats.bytes_down;
 	if (s->req.method != HTTP_CONNECT) {
-		size_t cap = EGRESS_REQUEST_HEAD_MAX + 1024;
+		size_t cap = EGRESS_REQUEST_HEAD_MAX + 4096;
+		bool proxy_form = s->via_proxy && s->have_up &&
+		    s->route.entries[s->ri].kind != PROXY_SOCKS5;
 		fwd = malloc(cap);
-		if (fwd == NULL || (nfwd = http_build_forward_head(&s->req, fwd, cap)) == 0) {
+		if (fwd != NULL)
+			nfwd = proxy_form ? http_build_proxy_head(&s->req, s->up.proxy_authorization,
+			    fwd, cap) : http_build_forward_head(&s->req, fwd, cap);
+		if (s->up.proxy_authorization != NULL) {
+			secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
+			free(s->up.proxy_authorization);
+			s->up.proxy_authorization = NULL;
+		}
+		if (fwd == NULL || nfwd == 0) {
 			free(fwd);
 			session_refuse(s, REASON_INTERNAL_ERROR);
 			return;
 		}
+		o.via_proxy = proxy_form;
+		o.proxy_auth_sent = proxy_form && s->up.auth != NULL;
 		o.http = true;
 		o.req_body = s->req.body == HTTP_BODY_LENGTH ? 1 :
 		    s->req.body == HTTP_BODY_CHUNKED ? 2 : 0;
@@ -414,6 +431,8 @@ start_tunnel(struct session *s)
 	    s->req.method == HTTP_CONNECT ? ok200 : NULL,
 	    s->req.method == HTTP_CONNECT ? sizeof(ok200) - 1 : 0,
 	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
+	if (fwd != NULL)
+		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
 	free(fwd);
 	if (s->tun == NULL) {
 		session_refuse(s, errno == EINVAL ? REASON_BAD_FRAMING : REASON_INTERNAL_ERROR);
@@ -691,6 +710,10 @@ proxied(const struct upstream_result *r, void *arg)
 	struct session *s = arg;
 
 	s->ureq = NULL;
+	if (s->up.proxy_authorization != NULL) {
+		secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
+		free(s->up.proxy_authorization);
+	}
 	s->up = *r;
 	s->have_up = true;
 	s->connect_us = mono_usec() - s->connect_start_us;
@@ -733,6 +756,9 @@ step_proxy(struct session *s, const struct addr *pinned)
 	p.gss = router_gssauth(s->d->router);
 	p.tls = router_tls_ctx(s->d->router);
 	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->d->router);
+	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly
+	 * refuse CONNECT to port 80); SOCKS5 carries it as a TCP stream like CONNECT. */
+	p.forward = s->req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
 	s->st = S_CONNECT;
 	s->connect_start_us = mono_usec();
 	s->ureq = upstream_connect(s->d->base, &p, proxied, s);

@@ -358,6 +358,11 @@ take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 	case HTTP_PARSE_OK:
 		break;
 	}
+	if (status == 407 && d->t->o.via_proxy) {
+		*why = d->t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
+		    REASON_UPSTREAM_AUTH_REQUIRED;
+		return -1;
+	}
 	size_t rest = d->headlen - head_len;
 	if (!ensure_buf(d, EGRESS_RESPONSE_HEAD_MAX + 256 + rest)) {
 		*why = REASON_INTERNAL_ERROR;

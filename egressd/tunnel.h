@@ -60,6 +60,11 @@ struct tunnel_opts {
 	bool http;
 	int req_body;
 	uint64_t req_body_len;
+	/* HTTP mode through an upstream HTTP proxy: a 407 from the proxy is never relayed
+	 * (the worker has no business with the host's proxy credentials); it becomes 502
+	 * upstream_auth_required (no credentials sent) or upstream_auth_failed (sent). */
+	bool via_proxy;
+	bool proxy_auth_sent;
 };
 
 /*

@@ -118,6 +118,11 @@ cleanup(struct upstream_req *u)
 	secret_wipe(u->out, sizeof(u->out));
 	free(u->in);
 	u->in = NULL;
+	if (u->res.proxy_authorization != NULL) {
+		secret_wipe(u->res.proxy_authorization, strlen(u->res.proxy_authorization));
+		free(u->res.proxy_authorization);
+		u->res.proxy_authorization = NULL;
+	}
 }
 
 static void
@@ -144,6 +149,12 @@ finish(struct upstream_req *u, enum reason status, bool failover_ok, const char 
 		u->res.fd = -1;
 	}
 	r = u->res;
+	u->res.proxy_authorization = NULL;   /* handed over with r (NULL on failure paths) */
+	if (status != REASON_ALLOWED && r.proxy_authorization != NULL) {
+		secret_wipe(r.proxy_authorization, strlen(r.proxy_authorization));
+		free(r.proxy_authorization);
+		r.proxy_authorization = NULL;
+	}
 	u->st = UP_DONE;
 	cleanup(u);
 	free(u);
@@ -339,6 +350,15 @@ on_http_head(evutil_socket_t fd, short what, void *arg)
 static void
 send_connect(struct upstream_req *u, const char *auth)
 {
+	if (u->p.forward) {
+		/* plain HTTP through the proxy: the caller sends the request itself */
+		if (auth != NULL && (u->res.proxy_authorization = strdup(auth)) == NULL) {
+			finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
+			return;
+		}
+		finish(u, REASON_ALLOWED, false, "connected to the proxy for forwarding");
+		return;
+	}
 	u->outlen = upstream_connect_head(u->p.target_name, u->p.target_addr, u->p.target_port,
 	    auth, (char *)u->out, sizeof(u->out));
 	u->outoff = 0;

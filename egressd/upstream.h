@@ -49,6 +49,10 @@ struct upstream_params {
 	struct gssauth *gss;                /* Negotiate tokens (may be NULL: no Negotiate) */
 	SSL_CTX *tls;                       /* https:// proxies: verifying client context */
 	uint32_t timeout_ms;                /* the whole exchange */
+	bool forward;                       /* plain-HTTP forwarding through an http(s) proxy:
+	                                       connect (and TLS) only, no CONNECT; the caller
+	                                       sends the absolute-form request with the
+	                                       Proxy-Authorization value from the result */
 };
 
 struct upstream_result {
@@ -62,6 +66,8 @@ struct upstream_result {
 	bool failover_ok;          /* true when the next route entry may be tried (connect or
 	                              TLS failure); never after auth or a policy answer */
 	char detail[160];          /* one line for the operator log */
+	char *proxy_authorization; /* forward mode: the header value to send (heap; the
+	                              callee owns it and must wipe and free it), or NULL */
 };
 
 typedef void (*upstream_cb)(const struct upstream_result *res, void *arg);

@@ -361,6 +361,23 @@ test_forward_head(void **st)
 	assert_true(strncmp(out, "GET /?x HTTP/1.1\r\n", 18) == 0);
 	/* too small an output buffer */
 	assert_int_equal(http_build_forward_head(&req, out, 10), 0);
+
+	/* through an upstream HTTP proxy: absolute form, egressd's own credential only */
+	expect_ok("GET http://Api.Example.com:8080/v1?q=1 HTTP/1.1\r\n"
+	    "Proxy-Authorization: Basic d29ya2VyOnN0b2xlbg==\r\n\r\n");
+	n = http_build_proxy_head(&req, "Basic ZWdyZXNzZDpzM2NyZXQ=", out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_string_equal(out, "GET http://api.example.com:8080/v1?q=1 HTTP/1.1\r\n"
+	    "Host: api.example.com:8080\r\n"
+	    "Proxy-Authorization: Basic ZWdyZXNzZDpzM2NyZXQ=\r\n"
+	    "Connection: close\r\n\r\n");
+	assert_null(strstr(out, "d29ya2VyOnN0b2xlbg=="));   /* the worker's is never forwarded */
+	expect_ok("GET http://a.example HTTP/1.1\r\n\r\n");
+	n = http_build_proxy_head(&req, NULL, out, sizeof(out));
+	out[n] = '\0';
+	assert_string_equal(out, "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n"
+	    "Connection: close\r\n\r\n");
 }
 
 /* ---------- response head ---------- */

@@ -101,6 +101,23 @@ cb(const struct upstream_result *r, void *arg)
 	}
 }
 
+/* Forward mode: nothing is sent; the header value comes back for the caller to use. */
+static void
+fwd_cb(const struct upstream_result *r, void *arg)
+{
+	struct out *o = arg;
+
+	o->done = 1;
+	o->r = *r;
+	if (r->proxy_authorization != NULL) {
+		snprintf(o->data, sizeof(o->data), "%s", r->proxy_authorization);
+		free(r->proxy_authorization);
+		o->r.proxy_authorization = NULL;
+	}
+	if (r->fd >= 0)
+		close(r->fd);
+}
+
 static struct out
 go(enum proxy_kind kind, uint16_t p_port, const struct proxycred *cred, const struct addr *pin,
     uint32_t timeout_ms)
@@ -263,6 +280,33 @@ test_socks5(void **state)
 }
 
 static void
+test_forward_mode(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct proxycred c = { .scheme = PROXY_AUTH_BASIC, .username = "alice", .password = "s3cret" };
+	struct proxy_route via = { .kind = PROXY_HTTP };
+	struct upstream_params p = { .via = &via, .target_name = "api.example.com",
+	    .target_port = 80, .cred = &c, .timeout_ms = 2000, .forward = true };
+	struct out o = { 0 };
+	char hp[32];
+
+	set_reply("");
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", port);
+	assert_int_equal(host_parse(hp, strlen(hp), HOST_REQUIRE_PORT, &via.proxy), HOST_OK);
+	o.r.proxy_authorization = NULL;
+	assert_non_null(upstream_connect(base, &p, fwd_cb, &o));
+	for (int i = 0; i < 300 && !o.done; i++) {
+		struct timeval tv = { 0, 10000 };
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+	assert_int_equal(o.done, 1);
+	assert_int_equal(o.r.status, REASON_ALLOWED);
+	assert_string_equal(o.data, "Basic YWxpY2U6czNjcmV0");   /* copied by fwd_cb */
+	event_base_free(base);
+}
+
+static void
 test_connect_head(void **state)
 {
 	char buf[256];
@@ -301,6 +345,7 @@ main(void)
 		cmocka_unit_test(test_pinned_literal),
 		cmocka_unit_test(test_unreachable_and_timeout),
 		cmocka_unit_test(test_socks5),
+		cmocka_unit_test(test_forward_mode),
 		cmocka_unit_test(test_connect_head),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
