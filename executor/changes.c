@@ -64,7 +64,7 @@ cs_add(struct changeset *cs, const char *path, size_t plen, const char *old_path
 	struct change *c;
 
 	if (cs->n >= EGRESS_CHANGED_PATHS_MAX)
-		return -1;
+		return CHANGES_TOO_MANY;
 	if (cs->n == cs->cap) {
 		size_t ncap = cs->cap ? cs->cap * 2 : 64;
 		struct change *nv = reallocarray(cs->v, ncap, sizeof(*nv));
@@ -227,12 +227,16 @@ collect_git(const char *repo_dir, const char *merged_dir, struct changeset *cs, 
 		/* An untracked nested repository is reported as "dir/": keep the directory. */
 		while (nl > 1 && np[nl - 1] == '/')
 			nl--;
-		if (cs_add(cs, np, nl, op, st, NULL) != 0) {
-			snprintf(err, errlen, "more than %d changed paths (or out of memory)",
-			    EGRESS_CHANGED_PATHS_MAX);
+		int arc = cs_add(cs, np, nl, op, st, NULL);
+		if (arc != 0) {
+			if (arc == CHANGES_TOO_MANY)
+				snprintf(err, errlen, "more than %d changed paths",
+				    EGRESS_CHANGED_PATHS_MAX);
+			else
+				snprintf(err, errlen, "changed set: out of memory");
 			git_diff_free(diff);
 			git_repository_free(repo);
-			return -1;
+			return arc == CHANGES_TOO_MANY ? CHANGES_TOO_MANY : -1;
 		}
 	}
 	git_diff_free(diff);
@@ -292,7 +296,7 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 	if (depth > UPPER_DEPTH_MAX) {
 		snprintf(w->err, w->errlen, "upper layer nested deeper than %d", UPPER_DEPTH_MAX);
 		close(dfd);
-		return -1;
+		return CHANGES_TOO_MANY;
 	}
 	d = fdopendir(dfd);
 	if (d == NULL) {
@@ -322,7 +326,7 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 		if (newlen >= sizeof(w->rel)) {
 			snprintf(w->err, w->errlen, "upper layer: path longer than %zu bytes",
 			    sizeof(w->rel));
-			rc = -1;
+			rc = CHANGES_TOO_MANY;
 			break;
 		}
 		if (rellen)
@@ -353,10 +357,12 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 		} else {
 			kind = "special";
 		}
-		if (kind != NULL && cs_add(w->cs, w->rel, newlen, NULL, NULL, kind) != 0) {
-			snprintf(w->err, w->errlen, "more than %d changed paths (or out of memory)",
-			    EGRESS_CHANGED_PATHS_MAX);
-			rc = -1;
+		if (kind != NULL && (rc = cs_add(w->cs, w->rel, newlen, NULL, NULL, kind)) != 0) {
+			if (rc == CHANGES_TOO_MANY)
+				snprintf(w->err, w->errlen, "more than %d changed paths",
+				    EGRESS_CHANGED_PATHS_MAX);
+			else
+				snprintf(w->err, w->errlen, "changed set: out of memory");
 			break;
 		}
 		if (recurse) {
@@ -444,21 +450,23 @@ int
 changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_dir,
     struct changeset *cs, char *err, size_t errlen)
 {
+	int rc;
+
 	memset(cs, 0, sizeof(*cs));
 	git_init_once();
 	if (base_commit(repo_dir, cs->base_commit, sizeof(cs->base_commit)) != 0) {
 		git_err(err, errlen, "open repository");
 		return -1;
 	}
-	if (collect_git(repo_dir, merged_dir, cs, err, errlen) != 0)
+	if ((rc = collect_git(repo_dir, merged_dir, cs, err, errlen)) != 0)
 		goto fail;
-	if (upper_dir != NULL && collect_upper(repo_dir, upper_dir, cs, err, errlen) != 0)
+	if (upper_dir != NULL && (rc = collect_upper(repo_dir, upper_dir, cs, err, errlen)) != 0)
 		goto fail;
 	cs_merge(cs);
 	return 0;
 fail:
 	changes_free(cs);
-	return -1;
+	return rc == CHANGES_TOO_MANY ? CHANGES_TOO_MANY : -1;
 }
 
 /* Length of a valid UTF-8 sequence at s (1-4), or 0. */

@@ -43,11 +43,15 @@ struct changeset {
 	char base_commit[GIT_OID_HEXSZ + 1];  /* HEAD of the original repo, "" when unborn */
 };
 
+#define CHANGES_TOO_MANY (-2)
+
 /*
  * Compute the changed set. repo_dir: the original repository work tree (with .git);
  * merged_dir: the overlay's merged view of it; upper_dir: the overlay upper layer (may be
- * NULL only in tests that exercise git alone). Returns 0, or -1 with err (too many paths:
- * more than EGRESS_CHANGED_PATHS_MAX; unreadable layers; libgit2 errors).
+ * NULL only in tests that exercise git alone). Returns 0; CHANGES_TOO_MANY with err when
+ * the worker's changes exceed a bound (more than EGRESS_CHANGED_PATHS_MAX paths, nesting
+ * deeper than 256, a path longer than EGRESS_PATH_MAX): the candidate is too large to
+ * judge; -1 with err for anything else (unreadable layers, libgit2 errors, no memory).
  */
 int changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_dir,
     struct changeset *cs, char *err, size_t errlen);

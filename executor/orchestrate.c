@@ -359,6 +359,7 @@ collect(struct orch *r)
 	const struct orchestrate_opts *o = r->o;
 	char err[512];
 	bool worker_ok;
+	int crc;
 
 	/* Logs and decisions first: they are evidence whatever the verdict. */
 	if (artifacts_write_log(o->out_dir, "stdout.log", r->sr.out, r->sr.out_len,
@@ -400,9 +401,14 @@ collect(struct orch *r)
 		    "overlay to compute the changed set from");
 		return;
 	}
-	if (changes_compute(r->repo, r->sr.merged_dir, r->sr.upper_dir, &r->cs, err,
-	    sizeof(err)) != 0) {
-		if (worker_ok)
+	crc = changes_compute(r->repo, r->sr.merged_dir, r->sr.upper_dir, &r->cs, err,
+	    sizeof(err));
+	if (crc != 0) {
+		/* Too many changes to judge is the worker's doing: a rejected candidate. */
+		if (worker_ok && crc == CHANGES_TOO_MANY)
+			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "changed set: %s; "
+			    "the candidate is rejected whole", err);
+		else if (worker_ok)
 			orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "changed set: %s", err);
 		return;
 	}

@@ -200,6 +200,8 @@ test_upper_only(void **state)
 	put(merged, ".git/hooks/pre-commit", "#!/bin/sh\n");
 	/* A new empty directory. */
 	sh("mkdir -p %s/emptydir %s/emptydir", upper, merged);
+	/* A FIFO: reported by the upper layer as special; git must not block opening it. */
+	sh("mkfifo %s/pipe && mkfifo %s/pipe", upper, merged);
 	/* A path with a control character. */
 	put(upper, "bad\tname", "x\n");
 	put(merged, "bad\tname", "x\n");
@@ -213,6 +215,9 @@ test_upper_only(void **state)
 	assert_null(c->git_status);
 	assert_string_equal(c->upper_kind, "written");
 	assert_null(find(&cs, ".git"));        /* lower has .git: a copied-up parent */
+	c = find(&cs, "pipe");
+	assert_non_null(c);
+	assert_string_equal(c->upper_kind, "special");
 	c = find(&cs, "emptydir");
 	assert_non_null(c);
 	assert_string_equal(c->upper_kind, "written");
@@ -290,6 +295,17 @@ test_errors(void **state)
 	fresh_views();
 	assert_int_equal(changes_compute(repo, merged, "/nonexistent-h8", &cs, err,
 	    sizeof(err)), -1);
+	/* Nesting past the walk's bound: "too large to judge", not an internal error. */
+	{
+		char deep[2048];
+		size_t o = (size_t)snprintf(deep, sizeof(deep), "%s", upper);
+		for (int i = 0; i < 300; i++)
+			o += (size_t)snprintf(deep + o, sizeof(deep) - o, "/d");
+		sh("mkdir -p %s", deep);
+	}
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)),
+	    CHANGES_TOO_MANY);
+	assert_non_null(strstr(err, "deeper"));
 }
 
 static void
