@@ -490,6 +490,20 @@ cmd_run(int argc, char **argv)
 		}
 		n = fread(prompt, 1, cap, f);
 		prompt[n] = '\0';
+		/* Bounded, and never silently cut: a longer file is refused. */
+		if (n == cap && fgetc(f) != EOF) {
+			fprintf(stderr, "egress-exec run: --stdin %s exceeds %d bytes\n", stdin_path,
+			    EGRESS_OBJECTIVE_MAX);
+			fclose(f);
+			free(prompt);
+			return EXEC_EXIT_USAGE;
+		}
+		if (memchr(prompt, '\0', n) != NULL) {
+			fprintf(stderr, "egress-exec run: --stdin %s holds a NUL byte\n", stdin_path);
+			fclose(f);
+			free(prompt);
+			return EXEC_EXIT_USAGE;
+		}
 		fclose(f);
 	}
 

@@ -203,6 +203,19 @@ def t_exit_status(ns, repo):
     check(r.rc == 13 and not r.result["started"], r.describe())
 
 
+def t_stdin_prompt(ns, repo):
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", delete=False, dir="/tmp", prefix="h7prompt-") as f:
+        f.write("prompt line 1\nline 2\n")
+    try:
+        r = st.run(ns, ["--repo", repo.path, "--stdin", f.name], ["/bin/cat"])
+        check(r.rc == 0 and r.stdout == b"prompt line 1\nline 2\n", r.describe())
+        r = st.run(ns, ["--repo", repo.path], ["/bin/cat"])
+        check(r.rc == 0 and r.stdout == b"", "stdin is not /dev/null: %r" % r.stdout)
+    finally:
+        os.unlink(f.name)
+
+
 def t_kill9_cleanup(ns, repo):
     """egress-exec killed with SIGKILL mid-run: the worker dies with it, and `egress-exec
     cleanup` removes the cgroup, mounts, run folder and state record it left."""
@@ -256,6 +269,7 @@ def main():
                              ("stdout_flood", t_stdout_flood),
                              ("small_output", t_small_output_not_truncated),
                              ("exit_status", t_exit_status),
+                             ("stdin_prompt", t_stdin_prompt),
                              ("kill9_cleanup", t_kill9_cleanup)]:
                 results.run(name, fn, ns.name, repo)
         check_final = repo.unchanged()
