@@ -325,6 +325,12 @@ admission_decide(const struct workunit *wu, const struct preset *p,
 		break;
 	case PT_ARGUMENT:
 		out->transport = PROMPT_ARGUMENT;
+		/* One argv string is limited to MAX_ARG_STRLEN (32 pages) by the kernel: refuse
+		 * here rather than let execve fail inside the sandbox. */
+		if (strlen(wu->objective) >= 32 * 4096)
+			refuse(out, REASON_ADM_INVALID_FILE, "%s: the objective (%zu bytes) is too "
+			    "long for prompt_transport = argument; use a stdin preset", wu->file,
+			    strlen(wu->objective));
 		break;
 	case PT_FILE:
 		refuse(out, REASON_ADM_PROMPT_FILE, "%s: prompt_transport = file is refused until "

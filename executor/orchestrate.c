@@ -41,6 +41,7 @@
 #include "executor/workunit.h"
 
 #define ORCH_ARTIFACTS_MAX 4
+#define ORCH_DEDICATED_UID 65000   /* as RUN_DEDICATED_UID in executor/cmd_run.c */
 
 struct orch {
 	const struct orchestrate_opts *o;
@@ -260,13 +261,14 @@ run_sandbox(struct orch *r)
 	if (stat(r->repo, &st) != 0)
 		return orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "repository %s: %s",
 		    r->repo, strerror(errno));
-	/* overlayfs copy-up keeps the lower owner: the repository owner's uid can change its
-	 * files; a root-owned repository gets the nobody uid (read-only existing files). */
+	/* overlayfs copy-up keeps the lower owner: the worker runs as the repository owner;
+	 * never as root: a root-owned repository gets a dedicated uid, and the sandbox idmaps
+	 * the lower layer to it (the same choice as `egress-exec run`, docs/sandbox.md). */
 	if (st.st_uid != 0) {
 		uid = st.st_uid;
 		gid = st.st_gid != 0 ? st.st_gid : st.st_uid;
 	} else {
-		uid = gid = 65534;
+		uid = gid = ORCH_DEDICATED_UID;
 	}
 
 	/* argv: the preset's fixed list, or just the executable. */

@@ -551,6 +551,35 @@ test_preset_refusals(void **state)
 }
 
 static void
+test_argument_objective_bound(void **state)
+{
+	char *pr = subst(PRESET_ALLOW, "prompt_transport = stdin",
+	    "prompt_transport = argument\nprompt_flag = --prompt");
+	size_t n = 40, linelen = 4000;
+	size_t cap = strlen(WU_ALLOW) + n * (linelen + 16) + 1;
+	char *wu = malloc(cap), *line = malloc(linelen + 1);
+	size_t o = 0;
+	struct admission a;
+
+	(void)state;
+	assert_non_null(wu);
+	assert_non_null(line);
+	memset(line, 'x', linelen);
+	line[linelen] = '\0';
+	o += (size_t)snprintf(wu + o, cap - o, "id = big\n");
+	for (size_t i = 0; i < n; i++)
+		o += (size_t)snprintf(wu + o, cap - o, "objective = %s\n", line);
+	snprintf(wu + o, cap - o, "%s", strstr(WU_ALLOW, "[security]"));
+	/* stdin takes it; argument does not (MAX_ARG_STRLEN). */
+	assert_true(decide(wu, PRESET_ALLOW, NULL, NULL, &a));
+	admission_free(&a);
+	expect_refused(wu, pr, NULL, NULL, REASON_ADM_INVALID_FILE);
+	free(wu);
+	free(line);
+	free(pr);
+}
+
+static void
 test_env_socket(void **state)
 {
 	static const char *const bad[][2] = {
@@ -651,6 +680,7 @@ main(void)
 		cmocka_unit_test(test_row_unrestricted),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_preset_refusals),
+		cmocka_unit_test(test_argument_objective_bound),
 		cmocka_unit_test(test_env_socket),
 		cmocka_unit_test(test_stricter_ceilings),
 		cmocka_unit_test(test_json_and_summary),
