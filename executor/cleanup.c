@@ -30,7 +30,8 @@
 #include "executor/sandbox.h"
 #include "executor/sandbox_state.h"
 
-#define CLEANUP_RUN_PREFIX "/run/egress-exec/run-"
+#define CLEANUP_RUN_PREFIX "/run/egress-exec/run-"   /* simple runs (cmd_run.c) */
+#define CLEANUP_WU_PREFIX  "/run/egress-exec/wu-"    /* WorkUnit runs (orchestrate.c) */
 
 struct cleanup_ctx {
 	bool dry;
@@ -60,7 +61,8 @@ cleanup_run_dir(const char *dir)
 		"decisions.jsonl", "repo", "root", "layer", "merged", NULL };
 	char p[EGRESS_PATH_MAX];
 
-	if (strncmp(dir, CLEANUP_RUN_PREFIX, strlen(CLEANUP_RUN_PREFIX)) != 0 ||
+	if ((strncmp(dir, CLEANUP_RUN_PREFIX, strlen(CLEANUP_RUN_PREFIX)) != 0 &&
+	    strncmp(dir, CLEANUP_WU_PREFIX, strlen(CLEANUP_WU_PREFIX)) != 0) ||
 	    strstr(dir, "/..") != NULL)
 		return;
 	for (size_t i = 0; names[i]; i++) {
@@ -90,7 +92,8 @@ cleanup_orphan_dirs(struct cleanup_ctx *c)
 		char p[EGRESS_PATH_MAX];
 		struct stat sb;
 
-		if (strncmp(de->d_name, "run-", 4) != 0 && strncmp(de->d_name, "probe-", 6) != 0)
+		if (strncmp(de->d_name, "run-", 4) != 0 && strncmp(de->d_name, "wu-", 3) != 0 &&
+		    strncmp(de->d_name, "probe-", 6) != 0)
 			continue;
 		if (snprintf(p, sizeof(p), "/run/egress-exec/%s", de->d_name) >= (int)sizeof(p))
 			continue;

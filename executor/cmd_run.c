@@ -49,6 +49,7 @@ run_usage(FILE *f)
 	    "usage: egress-exec run [options] -- CMD [ARGS...]\n"
 	    "       egress-exec run --workunit W.ini --preset P.ini --repo DIR --out DIR\n"
 	    "                       [--egressd-control SOCK] [--trusted-models F] [--env-file F]\n"
+	    "                       [--egressd-setting K=V ...] [--net-pool CIDR]\n"
 	    "\nsimple mode options (defaults in brackets):\n"
 	    "  --net none            no network at all (default without --allow)\n"
 	    "  --allow URL           grant entry (https://host[:port], http://..., tcp://h:p);\n"
@@ -327,7 +328,8 @@ run_env_file(const char *path)
 
 static int
 run_workunit(const char *wu, const char *preset, const char *repo, const char *out,
-    const char *control, const char *trusted, const char *envfile)
+    const char *control, const char *trusted, const char *envfile, const char *pool,
+    const char *const *settings)
 {
 	struct orchestrate_opts o = { 0 };
 	char **env = NULL;
@@ -349,6 +351,8 @@ run_workunit(const char *wu, const char *preset, const char *repo, const char *o
 	o.egressd_control = control;
 	o.trusted_models = trusted;
 	o.caller_env = (const char *const *)env;
+	o.net_pool = pool;
+	o.egressd_settings = settings;
 	rc = orchestrate_run(&o);
 	for (size_t i = 0; env && env[i]; i++)
 		free(env[i]);
@@ -454,7 +458,8 @@ cmd_run(int argc, char **argv)
 		}
 	}
 	if (wu || preset)
-		return run_workunit(wu, preset, repo, out, control, trusted, envfile);
+		return run_workunit(wu, preset, repo, out, control, trusted, envfile, pool,
+		    settings.n ? settings.v : NULL);
 	if (optind >= argc) {
 		fprintf(stderr, "egress-exec run: no command (egress-exec run [options] -- CMD)\n");
 		return EXEC_EXIT_USAGE;
