@@ -135,6 +135,7 @@ class Lab:
         self.counters = origins.Counters()
         self.services = {}
         self.dns_server = None
+        self.extra_dns = []
         self.egressds = []
         self.procs = []
         self.created_ns = []
@@ -259,6 +260,22 @@ class Lab:
         svc.start()
         return svc
 
+    def add_dns_server(self, addr, zone):
+        """Another DNS server (UDP+TCP port 53) on addr in inet with its own zone; returns
+        the Zone (update it at run time like lab.zone). The address must exist
+        (add_address)."""
+        z = dns.Zone(zone)
+        udp = netns.listen_in(self.ns_inet, addr, 53, type=socket.SOCK_DGRAM)
+        try:
+            tcp = netns.listen_in(self.ns_inet, addr, 53)
+        except BaseException:
+            udp.close()
+            raise
+        srv = dns.DNSServer(z, udp, tcp)
+        srv.start()
+        self.extra_dns.append(srv)
+        return z
+
     def teardown(self):
         if self._torn_down:
             return
@@ -285,9 +302,11 @@ class Lab:
                 svc.stop()
             except Exception as e:
                 errors.append("service %s: %s" % (svc.name, e))
-        if self.dns_server:
+        for srv in [self.dns_server] + self.extra_dns:
+            if srv is None:
+                continue
             try:
-                self.dns_server.stop()
+                srv.stop()
             except Exception as e:
                 errors.append("dns: %s" % e)
         # Anything still running inside our namespaces was started by this lab (directly or

@@ -130,6 +130,60 @@ def t_old_tunnel_survived(L, d, st):
         t.close()
 
 
+def t_reload_changes_dns(L, d, st):
+    """A reload that changes dns_server takes effect for new lookups; a lookup in flight
+    during the reload ends cleanly (answered or refused), and egressd stays up."""
+    import threading
+    L.add_address("203.0.113.53")
+    z2 = L.add_dns_server("203.0.113.53", dict(
+        ZONE, **{"dnsmove.lab.test": {"A": [lab.ORIGIN2], "ttl": 0}}))
+    L.update_zone({"dnsmove.lab.test": {"A": [lab.HTTP_ORIGIN], "ttl": 0},
+                   "inflight.lab.test": {"A": [lab.HTTP_ORIGIN], "delay": 1.0, "ttl": 0}})
+    g = L.grant(d, 1, ["https://dnsmove.lab.test", "https://inflight.lab.test"])
+    r = L.connect(1, "dnsmove.lab.test:443")
+    allowed_tunnel(r)
+    g1 = proxyclient.tunnel_http_get(r.sock, "x", "/")
+    r.close()
+    check(g1.header("X-Origin") == "http443", "before reload: %r" % g1)
+    out = []
+    th = threading.Thread(target=lambda: out.append(L.connect(1, "inflight.lab.test:443",
+                                                              timeout=10)))
+    th.start()
+    check(bounded_wait(lambda: L.zone.query_log("inflight.lab.test"), 3), "no lookup")
+    d.settings["dns_server"] = ["203.0.113.53"]
+    d.write_config()
+    d.reload()
+    th.join(timeout=10)
+    check(out and out[0].status in (200, 502, 503, 504), "in-flight lookup: %r" % out)
+    out[0].close()
+    def moved():
+        r = L.connect(1, "dnsmove.lab.test:443")
+        if r.status != 200:
+            return None
+        g2 = proxyclient.tunnel_http_get(r.sock, "x", "/")
+        r.close()
+        return g2.header("X-Origin") == "http2_443"
+    if not bounded_wait(moved, 1.5, step=0.2):
+        # egressd defers DNS settings when a lookup was in flight during the reload ("DNS
+        # and route settings apply from the next reload"; reported to h3 as BUGS #3):
+        # the next reload, with nothing in flight, must apply them.
+        print("  note: dns_server change deferred by a lookup in flight; reloading again")
+        check("apply from the next reload" in d.stderr_text(),
+              "dns_server silently not applied after reload")
+        # Any lookup still pending (an AAAA behind an answered A) defers it again: retry
+        # a few reloads, bounded.
+        for _ in range(5):
+            time.sleep(0.3)
+            d.reload()
+            if bounded_wait(moved, 1.0, step=0.2):
+                break
+    check(bounded_wait(moved, 3, step=0.2), "new dns_server not used after reload:\n%s"
+          % d.stderr_tail(12))
+    check(z2.query_log("dnsmove.lab.test"), "new server never asked")
+    check(d.alive(), "egressd died")
+    d.grant_revoke(g["grant_id"])
+
+
 def t_sigusr1_keeps_running(L, d, st):
     d.signal(signal.SIGUSR1)
     time.sleep(0.3)
@@ -157,6 +211,7 @@ def main():
                          ("control_reload_all_or_nothing", t_control_reload),
                          ("dynamic_grants_survive_reload", t_dynamic_survives),
                          ("tunnel_of_replaced_grant_survives", t_old_tunnel_survived),
+                         ("reload_changes_dns_server", t_reload_changes_dns),
                          ("sigusr1_reopen", t_sigusr1_keeps_running)):
             res.run(name, fn, L, d, st)
         res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))
