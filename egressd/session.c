@@ -91,6 +91,7 @@ struct session {
 };
 
 static void session_free(struct session *s);
+static void refuse_event(struct bufferevent *bev, short what, void *arg);
 static void session_refuse(struct session *s, enum reason r);
 static void step_route(struct session *s);
 static void try_route_entry(struct session *s);
@@ -279,12 +280,33 @@ session_free(struct session *s)
 }
 
 static void
+refuse_drain(struct bufferevent *bev, void *arg)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/*
+ * The refusal is written: half-close and read (discarding) until the client closes or the
+ * refusal timer fires. Closing with unread request bytes (a body, a pipelined request)
+ * would make the kernel send a reset that can destroy the refusal before the client
+ * read it (the "lingering close" of HTTP servers).
+ */
+static void
 refuse_flushed(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+		return;
+	if (shutdown(s->cfd, SHUT_WR) != 0) {
 		session_free(s);
+		return;
+	}
+	refuse_drain(bev, s);
+	bufferevent_setcb(bev, refuse_drain, NULL, refuse_event, s);
+	bufferevent_enable(bev, EV_READ);
 }
 
 static void
