@@ -24,6 +24,8 @@
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 #include "egressd/listener.h"
+#include "egressd/proxyurl.h"
+#include "egressd/route.h"
 
 /* ---- decoding (pure) ---- */
 
@@ -37,7 +39,41 @@ static const struct {
 	{ "grant.list", CTL_GRANT_LIST, { NULL } },
 	{ "status", CTL_STATUS, { NULL } },
 	{ "reload", CTL_RELOAD, { NULL } },
+	{ "route", CTL_ROUTE, { "url", NULL } },
 };
+
+/* "https://host[:port][/...]", "http://...", "tcp://host:port": the destination whose
+ * route is asked for. Canonicalized like a hop, so the answer is the hop's answer. */
+static int
+decode_route_url(const char *u, struct control_req *out, char *msg, size_t msglen)
+{
+	size_t pl, al;
+	const char *auth;
+
+	if (strncmp(u, "https://", 8) == 0) {
+		out->scheme = SCHEME_HTTPS;
+		pl = 8;
+	} else if (strncmp(u, "http://", 7) == 0) {
+		out->scheme = SCHEME_HTTP;
+		pl = 7;
+	} else if (strncmp(u, "tcp://", 6) == 0) {
+		out->scheme = SCHEME_TCP;
+		pl = 6;
+	} else {
+		snprintf(msg, msglen, "url: must start with https://, http:// or tcp://");
+		return -1;
+	}
+	auth = u + pl;
+	al = strcspn(auth, "/?#");
+	if (host_parse(auth, al, out->scheme == SCHEME_TCP ? HOST_REQUIRE_PORT : 0,
+	    &out->host) != HOST_OK) {
+		snprintf(msg, msglen, "url: %s", host_err_str(host_parse(auth, al,
+		    out->scheme == SCHEME_TCP ? HOST_REQUIRE_PORT : 0, &out->host)));
+		return -1;
+	}
+	out->port = out->host.port ? out->host.port : out->scheme == SCHEME_HTTP ? 80 : 443;
+	return 0;
+}
 
 void
 control_req_clear(struct control_req *r)
@@ -179,6 +215,18 @@ control_decode(const char *line, size_t len, struct control_req *out, const char
 		}
 		snprintf(out->grant_id, sizeof(out->grant_id), "%s", json_string_value(v));
 		break;
+	case CTL_ROUTE:
+		v = json_object_get(root, "url");
+		if (v == NULL || !json_is_string(v) || json_string_length(v) > EGRESS_HOST_INPUT_MAX) {
+			*code = "malformed";
+			snprintf(msg, msglen, "url: a string is required");
+			goto out;
+		}
+		if (decode_route_url(json_string_value(v), out, msg, msglen) != 0) {
+			*code = "malformed";
+			goto out;
+		}
+		break;
 	case CTL_GRANT_LIST:
 	case CTL_STATUS:
 	case CTL_RELOAD:
@@ -217,6 +265,8 @@ struct control_client {
 	bool authorized;
 	uid_t uid;
 	bool closing;
+	struct route_req *rq;           /* a route query in flight (its reply comes later) */
+	json_t *rq_id;
 	struct control_client *next, *prev;
 };
 
@@ -240,6 +290,8 @@ client_free(struct control_client *cl)
 	if (cl->next != NULL)
 		cl->next->prev = cl->prev;
 	c->nclients--;
+	route_cancel(cl->rq);           /* its callback must never see a freed client */
+	json_decref(cl->rq_id);
 	bufferevent_free(cl->bev);
 	free(cl);
 }
@@ -365,8 +417,52 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen)
 			return control_error(r->id, "reload_failed", err);
 		}
 		return ok_reply(r->id);
+	case CTL_ROUTE:
+		return NULL;            /* asynchronous: see route_query */
 	}
 	return control_error(r->id, "internal", "unhandled op");
+}
+
+static void send_reply(struct control_client *cl, json_t *o);
+
+/* The answer of a route query: the same lookup a hop makes (cached answers included). */
+static void
+route_answered(const struct route_result *res, void *arg)
+{
+	struct control_client *cl = arg;
+	json_t *o = ok_reply(cl->rq_id), *arr = json_array();
+	char b[EGRESS_HOSTPORT_MAX + 32];
+
+	cl->rq = NULL;
+	for (size_t i = 0; arr != NULL && i < res->n; i++)
+		json_array_append_new(arr, json_string(proxyurl_to_str(&res->entries[i], b,
+		    sizeof(b))));
+	json_object_set_new(o, "source", json_string(res->source ? res->source : ""));
+	json_object_set_new(o, "status", json_string(reason_str(res->status)));
+	json_object_set_new(o, "message", json_string(res->status == REASON_ALLOWED ?
+	    "entries are tried in order; the next only after a connect or TLS failure" :
+	    reason_text(res->status)));
+	json_object_set_new(o, "entries", arr);
+	json_object_set_new(o, "pac", json_string(router_pac_status(cl->c->d->router)));
+	json_decref(cl->rq_id);
+	cl->rq_id = NULL;
+	send_reply(cl, o);
+}
+
+static void
+route_query(struct control_client *cl, const struct control_req *r)
+{
+	if (cl->rq != NULL) {
+		send_reply(cl, control_error(r->id, "busy", "one route query at a time per client"));
+		return;
+	}
+	cl->rq_id = r->id ? json_deep_copy(r->id) : NULL;
+	cl->rq = route_lookup(cl->c->d->router, r->scheme, &r->host, r->port, route_answered, cl);
+	if (cl->rq == NULL) {
+		json_decref(cl->rq_id);
+		cl->rq_id = NULL;
+		send_reply(cl, control_error(r->id, "internal", "out of memory"));
+	}
 }
 
 static void
@@ -416,7 +512,10 @@ client_read(struct bufferevent *bev, void *arg)
 		} else {
 			struct grant *g = r.grant;
 			r.grant = NULL;
-			send_reply(cl, handle(cl->c, &r, &g));
+			if (r.op == CTL_ROUTE)
+				route_query(cl, &r);
+			else
+				send_reply(cl, handle(cl->c, &r, &g));
 			grant_free(g);
 		}
 		control_req_clear(&r);

@@ -21,7 +21,8 @@
 struct daemon;
 struct control;
 
-enum control_op { CTL_GRANT_CREATE, CTL_GRANT_REVOKE, CTL_GRANT_LIST, CTL_STATUS, CTL_RELOAD };
+enum control_op { CTL_GRANT_CREATE, CTL_GRANT_REVOKE, CTL_GRANT_LIST, CTL_STATUS, CTL_RELOAD,
+    CTL_ROUTE };
 
 struct control_req {
 	enum control_op op;
@@ -31,6 +32,9 @@ struct control_req {
 	socklen_t listenlen;
 	char ifname[EGRESS_IFNAME_MAX + 1]; /* grant.create */
 	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke */
+	enum dest_scheme scheme;            /* route: the destination asked about */
+	struct host host;
+	uint16_t port;
 };
 
 /*

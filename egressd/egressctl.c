@@ -42,6 +42,7 @@ static int cmd_status(struct ctl *c, int argc, char **argv);
 static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
 static int cmd_reload(struct ctl *c, int argc, char **argv);
+static int cmd_route(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "log", "verify", cmd_log_verify, "log verify [--continued] FILE... (- = stdin)" },
@@ -49,6 +50,7 @@ static const struct cmd cmds[] = {
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID" },
 	{ "reload", NULL, cmd_reload, "reload" },
+	{ "route", NULL, cmd_route, "route URL   (the route egressd would take: https://host[:port]/, http://..., tcp://host:port)" },
 };
 
 static void
@@ -238,6 +240,43 @@ jstr(json_t *o, const char *k)
 	const char *s = json_string_value(json_object_get(o, k));
 
 	return s ? s : "-";
+}
+
+/* The route egressd would take for a destination, and why (not a grant check). */
+static int
+cmd_route(struct ctl *c, int argc, char **argv)
+{
+	json_t *r, *req, *ents;
+	int rc;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: egressctl route URL\n");
+		return EXIT_USAGE;
+	}
+	req = json_object();
+	json_object_set_new(req, "url", json_string(argv[0]));
+	if ((rc = control_op(c, "route", req, &r)) != 0)
+		return rc;
+	if (c->json) {
+		print_json(r);
+	} else {
+		const char *st = jstr(r, "status");
+		printf("route source: %s\n", jstr(r, "source"));
+		if (strcmp(st, "allowed") == 0) {
+			ents = json_object_get(r, "entries");
+			for (size_t i = 0; json_is_array(ents) && i < json_array_size(ents); i++)
+				printf("  %zu. %s\n", i + 1, json_string_value(json_array_get(ents, i)));
+			printf("%s\n", jstr(r, "message"));
+		} else {
+			printf("no route: %s — %s\n", st, jstr(r, "message"));
+		}
+		if (jstr(r, "pac")[0] != '\0')
+			printf("%s\n", jstr(r, "pac"));
+		printf("(a route is not a grant: the destination still needs an allow entry)\n");
+	}
+	rc = strcmp(jstr(r, "status"), "allowed") == 0 ? 0 : 1;
+	json_decref(r);
+	return rc;
 }
 
 static int
