@@ -43,6 +43,9 @@ attest_cap_name(enum attest_cap c)
 	return (unsigned)c < ATTEST__COUNT ? attest_names[c] : "unknown";
 }
 
+static void row_set(struct attest_row *r, bool ok, const char *mech, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static void
 row_set(struct attest_row *r, bool ok, const char *mech, const char *fmt, ...)
 {

@@ -44,6 +44,10 @@ doctor_state_str(enum doctor_state s)
 	return s == DOC_OK ? "ok" : s == DOC_DEGRADED ? "degraded" : "missing";
 }
 
+static void doctor_row(struct doctor *d, const char *name, enum doctor_state s,
+    bool required, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
 static void
 doctor_row(struct doctor *d, const char *name, enum doctor_state s, bool required,
     const char *hint, const char *fmt, ...)

@@ -23,6 +23,9 @@
 #include "common/log.h"
 #include "common/util.h"
 
+static int ec_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static int
 ec_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
 {

@@ -33,6 +33,9 @@ const char *const mounts_denied_paths[] = {
 	NULL
 };
 
+static int mounts_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static int
 mounts_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
 {

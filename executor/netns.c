@@ -31,6 +31,9 @@
 #define NETNS_NL_REQ  8192
 #define NETNS_NL_RECV 32768
 
+static int netns_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static int
 netns_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
 {

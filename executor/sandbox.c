@@ -270,6 +270,9 @@ sb_child_main(struct sb_child *c)
 	init_run(sb_worker, c, c->status_wr, closes, EGRESS_NELEM(closes));
 }
 
+static int sb_fail(struct sandbox_result *r, enum reason why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int
 sb_fail(struct sandbox_result *r, enum reason why, const char *fmt, ...)
 {
