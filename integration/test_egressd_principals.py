@@ -111,6 +111,16 @@ def t_control_refusals(L, d, st):
                          "interface": w.host_if})
         check(rep.get("ok") is False and rep.get("error") in ("invalid_grant", "unknown_key"),
               "bad grant accepted: %s -> %s" % (g, rep))
+    ok_grant = {"principal": "p", "allow": ["https://x.lab.test"], "limits": {"lifetime_s": 60}}
+    for listen, ifname in ((w.listen(3199), "nosuchif0"), ("169.254.99.1:3199", w.host_if),
+                           ("198.51.100.10:3199", w.host_if)):
+        rep = d.control({"op": "grant.create", "grant": ok_grant, "listen": listen,
+                         "interface": ifname})
+        check(rep.get("ok") is False and rep.get("error") in ("bind_failed", "invalid_grant"),
+              "listener %s on %s: %s" % (listen, ifname, rep))
+    rep = d.control_raw(b'{"op": "status", "pad": "' + b"x" * 70000 + b'"}\n')
+    check(b'"malformed"' in rep, "70 KB line: %r" % rep[:200])
+    check(d.control({"op": "status"}).get("ok"), "control socket dead after a long line")
     check(len(d.control({"op": "grant.list"})["grants"]) == n, "refusals changed grants")
 
 

@@ -193,6 +193,12 @@ def t_extra_service(L):
     r = _get(L, "host", "198.51.100.80", 8080, "/")
     check(r.status == 200 and r.body == b"hello from pac\n", r)
     check(L.counts()["pac"] == 2, "pac counted: %s" % L.counts())
+    L.add_address("203.0.113.53")
+    z = L.add_dns_server("203.0.113.53", {"second.lab.test": {"A": ["203.0.113.10"]}})
+    from labtools import dns
+    r = dns.query(L.socket_factory("host"), ("203.0.113.53", 53), "second.lab.test")
+    check(r["answers"][0][3] == "203.0.113.10" and z.query_log("second.lab.test"), r)
+    check(L.dns_query("second.lab.test")["rcode"] == 3, "zones are separate")
     try:
         L.add_address("10.0.0.1")
         raise AssertionError("non-documentation address accepted")
