@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Upstream proxy Basic authentication, and credentials that never reach a worker (issue 4).
+
+A real squid demands Basic (password file made with `openssl passwd -apr1`). Checks: with
+a root-only credentials file (0600, root) the tunnel works and squid logs the user; without
+credentials 502 upstream_auth_required naming the offered scheme; a wrong password 502
+upstream_auth_failed; an auth refusal never fails over to the next PAC entry; a credentials
+file readable by others is refused at start; the worker never sees the credential (the
+origin's echo of the request head and every response the worker gets, through a tunnel and
+as a forwarded plain-HTTP request); a worker's own Proxy-Authorization is never forwarded to
+the upstream proxy (a recording proxy sees only egressd's)."""
+
+import base64
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lab  # noqa: E402
+from lab import Lab, Results  # noqa: E402
+from labtools import proxies, proxyclient  # noqa: E402
+from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
+                             stop_clean, wait_decision)
+
+REC_ADDR = "203.0.113.33"
+USER = "alice"
+PASSWORD = "pw-%d-Zq7" % os.getpid()
+B64 = base64.b64encode(("%s:%s" % (USER, PASSWORD)).encode()).decode()
+WORKER_AUTH = "Basic " + base64.b64encode(b"worker:worker-secret").decode()
+ZONE = {
+    "origin.lab.test": {"A": [lab.HTTP_ORIGIN]},
+    "proxy.lab.test": {"A": [proxies.PROXY_ADDR]},
+    "open.lab.test": {"A": [proxies.PROXY2_ADDR]},
+    "rec.lab.test": {"A": [REC_ADDR]},
+}
+GRANT = ["https://origin.lab.test", "http://origin.lab.test"]
+PROXY = "http://proxy.lab.test:3128"
+_port = [3128]
+
+
+def fresh(L, settings, **kw):
+    for old in L.egressds:
+        if old.alive():
+            old.stop(timeout=5)
+    d = L.egressd(settings=settings, **kw)
+    L.grant(d, 0, GRANT)
+    return d
+
+
+def creds(L, name, password=PASSWORD, host="proxy.lab.test:3128", mode=0o600):
+    return proxies.credentials_file(L, name, {host: {"scheme": "basic", "username": USER,
+                                                     "password": password}}, mode=mode)
+
+
+def no_secret(data, what):
+    for s in (PASSWORD.encode(), B64.encode()):
+        check(s not in data, "%s carries the credential: %r" % (what, data[:400]))
+
+
+def t_basic_ok(L, sq):
+    st = os.stat(creds(L, "good.ini"))
+    check(st.st_uid == 0 and (st.st_mode & 0o777) == 0o600, "creds file mode")
+    d = fresh(L, {"route": "proxy " + PROXY, "proxy_credentials": creds(L, "good.ini")})
+    r = L.connect(0, "origin.lab.test:443")
+    allowed_tunnel(r)
+    no_secret(r.head + r.body, "the CONNECT answer to the worker")
+    try:
+        g = proxyclient.tunnel_http_get(r.sock, "origin.lab.test", "/echo")
+        check(g.status == 200 and g.header("X-Origin") == "http443", "%r" % g)
+        no_secret(g.head + g.body, "the tunnel")
+        check(b"proxy-authorization" not in g.body.lower(), "origin saw %r" % g.body)
+    finally:
+        r.close()
+    rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+    check(rec.get("verdict") == "allow" and rec.get("proxy_auth") == "basic" and
+          rec.get("route") == PROXY and rec.get("proxy_status") == 200, "record %s" % rec)
+    ln = sq.wait_log(lambda x: " CONNECT origin.lab.test:443 %s " % USER in x)
+    check(ln is not None and "TCP_TUNNEL/200" in ln, "squid log %s" % sq.access_log_lines())
+    # plain HTTP forwarded through the authenticating proxy: the origin's view of the head
+    r = L.http(0, "GET", "http://origin.lab.test/echo",
+               headers=[("Proxy-Authorization", WORKER_AUTH)])
+    check(r.status == 200 and r.header("X-Origin") == "http80", "plain http %r" % r)
+    no_secret(r.head + r.body, "the plain-HTTP answer")
+    check(b"proxy-authorization" not in r.body.lower(), "origin saw %r" % r.body)
+    check(WORKER_AUTH.split()[1].encode() not in r.body, "worker credential forwarded")
+    # the decision log and egressd's stderr never carry it either
+    with open(d.log_path, "rb") as f:
+        no_secret(f.read(), "the decision log")
+    no_secret(d.stderr_text().encode(), "egressd's stderr")
+    stop_clean(d)
+
+
+def t_basic_missing(L, sq):
+    d = fresh(L, {"route": "proxy " + PROXY})
+    with L.no_origin_connection():
+        r = L.connect(0, "origin.lab.test:443")
+        refused(r, 502, "upstream_auth_required")
+        # the operator log names the schemes the proxy offered
+        check("basic" in d.stderr_text().lower(), "the offered scheme is not named: %s"
+              % d.stderr_tail(10))
+        # the worker's own Proxy-Authorization does not help: it is never forwarded
+        refused(L.connect(0, "origin.lab.test:443",
+                          headers=[("Proxy-Authorization", "Basic " + B64)]),
+                502, "upstream_auth_required")
+    rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+    check(rec.get("reason") == "upstream_auth_required" and rec.get("proxy_status") == 407,
+          "record %s" % rec)
+    stop_clean(d)
+
+
+def t_basic_wrong(L, sq):
+    d = fresh(L, {"route": "proxy " + PROXY,
+                  "proxy_credentials": creds(L, "wrong.ini", password="not-it")})
+    with L.no_origin_connection():
+        t0 = time.monotonic()
+        refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_failed")
+        check(time.monotonic() - t0 < 5, "took %.1fs" % (time.monotonic() - t0))
+    stop_clean(d)
+
+
+def t_no_failover_after_auth(L, sq, sq_open):
+    pac = proxies.write_pac(L, "authfirst.pac", proxies.pac_proxied(
+        "PROXY proxy.lab.test:3128; PROXY open.lab.test:3128; DIRECT", domain=".lab.test"))
+    d = fresh(L, {"route": "pac " + pac, "route_timeout": "3s"})
+    n0 = len(sq_open.access_log_lines())
+    with L.no_origin_connection():
+        refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_required")
+    time.sleep(0.3)
+    check(len(sq_open.access_log_lines()) == n0, "failed over to the next proxy: %s"
+          % sq_open.access_log_lines()[n0:])
+    stop_clean(d)
+
+
+def t_creds_file_mode(L, sq):
+    bad = creds(L, "loose.ini", mode=0o644)
+    for old in L.egressds:
+        if old.alive():
+            old.stop(timeout=5)
+    d = L.egressd(settings={"route": "proxy " + PROXY, "proxy_credentials": bad},
+                  start=False)
+    try:
+        d.start(ready_timeout=5)
+        started = True
+    except Exception:
+        started = False
+    check(not started, "egressd started with a 0644 credentials file")
+    check("credentials" in d.stderr_text(), "no reason given: %s" % d.stderr_tail(5))
+    check(PASSWORD not in d.stderr_text(), "the password was printed")
+
+
+def t_worker_header_not_forwarded(L, sq):
+    rp = proxies.RecordingProxy(L, REC_ADDR, require_auth="Basic " + B64).start()
+    try:
+        d = fresh(L, {"route": "proxy http://rec.lab.test:3128",
+                      "proxy_credentials": creds(L, "rec.ini", host="rec.lab.test:3128")})
+        r = L.connect(0, "origin.lab.test:443",
+                      headers=[("Proxy-Authorization", WORKER_AUTH),
+                               ("X-Worker", "hello")])
+        allowed_tunnel(r)
+        try:
+            g = proxyclient.tunnel_http_get(r.sock, "origin.lab.test", "/echo")
+            check(g.status == 200, "%r" % g)
+            no_secret(g.head + g.body, "the tunnel answer")
+        finally:
+            r.close()
+        r = L.http(0, "GET", "http://origin.lab.test/echo",
+                   headers=[("Proxy-Authorization", WORKER_AUTH)])
+        check(r.status == 200, "plain %r" % r)
+        no_secret(r.head + r.body, "the plain-HTTP answer")
+        check(len(rp.heads) >= 2, "recorder heads %r" % rp.heads)
+        for h in rp.heads:
+            check(WORKER_AUTH.split()[1].encode() not in h, "worker's header forwarded: %r" % h)
+            check(h.lower().count(b"proxy-authorization:") == 1 and
+                  ("Basic " + B64).encode() in h, "egressd's credential: %r" % h)
+        stop_clean(d)
+        # without egressd's credential, the worker's header cannot satisfy the proxy
+        d = fresh(L, {"route": "proxy http://rec.lab.test:3128"})
+        n = len(rp.heads)
+        refused(L.connect(0, "origin.lab.test:443",
+                          headers=[("Proxy-Authorization", "Basic " + B64)]),
+                502, "upstream_auth_required")
+        for h in rp.heads[n:]:
+            check(b"proxy-authorization" not in h.lower(), "forwarded: %r" % h)
+        stop_clean(d)
+    finally:
+        rp.stop()
+
+
+def main():
+    lab.require_root()
+    require_binaries("egressd", "egressd-route-helper")
+    miss = proxies.missing_tools("squid")
+    if miss:
+        print("FAIL: not installed: %s (scripts/deps.sh)" % " ".join(miss))
+        print("0 passed, 1 failed")
+        return 1
+    res = Results()
+    with Lab(workers=1, zone=ZONE) as L:
+        proxies.add_addresses(L, proxies.PROXY_ADDR, proxies.PROXY2_ADDR, REC_ADDR)
+        sq = proxies.Squid(L, auth="basic", users={USER: PASSWORD}).start()
+        sq_open = proxies.Squid(L, name="squid-open", addr=proxies.PROXY2_ADDR).start()
+        for name, fn, args in (("basic_ok_worker_never_sees_it", t_basic_ok, ()),
+                               ("basic_missing_auth_required", t_basic_missing, ()),
+                               ("basic_wrong_auth_failed", t_basic_wrong, ()),
+                               ("no_failover_after_auth_refusal", t_no_failover_after_auth,
+                                (sq_open,)),
+                               ("credentials_file_must_be_root_only", t_creds_file_mode, ()),
+                               ("worker_proxy_authorization_not_forwarded",
+                                t_worker_header_not_forwarded, ())):
+            res.run(name, fn, L, sq, *args)
+        sq.stop()
+        sq_open.stop()
+    return res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
