@@ -190,7 +190,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	if (RAND_bytes((unsigned char *)&d->boot_id, sizeof(d->boot_id)) != 1)
 		d->boot_id = (uint32_t)getpid() ^ (uint32_t)d->started;
 	d->grants = grants_new(base);
-	d->pipes = pipe_pool_new(cfg->splice ? PIPE_POOL_IDLE : 0);
+	d->pipes = pipe_pool_new(PIPE_POOL_IDLE);   /* splice may be turned on by a reload */
 	if (d->grants == NULL || d->pipes == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
