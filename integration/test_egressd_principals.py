@@ -162,6 +162,37 @@ def t_control_uid_checked(L, d, st):
     check(len(d.control({"op": "grant.list"})["grants"]) == n, "non-root peer changed grants")
 
 
+def t_listener_bound_to_device(L, d, st):
+    """A listener is bound to its worker's veth: a client that reaches the listener's
+    address through another interface (here: inet, given a route to the worker link via
+    the host) is not served, although the address is local to the host namespace."""
+    from labtools import netns
+    w0 = L.workers[0]
+    netns.ip("-n", L.ns_inet, "route", "replace", w0.host_addr + "/32", "via", lab.HOST_LINK)
+    plain = netns.listen_in(L.ns_host, w0.host_addr, 3997)   # not bound to a device
+    try:
+        # The path works: a listener without a device binding is reachable from inet.
+        L.connect_from("inet", w0.host_addr, 3997, timeout=2).close()
+        try:
+            s = L.connect_from("inet", w0.host_addr, lab.PROXY_PORT, timeout=2)
+        except ConnectionRefusedError:
+            return  # RST: the socket is bound to the worker's device
+        try:
+            s.sendall(b"CONNECT one.lab.test:7 HTTP/1.1\r\n\r\n")
+            s.settimeout(3)
+            data = s.recv(4096)
+        except OSError:
+            data = b""
+        finally:
+            s.close()
+        check(not data.startswith(b"HTTP/1.1 200"), "served from the wrong interface: %r"
+              % data[:100])
+        raise AssertionError("listener accepted a connection from another interface")
+    finally:
+        plain.close()
+        netns.ip("-n", L.ns_inet, "route", "del", w0.host_addr + "/32", check=False)
+
+
 def t_revoke_closes_tunnels(L, d, st):
     t1 = L.connect(0, "one.lab.test:7")
     t1b = L.connect(0, "one.lab.test:7")
@@ -252,6 +283,7 @@ def main():
                          ("control_refusals_change_nothing", t_control_refusals),
                          ("same_listener_cannot_be_taken", t_same_listen_twice),
                          ("control_peer_uid_checked", t_control_uid_checked),
+                         ("listener_bound_to_device", t_listener_bound_to_device),
                          ("revoke_closes_live_tunnels", t_revoke_closes_tunnels),
                          ("lifetime_expiry", t_lifetime_expiry)):
             res.run(name, fn, L, d, st)
