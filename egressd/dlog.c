@@ -107,6 +107,32 @@ dlog_sync_str(enum dlog_sync s)
 	return "unknown";
 }
 
+/* fsync the directory holding path (best effort: a warning, the file itself is fine). */
+static void
+dir_sync(const char *path)
+{
+	char dir[EGRESS_PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t n;
+	int fd;
+
+	if (slash == NULL) {
+		dir[0] = '.';
+		n = 1;
+	} else {
+		n = slash == path ? 1 : (size_t)(slash - path);
+		if (n >= sizeof(dir))
+			return;
+		memcpy(dir, path, n);
+	}
+	dir[n] = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) != 0)
+		log_warn("decision log: cannot sync directory %s", dir);
+	if (fd >= 0)
+		close(fd);
+}
+
 static void
 set_failed(struct dlog *d, int err, const char *what)
 {
@@ -202,6 +228,34 @@ out:
 }
 
 /*
+ * Open the log, creating it when missing. A new file's directory entry is synced too
+ * (unless log_sync = none): with "always", a crash right after the first record must not
+ * lose the whole file. Returns the fd or -1 with errno.
+ */
+static int
+open_log_file(struct dlog *d)
+{
+	const int fl = O_RDWR | O_APPEND | O_CLOEXEC | O_NOCTTY;
+	int fd;
+
+	for (int tries = 0; tries < 3; tries++) {
+		fd = open(d->path, fl);
+		if (fd >= 0 || errno != ENOENT)
+			return fd;
+		fd = open(d->path, fl | O_CREAT | O_EXCL, 0640);
+		if (fd >= 0) {
+			if (d->sync != DLOG_SYNC_NONE)
+				dir_sync(d->path);
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -1;
+		/* created by someone else in between: open it */
+	}
+	return -1;
+}
+
+/*
  * Open (or reopen) the file. Called WITHOUT mu, from dlog_open before the writer starts or
  * from the writer thread (the only thread that changes fd, regular, last_seq, last_hash;
  * it changes them under mu so status readers see consistent values). The I/O runs
@@ -225,7 +279,7 @@ file_open(struct dlog *d)
 	}
 	seq = d->last_seq;
 	memcpy(hash, d->last_hash, sizeof(hash));
-	fd = open(d->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+	fd = open_log_file(d);
 	if (fd < 0) {
 		rc = errno;
 		goto fail;
