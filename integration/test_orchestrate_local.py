@@ -113,7 +113,7 @@ def tree_digest(path):
 
 
 class Case:
-    def __init__(self, top, name):
+    def __init__(self, top, name, owner=WORKER_UID):
         self.dir = os.path.join(top, name)
         self.repo = os.path.join(self.dir, "repo")
         self.out = os.path.join(self.dir, "out")
@@ -132,8 +132,8 @@ class Case:
         subprocess.run(git + ["commit", "-q", "-m", "base"], check=True)
         for root, dirs, fs in os.walk(self.repo):
             for n in dirs + fs:
-                os.lchown(os.path.join(root, n), WORKER_UID, WORKER_UID)
-        os.lchown(self.repo, WORKER_UID, WORKER_UID)
+                os.lchown(os.path.join(root, n), owner, owner)
+        os.lchown(self.repo, owner, owner)
         self.preset = os.path.join(self.dir, "preset.ini")
         with open(self.preset, "w") as f:
             f.write(PRESET)
@@ -210,6 +210,15 @@ def t_accepted(c):
           m["changed_paths"])
     check(m["limits"]["requested"]["memory_bytes"] == 128 << 20, m["limits"])
     check(m["usage"]["wall_ms"] >= 0 and "peak_pids" in m["usage"], m["usage"])
+
+
+def t_root_owned(c):
+    # A root-owned repository: the worker runs as a dedicated uid over an idmapped lower
+    # layer; the host files keep their owner (checked by the digest in Case.run).
+    rc = c.run(workunit("id -u\necho more >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    check(c.artifact("stdout.log").strip() != b"0", "the worker ran as root")
+    check("+more" in c.artifact("candidate.diff").decode(), "diff")
 
 
 def t_scope_modified(c):
@@ -381,7 +390,8 @@ def main():
     os.chmod(top, 0o755)
     passed = failed = 0
     cases = [(n, f, ()) for n, f in [
-        ("accepted", t_accepted), ("scope_modified", t_scope_modified),
+        ("accepted", t_accepted), ("root_owned", t_root_owned),
+        ("scope_modified", t_scope_modified),
         ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
         ("scope_ignored", t_scope_ignored), ("scope_renamed", t_scope_renamed),
         ("scope_forbidden", t_scope_forbidden), ("git_write", t_git_write),
@@ -396,7 +406,7 @@ def main():
                 continue
             t0 = time.monotonic()
             try:
-                fn(Case(top, name), *args)
+                fn(Case(top, name, owner=0 if name == "root_owned" else WORKER_UID), *args)
             except Exception as e:  # report and go on
                 failed += 1
                 print("FAIL %s (%.1fs): %s" % (name, time.monotonic() - t0, e), flush=True)
