@@ -27,15 +27,27 @@ SRC = local.SRC
 CONF = os.path.join(SRC, "conf")
 
 
+# The embedded egressd (no --egressd-control) needs the lab's DNS server and the explicit
+# documentation-range override, exactly as an operator would set them.
+EMBEDDED_SETTINGS = ["dns_server=198.51.100.53", "allow_special_address=198.51.100.0/24",
+                     "allow_special_address=203.0.113.0/24", "dns_timeout=1s",
+                     "connect_timeout=3s"]
+
+
 def run(L, d, case, workunit):
     before = local.tree_digest(case.repo)
+    if d is None:
+        egressd_args = []
+        for kv in EMBEDDED_SETTINGS:
+            egressd_args += ["--egressd-setting", kv]
+    else:
+        egressd_args = ["--egressd-control", d.control_path]
     # nsenter --net only: `ip netns exec` would remount /sys and hide the cgroup
     # hierarchies the sandbox needs.
     p = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, binary("egress-exec"), "run",
                              "--workunit", os.path.join(CONF, "workunits", workunit),
                              "--preset", os.path.join(CONF, "presets", "demo-agent.ini"),
-                             "--repo", case.repo, "--out", case.out,
-                             "--egressd-control", d.control_path],
+                             "--repo", case.repo, "--out", case.out] + egressd_args,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
     case.stderr = (p.stderr or b"").decode(errors="replace") if isinstance(p.stderr, bytes) \
         else (p.stderr or "")
@@ -55,8 +67,8 @@ def decisions(case):
     return out
 
 
-def t_demo_accepted(L, d, top):
-    c = local.Case(top, "demo")
+def t_demo_accepted(L, d, top, name="demo"):
+    c = local.Case(top, name)
     http2_before = L.count("http2")
     rc = run(L, d, c, "demo.ini")
     local.expect(c, rc, local.EX_OK, "accepted", "allowed")
@@ -96,6 +108,7 @@ def main():
             d = L.egressd()
             R.run("demo_accepted", t_demo_accepted, L, d, top)
             R.run("demo_forbidden", t_demo_forbidden, L, d, top)
+            R.run("demo_embedded_egressd", t_demo_accepted, L, None, top, "embedded")
     finally:
         shutil.rmtree(top, ignore_errors=True)
     return R.finish()
