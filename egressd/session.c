@@ -421,6 +421,7 @@ start_tunnel(struct session *s)
 	o.idle_ms = s->d->cfg->idle_timeout_ms;
 	o.lifetime_ms = s->d->cfg->tunnel_max_lifetime_ms;
 	o.bytes_total = &s->lg->bytes;
+	o.bytes_limit = s->lg->g->max_bytes;   /* the budget holds inside a tunnel too */
 	o.bytes_up_total = &s->d->stats.bytes_up;
 	o.bytes_down_total = &s->d->stats.bytes_down;
 	if (s->req.method != HTTP_CONNECT) {

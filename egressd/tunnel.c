@@ -142,6 +142,7 @@ struct tunnel {
 	void *arg;
 	enum reason first_close;
 	bool closing;
+	bool over_budget;
 };
 
 static void dir_run(struct dir *d);
@@ -216,8 +217,11 @@ count(struct dir *d, size_t n)
 
 	d->bytes += n;
 	t->last_ms = mono_msec();
-	if (t->o.bytes_total != NULL)
+	if (t->o.bytes_total != NULL) {
 		*t->o.bytes_total += n;
+		if (t->o.bytes_limit > 0 && *t->o.bytes_total >= t->o.bytes_limit)
+			t->over_budget = true;
+	}
 	if (d->up && t->o.bytes_up_total != NULL)
 		*t->o.bytes_up_total += n;
 	if (!d->up && t->o.bytes_down_total != NULL)
@@ -409,6 +413,10 @@ dir_run(struct dir *d)
 	for (int round = 0; round < TUNNEL_ROUNDS; round++) {
 		if (d->done)
 			return;
+		if (t->over_budget) {
+			dir_fail(d, REASON_LIMIT_BYTES);
+			return;
+		}
 		/* 1. flush what is pending */
 		r = d->blen > d->boff ? flush_buf(d) : 1;
 		if (r == 1 && d->inpipe > 0)
@@ -422,6 +430,10 @@ dir_run(struct dir *d)
 			return;
 		}
 		/* 2. everything written: pass EOF on, or read more */
+		if (t->over_budget) {
+			dir_fail(d, REASON_LIMIT_BYTES);
+			return;
+		}
 		if (d->eof) {
 			dir_finish(d);
 			return;

@@ -44,6 +44,9 @@ struct tunnel_opts {
 	uint64_t idle_ms;
 	uint64_t lifetime_ms;
 	uint64_t *bytes_total;      /* optional: add every byte moved (grant budget, metrics) */
+	uint64_t bytes_limit;       /* with bytes_total: when *bytes_total reaches it the tunnel
+	                               ends with REASON_LIMIT_BYTES (the grant's byte budget,
+	                               shared by its tunnels; overshoot at most one buffer) */
 	uint64_t *bytes_up_total;   /* optional: client -> upstream bytes (metrics) */
 	uint64_t *bytes_down_total; /* optional: upstream -> client bytes (metrics) */
 	/*

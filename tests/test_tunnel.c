@@ -321,6 +321,34 @@ test_kill(void **st)
 	fx_close(&f);
 }
 
+static void
+test_byte_budget(void **st)
+{
+	for (int m = 0; m < 2; m++) {
+		struct fixture f;
+		struct done d = { 0 };
+		uint64_t total = 900;           /* the grant already used 900 of its 1000 bytes */
+		struct tunnel_opts o = { .splice = m == 0, .idle_ms = 5000, .lifetime_ms = 60000,
+			.bytes_total = &total, .bytes_limit = 1000 };
+		char buf[4096];
+
+		memset(buf, 'b', sizeof(buf));
+		fx_open(&f);
+		assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, NULL, 0, NULL, 0,
+		    &o, on_done, &d));
+		assert_int_equal(send(f.cpeer, buf, 50, 0), 50);
+		run_until(&f, &d, 100);
+		assert_false(d.fired);          /* 950: still within the budget */
+		assert_int_equal(send(f.cpeer, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+		run_until(&f, &d, 2000);
+		assert_true(d.fired);
+		assert_int_equal(d.why, REASON_LIMIT_BYTES);
+		/* overshoot is bounded by one buffer */
+		assert_true(total <= 1000 + 65536);
+		fx_close(&f);
+	}
+}
+
 /* ---- HTTP exchange ---- */
 
 static size_t
@@ -461,6 +489,7 @@ main(void)
 		cmocka_unit_test(test_idle),
 		cmocka_unit_test(test_lifetime),
 		cmocka_unit_test(test_kill),
+		cmocka_unit_test(test_byte_budget),
 		cmocka_unit_test(test_http_exchange),
 		cmocka_unit_test(test_http_chunked_body),
 		cmocka_unit_test(test_http_bad_response),
