@@ -5,7 +5,7 @@ Inside the lab (integration/lab.py: an "internet" namespace with origins on
 198.51.100.10 / 203.0.113.10 and a DNS server, a "host" namespace running egressd), the demo
 agent fetches the allowlisted origin (allowed), tries origin2 (refused: not_granted, the
 origin never sees a connection) and edits README.md: the candidate is accepted. The second
-sample writes under a forbidden path: rejected. The host repository stays byte-for-byte
+sample also writes outside its allowed paths: rejected. The host repository stays byte-for-byte
 unchanged. Needs root (exit 77 otherwise); touches nothing outside its own namespaces.
 """
 
@@ -91,10 +91,9 @@ def t_demo_accepted(L, d, top, name="demo"):
 def t_demo_forbidden(L, d, top):
     c = local.Case(top, "forbidden")
     rc = run(L, d, c, "demo-forbidden.ini")
-    local.expect(c, rc, local.EX_REJECTED, "rejected", "scope_forbidden")
+    local.expect(c, rc, local.EX_REJECTED, "rejected", "scope_violation")
     v = local.violations(c)
-    check(("secrets/token.txt", "scope_forbidden") in v or
-          ("secrets", "scope_forbidden") in v, v)
+    check(v == {("CHANGELOG.md", "scope_violation")}, v)
     check(c.artifact("candidate.diff") is None, "a rejected candidate has no diff")
 
 
