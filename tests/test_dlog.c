@@ -693,6 +693,24 @@ test_reopen_rotation(void **state)
 	assert_int_equal(dlog_verify_file(&v, f->path), DLOG_BREAK_DELETED);
 }
 
+/* dlog_close writes what is queued, calls no callback, leaks nothing (ASan). */
+static void
+test_close_with_outstanding(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_BATCH);
+
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(dlog_append(d, "decision", fields(i), on_done, &dn, NULL), 0);
+	dlog_close(d);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(dn.calls, 0);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 20);
+}
+
 static void
 test_second_writer_refused(void **state)
 {
@@ -740,6 +758,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_with_outstanding, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
 		cmocka_unit_test(test_sync_parse),
 	};
