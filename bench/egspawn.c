@@ -1,7 +1,7 @@
 /*
  * egspawn - start-up timing for egress-exec and its references (see docs/performance.md).
  *
- *   egspawn -n RUNS [--timeout SECONDS] -- CMD [ARGS...]
+ *   egspawn -n RUNS [--timeout SECONDS] [--raw FILE] -- CMD [ARGS...]
  *
  * Runs CMD RUNS times, one after another. For each run: t0 = CLOCK_REALTIME just before
  * fork; the whole run ends when the child has exited and its stdout reached EOF. When the
@@ -9,6 +9,8 @@
  * worker's first instruction is that stamp minus t0. Prints one key=value line:
  *   runs= ok= failed= whole_p50_ms= whole_p90_ms= first_p50_ms= first_p90_ms= (first_* only
  *   when stamps were seen). Every run is bounded by --timeout (default 30 s: killed).
+ * --raw FILE appends one line per successful run, `<whole_ns> <first_ns or 0>`, so a script
+ * can interleave several commands in short blocks and compute percentiles over all blocks.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,7 +89,8 @@ int
 main(int argc, char **argv)
 {
 	long long runs = 50, timeout_s = 30;
-	const char *err;
+	const char *err, *raw_path = NULL;
+	FILE *raw = NULL;
 	int i;
 
 	for (i = 1; i < argc; i++) {
@@ -100,6 +103,8 @@ main(int argc, char **argv)
 		if (strcmp(argv[i], "-n") == 0) {
 			if (num_parse(argv[++i], 1, RUNS_MAX, &runs, &err) != 0)
 				goto usage;
+		} else if (strcmp(argv[i], "--raw") == 0) {
+			raw_path = argv[++i];
 		} else if (strcmp(argv[i], "--timeout") == 0) {
 			if (num_parse(argv[++i], 1, 600, &timeout_s, &err) != 0)
 				goto usage;
@@ -116,6 +121,10 @@ main(int argc, char **argv)
 
 	if (whole == NULL || first == NULL)
 		return 1;
+	if (raw_path != NULL && (raw = fopen(raw_path, "a")) == NULL) {
+		fprintf(stderr, "egspawn: %s: %s\n", raw_path, strerror(errno));
+		return 1;
+	}
 	for (long long r = 0; r < runs; r++) {
 		int pfd[2];
 		char out[4096];
@@ -185,7 +194,11 @@ main(int argc, char **argv)
 
 		if (stamp > 0)
 			first[nf++] = stamp - t0;
+		if (raw != NULL)
+			fprintf(raw, "%lld %lld\n", t1 - m0, stamp > 0 ? stamp - t0 : 0);
 	}
+	if (raw != NULL)
+		fclose(raw);
 	qsort(whole, nw, sizeof(*whole), cmp_ll);
 	qsort(first, nf, sizeof(*first), cmp_ll);
 	printf("runs=%lld ok=%zu failed=%zu whole_p50_ms=%.2f whole_p90_ms=%.2f", runs, nw,
@@ -198,6 +211,6 @@ main(int argc, char **argv)
 	free(first);
 	return nw > 0 ? 0 : 1;
 usage:
-	fprintf(stderr, "usage: egspawn [-n RUNS] [--timeout SECONDS] -- CMD [ARGS...]\n");
+	fprintf(stderr, "usage: egspawn [-n RUNS] [--timeout SECONDS] [--raw FILE] -- CMD [ARGS...]\n");
 	return 2;
 }
