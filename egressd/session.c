@@ -79,6 +79,7 @@ struct session {
 	uint64_t t0_us, resolve_us, connect_us, connect_start_us, connect_deadline_us;
 	bool connected;
 	struct tunnel *tun;
+	bool freeing;                   /* session_free is closing the tunnel */
 	uint64_t tunnel_start_us;
 	/* the host route: entries tried in order (failover only after connect/TLS failures) */
 	struct route_result route;
@@ -96,6 +97,18 @@ static void session_refuse(struct session *s, enum reason r);
 static void step_route(struct session *s);
 static void try_route_entry(struct session *s);
 static void step_proxy(struct session *s, const struct addr *pinned);
+
+/*
+ * Has the grant been taken away (revoked, expired)? A static grant replaced by a reload is
+ * not: connections accepted under it finish with that old, immutable authority, exactly
+ * like its tunnels do.
+ */
+static enum reason
+grant_gone(const struct lgrant *lg)
+{
+	return lg->dead == REASON_GRANT_REVOKED || lg->dead == REASON_GRANT_EXPIRED ?
+	    lg->dead : REASON_ALLOWED;
+}
 
 /* ---- decision records ---- */
 
@@ -261,9 +274,11 @@ session_free(struct session *s)
 {
 	cancel_pending(s);
 	if (s->tun != NULL) {
+		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
 		struct tunnel *t = s->tun;
-		s->tun = NULL;
+		s->freeing = true;
 		tunnel_close(t, REASON_CLOSE_ERROR);
+		s->tun = NULL;
 	}
 	if (s->timer != NULL)
 		event_free(s->timer);
@@ -401,7 +416,8 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	log_record(s, "close", o);
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
-	session_free(s);
+	if (!s->freeing)
+		session_free(s);
 }
 
 static void
@@ -489,8 +505,8 @@ allow_logged(int err, void *arg)
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
-	if (s->lg->dead != REASON_ALLOWED) {
-		session_refuse(s, s->lg->dead);
+	if (grant_gone(s->lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->lg));
 		return;
 	}
 	metrics_decision(&s->d->stats, 1, REASON_ALLOWED);
@@ -502,8 +518,8 @@ step_log_allow(struct session *s)
 {
 	json_t *f;
 
-	if (s->lg->dead != REASON_ALLOWED) {
-		session_refuse(s, s->lg->dead);
+	if (grant_gone(s->lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->lg));
 		return;
 	}
 	s->st = S_LOG;
@@ -850,8 +866,8 @@ authorize(struct session *s)
 {
 	const struct grant *g = s->lg->g;
 
-	if (s->lg->dead != REASON_ALLOWED) {
-		session_refuse(s, s->lg->dead);
+	if (grant_gone(s->lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->lg));
 		return;
 	}
 	if (s->d->draining) {
@@ -1040,8 +1056,8 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 		session_refuse(s, REASON_LIMIT_PRINCIPAL);
 		return;
 	}
-	if (lg->dead != REASON_ALLOWED) {
-		session_refuse(s, lg->dead);
+	if (grant_gone(lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(lg));
 		return;
 	}
 	/* Accept only a bounded head before the decision; the parser enforces limits, the
