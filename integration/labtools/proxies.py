@@ -276,7 +276,7 @@ class KDC:
                     " dns_canonicalize_hostname = false\n udp_preference_limit = 1\n"
                     " default_ccache_name = FILE:%s/ccache-default\n"
                     " kdc_timeout = 3s\n max_retries = 1\n"
-                    "[realms]\n %s = {\n  kdc = tcp/%s:88\n }\n"
+                    "[realms]\n %s = {\n  kdc = %s:88\n }\n"
                     "[domain_realm]\n .lab.test = %s\n lab.test = %s\n"
                     % (REALM, d, REALM, self.addr, REALM, REALM))
         with open(self.kdc_conf, "w") as f:
