@@ -17,6 +17,7 @@
 
 static char root[256], repo[300], merged[300], out[300];
 
+__attribute__((format(printf, 1, 2)))
 static void
 sh(const char *fmt, ...)
 {

@@ -21,6 +21,7 @@
 static char root[256];
 static char repo[300], merged[300], upper[300];
 
+__attribute__((format(printf, 1, 2)))
 static void
 sh(const char *fmt, ...)
 {
@@ -89,6 +90,19 @@ find(const struct changeset *cs, const char *path)
 	return NULL;
 }
 
+/* find() that never returns NULL (the compiler sees the abort). */
+static const struct change *
+must(const struct changeset *cs, const char *path)
+{
+	const struct change *c = find(cs, path);
+
+	if (c == NULL) {
+		print_error("changed set lacks %s\n", path);
+		abort();
+	}
+	return c;
+}
+
 static void
 fresh_views(void)
 {
@@ -120,29 +134,22 @@ test_git_statuses(void **state)
 		print_message("%s %s (from %s)\n", cs.v[i].git_status, cs.v[i].path,
 		    cs.v[i].old_path ? cs.v[i].old_path : "-");
 	assert_int_equal(strlen(cs.base_commit), 40);
-	c = find(&cs, "README.md");
-	assert_non_null(c);
+	c = must(&cs, "README.md");
 	assert_string_equal(c->git_status, "modified");
-	c = find(&cs, "src/new.c");
-	assert_non_null(c);
+	c = must(&cs, "src/new.c");
 	assert_string_equal(c->git_status, "untracked");
 	c = find(&cs, "newdir/sub/f.txt");                               /* recursed */
 	assert_non_null(c);
-	c = find(&cs, "gone.txt");
-	assert_non_null(c);
+	c = must(&cs, "gone.txt");
 	assert_string_equal(c->git_status, "deleted");
-	c = find(&cs, "docs/manual.md");
-	assert_non_null(c);
+	c = must(&cs, "docs/manual.md");
 	assert_string_equal(c->git_status, "renamed");
 	assert_string_equal(c->old_path, "docs/guide.md");
-	c = find(&cs, "link-me");
-	assert_non_null(c);
+	c = must(&cs, "link-me");
 	assert_string_equal(c->git_status, "typechange");
-	c = find(&cs, "src/deep/b.c");
-	assert_non_null(c);
+	c = must(&cs, "src/deep/b.c");
 	assert_string_equal(c->git_status, "modified");
-	c = find(&cs, "build.log");
-	assert_non_null(c);
+	c = must(&cs, "build.log");
 	assert_string_equal(c->git_status, "ignored");
 	/* Untouched files are not listed; the merged .git is never reported by git. */
 	assert_null(find(&cs, "src/a.c"));
@@ -171,12 +178,10 @@ test_gitignore_trick(void **state)
 	put(upper, ".gitignore", "*\n");
 	put(upper, "src/sneaky.c", "evil\n");
 	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)), 0);
-	c = find(&cs, "src/sneaky.c");
-	assert_non_null(c);
+	c = must(&cs, "src/sneaky.c");
 	assert_non_null(c->git_status);
 	assert_string_equal(c->upper_kind, "written");
-	c = find(&cs, ".gitignore");
-	assert_non_null(c);
+	c = must(&cs, ".gitignore");
 	assert_string_equal(c->git_status, "modified");
 	/* The copied-up parent "src" (a directory in the lower layer) is not a change. */
 	assert_null(find(&cs, "src"));
@@ -206,23 +211,18 @@ test_upper_only(void **state)
 	put(upper, "bad\tname", "x\n");
 	put(merged, "bad\tname", "x\n");
 	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)), 0);
-	c = find(&cs, "README.md");
-	assert_non_null(c);
+	c = must(&cs, "README.md");
 	assert_null(c->git_status);
 	assert_string_equal(c->upper_kind, "written");
-	c = find(&cs, ".git/hooks/pre-commit");
-	assert_non_null(c);
+	c = must(&cs, ".git/hooks/pre-commit");
 	assert_null(c->git_status);
 	assert_string_equal(c->upper_kind, "written");
 	assert_null(find(&cs, ".git"));        /* lower has .git: a copied-up parent */
-	c = find(&cs, "pipe");
-	assert_non_null(c);
+	c = must(&cs, "pipe");
 	assert_string_equal(c->upper_kind, "special");
-	c = find(&cs, "emptydir");
-	assert_non_null(c);
+	c = must(&cs, "emptydir");
 	assert_string_equal(c->upper_kind, "written");
-	c = find(&cs, "bad\tname");
-	assert_non_null(c);
+	c = must(&cs, "bad\tname");
 	char disp[64];
 	changes_path_display(c->path, disp, sizeof(disp));
 	assert_string_equal(disp, "bad\\x09name");
@@ -250,17 +250,14 @@ test_whiteout_and_opaque(void **state)
 	have_opaque = setxattr(p, "trusted.overlay.opaque", "y", 1, 0) == 0 ||
 	    setxattr(p, "user.overlay.opaque", "y", 1, 0) == 0;
 	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)), 0);
-	c = find(&cs, "gone.txt");
-	assert_non_null(c);
+	c = must(&cs, "gone.txt");
 	assert_string_equal(c->upper_kind, "deleted");
 	assert_string_equal(c->git_status, "deleted");
 	if (have_opaque) {
-		c = find(&cs, "docs");
-		assert_non_null(c);
+		c = must(&cs, "docs");
 		assert_string_equal(c->upper_kind, "opaque");
 	}
-	c = find(&cs, "docs/guide.md");
-	assert_non_null(c);
+	c = must(&cs, "docs/guide.md");
 	assert_string_equal(c->git_status, "deleted");
 	changes_free(&cs);
 }
