@@ -350,12 +350,24 @@ attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
 	    REASON_ADM_ENV_SOCKET &&
 	    env_name_check("LANG", NULL, 0) == REASON_ALLOWED;
 
-	if (with_network)
-		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty && np.veth,
-		    "network namespace with one veth to egressd; grant per run",
-		    np.netns_empty && np.veth ? "empty netns and veth verified; the grant is "
-		    "attested at run time" : "%s%s", np.net_err, np.veth_err);
-	else
+	if (with_network) {
+		char exposed[200];
+		int nexp = netns_wildcard_sockets(exposed, sizeof(exposed));
+
+		if (nexp > 0)
+			row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], false,
+			    "network namespace with one veth to egressd; grant per run",
+			    "%d wildcard socket(s) in egressd's network namespace would be reachable "
+			    "from the worker through the veth's host end (%s): bind them to specific "
+			    "addresses or run egressd and egress-exec in a namespace of their own",
+			    nexp, exposed);
+		else
+			row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty && np.veth,
+			    "network namespace with one veth to egressd; grant per run",
+			    np.netns_empty && np.veth ? "empty netns and veth verified; no wildcard "
+			    "socket on the host side; the grant is attested at run time" : "%s%s",
+			    np.net_err, np.veth_err);
+	} else
 		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty,
 		    "empty network namespace (lo only)",
 		    np.netns_empty ? "a new network namespace holds only lo" : "%s%s",
@@ -437,8 +449,9 @@ attest_missing(const json_t *att, char *out, size_t outlen)
 		json_t *r = json_object_get(att, attest_names[i]);
 		if (r && json_is_true(json_object_get(r, "attested")))
 			continue;
-		int n = snprintf(out + used, outlen - used, "%s%s", used ? ", " : "",
-		    attest_names[i]);
+		const char *det = r ? json_string_value(json_object_get(r, "detail")) : NULL;
+		int n = snprintf(out + used, outlen - used, "%s%s (%s)", used ? "; " : "",
+		    attest_names[i], det && *det ? det : "not probed");
 		if (n < 0 || (size_t)n >= outlen - used)
 			break;
 		used += (size_t)n;

@@ -45,7 +45,8 @@ bool attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT]);
 /* {"<cap>": {"attested": b, "mechanism": s, "detail": s}, ...}; new reference. */
 json_t *attest_rows_json(const struct attest_row rows[ATTEST__COUNT]);
 
-/* Comma-separated names of capabilities not attested in att (or "none"). */
+/* "name (detail); name (detail)" of the capabilities not attested in att (or "none");
+ * truncated to outlen. */
 void attest_missing(const json_t *att, char *out, size_t outlen);
 
 /* At run time: network_enforcement proven by this run's veth and the grant egressd issued;

@@ -292,7 +292,10 @@ cmd_doctor(int argc, char **argv)
 	    "run egress-exec as root (it drops the worker to an unprivileged uid)",
 	    "euid %d", (int)geteuid());
 	if (geteuid() == 0) {
-		attest_probe_all(true, rows);
+		struct attest_row net[ATTEST__COUNT];
+
+		/* The nine as a --net none run needs them (required) ... */
+		attest_probe_all(false, rows);
 		for (int i = 0; i < ATTEST__COUNT; i++) {
 			char name[64];
 			snprintf(name, sizeof(name), "capability.%s", attest_cap_name(i));
@@ -300,6 +303,12 @@ cmd_doctor(int argc, char **argv)
 			    "see the detail; `egress-exec doctor` rows below name the missing piece",
 			    "%s: %s", rows[i].mechanism, rows[i].detail);
 		}
+		/* ... and what a networked (--allow) run adds: a veth, and no wildcard socket
+		 * on the host side. A warning: --net none runs do not need it. */
+		attest_probe_all(true, net);
+		doctor_row(&d, "network.allowlist_runs", net[ATTEST_NETWORK_ENFORCEMENT].attested ?
+		    DOC_OK : DOC_MISSING, false, "networked runs are refused until this is fixed; "
+		    "see the detail", "%s", net[ATTEST_NETWORK_ENFORCEMENT].detail);
 	}
 	doctor_kernel(&d);
 	doctor_cgroup(&d);

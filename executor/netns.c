@@ -619,6 +619,95 @@ out:
 	return rc;
 }
 
+bool
+netns_wildcard_line(const char *line, bool udp, unsigned *port)
+{
+	const char *p = line, *colon, *local, *rem, *stp;
+	size_t llen;
+	unsigned v = 0;
+
+	/* "  sl  local_address rem_address   st ..." : skip "N:" then local, remote, state */
+	while (*p == ' ')
+		p++;
+	colon = strchr(p, ':');
+	if (colon == NULL)
+		return false;
+	local = colon + 1;
+	while (*local == ' ')
+		local++;
+	rem = strchr(local, ' ');
+	if (rem == NULL)
+		return false;
+	llen = (size_t)(rem - local);
+	while (*rem == ' ')
+		rem++;
+	stp = strchr(rem, ' ');
+	if (stp == NULL)
+		return false;
+	while (*stp == ' ')
+		stp++;
+	/* local "ADDRHEX:PORTHEX"; wildcard = every address digit '0' */
+	colon = memchr(local, ':', llen);
+	if (colon == NULL || colon == local)
+		return false;
+	for (const char *c = local; c < colon; c++)
+		if (*c != '0')
+			return false;
+	for (const char *c = colon + 1; c < local + llen; c++) {
+		int d = (*c >= '0' && *c <= '9') ? *c - '0' : (*c >= 'A' && *c <= 'F') ?
+		    *c - 'A' + 10 : (*c >= 'a' && *c <= 'f') ? *c - 'a' + 10 : -1;
+		if (d < 0 || v > 0xfff)
+			return false;
+		v = v * 16 + (unsigned)d;
+	}
+	if (strncmp(stp, udp ? "07" : "0A", 2) != 0)
+		return false;   /* TCP: LISTEN only; UDP: unconnected (CLOSE) only */
+	if (udp) {
+		/* an unconnected socket has an all-zero remote address */
+		const char *rc = strchr(rem, ':');
+		for (const char *c = rem; rc && c < rc; c++)
+			if (*c != '0')
+				return false;
+	}
+	*port = v;
+	return true;
+}
+
+int
+netns_wildcard_sockets(char *out, size_t outlen)
+{
+	static const struct { const char *path, *name; bool udp; } files[] = {
+		{ "/proc/net/tcp", "tcp 0.0.0.0", false }, { "/proc/net/tcp6", "tcp [::]", false },
+		{ "/proc/net/udp", "udp 0.0.0.0", true }, { "/proc/net/udp6", "udp [::]", true },
+	};
+	char line[512];
+	size_t used = 0;
+	int n = 0;
+
+	if (outlen)
+		out[0] = '\0';
+	for (size_t i = 0; i < EGRESS_NELEM(files); i++) {
+		FILE *f = fopen(files[i].path, "re");
+		unsigned lines = 0, port;
+
+		if (f == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) && lines++ < 100000) {
+			if (!netns_wildcard_line(line, files[i].udp, &port))
+				continue;
+			if (n < 6 && used < outlen) {
+				int w = snprintf(out + used, outlen - used, "%s%s:%u", used ? ", " : "",
+				    files[i].name, port);
+				if (w > 0 && (size_t)w < outlen - used)
+					used += (size_t)w;
+			}
+			n++;
+		}
+		fclose(f);
+	}
+	return n;
+}
+
 struct netns_all_links {
 	char (*names)[IFNAMSIZ];
 	size_t n, max;

@@ -87,6 +87,22 @@ int netns_worker_setup(const struct netns_link *link, char *err, size_t errlen);
 int netns_probe_veth(char *err, size_t errlen);
 
 /*
+ * Sockets in the CURRENT network namespace that a worker could reach through the host end
+ * of its veth although they are not egressd's listener: TCP listeners and unconnected UDP
+ * sockets bound to a wildcard address (0.0.0.0 or ::). The host end lives in this
+ * namespace and local delivery does not care which interface a packet came in on, so such
+ * a socket would take the worker's connections (sshd, a DNS forwarder, a proxy...). This
+ * kernel offers neither VRF nor tc actions to fence the host end, so the sandbox refuses a
+ * networked run instead (docs/sandbox.md). Reads /proc/net/{tcp,tcp6,udp,udp6}. Returns
+ * the number found and lists up to a few as "tcp 0.0.0.0:22, udp [::]:68" in out.
+ */
+int netns_wildcard_sockets(char *out, size_t outlen);
+
+/* Parse one /proc/net/{tcp,udp}[6] line: true when it is a wildcard TCP listener or an
+ * unconnected wildcard UDP socket; *port gets the local port. Pure (unit tests). */
+bool netns_wildcard_line(const char *line, bool udp, unsigned *port);
+
+/*
  * Cleanup: delete host-namespace links named NETNS_IF_PREFIX* for which keep(name, arg)
  * returns false (keep may be NULL: delete all). *removed counts deletions. Returns 0, or -1.
  */

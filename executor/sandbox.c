@@ -493,7 +493,7 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	/* 1. Attestation: every capability this run needs, verified here, or no run. */
 	if (!sandbox_attest(spec->net == SANDBOX_NET_ALLOWLIST, &att)) {
 		res->attestation = att;
-		char missing[256];
+		char missing[480];
 
 		attest_missing(att, missing, sizeof(missing));
 		return sb_fail(res, REASON_CAPABILITY_MISSING, "missing capabilities: %s", missing);

@@ -192,6 +192,35 @@ def t_no_egressd_refuses(lab, d, repo):
     check(not r.result["attestation"]["network_enforcement"]["attested"], r.describe())
 
 
+def t_wildcard_listener_refuses(lab, d, repo):
+    """A service bound to 0.0.0.0 in egressd's namespace would be reachable through the
+    veth's host end: the networked run is refused and the service sees no connection; a
+    --net none run is unaffected. Once it is gone, networked runs work again."""
+    import socket
+    from labtools import netns as labnetns
+    s = labnetns.listen_in(lab.ns_host, "0.0.0.0", 2222)
+    try:
+        s.settimeout(0.05)
+        r = st.run(lab.ns_host, ["--repo", repo.path, "--allow", "http://origin.lab.test",
+                                 "--egressd-control", d.control_path],
+                   ["/bin/sh", "-c", "echo ran"])
+        check(r.rc == 12 and b"ran" not in r.stdout, r.describe())
+        att = r.result["attestation"]["network_enforcement"]
+        check(not att["attested"] and "0.0.0.0:2222" in att["detail"], att)
+        try:
+            s.accept()
+            raise AssertionError("the wildcard service accepted a connection")
+        except socket.timeout:
+            pass
+        r = st.run(lab.ns_host, ["--repo", repo.path, "--net", "none"], ["/bin/echo", "ok"])
+        check(r.rc == 0 and r.stdout == b"ok\n", r.describe())
+    finally:
+        s.close()
+    r = st.run(lab.ns_host, ["--repo", repo.path, "--allow", "http://origin.lab.test",
+                             "--egressd-control", d.control_path], ["/bin/echo", "ok"])
+    check(r.rc == 0, r.describe())
+
+
 def main():
     st.require_root()
     st.require_tools()
@@ -202,7 +231,8 @@ def main():
             d = lab.egressd()
             for name, fn in [("proxy_only", t_proxy_only), ("two_workers", t_two_workers),
                              ("embedded_egressd", t_embedded_egressd),
-                             ("no_egressd_refuses", t_no_egressd_refuses)]:
+                             ("no_egressd_refuses", t_no_egressd_refuses),
+                             ("wildcard_listener_refuses", t_wildcard_listener_refuses)]:
                 results.run(name, fn, lab, d, repo)
     finally:
         repo.remove()
