@@ -95,15 +95,17 @@ def workunit(script, **kw):
 
 
 def tree_digest(path):
-    """Names, types, modes, owners, link targets and contents of everything under path."""
+    """Names, types, modes, owners, sizes, mtimes, link targets and contents of everything
+    under path (the repository root's own entry included via its children's names)."""
     h = hashlib.sha256()
     for root, dirs, files in os.walk(path):
         dirs.sort()
         for name in sorted(dirs + files):
             p = os.path.join(root, name)
             st = os.lstat(p)
-            h.update(("%s %o %d %d\n" % (os.path.relpath(p, path), st.st_mode, st.st_uid,
-                                         st.st_size)).encode())
+            h.update(("%s %o %d %d %d %d\n" % (os.path.relpath(p, path), st.st_mode,
+                                               st.st_uid, st.st_gid, st.st_size,
+                                               st.st_mtime_ns)).encode())
             if os.path.islink(p):
                 h.update(os.readlink(p).encode())
             elif os.path.isfile(p):
