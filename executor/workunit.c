@@ -1,6 +1,7 @@
 /*
  * workunit - parse a WorkUnit file (see executor/workunit.h and docs/workunit.md).
  */
+#define _GNU_SOURCE
 #include "executor/workunit.h"
 
 #include <errno.h>
@@ -9,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include "common/limits.h"
 #include "common/pathglob.h"
@@ -270,21 +274,32 @@ flag_get(const struct conf *c, long sec, const char *key, unsigned *line)
 	return WU_FLAG_TRUE;
 }
 
-/* Read the objective file: bounded, regular file, no NUL bytes. */
+/*
+ * Read the objective file: beneath the WorkUnit's directory with no symlink anywhere on
+ * the way (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), a regular file, bounded, no NUL
+ * bytes. Why so strict: egress-exec runs as root and the objective is handed to the
+ * worker, so a symlinked directory would let a WorkUnit read any host file into a worker
+ * that may have network access.
+ */
 static char *
 objective_read(const char *base_dir, const char *rel, char *err, size_t errlen)
 {
-	char path[EGRESS_PATH_MAX];
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
 	struct stat st;
+	_cleanup_fd_ int dirfd = -1;
 	_cleanup_fd_ int fd = -1;
 	char *buf = NULL;
 	size_t len = 0;
 
-	if (snprintf(path, sizeof(path), "%s/%s", base_dir, rel) >= (int)sizeof(path)) {
-		snprintf(err, errlen, "objective_file: path too long");
+	dirfd = open(base_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		snprintf(err, errlen, "objective_file: %s: %s", base_dir, strerror(errno));
 		return NULL;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		snprintf(err, errlen, "objective_file '%s': %s", rel, strerror(errno));
 		return NULL;

@@ -103,6 +103,15 @@ test_objective_file(void **state)
 	put("wu.ini", "id = f\nobjective_file = tasks/link.txt\n", 39);
 	assert_null(load("wu.ini", &why, err, sizeof(err)));
 	assert_int_equal(why, REASON_ADM_INVALID_FILE);
+	/* A symlinked directory on the way: never followed (egress-exec runs as root). */
+	{
+		char p[256];
+		snprintf(p, sizeof(p), "%s/etc", dir);
+		assert_int_equal(symlink("/etc", p), 0);
+	}
+	put("wu.ini", "id = f\nobjective_file = etc/hostname\n", 37);
+	assert_null(load("wu.ini", &why, err, sizeof(err)));
+	assert_int_equal(why, REASON_ADM_INVALID_FILE);
 }
 
 static void
