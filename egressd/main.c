@@ -151,6 +151,9 @@ main(int argc, char **argv)
 	}
 	/* Writes to a closed peer must be errors, not a process-killing signal. */
 	signal(SIGPIPE, SIG_IGN);
+	/* A decision-log write past RLIMIT_FSIZE must fail with EFBIG (the log then refuses
+	 * hops with audit_unavailable), not kill the daemon. */
+	signal(SIGXFSZ, SIG_IGN);
 	raise_nofile();
 	if (!fg)
 		daemonize();

@@ -224,7 +224,12 @@ def t_restart_and_rotation(L, d0, st):
     d.start()
     L.grant(d, 1, GRANT, port=3133, principal="rot")
     refused(L.connect(1, "no.lab.test:443", proxy=p1), 403, "not_granted")
+    # A deny record is written asynchronously (nothing waits on it): poll, bounded.
+    deadline = time.monotonic() + 5.0
     recs = chain_check(d.log_path)
+    while len(recs) < n1 + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        recs = chain_check(d.log_path)
     check(len(recs) == n1 + 1 and recs[-1]["seq"] == n1 + 1, "restart did not continue seq")
     # Rotation.
     rotated = d.log_path + ".1"
