@@ -452,8 +452,61 @@ sb_nonblock(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* SIGTERM/SIGINT/SIGHUP to the supervisor during a run: stop supervising and tear down
+ * (kill the cgroup, revoke the grant) instead of dying with everything left behind. */
+static volatile sig_atomic_t sb_interrupted;
+
+static void
+sb_on_signal(int sig)
+{
+	sb_interrupted = sig;
+}
+
+struct sb_sigsave {
+	struct sigaction pipe, term, intr, hup;
+};
+
+static void
+sb_signals_enter(struct sb_sigsave *save)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, on = { .sa_handler = sb_on_signal };
+
+	/* no SA_RESTART: poll() returns EINTR and the loop sees the flag */
+	sigemptyset(&ign.sa_mask);
+	sigemptyset(&on.sa_mask);
+	sb_interrupted = 0;
+	/* A worker that closes its stdin must not kill the supervisor with SIGPIPE. */
+	sigaction(SIGPIPE, &ign, &save->pipe);
+	sigaction(SIGTERM, &on, &save->term);
+	sigaction(SIGINT, &on, &save->intr);
+	sigaction(SIGHUP, &on, &save->hup);
+}
+
+static void
+sb_signals_leave(const struct sb_sigsave *save)
+{
+	sigaction(SIGPIPE, &save->pipe, NULL);
+	sigaction(SIGTERM, &save->term, NULL);
+	sigaction(SIGINT, &save->intr, NULL);
+	sigaction(SIGHUP, &save->hup, NULL);
+}
+
+static int sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res);
+
 int
 sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
+{
+	struct sb_sigsave save;
+	int rc;
+
+	sb_signals_enter(&save);
+	rc = sandbox_run_inner(spec, res);
+	sb_signals_leave(&save);
+	return rc;
+}
+
+static int
+sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 {
 	struct sb_child child;
 	struct sb_go go;
@@ -475,6 +528,7 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	int syncp[2] = { -1, -1 }, repp[2] = { -1, -1 }, statp[2] = { -1, -1 };
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
 	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1;
+	bool interrupted = false;
 	bool layer_made = false, veth_made = false, have_status = false, child_reaped = false;
 	size_t prompt_off = 0, prompt_len = 0;
 	unsigned char rnd[4];
@@ -713,7 +767,12 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 
 		do {
 			pr = poll(&p, 1, SB_SETUP_TIMEOUT_MS);
-		} while (pr < 0 && errno == EINTR);
+		} while (pr < 0 && errno == EINTR && !sb_interrupted);
+		if (sb_interrupted) {
+			sb_fail(res, REASON_INTERNAL_ERROR, "egress-exec received signal %d during "
+			    "the sandbox setup", (int)sb_interrupted);
+			goto teardown;
+		}
 		if (pr <= 0) {
 			sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup did not finish in %d ms",
 			    SB_SETUP_TIMEOUT_MS);
@@ -757,6 +816,10 @@ sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 
 		if (now >= deadline) {
 			res->timed_out = true;
+			break;
+		}
+		if (sb_interrupted) {
+			interrupted = true;
 			break;
 		}
 		wait_ms = (int)(deadline - now);
@@ -893,7 +956,10 @@ teardown:
 		} else {
 			res->term_signal = SIGKILL;
 		}
-		if (res->timed_out)
+		if (interrupted)
+			sb_fail(res, REASON_WORKER_FAILED, "egress-exec received signal %d; the "
+			    "worker's whole process tree was killed", (int)sb_interrupted);
+		else if (res->timed_out)
 			sb_fail(res, REASON_WORKER_TIMEOUT, "the worker exceeded its wall budget of "
 			    "%u s and its whole process tree was killed", spec->limits.wall_seconds);
 		else if (res->oom_killed)

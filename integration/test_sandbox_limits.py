@@ -216,6 +216,40 @@ def t_stdin_prompt(ns, repo):
         os.unlink(f.name)
 
 
+def t_stdin_unread(ns, repo):
+    """A worker that never reads a large prompt: the supervisor must not die of SIGPIPE."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", delete=False, dir="/tmp", prefix="h7prompt-") as f:
+        f.write("p" * 200000)
+    try:
+        r = st.run(ns, ["--repo", repo.path, "--stdin", f.name], ["/bin/true"])
+        check(r.rc == 0 and r.result.get("reason") == "allowed", r.describe())
+        check(not st.leftovers(ns, r.result), "leftovers: %s" % st.leftovers(ns, r.result))
+    finally:
+        os.unlink(f.name)
+
+
+def t_sigterm_tears_down(ns, repo):
+    """SIGTERM to egress-exec mid-run: the whole tree is killed, everything is torn down and
+    the result says why."""
+    import signal
+    marker = "h7term%d" % os.getpid()
+    # the marker is assembled by the shell, so egress-exec's own argv does not match it
+    spelled = "h7term$((%d))" % os.getpid()
+    started = st.start(ns, ["--repo", repo.path, "--wall", "60s"],
+                       ["/bin/bash", "-c", "(setsid bash -c \"exec -a %s sleep 300\" &); "
+                        "exec -a %sb sleep 300" % (spelled, spelled)])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(st.host_processes_with(marker)) < 2:
+        time.sleep(0.05)
+    check(len(st.host_processes_with(marker)) >= 2, "the worker did not start")
+    started[0].send_signal(signal.SIGTERM)
+    r = st.collect(started, timeout=30)
+    check(r.rc == 13 and "signal 15" in r.result.get("message", ""), r.describe())
+    check(not st.host_processes_with(marker), "processes survived SIGTERM")
+    check(not st.leftovers(ns, r.result), "leftovers: %s" % st.leftovers(ns, r.result))
+
+
 def t_kill9_cleanup(ns, repo):
     """egress-exec killed with SIGKILL mid-run: the worker dies with it, and `egress-exec
     cleanup` removes the cgroup, mounts, run folder and state record it left."""
@@ -224,17 +258,24 @@ def t_kill9_cleanup(ns, repo):
     marker = "h7k9%d" % os.getpid()
     before = set(os.listdir("/run/egress-exec/state")) if os.path.isdir(
         "/run/egress-exec/state") else set()
+    spelled = "h7k9$((%d))" % os.getpid()
     p = subprocess.Popen(["nsenter", "--net=/run/netns/%s" % ns, st.EXE, "run", "--repo",
                           repo.path, "--wall", "60s", "--", "/bin/bash", "-c",
-                          "exec -a %s sleep 300" % marker],
+                          "exec -a %s sleep 300" % spelled],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rid = None
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and rid is None:
         now = set(os.listdir("/run/egress-exec/state")) - before
-        mine = [r for r in now if not r.endswith(".tmp")]
-        if mine and st.host_processes_with(marker):
-            rid = mine[0]
+        for cand in now:
+            if cand.endswith(".tmp"):
+                continue
+            try:
+                with open("/run/egress-exec/state/" + cand) as f:
+                    if ("pid=%d\n" % p.pid) in f.read() and st.host_processes_with(marker):
+                        rid = cand
+            except OSError:
+                pass
         time.sleep(0.05)
     check(rid is not None, "the run did not start")
     with open("/run/egress-exec/state/" + rid) as f:
@@ -270,6 +311,8 @@ def main():
                              ("small_output", t_small_output_not_truncated),
                              ("exit_status", t_exit_status),
                              ("stdin_prompt", t_stdin_prompt),
+                             ("stdin_unread", t_stdin_unread),
+                             ("sigterm_tears_down", t_sigterm_tears_down),
                              ("kill9_cleanup", t_kill9_cleanup)]:
                 results.run(name, fn, ns.name, repo)
         check_final = repo.unchanged()
