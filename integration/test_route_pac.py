@@ -203,6 +203,22 @@ def t_allow_direct_off(L, d, sq):
     stop_clean(d6)
 
 
+def t_route_control(L, d, sq):
+    """{"op": "route"} (egressctl route URL) says what egressd would do, and why."""
+    r = proxies.route_query(d, "https://a.proxied.test/")
+    check(r.get("ok") and r.get("status") == "allowed" and r.get("source") == "pac" and
+          r.get("entries") == [PROXY_URL] and "good copy" in r.get("pac", ""), "%s" % r)
+    r = proxies.route_query(d, "https://origin.lab.test/")
+    check(r.get("entries") == ["direct"], "%s" % r)
+    # the injection string in a path never reaches the PAC; in a host it is malformed
+    r = proxies.route_query(d, 'https://x.test/","x") && "PROXY evil.test:1"; //')
+    check(r.get("entries") == ["direct"], "%s" % r)
+    r = proxies.route_query(d, 'https://x.test%2F%22,%22x%22)/')
+    check(not r.get("ok"), "%s" % r)
+    rc, out, err = d.egressctl("-s", d.control_path, "route", "https://a.proxied.test/")
+    check(rc == 0 and PROXY_URL in out, "egressctl route: %s %s %s" % (rc, out, err))
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressd-route-helper")
@@ -221,12 +237,14 @@ def main():
         d = L.egressd(settings={"route": "pac " + url, "route_timeout": "3s",
                                 "pac_timeout": "3s"})
         L.grant(d, 0, GRANT)
+        proxies.wait_pac_ready(d)   # the first fetch runs in the background
         for name, fn in (("both_routes_logged", t_both_routes_logged),
                          ("pinning_required_sends_literal", t_pinning_required_sends_literal),
                          ("pac_file", t_pac_file),
                          ("injection_cannot_choose_proxy", t_injection),
                          ("failover_next_pac_entry", t_failover),
-                         ("allow_direct_off", t_allow_direct_off)):
+                         ("allow_direct_off", t_allow_direct_off),
+                         ("route_control_request", t_route_control)):
             res.run(name, fn, L, d, sq)
         res.run("egressd_stops_clean", stop_clean, d)
         sq.stop()

@@ -182,6 +182,25 @@ def t_pac_syntax_error(L):
     stop_clean(d)
 
 
+def t_pac_copy_unreadable(L):
+    """The route helper runs as nobody: when it cannot read the PAC copy, libproxy answers
+    DIRECT for everything (it fails open). egressd must deny instead."""
+    private = os.path.join(L.workdir, "private")
+    os.makedirs(private, mode=0o700, exist_ok=True)
+    os.chmod(private, 0o700)
+    pac = proxies.write_pac(L, "copy.pac", proxies.pac_proxied())
+    d = fresh(L, {"route": "pac " + pac, "route_timeout": "%ds" % ROUTE_TIMEOUT_S,
+                  "pac_copy": os.path.join(private, "egressd-pac.js")})
+    L.grant(d, 0, GRANT)
+    with L.no_origin_connection():
+        r = L.connect(0, "origin2.lab.test:443", timeout=10)
+        r.close()
+        check(r.status in (502, 504) and r.egress_reason in
+              ("route_unavailable", "pac_unavailable", "route_timeout"),
+              "an unreadable PAC copy routed the hop: %r (egressd went DIRECT)" % r)
+    stop_clean(d)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressd-route-helper")
@@ -193,7 +212,8 @@ def main():
                          ("pac_last_good_copy", t_last_good_copy),
                          ("pac_server_stalls", t_pac_stalls),
                          ("pac_loops_route_timeout", t_pac_loops),
-                         ("pac_syntax_error", t_pac_syntax_error)):
+                         ("pac_syntax_error", t_pac_syntax_error),
+                         ("pac_copy_unreadable_by_helper", t_pac_copy_unreadable)):
             res.run(name, fn, L)
     return res.finish()
 

@@ -585,12 +585,37 @@ class RecordingProxy:
                     c.sendall(b"HTTP/1.1 200 OK\r\nX-Origin: recorder\r\n"
                               b"Content-Length: %d\r\n\r\n" % len(h2) + h2)
                 return
+            # like a real proxy, the forwarded head (echoed here) loses Proxy-Authorization
+            fwd = b"\r\n".join(ln for ln in head.split(b"\r\n")
+                                if not ln.lower().startswith(b"proxy-authorization:"))
             c.sendall(b"HTTP/1.1 200 OK\r\nX-Origin: recorder\r\nConnection: close\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(head) + head)
+                      b"Content-Length: %d\r\n\r\n" % len(fwd) + fwd)
         except OSError:
             pass
         finally:
             c.close()
+
+
+def route_query(d, url, timeout=10.0):
+    """egressd's control request {"op": "route", "url": URL}: the route it would take."""
+    return d.control({"op": "route", "url": url}, timeout=timeout)
+
+
+def wait_pac_ready(d, url="https://pac-ready.invalid/", timeout=10.0):
+    """Bounded wait until egressd holds a good PAC copy (its first fetch runs in the
+    background after start-up; until then hops are pac_unavailable). Returns the last
+    route reply."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = route_query(d, url)
+        except (OSError, ValueError) as e:
+            last = {"error": str(e)}
+        if last.get("status") != "pac_unavailable" and "error" not in last:
+            return last
+        time.sleep(0.05)
+    raise netns.LabError("egressd holds no good PAC copy after %ss: %s" % (timeout, last))
 
 
 def add_addresses(lab, *addrs):
