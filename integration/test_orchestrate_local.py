@@ -379,6 +379,34 @@ def t_env_socket(c):
     expect(c, rc, EX_ADMISSION, "admission_refused", "env_container_socket")
 
 
+def t_check_cli(c):
+    """egress-exec check: JSON on stdout, one human line on stderr, exit 0 / 11 / 2."""
+    conf = os.path.join(SRC, "conf")
+    wu = os.path.join(conf, "workunits", "demo.ini")
+
+    def check_run(*args):
+        p = subprocess.run([EXEC, "check"] + list(args), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    rc, out, err = check_run("--workunit", wu, "--preset",
+                             os.path.join(conf, "presets", "demo-agent.ini"))
+    d = json.loads(out)
+    check(rc == 0 and d["admitted"] and d["grant"] == ["http://origin.lab.test"], out)
+    check(err.startswith("admission: admitted"), err)
+    model = os.path.join(conf, "presets", "model-agent.ini")
+    rc, out, err = check_run("--workunit", wu, "--preset", model)
+    d = json.loads(out)
+    check(rc == EX_ADMISSION and not d["admitted"] and
+          d["reasons"][0]["reason"] == "model_destinations_missing", out)
+    check("refused: model_destinations_missing" in err, err)
+    rc, out, err = check_run("--workunit", wu, "--preset", model, "--trusted-models",
+                             os.path.join(conf, "presets", "trusted-models.ini"))
+    check(rc == 0 and json.loads(out)["admitted"], out)
+    rc, out, err = check_run("--workunit", wu)
+    check(rc == 2, "usage: %d" % rc)
+
+
 def main():
     if os.geteuid() != 0:
         print("skipped: needs root")
@@ -399,7 +427,7 @@ def main():
         ("scope_forbidden", t_scope_forbidden), ("git_write", t_git_write),
         ("diff_too_large", t_diff_too_large), ("timeout", t_timeout), ("oom", t_oom),
         ("worker_failed", t_worker_failed), ("output_truncated", t_output_truncated),
-        ("env_socket", t_env_socket)]]
+        ("env_socket", t_env_socket), ("check_cli", t_check_cli)]]
     cases += [("admission_" + n, t_admission, (kw, p, r)) for n, kw, p, r in ADMISSION]
     only = sys.argv[1:]
     try:
