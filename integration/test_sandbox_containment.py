@@ -18,7 +18,8 @@ import json, os, sys
 paths = sys.argv[1:] + ["/etc/shadow", "/etc/gshadow", "/root", "/home", "/root/.ssh",
     "/root/.gnupg", "/root/.aws/credentials", "/root/.config/gcloud", "/root/.azure",
     "/root/.docker/config.json", "/root/.kube/config", "/var/run/docker.sock",
-    "/run/docker.sock", "/run/containerd/containerd.sock", "/sys/fs/cgroup", "/boot"]
+    "/run/docker.sock", "/run/containerd/containerd.sock", "/sys/fs/cgroup", "/boot",
+    "/proc/1/environ", "/proc/1/mem", "/proc/1/root/etc"]
 res = {}
 for p in paths:
     try:
@@ -30,6 +31,7 @@ for p in paths:
     except OSError as e:
         res[p] = "denied:%d" % e.errno
 res["env"] = sorted(os.environ)
+res["env_values"] = "\n".join(os.environ.values())
 res["uid"] = os.getuid()
 res["hostname"] = os.uname().nodename
 with open("/etc/passwd") as f:
@@ -40,10 +42,19 @@ print(json.dumps(res))
 
 
 def t_secrets(ns, repo, planted):
-    r = st.run(ns, ["--repo", repo.path, "--wall", "30s"], st.py(PROBE_SECRETS) +
-               planted.paths)
+    # the planted value is also in egress-exec's own environment: it must not reach the
+    # worker, not even through init's /proc/1/environ
+    os.environ["H7_PLANTED_SECRET"] = planted.value
+    try:
+        r = st.run(ns, ["--repo", repo.path, "--wall", "30s"], st.py(PROBE_SECRETS) +
+                   planted.paths)
+    finally:
+        del os.environ["H7_PLANTED_SECRET"]
     check(r.rc == 0, r.describe())
+    check(planted.value.encode() not in r.stdout, "the planted value reached the worker")
     res = r.json_line()
+    for p in ["/proc/1/environ", "/proc/1/mem", "/proc/1/root/etc"]:
+        check(res[p].startswith("denied:13"), "%s: %s (want EACCES)" % (p, res[p]))
     for p in planted.paths + ["/etc/shadow", "/root", "/home", "/var/run/docker.sock",
                               "/run/containerd/containerd.sock", "/root/.ssh",
                               "/sys/fs/cgroup"]:
