@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""`route = system`: libproxy with egressd's own environment (issue 4).
+
+Checks: https_proxy / http_proxy with no_proxy route through squid and direct as libproxy
+says (route_source "system"); a `pac+http://` value is fetched by egressd itself (the PAC
+server sees egressd's GET) and applied; a `pac+http://` URL that 404s denies with
+pac_unavailable instead of going direct (libproxy alone would fail open); with no proxy
+variables at all the route is direct."""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lab  # noqa: E402
+from lab import Lab, Results  # noqa: E402
+from labtools import proxies, proxyclient  # noqa: E402
+from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
+                             stop_clean, wait_decision)
+
+PROXY_URL = "http://proxy.lab.test:3128"
+ZONE = {
+    "origin.lab.test": {"A": [lab.HTTP_ORIGIN]},
+    "origin2.lab.test": {"A": [lab.ORIGIN2]},
+    "pac.lab.test": {"A": [lab.HTTP_ORIGIN]},
+    "proxy.lab.test": {"A": [proxies.PROXY_ADDR]},
+    "*.proxied.test": {"A": [lab.HTTP_ORIGIN]},
+}
+GRANT = ["https://origin.lab.test", "https://origin2.lab.test", "https://a.proxied.test",
+         "http://origin2.lab.test"]
+
+
+def fresh(L, env, settings=None):
+    for old in L.egressds:
+        if old.alive():
+            old.stop(timeout=5)
+    st = {"route": "system", "route_timeout": "3s"}
+    st.update(settings or {})
+    d = L.egressd(settings=st, extra_env=env)
+    L.grant(d, 0, GRANT)
+    return d
+
+
+def routes_of(d):
+    return {r.get("dest"): (r.get("verdict"), r.get("route"), r.get("route_source"),
+                            r.get("reason"))
+            for r in d.decisions() if r.get("event") == "decision"}
+
+
+def tunnel_ok(L, target, origin):
+    r = L.connect(0, target, timeout=10)
+    allowed_tunnel(r)
+    try:
+        g = proxyclient.tunnel_http_get(r.sock, "x", "/")
+        check(g.status == 200 and g.header("X-Origin") == origin, "%s: %r" % (target, g))
+    finally:
+        r.close()
+
+
+def t_env_proxy_and_no_proxy(L, sq):
+    d = fresh(L, {"https_proxy": PROXY_URL, "http_proxy": PROXY_URL,
+                  "no_proxy": "origin.lab.test"})
+    tunnel_ok(L, "a.proxied.test:443", "http443")
+    tunnel_ok(L, "origin.lab.test:443", "http443")
+    tunnel_ok(L, "origin2.lab.test:443", "http2_443")
+    rt = routes_of(d)
+    check(rt.get("a.proxied.test:443") == ("allow", PROXY_URL, "system", "allowed") and
+          rt.get("origin2.lab.test:443") == ("allow", PROXY_URL, "system", "allowed") and
+          rt.get("origin.lab.test:443") == ("allow", "direct", "system", "allowed"),
+          "routes %s" % rt)
+    check(sq.wait_log(lambda x: " CONNECT origin2.lab.test:443 " in x) is not None,
+          "squid log %s" % sq.access_log_lines())
+    # plain HTTP (http_proxy) goes through squid too
+    r = L.http(0, "GET", "http://origin2.lab.test/echo")
+    check(r.status == 200 and r.header("X-Origin") == "http2", "%r" % r)
+    check(sq.wait_log(lambda x: " GET http://origin2.lab.test/echo " in x) is not None,
+          "squid log %s" % sq.access_log_lines())
+    stop_clean(d)
+
+
+def t_env_pac(L, sq):
+    url = proxies.serve_pac(L, "/sys.pac", proxies.pac_proxied()).replace(
+        lab.HTTP_ORIGIN + ":80", "pac.lab.test")
+    n0 = sum(1 for m, t, _h in L.services["http80"].requests if t == "/sys.pac")
+    d = fresh(L, {"http_proxy": "pac+" + url})
+    proxies.wait_pac_ready(d)
+    check(sum(1 for m, t, _h in L.services["http80"].requests if t == "/sys.pac") > n0,
+          "egressd did not fetch the PAC itself")
+    tunnel_ok(L, "a.proxied.test:443", "http443")
+    tunnel_ok(L, "origin.lab.test:443", "http443")
+    rt = routes_of(d)
+    check(rt.get("a.proxied.test:443") == ("allow", PROXY_URL, "system", "allowed") and
+          rt.get("origin.lab.test:443") == ("allow", "direct", "system", "allowed"),
+          "routes %s" % rt)
+    stop_clean(d)
+
+
+def t_env_pac_404(L, sq):
+    d = fresh(L, {"http_proxy": "pac+http://pac.lab.test/nothing-here.pac"},
+              {"pac_timeout": "2s"})
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(
+            t == "/nothing-here.pac" for m, t, _h in L.services["http80"].requests):
+        time.sleep(0.05)
+    time.sleep(0.2)
+    with L.no_origin_connection():
+        refused(L.connect(0, "origin.lab.test:443"), 502, "pac_unavailable")
+        refused(L.connect(0, "a.proxied.test:443"), 502, "pac_unavailable")
+    stop_clean(d)
+
+
+def t_no_env_direct(L, sq):
+    n0 = len(sq.access_log_lines())
+    d = fresh(L, {})
+    tunnel_ok(L, "a.proxied.test:443", "http443")
+    rec = wait_decision(d, lambda x: x.get("dest") == "a.proxied.test:443")
+    check(rec.get("route") == "direct" and rec.get("route_source") == "system" and
+          rec.get("attested") is True, "record %s" % rec)
+    time.sleep(0.2)
+    check(len(sq.access_log_lines()) == n0, "squid was used without any proxy variable")
+    stop_clean(d)
+
+
+def main():
+    lab.require_root()
+    require_binaries("egressd", "egressd-route-helper")
+    miss = proxies.missing_tools("squid")
+    if miss:
+        print("FAIL: not installed: %s (scripts/deps.sh)" % " ".join(miss))
+        print("0 passed, 1 failed")
+        return 1
+    res = Results()
+    with Lab(workers=1, zone=ZONE) as L:
+        proxies.add_addresses(L, proxies.PROXY_ADDR)
+        sq = proxies.Squid(L).start()
+        for name, fn in (("env_proxy_and_no_proxy", t_env_proxy_and_no_proxy),
+                         ("env_pac_fetched_by_egressd", t_env_pac),
+                         ("env_pac_404_denies", t_env_pac_404),
+                         ("no_proxy_variables_direct", t_no_env_direct)):
+            res.run(name, fn, L, sq)
+        sq.stop()
+    return res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
