@@ -29,6 +29,8 @@
 /* One daemon per process: listeners carry their grant as arg, the daemon is implicit. */
 static struct daemon *daemon_self;
 
+static void retire_poll(evutil_socket_t fd, short what, void *arg);
+
 void
 daemon_accept(int fd, const struct sockaddr *peer, socklen_t peerlen, void *arg)
 {
@@ -190,6 +192,11 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	if (RAND_bytes((unsigned char *)&d->boot_id, sizeof(d->boot_id)) != 1)
 		d->boot_id = (uint32_t)getpid() ^ (uint32_t)d->started;
 	d->grants = grants_new(base);
+	d->retire_timer = evtimer_new(base, retire_poll, d);
+	if (d->retire_timer == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	d->pipes = pipe_pool_new(PIPE_POOL_IDLE);   /* splice may be turned on by a reload */
 	if (d->grants == NULL || d->pipes == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -284,6 +291,13 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 		config_free(nc);
 		return -1;
 	}
+	if (router_pending(d->router) > 0 && d->nretiring == DAEMON_RETIRING_MAX) {
+		snprintf(err, errlen, "too many reloads while route lookups are in flight; retry");
+		router_free(nrt);
+		resolver_free(nr);
+		config_free(nc);
+		return -1;
+	}
 	if (stage_static(d, nc, true, &st, err, errlen) != 0) {
 		router_free(nrt);
 		resolver_free(nr);
@@ -298,22 +312,22 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	free(st.lgs);
 	free(st.moved);
 	free(st.moved_from);
-	/* Sessions waiting on the old resolver: resolver_free drops their callbacks, so keep
-	 * the old one alive until none is pending? Simpler and safe: keep the old resolver
-	 * when a lookup is in flight and the servers did not change. */
-	/* The router holds the resolver: the two are swapped together, and only when neither
-	 * has work in flight (freeing them drops pending callbacks). */
-	if (resolver_pending(d->resolver) == 0 && router_pending(d->router) == 0) {
+	/* New DNS and route settings serve every lookup that starts from now on (sessions
+	 * take d->resolver and d->router at lookup time). Lookups in flight finish on the old
+	 * ones: a retired resolver drains itself; a router with route lookups in flight is
+	 * kept (with its resolver, which it may still use) until they are done. */
+	if (router_pending(d->router) == 0) {
 		router_free(d->router);
-		resolver_free(d->resolver);
-		d->resolver = nr;
-		d->router = nrt;
+		resolver_retire(d->resolver);
 	} else {
-		log_warnx("reload: DNS or route lookups in flight; DNS and route settings apply "
-		    "from the next reload");
-		router_free(nrt);
-		resolver_free(nr);
+		struct timeval tv = { 0, 50 * 1000 };
+		d->retiring[d->nretiring].rt = d->router;
+		d->retiring[d->nretiring].rs = d->resolver;
+		d->nretiring++;
+		evtimer_add(d->retire_timer, &tv);
 	}
+	d->resolver = nr;
+	d->router = nrt;
 	if (strcmp(nc->decision_log, d->cfg->decision_log) != 0 ||
 	    (nc->control_socket == NULL) != (d->cfg->control_socket == NULL) ||
 	    (nc->control_socket != NULL &&
@@ -337,6 +351,26 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	log_info("reload: %s in service (%zu static grant(s), %zu listener(s))", nc->path,
 	    nc->ngrants, nc->nlisteners);
 	return 0;
+}
+
+static void
+retire_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = { 0, 50 * 1000 };
+	size_t k = 0;
+
+	for (size_t i = 0; i < d->nretiring; i++) {
+		if (router_pending(d->retiring[i].rt) == 0) {
+			router_free(d->retiring[i].rt);
+			resolver_retire(d->retiring[i].rs);
+		} else {
+			d->retiring[k++] = d->retiring[i];
+		}
+	}
+	d->nretiring = k;
+	if (k > 0)
+		evtimer_add(d->retire_timer, &tv);
 }
 
 static void
@@ -404,6 +438,12 @@ daemon_stop(struct daemon *d)
 		event_free(d->drain_timer);
 	if (d->drain_poll != NULL)
 		event_free(d->drain_poll);
+	if (d->retire_timer != NULL)
+		event_free(d->retire_timer);
+	for (size_t i = 0; i < d->nretiring; i++) {
+		router_free(d->retiring[i].rt);
+		resolver_free(d->retiring[i].rs);
+	}
 	router_free(d->router);          /* before the resolver it uses */
 	resolver_free(d->resolver);
 	tlsbridge_shutdown_all();

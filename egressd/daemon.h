@@ -26,6 +26,8 @@ struct lgrant;
 struct control;
 struct pipe_pool;
 
+#define DAEMON_RETIRING_MAX 8
+
 struct daemon {
 	struct event_base *base;
 	struct egressd_config *cfg;         /* replaced whole on reload */
@@ -44,6 +46,14 @@ struct daemon {
 	time_t started;
 	struct event *drain_timer;
 	struct event *drain_poll;
+	/* Routers (with the resolvers they use) replaced by a reload while route lookups were
+	 * in flight: freed once those finished (polled), their resolvers then retired. */
+	struct {
+		struct router *rt;
+		struct resolver *rs;
+	} retiring[DAEMON_RETIRING_MAX];
+	size_t nretiring;
+	struct event *retire_timer;
 };
 
 /* Bring everything up from cfg (stolen). Returns 0, or -1 with err (start-up failures). */

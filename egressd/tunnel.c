@@ -117,6 +117,8 @@ struct dir {
 	int pipe[2];
 	size_t inpipe;
 	char *buf;                  /* copy buffer / pending bytes */
+	size_t nocount;             /* leading bytes that are egressd's own (the 200 line):
+	                               not bytes the destination sent, so not counted */
 	size_t boff, blen, bcap;
 	bool eof, done;
 	uint64_t bytes;
@@ -299,7 +301,9 @@ flush_buf(struct dir *d)
 			return -1;
 		}
 		d->boff += (size_t)n;
-		count(d, (size_t)n);
+		size_t own = d->nocount < (size_t)n ? d->nocount : (size_t)n;
+		d->nocount -= own;
+		count(d, (size_t)n - own);
 	}
 	d->boff = d->blen = 0;
 	return 1;
@@ -593,6 +597,8 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 				goto fail;
 			memcpy(d->buf, pre, npre);
 			d->blen = npre;
+			if (i == 1)
+				d->nocount = npre;
 		}
 	}
 	struct dir *c2u = &t->d[0];
