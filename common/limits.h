@@ -61,6 +61,10 @@
 /* Decision log */
 #define EGRESS_LOG_RECORD_MAX      16384 /* one JSON line; the raw target is truncated to fit */
 #define EGRESS_LOG_TARGET_MAX      1024  /* raw target kept in a record */
+#define EGRESS_AUDIT_KEYS_MAX      10000 /* principals, destinations, reasons... one log summary
+                                            keeps apart; more are counted as "(other)" */
+#define EGRESS_AUDIT_MINUTES_MAX   100000 /* per-minute timeline buckets of one summary */
+#define EGRESS_AUDIT_PENDING_MAX   65536 /* allowed hops awaiting their close in a squid export */
 
 /* Executor: artifacts and paths */
 #define EGRESS_PATH_MAX            4096
