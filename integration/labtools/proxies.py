@@ -108,8 +108,8 @@ class Squid:
     """One squid (`squid -N -f CONF`) on addr:port in inet.
 
     auth: None, "basic" (users {name: password}, a password file from `openssl passwd
-    -apr1`, basic_ncsa_auth) or "negotiate" (kdc: a KDC with the HTTP/<name> keytab,
-    negotiate_kerberos_auth). Its access log is access_log_lines()."""
+    -apr1`, basic_ncsa_auth), "negotiate" (kdc: a KDC with the HTTP/<name> keytab,
+    negotiate_kerberos_auth) or "ntlm" (ntlm_fake_auth: offers NTLM only). Its access log is access_log_lines()."""
 
     def __init__(self, lab, name="squid", addr=PROXY_ADDR, port=SQUID_PORT, auth=None,
                  users=None, kdc=None, service_name="proxy.lab.test"):
@@ -173,6 +173,16 @@ class Squid:
                 % (KRB_AUTH, self.kdc.http_keytab, self.service_name, REALM),
                 "auth_param negotiate children 2 startup=1 idle=1",
                 "auth_param negotiate keep_alive on",
+                "acl authed proxy_auth REQUIRED",
+                "http_access allow authed",
+                "http_access deny all",
+            ]
+        elif self.auth == "ntlm":
+            # NTLM choreography only: ntlm_fake_auth accepts any well-formed exchange
+            lines += [
+                "auth_param ntlm program /usr/lib/squid/ntlm_fake_auth",
+                "auth_param ntlm children 2 startup=1 idle=1",
+                "auth_param ntlm keep_alive on",
                 "acl authed proxy_auth REQUIRED",
                 "http_access allow authed",
                 "http_access deny all",
@@ -591,6 +601,204 @@ class RecordingProxy:
             c.sendall(b"HTTP/1.1 200 OK\r\nX-Origin: recorder\r\nConnection: close\r\n"
                       b"Content-Length: %d\r\n\r\n" % len(fwd) + fwd)
         except OSError:
+            pass
+        finally:
+            c.close()
+
+
+# --- TLS in front of a proxy (an https:// upstream) ------------------------------------
+
+class LabCA:
+    """A throw-away CA (openssl CLI) in the lab workdir; server certificates for names."""
+
+    def __init__(self, lab, name="ca"):
+        self.dir = os.path.join(lab.workdir, name)
+        os.makedirs(self.dir, mode=0o755, exist_ok=True)
+        self.key = os.path.join(self.dir, "ca.key")
+        self.cert = os.path.join(self.dir, "ca.pem")
+        netns.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                   self.key, "-out", self.cert, "-days", "2", "-subj", "/CN=egress lab CA " +
+                   lab.prefix, "-addext", "basicConstraints=critical,CA:TRUE",
+                   "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        os.chmod(self.cert, 0o644)
+
+    def server_cert(self, cn, sans):
+        """(certfile, keyfile) for cn with DNS subjectAltNames sans."""
+        base = os.path.join(self.dir, cn)
+        ext = base + ".ext"
+        with open(ext, "w") as f:
+            f.write("subjectAltName=%s\nextendedKeyUsage=serverAuth\n"
+                    "basicConstraints=CA:FALSE\n" % ",".join("DNS:" + n for n in sans))
+        netns.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                   base + ".key", "-out", base + ".csr", "-subj", "/CN=" + cn])
+        netns.run(["openssl", "x509", "-req", "-in", base + ".csr", "-CA", self.cert,
+                   "-CAkey", self.key, "-CAcreateserial", "-out", base + ".pem", "-days",
+                   "2", "-extfile", ext])
+        return base + ".pem", base + ".key"
+
+
+class TLSFront:
+    """TLS on addr:port in inet, relaying the decrypted bytes to backend (addr, port) — an
+    https:// proxy made of squid. Records the SNI of every handshake (self.sni) and counts
+    completed handshakes (self.handshakes)."""
+
+    def __init__(self, lab, addr, port, backend, certfile, keyfile):
+        import ssl
+        self.lab = lab
+        self.backend = backend
+        self.sni = []
+        self.handshakes = 0
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certfile, keyfile)
+        self.ctx.sni_callback = lambda sslobj, name, ctx: self.sni.append(name) and None
+        self.sock = netns.listen_in(lab.ns_inet, addr, port)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self.sock.settimeout(0.2)
+        self._t.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(timeout=2)
+        self.sock.close()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(c,), daemon=True).start()
+
+    def _conn(self, c):
+        import ssl
+        b = None
+        try:
+            c.settimeout(10)
+            try:
+                t = self.ctx.wrap_socket(c, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+            self.handshakes += 1
+            b = netns.connect_in(self.lab.ns_inet, self.backend[0], self.backend[1], 5)
+            t.settimeout(0.05)
+            b.settimeout(0.05)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not self._stop.is_set():
+                moved = False
+                for src, dst in ((t, b), (b, t)):
+                    try:
+                        d = src.recv(65536)
+                    except (socket.timeout, ssl.SSLWantReadError):
+                        continue
+                    if not d:
+                        return
+                    dst.sendall(d)
+                    moved = True
+                if not moved:
+                    time.sleep(0.005)
+        except OSError:
+            pass
+        finally:
+            if b is not None:
+                b.close()
+            c.close()
+
+
+# --- a scripted SOCKS5 server (RFC 1928 / RFC 1929) ------------------------------------
+
+class FakeSocks5:
+    """SOCKS5 on addr:port in inet. users: {name: password} -> only username/password
+    (RFC 1929) is accepted; None -> only "no authentication". reply: the CONNECT reply code
+    (0 = success, then the connection echoes bytes). Records the offered methods, the
+    credentials received and the CONNECT requests (atyp, address, port)."""
+
+    def __init__(self, lab, addr, port=SOCKS_PORT, users=None, reply=0):
+        self.users = users
+        self.reply = reply
+        self.methods = []
+        self.auths = []
+        self.requests = []
+        self.sock = netns.listen_in(lab.ns_inet, addr, port)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self.sock.settimeout(0.2)
+        self._t.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(timeout=2)
+        self.sock.close()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _recv(c, n):
+        buf = b""
+        while len(buf) < n:
+            d = c.recv(n - len(buf))
+            if not d:
+                raise OSError("eof")
+            buf += d
+        return buf
+
+    def _conn(self, c):
+        try:
+            c.settimeout(10)
+            ver, nm = self._recv(c, 2)
+            methods = list(self._recv(c, nm))
+            self.methods.append(methods)
+            want = 0x02 if self.users is not None else 0x00
+            if ver != 5 or want not in methods:
+                c.sendall(b"\x05\xff")
+                return
+            c.sendall(bytes([5, want]))
+            if want == 0x02:
+                v, ul = self._recv(c, 2)
+                user = self._recv(c, ul).decode("latin-1")
+                pl = self._recv(c, 1)[0]
+                pw = self._recv(c, pl).decode("latin-1")
+                self.auths.append((user, pw))
+                if v != 1 or self.users.get(user) != pw:
+                    c.sendall(b"\x01\x01")
+                    return
+                c.sendall(b"\x01\x00")
+            ver, cmd, _rsv, atyp = self._recv(c, 4)
+            if atyp == 1:
+                a = socket.inet_ntop(socket.AF_INET, self._recv(c, 4))
+            elif atyp == 4:
+                a = socket.inet_ntop(socket.AF_INET6, self._recv(c, 16))
+            elif atyp == 3:
+                a = self._recv(c, self._recv(c, 1)[0]).decode("latin-1")
+            else:
+                return
+            port = int.from_bytes(self._recv(c, 2), "big")
+            self.requests.append((atyp, a, port))
+            c.sendall(bytes([5, self.reply, 0, 1, 0, 0, 0, 0, 0, 0]))
+            if self.reply != 0:
+                return
+            while not self._stop.is_set():
+                d = c.recv(65536)
+                if not d:
+                    return
+                c.sendall(d)
+        except (OSError, ValueError):
             pass
         finally:
             c.close()
