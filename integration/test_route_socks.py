@@ -7,7 +7,9 @@ socks5://..., attested false, dante logs the name); under pinning = required egr
 the checked IPv4 address type (dante logs the literal, the record is attested); dante's
 "connection refused" reply maps to socks_conn_refused (never a fallback to direct); a dead
 SOCKS proxy is proxy_unreachable; `route = proxy http://...` through squid works, and an
-IP-literal destination is sent as itself."""
+IP-literal destination is sent as itself; RFC 1929 username/password against a scripted
+SOCKS5 server (danted's username method needs system users: not used), a refused login is
+socks_auth_failed, and each SOCKS5 reply code maps to its own reason."""
 
 import os
 import sys
@@ -21,12 +23,14 @@ from labtools import proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
 
+FAKE_ADDR = "203.0.113.41"
 ZONE = {
     "origin.lab.test": {"A": [lab.HTTP_ORIGIN]},
     "origin2.lab.test": {"A": [lab.ORIGIN2]},
     "proxy.lab.test": {"A": [proxies.PROXY_ADDR]},
     "socks.lab.test": {"A": [proxies.SOCKS_ADDR]},
     "dead.lab.test": {"A": [proxies.DEAD_ADDR]},
+    "socks2.lab.test": {"A": [FAKE_ADDR]},
 }
 GRANT = ["https://origin.lab.test", "http://origin.lab.test", "https://origin2.lab.test",
          "tcp://origin.lab.test:81", "https://%s" % lab.ORIGIN2]
@@ -124,6 +128,55 @@ def t_static_http_proxy(L, dn, sq):
     stop_clean(d)
 
 
+def t_socks_userpass(L, dn, sq):
+    """RFC 1929 against a scripted SOCKS5 server (danted's username method checks system
+    users, which the lab does not create)."""
+    fk = proxies.FakeSocks5(L, FAKE_ADDR, 1080, users={"sox": "pw-sox-1"}).start()
+    try:
+        good = proxies.credentials_file(L, "socks.ini", {"socks2.lab.test:1080": {
+            "scheme": "basic", "username": "sox", "password": "pw-sox-1"}})
+        d = fresh(L, {"route": "proxy socks5://socks2.lab.test:1080",
+                      "proxy_credentials": good})
+        r = L.connect(0, "origin.lab.test:443")
+        allowed_tunnel(r)
+        try:
+            check(proxyclient.tunnel_echo(r.sock, b"ping") == b"ping", "echo")
+        finally:
+            r.close()
+        check(fk.methods and 2 in fk.methods[-1] and fk.auths[-1] == ("sox", "pw-sox-1") and
+              fk.requests[-1] == (3, "origin.lab.test", 443),
+              "methods %s auths %s requests %s" % (fk.methods, fk.auths, fk.requests))
+        stop_clean(d)
+        bad = proxies.credentials_file(L, "socks-bad.ini", {"socks2.lab.test:1080": {
+            "scheme": "basic", "username": "sox", "password": "wrong"}})
+        d = fresh(L, {"route": "proxy socks5://socks2.lab.test:1080",
+                      "proxy_credentials": bad})
+        n = len(fk.requests)
+        refused(L.connect(0, "origin.lab.test:443"), 502, "socks_auth_failed")
+        check(len(fk.requests) == n, "CONNECT sent after a refused login")
+        stop_clean(d)
+        d = fresh(L, {"route": "proxy socks5://socks2.lab.test:1080"})
+        refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_required")
+        check(fk.methods[-1] == [0], "offered without credentials: %s" % fk.methods[-1])
+        stop_clean(d)
+    finally:
+        fk.stop()
+
+
+def t_socks_reply_codes(L, dn, sq):
+    for code, reason in ((1, "socks_general_failure"), (2, "socks_not_allowed"),
+                         (3, "socks_net_unreachable"), (4, "socks_host_unreachable"),
+                         (6, "socks_ttl_expired"), (7, "socks_cmd_unsupported"),
+                         (8, "socks_atyp_unsupported")):
+        fk = proxies.FakeSocks5(L, FAKE_ADDR, 1080, reply=code).start()
+        try:
+            d = fresh(L, {"route": "proxy socks5://socks2.lab.test:1080"})
+            refused(L.connect(0, "origin.lab.test:443"), 502, reason)
+            stop_clean(d)
+        finally:
+            fk.stop()
+
+
 def main():
     lab.require_root()
     require_binaries("egressd")
@@ -134,13 +187,16 @@ def main():
         return 1
     res = Results()
     with Lab(workers=1, zone=ZONE) as L:
-        proxies.add_addresses(L, proxies.PROXY_ADDR, proxies.SOCKS_ADDR, proxies.DEAD_ADDR)
+        proxies.add_addresses(L, proxies.PROXY_ADDR, proxies.SOCKS_ADDR, proxies.DEAD_ADDR,
+                              FAKE_ADDR)
         dn = proxies.Dante(L).start()
         sq = proxies.Squid(L).start()
         for name, fn in (("socks5_by_name", t_socks_by_name),
                          ("socks5_pinned_ipv4", t_socks_pinned),
                          ("socks5_refused_and_unreachable", t_socks_refused),
-                         ("static_http_proxy", t_static_http_proxy)):
+                         ("static_http_proxy", t_static_http_proxy),
+                         ("socks5_username_password", t_socks_userpass),
+                         ("socks5_reply_codes", t_socks_reply_codes)):
             res.run(name, fn, L, dn, sq)
         dn.stop()
         sq.stop()
