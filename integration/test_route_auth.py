@@ -24,6 +24,7 @@ from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  
                              stop_clean, wait_decision)
 
 REC_ADDR = "203.0.113.33"
+NTLM_ADDR = "203.0.113.32"
 USER = "alice"
 PASSWORD = "pw-%d-Zq7" % os.getpid()
 B64 = base64.b64encode(("%s:%s" % (USER, PASSWORD)).encode()).decode()
@@ -33,6 +34,7 @@ ZONE = {
     "proxy.lab.test": {"A": [proxies.PROXY_ADDR]},
     "open.lab.test": {"A": [proxies.PROXY2_ADDR]},
     "rec.lab.test": {"A": [REC_ADDR]},
+    "ntlm.lab.test": {"A": [NTLM_ADDR]},
 }
 GRANT = ["https://origin.lab.test", "http://origin.lab.test"]
 PROXY = "http://proxy.lab.test:3128"
@@ -187,6 +189,28 @@ def t_worker_header_not_forwarded(L, sq):
         rp.stop()
 
 
+def t_ntlm(L, sq, sq_ntlm):
+    """A squid offering only NTLM (ntlm_fake_auth): without an entry egressd cannot answer
+    (upstream_auth_required, NTLM named in the operator log); an `ntlm` entry is refused by
+    this build (no gss-ntlmssp) with upstream_auth_failed — never a loop, never direct."""
+    d = fresh(L, {"route": "proxy http://ntlm.lab.test:3128"})
+    with L.no_origin_connection():
+        refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_required")
+    check("ntlm" in d.stderr_text().lower(), "NTLM not named: %s" % d.stderr_tail(5))
+    stop_clean(d)
+    c = proxies.credentials_file(L, "ntlm.ini", {"ntlm.lab.test:3128": {
+        "scheme": "ntlm", "username": USER, "password": PASSWORD}})
+    d = fresh(L, {"route": "proxy http://ntlm.lab.test:3128", "proxy_credentials": c})
+    with L.no_origin_connection():
+        r = L.connect(0, "origin.lab.test:443")
+        if r.status == 200:
+            r.close()
+            raise AssertionError("NTLM tunnel opened (gss-ntlmssp present?): update the test")
+        refused(r, 502, "upstream_auth_failed")
+    no_secret(d.stderr_text().encode(), "egressd's stderr")
+    stop_clean(d)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressd-route-helper")
@@ -197,9 +221,11 @@ def main():
         return 1
     res = Results()
     with Lab(workers=1, zone=ZONE) as L:
-        proxies.add_addresses(L, proxies.PROXY_ADDR, proxies.PROXY2_ADDR, REC_ADDR)
+        proxies.add_addresses(L, proxies.PROXY_ADDR, proxies.PROXY2_ADDR, REC_ADDR,
+                              NTLM_ADDR)
         sq = proxies.Squid(L, auth="basic", users={USER: PASSWORD}).start()
         sq_open = proxies.Squid(L, name="squid-open", addr=proxies.PROXY2_ADDR).start()
+        sq_ntlm = proxies.Squid(L, name="squid-ntlm", addr=NTLM_ADDR, auth="ntlm").start()
         for name, fn, args in (("basic_ok_worker_never_sees_it", t_basic_ok, ()),
                                ("basic_missing_auth_required", t_basic_missing, ()),
                                ("basic_wrong_auth_failed", t_basic_wrong, ()),
@@ -207,10 +233,12 @@ def main():
                                 (sq_open,)),
                                ("credentials_file_must_be_root_only", t_creds_file_mode, ()),
                                ("worker_proxy_authorization_not_forwarded",
-                                t_worker_header_not_forwarded, ())):
+                                t_worker_header_not_forwarded, ()),
+                               ("ntlm_offered_only", t_ntlm, (sq_ntlm,))):
             res.run(name, fn, L, sq, *args)
         sq.stop()
         sq_open.stop()
+        sq_ntlm.stop()
     return res.finish()
 
 
