@@ -345,6 +345,44 @@ ec_join(char *out, const char *dir, const char *name)
 	return (n < 0 || n >= EGRESS_PATH_MAX) ? -1 : 0;
 }
 
+/* The last non-empty line of egressd's stderr log, for a start-up failure message (the
+ * run folder and the log may be gone by the time a person reads it). Bounded. */
+static void
+ec_log_tail(const char *path, char *out, size_t outlen)
+{
+	char buf[512];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	off_t end;
+	ssize_t n;
+	char *line;
+
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	if (end > (off_t)sizeof(buf) - 1)
+		lseek(fd, end - (off_t)sizeof(buf) + 1, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+	line = strrchr(buf, '\n');
+	line = line ? line + 1 : buf;
+	for (char *c = line; *c; c++)
+		if ((unsigned char)*c < 0x20)
+			*c = ' ';
+	n = (ssize_t)strlen(line);
+	if ((size_t)n >= outlen)
+		n = (ssize_t)outlen - 1;
+	memcpy(out, line, (size_t)n);
+	out[n] = '\0';
+}
+
 int
 egressd_embedded_start(const char *dir, const char *const *settings,
     struct egressd_embedded *e, char *err, size_t errlen)
@@ -413,9 +451,12 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 		int wst;
 
 		if (waitpid(pid, &wst, WNOHANG) == pid) {
+			char tail[200];
+
 			e->pid = 0;
+			ec_log_tail(e->log, tail, sizeof(tail));
 			return ec_err(err, errlen, 0, "embedded egressd exited at start-up "
-			    "(status %d); see %s", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1, e->log);
+			    "(status %d): %s", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1, tail);
 		}
 		if (egressd_status(e->sock, &st, NULL, 0) == 0) {
 			json_decref(st);
