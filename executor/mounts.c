@@ -105,13 +105,28 @@ mounts_bind_ro(const char *src, const char *dst, bool allow_dev, char *err, size
 	return 0;
 }
 
+/* Inodes of a bounded tmpfs: directories, empty files and symlinks take no blocks, so
+ * without an inode bound `size=` would not bound what a worker can make the kernel hold. */
+static uint64_t
+mounts_inodes_for(uint64_t bytes)
+{
+	uint64_t n = bytes / 2048;
+
+	if (n < 1024)
+		n = 1024;
+	if (n > (1u << 22))
+		n = 1u << 22;
+	return n;
+}
+
 static int
 mounts_tmpfs(const char *dst, uint64_t bytes, unsigned mode, unsigned long flags,
     char *err, size_t errlen)
 {
-	char opt[96];
+	char opt[128];
 
-	snprintf(opt, sizeof(opt), "size=%llu,mode=%04o", (unsigned long long)bytes, mode);
+	snprintf(opt, sizeof(opt), "size=%llu,nr_inodes=%llu,mode=%04o",
+	    (unsigned long long)bytes, (unsigned long long)mounts_inodes_for(bytes), mode);
 	if (mount("tmpfs", dst, "tmpfs", flags, opt) < 0)
 		return mounts_err(err, errlen, errno, "tmpfs %s", dst);
 	return 0;

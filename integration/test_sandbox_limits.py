@@ -89,6 +89,16 @@ for p in ["/work/big", "/tmp/big", "/dev/shm/big"]:
         os.unlink(p)
     except OSError:
         pass
+for d in ["/work/many", "/tmp/many"]:
+    n = 0
+    try:
+        os.mkdir(d)
+        for i in range(200000):
+            os.mkdir("%s/%d" % (d, i))
+            n += 1
+        res[d] = "made:%d" % n
+    except OSError as e:
+        res[d] = "stopped:%d:%d" % (n, e.errno)
 print(json.dumps(res))
 '''
 
@@ -105,7 +115,11 @@ def t_disk_fill(ns, repo):
     check(res is not None, r.describe())
     for p, v in res.items():
         check(v.startswith("stopped:"), "%s not bounded: %s" % (p, v))
-        check(int(v.split(":")[1]) <= 8, "%s wrote too much: %s" % (p, v))
+        if p.endswith("/many"):
+            # inodes are bounded too (directories take no blocks)
+            check(int(v.split(":")[1]) <= 8 * 1024 * 1024 // 2048, "%s: %s" % (p, v))
+        else:
+            check(int(v.split(":")[1]) <= 8, "%s wrote too much: %s" % (p, v))
     check(repo.unchanged(), "host repository changed")
     no_leftovers(ns, r)
 
