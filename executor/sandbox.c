@@ -586,12 +586,13 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 		sb_fail(res, REASON_INTERNAL_ERROR, "mkdir %s: %s", rootdir, strerror(errno));
 		goto teardown;
 	}
+	/* From here on teardown removes the layer even when its creation failed halfway. */
+	layer_made = true;
 	if (mounts_layer_create(layer, spec->limits.disk_bytes, spec->repo_dir, upper, owork,
 	    err, sizeof(err)) < 0) {
 		sb_fail(res, REASON_INTERNAL_ERROR, "upper layer: %s", err);
 		goto teardown;
 	}
-	layer_made = true;
 
 	/* Overlay ownership: copy-up keeps the lower owner, so a worker that is not the
 	 * repository owner gets the repository through an idmapped lower layer (owner ->
@@ -978,7 +979,8 @@ teardown:
 	/* The upper layer stays for the caller; the merged view is read-only. */
 	if (layer_made && rc == 0) {
 		if (mounts_merged_create(merged, upper, spec->repo_dir, err, sizeof(err)) < 0) {
-			log_warnx("sandbox %s: %s", run_id, err);
+			/* no view of what the worker changed: the result cannot be trusted */
+			sb_fail(res, REASON_INTERNAL_ERROR, "merged view: %s", err);
 		} else {
 			snprintf(res->merged_dir, sizeof(res->merged_dir), "%s", merged);
 		}
