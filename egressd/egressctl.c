@@ -20,6 +20,9 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "egressd/dlog_verify.h"
+#include "egressd/logexport.h"
+#include "egressd/logquery.h"
+#include "egressd/logsummary.h"
 
 #define EXIT_BROKEN 1
 #define EXIT_USAGE  2
@@ -43,9 +46,15 @@ static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
 static int cmd_reload(struct ctl *c, int argc, char **argv);
 static int cmd_route(struct ctl *c, int argc, char **argv);
+static int cmd_log_query(struct ctl *c, int argc, char **argv);
+static int cmd_log_summary(struct ctl *c, int argc, char **argv);
+static int cmd_log_export(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "log", "verify", cmd_log_verify, "log verify [--continued] FILE... (- = stdin)" },
+	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow] FILE..." },
+	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [filters as for query] FILE..." },
+	{ "log", "export", cmd_log_export, "log export --format squid FILE..." },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID" },
@@ -99,6 +108,29 @@ cmd_log_verify(struct ctl *c, int argc, char **argv)
 	    (unsigned long long)v.records,
 	    (unsigned long long)(v.started ? v.next_seq - 1 : 0), v.prev);
 	return 0;
+}
+
+/* ---- log query / summary / export (docs/audit.md): the code is in their modules ---- */
+
+static int
+cmd_log_query(struct ctl *c, int argc, char **argv)
+{
+	(void)c;
+	return logquery_cli(argc, argv);
+}
+
+static int
+cmd_log_summary(struct ctl *c, int argc, char **argv)
+{
+	(void)c;
+	return logsummary_cli(argc, argv);
+}
+
+static int
+cmd_log_export(struct ctl *c, int argc, char **argv)
+{
+	(void)c;
+	return logexport_cli(argc, argv);
 }
 
 /* ---- control socket ---- */

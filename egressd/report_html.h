@@ -1,0 +1,28 @@
+/*
+ * report_html - one self-contained HTML audit report from a log summary
+ * (egressd/logsummary.h): inline CSS and inline SVG charts (decisions over time, top
+ * destinations, denials by reason) and the per-principal and per-destination tables.
+ *
+ * Self-contained means the file needs nothing else: no scripts, no fonts, no images, no
+ * network; a Content-Security-Policy of default-src 'none' makes the browser refuse any
+ * fetch even if a future edit added one. Every string from the log is HTML-escaped (a
+ * principal or destination is hostile input). Callers: egressd/logsummary.c,
+ * tests/test_report_html.c.
+ */
+#ifndef EGRESS_REPORT_HTML_H
+#define EGRESS_REPORT_HTML_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* Top destinations shown in the chart; the tables show every kept key. */
+#define REPORT_TOP_DESTINATIONS 15
+
+/* Write the report for a finished summary; title is escaped. Returns 0, or -1 when
+ * writing out failed (errno). */
+int report_html_write(FILE *out, json_t *sum, const char *title);
+
+/* Write s with & < > " ' escaped. */
+void report_html_escape(FILE *out, const char *s);
+
+#endif
