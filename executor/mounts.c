@@ -76,6 +76,22 @@ mounts_relpath_ok(const char *p)
 }
 
 bool
+mounts_workdir_ok(const char *w)
+{
+	static const char *const reserved[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64",
+		"libx32", "etc", "proc", "dev", "tmp", NULL };
+	size_t n;
+
+	if (w == NULL || w[0] != '/' || !mounts_relpath_ok(w + 1))
+		return false;
+	n = strcspn(w + 1, "/");
+	for (size_t i = 0; reserved[i]; i++)
+		if (strlen(reserved[i]) == n && strncmp(w + 1, reserved[i], n) == 0)
+			return false;
+	return true;
+}
+
+bool
 mounts_option_path_ok(const char *p)
 {
 	if (p == NULL || *p != '/' || strlen(p) >= EGRESS_PATH_MAX)
@@ -505,6 +521,9 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 	if (s->workdir == NULL || s->workdir[0] != '/' || strcmp(s->workdir, "/") == 0 ||
 	    !mounts_relpath_ok(s->workdir + 1))
 		return mounts_err(err, errlen, 0, "workdir must be an absolute canonical path");
+	if (!mounts_workdir_ok(s->workdir))
+		return mounts_err(err, errlen, 0, "workdir %s would cover a system directory",
+		    s->workdir);
 	/* Nothing we mount may propagate back to the host, nor host mounts into us. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return mounts_err(err, errlen, errno, "make / private");

@@ -92,6 +92,10 @@ extern const char *const mounts_denied_paths[];
  * components, no empty components, no trailing '/'. */
 bool mounts_relpath_ok(const char *p);
 
+/* The repository's mount point inside: absolute, canonical, and not inside a directory
+ * the sandbox builds itself (/usr, /bin, /sbin, /lib*, /etc, /proc, /dev, /tmp). */
+bool mounts_workdir_ok(const char *w);
+
 /* Characters overlayfs mount options cannot carry (',' ':' '\\' and newlines). */
 bool mounts_option_path_ok(const char *p);
 

@@ -117,6 +117,25 @@ test_relpath(void **state)
 }
 
 static void
+test_workdir(void **state)
+{
+	(void)state;
+	assert_true(mounts_workdir_ok("/work"));
+	assert_true(mounts_workdir_ok("/src/project"));
+	assert_true(mounts_workdir_ok("/usrx"));
+	assert_false(mounts_workdir_ok("/usr"));
+	assert_false(mounts_workdir_ok("/usr/src/x"));
+	assert_false(mounts_workdir_ok("/etc"));
+	assert_false(mounts_workdir_ok("/proc/x"));
+	assert_false(mounts_workdir_ok("/tmp"));
+	assert_false(mounts_workdir_ok("/lib64"));
+	assert_false(mounts_workdir_ok("/"));
+	assert_false(mounts_workdir_ok("work"));
+	assert_false(mounts_workdir_ok("/work/../etc"));
+	assert_false(mounts_workdir_ok(NULL));
+}
+
+static void
 test_option_path(void **state)
 {
 	(void)state;
@@ -232,6 +251,7 @@ main(void)
 		cmocka_unit_test(test_pair_allowed),
 		cmocka_unit_test(test_pick_pair),
 		cmocka_unit_test(test_relpath),
+		cmocka_unit_test(test_workdir),
 		cmocka_unit_test(test_option_path),
 		cmocka_unit_test(test_denied_paths_listed),
 		cmocka_unit_test(test_grant_id),
