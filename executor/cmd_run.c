@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "executor/env.h"
+#include "executor/mounts.h"
 #include "executor/orchestrate.h"
 #include "executor/sandbox.h"
 
@@ -471,6 +472,11 @@ cmd_run(int argc, char **argv)
 	}
 	if (net_none && allow.n) {
 		fprintf(stderr, "egress-exec run: --net none and --allow exclude each other\n");
+		return EXEC_EXIT_USAGE;
+	}
+	if (!mounts_workdir_ok(workdir)) {
+		fprintf(stderr, "egress-exec run: --workdir %s must be an absolute canonical path "
+		    "outside /usr, /bin, /sbin, /lib*, /etc, /proc, /dev and /tmp\n", workdir);
 		return EXEC_EXIT_USAGE;
 	}
 	if (uid_set != gid_set) {

@@ -299,6 +299,9 @@ sb_validate(const struct sandbox_spec *s, struct sandbox_result *r)
 	if (!mounts_option_path_ok(s->repo_dir) || !mounts_option_path_ok(s->run_dir))
 		return sb_fail(r, REASON_INTERNAL_ERROR, "repo_dir and run_dir must be absolute "
 		    "paths without ',' ':' or '\\\\'");
+	if (!mounts_workdir_ok(s->workdir))
+		return sb_fail(r, REASON_INTERNAL_ERROR, "workdir %s is not an absolute canonical "
+		    "path outside /usr, /bin, /sbin, /lib*, /etc, /proc, /dev and /tmp", s->workdir);
 	if (s->uid == 0 || s->gid == 0)
 		return sb_fail(r, REASON_INTERNAL_ERROR, "the worker never runs as uid or gid 0");
 	if (l->cpu_millicores == 0 || l->memory_bytes == 0 || l->disk_bytes == 0 ||
