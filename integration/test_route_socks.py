@@ -128,6 +128,20 @@ def t_static_http_proxy(L, dn, sq):
     stop_clean(d)
 
 
+def t_pac_socks(L, dn, sq):
+    """PAC answers "SOCKS5 host:port" and "SOCKS host:port" both mean SOCKS5 through
+    dante."""
+    for ret in ("SOCKS5 socks.lab.test:1080", "SOCKS socks.lab.test:1080"):
+        pac = proxies.write_pac(L, "socks.pac", 'function FindProxyForURL(u, h) '
+                                '{ return "%s"; }\n' % ret)
+        d = fresh(L, {"route": "pac " + pac, "route_timeout": "3s"})
+        get_through(L.connect(0, "origin.lab.test:443"))
+        rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+        check(rec.get("route") == SOCKS and rec.get("route_source") == "pac",
+              "%s: record %s" % (ret, rec))
+        stop_clean(d)
+
+
 def t_socks_userpass(L, dn, sq):
     """RFC 1929 against a scripted SOCKS5 server (danted's username method checks system
     users, which the lab does not create)."""
@@ -164,17 +178,18 @@ def t_socks_userpass(L, dn, sq):
 
 
 def t_socks_reply_codes(L, dn, sq):
-    for code, reason in ((1, "socks_general_failure"), (2, "socks_not_allowed"),
-                         (3, "socks_net_unreachable"), (4, "socks_host_unreachable"),
-                         (6, "socks_ttl_expired"), (7, "socks_cmd_unsupported"),
-                         (8, "socks_atyp_unsupported")):
-        fk = proxies.FakeSocks5(L, FAKE_ADDR, 1080, reply=code).start()
-        try:
-            d = fresh(L, {"route": "proxy socks5://socks2.lab.test:1080"})
+    fk = proxies.FakeSocks5(L, FAKE_ADDR, 1080).start()
+    try:
+        d = fresh(L, {"route": "proxy socks5://socks2.lab.test:1080"})
+        for code, reason in ((1, "socks_general_failure"), (2, "socks_not_allowed"),
+                             (3, "socks_net_unreachable"), (4, "socks_host_unreachable"),
+                             (5, "socks_conn_refused"), (6, "socks_ttl_expired"),
+                             (7, "socks_cmd_unsupported"), (8, "socks_atyp_unsupported")):
+            fk.reply = code
             refused(L.connect(0, "origin.lab.test:443"), 502, reason)
-            stop_clean(d)
-        finally:
-            fk.stop()
+        stop_clean(d)
+    finally:
+        fk.stop()
 
 
 def main():
@@ -195,6 +210,7 @@ def main():
                          ("socks5_pinned_ipv4", t_socks_pinned),
                          ("socks5_refused_and_unreachable", t_socks_refused),
                          ("static_http_proxy", t_static_http_proxy),
+                         ("pac_socks_entries", t_pac_socks),
                          ("socks5_username_password", t_socks_userpass),
                          ("socks5_reply_codes", t_socks_reply_codes)):
             res.run(name, fn, L, dn, sq)
