@@ -118,8 +118,8 @@ doctor_kernel(struct doctor *d)
 		char p[64];
 		snprintf(p, sizeof(p), "/proc/self/ns/%s", ns[i]);
 		if (access(p, F_OK) < 0) {
-			strncat(missing, ns[i], sizeof(missing) - strlen(missing) - 2);
-			strncat(missing, " ", sizeof(missing) - strlen(missing) - 1);
+			size_t used = strlen(missing);
+			snprintf(missing + used, sizeof(missing) - used, "%s ", ns[i]);
 		}
 	}
 	doctor_row(d, "kernel.namespaces", missing[0] ? DOC_MISSING : DOC_OK, true,

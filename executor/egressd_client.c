@@ -328,9 +328,12 @@ egressd_find_binary(char *out, size_t outlen)
 	path = strdup(env && *env ? env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin");
 	if (path == NULL)
 		return -1;
-	for (dir = strtok_r(path, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+	for (dir = path; dir != NULL; dir = save) {
+		save = strchr(dir, ':');
+		if (save != NULL)
+			*save++ = '\0';
 		if (dir[0] != '/')
-			continue;   /* a relative PATH entry is not a trusted place */
+			continue;   /* a relative (or empty) PATH entry is not a trusted place */
 		snprintf(cand, sizeof(cand), "%s/egressd", dir);
 		if (ec_executable(cand) && snprintf(out, outlen, "%s", cand) < (int)outlen)
 			return 0;
