@@ -1,0 +1,257 @@
+/*
+ * test_egressd_client - the control-socket client against a fake egressd (a forked child
+ * on a unix socket in a temp dir) that answers well, badly, too much, or never: replies
+ * are bounded, the exchange has a deadline, and a grant id that is not 32 hex digits is
+ * never accepted (negative twins of the good grant.create).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/limits.h"
+#include "common/util.h"
+#include "executor/egressd_client.h"
+
+static char sock_path[108];
+static char tmpdir[64];
+
+/* Serve one connection: read a line, then send `reply` (len bytes), then maybe hang. */
+static pid_t
+serve(const char *reply, size_t len, int hang_ms)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	pid_t pid;
+
+	unlink(sock_path);
+	memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
+	assert_true(ls >= 0);
+	assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(ls, 4), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char buf[4096];
+		int c = accept(ls, NULL, NULL);
+		size_t off = 0;
+
+		if (c < 0)
+			_exit(1);
+		/* read until the request's newline */
+		for (;;) {
+			ssize_t n = read(c, buf, sizeof(buf));
+			if (n <= 0 || memchr(buf, '\n', (size_t)n))
+				break;
+		}
+		while (off < len) {
+			ssize_t w = write(c, reply + off, len - off);
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+		if (hang_ms)
+			usleep((useconds_t)hang_ms * 1000);
+		close(c);
+		_exit(0);
+	}
+	close(ls);
+	return pid;
+}
+
+static void
+reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/egcli-XXXXXX");
+	assert_non_null(mkdtemp(tmpdir));
+	snprintf(sock_path, sizeof(sock_path), "%s/control.sock", tmpdir);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	unlink(sock_path);
+	rmdir(tmpdir);
+	return 0;
+}
+
+static void
+test_grant_create_ok(void **state)
+{
+	const char *r = "{\"ok\": true, \"id\": 1, \"grant_id\": "
+	    "\"0123456789abcdef0123456789abcdef\", \"listen\": \"169.254.7.1:40000\"}\n";
+	const char *allow[] = { "https://api.example.com", NULL };
+	char gid[EGRESSD_GRANT_ID_LEN + 1], listen[EGRESS_HOSTPORT_MAX + 1], err[256];
+	pid_t p = serve(r, strlen(r), 0);
+
+	(void)state;
+	assert_int_equal(egressd_grant_create(sock_path, "run-1", allow, "169.254.7.1:0",
+	    "egxdeadbeefh", 90, gid, listen, err, sizeof(err)), 0);
+	assert_string_equal(gid, "0123456789abcdef0123456789abcdef");
+	assert_string_equal(listen, "169.254.7.1:40000");
+	reap(p);
+}
+
+static void
+test_grant_create_bad_id(void **state)
+{
+	static const char *const replies[] = {
+		"{\"ok\": true, \"grant_id\": \"../../etc\", \"listen\": \"169.254.7.1:1\"}\n",
+		"{\"ok\": true, \"grant_id\": \"0123456789ABCDEF0123456789abcdef\", \"listen\": \"a:1\"}\n",
+		"{\"ok\": true, \"grant_id\": 5, \"listen\": \"169.254.7.1:1\"}\n",
+		"{\"ok\": true, \"grant_id\": \"0123456789abcdef0123456789abcdef\"}\n",
+	};
+	const char *allow[] = { "https://api.example.com", NULL };
+	char gid[EGRESSD_GRANT_ID_LEN + 1], listen[EGRESS_HOSTPORT_MAX + 1], err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		pid_t p = serve(replies[i], strlen(replies[i]), 0);
+		assert_int_equal(egressd_grant_create(sock_path, "run-1", allow, "169.254.7.1:0",
+		    "egxdeadbeefh", 90, gid, listen, err, sizeof(err)), -1);
+		reap(p);
+	}
+}
+
+static void
+test_refusal_message(void **state)
+{
+	const char *r = "{\"ok\": false, \"error\": \"bind_failed\", \"message\": \"EADDRINUSE\"}\n";
+	const char *allow[] = { "https://api.example.com", NULL };
+	char gid[EGRESSD_GRANT_ID_LEN + 1], listen[EGRESS_HOSTPORT_MAX + 1], err[256];
+	pid_t p = serve(r, strlen(r), 0);
+
+	(void)state;
+	assert_int_equal(egressd_grant_create(sock_path, "run-1", allow, "169.254.7.1:0",
+	    "egxdeadbeefh", 90, gid, listen, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "bind_failed"));
+	reap(p);
+	/* a dynamic grant without a lifetime is refused before anything is sent */
+	assert_int_equal(egressd_grant_create(sock_path, "run-1", allow, "169.254.7.1:0",
+	    "egxdeadbeefh", 0, gid, listen, err, sizeof(err)), -1);
+}
+
+static void
+test_revoke_unknown_is_fine(void **state)
+{
+	const char *r = "{\"ok\": false, \"error\": \"unknown_grant\"}\n";
+	char err[256];
+	pid_t p = serve(r, strlen(r), 0);
+
+	(void)state;
+	assert_int_equal(egressd_grant_revoke(sock_path, "0123456789abcdef0123456789abcdef",
+	    err, sizeof(err)), 0);
+	reap(p);
+	r = "{\"ok\": false, \"error\": \"internal\"}\n";
+	p = serve(r, strlen(r), 0);
+	assert_int_equal(egressd_grant_revoke(sock_path, "0123456789abcdef0123456789abcdef",
+	    err, sizeof(err)), -1);
+	reap(p);
+}
+
+static void
+test_reply_too_long(void **state)
+{
+	size_t len = EGRESS_CONTROL_LINE_MAX + 100;
+	char *big = malloc(len);
+	json_t *req = json_pack("{s:s}", "op", "status"), *reply = NULL;
+	char err[256];
+	pid_t p;
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, 'x', len);   /* no newline at all */
+	p = serve(big, len, 0);
+	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	assert_null(reply);
+	assert_non_null(strstr(err, "exceeds"));
+	reap(p);
+	free(big);
+	json_decref(req);
+}
+
+static void
+test_timeout_and_garbage(void **state)
+{
+	json_t *req = json_pack("{s:s}", "op", "status"), *reply = NULL;
+	char err[256];
+	uint64_t t0;
+	pid_t p;
+
+	(void)state;
+	/* never answers: bounded by the deadline */
+	p = serve("", 0, 3000);
+	t0 = mono_msec();
+	assert_int_equal(egressd_request(sock_path, req, &reply, 300, err, sizeof(err)), -1);
+	assert_true(mono_msec() - t0 < 2000);
+	reap(p);
+	/* closes without a newline */
+	p = serve("{\"ok\": true}", 12, 0);
+	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	reap(p);
+	/* not an object */
+	p = serve("[1,2]\n", 6, 0);
+	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	reap(p);
+	/* duplicate keys are refused */
+	p = serve("{\"ok\": true, \"ok\": false}\n", 26, 0);
+	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	reap(p);
+	/* nobody listening */
+	unlink(sock_path);
+	assert_int_equal(egressd_request(sock_path, req, &reply, 500, err, sizeof(err)), -1);
+	json_decref(req);
+}
+
+static void
+test_status(void **state)
+{
+	const char *r = "{\"ok\": true, \"version\": \"0.1.0\", \"pid\": 7}\n";
+	json_t *st = NULL;
+	char err[256];
+	pid_t p = serve(r, strlen(r), 0);
+
+	(void)state;
+	assert_int_equal(egressd_status(sock_path, &st, err, sizeof(err)), 0);
+	assert_string_equal(json_string_value(json_object_get(st, "version")), "0.1.0");
+	json_decref(st);
+	reap(p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_grant_create_ok, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grant_create_bad_id, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusal_message, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_unknown_is_fine, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reply_too_long, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeout_and_garbage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status, setup, teardown),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
