@@ -192,6 +192,30 @@ def t_no_egressd_refuses(lab, d, repo):
     check(not r.result["attestation"]["network_enforcement"]["attested"], r.describe())
 
 
+def t_default_pool_concurrent(lab, d, repo):
+    """Three runs at once from the default pool get three different /30s (picked under a
+    lock), none in 169.254.169.0/24, and each reaches its own listener."""
+    code = ("import os, socket\n"
+            "p = os.environ['HTTP_PROXY'][7:]\n"
+            "h, port = p.rsplit(':', 1)\n"
+            "s = socket.create_connection((h, int(port)), timeout=5)\n"
+            "s.sendall(b'GET http://origin.lab.test/ HTTP/1.1\\r\\nHost: origin.lab.test\\r\\n\\r\\n')\n"
+            "print(h, s.recv(12).decode())\n")
+    runs = [st.start(lab.ns_host, ["--repo", repo.path, "--allow", "http://origin.lab.test",
+                                   "--egressd-control", d.control_path], st.py(code))
+            for _ in range(3)]
+    results = [st.collect(r) for r in runs]
+    hosts = set()
+    for r in results:
+        check(r.rc == 0, r.describe())
+        h, status = r.stdout.decode().split()[:2]
+        check(status == "HTTP/1.1", r.stdout)
+        check(h.startswith("169.254.") and not h.startswith("169.254.169."), h)
+        hosts.add(h)
+        check(not st.leftovers(lab.ns_host, r.result), st.leftovers(lab.ns_host, r.result))
+    check(len(hosts) == 3, "addresses reused: %s" % hosts)
+
+
 def t_wildcard_listener_refuses(lab, d, repo):
     """A service bound to 0.0.0.0 in egressd's namespace would be reachable through the
     veth's host end: the networked run is refused and the service sees no connection; a
@@ -232,6 +256,7 @@ def main():
             for name, fn in [("proxy_only", t_proxy_only), ("two_workers", t_two_workers),
                              ("embedded_egressd", t_embedded_egressd),
                              ("no_egressd_refuses", t_no_egressd_refuses),
+                             ("default_pool_concurrent", t_default_pool_concurrent),
                              ("wildcard_listener_refuses", t_wildcard_listener_refuses)]:
                 results.run(name, fn, lab, d, repo)
     finally:
