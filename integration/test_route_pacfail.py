@@ -8,7 +8,9 @@ evaluation never ends (`while(true){}`) denies with route_timeout within route_t
 egressd keeps serving another principal meanwhile (control socket, a cached route, a
 new lookup after the helper restart); the next looping lookup is bounded too (the helper
 was restarted, not left hung); a PAC with a syntax error denies (route_unavailable); a good
-copy survives a later 404 of the same URL (last good copy)."""
+copy survives a later 404 of the same URL (last good copy); the fetch refuses an HTML
+page, an oversized body and too many redirects; a PAC copy the route helper cannot read
+denies (today it goes DIRECT: libproxy fails open — reported)."""
 
 import os
 import sys
@@ -183,6 +185,44 @@ def t_pac_syntax_error(L):
     stop_clean(d)
 
 
+def t_pac_fetch_bounds(L):
+    """What egressd's PAC fetch refuses (pac_unavailable, never direct): a captive-portal
+    HTML page, a body over the size bound, too many redirects; a redirect within the bound
+    to a good PAC is followed."""
+    svc = L.services["http80"]
+    svc.routes["/portal.pac"] = (200, ["Content-Type: text/html"],
+                                 b"<html><body>please log in</body></html>\n")
+    big = proxies.pac_proxied() + "// " + "x" * (1024 * 1024 + 10) + "\n"
+    svc.routes["/big.pac"] = (200, [], big.encode())
+    svc.routes["/good.pac"] = (200, [], proxies.pac_proxied().encode())
+    hop = "/good.pac"
+    for i in range(6):
+        svc.routes["/r%d.pac" % i] = (302, ["Location: http://pac.lab.test" + hop], b"")
+        hop = "/r%d.pac" % i
+    for path, ok in (("/portal.pac", False), ("/big.pac", False), ("/r5.pac", False),
+                     ("/r1.pac", True)):
+        d = fresh(L, {"route": "pac http://pac.lab.test" + path, "pac_timeout": "3s"})
+        L.grant(d, 0, GRANT)
+        if ok:
+            proxies.wait_pac_ready(d)
+            r = L.connect(0, "origin.lab.test:443")
+            allowed_tunnel(r)
+            r.close()
+        else:
+            # bounded wait until the fetch has failed ("... (no good copy)")
+            st = {}
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                st = proxies.route_query(d, "https://origin.lab.test/")
+                if "no good copy" in st.get("pac", ""):
+                    break
+                time.sleep(0.05)
+            check("no good copy" in st.get("pac", ""), "%s: %s" % (path, st))
+            with L.no_origin_connection():
+                refused(L.connect(0, "origin.lab.test:443"), 502, "pac_unavailable")
+        stop_clean(d)
+
+
 def t_pac_copy_unreadable(L):
     """The route helper runs as nobody: when it cannot read the PAC copy, libproxy answers
     DIRECT for everything (it fails open). egressd must deny instead."""
@@ -214,6 +254,7 @@ def main():
                          ("pac_server_stalls", t_pac_stalls),
                          ("pac_loops_route_timeout", t_pac_loops),
                          ("pac_syntax_error", t_pac_syntax_error),
+                         ("pac_fetch_bounds", t_pac_fetch_bounds),
                          ("pac_copy_unreadable_by_helper", t_pac_copy_unreadable)):
             res.run(name, fn, L)
     return res.finish()
