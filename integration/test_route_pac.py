@@ -74,6 +74,19 @@ def t_both_routes_logged(L, d, sq):
           "the direct hop reached squid")
 
 
+def t_close_record_proxied(L, d, sq):
+    """docs/decision-log.md: the close record's pinned is "as in the decision" — null for
+    a hop the proxy resolved, the literal under pinning=required."""
+    start = len(d.decisions())
+    get_through(L.connect(0, "a.proxied.test:443"))
+    dec = dec_for(d, "a.proxied.test:443", start)
+    cl = d.wait_record(lambda r: r.get("event") == "close" and
+                       r.get("conn") == dec.get("conn"), start=start, timeout=5)
+    check(cl is not None, "no close record")
+    check(cl.get("pinned") == dec.get("pinned"), "close pinned %r, decision pinned %r"
+          % (cl.get("pinned"), dec.get("pinned")))
+
+
 def t_pinning_required_sends_literal(L, d, sq):
     L.grant(d, 0, GRANT, port=3129, principal="pin-" + L.prefix, pinning="required")
     start = len(d.decisions())
@@ -239,6 +252,7 @@ def main():
         L.grant(d, 0, GRANT)
         proxies.wait_pac_ready(d)   # the first fetch runs in the background
         for name, fn in (("both_routes_logged", t_both_routes_logged),
+                         ("close_record_proxied", t_close_record_proxied),
                          ("pinning_required_sends_literal", t_pinning_required_sends_literal),
                          ("pac_file", t_pac_file),
                          ("injection_cannot_choose_proxy", t_injection),
