@@ -405,8 +405,9 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 		json_object_set_new(o, "principal", json_string(s->lg->g->principal));
 		json_object_set_new(o, "grant_id", json_string(s->lg->id));
 		json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
-		json_object_set_new(o, "pinned", json_string(addr_to_str(&s->ac.kept[s->ci], ab,
-		    sizeof(ab))));
+		/* as in the decision: only an address egressd chose itself is "pinned" */
+		json_object_set_new(o, "pinned", s->connected && (!s->via_proxy || s->pin_local) ?
+		    json_string(addr_to_str(&s->ac.kept[s->ci], ab, sizeof(ab))) : json_null());
 		json_object_set_new(o, "reason", json_string(reason_str(why)));
 		json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
 		json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
