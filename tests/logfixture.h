@@ -71,7 +71,7 @@ lchain_decision(struct lchain *c, const char *time, const char *conn, const char
 	    "\"route_source\":\"%s\"%s,\"resolved\":[\"198.51.100.10\"],\"pinned\":%s,"
 	    "\"classes_dropped\":[],\"override\":false,\"attested\":%s,\"resolve_us\":1200,"
 	    "\"connect_us\":300", conn, principal, dest, dest, verdict, reason,
-	    direct ? "direct" : route, direct ? "static" : "static",
+	    direct ? "direct" : route, direct ? "direct" : "proxy",
 	    direct ? "" : ",\"proxy_addr\":\"198.51.100.3:3128\",\"proxy_status\":200,"
 	    "\"proxy_auth\":null",
 	    strcmp(verdict, "allow") == 0 ? "\"198.51.100.10\"" : "null",
@@ -90,7 +90,7 @@ lchain_http(struct lchain *c, const char *time, const char *conn, const char *pr
 	    "\"5c1e9a0b4d2f6e8a1b3c5d7e9f0a2b4c\",\"client\":\"169.254.77.2:43124\","
 	    "\"method\":\"GET\",\"target\":\"%s\",\"target_truncated\":false,"
 	    "\"dest\":\"%s\",\"verdict\":\"allow\",\"reason\":\"allowed\",\"route\":\"direct\","
-	    "\"route_source\":\"static\",\"resolved\":[\"198.51.100.11\"],"
+	    "\"route_source\":\"direct\",\"resolved\":[\"198.51.100.11\"],"
 	    "\"pinned\":\"198.51.100.11\",\"classes_dropped\":[],\"override\":false,"
 	    "\"attested\":true,\"resolve_us\":900,\"connect_us\":200", conn, principal, url,
 	    dest);
