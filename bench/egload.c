@@ -14,8 +14,9 @@
  *   bulk     -c C tunnels each downloading --bytes from the origin's bulk source
  *   idle     -n N tunnels opened (at concurrency -c), each carrying one small exchange
  *            (origin path /hold keeps the connection), then held until SIGTERM or -t
- *            seconds; --ready FILE is written once all are open (the script then reads
- *            the proxy's RSS from /proc)
+ *            seconds; --ready FILE is written once every tunnel was tried (the script
+ *            then reads the proxy's RSS from /proc); a failed tunnel is counted, not
+ *            retried
  *
  * Output: one line of key=value pairs on stdout (the script parses it).
  * Every loop is bounded: by -n, by -t, and by a per-transaction deadline (--timeout).
@@ -103,7 +104,7 @@ static unsigned proxy_rr;
 static unsigned long long bytes_total;
 static uint64_t t_begin, t_end_deadline, t_last_done;
 static bool stopping;
-static unsigned holding, next_slot;
+static unsigned holding, next_slot, idle_fail_run;
 static char scratch[SCRATCH_SIZE];
 static volatile sig_atomic_t got_term;
 
@@ -248,6 +249,7 @@ conn_done(struct conn *c, bool success)
 		evtimer_del(c->timer);
 		c->st = CS_HOLD;
 		holding++;
+		idle_fail_run = 0;
 		/* The held tunnel keeps its slot; the next tunnel takes the next one. */
 		if (next_slot < o.conc && want_more())
 			conn_start(&conns[next_slot++]);
@@ -255,7 +257,16 @@ conn_done(struct conn *c, bool success)
 		return;
 	}
 	conn_reset(c);
-	if (!want_more()) {
+	if (o.mode == MODE_IDLE) {
+		/* A failed tunnel is counted, not retried: the figure is how many the proxy
+		 * holds. The next tunnel takes the next slot. 32 failures in a row mean the
+		 * proxy is saturated (fd limit): stop opening, report what is held. */
+		if (++idle_fail_run >= 32 && o.n > started)
+			o.n = started;
+		if (next_slot < o.conc && want_more())
+			conn_start(&conns[next_slot++]);
+		check_finished();
+	} else if (!want_more()) {
 		check_finished();
 	} else if (success) {
 		conn_start(c);

@@ -371,7 +371,7 @@ for t in $TARGETS; do
 	rm -f "$TMP/idle.ready"
 	sleep 0.5
 	r0=$(rss_kib "$pid")
-	timeout -k 5 300 "$EGLOAD" idle --target "$ORIGIN" --proxy "$px" -n "$IDLE_N" -t 240 \
+	timeout -k 5 300 "$EGLOAD" idle --target "$ORIGIN" --proxy "$px" -n "$IDLE_N" -t 240 --timeout 5 \
 	    --ready "$TMP/idle.ready" >"$TMP/idle.out" 2>>"$TMP/egload.log" &
 	lp=$!
 	addpid $lp
@@ -382,11 +382,15 @@ for t in $TARGETS; do
 	done
 	sleep 1
 	r1=$(rss_kib "$pid")
+	fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
 	open=$(sed -n 's/.*open=\([0-9]*\).*/\1/p' "$TMP/idle.ready" 2>/dev/null)
 	stop_pid $lp
+	ierr=$(sed -n 's/.*errors=\([0-9]*\).*/\1/p' "$TMP/idle.ready" 2>/dev/null)
 	open=${open:-0}
-	echo "bench: idle $t: $open tunnels, RSS $r0 -> $r1 KiB" >&2
+	echo "bench: idle $t: $open tunnels held, ${ierr:-?} failed, RSS $r0 -> $r1 KiB, $fds fds" >&2
+	rec idle "$t" fds "$fds"
 	rec idle "$t" open "$open"
+	rec idle "$t" failed "${ierr:-$IDLE_N}"
 	if [ "$open" -gt 0 ]; then
 		rec idle "$t" kib_per_tunnel "$(awk -v a="$r0" -v b="$r1" -v n="$open" \
 		    'BEGIN { printf "%.1f", (b - a) / n }')"
@@ -481,6 +485,7 @@ fi
 # spawn variant: name | command prefix; the worker (egstamp or true) is appended.
 SP_exec_nonet="$EXEC run --repo $REPO --"
 SP_exec_net="$EXEC run --repo $REPO --allow https://bench.example.com --"
+SP_exec_netd="$EXEC run --repo $REPO --egressd-control $TMP/ctl/control.sock --allow https://bench.example.com --"
 SP_bwrap="$BWRAP --unshare-all --ro-bind / / --"
 SP_unshare="unshare -n -m -p -f"
 SP_plain=""
@@ -488,6 +493,18 @@ if [ -z "$spawn_skip" ]; then
 	SPAWN_VARIANTS="plain unshare"
 	[ -n "$BWRAP" ] && SPAWN_VARIANTS="$SPAWN_VARIANTS bwrap"
 	SPAWN_VARIANTS="$SPAWN_VARIANTS exec_nonet exec_net"
+	# A long-running egressd with a control socket, as a host service would run it: the
+	# run's grant and veth listener are created over the socket instead of starting a
+	# private egressd per run.
+	mkdir -p "$TMP/ctl"
+	printf '[egressd]\ncontrol_socket = %s\ndecision_log = %s\n' "$TMP/ctl/control.sock" \
+	    "$TMP/ctl/decisions.jsonl" > "$TMP/ctl/egressd.ini"
+	"$EGRESSD" -f -c "$TMP/ctl/egressd.ini" 2>"$TMP/ctl/egressd.log" &
+	CTL_PID=$!
+	addpid $CTL_PID
+	i=0
+	while [ ! -S "$TMP/ctl/control.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	[ -S "$TMP/ctl/control.sock" ] && SPAWN_VARIANTS="$SPAWN_VARIANTS exec_netd"
 	block=$(( (SPAWN_N + 4) / 5 ))
 	b=1
 	while [ $b -le 5 ]; do
@@ -505,6 +522,7 @@ if [ -z "$spawn_skip" ]; then
 		done
 		b=$((b + 1))
 	done
+	[ -n "${CTL_PID:-}" ] && stop_pid "$CTL_PID"
 fi
 
 # --- profile of egressd (batch) under the rate scenario --------------------------------------
@@ -612,8 +630,11 @@ OUT=$OUTDIR/latest.md
 	printf '| RSS per idle tunnel (KiB; tunnels held) |'
 	for t in $TARGETS; do
 		k=$(med idle "$t" kib_per_tunnel)
-		if [ -n "$k" ]; then printf ' %s (%s) |' "$k" "$(med idle "$t" open)"; else printf ' — |'; fi
+		if [ -n "$k" ]; then printf ' %s (%s of %s) |' "$k" "$(med idle "$t" open)" "$IDLE_N"; else printf ' — |'; fi
 	done
+	echo
+	printf '| proxy fds with the idle tunnels open |'
+	for t in $TARGETS; do printf ' %s |' "$(fmt "$(med idle "$t" fds)" "" 0)"; done
 	echo
 	echo
 	echo "Decision log cost (egressd, ratio to log_sync = none):"
@@ -649,6 +670,7 @@ OUT=$OUTDIR/latest.md
 			bwrap) label="bwrap --unshare-all --ro-bind / /" ;;
 			exec_nonet) label="egress-exec run (full sandbox, no network)" ;;
 			exec_net) label="egress-exec run --allow (full sandbox, network, private egressd)" ;;
+			exec_netd) label="egress-exec run --allow --egressd-control (network, running egressd)" ;;
 			esac
 			pf() { # file column pct
 				[ -s "$1" ] || { printf '—'; return; }
