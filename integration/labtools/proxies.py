@@ -19,7 +19,6 @@ squid runs as its `proxy` user after start-up: its directory is chowned to proxy
 lab workdir is made traversable (0711) so it can write its access log there.
 """
 
-import grp
 import os
 import pwd
 import shutil
@@ -109,7 +108,8 @@ class Squid:
 
     auth: None, "basic" (users {name: password}, a password file from `openssl passwd
     -apr1`, basic_ncsa_auth), "negotiate" (kdc: a KDC with the HTTP/<name> keytab,
-    negotiate_kerberos_auth) or "ntlm" (ntlm_fake_auth: offers NTLM only). Its access log is access_log_lines()."""
+    negotiate_kerberos_auth) or "ntlm" (ntlm_fake_auth: offers NTLM only). Its access log
+    is access_log_lines()."""
 
     def __init__(self, lab, name="squid", addr=PROXY_ADDR, port=SQUID_PORT, auth=None,
                  users=None, kdc=None, service_name="proxy.lab.test"):
@@ -378,10 +378,6 @@ class Dante:
         os.makedirs(self.dir, mode=0o755)
         traversable_workdir(self.lab)
         nobody = "nobody"
-        try:
-            grp.getgrnam("nogroup")
-        except KeyError:
-            pass
         with open(self.conf, "w") as f:
             f.write("logoutput: %s\n" % self.log +
                     "internal: %s port = %d\n" % (self.addr, self.port) +
