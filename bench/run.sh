@@ -418,9 +418,12 @@ while [ $r -le "$ROUNDS" ]; do
 		pid=$(var PID "$t")
 		c0=0
 		[ -n "$pid" ] && c0=$(cpu_ticks "$pid")
+		o0=$(cpu_ticks $ORIGIN_PID)
 		out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
+		o1=$(cpu_ticks $ORIGIN_PID)
 		c1=0
 		[ -n "$pid" ] && c1=$(cpu_ticks "$pid")
+		rec rate "$t" origin_ticks $((o1 - o0))
 		rec rate "$t" tps "$(kv tps "$out")"
 		rec rate "$t" ok "$(kv ok "$out")"
 		rec rate "$t" errors "$(kv errors "$out")"
@@ -545,7 +548,28 @@ if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/de
 		echo "# by shared object"
 		perf report -i "$OUTDIR/perf.data" --stdio --no-children --sort dso -g none \
 		    2>/dev/null | grep -v '^#' | grep -v '^$'
+		echo "# inclusive (children) by symbol, >= 3%: which calls the kernel time belongs to"
+		perf report -i "$OUTDIR/perf.data" --stdio --children --sort symbol -g none \
+		    --percent-limit 3 2>/dev/null | grep -v '^#' | grep -v '^$' | grep -v ' 0x0000'
 	} > "$OUTDIR/profile.txt"
+	# System calls per transaction (strace counts them exactly; its overhead does not
+	# matter for a count), egressd with log_sync = none, 200 transactions at c=1.
+	if command -v strace >/dev/null 2>&1 && [ -n "${PID_egressd_none:-}" ]; then
+		timeout -k 5 120 strace -f -c -p "$PID_egressd_none" -o "$TMP/strace.txt" &
+		sp=$!
+		addpid $sp
+		sleep 1
+		sout=$(load egressd-none latency -n 200 --timeout 30)
+		sleep 0.5
+		kill -INT $sp 2>/dev/null
+		wait $sp 2>/dev/null
+		dropid $sp
+		{
+			echo "# strace -f -c on egressd (log_sync=none) for 200 transactions at c=1: $sout"
+			awk 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / 200 }
+			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / 200 }' "$TMP/strace.txt"
+		} >> "$OUTDIR/profile.txt"
+	fi
 	PROFILE_NOTE="profile: $OUTDIR/profile.txt"
 else
 	PROFILE_NOTE="profile: skipped (perf unusable or BENCH_PROFILE=0)"
@@ -606,6 +630,20 @@ OUT=$OUTDIR/latest.md
 	printf '| proxy CPU per transaction (µs) |'
 	for t in $TARGETS; do
 		tk=$(sum rate "$t" cpu_ticks)
+		n=$(sum rate "$t" ok)
+		if [ -n "$tk" ] && [ -n "$n" ] && [ "$n" -gt 0 ]; then
+			printf ' %s |' "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", c / hz * 1e6 / n }')"
+		else
+			printf ' — |'
+		fi
+	done
+	echo
+	# The origin's CPU for one accept/read/write/close, the same through every target: a
+	# floor for the one-connection share of a proxy's per-transaction CPU (loopback: the
+	# sender's CPU also runs the receiver's TCP input, see docs/performance.md).
+	printf '| origin CPU per transaction (µs, reference) |'
+	for t in $TARGETS; do
+		tk=$(sum rate "$t" origin_ticks)
 		n=$(sum rate "$t" ok)
 		if [ -n "$tk" ] && [ -n "$n" ] && [ "$n" -gt 0 ]; then
 			printf ' %s |' "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", c / hz * 1e6 / n }')"
