@@ -47,6 +47,10 @@
 #define EGRESS_DNS_TTL_CAP_S       300   /* a TTL above this is capped */
 #define EGRESS_DNS_PENDING_MAX     64    /* concurrent queries per principal */
 
+/* Tunnels (egressd/tunnel) */
+#define EGRESS_SPLICE_PIPES_MAX    2048  /* splice pipes in use at once: 4096 of the 20,000 fds */
+#define EGRESS_SPLICE_PIPES_IDLE   256   /* empty pipes kept for reuse */
+
 /* Route helper and PAC (egressd/route) */
 #define EGRESS_PAC_MAX             (1024 * 1024)
 #define EGRESS_ROUTE_LINE_MAX      4096

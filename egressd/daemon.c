@@ -24,7 +24,6 @@
 #include "egressd/session.h"
 #include "egressd/tunnel.h"
 
-#define PIPE_POOL_IDLE 256
 
 /* One daemon per process: listeners carry their grant as arg, the daemon is implicit. */
 static struct daemon *daemon_self;
@@ -197,7 +196,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	d->pipes = pipe_pool_new(PIPE_POOL_IDLE);   /* splice may be turned on by a reload */
+	d->pipes = pipe_pool_new(EGRESS_SPLICE_PIPES_IDLE);  /* splice may be turned on by reload */
 	if (d->grants == NULL || d->pipes == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

@@ -74,6 +74,11 @@ pipe_pool_in_use(const struct pipe_pool *p)
 static int
 pipe_get(struct pipe_pool *p, int fds[2])
 {
+	/* Pipes must not eat the fds that new connections need: past the cap, copy. */
+	if (p->in_use >= EGRESS_SPLICE_PIPES_MAX) {
+		errno = EMFILE;
+		return -1;
+	}
 	if (p->nidle > 0) {
 		p->nidle--;
 		fds[0] = p->idle[p->nidle][0];
@@ -449,16 +454,22 @@ dir_run(struct dir *d)
 			event_del(d->rev);
 			return;
 		}
-		if (d->use_pipe && d->pipe[0] < 0 && pipe_get(t->pool, d->pipe) != 0) {
+		bool piped = d->use_pipe;
+		if (piped && d->pipe[0] < 0 && pipe_get(t->pool, d->pipe) != 0) {
+			/* No pipe now (fd limit or the pipe cap): copy this round; try again
+			 * next time. */
 			log_debug("tunnel: no pipe (%s); copying through user space",
 			    strerror(errno));
-			d->use_pipe = false;
+			piped = false;
 		}
-		if (d->use_pipe) {
+		if (piped) {
 			ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, TUNNEL_SPLICE,
 			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n < 0) {
 				if (errno == EAGAIN) {
+					/* Nothing to move: an idle direction holds no pipe (the pipe
+					 * is empty here), so idle tunnels cost two fds, not six. */
+					pipe_put(t->pool, d->pipe, true);
 					event_add(d->rev, NULL);
 					return;
 				}

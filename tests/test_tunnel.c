@@ -251,6 +251,31 @@ half_close(bool splice_mode)
 	fx_close(&f);
 }
 
+/* An idle tunnel holds no splice pipe: the fd budget is two sockets per idle tunnel. */
+static void
+test_idle_holds_no_pipe(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .splice = true, .idle_ms = 5000, .lifetime_ms = 60000 };
+	char buf[64];
+
+	fx_open(&f);
+	struct tunnel *t = tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, NULL, 0, NULL, 0,
+	    &o, on_done, &d);
+	assert_non_null(t);
+	assert_int_equal(send(f.cpeer, "ping", 4, 0), 4);
+	assert_int_equal(send(f.upeer, "pong", 4, 0), 4);
+	run_until(&f, &d, 100);
+	assert_int_equal(recv(f.upeer, buf, sizeof(buf), MSG_DONTWAIT), 4);
+	assert_int_equal(recv(f.cpeer, buf, sizeof(buf), MSG_DONTWAIT), 4);
+	assert_false(d.fired);
+	assert_int_equal(pipe_pool_in_use(f.pool), 0);
+	assert_true(pipe_pool_idle(f.pool) >= 1);
+	tunnel_close(t, REASON_CLOSE_REVOKED);
+	fx_close(&f);
+}
+
 static void test_half_close_splice(void **st) { half_close(true); }
 static void test_half_close_copy(void **st) { half_close(false); }
 
@@ -485,6 +510,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bulk_splice),
 		cmocka_unit_test(test_bulk_copy),
+		cmocka_unit_test(test_idle_holds_no_pipe),
 		cmocka_unit_test(test_half_close_splice),
 		cmocka_unit_test(test_half_close_copy),
 		cmocka_unit_test(test_idle),
