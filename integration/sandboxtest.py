@@ -6,6 +6,7 @@ the latter remounts /sys for the namespace, which hides the cgroup mounts under
 /sys/fs/cgroup that the sandbox needs.
 """
 
+import atexit
 import hashlib
 import json
 import os
@@ -154,22 +155,34 @@ class Run:
         return "rc=%d result=%s stderr=%r" % (self.rc, r, self.stderr[-800:])
 
 
+_OUT_DIRS = []
+
+
+@atexit.register
+def _remove_out_dirs():
+    for d in _OUT_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _out_dir():
+    d = tempfile.mkdtemp(prefix="h7out-", dir="/tmp")
+    _OUT_DIRS.append(d)
+    return d
+
+
 def run(ns, args, cmd, timeout=120, stdin=None):
     """egress-exec run ARGS -- CMD inside namespace ns; returns Run."""
-    out_dir = tempfile.mkdtemp(prefix="h7out-", dir="/tmp")
+    out_dir = _out_dir()
     full = ["nsenter", "--net=/run/netns/%s" % ns, EXE, "run", "--out", out_dir] + \
         list(args) + ["--"] + list(cmd)
     t0 = time.monotonic()
-    try:
-        cp = subprocess.run(full, capture_output=True, timeout=timeout, input=stdin)
-        return Run(cp, out_dir, time.monotonic() - t0)
-    finally:
-        pass
+    cp = subprocess.run(full, capture_output=True, timeout=timeout, input=stdin)
+    return Run(cp, out_dir, time.monotonic() - t0)
 
 
 def start(ns, args, cmd):
     """Start egress-exec in the background; finish with collect()."""
-    out_dir = tempfile.mkdtemp(prefix="h7out-", dir="/tmp")
+    out_dir = _out_dir()
     full = ["nsenter", "--net=/run/netns/%s" % ns, EXE, "run", "--out", out_dir] + \
         list(args) + ["--"] + list(cmd)
     p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
