@@ -34,6 +34,11 @@
 #include "egressd/upstream.h"
 
 #define SELF_ADDRS_MAX 256
+/* Happy Eyeballs (RFC 8305, simplified): a new attempt to the next checked address starts
+ * when the current ones have not connected within HE_DELAY_US, or at once when one fails;
+ * at most HE_ATTEMPTS_MAX are in flight; the first to connect wins, the others are closed. */
+#define HE_ATTEMPTS_MAX 4
+#define HE_DELAY_US     250000
 
 enum sstate {
 	S_HEAD,         /* reading the request head */
@@ -73,7 +78,14 @@ struct session {
 	bool checked;
 	size_t ci;                      /* address being tried */
 	int ufd;
-	struct event *cev;
+	struct event *cev;              /* Happy Eyeballs stagger timer */
+	struct he_attempt {
+		struct session *s;
+		int fd;
+		size_t idx;             /* index into ac.kept */
+		struct event *ev;       /* NULL: slot free */
+	} he[HE_ATTEMPTS_MAX];
+	size_t nhe;
 	int last_err;
 	bool any_timeout;
 	uint64_t t0_us, resolve_us, connect_us, connect_start_us, connect_deadline_us;
@@ -231,6 +243,21 @@ session_detach(struct session *s)
 	}
 }
 
+/* Close every connect attempt still in flight. */
+static void
+he_close_all(struct session *s)
+{
+	for (size_t k = 0; k < HE_ATTEMPTS_MAX; k++) {
+		if (s->he[k].ev == NULL)
+			continue;
+		event_free(s->he[k].ev);
+		s->he[k].ev = NULL;
+		close(s->he[k].fd);
+		s->he[k].fd = -1;
+	}
+	s->nhe = 0;
+}
+
 static void
 cancel_pending(struct session *s)
 {
@@ -250,6 +277,7 @@ cancel_pending(struct session *s)
 		dlog_ticket_cancel(s->ticket);
 		s->ticket = NULL;
 	}
+	he_close_all(s);
 	if (s->cev != NULL) {
 		event_free(s->cev);
 		s->cev = NULL;
@@ -537,80 +565,15 @@ step_log_allow(struct session *s)
 
 /* ---- connect ---- */
 
-static void try_connect(struct session *s);
+static void he_start(struct session *s);
 
+/* Every checked address failed: fail over to the next route entry, or refuse. */
 static void
-connect_done(evutil_socket_t fd, short what, void *arg)
+connect_failed_all(struct session *s)
 {
-	struct session *s = arg;
-	int err = 0;
-	socklen_t el = sizeof(err);
-
-	event_free(s->cev);
-	s->cev = NULL;
-	if (what & EV_TIMEOUT) {
-		err = ETIMEDOUT;
-		s->any_timeout = true;
-	} else if (getsockopt(s->ufd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
-		err = errno;
-	}
-	if (err == 0) {
-		s->connected = true;
-		s->connect_us = mono_usec() - s->connect_start_us;
-		metrics_observe(&s->d->stats.connect, s->connect_us);
-		step_log_allow(s);
-		return;
-	}
-	s->last_err = err;
-	close(s->ufd);
-	s->ufd = -1;
-	s->ci++;
-	try_connect(s);
-}
-
-/* Try the checked addresses in order (pinning: only these, never re-resolving). */
-static void
-try_connect(struct session *s)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	uint64_t now;
-
-	for (; s->ci < s->ac.nkept; s->ci++) {
-		now = mono_usec();
-		if (now >= s->connect_deadline_us) {
-			s->any_timeout = true;
-			break;
-		}
-		sl = addr_to_sockaddr(&s->ac.kept[s->ci], s->req.port, &ss);
-		if (sl == 0)
-			continue;
-		s->ufd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (s->ufd < 0) {
-			s->last_err = errno;
-			log_warn("conn %llu: socket", (unsigned long long)s->id);
-			break;
-		}
-		if (connect(s->ufd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS) {
-			/* Share the remaining time among the remaining addresses so a black-holed
-			 * first address leaves time for the others (family fallback). */
-			uint64_t left = s->connect_deadline_us - now;
-			uint64_t per = left / (s->ac.nkept - s->ci);
-			if (per < 250000)
-				per = left < 250000 ? left : 250000;
-			struct timeval tv = { (time_t)(per / 1000000), (suseconds_t)(per % 1000000) };
-			s->cev = event_new(s->d->base, s->ufd, EV_WRITE, connect_done, s);
-			if (s->cev == NULL) {
-				session_refuse(s, REASON_INTERNAL_ERROR);
-				return;
-			}
-			event_add(s->cev, &tv);
-			return;
-		}
-		s->last_err = errno;
-		close(s->ufd);
-		s->ufd = -1;
-	}
+	he_close_all(s);
+	if (s->cev != NULL)
+		evtimer_del(s->cev);
 	if (s->ri + 1 < s->route.n) {
 		/* the route lists a fallback: a connect failure may move on to it */
 		log_info("conn %llu: direct connect failed; trying route entry %zu",
@@ -621,6 +584,114 @@ try_connect(struct session *s)
 	}
 	session_refuse(s, s->any_timeout ? REASON_CONNECT_TIMEOUT :
 	    s->last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
+}
+
+static void
+he_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct he_attempt *a = arg;
+	struct session *s = a->s;
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	event_free(a->ev);
+	a->ev = NULL;
+	s->nhe--;
+	if (what & EV_TIMEOUT) {
+		err = ETIMEDOUT;
+		s->any_timeout = true;
+	} else if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+		err = errno;
+	}
+	if (err == 0) {
+		/* The winner: pinned is exactly this checked address. */
+		s->ufd = a->fd;
+		a->fd = -1;
+		s->ci = a->idx;
+		he_close_all(s);
+		evtimer_del(s->cev);
+		s->connected = true;
+		s->connect_us = mono_usec() - s->connect_start_us;
+		metrics_observe(&s->d->stats.connect, s->connect_us);
+		step_log_allow(s);
+		return;
+	}
+	s->last_err = err;
+	close(a->fd);
+	a->fd = -1;
+	if (s->ci < s->ac.nkept && mono_usec() < s->connect_deadline_us) {
+		he_start(s);                    /* a failure moves on at once */
+		return;
+	}
+	if (s->nhe == 0)
+		connect_failed_all(s);
+}
+
+static void
+he_stagger(evutil_socket_t fd, short what, void *arg)
+{
+	he_start(arg);
+}
+
+/*
+ * Start the next attempt(s) to the checked addresses in order (pinning: only these, never
+ * re-resolving), each bounded by the overall connect deadline.
+ */
+static void
+he_start(struct session *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	uint64_t now;
+	int fd;
+
+	while (s->ci < s->ac.nkept && s->nhe < HE_ATTEMPTS_MAX) {
+		now = mono_usec();
+		if (now >= s->connect_deadline_us) {
+			s->any_timeout = true;
+			break;
+		}
+		size_t idx = s->ci++;
+		sl = addr_to_sockaddr(&s->ac.kept[idx], s->req.port, &ss);
+		if (sl == 0)
+			continue;
+		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			s->last_err = errno;
+			log_warn("conn %llu: socket", (unsigned long long)s->id);
+			break;
+		}
+		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
+			s->last_err = errno;
+			close(fd);
+			continue;
+		}
+		size_t k = 0;
+		while (s->he[k].ev != NULL)
+			k++;                    /* nhe < HE_ATTEMPTS_MAX: a slot is free */
+		uint64_t left = s->connect_deadline_us - now;
+		struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
+		s->he[k].s = s;
+		s->he[k].fd = fd;
+		s->he[k].idx = idx;
+		s->he[k].ev = event_new(s->d->base, fd, EV_WRITE, he_done, &s->he[k]);
+		if (s->he[k].ev == NULL) {
+			close(fd);
+			s->he[k].fd = -1;
+			session_refuse(s, REASON_INTERNAL_ERROR);
+			return;
+		}
+		event_add(s->he[k].ev, &tv);
+		s->nhe++;
+		if (s->ci < s->ac.nkept && s->nhe < HE_ATTEMPTS_MAX) {
+			uint64_t d = left < HE_DELAY_US ? left : HE_DELAY_US;
+			struct timeval st = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
+			evtimer_add(s->cev, &st);
+		}
+		return;
+	}
+	if (s->nhe == 0)
+		connect_failed_all(s);
 }
 
 static void
@@ -635,7 +706,11 @@ step_connect(struct session *s)
 	s->ci = 0;
 	s->connect_start_us = mono_usec();
 	s->connect_deadline_us = s->connect_start_us + s->d->cfg->connect_timeout_ms * 1000;
-	try_connect(s);
+	if (s->cev == NULL && (s->cev = evtimer_new(s->d->base, he_stagger, s)) == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	he_start(s);
 }
 
 /* ---- address check ---- */
