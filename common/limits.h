@@ -26,6 +26,7 @@
 #define EGRESS_CHUNK_LINE_MAX      1024
 #define EGRESS_REDIRECT_MEMO_MAX   64    /* cross-origin redirects remembered per principal */
 #define EGRESS_REDIRECT_CHAIN_MAX  10    /* redirects followed in a row per principal */
+#define EGRESS_REDIRECT_MEMO_TTL_S 30    /* how long a cross-origin redirect strips credentials */
 
 /* Grants and principals */
 #define EGRESS_PRINCIPAL_MAX       64    /* principal label length */
