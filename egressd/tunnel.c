@@ -363,13 +363,34 @@ take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		n = EGRESS_RESPONSE_HEAD_MAX + 1 - d->headlen;
 	memcpy(d->head + d->headlen, p, n);
 	d->headlen += n;
-	switch (http_check_response(d->head, d->headlen, &head_len, &status, why)) {
-	case HTTP_PARSE_INCOMPLETE:
-		return 0;
-	case HTTP_PARSE_ERROR:
-		return -1;
-	case HTTP_PARSE_OK:
-		break;
+	d->boff = 0;
+	d->blen = 0;
+	for (;;) {
+		switch (http_check_response(d->head, d->headlen, &head_len, &status, why)) {
+		case HTTP_PARSE_INCOMPLETE:
+			return d->blen > 0 ? 1 : 0;
+		case HTTP_PARSE_ERROR:
+			return -1;
+		case HTTP_PARSE_OK:
+			break;
+		}
+		if (status == 101) {
+			/* egressd never forwards Upgrade: a switch it did not ask for is bogus */
+			*why = REASON_BAD_RESPONSE;
+			return -1;
+		}
+		if (status < 100 || status >= 200)
+			break;
+		/* An interim response (100 Continue, 103 Early Hints) passes as it is; the
+		 * final head follows and is the one rebuilt. */
+		if (!ensure_buf(d, d->blen + head_len)) {
+			*why = REASON_INTERNAL_ERROR;
+			return -1;
+		}
+		memcpy(d->buf + d->blen, d->head, head_len);
+		d->blen += head_len;
+		memmove(d->head, d->head + head_len, d->headlen - head_len);
+		d->headlen -= head_len;
 	}
 	if (status == 407 && d->t->o.via_proxy) {
 		*why = d->t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
@@ -377,18 +398,18 @@ take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		return -1;
 	}
 	size_t rest = d->headlen - head_len;
-	if (!ensure_buf(d, EGRESS_RESPONSE_HEAD_MAX + 256 + rest)) {
+	if (!ensure_buf(d, d->blen + EGRESS_RESPONSE_HEAD_MAX + 256 + rest)) {
 		*why = REASON_INTERNAL_ERROR;
 		return -1;
 	}
-	size_t m = http_build_response_head(d->head, head_len, d->buf, d->bcap - rest);
+	size_t m = http_build_response_head(d->head, head_len, d->buf + d->blen,
+	    d->bcap - d->blen - rest);
 	if (m == 0) {
 		*why = REASON_RESPONSE_TOO_LARGE;
 		return -1;
 	}
-	memcpy(d->buf + m, d->head + head_len, rest);
-	d->boff = 0;
-	d->blen = m + rest;
+	memcpy(d->buf + d->blen + m, d->head + head_len, rest);
+	d->blen += m + rest;
 	d->want_head = false;
 	free(d->head);
 	d->head = NULL;

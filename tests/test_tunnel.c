@@ -461,6 +461,44 @@ test_http_chunked_body(void **st)
 }
 
 static void
+test_http_interim(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000 };
+	static const char resp[] = "HTTP/1.1 100 Continue\r\n\r\n"
+	    "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok";
+	char buf[1024];
+	size_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	/* interim and final head in one segment */
+	assert_int_equal(send(f.upeer, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+	shutdown(f.upeer, SHUT_WR);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 100 Continue\r\n\r\n"
+	    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+	fx_close(&f);
+
+	/* a 101 nobody asked for is refused */
+	memset(&d, 0, sizeof(d));
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\n\r\n";
+	assert_int_equal(send(f.upeer, sw, sizeof(sw) - 1, 0), (ssize_t)sizeof(sw) - 1);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_BAD_RESPONSE);
+	fx_close(&f);
+}
+
+static void
 test_http_bad_response(void **st)
 {
 	struct fixture f;
@@ -519,6 +557,7 @@ main(void)
 		cmocka_unit_test(test_byte_budget),
 		cmocka_unit_test(test_http_exchange),
 		cmocka_unit_test(test_http_chunked_body),
+		cmocka_unit_test(test_http_interim),
 		cmocka_unit_test(test_http_bad_response),
 		cmocka_unit_test(test_http_no_answer),
 	};
