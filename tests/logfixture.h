@@ -74,7 +74,7 @@ lchain_decision(struct lchain *c, const char *time, const char *conn, const char
 	    direct ? "direct" : route, direct ? "direct" : "proxy",
 	    direct ? "" : ",\"proxy_addr\":\"198.51.100.3:3128\",\"proxy_status\":200,"
 	    "\"proxy_auth\":null",
-	    strcmp(verdict, "allow") == 0 ? "\"198.51.100.10\"" : "null",
+	    strcmp(verdict, "allow") == 0 && attested ? "\"198.51.100.10\"" : "null",
 	    attested ? "true" : "false");
 	lchain_add(c, time, "decision", f);
 }
