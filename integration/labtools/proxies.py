@@ -800,6 +800,72 @@ class FakeSocks5:
             c.close()
 
 
+# --- a scripted hostile HTTP proxy ----------------------------------------------------
+
+class ScriptedProxy:
+    """An HTTP proxy on addr:port in inet that reads one request head and then plays
+    `script`, a list of steps: bytes (sent), a float (seconds to wait, bounded by the
+    stop event), "echo" (echo everything from then on) or "hold" (say nothing, keep the
+    connection open until stopped). Records the heads it read."""
+
+    def __init__(self, lab, addr, port=SQUID_PORT, script=()):
+        self.script = list(script)
+        self.heads = []
+        self.sock = netns.listen_in(lab.ns_inet, addr, port)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self.sock.settimeout(0.2)
+        self._t.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(timeout=2)
+        self.sock.close()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(c, list(self.script)),
+                             daemon=True).start()
+
+    def _conn(self, c, script):
+        try:
+            c.settimeout(30)
+            head, rest = RecordingProxy._head(c, b"")
+            if head is None:
+                return
+            self.heads.append(head)
+            for step in script:
+                if isinstance(step, bytes):
+                    c.sendall(step)
+                elif isinstance(step, float):
+                    if self._stop.wait(min(step, 30.0)):
+                        return
+                elif step == "hold":
+                    self._stop.wait(30.0)
+                    return
+                elif step == "echo":
+                    if rest:
+                        c.sendall(rest)
+                    while not self._stop.is_set():
+                        d = c.recv(65536)
+                        if not d:
+                            return
+                        c.sendall(d)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+
 def route_query(d, url, timeout=10.0):
     """egressd's control request {"op": "route", "url": URL}: the route it would take."""
     return d.control({"op": "route", "url": url}, timeout=timeout)
