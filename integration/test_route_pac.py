@@ -34,10 +34,11 @@ ZONE = {
     "evil.test": {"A": [EVIL_ADDR]},
     "x.test": {"A": [lab.HTTP_ORIGIN]},
     "nx.proxied.test": {"rcode": "NXDOMAIN"},
+    "priv.proxied.test": {"A": ["10.0.0.5"]},
     "*.proxied.test": {"A": [lab.HTTP_ORIGIN]},
 }
 GRANT = ["https://origin.lab.test", "https://a.proxied.test", "https://b.proxied.test",
-         "https://nx.proxied.test", "https://x.test", "http://x.test", "http://origin.lab.test"]
+         "https://nx.proxied.test", "https://priv.proxied.test", "https://x.test", "http://x.test", "http://origin.lab.test"]
 
 
 def dec_for(d, dest, start):
@@ -103,6 +104,12 @@ def t_pinning_required_sends_literal(L, d, sq):
     n0 = len(sq.access_log_lines())
     refused(L.connect(0, "nx.proxied.test:443", proxy=L.proxy_of(0, 3129)), 403,
             "pinning_unavailable")
+    time.sleep(0.3)
+    check(len(sq.access_log_lines()) == n0, "squid saw a request: %s"
+          % sq.access_log_lines()[n0:])
+    # pinning=required applies the address classes before the proxy sees anything
+    refused(L.connect(0, "priv.proxied.test:443", proxy=L.proxy_of(0, 3129)), 403,
+            "private_address")
     time.sleep(0.3)
     check(len(sq.access_log_lines()) == n0, "squid saw a request: %s"
           % sq.access_log_lines()[n0:])

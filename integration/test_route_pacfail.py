@@ -94,6 +94,28 @@ def t_last_good_copy(L):
     stop_clean(d)
 
 
+def t_pac_refresh_applies(L):
+    """A refreshed PAC copy replaces cached answers: DIRECT before, the proxy after."""
+    path = "/changing.pac"
+    url = proxies.serve_pac(L, path, 'function FindProxyForURL(u, h) { return "DIRECT"; }\n')
+    d = fresh(L, {"route": "pac " + url, "pac_timeout": "2s", "pac_refresh": "1s",
+                  "route_cache_ttl": "1h"})
+    L.grant(d, 0, GRANT)
+    proxies.wait_pac_ready(d)
+    r = proxies.route_query(d, "https://origin.lab.test/")
+    check(r.get("entries") == ["direct"], "before: %s" % r)
+    proxies.serve_pac(L, path, proxies.pac_proxied("PROXY new.lab.test:3128",
+                                                  domain=".lab.test"))
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        r = proxies.route_query(d, "https://origin.lab.test/")
+        if r.get("entries") != ["direct"]:
+            break
+        time.sleep(0.1)
+    check(r.get("entries") == ["http://new.lab.test:3128"], "after refresh: %s" % r)
+    stop_clean(d)
+
+
 def t_pac_stalls(L):
     stall = proxies.StallServer(L).start()
     try:
@@ -186,6 +208,7 @@ def main():
         proxies.traversable_workdir(L)
         for name, fn in (("pac_404_denies", t_pac_404),
                          ("pac_last_good_copy", t_last_good_copy),
+                         ("pac_refresh_applies_new_copy", t_pac_refresh_applies),
                          ("pac_server_stalls", t_pac_stalls),
                          ("pac_fetch_bounds", t_pac_fetch_bounds),
                          ("pac_copy_unreadable_by_helper", t_pac_copy_unreadable)):

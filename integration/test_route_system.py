@@ -122,6 +122,39 @@ def t_no_env_direct(L, sq):
     stop_clean(d)
 
 
+def t_reload_changes_route(L, sq):
+    """SIGHUP applies a new route; a reload with an invalid route keeps the old one."""
+    for old in L.egressds:
+        if old.alive():
+            old.stop(timeout=5)
+    d = L.egressd(settings={"route": "direct"})
+    L.grant(d, 0, GRANT)
+    check(proxies.route_query(d, "https://origin2.lab.test/").get("entries") == ["direct"],
+          "before reload")
+    d.settings["route"] = "proxy " + PROXY_URL
+    d.write_config()
+    d.reload()
+    deadline = time.monotonic() + 5
+    r = {}
+    while time.monotonic() < deadline:
+        r = proxies.route_query(d, "https://origin2.lab.test/")
+        if r.get("entries") == [PROXY_URL]:
+            break
+        time.sleep(0.05)
+    check(r.get("entries") == [PROXY_URL] and r.get("source") == "proxy", "after: %s" % r)
+    tunnel_ok(L, "origin2.lab.test:443", "http2_443")
+    check(sq.wait_log(lambda x: " CONNECT origin2.lab.test:443 " in x) is not None,
+          "squid log")
+    d.settings["route"] = "proxy ftp://proxy.lab.test:21"
+    d.write_config()
+    d.reload()
+    time.sleep(1.0)
+    check(d.alive(), "egressd died on a bad reload")
+    r = proxies.route_query(d, "https://origin2.lab.test/")
+    check(r.get("entries") == [PROXY_URL], "a bad reload changed the route: %s" % r)
+    stop_clean(d)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressd-route-helper")
@@ -137,7 +170,8 @@ def main():
         for name, fn in (("env_proxy_and_no_proxy", t_env_proxy_and_no_proxy),
                          ("env_pac_fetched_by_egressd", t_env_pac),
                          ("env_pac_404_denies", t_env_pac_404),
-                         ("no_proxy_variables_direct", t_no_env_direct)):
+                         ("no_proxy_variables_direct", t_no_env_direct),
+                         ("reload_changes_route", t_reload_changes_route)):
             res.run(name, fn, L, sq)
         sq.stop()
     return res.finish()
