@@ -169,6 +169,15 @@ tunnel_free(struct tunnel *t)
 	}
 	if (t->timer != NULL)
 		event_free(t->timer);
+	if (t->cfd >= 0 && t->o.http) {
+		/* Client bytes egressd never read (a pipelined request) would make close() send
+		 * a reset that can destroy the end of the response still in flight: send FIN
+		 * first and discard what is already queued (bounded). */
+		char sink[4096];
+		shutdown(t->cfd, SHUT_WR);
+		for (int i = 0; i < 16 && recv(t->cfd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+			;
+	}
 	if (t->cfd >= 0)
 		close(t->cfd);
 	if (t->ufd >= 0)
