@@ -6,7 +6,8 @@ within route_timeout, and egressd keeps serving another principal meanwhile (con
 socket, a cached route, a new lookup after the helper restart); the next looping lookup is
 bounded too (the helper was restarted, not left hung); another principal's uncached lookup
 made during the loop is answered (fails today: refused with route_unavailable — reported);
-a PAC with a syntax error denies (route_unavailable)."""
+a PAC with a syntax error denies (route_unavailable); a PAC that throws or returns a
+non-string denies (fails today: libproxy answers DIRECT — reported)."""
 
 import os
 import sys
@@ -134,6 +135,30 @@ def t_pac_syntax_error(L):
     stop_clean(d)
 
 
+PAC_RUNTIME_ERRORS = [
+    "return undefinedFunction(host);",
+    "throw \"broken\";",
+    "return 42;",
+]
+
+
+def t_pac_runtime_error(L):
+    """A PAC that throws or returns a non-string gives libproxy nothing to use: libproxy
+    answers direct:// (fails open, like a 404 PAC URL). egressd must deny instead, as it
+    does for a syntax error. Fails today: the hop goes DIRECT (reported)."""
+    bad = []
+    for body in PAC_RUNTIME_ERRORS:
+        pac = proxies.write_pac(L, "rt.pac", "function FindProxyForURL(url, host) {\n  "
+                                "if (dnsDomainIs(host, \".lab.test\")) { %s }\n"
+                                "  return \"DIRECT\";\n}\n" % body)
+        d = fresh(L, {"route": "pac " + pac, "route_timeout": "%ds" % ROUTE_TIMEOUT_S})
+        r = proxies.route_query(d, "https://origin.lab.test/")
+        if r.get("status") == "allowed":
+            bad.append("%s -> %s" % (body, r.get("entries")))
+        stop_clean(d)
+    check(not bad, "a PAC runtime error was routed: %s" % "; ".join(bad))
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressd-route-helper")
@@ -143,7 +168,8 @@ def main():
         for name, fn in (("pac_loops_route_timeout", t_pac_loops),
                          ("pac_loop_other_principal_uncached",
                           t_pac_loop_other_principal_uncached),
-                         ("pac_syntax_error", t_pac_syntax_error)):
+                         ("pac_syntax_error", t_pac_syntax_error),
+                         ("pac_runtime_error_denies", t_pac_runtime_error)):
             res.run(name, fn, L)
     return res.finish()
 
