@@ -235,6 +235,7 @@ class Lab:
             ns = self.ns_inet if role == "inet" else self.ns_host
             s = netns.listen_in(ns, addr, port)
             svc = origins.TCPService(name, s, self.counters, origins.HANDLERS[kind])
+            svc.ns_role = role
             self.services[name] = svc
             svc.start()
 
@@ -256,6 +257,7 @@ class Lab:
         s = netns.listen_in(ns, addr, port)
         svc = origins.TCPService(name, s, self.counters, origins.HANDLERS[kind])
         svc.routes = dict(routes or {})
+        svc.ns_role = role
         self.services[name] = svc
         svc.start()
         return svc
@@ -383,23 +385,50 @@ class Lab:
         return dns.query(self.socket_factory(who), (DNS_SERVER, 53), name, qtype, tcp=tcp,
                          timeout=timeout)
 
+    def pending_accepts(self):
+        """Connections waiting in the listen queues of the lab's services (from the
+        kernel: rx_queue of LISTEN sockets in /proc/thread-self/net/tcp)."""
+        total = 0
+        for role in ("inet", "host"):
+            ports = {tuple(svc.address) for svc in self.services.values()
+                     if svc.ns_role == role}
+            with netns.entered(self.ns_of(role)):
+                with open("/proc/thread-self/net/tcp") as f:
+                    lines = f.read().splitlines()[1:]
+            for ln in lines:
+                fields = ln.split()
+                if len(fields) < 5 or fields[3] != "0A":
+                    continue
+                hexip, hexport = fields[1].split(":")
+                ip_ = socket.inet_ntoa(bytes.fromhex(hexip)[::-1])
+                if (ip_, int(hexport, 16)) in ports:
+                    total += int(fields[4].split(":")[1], 16)
+        return total
+
+    def quiet_counts(self, timeout=3.0):
+        """Counts once no listen queue holds a connection and two snapshots agree."""
+        deadline = time.monotonic() + timeout
+        prev = None
+        while True:
+            pending = self.pending_accepts()
+            now = self.counts()
+            if pending == 0 and now == prev:
+                return now
+            if time.monotonic() > deadline:
+                return now
+            prev = now if pending == 0 else None
+            time.sleep(0.03)
+
     @contextlib.contextmanager
     def no_origin_connection(self, settle=0.2):
         """Asserts (AssertionError) that no origin or trap accepted a connection during the
         with-block. settle: seconds to let a late connection land before comparing."""
-        # Connections accepted by the kernel just before the block may still be on their
-        # way to the counting thread: take the "before" snapshot once the counts are quiet.
-        before = self.counts()
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            now = self.counts()
-            if now == before:
-                break
-            before = now
+        # Connections the kernel accepted just before the block may still wait in a listen
+        # queue or be on their way to the counting thread: start from a quiet state.
+        before = self.quiet_counts()
         yield
         time.sleep(settle)
-        after = self.counts()
+        after = self.quiet_counts()
         diff = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         if diff:
             raise AssertionError("origins accepted connections: %s" % diff)

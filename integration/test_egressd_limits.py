@@ -30,7 +30,15 @@ def _close_all(ts):
         t.close()
 
 
+def _idle(d):
+    """Bounded wait until egressd has noticed every earlier close (its connection count is
+    0), so one limit test does not inherit the previous one's slots."""
+    check(bounded_wait(lambda: d.status().get("connections") == 0, 5, step=0.05),
+          "connections still open: %s" % d.status())
+
+
 def t_principal_limit(L, d, st):
+    _idle(d)
     ts = []
     try:
         for _ in range(PRINCIPAL_CONN):
@@ -54,6 +62,7 @@ def t_principal_limit(L, d, st):
 
 
 def t_global_limit(L, d, st):
+    _idle(d)
     ts = []
     try:
         for who in (0, 0, 1, 1):
@@ -75,6 +84,7 @@ def t_global_limit(L, d, st):
 
 
 def t_bytes_budget(L, d, st):
+    _idle(d)
     t = L.connect(2, "web.lab.test:443")
     allowed_tunnel(t)
     try:
@@ -95,6 +105,7 @@ def t_bytes_budget(L, d, st):
 def t_dns_pending(L, d, st):
     """max_dns_pending = 1: while one slow lookup is in flight for the principal, a second
     lookup is refused with 503 limit_dns_pending."""
+    _idle(d)
     results = []
 
     def one():
@@ -105,13 +116,15 @@ def t_dns_pending(L, d, st):
     # Wait (bounded) until the first lookup reached the DNS server.
     check(bounded_wait(lambda: L.zone.query_log("slow.lab.test"), 3), "no first lookup")
     time.sleep(0.1)
-    with L.no_origin_connection(settle=0):
-        r = L.connect(0, "slow.lab.test:443", timeout=10)
+    before = L.count("http443")
+    r = L.connect(0, "slow.lab.test:443", timeout=10)
     th.join(timeout=10)
     for x in results:
         x.close()
     refused(r, 503, "limit_dns_pending")
     check(results and results[0].status == 200, "first lookup: %r" % results)
+    # Only the first hop reached the origin (the refused one never connected).
+    check(L.quiet_counts()["http443"] == before + 1, "origin connections")
 
 
 def main():

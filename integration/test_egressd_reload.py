@@ -39,6 +39,16 @@ def _wait_applies(L, target, want_status, timeout=5.0):
     return bounded_wait(probe, timeout, step=0.1)
 
 
+def _reload_and_wait(d, timeout=5.0):
+    """SIGHUP, then wait (bounded) until egressd logged the outcome, so that nothing we
+    send afterwards can be in flight while the reload runs."""
+    n = len(d.stderr_text())
+    d.reload()
+    check(bounded_wait(lambda: "in service" in d.stderr_text()[n:] or
+                       "reload failed" in d.stderr_text()[n:], timeout),
+          "reload not logged: %r" % d.stderr_text()[n:])
+
+
 def t_initial(L, d, st):
     r = _static(L, "first.lab.test:443")
     allowed_tunnel(r)
@@ -173,9 +183,9 @@ def t_reload_changes_dns(L, d, st):
         # Any lookup still pending (an AAAA behind an answered A) defers it again: retry
         # a few reloads, bounded.
         for _ in range(5):
-            time.sleep(0.3)
-            d.reload()
-            if bounded_wait(moved, 1.0, step=0.2):
+            time.sleep(0.5)
+            _reload_and_wait(d)
+            if moved():
                 break
     check(bounded_wait(moved, 3, step=0.2), "new dns_server not used after reload:\n%s"
           % d.stderr_tail(12))
