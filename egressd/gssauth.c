@@ -21,12 +21,26 @@
 
 #define GSS_TOKEN_MAX 16384
 
+/* 1.3.6.1.4.1.311.2.2.10: NTLMSSP (gss-ntlmssp) */
+static gss_OID_desc ntlm_oid = { 10, (void *)"\x2b\x06\x01\x04\x01\x82\x37\x02\x02\x0a" };
+
+struct gss_sec {
+	gss_ctx_id_t ctx;
+	gss_cred_id_t cred;
+};
+
 struct gss_req {
 	struct gssauth *g;
 	char host[256];
 	char *keytab, *ccache, *principal;
 	gss_cb cb;
 	void *arg;
+	/* NTLM steps */
+	int ntlm;
+	struct gss_sec *sec;    /* owned by the request while it runs */
+	char *user, *pass;      /* wiped on free */
+	char *challenge;
+	gss_step_cb step_cb;
 	int cancelled;          /* loop thread only */
 	int wfd;                /* the pipe's write end, copied so the thread never touches g */
 	/* filled by the thread */
@@ -54,7 +68,28 @@ req_free(struct gss_req *r)
 	free(r->keytab);
 	free(r->ccache);
 	free(r->principal);
+	if (r->pass != NULL) {
+		secret_wipe(r->pass, strlen(r->pass));
+		free(r->pass);
+	}
+	free(r->user);
+	free(r->challenge);
+	gssauth_sec_free(r->sec);
 	free(r);
+}
+
+void
+gssauth_sec_free(struct gss_sec *sec)
+{
+	OM_uint32 min;
+
+	if (sec == NULL)
+		return;
+	if (sec->ctx != GSS_C_NO_CONTEXT)
+		gss_delete_sec_context(&min, &sec->ctx, GSS_C_NO_BUFFER);
+	if (sec->cred != GSS_C_NO_CREDENTIAL)
+		gss_release_cred(&min, &sec->cred);
+	free(sec);
 }
 
 static void
@@ -158,6 +193,94 @@ out:
 	return NULL;
 }
 
+/* One NTLM leg, in a worker thread. */
+static void *
+ntlm_thread(void *arg)
+{
+	struct gss_req *r = arg;
+	OM_uint32 maj, min;
+	char spn[300];
+	gss_buffer_desc nb, in = GSS_C_EMPTY_BUFFER, out = GSS_C_EMPTY_BUFFER;
+	gss_name_t target = GSS_C_NO_NAME;
+	unsigned char *raw = NULL;
+
+	if (r->sec == NULL) {
+		gss_name_t user = GSS_C_NO_NAME;
+		gss_buffer_desc ub = { strlen(r->user), r->user };
+		gss_buffer_desc pb = { strlen(r->pass), r->pass };
+		gss_OID_set_desc mechs = { 1, &ntlm_oid };
+
+		r->sec = calloc(1, sizeof(*r->sec));
+		if (r->sec == NULL) {
+			snprintf(r->err, sizeof(r->err), "out of memory");
+			goto out;
+		}
+		maj = gss_import_name(&min, &ub, GSS_C_NT_USER_NAME, &user);
+		if (!GSS_ERROR(maj))
+			maj = gss_acquire_cred_with_password(&min, user, &pb, GSS_C_INDEFINITE, &mechs,
+			    GSS_C_INITIATE, &r->sec->cred, NULL, NULL);
+		if (user != GSS_C_NO_NAME)
+			gss_release_name(&min, &user);
+		if (GSS_ERROR(maj)) {
+			gss_errtext(maj, min, r->err, sizeof(r->err));
+			if (r->err[0] == '\0' || strstr(r->err, "unsupported") != NULL)
+				snprintf(r->err, sizeof(r->err), "no NTLM mechanism (install gss-ntlmssp)");
+			goto out;
+		}
+	} else if (r->challenge != NULL) {
+		size_t cl = strlen(r->challenge);
+		int n;
+		if (cl == 0 || cl > GSS_TOKEN_MAX || cl % 4 != 0) {
+			snprintf(r->err, sizeof(r->err), "malformed NTLM challenge");
+			goto out;
+		}
+		raw = malloc(cl);
+		n = raw ? EVP_DecodeBlock(raw, (const unsigned char *)r->challenge, (int)cl) : -1;
+		if (n <= 0) {
+			snprintf(r->err, sizeof(r->err), "malformed NTLM challenge");
+			goto out;
+		}
+		/* EVP_DecodeBlock counts '=' padding as zero bytes */
+		if (r->challenge[cl - 1] == '=')
+			n--;
+		if (cl > 1 && r->challenge[cl - 2] == '=')
+			n--;
+		in.value = raw;
+		in.length = (size_t)n;
+	}
+	snprintf(spn, sizeof(spn), "HTTP@%s", r->host);
+	nb.value = spn;
+	nb.length = strlen(spn);
+	maj = gss_import_name(&min, &nb, GSS_C_NT_HOSTBASED_SERVICE, &target);
+	if (!GSS_ERROR(maj))
+		maj = gss_init_sec_context(&min, r->sec->cred, &r->sec->ctx, target, &ntlm_oid, 0, 0,
+		    GSS_C_NO_CHANNEL_BINDINGS, in.length ? &in : GSS_C_NO_BUFFER, NULL, &out, NULL,
+		    NULL);
+	if (GSS_ERROR(maj) || out.length == 0 || out.length > GSS_TOKEN_MAX) {
+		if (GSS_ERROR(maj))
+			gss_errtext(maj, min, r->err, sizeof(r->err));
+		else
+			snprintf(r->err, sizeof(r->err), "no usable NTLM message");
+		goto out;
+	}
+	r->token = malloc(5 + 4 * ((out.length + 2) / 3) + 1);
+	if (r->token == NULL) {
+		snprintf(r->err, sizeof(r->err), "out of memory");
+		goto out;
+	}
+	memcpy(r->token, "NTLM ", 5);
+	EVP_EncodeBlock((unsigned char *)r->token + 5, out.value, (int)out.length);
+out:
+	if (out.length)
+		gss_release_buffer(&min, &out);
+	if (target != GSS_C_NO_NAME)
+		gss_release_name(&min, &target);
+	free(raw);
+	if (write(r->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		req_free(r);
+	return NULL;
+}
+
 static void
 on_pipe(evutil_socket_t fd, short what, void *arg)
 {
@@ -171,8 +294,15 @@ on_pipe(evutil_socket_t fd, short what, void *arg)
 			;
 		if (*pp == r)
 			*pp = r->next;
-		if (!r->cancelled)
-			r->cb(r->token, r->token ? NULL : r->err, r->arg);
+		if (!r->cancelled) {
+			if (r->ntlm) {
+				struct gss_sec *sec = r->sec;
+				r->sec = NULL;      /* back to the caller */
+				r->step_cb(r->token, r->token ? NULL : r->err, sec, r->arg);
+			} else {
+				r->cb(r->token, r->token ? NULL : r->err, r->arg);
+			}
+		}
 		req_free(r);
 	}
 }
@@ -220,6 +350,46 @@ gssauth_token(struct gssauth *g, const char *proxy_host, const char *keytab,
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&t, &at, token_thread, r) != 0) {
+		pthread_attr_destroy(&at);
+		goto fail;
+	}
+	pthread_attr_destroy(&at);
+	r->next = g->pending;
+	g->pending = r;
+	return r;
+fail:
+	req_free(r);
+	return NULL;
+}
+
+struct gss_req *
+gssauth_ntlm_step(struct gssauth *g, struct gss_sec *sec, const char *proxy_host,
+    const char *username, const char *password, const char *challenge, gss_step_cb cb,
+    void *arg)
+{
+	struct gss_req *r = calloc(1, sizeof(*r));
+	pthread_t t;
+	pthread_attr_t at;
+
+	if (r == NULL) {
+		gssauth_sec_free(sec);
+		return NULL;
+	}
+	r->sec = sec;           /* owned from here on, whatever happens */
+	if (strlen(proxy_host) >= sizeof(r->host) || username == NULL || password == NULL)
+		goto fail;
+	snprintf(r->host, sizeof(r->host), "%s", proxy_host);
+	if ((r->user = strdup(username)) == NULL || (r->pass = strdup(password)) == NULL ||
+	    (challenge != NULL && (r->challenge = strdup(challenge)) == NULL))
+		goto fail;
+	r->ntlm = 1;
+	r->g = g;
+	r->wfd = g->pipefd[1];
+	r->step_cb = cb;
+	r->arg = arg;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, ntlm_thread, r) != 0) {
 		pthread_attr_destroy(&at);
 		goto fail;
 	}

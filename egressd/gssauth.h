@@ -36,4 +36,24 @@ struct gss_req *gssauth_token(struct gssauth *g, const char *proxy_host, const c
     const char *ccache, const char *principal, gss_cb cb, void *arg);
 void gssauth_cancel(struct gss_req *r);
 
+/*
+ * NTLM through GSSAPI (the gss-ntlmssp mechanism, opt-in by a `scheme = ntlm` entry in the
+ * credentials file): three legs on ONE proxy connection — egressd's NEGOTIATE message, the
+ * proxy's CHALLENGE in a 407, egressd's AUTHENTICATE message. The security context lives
+ * in a struct gss_sec that travels with each step: a step takes ownership of sec (NULL for
+ * the first leg) and hands it back in the callback (free it with gssauth_sec_free when the
+ * exchange is over); a cancelled step frees it.
+ * username may be "DOMAIN\user" or "user@domain"; the password is used only to acquire
+ * the credential and is never copied into a message.
+ */
+struct gss_sec;
+typedef void (*gss_step_cb)(const char *token, const char *err, struct gss_sec *sec,
+    void *arg);
+/* challenge: the base64 text after "NTLM " in Proxy-Authenticate (NULL on the first leg).
+ * token in the callback: "NTLM <base64>". */
+struct gss_req *gssauth_ntlm_step(struct gssauth *g, struct gss_sec *sec,
+    const char *proxy_host, const char *username, const char *password,
+    const char *challenge, gss_step_cb cb, void *arg);
+void gssauth_sec_free(struct gss_sec *sec);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,7 +23,7 @@
 
 enum up_state {
 	UP_RESOLVE, UP_CONNECT, UP_TLS, UP_TOKEN,
-	UP_HTTP_SEND, UP_HTTP_HEAD,
+	UP_HTTP_SEND, UP_HTTP_HEAD, UP_HTTP_DISCARD,
 	UP_SOCKS_GREET, UP_SOCKS_METHOD, UP_SOCKS_AUTH, UP_SOCKS_AUTH_REPLY,
 	UP_SOCKS_CONNECT, UP_SOCKS_REPLY,
 	UP_DONE,
@@ -53,6 +54,11 @@ struct upstream_req {
 	size_t incap;
 	bool sent_auth;
 	bool socks_userpass;
+	/* NTLM: three legs on this one connection */
+	struct gss_sec *gsec;
+	int ntlm_leg;
+	char ntlm_challenge[4096];
+	size_t discard_left;
 	struct upstream_result res;
 };
 
@@ -111,6 +117,8 @@ cleanup(struct upstream_req *u)
 		tlsbridge_abort(u->tb);
 		u->tb = NULL;
 	}
+	gssauth_sec_free(u->gsec);
+	u->gsec = NULL;
 	if (u->fd >= 0) {
 		close(u->fd);
 		u->fd = -1;
@@ -306,6 +314,90 @@ collect_offered(struct upstream_req *u, const struct httpresp *r)
 	}
 }
 
+static void send_connect(struct upstream_req *u, const char *auth);
+static void ntlm_next(struct upstream_req *u);
+
+/* The 407 between NTLM legs carries a body: read it away (bounded) on this connection. */
+static void
+on_discard(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_req *u = arg;
+	char buf[4096];
+	ssize_t n;
+
+	(void)what;
+	while (u->discard_left > 0) {
+		n = recv(fd, buf, u->discard_left < sizeof(buf) ? u->discard_left : sizeof(buf), 0);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "the proxy closed the connection "
+			    "between NTLM legs");
+			return;
+		}
+		u->discard_left -= (size_t)n;
+	}
+	event_free(u->ev);
+	u->ev = NULL;
+	ntlm_next(u);
+}
+
+/* After the first leg's 407: keep its challenge, skip its body, then answer. */
+static void
+ntlm_challenge(struct upstream_req *u, const struct httpresp *r)
+{
+	size_t body = 0;
+	long i;
+
+	for (size_t k = 0; (i = httpresp_find(r, "proxy-authenticate", k)) >= 0; k++) {
+		const struct httpresp_header *h = &r->headers[i];
+		if (h->value_len > 5 && strncasecmp(h->value, "NTLM ", 5) == 0 &&
+		    h->value_len - 5 < sizeof(u->ntlm_challenge)) {
+			memcpy(u->ntlm_challenge, h->value + 5, h->value_len - 5);
+			u->ntlm_challenge[h->value_len - 5] = '\0';
+			break;
+		}
+	}
+	if (i < 0) {
+		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "the proxy sent no NTLM challenge");
+		return;
+	}
+	if (httpresp_find(r, "transfer-encoding", 0) >= 0) {
+		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "a chunked 407 between NTLM legs is "
+		    "not supported");
+		return;
+	}
+	if ((i = httpresp_find(r, "connection", 0)) >= 0 &&
+	    httpresp_value_has_token(r->headers[i].value, r->headers[i].value_len, "close")) {
+		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "the proxy closes the connection "
+		    "between NTLM legs (NTLM needs one connection)");
+		return;
+	}
+	if ((i = httpresp_find(r, "content-length", 0)) >= 0) {
+		char cl[24];
+		long long v;
+		const char *es;
+		if (r->headers[i].value_len >= sizeof(cl)) {
+			finish(u, REASON_PROXY_BAD_RESPONSE, false, "bad Content-Length in a 407");
+			return;
+		}
+		memcpy(cl, r->headers[i].value, r->headers[i].value_len);
+		cl[r->headers[i].value_len] = '\0';
+		if (num_parse(cl, 0, EGRESS_RESPONSE_HEAD_MAX, &v, &es) != 0) {
+			finish(u, REASON_PROXY_BAD_RESPONSE, false, "bad Content-Length in a 407");
+			return;
+		}
+		body = (size_t)v;
+	}
+	u->discard_left = body;
+	if (body == 0) {
+		ntlm_next(u);
+		return;
+	}
+	u->st = UP_HTTP_DISCARD;
+	arm(u, EV_READ | EV_PERSIST, on_discard);
+}
+
 static void
 on_http_head(evutil_socket_t fd, short what, void *arg)
 {
@@ -330,6 +422,10 @@ on_http_head(evutil_socket_t fd, short what, void *arg)
 	u->res.proxy_status = r.status;
 	if (r.status >= 200 && r.status <= 299) {
 		finish(u, REASON_ALLOWED, false, "CONNECT answered %d", r.status);
+		return;
+	}
+	if (r.status == 407 && u->ntlm_leg == 1) {
+		ntlm_challenge(u, &r);
 		return;
 	}
 	if (r.status == 407) {
@@ -421,10 +517,48 @@ begin_http(struct upstream_req *u)
 			finish(u, REASON_INTERNAL_ERROR, false, "cannot start a Negotiate token");
 		return;
 	case PROXY_AUTH_NTLM:
-		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "NTLM is not supported by this build");
+		if (u->p.gss == NULL || u->p.forward) {
+			/* NTLM authenticates a connection: egressd runs it for CONNECT tunnels */
+			finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "NTLM is supported for CONNECT "
+			    "through the proxy, not for plain-HTTP forwarding");
+			return;
+		}
+		ntlm_next(u);
 		return;
 	}
 	finish(u, REASON_INTERNAL_ERROR, false, "unknown auth scheme");
+}
+
+static void
+on_ntlm(const char *token, const char *err, struct gss_sec *sec, void *arg)
+{
+	struct upstream_req *u = arg;
+
+	u->greq = NULL;
+	u->gsec = sec;
+	if (token == NULL) {
+		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "NTLM for the proxy %s: %s",
+		    u->p.via->proxy.name, err ? err : "unknown error");
+		return;
+	}
+	u->res.auth = "ntlm";
+	send_connect(u, token);
+}
+
+/* Leg 1 (NEGOTIATE) or leg 3 (AUTHENTICATE, answering the stored challenge). */
+static void
+ntlm_next(struct upstream_req *u)
+{
+	const struct proxycred *c = u->p.cred;
+	struct gss_sec *sec = u->gsec;
+
+	u->gsec = NULL;             /* the step owns it now */
+	u->ntlm_leg++;
+	u->st = UP_TOKEN;
+	u->greq = gssauth_ntlm_step(u->p.gss, sec, u->p.via->proxy.name, c->username,
+	    c->password, u->ntlm_leg > 1 ? u->ntlm_challenge : NULL, on_ntlm, u);
+	if (u->greq == NULL)
+		finish(u, REASON_INTERNAL_ERROR, false, "cannot start an NTLM step");
 }
 
 /* ---- SOCKS5 ---- */
@@ -517,7 +651,7 @@ on_socks(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	case UP_RESOLVE: case UP_CONNECT: case UP_TLS: case UP_TOKEN: case UP_HTTP_SEND:
-	case UP_HTTP_HEAD: case UP_SOCKS_GREET: case UP_SOCKS_AUTH: case UP_SOCKS_CONNECT:
+	case UP_HTTP_HEAD: case UP_HTTP_DISCARD: case UP_SOCKS_GREET: case UP_SOCKS_AUTH: case UP_SOCKS_CONNECT:
 	case UP_DONE:
 		break;
 	}

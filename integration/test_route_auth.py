@@ -191,8 +191,10 @@ def t_worker_header_not_forwarded(L, sq):
 
 def t_ntlm(L, sq, sq_ntlm):
     """A squid offering only NTLM (ntlm_fake_auth): without an entry egressd cannot answer
-    (upstream_auth_required, NTLM named in the operator log); an `ntlm` entry is refused by
-    this build (no gss-ntlmssp) with upstream_auth_failed — never a loop, never direct."""
+    (upstream_auth_required, NTLM named in the operator log). With an `ntlm` entry egressd
+    runs the legs, but ntlm_fake_auth's CHALLENGE is malformed (a garbage TargetName
+    offset), so gss-ntlmssp refuses it: upstream_auth_failed, once — never a loop, never
+    direct. The full three-leg exchange is tested in test_route_ntlm.py."""
     d = fresh(L, {"route": "proxy http://ntlm.lab.test:3128"})
     with L.no_origin_connection():
         refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_required")
@@ -200,13 +202,12 @@ def t_ntlm(L, sq, sq_ntlm):
     stop_clean(d)
     c = proxies.credentials_file(L, "ntlm.ini", {"ntlm.lab.test:3128": {
         "scheme": "ntlm", "username": USER, "password": PASSWORD}})
-    d = fresh(L, {"route": "proxy http://ntlm.lab.test:3128", "proxy_credentials": c})
+    # gss-ntlmssp leaks inside the library: the suppression of test_route_ntlm.py applies
+    from test_route_ntlm import ntlm_env
+    d = fresh(L, {"route": "proxy http://ntlm.lab.test:3128", "proxy_credentials": c},
+              extra_env=ntlm_env())
     with L.no_origin_connection():
-        r = L.connect(0, "origin.lab.test:443")
-        if r.status == 200:
-            r.close()
-            raise AssertionError("NTLM tunnel opened (gss-ntlmssp present?): update the test")
-        refused(r, 502, "upstream_auth_failed")
+        refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_failed")
     no_secret(d.stderr_text().encode(), "egressd's stderr")
     stop_clean(d)
 
