@@ -157,6 +157,12 @@ def t_ip_literal(L, d):
         refused(L.connect(0, "203.0.113.10:443"), 403, "ip_literal_not_granted")
         refused(L.http(0, "GET", "http://198.51.100.10/"), 403, "ip_literal_not_granted")
         refused(L.connect(0, "[::ffff:198.51.100.11]:7"), 403, "ip_literal_not_granted")
+        refused(L.connect(0, "[2001:db8::1]:443"), 403, "ip_literal_not_granted")
+        refused(L.connect(0, "[::1]:443"), 403, "ip_literal_not_granted")
+        refused(L.connect(0, "127.0.0.1:443"), 403, "ip_literal_not_granted")
+        refused(L.http(0, "GET", "http://[::1]/"), 403, "ip_literal_not_granted")
+        r = L.connect(0, "[fe80::1%25eth0]:443")
+        check(r.status == 400 and r.egress_reason == "invalid_host", "zone id: %r" % r)
         # Numeric tricks are neither addresses nor names.
         for t in ("3325256715:7", "0306.0063.0144.0013:7", "198.51.100.011:7", "0xc6336410:443",
                   "198.51.25611:7"):

@@ -105,7 +105,8 @@ def t_broken_reload_keeps_old(L, d, st):
             refused(_static(L, "first.lab.test:443"), 403, "not_granted")
     d.write_config()  # restore the good file
     rc, out, err = d.check_config()
-    check(rc == 0, "good file fails -t: %s" % err)
+    check(rc == 0 and out.startswith("%s: ok" % d.conf_path), "good file -t: %r %r"
+          % (out, err))
 
 
 def t_control_reload(L, d, st):
