@@ -492,40 +492,62 @@ SP_exec_netd="$EXEC run --repo $REPO --egressd-control $TMP/ctl/control.sock --a
 SP_bwrap="$BWRAP --unshare-all --ro-bind / / --"
 SP_unshare="unshare -n -m -p -f"
 SP_plain=""
+# The network variants run in a network namespace of their own (unshare -n, outside the
+# timed region): egress-exec refuses network mode (capability_missing, network_enforcement)
+# while any wildcard socket in egressd's namespace would be reachable through the veth, and
+# the machine's own namespace has such sockets that are not ours to close. The namespace
+# goes away with its last process; the inner egressd is stopped by the inner trap.
+spawn_block() { # variant worker rawfile
+	case $1 in
+	exec_net)
+		# shellcheck disable=SC2086
+		timeout -k 5 600 unshare -n sh -c 'ip link set lo up && exec "$@"' sh \
+		    "$EGSPAWN" -n $block --raw "$3" -- $SP_exec_net "$2"
+		;;
+	exec_netd)
+		rm -f "$TMP/ctl/control.sock"
+		# shellcheck disable=SC2016,SC2086
+		timeout -k 5 600 unshare -n sh -c '
+			ip link set lo up || exit 1
+			"$1" -f -c "$2" 2>>"$3" &
+			e=$!
+			trap "kill \$e 2>/dev/null; wait \$e 2>/dev/null" EXIT
+			i=0
+			while [ ! -S "$4" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+			shift 4
+			"$@"' sh "$EGRESSD" "$TMP/ctl/egressd.ini" "$TMP/ctl/egressd.log" \
+		    "$TMP/ctl/control.sock" "$EGSPAWN" -n $block --raw "$3" -- $SP_exec_netd "$2"
+		;;
+	*)
+		pre=$(eval "echo \"\$SP_$1\"")
+		# shellcheck disable=SC2086
+		timeout -k 5 600 "$EGSPAWN" -n $block --raw "$3" -- $pre "$2"
+		;;
+	esac
+}
 if [ -z "$spawn_skip" ]; then
 	SPAWN_VARIANTS="plain unshare"
 	[ -n "$BWRAP" ] && SPAWN_VARIANTS="$SPAWN_VARIANTS bwrap"
-	SPAWN_VARIANTS="$SPAWN_VARIANTS exec_nonet exec_net"
-	# A long-running egressd with a control socket, as a host service would run it: the
-	# run's grant and veth listener are created over the socket instead of starting a
+	# exec_netd: a long-running egressd with a control socket, as a host service runs it;
+	# the run's grant and veth listener are created over the socket instead of starting a
 	# private egressd per run.
+	SPAWN_VARIANTS="$SPAWN_VARIANTS exec_nonet exec_net exec_netd"
 	mkdir -p "$TMP/ctl"
 	printf '[egressd]\ncontrol_socket = %s\ndecision_log = %s\n' "$TMP/ctl/control.sock" \
 	    "$TMP/ctl/decisions.jsonl" > "$TMP/ctl/egressd.ini"
-	"$EGRESSD" -f -c "$TMP/ctl/egressd.ini" 2>"$TMP/ctl/egressd.log" &
-	CTL_PID=$!
-	addpid $CTL_PID
-	i=0
-	while [ ! -S "$TMP/ctl/control.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	[ -S "$TMP/ctl/control.sock" ] && SPAWN_VARIANTS="$SPAWN_VARIANTS exec_netd"
 	block=$(( (SPAWN_N + 4) / 5 ))
 	b=1
 	while [ $b -le 5 ]; do
 		for v in $SPAWN_VARIANTS; do
-			pre=$(eval "echo \"\$SP_$v\"")
 			case $v in
 			exec_*) stamp=/work/egstamp ;;
 			*) stamp=$EGSTAMP ;;
 			esac
-			# shellcheck disable=SC2086
-			timeout -k 5 600 "$EGSPAWN" -n $block --raw "$TMP/spawn.$v.stamp" -- $pre $stamp \
-			    >/dev/null 2>>"$TMP/spawn.log"
-			timeout -k 5 600 "$EGSPAWN" -n $block --raw "$TMP/spawn.$v.true" -- $pre /bin/true \
-			    >/dev/null 2>>"$TMP/spawn.log"
+			spawn_block $v "$stamp" "$TMP/spawn.$v.stamp" >/dev/null 2>>"$TMP/spawn.log"
+			spawn_block $v /bin/true "$TMP/spawn.$v.true" >/dev/null 2>>"$TMP/spawn.log"
 		done
 		b=$((b + 1))
 	done
-	[ -n "${CTL_PID:-}" ] && stop_pid "$CTL_PID"
 fi
 
 # --- profile of egressd (batch) under the rate scenario --------------------------------------
@@ -555,7 +577,7 @@ if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/de
 	# System calls per transaction (strace counts them exactly; its overhead does not
 	# matter for a count), egressd with log_sync = none, 200 transactions at c=1.
 	if command -v strace >/dev/null 2>&1 && [ -n "${PID_egressd_none:-}" ]; then
-		timeout -k 5 120 strace -f -c -p "$PID_egressd_none" -o "$TMP/strace.txt" &
+		timeout -k 5 120 strace -f -c -p "$PID_egressd_none" -o "$TMP/strace.txt" 2>/dev/null &
 		sp=$!
 		addpid $sp
 		sleep 1
@@ -707,8 +729,8 @@ OUT=$OUTDIR/latest.md
 			unshare) label="unshare -n -m -p -f" ;;
 			bwrap) label="bwrap --unshare-all --ro-bind / /" ;;
 			exec_nonet) label="egress-exec run (full sandbox, no network)" ;;
-			exec_net) label="egress-exec run --allow (full sandbox, network, private egressd)" ;;
-			exec_netd) label="egress-exec run --allow --egressd-control (network, running egressd)" ;;
+			exec_net) label="egress-exec run --allow (full sandbox, network, private egressd; own netns)" ;;
+			exec_netd) label="egress-exec run --allow --egressd-control (network, running egressd; own netns)" ;;
 			esac
 			pf() { # file column pct
 				[ -s "$1" ] || { printf '—'; return; }
