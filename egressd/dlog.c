@@ -78,6 +78,14 @@ struct dlog {
 	bool failed;                /* also read without mu via __atomic */
 	char error[256];
 	uint64_t written, nfailed, syncs;
+
+	/* rotation and keyed chain (writer thread after dlog_open) */
+	struct dlog_key key;        /* len 0: plain SHA-256 chain */
+	uint64_t max_bytes;         /* 0: no size rotation */
+	off_t size;                 /* bytes in the current file */
+	bool rotate_pending;        /* the next group starts with a "rotate" record */
+	const char *rotate_cause;
+	char rotate_prev[EGRESS_PATH_MAX];  /* where the previous file is now ("" unknown) */
 };
 
 static void *writer_main(void *arg);
@@ -213,7 +221,7 @@ load_tail(struct dlog *d, int fd, off_t sz, uint64_t *seq, char *hash, char *why
 	{
 		char lwhy[128];
 
-		if (dlog_line_check(buf + lstart, end - 1 - lstart, &info, lwhy,
+		if (dlog_line_check_key(buf + lstart, end - 1 - lstart, &d->key, &info, lwhy,
 		    sizeof(lwhy)) != DLOG_LINE_OK) {
 			rc = EBADMSG;
 			snprintf(why, whylen, "the last record is corrupt (%s)", lwhy);
@@ -255,6 +263,23 @@ open_log_file(struct dlog *d)
 	return -1;
 }
 
+/* The current name of the open file (after a rename by logrotate), into rotate_prev. */
+static void
+old_file_name(struct dlog *d)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", d->fd);
+	n = readlink(link, d->rotate_prev, sizeof(d->rotate_prev) - 1);
+	if (n <= 0 || (size_t)n >= sizeof(d->rotate_prev) - 1 ||
+	    (n > 10 && memcmp(d->rotate_prev + n - 10, " (deleted)", 10) == 0)) {
+		d->rotate_prev[0] = '\0';   /* unknown, or deleted: name no file */
+		return;
+	}
+	d->rotate_prev[n] = '\0';
+}
+
 /*
  * Open (or reopen) the file. Called WITHOUT mu, from dlog_open before the writer starts or
  * from the writer thread (the only thread that changes fd, regular, last_seq, last_hash;
@@ -272,6 +297,10 @@ file_open(struct dlog *d)
 	int fd, rc = 0;
 
 	if (d->fd >= 0) {
+		/* Where did the old file go? logrotate renamed it; /proc/self/fd follows the
+		 * rename. A size rotation has set the name already. */
+		if (d->rotate_prev[0] == '\0')
+			old_file_name(d);
 		pthread_mutex_lock(&d->mu);
 		close(d->fd);
 		d->fd = -1;
@@ -302,6 +331,20 @@ file_open(struct dlog *d)
 		if (st.st_size > 0 &&
 		    (rc = load_tail(d, fd, st.st_size, &seq, hash, why, sizeof(why))) != 0)
 			goto fail;
+		d->size = lseek(fd, 0, SEEK_END);
+		if (d->size < 0)
+			d->size = 0;
+		/* An empty file continuing a chain begins with a rotate record naming the
+		 * file before it. */
+		if (st.st_size == 0 && seq > 0) {
+			d->rotate_pending = true;
+			if (d->rotate_cause == NULL)
+				d->rotate_cause = "reopen";
+		} else {
+			d->rotate_pending = false;
+			d->rotate_cause = NULL;
+			d->rotate_prev[0] = '\0';
+		}
 	}
 	pthread_mutex_lock(&d->mu);
 	d->fd = fd;
@@ -396,6 +439,16 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 	d->batch_ms = cfg->batch_ms ? cfg->batch_ms : DLOG_DEFAULT_BATCH_MS;
 	d->queue_max = cfg->queue_max ? cfg->queue_max : DLOG_DEFAULT_QUEUE_MAX;
 	d->retry_ms = cfg->retry_ms ? cfg->retry_ms : DLOG_DEFAULT_RETRY_MS;
+	d->max_bytes = cfg->max_bytes;
+	if (cfg->key != NULL && cfg->key->len > 0) {
+		if (cfg->key->len < DLOG_KEY_MIN || cfg->key->len > DLOG_KEY_MAX) {
+			snprintf(err, errlen, "decision log: HMAC key length out of range");
+			free(d->path);
+			free(d);
+			return NULL;
+		}
+		d->key = *cfg->key;
+	}
 	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
 	TAILQ_INIT(&d->pending);
 	TAILQ_INIT(&d->done);
@@ -462,6 +515,7 @@ dlog_close(struct dlog *d)
 	pthread_cond_destroy(&d->cv_work);
 	pthread_cond_destroy(&d->cv_sync);
 	pthread_mutex_destroy(&d->mu);
+	secret_wipe(&d->key, sizeof(d->key));
 	free(d->path);
 	free(d);
 }
@@ -752,7 +806,7 @@ group_format(struct dlog *d, struct dlog_q *q, size_t *lenp, uint64_t *seq_out,
 			return NULL;
 		}
 		blen = (size_t)n;
-		if (dlog_hash_body(prev, body, blen, hash) != 0) {
+		if (dlog_hash_body_key(&d->key, prev, body, blen, hash) != 0) {
 			free(buf);
 			return NULL;
 		}
@@ -808,6 +862,8 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		else
 			*synced = true;
 	}
+	if (e == 0)
+		d->size += (off_t)len;
 	if (e != 0) {
 		/* Undo whatever reached the file so the chain stays continuous. After a failed
 		 * fdatasync the bytes' fate is unknown: truncate them too. If truncation
@@ -819,6 +875,92 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 out:
 	free(buf);
 	return e;
+}
+
+/* Would writing q take the current file past max_bytes? (an upper bound of the group's
+ * size, as group_format allocates it). A file holding nothing never rotates, so one
+ * record larger than the limit is still written. */
+static bool
+rotation_due(const struct dlog *d, const struct dlog_q *q)
+{
+	const struct dlog_ticket *t;
+	uint64_t add = 0;
+
+	if (d->max_bytes == 0 || !d->regular || d->size <= 0)
+		return false;
+	TAILQ_FOREACH(t, q, link)
+		add += DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
+	return (uint64_t)d->size + add > d->max_bytes;
+}
+
+/*
+ * Size rotation (writer thread, without mu): link the file to "<path>.<last seq>" and
+ * unlink the path, then reopen: the new file is empty, so the chain continues there.
+ * link(2) never replaces an existing file (a rotated file is evidence). On failure the
+ * current file is kept and grows past the limit (with a warning): records are never
+ * dropped for the sake of rotation.
+ */
+static void
+rotate_by_size(struct dlog *d)
+{
+	char to[EGRESS_PATH_MAX];
+	int n = snprintf(to, sizeof(to), "%s.%012llu", d->path,
+	    (unsigned long long)d->last_seq);
+
+	if (n < 0 || (size_t)n >= sizeof(to)) {
+		log_warnx("decision log %s: rotated name too long; not rotating", d->path);
+		return;
+	}
+	if (link(d->path, to) != 0) {
+		log_warn("decision log %s: cannot rotate to %s; continuing in the same file",
+		    d->path, to);
+		return;
+	}
+	if (unlink(d->path) != 0) {
+		log_warn("decision log %s: rotated to %s but cannot remove the old name",
+		    d->path, to);
+		(void)unlink(to);
+		return;
+	}
+	if (d->sync != DLOG_SYNC_NONE)
+		dir_sync(d->path);
+	snprintf(d->rotate_prev, sizeof(d->rotate_prev), "%s", to);
+	d->rotate_cause = "max_bytes";
+	log_info("decision log %s: rotated to %s at seq %llu", d->path, to,
+	    (unsigned long long)d->last_seq);
+	(void)file_open(d);   /* failure: the failed state, probed as usual */
+}
+
+/* Put a "rotate" record at the head of q (writer thread, without mu). Its time is the
+ * first queued record's, so the file stays in time order. Owned like an abandoned sync
+ * record: complete_locked frees it. */
+static void
+rotate_record(struct dlog *d, struct dlog_q *q)
+{
+	struct dlog_ticket *t, *first = TAILQ_FIRST(q);
+	json_t *f = json_object(), *name;
+
+	if (f == NULL || first == NULL) {
+		json_decref(f);
+		return;
+	}
+	name = d->rotate_prev[0] != '\0' ? json_string(d->rotate_prev) : NULL;
+	json_object_set_new(f, "previous_file", name != NULL ? name : json_null());
+	json_object_set_new(f, "previous_seq", json_integer((json_int_t)d->last_seq));
+	json_object_set_new(f, "cause", json_string(d->rotate_cause != NULL ?
+	    d->rotate_cause : "reopen"));
+	t = rec_new("rotate", f);
+	if (t == NULL) {
+		log_warnx("decision log %s: cannot build the rotate record", d->path);
+		return;
+	}
+	memcpy(t->time, first->time, sizeof(t->time));
+	t->is_sync = true;
+	t->abandoned = true;
+	pthread_mutex_lock(&d->mu);
+	d->inflight++;
+	pthread_mutex_unlock(&d->mu);
+	TAILQ_INSERT_HEAD(q, t, link);
 }
 
 static void *
@@ -863,9 +1005,13 @@ writer_main(void *arg)
 		/* Recover first when failed (this group is the probe). File I/O runs without
 		 * the mutex, so a slow disk never stalls the loop thread's enqueue. */
 		pthread_mutex_unlock(&d->mu);
+		if (d->fd >= 0 && rotation_due(d, &q))
+			rotate_by_size(d);
 		if (d->fd < 0 && (e = file_open(d)) != 0) {
 			pthread_mutex_lock(&d->mu);
 		} else {
+			if (d->rotate_pending)
+				rotate_record(d, &q);
 			uint64_t seq = 0;
 			char hash[DLOG_HASH_HEX + 1];
 			bool synced = false;
@@ -877,6 +1023,10 @@ writer_main(void *arg)
 			if (e == 0) {
 				d->last_seq = seq;
 				memcpy(d->last_hash, hash, sizeof(d->last_hash));
+				/* the rotate record (if any) is on disk now */
+				d->rotate_pending = false;
+				d->rotate_cause = NULL;
+				d->rotate_prev[0] = '\0';
 			} else {
 				set_failed(d, e, "cannot write decision log");
 				close(d->fd);

@@ -46,6 +46,7 @@
 
 struct event_base;
 struct dlog;
+struct dlog_key;
 struct dlog_ticket;
 
 enum dlog_sync {
@@ -65,6 +66,10 @@ struct dlog_config {
 	unsigned batch_ms;      /* batch window; 0 = 5 ms */
 	unsigned queue_max;     /* records queued or in flight; 0 = 4096 */
 	unsigned retry_ms;      /* failed state: minimum time between probes; 0 = 1000 ms */
+	uint64_t max_bytes;     /* rotate when a write would take the file past this size
+	                           (egressd.ini log_max_bytes); 0 = never (SIGUSR1 only) */
+	const struct dlog_key *key;  /* HMAC key (copied; egressd.ini log_hmac_key); NULL =
+	                           plain SHA-256 chain. See dlog_verify.h. */
 };
 
 /*
@@ -143,6 +148,14 @@ bool dlog_writable(const struct dlog *d);
  * last hash of the previous file (verify rotated files together, in order, or one alone
  * with egressctl log verify --continued). Callable from the loop thread (not from a
  * signal handler: use an evsignal event).
+ *
+ * Rotation record: the first record of a continued file is a "rotate" event written by
+ * the writer thread itself, naming the previous file ("previous_file": where the old
+ * file is now, from /proc/self/fd when it was renamed by someone else; "previous_seq";
+ * "cause": "max_bytes" or "reopen"), so a reader of one file alone learns which file
+ * precedes it; its prev is that file's last hash. With max_bytes the writer rotates by
+ * itself: it renames the file to "<path>.<last seq, 12 digits>" (never replacing an
+ * existing file) before the write that would pass the limit, and continues in a new file.
  */
 void dlog_reopen(struct dlog *d);
 

@@ -3,9 +3,14 @@
 #include "egressd/dlog_verify.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -79,6 +84,108 @@ event_valid(const char *s)
 	return true;
 }
 
+/* HMAC-SHA-256(key, prev "\n" body) as hex (OpenSSL 3 EVP_MAC: no deprecated API). */
+static int
+hmac_body(const struct dlog_key *key, const char *prev, const char *body, size_t bodylen,
+    char *out)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	size_t mdlen = 0;
+	EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	EVP_MAC_CTX *ctx = mac != NULL ? EVP_MAC_CTX_new(mac) : NULL;
+	char digest[] = "SHA256";
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+		OSSL_PARAM_construct_end(),
+	};
+	int rc = -1;
+
+	if (ctx == NULL ||
+	    EVP_MAC_init(ctx, key->bytes, key->len, params) != 1 ||
+	    EVP_MAC_update(ctx, (const unsigned char *)prev, DLOG_HASH_HEX) != 1 ||
+	    EVP_MAC_update(ctx, (const unsigned char *)"\n", 1) != 1 ||
+	    EVP_MAC_update(ctx, (const unsigned char *)body, bodylen) != 1 ||
+	    EVP_MAC_final(ctx, md, &mdlen, sizeof(md)) != 1 || mdlen != DLOG_HASH_HEX / 2)
+		goto out;
+	hex_encode(md, mdlen, out);
+	rc = 0;
+out:
+	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_free(mac);
+	return rc;
+}
+
+int
+dlog_hash_body_key(const struct dlog_key *key, const char *prev, const char *body,
+    size_t bodylen, char *out)
+{
+	if (key != NULL && key->len > 0)
+		return hmac_body(key, prev, body, bodylen, out);
+	return dlog_hash_body(prev, body, bodylen, out);
+}
+
+int
+dlog_key_load(const char *path, bool require_private, struct dlog_key *key, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	ssize_t r;
+	size_t n = 0;
+	int fd, rc = -1;
+
+	memset(key, 0, sizeof(*key));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	/* Why: the key is what makes the chain unforgeable; a key others can read is no
+	 * better than a plain hash. */
+	if (require_private && ((st.st_mode & 077) != 0 ||
+	    (st.st_uid != 0 && st.st_uid != geteuid()))) {
+		snprintf(err, errlen, "%s: must be owned by root and not readable by group or "
+		    "others (chmod 600)", path);
+		goto out;
+	}
+	/* read up to one byte past the maximum to notice a file that is too long */
+	{
+		unsigned char tmp[DLOG_KEY_MAX + 1];
+
+		while (n < sizeof(tmp)) {
+			r = read(fd, tmp + n, sizeof(tmp) - n);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				snprintf(err, errlen, "%s: %s", path, strerror(errno));
+				secret_wipe(tmp, sizeof(tmp));
+				goto out;
+			}
+			if (r == 0)
+				break;
+			n += (size_t)r;
+		}
+		memcpy(key->bytes, tmp, n < DLOG_KEY_MAX ? n : DLOG_KEY_MAX);
+		secret_wipe(tmp, sizeof(tmp));
+	}
+	if (n > 0 && n <= DLOG_KEY_MAX && key->bytes[n - 1] == '\n')
+		n--;
+	if (n < DLOG_KEY_MIN || n > DLOG_KEY_MAX) {
+		snprintf(err, errlen, "%s: a key is %d to %d bytes", path, DLOG_KEY_MIN,
+		    DLOG_KEY_MAX);
+		secret_wipe(key, sizeof(*key));
+		goto out;
+	}
+	key->len = n;
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
 int
 dlog_hash_body(const char *prev, const char *body, size_t bodylen, char *out)
 {
@@ -128,6 +235,13 @@ keys_in_place(json_t *obj)
 enum dlog_line_status
 dlog_line_check(const char *line, size_t len, struct dlog_record_info *info, char *why,
     size_t whylen)
+{
+	return dlog_line_check_key(line, len, NULL, info, why, whylen);
+}
+
+enum dlog_line_status
+dlog_line_check_key(const char *line, size_t len, const struct dlog_key *key,
+    struct dlog_record_info *info, char *why, size_t whylen)
 {
 	const char *hash, *prevm;
 	size_t prefix_len;
@@ -219,13 +333,15 @@ dlog_line_check(const char *line, size_t len, struct dlog_record_info *info, cha
 	}
 	memcpy(body, line, prefix_len);
 	body[prefix_len] = '}';
-	if (dlog_hash_body(prevm + PREV_PREFIX_LEN, (const char *)body, prefix_len + 1,
-	    want) != 0) {
+	if (dlog_hash_body_key(key, prevm + PREV_PREFIX_LEN, (const char *)body,
+	    prefix_len + 1, want) != 0) {
 		set_why(why, whylen, "hash computation failed");
 		goto out;
 	}
 	if (memcmp(want, hash, DLOG_HASH_HEX) != 0) {
-		set_why(why, whylen, "the record's bytes do not match its hash");
+		set_why(why, whylen, key != NULL && key->len > 0 ? "the record's bytes do not "
+		    "match its HMAC (edited, or not written with this key)" :
+		    "the record's bytes do not match its hash");
 		st = DLOG_LINE_BAD_HASH;
 		goto out;
 	}
@@ -309,7 +425,7 @@ verify_break(struct dlog_verify *v, enum dlog_break kind, uint64_t line, uint64_
 
 /* Does a record with seq want appear in the rest of f? (reorder vs deletion) */
 static bool
-seq_appears_later(FILE *f, char *buf, uint64_t want)
+seq_appears_later(FILE *f, char *buf, const struct dlog_key *key, uint64_t want)
 {
 	struct dlog_record_info info;
 	size_t len;
@@ -320,17 +436,25 @@ seq_appears_later(FILE *f, char *buf, uint64_t want)
 			return false;
 		if (rc < 0)
 			continue;
-		if (dlog_line_check(buf, len, &info, NULL, 0) == DLOG_LINE_OK && info.seq == want)
+		if (dlog_line_check_key(buf, len, key, &info, NULL, 0) == DLOG_LINE_OK &&
+		    info.seq == want)
 			return true;
 	}
 	return false;
+}
+
+/* The seq the next record must carry (0 when unknown: a continued file's first line). */
+static uint64_t
+expected_seq(const struct dlog_verify *v)
+{
+	return v->started || !v->continued ? v->next_seq : 0;
 }
 
 enum dlog_break
 dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
 {
 	char *buf = malloc(EGRESS_LOG_RECORD_MAX + 1);
-	char why[128], detail[160];
+	char why[128], detail[224];
 	struct dlog_record_info info;
 	uint64_t line = 0;
 	enum dlog_break res = DLOG_INTACT;
@@ -360,14 +484,24 @@ dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
 			    "the last line is incomplete (no newline): the tail was cut");
 			goto out;
 		}
-		ls = dlog_line_check(buf, len, &info, why, sizeof(why));
+		ls = dlog_line_check_key(buf, len, v->key, &info, why, sizeof(why));
 		if (ls == DLOG_LINE_MALFORMED) {
-			res = verify_break(v, DLOG_BREAK_MALFORMED, line, 0, name, why);
+			res = verify_break(v, DLOG_BREAK_MALFORMED, line, expected_seq(v), name,
+			    why);
 			goto out;
 		}
 		if (ls == DLOG_LINE_BAD_HASH) {
-			/* seq is informative only: the bytes are not trustworthy. */
-			res = verify_break(v, DLOG_BREAK_EDITED, line, 0, name, why);
+			/* The bytes are not trustworthy, so their seq is not reported: the
+			 * break is at the seq expected here. */
+			if (expected_seq(v) != 0)
+				snprintf(detail, sizeof(detail), "seq %llu (expected here): %s%s",
+				    (unsigned long long)expected_seq(v), why, !v->started &&
+				    (v->key == NULL || v->key->len == 0) ? " (an HMAC-keyed log needs "
+				    "--key)" : "");
+			else
+				snprintf(detail, sizeof(detail), "%s", why);
+			res = verify_break(v, DLOG_BREAK_EDITED, line, expected_seq(v), name,
+			    detail);
 			goto out;
 		}
 		if (!v->started && v->continued) {
@@ -382,7 +516,7 @@ dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
 			}
 		} else if (info.seq > v->next_seq) {
 			off_t pos = ftello(f);
-			bool later = pos >= 0 && seq_appears_later(f, buf, v->next_seq);
+			bool later = pos >= 0 && seq_appears_later(f, buf, v->key, v->next_seq);
 
 			if (pos >= 0)
 				(void)fseeko(f, pos, SEEK_SET);

@@ -47,6 +47,38 @@ enum dlog_line_status dlog_line_check(const char *line, size_t len,
  * carry: hex(SHA-256(prev "\n" body)). out has DLOG_HASH_HEX + 1 bytes. Returns 0 or -1. */
 int dlog_hash_body(const char *prev, const char *body, size_t bodylen, char *out);
 
+/*
+ * HMAC-keyed chain (egressd.ini log_hmac_key). With a key, every record's hash is
+ * hex(HMAC-SHA-256(key, prev "\n" body)) instead of the plain SHA-256: someone who can
+ * edit the log but does not hold the key cannot recompute the chain after an edit.
+ * The key is the bytes of a key file with one trailing newline removed, DLOG_KEY_MIN to
+ * DLOG_KEY_MAX bytes (e.g. `openssl rand -hex 32 > key`).
+ */
+#define DLOG_KEY_MIN 16
+#define DLOG_KEY_MAX 1024
+
+struct dlog_key {
+	size_t len;                       /* 0 = no key (plain SHA-256 chain) */
+	unsigned char bytes[DLOG_KEY_MAX];
+};
+
+/*
+ * Load a key file into key. require_private (egressd): refuse a file that is not a
+ * regular file owned by root or the effective uid with no group or other permission
+ * bits, so only the key holder can read it. Returns 0, or -1 with a message in err.
+ * The caller wipes the key (secret_wipe) when done.
+ */
+int dlog_key_load(const char *path, bool require_private, struct dlog_key *key, char *err,
+    size_t errlen);
+
+/* dlog_hash_body with an optional key (NULL or len 0: plain SHA-256). */
+int dlog_hash_body_key(const struct dlog_key *key, const char *prev, const char *body,
+    size_t bodylen, char *out);
+
+/* dlog_line_check with an optional key: the line's hash must be the keyed hash. */
+enum dlog_line_status dlog_line_check_key(const char *line, size_t len,
+    const struct dlog_key *key, struct dlog_record_info *info, char *why, size_t whylen);
+
 enum dlog_break {
 	DLOG_INTACT = 0,
 	DLOG_BREAK_EDITED,      /* a record's bytes do not match its hash, or its prev does
@@ -69,6 +101,8 @@ const char *dlog_break_str(enum dlog_break b);
  */
 struct dlog_verify {
 	bool continued;
+	const struct dlog_key *key; /* set after dlog_verify_init for a keyed chain (not
+	                              owned); NULL = plain SHA-256 chain */
 	bool started;              /* a record has been accepted */
 	uint64_t next_seq;
 	char prev[DLOG_HASH_HEX + 1];
@@ -76,7 +110,9 @@ struct dlog_verify {
 	/* result of the first break */
 	enum dlog_break kind;
 	uint64_t line;             /* 1-based line number in the current file */
-	uint64_t seq;              /* seq of the offending record (0 when unparsable) */
+	uint64_t seq;              /* seq of the offending record; for an edited or
+	                              malformed line, the seq expected at that place (0 when
+	                              unknown) */
 	char message[256];
 };
 

@@ -41,6 +41,8 @@ struct cmd {
 };
 
 static int cmd_log_verify(struct ctl *c, int argc, char **argv);
+static int log_verify_files(bool continued, const struct dlog_key *key, int argc,
+    char **argv);
 static int cmd_status(struct ctl *c, int argc, char **argv);
 static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
@@ -51,7 +53,7 @@ static int cmd_log_summary(struct ctl *c, int argc, char **argv);
 static int cmd_log_export(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
-	{ "log", "verify", cmd_log_verify, "log verify [--continued] FILE... (- = stdin)" },
+	{ "log", "verify", cmd_log_verify, "log verify [--continued] [--key FILE] FILE... (- = stdin)" },
 	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow] FILE..." },
 	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [filters as for query] FILE..." },
 	{ "log", "export", cmd_log_export, "log export --format squid FILE..." },
@@ -78,20 +80,43 @@ usage(FILE *f)
 static int
 cmd_log_verify(struct ctl *c, int argc, char **argv)
 {
-	struct dlog_verify v;
+	struct dlog_key key = { 0 };
 	bool continued = false;
-	int i = 0;
+	char kerr[256];
+	int i = 0, rc;
 
 	(void)c;
-	if (i < argc && strcmp(argv[i], "--continued") == 0) {
-		continued = true;
-		i++;
+	for (; i < argc; i++) {
+		if (strcmp(argv[i], "--continued") == 0) {
+			continued = true;
+		} else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc && key.len == 0) {
+			/* an HMAC-keyed chain (docs/audit.md): proves the key holder wrote it */
+			if (dlog_key_load(argv[++i], false, &key, kerr, sizeof(kerr)) != 0) {
+				fprintf(stderr, "egressctl: --key %s\n", kerr);
+				return EXIT_USAGE;
+			}
+		} else {
+			break;
+		}
 	}
 	if (i >= argc) {
-		fprintf(stderr, "usage: egressctl log verify [--continued] FILE...\n");
+		fprintf(stderr, "usage: egressctl log verify [--continued] [--key FILE] FILE...\n");
+		secret_wipe(&key, sizeof(key));
 		return EXIT_USAGE;
 	}
+	rc = log_verify_files(continued, key.len > 0 ? &key : NULL, argc - i, argv + i);
+	secret_wipe(&key, sizeof(key));
+	return rc;
+}
+
+static int
+log_verify_files(bool continued, const struct dlog_key *key, int argc, char **argv)
+{
+	struct dlog_verify v;
+	int i = 0;
+
 	dlog_verify_init(&v, continued);
+	v.key = key;
 	/* several files are one chain, in the order given (rotated logs, oldest first) */
 	for (; i < argc; i++) {
 		enum dlog_break b = strcmp(argv[i], "-") == 0 ?
@@ -107,6 +132,8 @@ cmd_log_verify(struct ctl *c, int argc, char **argv)
 	printf("intact: %llu record(s), last seq %llu, last hash %s\n",
 	    (unsigned long long)v.records,
 	    (unsigned long long)(v.started ? v.next_seq - 1 : 0), v.prev);
+	if (key != NULL)
+		printf("HMAC-SHA-256 chain: every record was written by the holder of the key\n");
 	return 0;
 }
 
