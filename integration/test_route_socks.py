@@ -142,6 +142,31 @@ def t_pac_socks(L, dn, sq):
         stop_clean(d)
 
 
+def t_loopback_proxy(L, dn, sq):
+    """The proxy's address is route infrastructure: a proxy on 127.0.0.1 (a class the lab
+    does not lift) is used; the same address as a DESTINATION stays refused."""
+    lo = proxies.Squid(L, name="squid-lo", addr="127.0.0.1", port=3140, ns=L.ns_host).start()
+    try:
+        d = fresh(L, {"route": "proxy http://127.0.0.1:3140"})
+        L.grant(d, 0, ["tcp://127.0.0.1:3140"], port=3129)
+        get_through(L.connect(0, "origin.lab.test:443"))
+        rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+        check(rec.get("verdict") == "allow" and rec.get("proxy_addr") == "127.0.0.1" and
+              rec.get("route") == "http://127.0.0.1:3140", "record %s" % rec)
+        check(lo.wait_log(lambda x: " CONNECT origin.lab.test:443 " in x) is not None,
+              "loopback squid log %s" % lo.access_log_lines())
+        n0 = len(lo.access_log_lines())
+        r = L.connect(0, "127.0.0.1:3140", proxy=L.proxy_of(0, 3129))
+        check(r.status == 403 and r.egress_reason == "private_address",
+              "loopback destination through the proxy: %r" % r)
+        r.close()
+        time.sleep(0.3)
+        check(len(lo.access_log_lines()) == n0, "the proxy saw the refused hop")
+        stop_clean(d)
+    finally:
+        lo.stop()
+
+
 def t_socks_userpass(L, dn, sq):
     """RFC 1929 against a scripted SOCKS5 server (danted's username method checks system
     users, which the lab does not create)."""
@@ -211,6 +236,7 @@ def main():
                          ("socks5_refused_and_unreachable", t_socks_refused),
                          ("static_http_proxy", t_static_http_proxy),
                          ("pac_socks_entries", t_pac_socks),
+                         ("loopback_proxy_is_infrastructure", t_loopback_proxy),
                          ("socks5_username_password", t_socks_userpass),
                          ("socks5_reply_codes", t_socks_reply_codes)):
             res.run(name, fn, L, dn, sq)

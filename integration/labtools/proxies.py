@@ -58,15 +58,15 @@ def missing_tools(*names):
     return out
 
 
-def _wait_port(lab, addr, port, proc, timeout, what, logpath=None):
-    """Bounded wait until addr:port accepts inside inet (or proc died)."""
+def _wait_port(lab, addr, port, proc, timeout, what, logpath=None, ns=None):
+    """Bounded wait until addr:port accepts inside ns (default inet), or proc died."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             break
         try:
-            s = netns.connect_in(lab.ns_inet, addr, port, timeout=0.5)
+            s = netns.connect_in(ns or lab.ns_inet, addr, port, timeout=0.5)
             s.close()
             return
         except OSError as e:
@@ -104,7 +104,8 @@ def traversable_workdir(lab):
 # --- squid ----------------------------------------------------------------------------
 
 class Squid:
-    """One squid (`squid -N -f CONF`) on addr:port in inet.
+    """One squid (`squid -N -f CONF`) on addr:port in inet (or ns, e.g. the lab's host
+    namespace for a proxy on 127.0.0.1).
 
     auth: None, "basic" (users {name: password}, a password file from `openssl passwd
     -apr1`, basic_ncsa_auth), "negotiate" (kdc: a KDC with the HTTP/<name> keytab,
@@ -112,8 +113,9 @@ class Squid:
     is access_log_lines()."""
 
     def __init__(self, lab, name="squid", addr=PROXY_ADDR, port=SQUID_PORT, auth=None,
-                 users=None, kdc=None, service_name="proxy.lab.test"):
+                 users=None, kdc=None, service_name="proxy.lab.test", ns=None):
         self.lab = lab
+        self.ns = ns or lab.ns_inet   # the lab's host namespace for a proxy on loopback
         self.name = name
         self.addr = addr
         self.port = port
@@ -219,12 +221,12 @@ class Squid:
             env["KRB5RCACHETYPE"] = "none"
         errf = open(self.stderr_path, "wb")
         try:
-            self.proc = self.lab.spawn(self.lab.ns_inet, [SQUID, "-N", "-f", self.conf],
+            self.proc = self.lab.spawn(self.ns, [SQUID, "-N", "-f", self.conf],
                                        stdout=errf, stderr=errf, env=env)
         finally:
             errf.close()
         _wait_port(self.lab, self.addr, self.port, self.proc, timeout, "squid " + self.name,
-                   self.cache_log)
+                   self.cache_log, ns=self.ns)
         return self
 
     def stop(self):
