@@ -6,7 +6,7 @@ inet namespace, every file in the lab workdir; KRB5_CONFIG / KRB5_KDC_PROFILE po
 them). squid authenticates with negotiate_kerberos_auth and the HTTP/proxy.lab.test keytab;
 egressd holds a client keytab for egressd@LAB.TEST in its root-only credentials file.
 Checks: the tunnel works and squid logs the Kerberos principal (a fresh token per tunnel:
-two tunnels in a row both succeed); the record says proxy_auth negotiate; a keytab that does
+two tunnels in a row both succeed while squid keeps a replay cache); the record says proxy_auth negotiate; a keytab that does
 not exist gives upstream_auth_failed; no Negotiate entry gives upstream_auth_required; the
 worker never sees a token."""
 
@@ -65,6 +65,9 @@ def t_negotiate_ok(L, kdc, sq):
     check(len(recs) == 2 and all(x.get("verdict") == "allow" and
                                  x.get("proxy_auth") == "negotiate" and
                                  x.get("route") == PROXY for x in recs), "records %s" % recs)
+    # squid's replay cache was in use, so the second tunnel's success means a fresh token
+    check(any(n.endswith(".rcache2") for n in os.listdir(sq.dir)),
+          "squid kept no replay cache: %s" % os.listdir(sq.dir))
     ln = sq.wait_log(lambda x: " CONNECT origin.lab.test:443 %s " % kdc.client_principal in x)
     check(ln is not None and "TCP_TUNNEL/200" in ln, "squid log %s" % sq.access_log_lines())
     r = L.http(0, "GET", "http://origin.lab.test/echo", timeout=15)

@@ -218,7 +218,8 @@ class Squid:
         env = dict(os.environ)
         if self.kdc is not None:
             env.update(self.kdc.env())
-            env["KRB5RCACHETYPE"] = "none"
+            # a replay cache in squid's own directory: a reused Negotiate token is refused
+            env["KRB5RCACHEDIR"] = self.dir
         errf = open(self.stderr_path, "wb")
         try:
             self.proc = self.lab.spawn(self.ns, [SQUID, "-N", "-f", self.conf],
