@@ -6,9 +6,9 @@ inet namespace, every file in the lab workdir; KRB5_CONFIG / KRB5_KDC_PROFILE po
 them). squid authenticates with negotiate_kerberos_auth and the HTTP/proxy.lab.test keytab;
 egressd holds a client keytab for egressd@LAB.TEST in its root-only credentials file.
 Checks: the tunnel works and squid logs the Kerberos principal (a fresh token per tunnel:
-two tunnels in a row both succeed while squid keeps a replay cache); the record says proxy_auth negotiate; a keytab that does
-not exist gives upstream_auth_failed; no Negotiate entry gives upstream_auth_required; the
-worker never sees a token."""
+two tunnels in a row both succeed while squid keeps a replay cache); the record says
+proxy_auth negotiate; a keytab that does not exist gives upstream_auth_failed; no
+Negotiate entry gives upstream_auth_required; the worker never sees a token."""
 
 import os
 import sys
