@@ -38,7 +38,8 @@ ZONE = {
     "*.proxied.test": {"A": [lab.HTTP_ORIGIN]},
 }
 GRANT = ["https://origin.lab.test", "https://a.proxied.test", "https://b.proxied.test",
-         "https://nx.proxied.test", "https://priv.proxied.test", "https://x.test", "http://x.test", "http://origin.lab.test"]
+         "https://nx.proxied.test", "https://priv.proxied.test", "https://x.test",
+         "http://x.test", "http://origin.lab.test"]
 
 
 def dec_for(d, dest, start):
