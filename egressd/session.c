@@ -55,6 +55,7 @@ struct session {
 	struct daemon *d;
 	struct lgrant *lg;              /* our reference */
 	bool attached;
+	bool released;                  /* no longer counted in lg->nconns */
 	uint64_t id;
 	char conn[40];                  /* "c-<boot id>-<n>": unique across restarts */
 	enum sstate st;
@@ -315,7 +316,8 @@ session_free(struct session *s)
 	if (s->cfd >= 0)
 		close(s->cfd);
 	session_detach(s);
-	s->lg->nconns--;
+	if (!s->released)
+		s->lg->nconns--;
 	lgrant_unref(s->lg);
 	s->d->nconns--;
 	free(s->head);
@@ -374,6 +376,12 @@ session_refuse(struct session *s, enum reason r)
 
 	cancel_pending(s);
 	session_detach(s);          /* a revoke walking the list must not see us again */
+	if (!s->released) {
+		/* A refused connection no longer counts against its principal's limit while
+		 * the refusal drains (it still counts globally: it holds an fd). */
+		s->lg->nconns--;
+		s->released = true;
+	}
 	log_record(s, "decision", decision_fields(s, false, r));
 	metrics_decision(&s->d->stats, 0, r);
 	log_debug("conn %llu %s: deny %s", (unsigned long long)s->id, s->client, reason_str(r));
