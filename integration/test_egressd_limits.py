@@ -84,14 +84,23 @@ def t_global_limit(L, d, st):
 
 
 def t_bytes_budget(L, d, st):
+    """bytes = 100000: a download past the budget is cut inside the tunnel (close reason
+    limit_bytes) and every later hop is refused with 403 limit_bytes."""
     _idle(d)
+    start = len(d.decisions())
     t = L.connect(2, "web.lab.test:443")
     allowed_tunnel(t)
     try:
-        g = proxyclient.tunnel_http_get(t.sock, "web.lab.test", "/bytes/300000", timeout=10)
-        check(g.status == 200, "download %r" % g)
+        g = proxyclient.tunnel_http_get(t.sock, "web.lab.test", "/bytes/3000000", timeout=10)
+        check(g.status is None or len(g.body) < 3000000, "budget not enforced in the tunnel")
     finally:
         t.close()
+    rec = d.wait_record(lambda x: x.get("event") == "close" and
+                        x.get("principal") == "p-bytes", start=start, timeout=3)
+    check(rec and rec.get("reason") == "limit_bytes", "close record %s" % rec)
+    check(rec["bytes_up"] + rec["bytes_down"] <= 100000 + 65536 * 4,
+          "far past the budget: %s" % rec)
+
     def over():
         r = L.connect(2, "web.lab.test:443")
         r.close()

@@ -67,15 +67,10 @@ def t_concurrent_tunnels(L, d, st):
     for r in dec:
         want = "w-one" if r["dest"] == "echo.lab.test:7" else "w-two"
         check(r["principal"] == want, "principal bleed: %s" % r)
-    # bytes_down should be exactly PAYLOAD (bytes from the destination); egressd currently
-    # adds its own 39-byte "200 Connection Established" (reported to h3 as BUGS #2).
-    extra = set()
     for r in cl:
-        check(r["bytes_up"] == PAYLOAD and r["bytes_down"] in (PAYLOAD, PAYLOAD + 39),
-              "byte counts %s/%s" % (r["bytes_up"], r["bytes_down"]))
-        extra.add(r["bytes_down"] - PAYLOAD)
-    if extra != {0}:
-        print("  note: bytes_down includes the 200 line (%s extra bytes)" % sorted(extra))
+        check(r["bytes_up"] == PAYLOAD and r["bytes_down"] == PAYLOAD,
+              "byte counts %s/%s (bytes from the destination only)"
+              % (r["bytes_up"], r["bytes_down"]))
     check(bounded_wait(lambda: d.status().get("connections") == 0, 5, step=0.1),
           "connections not back to 0: %s" % d.status())
 
