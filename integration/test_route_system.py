@@ -5,7 +5,9 @@ Checks: https_proxy / http_proxy with no_proxy route through squid and direct as
 says (route_source "system"); a `pac+http://` value is fetched by egressd itself (the PAC
 server sees egressd's GET) and applied; a `pac+http://` URL that 404s denies with
 pac_unavailable instead of going direct (libproxy alone would fail open); with no proxy
-variables at all the route is direct."""
+variables at all the route is direct; SIGHUP applies a new route and a bad reload keeps
+the old one; the libproxy helper runs as nobody with no_new_privs, seccomp, no
+capabilities, only fds 0-2 and only the proxy variables of egressd's environment."""
 
 import os
 import sys
@@ -155,6 +157,56 @@ def t_reload_changes_route(L, sq):
     stop_clean(d)
 
 
+def helper_pids(d):
+    """Children of egressd whose command is egressd-route-helper."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                st = f.read()
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        ppid = int(st.rsplit(")", 1)[1].split()[1])
+        if ppid == d.proc.pid and b"egressd-route-helper" in cmd:
+            out.append(int(pid))
+    return out
+
+
+def t_helper_confined(L, sq):
+    """The libproxy helper: unprivileged, no_new_privs, seccomp, only fds 0-2, and an
+    environment with the proxy variables only (nothing else of egressd's)."""
+    d = fresh(L, {"https_proxy": PROXY_URL, "no_proxy": "origin.lab.test",
+                  "EGRESS_TEST_MARKER": "must-not-reach-the-helper"})
+    r = proxies.route_query(d, "https://a.proxied.test/")
+    check(r.get("entries") == [PROXY_URL], "%s" % r)
+    pids = helper_pids(d)
+    check(len(pids) == 1, "route helpers: %s" % pids)
+    pid = pids[0]
+    with open("/proc/%d/status" % pid) as f:
+        status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+    uids = status["Uid"].split()
+    gids = status["Gid"].split()
+    check(all(u == "65534" for u in uids) and all(g == "65534" for g in gids),
+          "helper uid %s gid %s" % (uids, gids))
+    check(status["NoNewPrivs"].strip() == "1", "NoNewPrivs %s" % status["NoNewPrivs"])
+    check(status["Seccomp"].strip() == "2", "Seccomp %s" % status["Seccomp"])
+    check(status["CapEff"].strip() == "0000000000000000", "CapEff %s" % status["CapEff"])
+    fds = sorted(int(x) for x in os.listdir("/proc/%d/fd" % pid))
+    check(fds == [0, 1, 2], "helper fds %s" % fds)
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        env = dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
+    check(b"EGRESS_TEST_MARKER" not in env, "egressd's environment leaked: %s" % sorted(env))
+    check(set(env) <= {b"https_proxy", b"http_proxy", b"no_proxy", b"HTTPS_PROXY",
+                       b"HTTP_PROXY", b"NO_PROXY", b"all_proxy", b"ALL_PROXY", b"PATH",
+                       b"LANG", b"HOME", b"LC_ALL"},
+          "helper environment: %s" % sorted(env))
+    stop_clean(d)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressd-route-helper")
@@ -171,7 +223,8 @@ def main():
                          ("env_pac_fetched_by_egressd", t_env_pac),
                          ("env_pac_404_denies", t_env_pac_404),
                          ("no_proxy_variables_direct", t_no_env_direct),
-                         ("reload_changes_route", t_reload_changes_route)):
+                         ("reload_changes_route", t_reload_changes_route),
+                         ("route_helper_confined", t_helper_confined)):
             res.run(name, fn, L, sq)
         sq.stop()
     return res.finish()
