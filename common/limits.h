@@ -57,6 +57,7 @@
 #define EGRESS_ROUTE_LINE_MAX      4096
 #define EGRESS_ROUTE_PROXIES_MAX   8     /* entries of one PAC answer kept */
 #define EGRESS_ROUTE_CACHE_MAX     4096
+#define EGRESS_ROUTE_HELPERS_MAX   4     /* libproxy helper processes, started on demand */
 
 /* Configuration files (INI) */
 #define EGRESS_CONF_LINE_MAX       4096

@@ -110,39 +110,60 @@ finish(struct pacfetch *p, enum reason status, const char *detail)
 		p->cb(status, detail, p->cb_arg);
 }
 
-/* Install body as the new good copy: temp file, fsync, rename. */
+static const char pac_wrapper[] =
+    "\n" PAC_WRAPPER_MARKER "\n"
+    "var __egress_pac_original = FindProxyForURL;\n"
+    "FindProxyForURL = function (url, host) {\n"
+    "  var r;\n"
+    "  try { r = __egress_pac_original(url, host); }\n"
+    "  catch (e) { return \"PROXY " PAC_ERROR_HOST ":1\"; }\n"
+    "  if (typeof r !== \"string\" || r.length === 0) return \"PROXY " PAC_ERROR_HOST ":1\";\n"
+    "  return r;\n"
+    "};\n";
+
 static int
-install_copy(struct pacfetch *p, const char *body, size_t len)
+write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int
+pac_install_copy(const char *path, const char *body, size_t len)
 {
 	char tmp[EGRESS_PATH_MAX];
-	int fd;
-	size_t off = 0;
+	int fd, e;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", p->copy_path) >= sizeof(tmp))
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
 		return -1;
+	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -1;
-	while (off < len) {
-		ssize_t w = write(fd, body + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			close(fd);
-			unlink(tmp);
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+	if (write_all(fd, body, len) != 0 ||
+	    write_all(fd, pac_wrapper, sizeof(pac_wrapper) - 1) != 0 ||
+	    fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+		e = errno;
+		close(fd);
 		unlink(tmp);
+		errno = e;
 		return -1;
 	}
-	if (rename(tmp, p->copy_path) != 0) {
+	if (close(fd) != 0 || rename(tmp, path) != 0) {
+		e = errno;
 		unlink(tmp);
+		errno = e;
 		return -1;
 	}
-	p->have_copy = true;
 	return 0;
 }
 
@@ -233,12 +254,13 @@ on_response(struct pacfetch *p)
 			finish(p, REASON_PAC_UNAVAILABLE, "not a PAC file (no FindProxyForURL)");
 			return;
 		}
-		if (install_copy(p, body, blen) != 0) {
+		if (pac_install_copy(p->copy_path, body, blen) != 0) {
 			snprintf(detail, sizeof(detail), "cannot write %s: %s", p->copy_path,
 			    strerror(errno));
 			finish(p, REASON_PAC_UNAVAILABLE, detail);
 			return;
 		}
+		p->have_copy = true;
 		finish(p, REASON_ALLOWED, "installed");
 	}
 }

@@ -57,4 +57,19 @@ const char *pacfetch_last_error(const struct pacfetch *p);
 /* Checks the body is plausibly a PAC file (non-empty, text, defines FindProxyForURL). */
 bool pacfetch_body_plausible(const char *body, size_t len);
 
+/*
+ * The marker and the sentinel of egressd's PAC wrapper. Every copy egressd hands to
+ * libproxy is the operator's PAC followed by a wrapper that re-binds FindProxyForURL to a
+ * function calling the original inside try/catch: an exception, or a result that is not a
+ * non-empty string, returns "PROXY <PAC_ERROR_HOST>:1" — libproxy alone would answer
+ * direct:// (fail open). The helper turns that sentinel into an error, and refuses a copy
+ * without the marker (not written by egressd).
+ */
+#define PAC_WRAPPER_MARKER "/* egressd-pac-wrapper v1 */"
+#define PAC_ERROR_HOST     "egress-pac-error.invalid"
+
+/* Write body + the wrapper to path atomically (temp file, fsync, rename), mode 0644 so the
+ * unprivileged helper can read it. Returns 0, or -1 with errno. */
+int pac_install_copy(const char *path, const char *body, size_t len);
+
 #endif

@@ -299,8 +299,7 @@ copy_local_pac(struct router *r, const char *path, char *err, size_t errlen)
 	struct stat st;
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	char tmp[EGRESS_PATH_MAX];
-	int out = -1, rc = -1;
+	int rc = -1;
 
 	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "PAC file %s: %s", path, fd < 0 ? strerror(errno) :
@@ -320,18 +319,11 @@ copy_local_pac(struct router *r, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "PAC file %s does not define FindProxyForURL", path);
 		goto done;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", r->cfg.pac_copy);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (out < 0 || write(out, buf, (size_t)n) != n || fchmod(out, 0644) != 0 ||
-	    close(out) != 0 || rename(tmp, r->cfg.pac_copy) != 0) {
+	if (pac_install_copy(r->cfg.pac_copy, buf, (size_t)n) != 0) {
 		snprintf(err, errlen, "cannot write the PAC copy %s: %s", r->cfg.pac_copy,
 		    strerror(errno));
-		if (out >= 0)
-			unlink(tmp);
-		out = -1;
 		goto done;
 	}
-	out = -1;
 	rc = 0;
 done:
 	free(buf);

@@ -22,14 +22,61 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <proxy.h>
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "egressd/pacfetch.h"
 #include "egressd/routeproto.h"
+
+/* The PAC copy egressd wrote (from http_proxy=pac+file://PATH), or NULL. */
+static const char *pac_path;
+
+/*
+ * libproxy fails open when it cannot read the PAC file (it answers direct:// for
+ * everything), so before each lookup the helper checks that it can read the copy and that
+ * the copy is one egressd wrote (it ends with egressd's wrapper). Returns 0 or -1.
+ */
+static int
+pac_copy_usable(void)
+{
+	char tail[1024];
+	struct stat st;
+	off_t off;
+	ssize_t n;
+	int fd, ok;
+
+	if (pac_path == NULL)
+		return 0;
+	fd = open(pac_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+		close(fd);
+		return -1;
+	}
+	off = st.st_size > (off_t)sizeof(tail) ? st.st_size - (off_t)sizeof(tail) : 0;
+	n = pread(fd, tail, sizeof(tail), off);
+	close(fd);
+	ok = n > 0 && memmem(tail, (size_t)n, PAC_WRAPPER_MARKER,
+	    sizeof(PAC_WRAPPER_MARKER) - 1) != NULL;
+	return ok ? 0 : -1;
+}
+
+/* The wrapper's answer for a PAC that threw or returned a non-string. */
+static int
+pac_error_answer(char **proxies)
+{
+	for (size_t i = 0; proxies != NULL && proxies[i] != NULL; i++)
+		if (strstr(proxies[i], PAC_ERROR_HOST) != NULL)
+			return 1;
+	return 0;
+}
 
 static int
 drop_privileges(void)
@@ -109,8 +156,20 @@ answer(pxProxyFactory *pf, const char *line, size_t len)
 		log_warnx("malformed request ignored");
 		return;
 	}
+	if (pac_copy_usable() != 0) {
+		log_warnx("cannot use the PAC copy %s (unreadable by this helper's user, or not "
+		    "written by egressd): make its directory traversable and the file readable",
+		    pac_path);
+		n = routeproto_format_error(id, "pac_unreadable", out, sizeof(out));
+		if (write_all(STDOUT_FILENO, out, n) != 0)
+			exit(1);
+		return;
+	}
 	proxies = px_proxy_factory_get_proxies(pf, url);
-	n = routeproto_format_reply(id, proxies, out, sizeof(out));
+	if (pac_error_answer(proxies))
+		n = routeproto_format_error(id, "pac_error", out, sizeof(out));
+	else
+		n = routeproto_format_reply(id, proxies, out, sizeof(out));
 	if (proxies != NULL)
 		px_proxy_factory_free_proxies(proxies);
 	if (n == 0)
@@ -136,6 +195,11 @@ main(int argc, char **argv)
 		fatal("cannot drop privileges");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		fatal("no_new_privs");
+	{
+		const char *hp = getenv("http_proxy");
+		if (hp != NULL && strncmp(hp, "pac+file://", 11) == 0 && hp[11] == '/')
+			pac_path = hp + 11;
+	}
 	pf = px_proxy_factory_new();
 	if (pf == NULL)
 		fatalx("libproxy: cannot create a proxy factory");

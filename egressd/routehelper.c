@@ -1,8 +1,12 @@
-/* routehelper.c - spawn, feed, time out and restart the libproxy helper (routehelper.h). */
+/*
+ * routehelper.c - a small pool of libproxy helper processes: spawn on demand, one lookup
+ * per helper at a time, per-lookup deadlines, kill-and-replace (routehelper.h).
+ */
 #define _GNU_SOURCE
 #include "egressd/routehelper.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +22,33 @@
 #include "common/log.h"
 #include "common/util.h"
 
+enum rq_state {
+	RQ_QUEUED,          /* waiting for a free helper */
+	RQ_SENT,            /* being evaluated by rq->h */
+	RQ_HIT,             /* cached answer, delivered on the next loop turn */
+	RQ_FAILED,          /* no helper can be had: denied on the next loop turn */
+};
+
+struct helper {
+	struct routehelper *rh;
+	pid_t pid;
+	struct bufferevent *bev;
+	struct rh_req *cur;           /* the lookup it is evaluating, or NULL */
+	bool busy;                    /* evaluating (cur may be NULL: a cancelled lookup) */
+	uint64_t busy_since_ms;
+};
+
 struct rh_req {
 	struct routehelper *rh;
+	enum rq_state st;
+	struct helper *h;
 	uint64_t id;
 	char *url;
 	rh_cb cb;
 	void *arg;
-	struct event *timer;          /* deadline, or zero timer for a cache hit */
-	struct routeproto_reply *hit; /* cached answer to deliver */
-	int unavailable;              /* no helper could be started: deny on next turn */
-	int doomed;                   /* being failed by fail_all */
-	struct rh_req *next, *prev;
+	struct event *timer;          /* the deadline, or a zero timer (hit / failure) */
+	struct routeproto_reply hit;
+	struct rh_req *next, *prev;   /* all lookups, oldest first */
 };
 
 struct rh_cache_entry {
@@ -45,18 +65,19 @@ struct routehelper {
 	uint32_t deadline_ms;
 	uint32_t cache_ttl_s;
 	size_t cache_max;
-	pid_t pid;
-	struct bufferevent *bev;
+	struct helper pool[EGRESS_ROUTE_HELPERS_MAX];
 	uint64_t next_id;
-	struct rh_req *reqs;          /* in flight (sent or queued) */
+	struct rh_req *head, *tail;
 	struct rh_cache_entry *cache_head, *cache_tail;
 	size_t cache_n;
-	uint64_t restart_after_ms;    /* crash-loop backoff */
+	uint64_t restart_after_ms;    /* crash-loop back-off */
 	unsigned quick_deaths;
 	struct routehelper_stats st;
 };
 
-static void rh_kill(struct routehelper *rh);
+static void dispatch(struct routehelper *rh);
+
+/* ---- requests ---- */
 
 static void
 req_unlink(struct rh_req *q)
@@ -65,11 +86,16 @@ req_unlink(struct rh_req *q)
 
 	if (q->prev)
 		q->prev->next = q->next;
-	else if (rh->reqs == q)
-		rh->reqs = q->next;
+	else if (rh->head == q)
+		rh->head = q->next;
 	if (q->next)
 		q->next->prev = q->prev;
+	else if (rh->tail == q)
+		rh->tail = q->prev;
 	q->next = q->prev = NULL;
+	if (q->h != NULL && q->h->cur == q)
+		q->h->cur = NULL;       /* its helper's answer, if any, is now ignored */
+	q->h = NULL;
 }
 
 static void
@@ -79,7 +105,6 @@ req_free(struct rh_req *q)
 		return;
 	if (q->timer)
 		event_free(q->timer);
-	free(q->hit);
 	free(q->url);
 	free(q);
 }
@@ -89,33 +114,27 @@ req_finish(struct rh_req *q, enum reason status, const struct routeproto_reply *
 {
 	rh_cb cb = q->cb;
 	void *arg = q->arg;
+	struct routeproto_reply copy;
 
+	if (r != NULL)
+		copy = *r;
 	req_unlink(q);
 	req_free(q);
-	cb(status, r, arg);
+	cb(status, r != NULL ? &copy : NULL, arg);
 }
 
-/*
- * Fail every lookup that was sent to the helper (it is gone or was killed). Callbacks may
- * cancel or start lookups, so the doomed set is marked first and then finished one at a
- * time from the live list; lookups started by a callback are not in it.
- */
+/* Deliver on the next loop turn (never from inside routehelper_lookup). */
 static void
-fail_all(struct routehelper *rh, enum reason status)
+req_soon(struct rh_req *q, enum rq_state st)
 {
-	struct rh_req *q;
+	static const struct timeval zero = { 0, 0 };
 
-	for (q = rh->reqs; q != NULL; q = q->next)
-		q->doomed = q->hit == NULL && !q->unavailable;
-	for (;;) {
-		for (q = rh->reqs; q != NULL && !q->doomed; q = q->next)
-			;
-		if (q == NULL)
-			break;
-		rh->st.failures++;
-		req_finish(q, status, NULL);
-	}
+	q->st = st;
+	evtimer_del(q->timer);
+	evtimer_add(q->timer, &zero);
 }
+
+/* ---- cache ---- */
 
 static void
 cache_put(struct routehelper *rh, const char *url, const struct routeproto_reply *r)
@@ -178,86 +197,122 @@ cache_clear(struct routehelper *rh)
 	rh->cache_n = 0;
 }
 
+/* ---- helpers ---- */
+
+static void
+update_stats(struct routehelper *rh)
+{
+	rh->st.pid = 0;
+	rh->st.helpers = 0;
+	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++) {
+		if (rh->pool[i].pid <= 0)
+			continue;
+		if (rh->st.pid == 0)
+			rh->st.pid = rh->pool[i].pid;
+		rh->st.helpers++;
+	}
+}
+
+/* Kill and reap one helper. SIGKILL cannot be ignored; reaping is bounded. Its lookup, if
+ * any, is detached (the caller decides what happens to it). */
+static void
+helper_kill(struct helper *h)
+{
+	if (h->bev != NULL) {
+		bufferevent_free(h->bev);
+		h->bev = NULL;
+	}
+	if (h->pid > 0) {
+		kill(h->pid, SIGKILL);
+		for (int i = 0; i < 200; i++) {       /* at most ~200 ms */
+			pid_t w = waitpid(h->pid, NULL, WNOHANG);
+			if (w == h->pid || (w < 0 && errno == ECHILD))
+				break;
+			usleep(1000);
+		}
+		h->pid = 0;
+	}
+	h->busy = false;
+	if (h->cur != NULL) {
+		h->cur->h = NULL;
+		h->cur = NULL;
+	}
+	update_stats(h->rh);
+}
+
+/* A helper failed while evaluating a lookup: deny that one, replace the helper, go on. */
+static void
+helper_failed(struct helper *h, enum reason why, const char *what)
+{
+	struct rh_req *q = h->cur;
+	struct routehelper *rh = h->rh;
+
+	log_warnx("route helper %ld: %s%s", (long)h->pid, what,
+	    q ? "; that lookup is denied" : "");
+	helper_kill(h);
+	if (q != NULL) {
+		rh->st.failures++;
+		req_finish(q, why, NULL);
+	}
+	dispatch(rh);
+}
+
 static void
 on_read(struct bufferevent *bev, void *arg)
 {
-	struct routehelper *rh = arg;
+	struct helper *h = arg;
+	struct routehelper *rh = h->rh;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	char *line;
 	size_t len;
 
 	while ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF)) != NULL) {
 		struct routeproto_reply r;
-		struct rh_req *q;
+		struct rh_req *q = h->cur;
 
 		if (routeproto_parse_reply(line, len, &r) != 0) {
 			/* A malformed reply means the helper is not what we think it is. */
-			log_warnx("route helper: malformed reply; restarting it");
 			free(line);
-			rh_kill(rh);
-			fail_all(rh, REASON_ROUTE_UNAVAILABLE);
+			helper_failed(h, REASON_ROUTE_UNAVAILABLE, "malformed reply");
 			return;
 		}
 		free(line);
-		for (q = rh->reqs; q != NULL; q = q->next)
-			if (q->hit == NULL && q->id == r.id)
-				break;
-		if (q == NULL)
-			continue;      /* answer to a cancelled or timed-out lookup */
+		h->busy = false;           /* one lookup at a time: this line ends it */
+		if (q == NULL || q->id != r.id) {
+			dispatch(rh);      /* it answered a cancelled lookup: free again */
+			return;
+		}
+		h->cur = NULL;
 		rh->quick_deaths = 0;      /* it answers: not a crash loop */
 		if (r.ok) {
 			cache_put(rh, q->url, &r);
 			req_finish(q, REASON_ALLOWED, &r);
 		} else {
+			enum reason why = strcmp(r.err, "pac_unreadable") == 0 ?
+			    REASON_PAC_UNAVAILABLE : REASON_ROUTE_UNAVAILABLE;
 			log_warnx("route helper: no route for %s (%s)", q->url, r.err);
 			rh->st.failures++;
-			req_finish(q, REASON_ROUTE_UNAVAILABLE, &r);
+			req_finish(q, why, &r);
 		}
+		dispatch(rh);
+		return;    /* the helper and the list may have changed in callbacks */
 	}
-	if (evbuffer_get_length(in) > EGRESS_ROUTE_LINE_MAX) {
-		log_warnx("route helper: over-long reply; restarting it");
-		rh_kill(rh);
-		fail_all(rh, REASON_ROUTE_UNAVAILABLE);
-	}
+	if (evbuffer_get_length(in) > EGRESS_ROUTE_LINE_MAX)
+		helper_failed(h, REASON_ROUTE_UNAVAILABLE, "over-long reply");
 }
 
 static void
 on_event(struct bufferevent *bev, short what, void *arg)
 {
-	struct routehelper *rh = arg;
-
 	(void)bev;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		log_warnx("route helper exited; lookups in flight are denied");
-		rh_kill(rh);
-		fail_all(rh, REASON_ROUTE_UNAVAILABLE);
-	}
-}
-
-/* Kill and reap the helper. SIGKILL cannot be ignored; reaping is bounded. */
-static void
-rh_kill(struct routehelper *rh)
-{
-	if (rh->bev != NULL) {
-		bufferevent_free(rh->bev);
-		rh->bev = NULL;
-	}
-	if (rh->pid > 0) {
-		kill(rh->pid, SIGKILL);
-		for (int i = 0; i < 200; i++) {       /* at most ~200 ms */
-			pid_t w = waitpid(rh->pid, NULL, WNOHANG);
-			if (w == rh->pid || (w < 0 && errno == ECHILD))
-				break;
-			usleep(1000);
-		}
-		rh->pid = 0;
-	}
-	rh->st.pid = 0;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		helper_failed(arg, REASON_ROUTE_UNAVAILABLE, "exited");
 }
 
 static int
-rh_spawn(struct routehelper *rh)
+helper_spawn(struct helper *h)
 {
+	struct routehelper *rh = h->rh;
 	int sv[2];
 	pid_t pid;
 	uint64_t now = mono_msec();
@@ -286,50 +341,110 @@ rh_spawn(struct routehelper *rh)
 	}
 	close(sv[1]);
 	evutil_make_socket_nonblocking(sv[0]);
-	rh->bev = bufferevent_socket_new(rh->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
-	if (rh->bev == NULL) {
+	h->bev = bufferevent_socket_new(rh->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+	if (h->bev == NULL) {
 		close(sv[0]);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		return -1;
 	}
-	bufferevent_setcb(rh->bev, on_read, NULL, on_event, rh);
-	bufferevent_enable(rh->bev, EV_READ | EV_WRITE);
-	rh->pid = pid;
-	rh->st.pid = pid;
+	bufferevent_setcb(h->bev, on_read, NULL, on_event, h);
+	bufferevent_enable(h->bev, EV_READ | EV_WRITE);
+	h->pid = pid;
 	rh->st.restarts++;
 	/* A helper that keeps dying is not restarted in a tight loop. */
-	rh->quick_deaths++;
-	if (rh->quick_deaths > 3)
+	if (++rh->quick_deaths > 2 * EGRESS_ROUTE_HELPERS_MAX)
 		rh->restart_after_ms = now + 1000;
+	update_stats(rh);
 	return 0;
 }
 
+/* Give queued lookups to idle helpers, starting helpers on demand. */
 static void
-on_deadline(evutil_socket_t fd, short what, void *arg)
+dispatch(struct routehelper *rh)
+{
+	for (struct rh_req *q = rh->head; q != NULL; q = q->next) {
+		struct helper *idle = NULL, *empty = NULL;
+		char line[EGRESS_ROUTE_LINE_MAX + 32];
+		size_t n;
+		bool alive = false;
+
+		if (q->st != RQ_QUEUED)
+			continue;
+		for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++) {
+			struct helper *h = &rh->pool[i];
+			/* still evaluating a cancelled lookup past any deadline: replace it */
+			if (h->pid > 0 && h->busy && h->cur == NULL &&
+			    mono_msec() - h->busy_since_ms > rh->deadline_ms)
+				helper_kill(h);
+			if (h->pid > 0) {
+				alive = true;
+				if (!h->busy && idle == NULL)
+					idle = h;
+			} else if (empty == NULL) {
+				empty = h;
+			}
+		}
+		if (idle == NULL && empty != NULL && helper_spawn(empty) == 0)
+			idle = empty;
+		if (idle == NULL) {
+			if (!alive) {
+				/* no helper runs and none can be started: deny, do not wait */
+				for (struct rh_req *r = q; r != NULL; r = r->next)
+					if (r->st == RQ_QUEUED)
+						req_soon(r, RQ_FAILED);
+			}
+			return;     /* the rest wait for a helper to become free */
+		}
+		q->id = ++rh->next_id;
+		n = routeproto_format_request(q->id, q->url, line, sizeof(line));
+		if (n == 0 || bufferevent_write(idle->bev, line, n) != 0) {
+			req_soon(q, RQ_FAILED);
+			continue;
+		}
+		q->st = RQ_SENT;
+		q->h = idle;
+		idle->cur = q;
+		idle->busy = true;
+		idle->busy_since_ms = mono_msec();
+	}
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct rh_req *q = arg;
 	struct routehelper *rh = q->rh;
 
 	(void)fd;
 	(void)what;
-	if (q->hit != NULL) {             /* cache hit delivery */
-		struct routeproto_reply r = *q->hit;
-		req_finish(q, REASON_ALLOWED, &r);
+	switch (q->st) {
+	case RQ_HIT:
+		req_finish(q, REASON_ALLOWED, &q->hit);
 		return;
-	}
-	if (q->unavailable) {
+	case RQ_FAILED:
 		rh->st.failures++;
 		req_finish(q, REASON_ROUTE_UNAVAILABLE, NULL);
 		return;
+	case RQ_QUEUED:
+		/* every helper stayed busy for the whole deadline */
+		log_warnx("route lookup for %s waited %u ms for a free route helper", q->url,
+		    rh->deadline_ms);
+		rh->st.timeouts++;
+		req_finish(q, REASON_ROUTE_TIMEOUT, NULL);
+		return;
+	case RQ_SENT: {
+		struct helper *h = q->h;
+		log_warnx("route lookup for %s exceeded %u ms; killing its route helper", q->url,
+		    rh->deadline_ms);
+		rh->st.timeouts++;
+		if (h != NULL)
+			helper_kill(h);   /* stuck on this lookup; the others are not affected */
+		req_finish(q, REASON_ROUTE_TIMEOUT, NULL);
+		dispatch(rh);
+		return;
 	}
-	log_warnx("route lookup for %s exceeded %u ms; killing the route helper", q->url,
-	    rh->deadline_ms);
-	rh->st.timeouts++;
-	req_finish(q, REASON_ROUTE_TIMEOUT, NULL);
-	/* The helper is stuck on this lookup: everything queued behind it would wait too. */
-	rh_kill(rh);
-	fail_all(rh, REASON_ROUTE_UNAVAILABLE);
+	}
 }
 
 struct rh_req *
@@ -337,7 +452,8 @@ routehelper_lookup(struct routehelper *rh, const char *url, rh_cb cb, void *arg)
 {
 	struct rh_req *q = calloc(1, sizeof(*q));
 	const struct routeproto_reply *hit;
-	struct timeval tv = { 0, 0 };   /* cache hits and failures: next loop turn */
+	struct timeval tv = { (time_t)(rh->deadline_ms / 1000),
+	    (suseconds_t)(rh->deadline_ms % 1000) * 1000 };
 
 	if (q == NULL || (q->url = strdup(url)) == NULL) {
 		free(q);
@@ -346,36 +462,27 @@ routehelper_lookup(struct routehelper *rh, const char *url, rh_cb cb, void *arg)
 	q->rh = rh;
 	q->cb = cb;
 	q->arg = arg;
+	q->st = RQ_QUEUED;
+	if ((q->timer = evtimer_new(rh->base, on_timer, q)) == NULL) {
+		req_free(q);
+		return NULL;
+	}
+	q->prev = rh->tail;
+	if (rh->tail)
+		rh->tail->next = q;
+	else
+		rh->head = q;
+	rh->tail = q;
 	rh->st.lookups++;
 	if ((hit = cache_get(rh, url)) != NULL) {
-		if ((q->hit = malloc(sizeof(*q->hit))) == NULL)
-			goto fail;
-		*q->hit = *hit;
+		q->hit = *hit;
 		rh->st.cache_hits++;
-	} else if (rh->bev == NULL && rh_spawn(rh) != 0) {
-		q->unavailable = 1;
-	} else {
-		char line[EGRESS_ROUTE_LINE_MAX + 32];
-		size_t n;
-
-		q->id = ++rh->next_id;
-		n = routeproto_format_request(q->id, url, line, sizeof(line));
-		if (n == 0 || bufferevent_write(rh->bev, line, n) != 0)
-			goto fail;
-		tv.tv_sec = rh->deadline_ms / 1000;
-		tv.tv_usec = (suseconds_t)(rh->deadline_ms % 1000) * 1000;
+		req_soon(q, RQ_HIT);
+		return q;
 	}
-	if ((q->timer = evtimer_new(rh->base, on_deadline, q)) == NULL)
-		goto fail;
 	evtimer_add(q->timer, &tv);
-	q->next = rh->reqs;
-	if (rh->reqs)
-		rh->reqs->prev = q;
-	rh->reqs = q;
+	dispatch(rh);          /* never calls back: failures are delivered by zero timers */
 	return q;
-fail:
-	req_free(q);
-	return NULL;
 }
 
 void
@@ -383,7 +490,7 @@ routehelper_cancel(struct rh_req *q)
 {
 	if (q == NULL)
 		return;
-	req_unlink(q);
+	req_unlink(q);        /* a helper still evaluating it finishes, and is reused */
 	req_free(q);
 }
 
@@ -412,6 +519,8 @@ routehelper_new(struct event_base *base, const struct routehelper_config *cfg, c
 	rh->cache_ttl_s = cfg->cache_ttl_s;
 	rh->cache_max = cfg->cache_max > EGRESS_ROUTE_CACHE_MAX ? EGRESS_ROUTE_CACHE_MAX :
 	    cfg->cache_max;
+	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++)
+		rh->pool[i].rh = rh;
 	if ((rh->path = strdup(cfg->helper_path)) == NULL)
 		goto nomem;
 	while (cfg->envp != NULL && cfg->envp[n] != NULL)
@@ -433,10 +542,15 @@ void
 routehelper_reset(struct routehelper *rh)
 {
 	cache_clear(rh);
-	rh_kill(rh);
-	fail_all(rh, REASON_ROUTE_UNAVAILABLE);
+	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++) {
+		struct rh_req *q = rh->pool[i].cur;
+		helper_kill(&rh->pool[i]);
+		if (q != NULL)
+			q->st = RQ_QUEUED;      /* asked again of a fresh helper */
+	}
 	rh->quick_deaths = 0;
 	rh->restart_after_ms = 0;
+	dispatch(rh);
 }
 
 void
@@ -444,9 +558,10 @@ routehelper_free(struct routehelper *rh)
 {
 	if (rh == NULL)
 		return;
-	rh_kill(rh);
-	while (rh->reqs != NULL) {
-		struct rh_req *q = rh->reqs;
+	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++)
+		helper_kill(&rh->pool[i]);
+	while (rh->head != NULL) {
+		struct rh_req *q = rh->head;
 		req_unlink(q);
 		req_free(q);
 	}

@@ -1,14 +1,18 @@
 /*
  * routehelper - egressd's client of egressd-route-helper (the libproxy process).
  *
- * Owns: the helper process (spawned lazily, killed and restarted when a lookup misses its
- * deadline or the helper dies), every struct rh_req until its callback ran or it was
- * cancelled, and a bounded cache of answers (per query URL, with a TTL).
+ * Owns: a small pool of helper processes (at most EGRESS_ROUTE_HELPERS_MAX, started on
+ * demand; each evaluates one lookup at a time, so a lookup stuck in a looping PAC holds up
+ * only itself), every struct rh_req until its callback ran or it was cancelled, and a
+ * bounded cache of answers (per query URL, with a TTL). A helper that misses a deadline or
+ * dies is killed and replaced; lookups queued for a free helper wait within their own
+ * deadline.
  * Callers: egressd/route, on the event-loop thread only. Nothing here blocks: the helper is
  * spoken to over a socketpair driven by a bufferevent.
  *
- * Fail closed: a missed deadline answers REASON_ROUTE_TIMEOUT, a dead or unstartable
- * helper or an unusable reply REASON_ROUTE_UNAVAILABLE. Never "direct" by default.
+ * Fail closed: a missed deadline answers REASON_ROUTE_TIMEOUT; a dead or unstartable
+ * helper or an unusable reply REASON_ROUTE_UNAVAILABLE; a PAC copy the helper cannot read
+ * (or that egressd did not write) REASON_PAC_UNAVAILABLE. Never "direct" by default.
  */
 #ifndef EGRESS_ROUTEHELPER_H
 #define EGRESS_ROUTEHELPER_H
@@ -48,13 +52,15 @@ struct rh_req *routehelper_lookup(struct routehelper *rh, const char *url, rh_cb
     void *arg);
 void routehelper_cancel(struct rh_req *req);
 
-/* Forget cached answers and restart the helper on next use (a new PAC copy). */
+/* Forget cached answers and replace the helpers (a new PAC copy): lookups in flight are
+ * asked again of fresh helpers, within their own deadlines. */
 void routehelper_reset(struct routehelper *rh);
 
 /* Counters for metrics and tests. */
 struct routehelper_stats {
 	uint64_t lookups, cache_hits, timeouts, restarts, failures;
-	long pid;                     /* current helper pid, 0 when none */
+	long pid;                     /* the first live helper's pid, 0 when none */
+	size_t helpers;               /* live helper processes */
 };
 void routehelper_stats(const struct routehelper *rh, struct routehelper_stats *out);
 
