@@ -64,6 +64,7 @@ struct lgrant {
 	struct lgrant *next, *prev;
 };
 
+/* An empty registry whose expiry timers run on base; NULL on ENOMEM. */
 struct grants *grants_new(struct event_base *base);
 /* Revoke everything (close reason SHUTDOWN) and free. Accepts NULL. */
 void grants_free(struct grants *r);
@@ -80,8 +81,11 @@ int lgrant_add_listener(struct lgrant *lg, struct listener *l);
 /* Detach a listener without closing it (reload moves it to the new static grant). */
 void lgrant_remove_listener(struct lgrant *lg, struct listener *l);
 
+/* The live grant with this id (exact, lowercase hex), or NULL. No reference is taken. */
 struct lgrant *grants_find(struct grants *r, const char *id);
+/* Iterate live grants: grants_first, then lg->next. Do not retire while iterating. */
 struct lgrant *grants_first(struct grants *r);
+/* Number of live grants (retired ones that connections still hold are not counted). */
 size_t grants_count(const struct grants *r);
 
 /*
@@ -97,8 +101,12 @@ void grants_kill_all(struct grants *r, enum reason why);
 /* Close every listener of every grant (drain start). */
 void grants_close_listeners(struct grants *r);
 
+/* Take / drop a reference; the last unref closes its listeners and frees the grant.
+ * lgrant_unref accepts NULL. */
 void lgrant_ref(struct lgrant *lg);
 void lgrant_unref(struct lgrant *lg);
+/* Put a connection on / take it off the grant's list of connections that revoke kills.
+ * A connection must detach before it is freed; detaching twice is harmless. */
 void lgrant_attach(struct lgrant *lg, struct grant_conn *gc);
 void lgrant_detach(struct lgrant *lg, struct grant_conn *gc);
 

@@ -38,7 +38,9 @@ struct metrics_stats {
 /* Upper bounds of the histogram buckets, in seconds. */
 extern const double metrics_bucket_s[METRICS_BUCKETS];
 
+/* Count one latency sample (microseconds) into its bucket. */
 void metrics_observe(struct metrics_histo *h, uint64_t us);
+/* Count one hop decision (allow nonzero: verdict allow) with its reason. */
 void metrics_decision(struct metrics_stats *m, int allow, enum reason r);
 
 /*
@@ -51,6 +53,7 @@ char *metrics_render(const struct metrics_stats *m, struct grants *g, size_t *le
 struct metrics_server *metrics_server_new(struct event_base *base, const struct sockaddr *sa,
     socklen_t salen, const struct metrics_stats *m, struct grants **g, char *err,
     size_t errlen);
+/* Stop serving; accepts NULL. */
 void metrics_server_free(struct metrics_server *s);
 
 #endif
