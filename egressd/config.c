@@ -22,6 +22,8 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "control_socket", 0 },
 	{ "egressd", "decision_log", 0 },
 	{ "egressd", "log_sync", 0 },
+	{ "egressd", "log_max_bytes", 0 },
+	{ "egressd", "log_hmac_key", 0 },
 	{ "egressd", "connect_timeout", 0 },
 	{ "egressd", "header_timeout", 0 },
 	{ "egressd", "idle_timeout", 0 },
@@ -110,6 +112,7 @@ config_free(struct egressd_config *c)
 	free(c->path);
 	free(c->control_socket);
 	free(c->decision_log);
+	free(c->log_hmac_key);
 	for (size_t i = 0; i < c->ndns_servers; i++)
 		free(c->dns_servers[i]);
 	free(c->dns_servers);
@@ -269,6 +272,25 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			snprintf(err, errlen, "%s:%u: log_sync: always, batch or none", conf_file(cf),
 			    line);
 			goto fail;
+		}
+		/* rotation size (docs/audit.md): 0 = off; smaller than two records would
+		 * rotate on every write */
+		if (conf_get_size(cf, i, "log_max_bytes", UINT64_MAX, c->log_max_bytes,
+		    &c->log_max_bytes, err, errlen) != 0)
+			goto fail;
+		if (c->log_max_bytes != 0 && c->log_max_bytes < 2 * EGRESS_LOG_RECORD_MAX) {
+			snprintf(err, errlen, "%s: log_max_bytes: 0 (no rotation) or at least %d",
+			    conf_file(cf), 2 * EGRESS_LOG_RECORD_MAX);
+			goto fail;
+		}
+		if ((s = conf_get(cf, i, "log_hmac_key", &line)) != NULL) {
+			if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
+				snprintf(err, errlen, "%s:%u: log_hmac_key: an absolute path",
+				    conf_file(cf), line);
+				goto fail;
+			}
+			free(c->log_hmac_key);
+			c->log_hmac_key = xstrdup(s);
 		}
 		if (conf_get_duration_ms(cf, i, "connect_timeout", HOUR_MS, c->connect_timeout_ms,
 		    &c->connect_timeout_ms, err, errlen) != 0 ||

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "egressd/control.h"
 #include "egressd/dlog.h"
+#include "egressd/dlog_verify.h"
 #include "egressd/grants.h"
 #include "egressd/listener.h"
 #include "egressd/resolve.h"
@@ -180,6 +181,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
     char *err, size_t errlen)
 {
 	struct dlog_config dc;
+	struct dlog_key dkey = { 0 };
 	struct staged st;
 	char e2[512];
 
@@ -215,7 +217,17 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	memset(&dc, 0, sizeof(dc));
 	dc.path = cfg->decision_log;
 	dc.sync = cfg->log_sync;
+	dc.max_bytes = cfg->log_max_bytes;
+	if (cfg->log_hmac_key != NULL) {
+		/* root-only key file: only the key holder can extend the chain */
+		if (dlog_key_load(cfg->log_hmac_key, true, &dkey, e2, sizeof(e2)) != 0) {
+			snprintf(err, errlen, "log_hmac_key: %s", e2);
+			return -1;
+		}
+		dc.key = &dkey;
+	}
 	d->dlog = dlog_open(base, &dc, e2, sizeof(e2));
+	secret_wipe(&dkey, sizeof(dkey));   /* dlog keeps its own copy */
 	if (d->dlog == NULL) {
 		snprintf(err, errlen, "decision log %s: %s", cfg->decision_log, e2);
 		return -1;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "egressd/config.h"
 #include "egressd/dlog.h"
 #include "egressd/dlog_verify.h"
 #include "egressd/logread.h"
@@ -408,6 +409,36 @@ test_egressctl_key(void **state)
 	assert_int_equal(WEXITSTATUS(rc), 1);
 }
 
+/* egressd.ini: log_max_bytes and log_hmac_key (egressd/config.c). */
+static void
+test_config_keys(void **state)
+{
+	static const char ok[] = "[egressd]\nlog_max_bytes = 64M\n"
+	    "log_hmac_key = /etc/egress/decision-log.key\n";
+	static const char small[] = "[egressd]\nlog_max_bytes = 100\n";
+	static const char rel[] = "[egressd]\nlog_hmac_key = key\n";
+	static const char none[] = "[egressd]\n";
+	struct egressd_config *c;
+	char err[512];
+
+	(void)state;
+	c = config_load_string("t.ini", ok, sizeof(ok) - 1, err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(c->log_max_bytes, 64ULL * 1024 * 1024);
+	assert_string_equal(c->log_hmac_key, "/etc/egress/decision-log.key");
+	config_free(c);
+	c = config_load_string("t.ini", none, sizeof(none) - 1, err, sizeof(err));
+	assert_non_null(c);
+	assert_int_equal(c->log_max_bytes, 0);
+	assert_null(c->log_hmac_key);
+	config_free(c);
+	assert_null(config_load_string("t.ini", small, sizeof(small) - 1, err, sizeof(err)));
+	assert_non_null(strstr(err, "log_max_bytes"));
+	assert_null(config_load_string("t.ini", rel, sizeof(rel) - 1, err, sizeof(err)));
+	assert_non_null(strstr(err, "log_hmac_key"));
+}
+
 int
 main(void)
 {
@@ -418,6 +449,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_plain_rehash_caught, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_egressctl_key, setup, teardown),
+		cmocka_unit_test(test_config_keys),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
