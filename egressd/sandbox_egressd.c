@@ -1,0 +1,561 @@
+/*
+ * sandbox_egressd - drop egressd to an unprivileged user and install its seccomp allow-list.
+ * See sandbox_egressd.h for the order and docs/SECURITY.md "Privilege design" for why.
+ *
+ * The allow-list below was measured, not guessed: egressd and its route helper were run
+ * under `strace -f -c` through the integration suite (basic, http, reload, log, PAC,
+ * SOCKS, proxy auth, https proxy, Negotiate, system route, upstream, fault tests) in the
+ * ASan build, and every call seen is listed with the reason egressd (or the helper, which
+ * inherits this filter) makes it. A call that is not listed fails with EPERM; the short
+ * KILL list is what only an attacker would call.
+ */
+#define _GNU_SOURCE 1
+#include "egressd/sandbox_egressd.h"
+
+#include <cap-ng.h>
+#include <errno.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <pwd.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#define SOCK_TYPE_MASK_KERNEL 0xfULL   /* include/linux/net.h SOCK_TYPE_MASK */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANDBOX_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define SANDBOX_UNDER_SANITIZER 1
+#endif
+#endif
+
+struct sc_entry {
+	const char *name;
+	const char *why;
+};
+
+/* Allowed as they are (arguments unchecked). */
+static const struct sc_entry allowed[] = {
+	/* moving bytes: sockets, pipes, the decision log, the PAC copy */
+	{ "read", "sockets, pipes, the route helper's replies, files at reload" },
+	{ "write", "sockets, pipes, the decision log, stderr" },
+	{ "readv", "libevent evbuffer reads" },
+	{ "writev", "libevent evbuffer writes" },
+	{ "pread64", "reading files (config at reload, PAC file, CA store)" },
+	{ "pwrite64", "glibc/openssl file writes" },
+	{ "splice", "tunnels between plain sockets (splice mode)" },
+	{ "tee", "not used today; the splice family, harmless" },
+	{ "pipe2", "splice pipes, the route helper's stdio, libevent's notify pipe" },
+	{ "pipe", "older glibc paths of pipe2" },
+	{ "sendfile", "openssl/glibc may use it; harmless on fds egressd holds" },
+	{ "close", "every fd" },
+	{ "close_range", "the route helper closes every inherited fd before exec (closefrom)" },
+	{ "dup", "stdio of the route helper" },
+	{ "dup2", "stdio of the route helper" },
+	{ "dup3", "stdio of the route helper" },
+	{ "fcntl", "O_NONBLOCK, FD_CLOEXEC, F_SETPIPE_SZ, decision-log lock (F_OFD_SETLK)" },
+	{ "flock", "the decision log: two writers on one chain would fork it" },
+	{ "lseek", "files (decision log tail at reopen, PAC copy)" },
+	{ "fsync", "log_sync = always / batch" },
+	{ "fdatasync", "log_sync = always / batch" },
+	{ "ftruncate", "a torn decision-log tail is cut back at open/reopen" },
+	{ "ioctl", "FIONREAD (libevent), FIONBIO, TCGETS (stdio isatty)" },
+	/* files: config at reload, PAC copy, CA store, /proc for the metrics */
+	{ "openat", "config (reload), decision log (SIGUSR1 reopen), PAC copy, CA files, /proc" },
+	{ "open", "older glibc paths of openat" },
+	{ "newfstatat", "stat of files and fds" },
+	{ "fstat", "stat of fds" },
+	{ "stat", "older glibc paths of newfstatat" },
+	{ "lstat", "older glibc paths of newfstatat" },
+	{ "statx", "glibc stat family" },
+	{ "statfs", "glibc / openssl" },
+	{ "fstatfs", "glibc / openssl" },
+	{ "access", "the route helper path check (X_OK) at reload" },
+	{ "faccessat", "the route helper path check (X_OK) at reload" },
+	{ "faccessat2", "the route helper path check (X_OK) at reload" },
+	{ "readlink", "/proc/self/exe: the route helper next to egressd" },
+	{ "readlinkat", "/proc/self/exe: the route helper next to egressd" },
+	{ "getdents64", "the CA directory, closefrom fallbacks" },
+	{ "rename", "the PAC copy is installed by rename" },
+	{ "renameat", "the PAC copy is installed by rename" },
+	{ "renameat2", "the PAC copy is installed by rename" },
+	{ "unlink", "temporary PAC copy after a failed install; control socket at exit" },
+	{ "unlinkat", "temporary PAC copy after a failed install; control socket at exit" },
+	{ "fchmod", "the PAC copy's mode" },
+	{ "umask", "glibc/openssl" },
+	{ "getcwd", "glibc realpath" },
+	/* memory */
+	{ "brk", "malloc" },
+	{ "mmap", "malloc, thread stacks, shared libraries of the route helper" },
+	{ "munmap", "malloc" },
+	{ "mremap", "realloc of large buffers" },
+	{ "mprotect", "thread stack guards, the helper's dynamic loader" },
+	{ "madvise", "malloc trimming" },
+	{ "mincore", "the sanitizers' and libunwind's pointer checks" },
+	{ "membarrier", "glibc/libstdc++ of the helper's JavaScript engine" },
+	/* time and waiting */
+	{ "clock_gettime", "timers, record times (vDSO fallback)" },
+	{ "clock_getres", "libevent" },
+	{ "clock_nanosleep", "bounded waits" },
+	{ "nanosleep", "bounded waits" },
+	{ "gettimeofday", "libevent/c-ares (vDSO fallback)" },
+	{ "time", "vDSO fallback" },
+	{ "epoll_create1", "the event loop" },
+	{ "epoll_create", "the event loop (older libevent)" },
+	{ "epoll_ctl", "the event loop" },
+	{ "epoll_wait", "the event loop" },
+	{ "epoll_pwait", "the event loop" },
+	{ "epoll_pwait2", "the event loop" },
+	{ "poll", "c-ares, openssl, the route helper" },
+	{ "ppoll", "c-ares, openssl" },
+	{ "select", "libevent fallback" },
+	{ "pselect6", "libevent fallback" },
+	{ "eventfd2", "libevent thread notification" },
+	{ "timerfd_create", "libevent timers" },
+	{ "timerfd_settime", "libevent timers" },
+	{ "futex", "the decision-log writer thread, GSS threads" },
+	{ "futex_waitv", "glibc locks" },
+	{ "sched_yield", "glibc locks" },
+	{ "sched_getaffinity", "glibc (nproc) and the sanitizers" },
+	{ "restart_syscall", "interrupted sleeps" },
+	/* network (socket itself is filtered by family and type below) */
+	{ "socketpair", "libevent signal delivery" },
+	{ "bind", "new listeners for dynamic grants, upstream sockets" },
+	{ "listen", "new listeners for dynamic grants" },
+	{ "accept", "client connections" },
+	{ "accept4", "client connections" },
+	{ "connect", "origins, upstream proxies, DNS servers" },
+	{ "getsockname", "listener and connection addresses" },
+	{ "getpeername", "client addresses, the control peer" },
+	{ "setsockopt", "SO_BINDTODEVICE once on a new listener, TCP options, buffer sizes" },
+	{ "getsockopt", "SO_ERROR after connect, SO_PEERCRED on the control socket" },
+	{ "sendto", "DNS over UDP, sockets" },
+	{ "recvfrom", "DNS over UDP, sockets" },
+	{ "sendmsg", "sockets" },
+	{ "recvmsg", "sockets, netlink replies" },
+	{ "sendmmsg", "glibc resolver paths" },
+	{ "recvmmsg", "glibc resolver paths" },
+	{ "shutdown", "half-close of tunnels" },
+	/* processes: threads, the route helper */
+	{ "execve", "starting the route helper (egressd-route-helper); see docs/SECURITY.md" },
+	{ "wait4", "reaping the route helper" },
+	{ "waitid", "reaping the route helper" },
+	{ "kill", "killing a hung route helper" },
+	{ "tgkill", "glibc raise/abort, sanitizers" },
+	{ "tkill", "glibc raise" },
+	{ "exit", "threads" },
+	{ "exit_group", "exit" },
+	{ "getpid", "records, logs" },
+	{ "gettid", "logs, glibc" },
+	{ "getppid", "the route helper notices a dead parent" },
+	{ "getuid", "proxycreds ownership check" },
+	{ "geteuid", "proxycreds ownership check, the helper's drop check" },
+	{ "getgid", "glibc" },
+	{ "getegid", "glibc" },
+	{ "getresuid", "privilege read-back" },
+	{ "getresgid", "privilege read-back" },
+	{ "getgroups", "privilege read-back" },
+	{ "getpgrp", "glibc" },
+	{ "setsid", "the route helper gets its own session" },
+	{ "setpgid", "the route helper gets its own process group" },
+	{ "rt_sigaction", "signal handlers (libevent), the helper resets them" },
+	{ "rt_sigprocmask", "threads block signals" },
+	{ "rt_sigreturn", "signal delivery" },
+	{ "rt_sigtimedwait", "glibc" },
+	{ "sigaltstack", "the sanitizers' and the helper's stacks" },
+	{ "set_robust_list", "new threads" },
+	{ "get_robust_list", "glibc" },
+	{ "set_tid_address", "new threads/processes" },
+	{ "rseq", "glibc registers restartable sequences per thread" },
+	{ "arch_prctl", "thread-local storage of a new process (the route helper)" },
+	{ "prctl", "thread names, PR_SET_NO_NEW_PRIVS/PDEATHSIG in the helper, sanitizers" },
+	{ "getrlimit", "glibc/sanitizers" },
+	{ "prlimit64", "glibc getrlimit; raising the soft fd limit" },
+	{ "setrlimit", "glibc" },
+	{ "getrusage", "CPU time in the metrics" },
+	{ "times", "glibc clock()" },
+	{ "sysinfo", "glibc/openssl" },
+	{ "uname", "glibc/openssl" },
+	{ "getrandom", "openssl, c-ares query ids, hash seeds" },
+	{ "getpriority", "glibc" },
+	{ "capget", "libcap-ng read-back in the route helper" },
+	{ "setgroups", "the route helper's drop (only when it starts as root: not after the drop)" },
+	{ "setresuid", "the route helper's drop (only when it starts as root: not after the drop)" },
+	{ "setresgid", "the route helper's drop (only when it starts as root: not after the drop)" },
+	{ "seccomp", "the route helper installs its own, stricter filter" },
+#ifdef SANDBOX_UNDER_SANITIZER
+	/* LeakSanitizer stops the world at exit with a ptracing clone of the process. */
+	{ "ptrace", "sanitizer builds only: LeakSanitizer's StopTheWorld" },
+	{ "process_vm_readv", "sanitizer builds only: LeakSanitizer" },
+#endif
+};
+
+/* Kill the process: no egressd code path makes these calls; an attacker would. */
+static const struct sc_entry killed[] = {
+#ifndef SANDBOX_UNDER_SANITIZER
+	{ "ptrace", "inspect or control another process" },
+	{ "process_vm_readv", "read another process's memory" },
+#endif
+	{ "process_vm_writev", "write another process's memory" },
+	{ "mount", "change the file system view" },
+	{ "umount2", "change the file system view" },
+	{ "pivot_root", "change the file system view" },
+	{ "chroot", "change the file system view" },
+	{ "unshare", "new namespaces" },
+	{ "setns", "enter other namespaces" },
+	{ "init_module", "kernel modules" },
+	{ "finit_module", "kernel modules" },
+	{ "delete_module", "kernel modules" },
+	{ "kexec_load", "replace the kernel" },
+	{ "kexec_file_load", "replace the kernel" },
+	{ "reboot", "reboot" },
+	{ "bpf", "kernel attack surface" },
+	{ "perf_event_open", "kernel attack surface, side channels" },
+	{ "userfaultfd", "kernel exploitation primitive" },
+	{ "keyctl", "kernel keyrings" },
+	{ "add_key", "kernel keyrings" },
+	{ "request_key", "kernel keyrings" },
+	{ "open_by_handle_at", "escape a mount namespace by file handle" },
+	{ "name_to_handle_at", "file handles" },
+	{ "swapon", "system administration" },
+	{ "swapoff", "system administration" },
+	{ "acct", "system administration" },
+	{ "settimeofday", "system administration" },
+	{ "clock_settime", "system administration" },
+	{ "adjtimex", "system administration" },
+	{ "iopl", "port I/O" },
+	{ "ioperm", "port I/O" },
+	{ "io_uring_setup", "bypasses seccomp for the operations it performs" },
+	{ "io_uring_enter", "bypasses seccomp for the operations it performs" },
+	{ "io_uring_register", "bypasses seccomp for the operations it performs" },
+	{ "fanotify_init", "file system monitoring" },
+	{ "lookup_dcookie", "kernel attack surface" },
+	{ "move_mount", "change the file system view" },
+	{ "open_tree", "change the file system view" },
+	{ "fsopen", "change the file system view" },
+	{ "fsmount", "change the file system view" },
+	{ "fsconfig", "change the file system view" },
+	{ "fspick", "change the file system view" },
+	{ "mount_setattr", "change the file system view" },
+	{ "pidfd_getfd", "steal another process's fds" },
+};
+
+static int
+sc_resolve(const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+
+	return nr == __NR_SCMP_ERROR ? -1 : nr;
+}
+
+static int
+filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
+{
+	static const int families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET };
+	int nr, rc;
+
+	for (size_t i = 0; i < EGRESS_NELEM(allowed); i++) {
+		if ((nr = sc_resolve(allowed[i].name)) < 0)
+			continue;   /* not a system call on this architecture */
+		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) != 0) {
+			snprintf(err, errlen, "seccomp rule %s: %s", allowed[i].name, strerror(-rc));
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < EGRESS_NELEM(killed); i++) {
+		if ((nr = sc_resolve(killed[i].name)) < 0)
+			continue;
+		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0)) != 0) {
+			snprintf(err, errlen, "seccomp rule %s: %s", killed[i].name, strerror(-rc));
+			return -1;
+		}
+	}
+	/* clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc fall
+	 * back to clone(2), whose flags it can. */
+	if ((nr = sc_resolve("clone3")) >= 0 &&
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) != 0) {
+		snprintf(err, errlen, "seccomp rule clone3: %s", strerror(-rc));
+		return -1;
+	}
+	/* clone for threads and the route helper; never a new namespace. */
+	rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, (scmp_datum_t)(CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID |
+	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWTIME), 0));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(vfork), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fork), 0);
+	if (rc != 0) {
+		snprintf(err, errlen, "seccomp rule clone: %s", strerror(-rc));
+		return -1;
+	}
+	/* socket: the families egressd uses (control socket and stderr logging; IPv4/IPv6;
+	 * netlink for interface lookups), and among those never a raw or packet socket. */
+	for (size_t i = 0; i < EGRESS_NELEM(families); i++) {
+		for (size_t j = 0; j < EGRESS_NELEM(types); j++) {
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
+			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]),
+			    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL,
+			    (scmp_datum_t)types[j]));
+			if (rc != 0) {
+				snprintf(err, errlen, "seccomp rule socket: %s", strerror(-rc));
+				return -1;
+			}
+		}
+	}
+	/* netlink route sockets only raw-typed: glibc's if_nametoindex/getifaddrs use
+	 * socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE); allowed for NETLINK_ROUTE only. */
+	rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+	    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)AF_NETLINK),
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL, (scmp_datum_t)SOCK_RAW),
+	    SCMP_A2(SCMP_CMP_EQ, 0 /* NETLINK_ROUTE */));
+	if (rc != 0) {
+		snprintf(err, errlen, "seccomp rule netlink: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+int
+sandbox_egressd_filter(char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	int rc;
+
+	if (ctx == NULL) {
+		snprintf(err, errlen, "seccomp_init failed");
+		return -1;
+	}
+	/* The decision-log writer thread (and any GSS thread) already runs: every thread
+	 * gets the filter, or none does. */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	if (rc != 0) {
+		snprintf(err, errlen, "seccomp TSYNC: %s", strerror(-rc));
+		seccomp_release(ctx);
+		return -1;
+	}
+	if (filter_build(ctx, err, errlen) != 0) {
+		seccomp_release(ctx);
+		return -1;
+	}
+	rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (rc != 0) {
+		snprintf(err, errlen, "seccomp_load: %s%s", strerror(-rc),
+		    rc == -EACCES ? " (no_new_privs is not set)" : "");
+		return -1;
+	}
+	if (!sandbox_egressd_filtered()) {
+		snprintf(err, errlen, "seccomp filter not in effect after loading it");
+		return -1;
+	}
+	return 0;
+}
+
+/* The value of "Key:\t..." in /proc/self/status, or NULL. */
+static const char *
+status_field(const char *status, const char *key, char *out, size_t outlen)
+{
+	size_t kl = strlen(key);
+	const char *p = status;
+
+	while (p != NULL && *p != '\0') {
+		if (strncmp(p, key, kl) == 0 && p[kl] == ':') {
+			const char *v = p + kl + 1, *e;
+			size_t n;
+
+			while (*v == ' ' || *v == '\t')
+				v++;
+			e = strchr(v, '\n');
+			n = e != NULL ? (size_t)(e - v) : strlen(v);
+			if (n >= outlen)
+				n = outlen - 1;
+			memcpy(out, v, n);
+			out[n] = '\0';
+			return out;
+		}
+		p = strchr(p, '\n');
+		if (p != NULL)
+			p++;
+	}
+	return NULL;
+}
+
+static int
+read_status(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	size_t n;
+
+	if (f == NULL)
+		return -1;
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return 0;
+}
+
+bool
+sandbox_egressd_filtered(void)
+{
+	char buf[4096], v[32];
+
+	if (read_status(buf, sizeof(buf)) != 0)
+		return false;
+	return status_field(buf, "Seccomp", v, sizeof(v)) != NULL && strcmp(v, "2") == 0;
+}
+
+int
+sandbox_egressd_lookup(const char *user, struct sandbox_egressd_user *out, char *err,
+    size_t errlen)
+{
+	struct passwd *pw;
+	long long n;
+	const char *e = NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (user == NULL || user[0] == '\0' || strlen(user) >= sizeof(out->name)) {
+		snprintf(err, errlen, "no user to run as");
+		return -1;
+	}
+	if (num_parse(user, 0, 0x7fffffffLL, &n, &e) == 0) {
+		out->uid = (uid_t)n;
+		pw = getpwuid(out->uid);
+		out->gid = pw != NULL ? pw->pw_gid : (gid_t)n;
+	} else {
+		pw = getpwnam(user);
+		if (pw == NULL) {
+			snprintf(err, errlen, "user %s does not exist (create the egressd system "
+			    "user, see docs/SECURITY.md)", user);
+			return -1;
+		}
+		out->uid = pw->pw_uid;
+		out->gid = pw->pw_gid;
+	}
+	snprintf(out->name, sizeof(out->name), "%s", user);
+	if (out->uid == 0 || out->gid == 0) {
+		snprintf(err, errlen, "user %s is uid/gid 0: egressd must not keep root", user);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+verify(const struct sandbox_egressd_user *u, char *err, size_t errlen)
+{
+	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
+	uid_t r, e, s;
+	gid_t rg, eg, sg, groups[4];
+	int ng;
+	char buf[4096], v[64];
+
+	if (getresuid(&r, &e, &s) != 0 || r != u->uid || e != u->uid || s != u->uid) {
+		snprintf(err, errlen, "uids not all %u after the drop", (unsigned)u->uid);
+		return -1;
+	}
+	if (getresgid(&rg, &eg, &sg) != 0 || rg != u->gid || eg != u->gid || sg != u->gid) {
+		snprintf(err, errlen, "gids not all %u after the drop", (unsigned)u->gid);
+		return -1;
+	}
+	ng = getgroups((int)EGRESS_NELEM(groups), groups);
+	if (ng < 0 || ng > 1 || (ng == 1 && groups[0] != u->gid)) {
+		snprintf(err, errlen, "supplementary groups left after the drop");
+		return -1;
+	}
+	if (read_status(buf, sizeof(buf)) != 0) {
+		snprintf(err, errlen, "cannot read /proc/self/status: %s", strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < EGRESS_NELEM(caps); i++) {
+		if (status_field(buf, caps[i], v, sizeof(v)) == NULL) {
+			if (strcmp(caps[i], "CapAmb") == 0)
+				continue;   /* kernels before 4.3 */
+			snprintf(err, errlen, "%s missing from /proc/self/status", caps[i]);
+			return -1;
+		}
+		if (strspn(v, "0") != strlen(v)) {
+			snprintf(err, errlen, "%s is %s after the drop, want 0", caps[i], v);
+			return -1;
+		}
+	}
+	if (status_field(buf, "NoNewPrivs", v, sizeof(v)) == NULL || strcmp(v, "1") != 0) {
+		snprintf(err, errlen, "no_new_privs not set after the drop");
+		return -1;
+	}
+	/* Try the thing that must now fail. */
+	if (setresuid(0, 0, 0) == 0) {
+		snprintf(err, errlen, "setresuid(0) succeeded after the drop");
+		return -1;
+	}
+	return 0;
+}
+
+int
+sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen)
+{
+	gid_t g = u->gid;
+
+	if (u->uid == 0 || u->gid == 0) {
+		snprintf(err, errlen, "refusing to drop to uid/gid 0");
+		return -1;
+	}
+	/* Not dumpable: the route helper now shares egressd's uid and must not ptrace it or
+	 * read /proc/<egressd>/mem (its own filter also denies ptrace). No core dumps with
+	 * credentials in them. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_DUMPABLE: %s", strerror(errno));
+		return -1;
+	}
+	if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_KEEPCAPS: %s", strerror(errno));
+		return -1;
+	}
+	/* The bounding set is emptied while CAP_SETPCAP is still held. */
+	capng_clear(CAPNG_SELECT_ALL);
+	if (capng_apply(CAPNG_SELECT_BOUNDS) != 0) {
+		snprintf(err, errlen, "cannot empty the capability bounding set (not root?)");
+		return -1;
+	}
+	if (setgroups(1, &g) != 0) {
+		snprintf(err, errlen, "setgroups: %s", strerror(errno));
+		return -1;
+	}
+	if (setresgid(u->gid, u->gid, u->gid) != 0) {
+		snprintf(err, errlen, "setresgid(%u): %s", (unsigned)u->gid, strerror(errno));
+		return -1;
+	}
+	if (setresuid(u->uid, u->uid, u->uid) != 0) {
+		snprintf(err, errlen, "setresuid(%u): %s", (unsigned)u->uid, strerror(errno));
+		return -1;
+	}
+	/* The uid change cleared permitted and effective; clear inheritable and ambient too. */
+	capng_clear(CAPNG_SELECT_ALL);
+	if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
+		snprintf(err, errlen, "cannot clear the capability sets");
+		return -1;
+	}
+#ifdef CAPNG_SELECT_AMBIENT
+	(void)capng_apply(CAPNG_SELECT_AMBIENT);
+#endif
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	return verify(u, err, errlen);
+}

@@ -1,0 +1,71 @@
+/*
+ * sandbox_egressd - egressd's own least privilege (issue 10), applied once, after start-up.
+ *
+ * Owns: dropping egressd to a dedicated unprivileged user with no capabilities, and
+ * egressd's seccomp allow-list (the system calls it uses, each with its reason, in
+ * sandbox_egressd.c). Callers: egressd/main.c only, in this order:
+ *
+ *   1. sandbox_egressd_lookup(user)        before anything else: NSS (getpwnam) opens
+ *                                          files and loads libraries; never after the filter
+ *   2. daemon_start(...)                   as root: binds static listeners (also ports
+ *                                          < 1024), opens the decision log and the control
+ *                                          socket, loads proxy_credentials (root-only, 0600)
+ *   3. sandbox_egressd_drop(user)          dumpable off, supplementary groups to {gid},
+ *                                          setresgid/setresuid (every thread: glibc setxid
+ *                                          broadcast), every capability cleared, the
+ *                                          bounding set emptied, no_new_privs; read back
+ *   4. sandbox_egressd_filter()            the allow-list, synchronised to every thread
+ *                                          (TSYNC: the decision-log writer already runs)
+ *
+ * After step 3 egressd holds no capability at all. Binding a dynamic grant's listener
+ * needs none: SO_BINDTODEVICE may be set once on a fresh socket without CAP_NET_RAW (Linux
+ * >= 5.7; measured on this machine's 6.18 kernel as uid 65534), the listener address is the
+ * veth host end egress-exec created, and the port (3128) is not privileged. docs/SECURITY.md
+ * "Privilege design" says what this costs (reload and low ports, credentials, keytabs).
+ */
+#ifndef EGRESSD_SANDBOX_EGRESSD_H
+#define EGRESSD_SANDBOX_EGRESSD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct sandbox_egressd_user {
+	uid_t uid;
+	gid_t gid;
+	char name[64];
+};
+
+/*
+ * Resolve user (a name from the password database, or a decimal uid, whose primary group
+ * is taken from the database when the uid has an entry, else gid = uid). uid 0 and gid 0
+ * are refused. Returns 0, or -1 with a sentence in err.
+ */
+int sandbox_egressd_lookup(const char *user, struct sandbox_egressd_user *out, char *err,
+    size_t errlen);
+
+/*
+ * Drop to u (see the order above) and verify: getresuid/getresgid all equal to u, the
+ * supplementary groups exactly {gid}, CapPrm/CapEff/CapInh/CapAmb/CapBnd zero and
+ * NoNewPrivs 1 in /proc/self/status, and setresuid(0) failing. The process must be root
+ * (or hold CAP_SETUID, CAP_SETGID, CAP_SETPCAP). Returns 0, or -1 with a sentence in err;
+ * on -1 the process may be half-dropped and the caller must exit.
+ */
+int sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen);
+
+/*
+ * Install egressd's seccomp allow-list on every thread of the process (needs no_new_privs,
+ * set by sandbox_egressd_drop, or CAP_SYS_ADMIN). A system call not on the list fails with
+ * EPERM; the calls no egressd code path has any use for and that only an exploit would
+ * make (ptrace, mount, bpf, namespaces, kernel modules, keyrings, ...) kill the process.
+ * clone3 answers ENOSYS so that glibc falls back to clone(2), whose flags the filter can
+ * see (no CLONE_NEW*). socket() is limited to AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK
+ * (route), never SOCK_RAW or SOCK_PACKET. The filter is inherited by the route helper
+ * (which adds its own), so the list covers its calls too. Returns 0, or -1 with err.
+ */
+int sandbox_egressd_filter(char *err, size_t errlen);
+
+/* True when the calling thread runs under a seccomp filter (Seccomp: 2). */
+bool sandbox_egressd_filtered(void);
+
+#endif
