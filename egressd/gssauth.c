@@ -141,9 +141,11 @@ token_thread(void *arg)
 			el[store.count].key = "client_keytab";
 			el[store.count++].value = r->keytab;
 		}
-		if (r->ccache != NULL) {
+		/* A TGT obtained from a keytab goes to egressd's own in-memory cache, never to
+		 * the process default (/tmp/krb5cc_0 is shared with every root process). */
+		if (r->ccache != NULL || r->keytab != NULL) {
 			el[store.count].key = "ccache";
-			el[store.count++].value = r->ccache;
+			el[store.count++].value = r->ccache != NULL ? r->ccache : "MEMORY:egressd";
 		}
 		if (r->principal != NULL) {
 			gss_buffer_desc pb = { strlen(r->principal), r->principal };

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "egressd/config.h"
+#include "egressd/route.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 
@@ -144,6 +145,12 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (check) {
+		char rerr[512];
+		if (route_config_check(&cfg->route, rerr, sizeof(rerr)) != 0) {
+			fprintf(stderr, "%s: route: %s\n", path, rerr);
+			config_free(cfg);
+			return 1;
+		}
 		printf("%s: ok (%zu listener(s), %zu grant(s))\n", path, cfg->nlisteners,
 		    cfg->ngrants);
 		config_free(cfg);

@@ -15,6 +15,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <openssl/err.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -39,6 +40,8 @@ struct pacfetch {
 	pacfetch_cb cb;
 	void *cb_arg;
 	bool have_copy;
+	bool have_digest;
+	unsigned char digest[32];     /* SHA-256 of the body of the installed copy */
 	char last_error[256];
 
 	/* the fetch in progress */
@@ -118,6 +121,11 @@ static const char pac_wrapper[] =
     "  try { r = __egress_pac_original(url, host); }\n"
     "  catch (e) { return \"PROXY " PAC_ERROR_HOST ":1\"; }\n"
     "  if (typeof r !== \"string\" || r.length === 0) return \"PROXY " PAC_ERROR_HOST ":1\";\n"
+    /* libproxy turns keywords it does not know (HTTPS, QUIC, ...) into direct:// */
+    "  var e = r.split(\";\");\n"
+    "  for (var i = 0; i < e.length; i++)\n"
+    "    if (!/^\\s*(DIRECT\\s*|(PROXY|SOCKS|SOCKS5)\\s+\\S+\\s*)?$/i.test(e[i]))\n"
+    "      return \"PROXY " PAC_ERROR_HOST ":1\";\n"
     "  return r;\n"
     "};\n";
 
@@ -254,6 +262,17 @@ on_response(struct pacfetch *p)
 			finish(p, REASON_PAC_UNAVAILABLE, "not a PAC file (no FindProxyForURL)");
 			return;
 		}
+		unsigned char dg[32];
+		SHA256((const unsigned char *)body, blen, dg);
+		if (p->have_digest && p->have_copy && memcmp(dg, p->digest, sizeof(dg)) == 0) {
+			/* unchanged: keep the copy, and do not restart the helpers for nothing */
+			conn_close(p);
+			evtimer_del(p->deadline);
+			p->running = false;
+			p->last_error[0] = '\0';
+			schedule(p, p->refresh_s);
+			return;
+		}
 		if (pac_install_copy(p->copy_path, body, blen) != 0) {
 			snprintf(detail, sizeof(detail), "cannot write %s: %s", p->copy_path,
 			    strerror(errno));
@@ -261,6 +280,8 @@ on_response(struct pacfetch *p)
 			return;
 		}
 		p->have_copy = true;
+		memcpy(p->digest, dg, sizeof(dg));
+		p->have_digest = true;
 		finish(p, REASON_ALLOWED, "installed");
 	}
 }

@@ -130,6 +130,51 @@ route_config_parse(const char *s, struct route_config *c, const char **err)
 	return -1;
 }
 
+static char *find_helper(const char *configured);
+
+int
+route_config_check(const struct route_config *c, char *err, size_t errlen)
+{
+	struct proxycreds *pc;
+	char *helper, dir[EGRESS_PATH_MAX];
+	struct stat st;
+
+	if (c->credentials != NULL) {
+		pc = proxycreds_load(c->credentials, geteuid() == 0, err, errlen);
+		if (pc == NULL)
+			return -1;
+		proxycreds_free(pc);
+	}
+	if (c->kind != ROUTE_KIND_SYSTEM && c->kind != ROUTE_KIND_PAC)
+		return 0;
+	helper = find_helper(c->helper);
+	if (helper == NULL || access(helper, X_OK) != 0) {
+		snprintf(err, errlen, "route helper %s is not executable", helper ? helper : "?");
+		free(helper);
+		return -1;
+	}
+	free(helper);
+	if (c->kind == ROUTE_KIND_PAC && c->pac != NULL && c->pac[0] == '/') {
+		if (stat(c->pac, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+		    st.st_size > EGRESS_PAC_MAX || access(c->pac, R_OK) != 0) {
+			snprintf(err, errlen, "PAC file %s: missing, unreadable, empty or larger than "
+			    "%d bytes", c->pac, EGRESS_PAC_MAX);
+			return -1;
+		}
+	}
+	if (c->pac_copy != NULL) {
+		snprintf(dir, sizeof(dir), "%s", c->pac_copy);
+		if (stat(dirname(dir), &st) != 0 || !S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "pac_copy %s: its directory does not exist", c->pac_copy);
+			return -1;
+		}
+		if ((st.st_mode & S_IXOTH) == 0)
+			log_warnx("pac_copy %s: its directory is not traversable by others; the route "
+			    "helper runs as nobody and would refuse every PAC lookup", c->pac_copy);
+	}
+	return 0;
+}
+
 /* ---- requests ---- */
 
 static void

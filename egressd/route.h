@@ -62,6 +62,10 @@ struct route_config {
  * c->pac, c->proxy (heap strings). Returns 0, or -1 with *err a static sentence. */
 int route_config_parse(const char *s, struct route_config *c, const char **err);
 void route_config_clear(struct route_config *c);   /* frees the strings */
+/* What `egressd -t` checks beyond parsing, without starting anything: the credentials file
+ * (root-only, well-formed), a local PAC file (readable, a PAC), the route helper binary,
+ * the directory of the PAC copy. Returns 0, or -1 with err. */
+int route_config_check(const struct route_config *c, char *err, size_t errlen);
 const char *route_kind_str(enum route_kind k);
 
 struct route_result {
