@@ -555,8 +555,10 @@ PROFILE_NOTE=""
 if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/dev/null 2>&1 &&
     perf record -q -e cpu-clock -o "$TMP/perf.probe" -- true >/dev/null 2>&1; then
 	pid=$PID_egressd_batch
-	perf record -q -e cpu-clock -F 1999 -g -p "$pid" -o "$OUTDIR/perf.data" -- \
-	    sleep "$RATE_S" >/dev/null 2>&1 &
+	# DWARF call graphs: the distribution's libraries and egressd have no frame pointers,
+	# so -g (fp) attributes most samples to raw addresses.
+	perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$pid" \
+	    -o "$OUTDIR/perf.data" -- sleep "$RATE_S" >/dev/null 2>&1 &
 	pp=$!
 	addpid $pp
 	load egressd-batch rate -c "$RATE_C" -t "$RATE_S" > "$TMP/profile.rate"
@@ -564,15 +566,19 @@ if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/de
 	dropid $pp
 	{
 		echo "# egressd (log_sync=batch) under rate -c $RATE_C -t $RATE_S: $(cat "$TMP/profile.rate")"
-		echo "# perf record -e cpu-clock -F 1999 -g; flat profile by symbol (self time)"
+		echo "# perf record -e cpu-clock -F 499 --call-graph dwarf; flat profile by symbol (self time)"
 		perf report -i "$OUTDIR/perf.data" --stdio --no-children --sort dso,symbol -g none \
 		    --percent-limit 0.7 2>/dev/null | grep -v '^$'
 		echo "# by shared object"
 		perf report -i "$OUTDIR/perf.data" --stdio --no-children --sort dso -g none \
 		    2>/dev/null | grep -v '^#' | grep -v '^$'
-		echo "# inclusive (children) by symbol, >= 3%: which calls the kernel time belongs to"
+		echo "# inclusive (children) by user-space symbol, >= 2%: where egressd spends it"
 		perf report -i "$OUTDIR/perf.data" --stdio --children --sort symbol -g none \
-		    --percent-limit 3 2>/dev/null | grep -v '^#' | grep -v '^$' | grep -v ' 0x0000'
+		    --percent-limit 2 2>/dev/null | grep -v '^#' | grep -v '^$' | grep -v '\[k\]' |
+		    grep -v ' 0x0000'
+		echo "# inclusive (children) by kernel symbol, >= 5%"
+		perf report -i "$OUTDIR/perf.data" --stdio --children --sort symbol -g none \
+		    --percent-limit 5 2>/dev/null | grep '\[k\]'
 	} > "$OUTDIR/profile.txt"
 	# System calls per transaction (strace counts them exactly; its overhead does not
 	# matter for a count), egressd with log_sync = none, 200 transactions at c=1.
