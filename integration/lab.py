@@ -36,6 +36,7 @@ or as a CLI (make demo, benchmarks):
     python3 integration/lab.py up --prefix NAME --state FILE [--zone ZONE.json] [--egressd]
     python3 integration/lab.py ctl --state FILE '{"op": "counts"}'
     python3 integration/lab.py down --state FILE
+    python3 integration/lab.py purge --prefix NAME     (after a crash: namespaces + pids)
 
 `up` starts a detached lab process that holds the servers and writes FILE (JSON: names,
 addresses, pid, egressd paths) when ready; `down` stops it, which tears everything down.
@@ -318,6 +319,8 @@ class Lab:
                 if pid != os.getpid():
                     netns.kill_pid(pid, timeout=2)
         for ns in reversed(self.created_ns):
+            if not netns.ns_exists(ns):
+                continue
             try:
                 netns.ip("netns", "del", ns)
             except LabError as e:
@@ -696,6 +699,26 @@ def cmd_down(a):
     return 0
 
 
+def cmd_purge(a):
+    """Remove what a crashed run left behind: namespaces named PREFIX-inet, -host, -wN (and
+    the processes inside them, by pid). Only exact lab names are touched."""
+    if not is_root():
+        sys.stderr.write("lab purge: needs root\n")
+        return 77
+    import re
+    pat = re.compile(r"^%s-(inet|host|w\d+)$" % re.escape(a.prefix))
+    gone = []
+    for ns in netns.ns_list():
+        if not pat.match(ns):
+            continue
+        for pid in netns.ns_pids(ns):
+            netns.kill_pid(pid, timeout=2)
+        netns.ip("netns", "del", ns, check=False)
+        gone.append(ns)
+    print(" ".join(gone) if gone else "nothing to remove")
+    return 0
+
+
 def cmd_ctl(a):
     with open(a.state) as f:
         st = json.load(f)
@@ -733,11 +756,14 @@ def main(argv=None):
             p.add_argument("--timeout", type=float, default=30.0)
     p = sub.add_parser("down")
     p.add_argument("--state", required=True)
+    p = sub.add_parser("purge")
+    p.add_argument("--prefix", required=True)
     p = sub.add_parser("ctl")
     p.add_argument("--state", required=True)
     p.add_argument("request", help='JSON request, e.g. {"op": "counts"}')
     a = ap.parse_args(argv)
-    return {"up": cmd_up, "serve": cmd_serve, "down": cmd_down, "ctl": cmd_ctl}[a.cmd](a)
+    return {"up": cmd_up, "serve": cmd_serve, "down": cmd_down, "ctl": cmd_ctl,
+            "purge": cmd_purge}[a.cmd](a)
 
 
 if __name__ == "__main__":

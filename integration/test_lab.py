@@ -206,6 +206,35 @@ def t_extra_service(L):
         pass
 
 
+def t_dns_survives_garbage(L):
+    import socket as _s
+    for junk in (b"", b"\x00" * 3, os.urandom(12), os.urandom(600),
+                 b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xc0\x0c\x00\x01"):
+        s = netns.socket_in(L.ns_host, _s.AF_INET, _s.SOCK_DGRAM)
+        s.sendto(junk, (lab.DNS_SERVER, 53))
+        s.close()
+    s = L.connect_from("host", lab.DNS_SERVER, 53)
+    s.sendall(b"\x00\x05hello")
+    s.close()
+    check(L.dns_query("anything.lab.test", timeout=1) is not None, "DNS server dead after garbage")
+
+
+def t_purge():
+    prefix = "egp%d" % (os.getpid() % 10000)
+    L = Lab(prefix=prefix, workers=1)
+    L.setup()   # simulate a crash: no teardown
+    try:
+        p = L.spawn(L.ns_host, ["sleep", "60"])
+        me = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lab.py")
+        cp = subprocess.run([sys.executable, me, "purge", "--prefix", prefix],
+                            capture_output=True, text=True, timeout=60)
+        check(cp.returncode == 0 and prefix + "-host" in cp.stdout, cp.stdout + cp.stderr)
+        check(not [n for n in netns.ns_list() if n.startswith(prefix + "-")], "ns left")
+        p.wait(timeout=5)
+    finally:
+        L.teardown()
+
+
 def t_teardown():
     L = Lab(prefix="egt%d" % (os.getpid() % 10000), workers=2)
     with L:
@@ -321,9 +350,11 @@ def main():
         res.run("accept_counters_exact", t_counters, L)
         res.run("workers_isolated", t_isolation, L)
         res.run("extra_address_and_service", t_extra_service, L)
+        res.run("dns_survives_garbage", t_dns_survives_garbage, L)
     res.run("teardown_complete", t_teardown)
     res.run("teardown_on_failure", t_teardown_on_failure)
     res.run("cli_up_ctl_down", t_cli)
+    res.run("cli_purge_after_crash", t_purge)
     return res.finish()
 
 
