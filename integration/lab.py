@@ -131,6 +131,8 @@ class Lab:
         self.ns_host = self.prefix + "-host"
         self.inet_if = self.prefix + "-ih"
         self.host_inet_if = self.prefix + "-hi"
+        if not 0 <= workers <= 100:  # 169.254.(9+n).0/30: stays below 169.254.169.0/24
+            raise LabError("workers must be 0..100")
         self.workers = [Worker(self, i) for i in range(workers)]
         self.zone = dns.Zone(DEFAULT_ZONE if zone is None else zone)
         self.counters = origins.Counters()
