@@ -77,6 +77,27 @@ def t_grant_list(L, d, st):
     check(st["g1"]["grant_id"] != st["g2"]["grant_id"], "equal grant ids")
 
 
+def t_port_zero_and_list_fields(L, d, st):
+    w = L.workers[1]
+    rep = d.grant_create("anyport", ["tcp://two.lab.test:7"], w.host_addr + ":0", w.host_if,
+                         lifetime_s=60)
+    host, _, port = rep.get("listen", "").rpartition(":")
+    check(host == w.host_addr and port.isdigit() and int(port) > 0, "listen %s" % rep)
+    r = L.connect(1, "two.lab.test:7", proxy=(w.host_addr, int(port)))
+    allowed_tunnel(r)
+    r.close()
+    lst = d.control({"op": "grant.list"})
+    g = [x for x in lst["grants"] if x.get("grant_id") == rep["grant_id"]]
+    check(len(g) == 1, "listed once: %s" % lst)
+    for k in ("principal", "listen", "interface", "created", "expires", "connections",
+              "bytes", "grant"):
+        check(k in g[0], "grant.list entry lacks %s: %s" % (k, g[0]))
+    check(g[0]["principal"] == "anyport" and g[0]["interface"] == w.host_if and
+          g[0]["listen"] == rep["listen"], "entry %s" % g[0])
+    check(g[0]["grant"].get("allow") == ["tcp://two.lab.test:7"], "grant %s" % g[0]["grant"])
+    d.grant_revoke(rep["grant_id"])
+
+
 def t_control_refusals(L, d, st):
     n = len(d.control({"op": "grant.list"})["grants"])
     cases = [
@@ -280,6 +301,7 @@ def main():
         st["g2"] = L.grant(d, 1, G2, principal="bravo")
         for name, fn in (("concurrent_principals_no_bleed", t_concurrent_no_bleed),
                          ("grant_list_and_ids", t_grant_list),
+                         ("port_zero_and_list_fields", t_port_zero_and_list_fields),
                          ("control_refusals_change_nothing", t_control_refusals),
                          ("same_listener_cannot_be_taken", t_same_listen_twice),
                          ("control_peer_uid_checked", t_control_uid_checked),
