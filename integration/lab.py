@@ -61,6 +61,9 @@ from labtools import dns, netns, origins, proxyclient  # noqa: E402
 from labtools.egressd import Egressd, binary, binary_dir, render_ini  # noqa: E402,F401
 from labtools.netns import LabError  # noqa: E402
 
+__all__ = ["Lab", "Worker", "Results", "LabError", "Egressd", "binary", "binary_dir",
+           "render_ini", "require_root", "check", "is_root", "main"]
+
 HOST_LINK = "203.0.113.1"
 INET_LINK = "203.0.113.254"
 HTTP_ORIGIN = "198.51.100.10"

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import proxyclient  # noqa: E402
-from labtools.checks import stop_clean, allowed_tunnel, check, refused, require_binaries  # noqa: E402
+from labtools.checks import stop_clean, allowed_tunnel, check, require_binaries  # noqa: E402
 
 ZONE = {"ok.lab.test": {"A": [lab.HTTP_ORIGIN]}}
 GRANT = ["https://ok.lab.test", "http://ok.lab.test"]

@@ -15,8 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import proxyclient  # noqa: E402
-from labtools.checks import (allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
+from labtools.checks import (allowed_tunnel, bounded_wait, check,  # noqa: E402
                              require_binaries, stop_clean)
 
 ZONE = {

@@ -4,7 +4,6 @@ host namespace, workers isolated, accept counters exact, teardown complete, CLI 
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
