@@ -24,6 +24,7 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "log_sync", 0 },
 	{ "egressd", "log_max_bytes", 0 },
 	{ "egressd", "log_hmac_key", 0 },
+	{ "egressd", "log_syslog", 0 },
 	{ "egressd", "connect_timeout", 0 },
 	{ "egressd", "header_timeout", 0 },
 	{ "egressd", "idle_timeout", 0 },
@@ -113,6 +114,7 @@ config_free(struct egressd_config *c)
 	free(c->control_socket);
 	free(c->decision_log);
 	free(c->log_hmac_key);
+	free(c->log_syslog);
 	for (size_t i = 0; i < c->ndns_servers; i++)
 		free(c->dns_servers[i]);
 	free(c->dns_servers);
@@ -291,6 +293,10 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			}
 			free(c->log_hmac_key);
 			c->log_hmac_key = xstrdup(s);
+		}
+		if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
+			free(c->log_syslog);
+			c->log_syslog = strcmp(s, "none") == 0 ? NULL : xstrdup(s);
 		}
 		if (conf_get_duration_ms(cf, i, "connect_timeout", HOUR_MS, c->connect_timeout_ms,
 		    &c->connect_timeout_ms, err, errlen) != 0 ||

@@ -44,6 +44,7 @@ struct egressd_config {
 	enum dlog_sync log_sync;
 	uint64_t log_max_bytes;         /* size rotation of the decision log; 0 = off */
 	char *log_hmac_key;             /* HMAC key file for the chain; NULL = plain SHA-256 */
+	char *log_syslog;               /* syslog mirror target; NULL = none */
 	uint64_t connect_timeout_ms;
 	uint64_t header_timeout_ms;
 	uint64_t idle_timeout_ms;

@@ -218,6 +218,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	dc.path = cfg->decision_log;
 	dc.sync = cfg->log_sync;
 	dc.max_bytes = cfg->log_max_bytes;
+	dc.syslog_target = cfg->log_syslog;
 	if (cfg->log_hmac_key != NULL) {
 		/* root-only key file: only the key holder can extend the chain */
 		if (dlog_key_load(cfg->log_hmac_key, true, &dkey, e2, sizeof(e2)) != 0) {

@@ -3,6 +3,7 @@
  * assigns seq/prev/hash in on-disk order, writes, syncs and signals completion back
  * through an eventfd. Contract: dlog.h. Format: docs/decision-log.md.
  */
+#define _GNU_SOURCE 1   /* renameat2 */
 #include "egressd/dlog.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/dlog_syslog.h"
 #include "egressd/dlog_verify.h"
 
 #define DLOG_DEFAULT_BATCH_MS   5
@@ -86,6 +88,7 @@ struct dlog {
 	bool rotate_pending;        /* the next group starts with a "rotate" record */
 	const char *rotate_cause;
 	char rotate_prev[EGRESS_PATH_MAX];  /* where the previous file is now ("" unknown) */
+	struct dlog_syslog *syslog;  /* optional mirror (writer thread) */
 };
 
 static void *writer_main(void *arg);
@@ -449,6 +452,15 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 		}
 		d->key = *cfg->key;
 	}
+	if (cfg->syslog_target != NULL && cfg->syslog_target[0] != '\0') {
+		d->syslog = dlog_syslog_open(cfg->syslog_target, err, errlen);
+		if (d->syslog == NULL) {
+			secret_wipe(&d->key, sizeof(d->key));
+			free(d->path);
+			free(d);
+			return NULL;
+		}
+	}
 	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
 	TAILQ_INIT(&d->pending);
 	TAILQ_INIT(&d->done);
@@ -516,6 +528,7 @@ dlog_close(struct dlog *d)
 	pthread_cond_destroy(&d->cv_sync);
 	pthread_mutex_destroy(&d->mu);
 	secret_wipe(&d->key, sizeof(d->key));
+	dlog_syslog_close(d->syslog);
 	free(d->path);
 	free(d);
 }
@@ -862,8 +875,12 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		else
 			*synced = true;
 	}
-	if (e == 0)
+	if (e == 0) {
 		d->size += (off_t)len;
+		/* the mirror follows the file (best effort, never blocks) */
+		if (d->syslog != NULL)
+			dlog_syslog_send_lines(d->syslog, buf, len);
+	}
 	if (e != 0) {
 		/* Undo whatever reached the file so the chain stays continuous. After a failed
 		 * fdatasync the bytes' fate is unknown: truncate them too. If truncation
@@ -894,10 +911,11 @@ rotation_due(const struct dlog *d, const struct dlog_q *q)
 }
 
 /*
- * Size rotation (writer thread, without mu): link the file to "<path>.<last seq>" and
- * unlink the path, then reopen: the new file is empty, so the chain continues there.
- * link(2) never replaces an existing file (a rotated file is evidence). On failure the
- * current file is kept and grows past the limit (with a warning): records are never
+ * Size rotation (writer thread, without mu): rename the file to "<path>.<last seq>" with
+ * RENAME_NOREPLACE (a rotated file is evidence: never replace one; renameat2 is also what
+ * egressd's seccomp list allows), falling back to link + unlink where the filesystem
+ * lacks it; then reopen: the new file is empty, so the chain continues there. On failure
+ * the current file is kept and grows past the limit (with a warning): records are never
  * dropped for the sake of rotation.
  */
 static void
@@ -911,7 +929,9 @@ rotate_by_size(struct dlog *d)
 		log_warnx("decision log %s: rotated name too long; not rotating", d->path);
 		return;
 	}
-	if (link(d->path, to) != 0) {
+	if (renameat2(AT_FDCWD, d->path, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+		goto renamed;
+	if ((errno != EINVAL && errno != ENOSYS) || link(d->path, to) != 0) {
 		log_warn("decision log %s: cannot rotate to %s; continuing in the same file",
 		    d->path, to);
 		return;
@@ -922,6 +942,7 @@ rotate_by_size(struct dlog *d)
 		(void)unlink(to);
 		return;
 	}
+renamed:
 	if (d->sync != DLOG_SYNC_NONE)
 		dir_sync(d->path);
 	snprintf(d->rotate_prev, sizeof(d->rotate_prev), "%s", to);

@@ -70,6 +70,9 @@ struct dlog_config {
 	                           (egressd.ini log_max_bytes); 0 = never (SIGUSR1 only) */
 	const struct dlog_key *key;  /* HMAC key (copied; egressd.ini log_hmac_key); NULL =
 	                           plain SHA-256 chain. See dlog_verify.h. */
+	const char *syslog_target;  /* mirror each written record to syslog (RFC 5424,
+	                           egressd/dlog_syslog.h): "unix:/dev/log", "udp:IP:PORT";
+	                           NULL = none (egressd.ini log_syslog) */
 };
 
 /*

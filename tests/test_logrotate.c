@@ -191,6 +191,48 @@ test_size_rotation(void **state)
 	assert_int_equal(verify_all(f, NULL, &v), DLOG_BREAK_DELETED);
 }
 
+/* A rotated file is never replaced: when the name is taken, egressd keeps writing to
+ * the current file (past the limit) and rotates at the next write; the chain stays
+ * whole. */
+static void
+test_rotation_never_replaces(void **state)
+{
+	struct fix *f = *state;
+	struct dlog_verify v;
+	struct dlog *d = open_log(f, 2000, NULL);
+	char taken[320];
+	FILE *fp;
+	struct stat st;
+
+	for (int i = 0; i < 6; i++)
+		append(d, i);
+	/* the next rotation would be to .000000000006 (6 records, about 1800 bytes) */
+	snprintf(taken, sizeof(taken), "%s.000000000006", f->path);
+	fp = fopen(taken, "w");
+	fputs("evidence\n", fp);
+	fclose(fp);
+	for (int i = 6; i < 10; i++)
+		append(d, i);
+	dlog_close(d);
+	fp = fopen(taken, "r");
+	{
+		char b[32] = "";
+
+		assert_non_null(fgets(b, sizeof(b), fp));
+		assert_string_equal(b, "evidence\n");
+	}
+	fclose(fp);
+	/* the 7th record went into the current file (past the limit); the next rotation
+	 * found a free name */
+	snprintf(taken, sizeof(taken), "%s.000000000007", f->path);
+	assert_int_equal(stat(taken, &st), 0);
+	assert_true(st.st_size > 2000);
+	dlog_verify_init(&v, false);
+	assert_int_equal(dlog_verify_file(&v, taken), DLOG_INTACT);
+	assert_int_equal(dlog_verify_file(&v, f->path), DLOG_INTACT);
+	assert_int_equal(v.records, 11);   /* 10 and one rotate record */
+}
+
 static void
 test_reopen_names_previous(void **state)
 {
@@ -444,6 +486,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_size_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rotation_never_replaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_names_previous, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hmac, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_plain_rehash_caught, setup, teardown),
