@@ -456,7 +456,7 @@ static void
 test_config_keys(void **state)
 {
 	static const char ok[] = "[egressd]\nlog_max_bytes = 64M\n"
-	    "log_hmac_key = /etc/egress/decision-log.key\n";
+	    "log_hmac_key = /etc/egress/decision-log.key\nlog_syslog = unix:/dev/log\n";
 	static const char small[] = "[egressd]\nlog_max_bytes = 100\n";
 	static const char rel[] = "[egressd]\nlog_hmac_key = key\n";
 	static const char none[] = "[egressd]\n";
@@ -469,11 +469,13 @@ test_config_keys(void **state)
 		fail_msg("%s", err);
 	assert_int_equal(c->log_max_bytes, 64ULL * 1024 * 1024);
 	assert_string_equal(c->log_hmac_key, "/etc/egress/decision-log.key");
+	assert_string_equal(c->log_syslog, "unix:/dev/log");
 	config_free(c);
 	c = config_load_string("t.ini", none, sizeof(none) - 1, err, sizeof(err));
 	assert_non_null(c);
 	assert_int_equal(c->log_max_bytes, 0);
 	assert_null(c->log_hmac_key);
+	assert_null(c->log_syslog);
 	config_free(c);
 	assert_null(config_load_string("t.ini", small, sizeof(small) - 1, err, sizeof(err)));
 	assert_non_null(strstr(err, "log_max_bytes"));
