@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -74,7 +75,6 @@ static const struct sc_entry allowed[] = {
 	{ "fsync", "log_sync = always / batch" },
 	{ "fdatasync", "log_sync = always / batch" },
 	{ "ftruncate", "a torn decision-log tail is cut back at open/reopen" },
-	{ "ioctl", "FIONREAD (libevent), FIONBIO, TCGETS (stdio isatty)" },
 	/* files: config at reload, PAC copy, CA store, /proc for the metrics */
 	{ "openat", "config (reload), decision log (SIGUSR1 reopen), PAC copy, CA files, /proc" },
 	{ "open", "older glibc paths of openat" },
@@ -97,6 +97,7 @@ static const struct sc_entry allowed[] = {
 	{ "unlink", "temporary PAC copy after a failed install; control socket at exit" },
 	{ "unlinkat", "temporary PAC copy after a failed install; control socket at exit" },
 	{ "fchmod", "the PAC copy's mode" },
+	{ "chmod", "the control socket's mode (start-up; after the drop only on files it owns)" },
 	{ "umask", "glibc/openssl" },
 	{ "getcwd", "glibc realpath" },
 	/* memory */
@@ -268,6 +269,7 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
 	static const int families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
 	static const int types[] = { SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET };
+	static const unsigned long ioctls[] = { FIONREAD, FIONBIO, FIOCLEX, FIONCLEX, TCGETS };
 	int nr, rc;
 
 	for (size_t i = 0; i < EGRESS_NELEM(allowed); i++) {
@@ -283,6 +285,16 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 			continue;
 		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0)) != 0) {
 			snprintf(err, errlen, "seccomp rule %s: %s", killed[i].name, strerror(-rc));
+			return -1;
+		}
+	}
+	/* ioctl: only what libevent and stdio ask (measured: FIONREAD, FIONBIO); never
+	 * TIOCSTI or other terminal/device requests. */
+	for (size_t i = 0; i < EGRESS_NELEM(ioctls); i++) {
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+		    SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i]));
+		if (rc != 0) {
+			snprintf(err, errlen, "seccomp rule ioctl: %s", strerror(-rc));
 			return -1;
 		}
 	}

@@ -1,6 +1,7 @@
 /*
  * test_sandbox_egressd - egressd's drop and seccomp allow-list, each in a forked child:
- * the drop reads back; what the filter forbids fails (EPERM) or kills (SIGSYS), and what
+ * the drop reads back; what the filter forbids fails (EPERM: raw/packet sockets, mkdir,
+ * personality, TIOCSTI) or kills (SIGSYS: mount, unshare), and what
  * egressd needs (a TCP socket, a thread, a listener bound with SO_BINDTODEVICE once, a
  * pipe and splice) still works. The drop needs root (skipped otherwise).
  */
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -205,15 +207,40 @@ forbidden_fail(void)
 	errno = 0;
 	if (socket(AF_PACKET, SOCK_DGRAM, 0) >= 0 || errno != EPERM)
 		return 31;
-	errno = 0;
-	if (chmod("/", 0777) == 0 || errno != EPERM)   /* not on the list at all */
-		return 32;
+	{
+		/* not on the list at all, and would succeed without the filter (/tmp is
+		 * world-writable) */
+		char dir[64];
+
+		snprintf(dir, sizeof(dir), "/tmp/test_sandbox_egressd.%d", (int)getpid());
+		errno = 0;
+		if (mkdir(dir, 0700) == 0) {
+			rmdir(dir);
+			return 32;
+		}
+		if (errno != EPERM)
+			return 32;
+	}
 	errno = 0;
 	if (syscall(SYS_clone3, NULL, 0) != -1 || errno != ENOSYS)
 		return 33;
 	errno = 0;
 	if (syscall(SYS_personality, 0xffffffffUL) != -1 || errno != EPERM)
 		return 34;
+	errno = 0;
+	if (ioctl(0, TIOCSTI, "x") != -1 || errno != EPERM)   /* terminal injection */
+		return 35;
+	{
+		int n = 0;
+
+		/* the allowed twin: FIONREAD on a pipe */
+		int p[2];
+
+		if (pipe2(p, O_CLOEXEC) != 0 || ioctl(p[0], FIONREAD, &n) != 0 || n != 0)
+			return 36;
+		close(p[0]);
+		close(p[1]);
+	}
 	return 0;
 }
 
