@@ -138,6 +138,25 @@ def t_hostile_targets_logged_safely(L, d, st):
     check(rc == 0, "verify after hostile targets: %s %s" % (out, err))
 
 
+def t_sync_modes(L, d0, st):
+    """With every log_sync mode the allow record is in the file (written; synced for
+    always/batch) by the time the client hears 200."""
+    for i, mode in enumerate(("batch", "none")):
+        d = L.egressd(settings={"log_sync": mode})
+        port = 3150 + i
+        L.grant(d, 1, GRANT, port=port, principal="sync-" + mode)
+        for _ in range(5):
+            n = len(d.decisions())
+            r = L.connect(1, "ok.lab.test:443", proxy=L.proxy_of(1, port))
+            allowed_tunnel(r)
+            recs = d.decisions()[n:]
+            r.close()
+            check([x for x in recs if x.get("verdict") == "allow"],
+                  "%s: 200 before the allow record was written" % mode)
+        stop_clean(d)
+        chain_check(d.log_path)
+
+
 def t_chain_intact(L, d, st):
     recs = chain_check(d.log_path)
     # The status seq anchors the chain outside the file (detects a cut tail).
@@ -363,6 +382,7 @@ def main():
         for name, fn in (("records_fields_and_close", t_records),
                          ("hostile_targets_logged_safely", t_hostile_targets_logged_safely),
                          ("chain_intact", t_chain_intact),
+                         ("allow_record_before_200_every_sync_mode", t_sync_modes),
                          ("verify_detects_edited", t_verify_edited),
                          ("verify_detects_deleted", t_verify_deleted),
                          ("verify_detects_reordered", t_verify_reordered),
