@@ -470,8 +470,8 @@ out_str(struct out *o, const char *s)
 
 /* Shared by the origin-form and the proxy (absolute-form) builders. */
 static size_t
-build_head(const struct http_request *req, bool absolute, const char *proxy_auth, char *out,
-    size_t outlen)
+build_head(const struct http_request *req, bool absolute, const struct addr *pinned,
+    const char *proxy_auth, char *out, size_t outlen)
 {
 	struct out o = { out, 0, outlen, false };
 	char hp[EGRESS_HOSTPORT_MAX + 1];
@@ -483,7 +483,14 @@ build_head(const struct http_request *req, bool absolute, const char *proxy_auth
 	host_to_str(&h, hp, sizeof(hp));
 	out_str(&o, http_method_str(req->method));
 	out_str(&o, " ");
-	if (absolute) {
+	if (absolute && pinned != NULL) {
+		struct host lit = { .kind = pinned->family == AF_INET6 ? HOST_IPV6 : HOST_IPV4,
+		    .addr = *pinned, .port = h.port };
+		char hl[EGRESS_HOSTPORT_MAX + 1];
+		addr_to_str(pinned, lit.name, sizeof(lit.name));
+		out_str(&o, "http://");
+		out_str(&o, host_to_str(&lit, hl, sizeof(hl)));
+	} else if (absolute) {
 		out_str(&o, "http://");
 		out_str(&o, hp);
 	}
@@ -515,14 +522,14 @@ build_head(const struct http_request *req, bool absolute, const char *proxy_auth
 size_t
 http_build_forward_head(const struct http_request *req, char *out, size_t outlen)
 {
-	return build_head(req, false, NULL, out, outlen);
+	return build_head(req, false, NULL, NULL, out, outlen);
 }
 
 size_t
-http_build_proxy_head(const struct http_request *req, const char *proxy_auth, char *out,
-    size_t outlen)
+http_build_proxy_head(const struct http_request *req, const struct addr *pinned,
+    const char *proxy_auth, char *out, size_t outlen)
 {
-	return build_head(req, true, proxy_auth, out, outlen);
+	return build_head(req, true, pinned, proxy_auth, out, outlen);
 }
 
 enum http_parse

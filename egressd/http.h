@@ -87,12 +87,15 @@ size_t http_build_forward_head(const struct http_request *req, char *out, size_t
 
 /*
  * The same for an upstream HTTP proxy: absolute-form request line
- * "METHOD http://host[:port]/path HTTP/1.1" and, when proxy_auth is not NULL,
+ * "METHOD http://host[:port]/path HTTP/1.1" — with pinned set, the URL names that checked
+ * address instead ("http://198.51.100.7/path", "http://[2001:db8::1]:8080/path"), so the
+ * proxy connects to what egressd checked, while Host still names the destination — and,
+ * when proxy_auth is not NULL,
  * "Proxy-Authorization: <proxy_auth>" (egressd's own credential; the client's
  * Proxy-Authorization is a hop-by-hop header and is never forwarded).
  */
-size_t http_build_proxy_head(const struct http_request *req, const char *proxy_auth,
-    char *out, size_t outlen);
+size_t http_build_proxy_head(const struct http_request *req, const struct addr *pinned,
+    const char *proxy_auth, char *out, size_t outlen);
 
 /*
  * Response heads from origins. http_check_response looks for a complete head in buf:

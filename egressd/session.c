@@ -483,8 +483,11 @@ start_tunnel(struct session *s)
 		    s->route.entries[s->ri].kind != PROXY_SOCKS5;
 		fwd = malloc(cap);
 		if (fwd != NULL)
-			nfwd = proxy_form ? http_build_proxy_head(&s->req, s->up.proxy_authorization,
-			    fwd, cap) : http_build_forward_head(&s->req, fwd, cap);
+			/* Under pinning the URL names the checked address: the proxy connects to it
+			 * and does not resolve the name itself (Host still names it). */
+			nfwd = proxy_form ? http_build_proxy_head(&s->req,
+			    s->pin_local ? &s->ac.kept[0] : NULL, s->up.proxy_authorization, fwd, cap) :
+			    http_build_forward_head(&s->req, fwd, cap);
 		if (s->up.proxy_authorization != NULL) {
 			secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
 			free(s->up.proxy_authorization);

@@ -164,6 +164,10 @@ tunnel_free(struct tunnel *t)
 		if (d->wev != NULL)
 			event_free(d->wev);
 		pipe_put(t->pool, d->pipe, d->inpipe == 0);
+		/* through an upstream proxy the first bytes upstream carried egressd's
+		 * Proxy-Authorization: credentials are wiped before their memory is freed */
+		if (t->o.via_proxy && d->buf != NULL)
+			secret_wipe(d->buf, d->bcap);
 		free(d->buf);
 		free(d->head);
 	}

@@ -39,7 +39,7 @@ ZONE = {
 }
 GRANT = ["https://origin.lab.test", "https://a.proxied.test", "https://b.proxied.test",
          "https://nx.proxied.test", "https://priv.proxied.test", "https://x.test",
-         "http://x.test", "http://origin.lab.test"]
+         "http://x.test", "http://origin.lab.test", "http://c.proxied.test"]
 
 
 def dec_for(d, dest, start):
@@ -118,6 +118,23 @@ def t_pinning_required_sends_literal(L, d, sq):
     r = L.connect(0, "nx.proxied.test:443")
     check(r.status != 200 or r.sock is None, "nx tunnel %r" % r)
     r.close()
+
+
+def t_pinning_required_plain_http(L, d, sq):
+    """Plain HTTP through the proxy under pinning = required: the absolute-form URL sent to
+    the proxy names the checked address (Host names the destination), so the proxy cannot
+    resolve the name to something else; the record's pinned address is what was sent."""
+    L.grant(d, 0, GRANT, port=3137, principal="pinh-" + L.prefix, pinning="required")
+    start = len(d.decisions())
+    r = L.http(0, "GET", "http://c.proxied.test/", proxy=L.proxy_of(0, 3137))
+    check(r.status == 200, "plain HTTP through the proxy: %r" % r)
+    rec = dec_for(d, "c.proxied.test:80", start)
+    check(rec.get("attested") is True and rec.get("pinned") == lab.HTTP_ORIGIN,
+          "record %s" % rec)
+    ln = sq.wait_log(lambda x: " GET http://%s/" % lab.HTTP_ORIGIN in x)
+    check(ln is not None, "squid did not get the literal URL: %s" % sq.access_log_lines())
+    check(not any("c.proxied.test" in x for x in sq.access_log_lines()),
+          "the name reached squid under pinning=required")
 
 
 def t_pac_file(L, d, sq):
@@ -262,6 +279,7 @@ def main():
         for name, fn in (("both_routes_logged", t_both_routes_logged),
                          ("close_record_proxied", t_close_record_proxied),
                          ("pinning_required_sends_literal", t_pinning_required_sends_literal),
+                         ("pinning_required_plain_http", t_pinning_required_plain_http),
                          ("pac_file", t_pac_file),
                          ("injection_cannot_choose_proxy", t_injection),
                          ("failover_next_pac_entry", t_failover),

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <cmocka.h>
 
 #include "common/limits.h"
@@ -365,7 +366,7 @@ test_forward_head(void **st)
 	/* through an upstream HTTP proxy: absolute form, egressd's own credential only */
 	expect_ok("GET http://Api.Example.com:8080/v1?q=1 HTTP/1.1\r\n"
 	    "Proxy-Authorization: Basic d29ya2VyOnN0b2xlbg==\r\n\r\n");
-	n = http_build_proxy_head(&req, "Basic ZWdyZXNzZDpzM2NyZXQ=", out, sizeof(out));
+	n = http_build_proxy_head(&req, NULL, "Basic ZWdyZXNzZDpzM2NyZXQ=", out, sizeof(out));
 	assert_true(n > 0);
 	out[n] = '\0';
 	assert_string_equal(out, "GET http://api.example.com:8080/v1?q=1 HTTP/1.1\r\n"
@@ -374,10 +375,27 @@ test_forward_head(void **st)
 	    "Connection: close\r\n\r\n");
 	assert_null(strstr(out, "d29ya2VyOnN0b2xlbg=="));   /* the worker's is never forwarded */
 	expect_ok("GET http://a.example HTTP/1.1\r\n\r\n");
-	n = http_build_proxy_head(&req, NULL, out, sizeof(out));
+	n = http_build_proxy_head(&req, NULL, NULL, out, sizeof(out));
 	out[n] = '\0';
 	assert_string_equal(out, "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n"
 	    "Connection: close\r\n\r\n");
+	/* pinning = required: the URL names the checked address, Host the destination */
+	{
+		struct addr a = { .family = AF_INET };
+		inet_pton(AF_INET, "198.51.100.7", &a.u.v4);
+		expect_ok("GET http://a.example:8080/p HTTP/1.1\r\n\r\n");
+		n = http_build_proxy_head(&req, &a, NULL, out, sizeof(out));
+		out[n] = '\0';
+		assert_string_equal(out, "GET http://198.51.100.7:8080/p HTTP/1.1\r\n"
+		    "Host: a.example:8080\r\nConnection: close\r\n\r\n");
+		a.family = AF_INET6;
+		inet_pton(AF_INET6, "2001:db8::7", &a.u.v6);
+		expect_ok("GET http://a.example/p HTTP/1.1\r\n\r\n");
+		n = http_build_proxy_head(&req, &a, NULL, out, sizeof(out));
+		out[n] = '\0';
+		assert_true(strncmp(out, "GET http://[2001:db8::7]/p HTTP/1.1\r\nHost: a.example\r\n",
+		    54) == 0);
+	}
 }
 
 /* ---------- response head ---------- */
