@@ -181,13 +181,7 @@ def t_lifetime_exceeded(L, d):
     stop_clean(d7)
 
 
-def t_metrics(L, d):
-    d4 = L.egressd(settings={"metrics_listen": "127.0.0.1:9464"})
-    L.grant(d4, 0, GRANT, port=3131)
-    r = L.connect(0, "ok.lab.test:443", proxy=L.proxy_of(0, 3131))
-    allowed_tunnel(r)
-    r.close()
-    refused(L.connect(0, "nope.lab.test:443", proxy=L.proxy_of(0, 3131)), 403, "not_granted")
+def _metrics(L):
     s = L.connect_from("host", "127.0.0.1", 9464)
     try:
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -200,11 +194,33 @@ def t_metrics(L, d):
             data += c
     finally:
         s.close()
-    txt = data.decode("utf-8", "replace")
+    return data.decode("utf-8", "replace")
+
+
+def t_metrics(L, d):
+    d4 = L.egressd(settings={"metrics_listen": "127.0.0.1:9464"})
+    L.grant(d4, 0, GRANT, port=3131)
+    r = L.connect(0, "ok.lab.test:443", proxy=L.proxy_of(0, 3131))
+    allowed_tunnel(r)
+    r.close()
+    refused(L.connect(0, "nope.lab.test:443", proxy=L.proxy_of(0, 3131)), 403, "not_granted")
+    held = L.connect(0, "echo.lab.test:7", proxy=L.proxy_of(0, 3131))
+    allowed_tunnel(held)
+    try:
+        check(proxyclient.tunnel_echo(held.sock, b"m" * 1000) == b"m" * 1000, "echo")
+        txt = _metrics(L)
+    finally:
+        held.close()
     check(txt.startswith("HTTP/1.") and " 200 " in txt.split("\r\n")[0], txt[:200])
-    for name in ("egressd_decisions_total", "egressd_grants_active"):
+    for name in ("egressd_decisions_total", "egressd_grants_active",
+                 "egressd_connections_active", "egressd_tunnels_active",
+                 "egressd_bytes_total", "egressd_dns_seconds_bucket",
+                 "egressd_connect_seconds_bucket"):
         check(name in txt, "metric %s missing" % name)
     check('reason="not_granted"' in txt, "not_granted decision not counted")
+    lines = [ln for ln in txt.splitlines() if ln.startswith("egressd_tunnels_active{")]
+    check(any('principal="w1-%s"' % L.prefix in ln and ln.rstrip().endswith(" 1")
+              for ln in lines), "open tunnel not in tunnels_active: %s" % lines)
     stop_clean(d4)
     # A non-loopback metrics address is a configuration error.
     d5 = L.egressd(settings={"metrics_listen": lab.HOST_LINK + ":9464"}, start=False)
