@@ -147,7 +147,7 @@ dlog_syslog_format(const char *line, size_t len, const char *host, long pid, cha
 	json_error_t jerr;
 	json_t *r = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr), *a;
 	const char *event, *time, *verdict;
-	char head[160], seq[24];
+	char head[256], seq[24];
 	int sev;
 
 	if (r == NULL || !json_is_object(r) || cap < 2)
