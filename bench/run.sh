@@ -20,6 +20,9 @@
 #   BENCH_PROFILE=1         perf profile of egressd under the rate scenario (0: skip)
 #   BENCH_SKIP_EXEC=1       skip the egress-exec start-up part
 #   BENCH_OUT=DIR           results directory [BUILD_DIR/bench-results]
+# shellcheck disable=SC2034,SC3045
+# (SC2034: PROXY_*, PID_*, SP_* are read through eval; SC3045: dash and bash both have
+# ulimit -n/-H.)
 set -u
 
 die() { echo "bench: $*" >&2; exit 1; }
