@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -251,7 +252,33 @@ struct upper_walk {
 	char rel[EGRESS_PATH_MAX];
 	char *err;
 	size_t errlen;
+	/* The first entry git must never be allowed to read (see changes_compute). */
+	char hazard[EGRESS_REPO_PATH_MAX];
+	const char *hazard_what;
 };
+
+/*
+ * Entries that would make libgit2 (running as root over the merged view) block or read
+ * outside the repository: a FIFO, socket or device (not a whiteout) anywhere, and a .git,
+ * .gitattributes, .gitignore or .gitmodules that is not a regular file (libgit2 opens these
+ * by path, following symlinks — in egress-exec's mount namespace, that is the host). A
+ * nested .git of any kind is one too: git would treat its directory as another repository.
+ */
+static const char *
+upper_hazard(const char *name, const struct stat *st, bool whiteout, bool top)
+{
+	static const char *const gitfiles[] = { ".gitattributes", ".gitignore", ".gitmodules" };
+
+	if (!whiteout && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode))
+		return "a FIFO, socket or device";
+	/* the top-level .git is the repository's own (libgit2 opens the original one) */
+	if (strcasecmp(name, ".git") == 0 && !whiteout && !top)
+		return "a nested .git entry";
+	for (size_t i = 0; i < sizeof(gitfiles) / sizeof(gitfiles[0]); i++)
+		if (strcasecmp(name, gitfiles[i]) == 0 && !whiteout && !S_ISREG(st->st_mode))
+			return "a git control file that is not a regular file";
+	return NULL;
+}
 
 /* Does the upper entry at w->rel carry xattr attr (with value want, when non-NULL)?
  * lgetxattr never follows a symlink; the worker is gone, so the path is stable. */
@@ -338,6 +365,17 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 			rc = -1;
 			break;
 		}
+		if (w->hazard_what == NULL) {
+			bool wo = S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 &&
+			    minor(st.st_rdev) == 0;
+			const char *hz = upper_hazard(de->d_name, &st, wo, rellen == 0);
+			if (hz != NULL) {
+				size_t hl = strnlen(w->rel, sizeof(w->hazard) - 1);
+				w->hazard_what = hz;
+				memcpy(w->hazard, w->rel, hl);
+				w->hazard[hl] = '\0';
+			}
+		}
 		if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
 			kind = "deleted";
 		} else if (S_ISDIR(st.st_mode)) {
@@ -406,6 +444,11 @@ collect_upper(const char *repo_dir, const char *upper_dir, struct changeset *cs,
 	}
 	rc = walk_dir(&w, ufd, 0, 0);
 	close(w.lowerfd);
+	if (rc == 0 && w.hazard_what != NULL) {
+		snprintf(err, errlen, "the worker left %s at %s", w.hazard_what, w.hazard);
+		return strstr(w.hazard_what, ".git entry") != NULL ? CHANGES_UNSAFE_GIT :
+		    CHANGES_UNSAFE;
+	}
 	return rc;
 }
 
@@ -458,15 +501,24 @@ changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_
 		git_err(err, errlen, "open repository");
 		return -1;
 	}
-	if ((rc = collect_git(repo_dir, merged_dir, cs, err, errlen)) != 0)
+	/* The upper layer first: git reads the merged view only once nothing in it can make
+	 * git block or follow the worker's symlinks out of the repository. */
+	if (upper_dir != NULL && (rc = collect_upper(repo_dir, upper_dir, cs, err, errlen)) != 0) {
+		if (rc == CHANGES_UNSAFE || rc == CHANGES_UNSAFE_GIT) {
+			/* the upper layer alone names every write: report it, without git */
+			cs_merge(cs);
+			return rc;
+		}
 		goto fail;
-	if (upper_dir != NULL && (rc = collect_upper(repo_dir, upper_dir, cs, err, errlen)) != 0)
+	}
+	if ((rc = collect_git(repo_dir, merged_dir, cs, err, errlen)) != 0)
 		goto fail;
 	cs_merge(cs);
 	return 0;
 fail:
 	changes_free(cs);
-	return rc == CHANGES_TOO_MANY ? CHANGES_TOO_MANY : -1;
+	return rc == CHANGES_TOO_MANY || rc == CHANGES_UNSAFE || rc == CHANGES_UNSAFE_GIT ? rc :
+	    -1;
 }
 
 /* Length of a valid UTF-8 sequence at s (1-4), or 0. */

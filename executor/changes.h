@@ -44,6 +44,8 @@ struct changeset {
 };
 
 #define CHANGES_TOO_MANY (-2)
+#define CHANGES_UNSAFE   (-3)   /* the upper layer holds something git must not read */
+#define CHANGES_UNSAFE_GIT (-4) /* ... namely a nested .git (scope_git_dir) */
 
 /*
  * Compute the changed set. repo_dir: the original repository work tree (with .git);
@@ -51,7 +53,11 @@ struct changeset {
  * NULL only in tests that exercise git alone). Returns 0; CHANGES_TOO_MANY with err when
  * the worker's changes exceed a bound (more than EGRESS_CHANGED_PATHS_MAX paths, nesting
  * deeper than 256, a path longer than EGRESS_PATH_MAX): the candidate is too large to
- * judge; -1 with err for anything else (unreadable layers, libgit2 errors, no memory).
+ * judge; CHANGES_UNSAFE with err when the upper layer holds a FIFO, socket or device, a
+ * nested .git, or a .gitattributes/.gitignore/.gitmodules that is not a regular file
+ * (checked before libgit2 reads the merged view, which it would block on or follow out of
+ * the repository) — cs then holds the changed set from the upper layer alone, for the
+ * scope check and the manifest; -1 with err for anything else (unreadable layers, libgit2 errors, no memory).
  */
 int changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_dir,
     struct changeset *cs, char *err, size_t errlen);

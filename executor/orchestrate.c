@@ -362,6 +362,7 @@ collect(struct orch *r)
 	char err[512];
 	bool worker_ok;
 	int crc;
+	bool unsafe;
 
 	/* Logs and decisions first: they are evidence whatever the verdict. */
 	if (artifacts_write_log(o->out_dir, "stdout.log", r->sr.out, r->sr.out_len,
@@ -405,7 +406,8 @@ collect(struct orch *r)
 	}
 	crc = changes_compute(r->repo, r->sr.merged_dir, r->sr.upper_dir, &r->cs, err,
 	    sizeof(err));
-	if (crc != 0) {
+	unsafe = crc == CHANGES_UNSAFE || crc == CHANGES_UNSAFE_GIT;
+	if (crc != 0 && !unsafe) {
 		/* Too many changes to judge is the worker's doing: a rejected candidate. */
 		if (worker_ok && crc == CHANGES_TOO_MANY)
 			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "changed set: %s; "
@@ -429,6 +431,13 @@ collect(struct orch *r)
 		orch_set(r, EXEC_EXIT_REJECTED, r->scope.v[0].reason, "%zu path%s out of scope, "
 		    "first %s (%s)", r->scope.n, r->scope.n == 1 ? "" : "s", disp,
 		    reason_str(r->scope.v[0].reason));
+		return;
+	}
+	if (unsafe) {
+		/* in scope, but nothing git may read: no diff can be made of it */
+		orch_set(r, EXEC_EXIT_REJECTED, crc == CHANGES_UNSAFE_GIT ? REASON_SCOPE_GIT_DIR :
+		    REASON_SCOPE_INVALID_PATH, "changed set: %s; the candidate is rejected whole",
+		    err);
 		return;
 	}
 	{

@@ -205,8 +205,6 @@ test_upper_only(void **state)
 	put(merged, ".git/hooks/pre-commit", "#!/bin/sh\n");
 	/* A new empty directory. */
 	sh("mkdir -p %s/emptydir %s/emptydir", upper, merged);
-	/* A FIFO: reported by the upper layer as special; git must not block opening it. */
-	sh("mkfifo %s/pipe && mkfifo %s/pipe", upper, merged);
 	/* A path with a control character. */
 	put(upper, "bad\tname", "x\n");
 	put(merged, "bad\tname", "x\n");
@@ -218,14 +216,59 @@ test_upper_only(void **state)
 	assert_null(c->git_status);
 	assert_string_equal(c->upper_kind, "written");
 	assert_null(find(&cs, ".git"));        /* lower has .git: a copied-up parent */
-	c = must(&cs, "pipe");
-	assert_string_equal(c->upper_kind, "special");
 	c = must(&cs, "emptydir");
 	assert_string_equal(c->upper_kind, "written");
 	c = must(&cs, "bad\tname");
 	char disp[64];
 	changes_path_display(c->path, disp, sizeof(disp));
 	assert_string_equal(disp, "bad\\x09name");
+	changes_free(&cs);
+}
+
+/* What git must never read: checked in the upper layer before libgit2 opens anything. */
+static void
+test_unsafe_upper(void **state)
+{
+	struct changeset cs;
+	char err[512];
+
+	(void)state;
+	/* a FIFO (git would block opening it) */
+	fresh_views();
+	sh("mkfifo %s/pipe && mkfifo %s/pipe", upper, merged);
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)),
+	    CHANGES_UNSAFE);
+	assert_non_null(strstr(err, "pipe"));
+	assert_non_null(must(&cs, "pipe"));     /* still reported, from the upper layer */
+	changes_free(&cs);
+	/* a .gitattributes symlink (git would follow it out of the repository, as root) */
+	fresh_views();
+	sh("ln -s /etc/shadow %s/.gitattributes && ln -s /etc/shadow %s/.gitattributes", upper,
+	    merged);
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)),
+	    CHANGES_UNSAFE);
+	assert_non_null(strstr(err, ".gitattributes"));
+	changes_free(&cs);
+	/* a .gitignore FIFO in a subdirectory */
+	fresh_views();
+	sh("mkdir -p %s/sub %s/sub && mkfifo %s/sub/.gitignore && mkfifo %s/sub/.gitignore",
+	    upper, merged, upper, merged);
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)),
+	    CHANGES_UNSAFE);
+	changes_free(&cs);
+	/* a nested .git (git would treat the directory as another repository) */
+	fresh_views();
+	sh("mkdir -p %s/sub/.git %s/sub/.git", upper, merged);
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)),
+	    CHANGES_UNSAFE_GIT);
+	assert_non_null(strstr(err, "sub/.git"));
+	changes_free(&cs);
+	/* negative twin: a regular .gitignore is an ordinary change */
+	fresh_views();
+	put(upper, ".gitignore", "*.o\n");
+	put(merged, ".gitignore", "*.o\n");
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)), 0);
+	assert_non_null(must(&cs, ".gitignore"));
 	changes_free(&cs);
 }
 
@@ -331,6 +374,7 @@ main(void)
 		cmocka_unit_test(test_git_statuses),
 		cmocka_unit_test(test_gitignore_trick),
 		cmocka_unit_test(test_upper_only),
+		cmocka_unit_test(test_unsafe_upper),
 		cmocka_unit_test(test_whiteout_and_opaque),
 		cmocka_unit_test(test_host_untouched),
 		cmocka_unit_test(test_errors),
