@@ -51,6 +51,7 @@ enum rule_kind {
 	RK_CLONE_NS,        /* clone(2) with any CLONE_NEW* flag in arg 0 */
 	RK_SOCKET_FAMILY,   /* socket/socketpair family not AF_UNIX/AF_INET/AF_INET6 */
 	RK_SOCKET_RAW,      /* AF_INET/AF_INET6 with SOCK_RAW or SOCK_PACKET */
+	RK_SOCKET_PROTO,    /* AF_INET/AF_INET6 with a transport other than TCP/UDP/ICMP */
 	RK_IOCTL_TTY,       /* ioctl TIOCSTI / TIOCLINUX */
 	RK_PERSONALITY,     /* personality() setting an exploit-mitigation-weakening flag */
 };
@@ -122,6 +123,8 @@ static const struct profile_rule PROFILE[] = {
 	    "same family rule as socket()" }, RK_SOCKET_FAMILY },
 	{ { "socket", "family AF_INET/AF_INET6 with type SOCK_RAW or SOCK_PACKET", EPERM,
 	    "raw IP sockets send hand-made packets; AF_INET+SOCK_PACKET is silently turned into a packet socket by the kernel" }, RK_SOCKET_RAW },
+	{ { "socket", "family AF_INET/AF_INET6 with protocol SCTP, DCCP, UDP-Lite, MPTCP or L2TP", EPROTONOSUPPORT,
+	    "the proxy path carries TCP only; these transports would also let unprivileged code load their kernel modules (attack surface)" }, RK_SOCKET_PROTO },
 	/* Terminal injection. */
 	{ { "ioctl", "request TIOCSTI or TIOCLINUX (low 32 bits)", EPERM,
 	    "TIOCSTI/TIOCLINUX push input into a terminal; belt and braces with setsid and no controlling terminal" }, RK_IOCTL_TTY },
@@ -211,6 +214,17 @@ add_rules(scmp_filter_ctx ctx, const struct profile_rule *r, int nr, char *err, 
 			for (size_t j = 0; j < EGRESS_NELEM(type) && rc == 0; j++)
 				rc = seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, fam[i], 0),
 				    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL, type[j]));
+		break;
+	}
+	case RK_SOCKET_PROTO: {
+		static const uint64_t fam[] = { AF_INET, AF_INET6 };
+		/* IPPROTO_SCTP 132, IPPROTO_DCCP 33, IPPROTO_UDPLITE 136, IPPROTO_MPTCP 262,
+		 * IPPROTO_L2TP 115; the kernel takes the protocol as int: compare 32 bits */
+		static const uint64_t proto[] = { 132, 33, 136, 262, 115 };
+		for (size_t i = 0; i < EGRESS_NELEM(fam) && rc == 0; i++)
+			for (size_t j = 0; j < EGRESS_NELEM(proto) && rc == 0; j++)
+				rc = seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, fam[i], 0),
+				    SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffULL, proto[j]));
 		break;
 	}
 	case RK_IOCTL_TTY: {

@@ -173,6 +173,12 @@ child_forbidden(void)
 	EXPECT(EAFNOSUPPORT, syscall(SYS_socket, (unsigned long)-1L, SOCK_STREAM, 0));
 	EXPECT(EAFNOSUPPORT, socketpair(AF_NETLINK, SOCK_RAW, 0, (int[2]){ 0, 0 }));
 	EXPECT(EPERM, socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+	/* transports other than TCP/UDP/ICMP: refused before any module could be loaded */
+	EXPECT(EPROTONOSUPPORT, socket(AF_INET, SOCK_STREAM, 132));     /* SCTP */
+	EXPECT(EPROTONOSUPPORT, socket(AF_INET6, SOCK_SEQPACKET, 132));
+	EXPECT(EPROTONOSUPPORT, socket(AF_INET, SOCK_DCCP, 33));        /* DCCP */
+	EXPECT(EPROTONOSUPPORT, socket(AF_INET6, SOCK_DGRAM, 136));     /* UDP-Lite */
+	EXPECT(EPROTONOSUPPORT, socket(AF_INET, SOCK_STREAM, 262));     /* MPTCP */
 	EXPECT(EPERM, socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6));
 	EXPECT(EPERM, socket(AF_INET, SOCK_PACKET, 0));
 	EXPECT(EPERM, socket(AF_INET6, SOCK_PACKET | SOCK_NONBLOCK, 0));
@@ -374,7 +380,8 @@ test_entries_documented(void **state)
 		assert_non_null(e[i].syscall);
 		assert_non_null(e[i].reason);
 		assert_true(strlen(e[i].reason) > 10);
-		assert_true(e[i].err == EPERM || e[i].err == ENOSYS || e[i].err == EAFNOSUPPORT);
+		assert_true(e[i].err == EPERM || e[i].err == ENOSYS || e[i].err == EAFNOSUPPORT ||
+		    e[i].err == EPROTONOSUPPORT);
 	}
 	/* docs/seccomp.md names every syscall of the table */
 	const char *src = getenv("EGRESS_SOURCE_DIR");
