@@ -154,7 +154,30 @@ class Lab:
 
     # --- life cycle -------------------------------------------------------------------
 
+    def _catch_signals(self):
+        """SIGTERM/SIGHUP (a ctest timeout, a killed CI job) become SystemExit, so the
+        with-block unwinds and teardown runs. Only when nobody else handles them."""
+        self._old_signals = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop(signum, frame):
+            raise SystemExit(128 + signum)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old = signal.getsignal(sig)
+            if old in (signal.SIG_DFL, None):
+                self._old_signals[sig] = old
+                signal.signal(sig, stop)
+
+    def _release_signals(self, during_teardown):
+        for sig, old in getattr(self, "_old_signals", {}).items():
+            # While tearing down, a second signal must not interrupt the cleanup.
+            signal.signal(sig, signal.SIG_IGN if during_teardown else old)
+        if not during_teardown:
+            self._old_signals = {}
+
     def __enter__(self):
+        self._catch_signals()
         try:
             self.setup()
         except BaseException:
@@ -288,6 +311,13 @@ class Lab:
         if self._torn_down:
             return
         self._torn_down = True
+        self._release_signals(during_teardown=True)
+        try:
+            self._teardown()
+        finally:
+            self._release_signals(during_teardown=False)
+
+    def _teardown(self):
         errors = []
         for d in self.egressds:
             try:

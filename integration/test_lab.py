@@ -253,6 +253,32 @@ def t_teardown():
     check(L.prefix + "-" not in netns.ip("-o", "link").stdout, "links left")
 
 
+def t_teardown_on_sigterm():
+    """A test process killed with SIGTERM (a ctest timeout) still tears its lab down."""
+    me = os.path.dirname(os.path.abspath(__file__))
+    prefix = "egs%d" % (os.getpid() % 10000)
+    code = ("import sys,time;sys.path.insert(0,%r);import lab\n"
+            "with lab.Lab(prefix=%r, workers=1) as L:\n"
+            "    print('up', flush=True)\n    time.sleep(60)\n" % (me, prefix))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        check(line.strip() == "up", "child lab did not come up: %r" % line)
+        check(netns.ns_exists(prefix + "-host"), "child namespaces")
+        p.terminate()
+        p.wait(timeout=20)
+        left = [n for n in netns.ns_list() if n.startswith(prefix + "-")]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=5)
+        subprocess.run([sys.executable, os.path.join(me, "lab.py"), "purge", "--prefix",
+                        prefix], capture_output=True, timeout=60)
+        p.stdout.close()
+    check(p.returncode == 128 + 15, "exit status %s" % p.returncode)
+    check(not left, "SIGTERM left namespaces behind: %s" % left)
+
+
 def t_teardown_on_failure():
     names = []
     try:
@@ -352,6 +378,7 @@ def main():
         res.run("dns_survives_garbage", t_dns_survives_garbage, L)
     res.run("teardown_complete", t_teardown)
     res.run("teardown_on_failure", t_teardown_on_failure)
+    res.run("teardown_on_sigterm", t_teardown_on_sigterm)
     res.run("cli_up_ctl_down", t_cli)
     res.run("cli_purge_after_crash", t_purge)
     return res.finish()
