@@ -894,6 +894,13 @@ out:
 	return e;
 }
 
+/* Upper bound of a record's line length (as group_format allocates it). */
+static uint64_t
+rec_estimate(const struct dlog_ticket *t)
+{
+	return DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
+}
+
 /* Would writing q take the current file past max_bytes? (an upper bound of the group's
  * size, as group_format allocates it). A file holding nothing never rotates, so one
  * record larger than the limit is still written. */
@@ -906,8 +913,28 @@ rotation_due(const struct dlog *d, const struct dlog_q *q)
 	if (d->max_bytes == 0 || !d->regular || d->size <= 0)
 		return false;
 	TAILQ_FOREACH(t, q, link)
-		add += DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
+		add += rec_estimate(t);
 	return (uint64_t)d->size + add > d->max_bytes;
+}
+
+/* Bytes the next group may take so that it lands in one file: what is left below
+ * max_bytes, or all of max_bytes when even one more record does not fit (the group then
+ * starts a new file), less room for the rotate record that begins it. Unlimited without
+ * max_bytes. Writer thread. */
+static uint64_t
+group_room(const struct dlog *d)
+{
+	const uint64_t rotate_rec = DLOG_FIXED_LEN + 6 + EGRESS_PATH_MAX + 96;
+	const struct dlog_ticket *first = TAILQ_FIRST(&d->pending);
+	uint64_t size = d->size > 0 ? (uint64_t)d->size : 0;
+
+	if (d->max_bytes == 0 || !d->regular)
+		return UINT64_MAX;
+	if (first != NULL && size > 0 && size + rec_estimate(first) > d->max_bytes)
+		size = 0;   /* this group will rotate first */
+	if (size == 0)
+		return d->max_bytes > rotate_rec ? d->max_bytes - rotate_rec : 0;
+	return d->max_bytes > size ? d->max_bytes - size : 0;
 }
 
 /*
@@ -993,6 +1020,7 @@ writer_main(void *arg)
 	for (;;) {
 		struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
 		struct dlog_ticket *t;
+		uint64_t room;
 		size_t n = 0;
 		int e;
 
@@ -1018,7 +1046,15 @@ writer_main(void *arg)
 			nanosleep(&ts, NULL);
 			pthread_mutex_lock(&d->mu);
 		}
+		room = group_room(d);
 		while ((t = TAILQ_FIRST(&d->pending)) != NULL && n < DLOG_GROUP_MAX) {
+			uint64_t need = rec_estimate(t);
+
+			/* with log_max_bytes a group must fit in one file (the first record
+			 * always goes: one record larger than the limit is still written) */
+			if (n > 0 && need > room)
+				break;
+			room = room > need ? room - need : 0;
 			TAILQ_REMOVE(&d->pending, t, link);
 			TAILQ_INSERT_TAIL(&q, t, link);
 			n++;

@@ -120,7 +120,9 @@ stats_add(json_t *st, const struct logrec *r, bool decision)
 			count_key(json_object_get(st, "denials_by_reason"), r->reason);
 		if (r->route != NULL)
 			count_key(json_object_get(st, "routes"), r->route);
-		if (r->attested == 0)
+		/* only an allowed hop reached anything: a denial's attested is false
+		 * because nothing was connected, which says nothing about observation */
+		if (!deny && r->attested == 0)
 			jinc(st, "unattested", 1);
 	} else {
 		jinc(st, "closes", 1);
@@ -226,7 +228,7 @@ shares(json_t *map)
 	json_t *st;
 
 	json_object_foreach(map, k, st) {
-		json_int_t d = json_integer_value(json_object_get(st, "decisions"));
+		json_int_t d = json_integer_value(json_object_get(st, "allow"));
 		json_int_t u = json_integer_value(json_object_get(st, "unattested"));
 
 		json_object_set_new(st, "unattested_share", json_real(d > 0 ? (double)u /

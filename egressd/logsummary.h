@@ -18,8 +18,9 @@
  *     "timeline": {"bucket_s": N, "buckets": [{"start": RFC3339, "allow": n, "deny": n}]},
  *     "timeline_dropped": n }
  *   STATS = { "decisions", "allow", "deny", "closes", "denials_by_reason": {reason: n},
- *     "bytes_up", "bytes_down", "first", "last", "routes": {route: n}, "unattested",
- *     "unattested_share" (0..1, of decisions) }
+ *     "bytes_up", "bytes_down", "first", "last", "routes": {route: n}, "unattested" (allowed
+ *     hops whose address egressd did not observe: attested false),
+ *     "unattested_share" (0..1, of the allowed hops) }
  */
 #ifndef EGRESS_LOGSUMMARY_H
 #define EGRESS_LOGSUMMARY_H

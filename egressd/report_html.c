@@ -297,7 +297,7 @@ stats_cells(FILE *out, json_t *st)
 static const char stats_head[] =
     "<th>decisions</th><th>allow</th><th>deny</th><th>denials by reason</th>"
     "<th>bytes up</th><th>bytes down</th><th>first seen</th><th>last seen</th>"
-    "<th>routes</th><th>unattested</th>";
+    "<th>routes</th><th>unattested (of allowed)</th>";
 
 static void
 tables(FILE *out, json_t *sum)

@@ -55,7 +55,8 @@ lchain_add(struct lchain *c, const char *time, const char *event, const char *fi
 	return blen - 1 + 75 + 1;
 }
 
-/* A decision record as egressd/session.c writes it (direct route unless route given). */
+/* A decision record as egressd/session.c writes it (direct route unless route given;
+ * a denial is never attested: nothing was connected). */
 static inline void
 lchain_decision(struct lchain *c, const char *time, const char *conn, const char *principal,
     const char *dest, const char *verdict, const char *reason, const char *route,
@@ -75,7 +76,7 @@ lchain_decision(struct lchain *c, const char *time, const char *conn, const char
 	    direct ? "" : ",\"proxy_addr\":\"198.51.100.3:3128\",\"proxy_status\":200,"
 	    "\"proxy_auth\":null",
 	    strcmp(verdict, "allow") == 0 && attested ? "\"198.51.100.10\"" : "null",
-	    attested ? "true" : "false");
+	    strcmp(verdict, "allow") == 0 && attested ? "true" : "false");
 	lchain_add(c, time, "decision", f);
 }
 

@@ -120,8 +120,9 @@ test_filters(void **state)
 	Q("1,2,3,7", "--dest", "*.example.com:*");
 	Q("4", "--route", "http://*");
 	Q("1,2,5,7,8", "--route", "direct");
-	Q("4", "--attested", "no");
-	Q("1,2,5,7,8", "--attested", "yes");
+	Q("2,4,5,8", "--attested", "no");
+	Q("1,7", "--attested", "yes");
+	Q("4", "--attested", "no", "--verdict", "allow");
 	Q("1,2,3,4,5,6,7,8", "--grant", "5c1e9a0b4d2f6e8a1b3c5d7e9f0a2b4c");
 	Q("", "--grant", "5c1e9a0b4d2f6e8a1b3c5d7e9f0a2b4d");
 	/* since inclusive, until exclusive; offsets */
