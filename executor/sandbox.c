@@ -28,6 +28,7 @@
 #include "executor/sandbox.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -174,11 +175,19 @@ sb_env_recv(int fd)
 	return e;   /* lives until execve replaces the image */
 }
 
-/* Close every fd >= 3 except the sorted keep[] (close_range over the gaps). */
-static void
+/*
+ * Close every fd >= 3 except keep[] (close_range over the gaps), then prove it from
+ * /proc/self/fd, closing anything close_range left (it may be missing: ENOSYS before 5.9).
+ * Returns 0, or -1 when an fd could not be closed or the proof could not be made: the
+ * caller fails the step rather than hand the worker an inherited descriptor.
+ */
+static int
 sb_close_except(int *keep, size_t n)
 {
 	unsigned lo = 3;
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
 
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
@@ -191,10 +200,30 @@ sb_close_except(int *keep, size_t n)
 		if (keep[i] < 3 || (unsigned)keep[i] < lo)
 			continue;
 		if ((unsigned)keep[i] > lo)
-			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+			(void)syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
 		lo = (unsigned)keep[i] + 1;
 	}
-	syscall(SYS_close_range, lo, ~0u, 0);
+	(void)syscall(SYS_close_range, lo, ~0u, 0);
+	d = opendir("/proc/self/fd");
+	if (d == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		const char *es;
+		long long fd;
+		bool kept = false;
+
+		if (de->d_name[0] == '.' ||
+		    num_parse(de->d_name, 0, INT32_MAX, &fd, &es) != 0)
+			continue;
+		if (fd < 3 || fd == dirfd(d))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			kept = kept || keep[i] == (int)fd;
+		if (!kept && close((int)fd) != 0 && errno != EBADF)
+			rc = -1;
+	}
+	closedir(d);
+	return rc;
 }
 
 /* The worker: pid 2 of the sandbox, forked by init. Never returns on success. */
@@ -215,7 +244,8 @@ sb_worker(void *arg)
 		sb_child_fail(c->report_wr, "stdio", errno, "set up stdin/stdout/stderr");
 	/* The report pipe is the only fd beyond stdio that survives until exec (cloexec). */
 	keep[0] = c->report_wr;
-	sb_close_except(keep, 1);
+	if (sb_close_except(keep, 1) != 0)
+		sb_child_fail(c->report_wr, "fds", errno, "close inherited file descriptors");
 	if (chdir(c->spec->workdir) < 0)
 		sb_child_fail(c->report_wr, "chdir", errno, "chdir to the workdir");
 	if (privs_drop(&c->ps, err, sizeof(err)) < 0)
@@ -241,7 +271,8 @@ sb_child_main(struct sb_child *c)
 
 	/* If the supervisor dies, the sandbox dies with it (and takes the pid ns down). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	sb_close_except(keep, EGRESS_NELEM(keep));
+	if (sb_close_except(keep, EGRESS_NELEM(keep)) != 0)
+		sb_child_fail(c->report_wr, "fds", errno, "close inherited file descriptors");
 	if (sb_read_full(c->sync_rd, &go, sizeof(go)) != (ssize_t)sizeof(go) || !go.ok)
 		_exit(126);     /* the supervisor gave up before "go": leave quietly */
 	c->envp = sb_env_recv(c->sync_rd);
