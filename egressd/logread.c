@@ -303,9 +303,17 @@ logread_check_rotation(struct logread *r)
 		return 1;
 	}
 	/* A new file at the path. The old one may still grow (the writer appends until it
-	 * reopens): only switch when it has no more complete lines. */
-	if (fstat(fileno(r->f), &cur) == 0 && cur.st_size > ftello(r->f))
-		return 0;
+	 * reopens): only switch when it has no more complete lines - or when what is left is
+	 * a torn line that has not grown for three checks (a crash mid-write), so the
+	 * follower cannot be stuck on the old file. */
+	if (fstat(fileno(r->f), &cur) == 0 && cur.st_size > ftello(r->f)) {
+		r->stale = cur.st_size == r->old_size ? r->stale + 1 : 0;
+		r->old_size = cur.st_size;
+		if (r->stale < 3)
+			return 0;
+	}
+	r->stale = 0;
+	r->old_size = 0;
 	nf = fopen(r->path, "re");
 	if (nf == NULL)
 		return errno == ENOENT ? 0 : -1;

@@ -68,6 +68,8 @@ struct logread {
 	off_t pos;                /* offset of the next unread line (follow mode) */
 	dev_t dev;
 	ino_t ino;
+	off_t old_size;           /* follow: the replaced file's size at the last check */
+	unsigned stale;           /* follow: checks the replaced file did not grow */
 	struct logrec cur;
 	/* counters for warnings at the end */
 	uint64_t records, malformed, bad_hash, truncated;

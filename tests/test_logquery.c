@@ -375,6 +375,54 @@ test_follow_rotation(void **state)
 	free(out);
 }
 
+/* The replaced file ends in a torn line that never completes (a crash mid-write): the
+ * follower moves on to the new file after a few checks instead of waiting forever. */
+static void
+torn_tick(void *arg)
+{
+	struct follow_ctx *x = arg;
+	char old[160];
+
+	x->ticks++;
+	if (x->ticks == 2) {
+		snprintf(old, sizeof(old), "%s.1", x->f->path);
+		x->c.f = fopen(x->f->path, "a");
+		fputs("{\"v\":1,\"torn", x->c.f);
+		fclose(x->c.f);
+		assert_int_equal(rename(x->f->path, old), 0);
+		x->c.f = fopen(x->f->path, "w");
+		lchain_decision(&x->c, "2026-11-30T11:00:02.000000Z", "c-9", "run-c",
+		    "after.example.com:443", "deny", "not_granted", "direct", 1);
+		fclose(x->c.f);
+	}
+}
+
+static void
+test_follow_past_torn_file(void **state)
+{
+	struct fix *f = *state;
+	struct follow_ctx x = { .f = f };
+	struct logquery_opts o;
+	char *argv[] = { "--follow", "--interval", "50", "--principal", "run-c", f->path };
+	char *out = NULL, err[256];
+	size_t len = 0;
+	FILE *fp, *fo;
+
+	fp = fopen(f->path, "w");
+	lchain_init(&x.c, fp);
+	lchain_sample(&x.c);
+	fclose(fp);
+	assert_int_equal(logquery_parse_args(&o, 6, argv, err, sizeof(err)), 0);
+	o.follow_max_ms = 1000;
+	o.tick = torn_tick;
+	o.tick_arg = &x;
+	fo = open_memstream(&out, &len);
+	assert_int_equal(logquery_run(&o, fo, stderr), 1);
+	fclose(fo);
+	assert_non_null(strstr(out, "after.example.com"));
+	free(out);
+}
+
 int
 main(void)
 {
@@ -386,6 +434,7 @@ main(void)
 		cmocka_unit_test(test_table_sanitizes),
 		cmocka_unit_test_setup_teardown(test_edited_warns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follow_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follow_past_torn_file, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
