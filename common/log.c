@@ -34,6 +34,9 @@ log_get_level(void)
 	return log_level;
 }
 
+static void log_emit(int prio, const char *tag, int with_errno, int saved_errno,
+    const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
 static void
 log_emit(int prio, const char *tag, int with_errno, int saved_errno, const char *fmt,
     va_list ap)

@@ -116,7 +116,7 @@ install_filter(void)
 	 * selection; nothing needs raw or packet sockets. */
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-		    SCMP_A0(SCMP_CMP_EQ, AF_PACKET));
+		    SCMP_A0(SCMP_CMP_EQ, AF_PACKET, 0));
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
 		    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));

@@ -292,7 +292,7 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 	 * TIOCSTI or other terminal/device requests. */
 	for (size_t i = 0; i < EGRESS_NELEM(ioctls); i++) {
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-		    SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i]));
+		    SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i], 0));
 		if (rc != 0) {
 			snprintf(err, errlen, "seccomp rule ioctl: %s", strerror(-rc));
 			return -1;
@@ -322,7 +322,7 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 	for (size_t i = 0; i < EGRESS_NELEM(families); i++) {
 		for (size_t j = 0; j < EGRESS_NELEM(types); j++) {
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
-			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]),
+			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0),
 			    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL,
 			    (scmp_datum_t)types[j]));
 			if (rc != 0) {
@@ -334,9 +334,9 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 	/* netlink route sockets only raw-typed: glibc's if_nametoindex/getifaddrs use
 	 * socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE); allowed for NETLINK_ROUTE only. */
 	rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
-	    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)AF_NETLINK),
+	    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)AF_NETLINK, 0),
 	    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL, (scmp_datum_t)SOCK_RAW),
-	    SCMP_A2(SCMP_CMP_EQ, 0 /* NETLINK_ROUTE */));
+	    SCMP_A2(SCMP_CMP_EQ, 0 /* NETLINK_ROUTE */, 0));
 	if (rc != 0) {
 		snprintf(err, errlen, "seccomp rule netlink: %s", strerror(-rc));
 		return -1;

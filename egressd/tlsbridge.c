@@ -210,7 +210,9 @@ tlsbridge_new(struct event_base *base, int fd, SSL_CTX *ctx, const struct host *
 	b->cb = cb;
 	b->arg = arg;
 	if (peer->kind == HOST_NAME) {
-		SSL_set_tlsext_host_name(ssl, peer->name);
+		char sni[sizeof(peer->name)];     /* the SNI macro takes a non-const pointer */
+		memcpy(sni, peer->name, sizeof(sni));
+		SSL_set_tlsext_host_name(ssl, sni);
 		SSL_set1_host(ssl, peer->name);
 	} else {
 		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), peer->name);

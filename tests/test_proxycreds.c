@@ -86,8 +86,8 @@ test_refusals(void **state)
 		"[proxy p.example:1]\nscheme = basic\nusername = a\n",            /* no password */
 		"[proxy p.example:1]\nscheme = basic\nusername = a:b\npassword = c\n",
 		"[proxy p.example:1]\nscheme = basic\nusername = a\npassword = b\nrealm = x\n",
-		"[proxy p.example:1]\nscheme = negotiate\n[proxy p.example:1]\nscheme = basic\n"
-		"username = a\npassword = b\n",
+		("[proxy p.example:1]\nscheme = negotiate\n[proxy p.example:1]\nscheme = basic\n"
+		 "username = a\npassword = b\n"),
 		"[other]\nscheme = basic\n",
 		"scheme = basic\n",
 	};
