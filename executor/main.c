@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "executor/commands.h"
 #include "executor/sandbox.h"
+#include "executor/supcaps.h"
 
 static int cmd_version(int argc, char **argv);
 
@@ -54,7 +55,15 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
+	char err[256];
+
 	log_init("egress-exec", 0);
+	/* First thing: give up the capabilities no step of any subcommand needs (supcaps.h,
+	 * docs/SECURITY.md), so neither egress-exec nor what it executes can use them. */
+	if (supcaps_limit(err, sizeof(err)) != 0) {
+		fprintf(stderr, "egress-exec: %s\n", err);
+		return EXEC_EXIT_INTERNAL;
+	}
 	if (argc < 2) {
 		usage(stderr);
 		return EXEC_EXIT_USAGE;
