@@ -480,8 +480,15 @@ dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
 		}
 		if (rc == 2) {
 			/* The writer always ends a record with a newline: this line is torn. */
-			res = verify_break(v, DLOG_BREAK_TRUNCATED, line, 0, name,
-			    "the last line is incomplete (no newline): the tail was cut");
+			if (expected_seq(v) != 0)
+				snprintf(detail, sizeof(detail), "seq %llu (expected here): the last "
+				    "line is incomplete (no newline): the tail was cut",
+				    (unsigned long long)expected_seq(v));
+			else
+				snprintf(detail, sizeof(detail), "the last line is incomplete (no "
+				    "newline): the tail was cut");
+			res = verify_break(v, DLOG_BREAK_TRUNCATED, line, expected_seq(v), name,
+			    detail);
 			goto out;
 		}
 		ls = dlog_line_check_key(buf, len, v->key, &info, why, sizeof(why));

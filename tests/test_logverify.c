@@ -183,6 +183,7 @@ test_single_file(void **state)
 	write_file(fx->f2, (const char *const *)c, all10, 10, 0);
 	assert_int_equal(verify(&v, fx->f2, NULL, false), DLOG_BREAK_EDITED);
 	assert_int_equal(v.line, 4);
+	assert_int_equal(v.seq, 4);
 	assert_int_equal(v.records, 3);
 	free(c[3]);
 
@@ -225,6 +226,7 @@ test_single_file(void **state)
 	write_file(fx->f2, (const char *const *)fx->lines, all10, 10, 40);
 	assert_int_equal(verify(&v, fx->f2, NULL, false), DLOG_BREAK_TRUNCATED);
 	assert_int_equal(v.line, 10);
+	assert_int_equal(v.seq, 10);
 	assert_int_equal(v.records, 9);
 }
 
@@ -241,6 +243,7 @@ test_across_rotation(void **state)
 	write_file(fx->f2, (const char *const *)c, all10 + 5, 5, 0);
 	assert_int_equal(verify(&v, fx->f1, fx->f2, false), DLOG_BREAK_EDITED);
 	assert_int_equal(v.line, 3);
+	assert_int_equal(v.seq, 8);
 	assert_non_null(strstr(v.message, "decisions.jsonl:3"));
 	free(c[7]);
 
