@@ -57,7 +57,7 @@ int sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t
  * Install egressd's seccomp allow-list on every thread of the process (needs no_new_privs,
  * set by sandbox_egressd_drop, or CAP_SYS_ADMIN). A system call not on the list fails with
  * EPERM; the calls no egressd code path has any use for and that only an exploit would
- * make (ptrace, mount, bpf, namespaces, kernel modules, keyrings, ...) kill the process.
+ * make (ptrace, mount, bpf, namespaces, kernel modules, io_uring, ...) kill the process.
  * clone3 answers ENOSYS so that glibc falls back to clone(2), whose flags the filter can
  * see (no CLONE_NEW*). socket() is limited to AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK
  * (route), never SOCK_RAW or SOCK_PACKET. The filter is inherited by the route helper
