@@ -25,7 +25,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import netns  # noqa: E402
 from labtools.checks import (allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
                              require_binaries, stop_clean)
 
