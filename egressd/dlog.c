@@ -75,6 +75,10 @@ struct dlog {
 	/* writer-thread state (read under mu for status) */
 	int fd;
 	bool regular;
+	/* batch: written and acknowledged, fdatasync due within batch_ms (writer thread) */
+	bool unsynced;
+	uint64_t unsynced_since_ms;
+	int flush_err;
 	uint64_t last_seq;
 	char last_hash[DLOG_HASH_HEX + 1];
 	bool failed;                /* also read without mu via __atomic */
@@ -869,11 +873,15 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		}
 		off += (size_t)w;
 	}
-	if (e == 0 && d->sync != DLOG_SYNC_NONE && d->regular) {
+	if (e == 0 && d->sync == DLOG_SYNC_ALWAYS && d->regular) {
 		if (fdatasync(d->fd) != 0)
 			e = errno;
 		else
 			*synced = true;
+	} else if (e == 0 && d->sync == DLOG_SYNC_BATCH && d->regular && !d->unsynced) {
+		/* batch: acknowledged after write(2); the writer syncs within batch_ms */
+		d->unsynced = true;
+		d->unsynced_since_ms = mono_msec();
 	}
 	if (e == 0) {
 		d->size += (off_t)len;
@@ -1011,6 +1019,19 @@ rotate_record(struct dlog *d, struct dlog_q *q)
 	TAILQ_INSERT_HEAD(q, t, link);
 }
 
+/* batch: fdatasync what was acknowledged since the last sync (writer thread, without
+ * mu). A failure is reported through flush_err: the caller puts the log in the failed
+ * state, so no further hop is allowed while its record's durability is in doubt. */
+static void
+flush_unsynced(struct dlog *d)
+{
+	if (!d->unsynced)
+		return;
+	d->unsynced = false;
+	if (d->fd >= 0 && d->regular && fdatasync(d->fd) != 0)
+		d->flush_err = errno;
+}
+
 static void *
 writer_main(void *arg)
 {
@@ -1024,11 +1045,40 @@ writer_main(void *arg)
 		size_t n = 0;
 		int e;
 
-		while (TAILQ_EMPTY(&d->pending) && !d->stop && !d->reopen_req)
-			pthread_cond_wait(&d->cv_work, &d->mu);
+		while (TAILQ_EMPTY(&d->pending) && !d->stop && !d->reopen_req) {
+			uint64_t now, due;
+			struct timespec abs;
+
+			if (!d->unsynced) {
+				pthread_cond_wait(&d->cv_work, &d->mu);
+				continue;
+			}
+			/* batch: wait for more records, but sync no later than batch_ms after the
+			 * first unsynced one */
+			now = mono_msec();
+			due = d->unsynced_since_ms + d->batch_ms;
+			if (now >= due) {
+				pthread_mutex_unlock(&d->mu);
+				flush_unsynced(d);
+				pthread_mutex_lock(&d->mu);
+				if (d->flush_err != 0) {
+					set_failed(d, d->flush_err, "cannot sync decision log");
+					d->flush_err = 0;
+				} else {
+					d->syncs++;
+				}
+				continue;
+			}
+			clock_gettime(CLOCK_REALTIME, &abs);
+			abs.tv_nsec += (long)((due - now) * 1000000ULL);
+			abs.tv_sec += abs.tv_nsec / 1000000000L;
+			abs.tv_nsec %= 1000000000L;
+			(void)pthread_cond_timedwait(&d->cv_work, &d->mu, &abs);
+		}
 		if (d->reopen_req) {
 			d->reopen_req = false;
 			pthread_mutex_unlock(&d->mu);
+			flush_unsynced(d);    /* the old file's records are synced before it is left */
 			(void)file_open(d);
 			pthread_mutex_lock(&d->mu);
 		}
@@ -1036,15 +1086,6 @@ writer_main(void *arg)
 			if (d->stop)
 				break;
 			continue;
-		}
-		if (d->sync == DLOG_SYNC_BATCH && !d->stop) {
-			/* group commit: let more records arrive for batch_ms */
-			struct timespec ts = { d->batch_ms / 1000,
-			    (long)(d->batch_ms % 1000) * 1000000L };
-
-			pthread_mutex_unlock(&d->mu);
-			nanosleep(&ts, NULL);
-			pthread_mutex_lock(&d->mu);
 		}
 		room = group_room(d);
 		while ((t = TAILQ_FIRST(&d->pending)) != NULL && n < DLOG_GROUP_MAX) {
@@ -1062,8 +1103,12 @@ writer_main(void *arg)
 		/* Recover first when failed (this group is the probe). File I/O runs without
 		 * the mutex, so a slow disk never stalls the loop thread's enqueue. */
 		pthread_mutex_unlock(&d->mu);
-		if (d->fd >= 0 && rotation_due(d, &q))
+		if (d->unsynced && mono_msec() - d->unsynced_since_ms >= d->batch_ms)
+			flush_unsynced(d);    /* a steady stream never postpones the sync */
+		if (d->fd >= 0 && rotation_due(d, &q)) {
+			flush_unsynced(d);
 			rotate_by_size(d);
+		}
 		if (d->fd < 0 && (e = file_open(d)) != 0) {
 			pthread_mutex_lock(&d->mu);
 		} else {
@@ -1094,8 +1139,13 @@ writer_main(void *arg)
 			/* Fail everything queued behind the failure too: fail closed now. */
 			TAILQ_CONCAT(&q, &d->pending, link);
 		}
+		if (d->flush_err != 0) {
+			set_failed(d, d->flush_err, "cannot sync decision log");
+			d->flush_err = 0;
+		}
 		complete_locked(d, &q, e);
 	}
 	pthread_mutex_unlock(&d->mu);
+	flush_unsynced(d);            /* stopping: nothing acknowledged stays unsynced */
 	return NULL;
 }
