@@ -130,7 +130,8 @@ listener_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen
 	l->cb = cb;
 	l->arg = arg;
 	l->backoff = evtimer_new(base, listener_resume, l);
-	l->evl = evconnlistener_new(base, listener_accept, l, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	l->evl = evconnlistener_new(base, listener_accept, l,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
 	if (l->evl == NULL || l->backoff == NULL) {
 		if (l->evl == NULL)
 			close(fd);

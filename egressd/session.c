@@ -759,7 +759,9 @@ step_check(struct session *s, const struct addr *in, size_t n)
 	}
 	if (s->ac.lifted_override != 0) {
 		char cb[128];
-		log_info("conn %llu: allow_special_address override lifted class(es) %s for %s",
+		/* per hop at debug level only: the record says override: true, and egressd
+		 * names the override once at start-up */
+		log_debug("conn %llu: allow_special_address override lifted class(es) %s for %s",
 		    (unsigned long long)s->id, addrcheck_classes_str(s->ac.lifted_override, cb,
 		    sizeof(cb)), s->req.host.name);
 	}

@@ -324,6 +324,13 @@ flush_buf(struct dir *d)
 		count(d, (size_t)n - own);
 	}
 	d->boff = d->blen = 0;
+	if (d->use_pipe && !d->t->o.http && !d->t->o.via_proxy && d->buf != NULL) {
+		/* splice moves the data from now on: give the buffer back (it is grown again
+		 * if this direction ever falls back to copying) */
+		free(d->buf);
+		d->buf = NULL;
+		d->bcap = 0;
+	}
 	return 1;
 }
 
@@ -638,7 +645,9 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		if (d->rev == NULL || d->wev == NULL)
 			goto fail;
 		if (npre > 0) {
-			if (!ensure_buf(d, npre > TUNNEL_BUF ? npre : TUNNEL_BUF))
+			/* exactly what is pre-sent (the 39-byte 200 line): an idle spliced tunnel
+			 * should not hold a 16 KiB copy buffer it never uses */
+			if (!ensure_buf(d, npre))
 				goto fail;
 			memcpy(d->buf, pre, npre);
 			d->blen = npre;
