@@ -46,6 +46,7 @@ static int log_verify_files(bool continued, const struct dlog_key *key, int argc
 static int cmd_status(struct ctl *c, int argc, char **argv);
 static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
+static int cmd_grant_show(struct ctl *c, int argc, char **argv);
 static int cmd_reload(struct ctl *c, int argc, char **argv);
 static int cmd_route(struct ctl *c, int argc, char **argv);
 static int cmd_log_query(struct ctl *c, int argc, char **argv);
@@ -59,6 +60,7 @@ static const struct cmd cmds[] = {
 	{ "log", "export", cmd_log_export, "log export --format squid FILE..." },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
+	{ "grant", "show", cmd_grant_show, "grant show GRANT_ID   (the whole authority set)" },
 	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID" },
 	{ "reload", NULL, cmd_reload, "reload" },
 	{ "route", NULL, cmd_route, "route URL   (the route egressd would take: https://host[:port]/, http://..., tcp://host:port)" },
@@ -404,6 +406,56 @@ cmd_grant_list(struct ctl *c, int argc, char **argv)
 			    jint(g, "connections"), ebuf);
 		}
 	}
+	json_decref(r);
+	return 0;
+}
+
+/* One grant in full: who, where, what it allows, its limits and use so far. */
+static int
+cmd_grant_show(struct ctl *c, int argc, char **argv)
+{
+	json_t *r, *grants, *g, *found = NULL, *auth, *v;
+	size_t i;
+	int rc;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: egressctl grant show GRANT_ID\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = control_op(c, "grant.list", NULL, &r)) != 0)
+		return rc;
+	grants = json_object_get(r, "grants");
+	json_array_foreach(grants, i, g)
+		if (strcmp(jstr(g, "grant_id"), argv[0]) == 0)
+			found = g;
+	if (found == NULL) {
+		fprintf(stderr, "egressctl: no live grant %s (egressctl grant list shows them)\n",
+		    argv[0]);
+		json_decref(r);
+		return 1;
+	}
+	if (c->json) {
+		print_json(found);
+		json_decref(r);
+		return 0;
+	}
+	auth = json_object_get(found, "grant");
+	printf("grant      %s\n", jstr(found, "grant_id"));
+	printf("principal  %s\n", jstr(found, "principal"));
+	printf("listen     %s (interface %s)\n", jstr(found, "listen"),
+	    jstr(found, "interface"));
+	printf("use        %lld connection(s) now, %lld byte(s)\n", jint(found, "connections"),
+	    jint(found, "bytes"));
+	printf("pinning    %s\n", jstr(auth, "pinning"));
+	json_array_foreach(json_object_get(auth, "allow"), i, v)
+		printf("allow      %s\n", json_string_value(v));
+	json_array_foreach(json_object_get(auth, "allow_address"), i, v)
+		printf("address    %s\n", json_string_value(v));
+	json_array_foreach(json_object_get(auth, "credential_origin"), i, v)
+		printf("creds to   %s\n", json_string_value(v));
+	v = json_object_get(auth, "limits");
+	printf("limits     %lld connection(s), %lld byte(s) (0 = unlimited), lifetime %lld s\n",
+	    jint(v, "connections"), jint(v, "bytes"), jint(v, "lifetime_s"));
 	json_decref(r);
 	return 0;
 }

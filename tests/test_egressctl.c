@@ -134,8 +134,8 @@ test_log_verify_exit_codes(void **state)
 struct fake {
 	int lfd;
 	int nreplies;
-	const char *replies[4];
-	char requests[4][512];
+	const char *replies[8];
+	char requests[8][512];
 };
 
 static void *
@@ -168,13 +168,19 @@ static void
 test_control_commands(void **state)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct fake fk = { .nreplies = 4, .replies = {
+	struct fake fk = { .nreplies = 6, .replies = {
 	    "{\"ok\":true,\"version\":\"0.1.0\",\"pid\":42,\"uptime_s\":7,\"grants\":1,"
 	    "\"connections\":3,\"log\":{\"path\":\"/x/d.jsonl\",\"seq\":9,\"writable\":false}}\n",
 	    "{\"ok\":true,\"grants\":[{\"grant_id\":\"abab\",\"principal\":\"run-1\","
 	    "\"listen\":\"169.254.77.1:3128\",\"interface\":\"eg1-h\",\"connections\":2}]}\n",
 	    "{\"ok\":false,\"error\":\"unknown_grant\",\"message\":\"no such grant\"}\n",
-	    "not json\n" } };
+	    "not json\n",
+	    "{\"ok\":true,\"grants\":[{\"grant_id\":\"abab\",\"principal\":\"run-1\","
+	    "\"listen\":\"169.254.77.1:3128\",\"interface\":\"eg1-h\",\"connections\":2,"
+	    "\"bytes\":5,\"grant\":{\"pinning\":\"required\",\"allow\":"
+	    "[\"https://api.example.com\"],\"limits\":{\"connections\":4,\"bytes\":0,"
+	    "\"lifetime_s\":600}}}]}\n",
+	    "{\"ok\":true,\"grants\":[]}\n" } };
 	char args[512], out[4096], sock[128];
 	pthread_t th;
 
@@ -204,6 +210,15 @@ test_control_commands(void **state)
 	snprintf(args, sizeof(args), "-s %s status", sock);
 	assert_int_equal(run(args, out, sizeof(out)), 1);
 	assert_non_null(strstr(out, "malformed reply"));
+	/* grant show: the whole authority set of one grant; an unknown id fails */
+	snprintf(args, sizeof(args), "-s %s grant show abab", sock);
+	assert_int_equal(run(args, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "allow      https://api.example.com"));
+	assert_non_null(strstr(out, "pinning    required"));
+	assert_non_null(strstr(out, "lifetime 600 s"));
+	snprintf(args, sizeof(args), "-s %s grant show abab", sock);
+	assert_int_equal(run(args, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "no live grant"));
 	pthread_join(th, NULL);
 	close(fk.lfd);
 	assert_string_equal(fk.requests[0], "{\"op\":\"status\"}");
