@@ -322,6 +322,10 @@ egressd_find_binary(char *out, size_t outlen)
 			snprintf(cand, sizeof(cand), "%s/egressd", self);
 			if (ec_executable(cand) && snprintf(out, outlen, "%s", cand) < (int)outlen)
 				return 0;
+			/* installed: PREFIX/bin/egress-exec next to PREFIX/sbin/egressd */
+			snprintf(cand, sizeof(cand), "%s/../sbin/egressd", self);
+			if (ec_executable(cand) && snprintf(out, outlen, "%s", cand) < (int)outlen)
+				return 0;
 		}
 	}
 	env = getenv("PATH");
