@@ -13,6 +13,8 @@
 - slow_reader_bounded_memory: a client that stops reading a 1 GiB download: egressd's RSS
   does not grow by more than SLOW_READER_RSS_MAX while the origin has far more to send
   (backpressure; nothing is buffered without bound); the tunnel still works afterwards.
+  slow_reader_bounded_memory_copy_mode: the same with splice = off, through a tunnel and
+  as a forwarded plain-HTTP GET.
 - idle_flood_one_principal: IDLE_CONNS idle connections from one principal whose grant
   allows PRINCIPAL_CONNS: the connections past the limit get 503 limit_principal at once,
   and meanwhile another principal's CONNECT succeeds within NORMAL_LATENCY_S.
@@ -219,6 +221,43 @@ def t_slow_reader(L, d):
     check(d.alive(), "egressd died")
 
 
+def t_slow_reader_copy(L, d):
+    """The same with splice off (bytes pass through user-space buffers), once as a tunnel
+    and once as a forwarded plain-HTTP GET (egressd parses the response head)."""
+    pid = d.proc.pid
+    for mode in ("tunnel", "forward"):
+        if mode == "tunnel":
+            t = L.connect(1, "web.lab.test:443")
+            allowed_tunnel(t)
+            s = t.sock
+            s.sendall(b"GET /bytes/1073741824 HTTP/1.1\r\nHost: web.lab.test\r\n\r\n")
+        else:
+            t = None
+            s = L.connect_from(1, *L.proxy_of(1))
+            s.sendall(b"GET http://web.lab.test/bytes/1073741824 HTTP/1.1\r\n"
+                      b"Host: web.lab.test\r\n\r\n")
+        try:
+            time.sleep(1.0)
+            base = rss_of(pid)
+            peak = base
+            for _ in range(15):
+                time.sleep(0.2)
+                peak = max(peak, rss_of(pid))
+            print("  slow reader (%s, splice off): RSS base %d KiB, peak %d KiB"
+                  % (mode, base // 1024, peak // 1024))
+            check(peak - base <= SLOW_READER_RSS_MAX, "%s: RSS grew %d KiB"
+                  % (mode, (peak - base) // 1024))
+            s.settimeout(5)
+            got = s.recv(65536)
+            check(got, "%s: nothing to read after the stall" % mode)
+        finally:
+            if t is not None:
+                t.close()
+            else:
+                s.close()
+    check(d.alive(), "egressd died")
+
+
 def _open_idle(ns, addr, port, n, out):
     """Create n connections to addr:port from inside ns (one setns for all) and read their
     answers: refused ones (a 503 arrives) are closed at once, the rest are kept idle."""
@@ -406,6 +445,10 @@ def main():
         L.grant(d2, 2, GRANT, principal="p-flood", connections=PRINCIPAL_CONNS)
         res.run("idle_flood_one_principal", t_idle_flood, L, d2)
         res.run("egressd_clean_exit", stop_clean, d2)
+        d3 = L.egressd(settings={"splice": "off"})
+        L.grant(d3, 1, GRANT + ["http://web.lab.test"], principal="p-copy")
+        res.run("slow_reader_bounded_memory_copy_mode", t_slow_reader_copy, L, d3)
+        res.run("egressd_clean_exit_copy_mode", stop_clean, d3)
     return res.finish()
 
 
