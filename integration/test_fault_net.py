@@ -4,6 +4,10 @@
 - origin_dies_mid_tunnel: an origin resets its connection in the middle of a tunnel; that
   tunnel closes, its close record names a reason (upstream_closed or io_error), and another
   principal's tunnel opened before the fault still echoes (others unaffected).
+- proxy_dies_mid_tunnel: with route = proxy (squid), the proxy gets SIGKILL during a
+  tunnel's download: the tunnel closes with a close record naming a reason, egressd answers
+  the next hop at once with a 5xx reason (no direct fallback, no origin connection), and
+  hops work again once the proxy is back.
 - dns_stops_answering: a name answered a moment ago (TTL 0) stops being answered; the next
   hop is refused 504 dns_timeout within dns_timeout x dns_attempts (+ slack), with a deny
   record, and no origin or trap sees a connection (no fallback resolver, no direct try).
@@ -30,6 +34,7 @@ of 20,000 fds per process; the test process holds at most PRINCIPAL_CONNS + a fe
 import os
 import resource
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import netns, proxyclient  # noqa: E402
+from labtools import netns, proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
                              require_binaries, stop_clean, wait_decision)
 
@@ -130,6 +135,59 @@ def t_origin_dies(L, d):
     finally:
         a.close()
         b.close()
+
+
+def t_proxy_dies(L, top_d):
+    """route = proxy (a real squid): the proxy is killed (SIGKILL) in the middle of a
+    tunnel's download; that tunnel closes with a close record naming a reason; egressd is
+    still alive and answers the next hop at once with a 5xx reason (the proxy is gone, never
+    a direct fallback, no origin connection); once the proxy is back, hops work again."""
+    sq = proxies.Squid(L).start()
+    d = L.egressd(settings={"route": "proxy " + sq.url})
+    try:
+        L.grant(d, 0, ["https://web.lab.test"], principal="p-viaproxy", port=3130)
+        start = len(d.decisions())
+        t = L.connect(0, "web.lab.test:443", proxy=L.proxy_of(0, 3130))
+        allowed_tunnel(t)
+        try:
+            t.sock.sendall(b"GET /bytes/1073741824 HTTP/1.1\r\nHost: web.lab.test\r\n\r\n")
+            t.sock.settimeout(5)
+            check(t.sock.recv(65536), "no bytes through the proxy")
+            os.kill(sq.proc.pid, signal.SIGKILL)
+            sq.proc.wait(timeout=10)
+
+            def closed():
+                try:
+                    while True:
+                        b = t.sock.recv(1 << 20)
+                        if not b:
+                            return True
+                except socket.timeout:
+                    return False
+                except OSError:
+                    return True
+            check(bounded_wait(closed, 10, step=0.1), "the tunnel outlived its proxy")
+        finally:
+            t.close()
+        rec = d.wait_record(lambda r: r.get("event") == "close"
+                            and r.get("dest") == "web.lab.test:443", timeout=5, start=start)
+        check(rec is not None and rec.get("reason") in ("upstream_closed", "io_error"),
+              "close record %s" % rec)
+        with L.no_origin_connection():
+            t0 = time.monotonic()
+            r = L.connect(0, "web.lab.test:443", proxy=L.proxy_of(0, 3130))
+            r.close()
+        check(r.status in (502, 503, 504) and r.egress_reason, "with the proxy dead: %r" % r)
+        check(time.monotonic() - t0 < 12, "answer took %.1fs" % (time.monotonic() - t0))
+        print("  proxy dead: %d %s" % (r.status, r.egress_reason))
+        check(d.alive() and d.status().get("ok"), "egressd not serving")
+        sq.start()
+        r = L.connect(0, "web.lab.test:443", proxy=L.proxy_of(0, 3130))
+        allowed_tunnel(r)
+        r.close()
+    finally:
+        stop_clean(d)
+        sq.stop()
 
 
 def t_dns_stops(L, d):
@@ -425,6 +483,7 @@ def main():
         L.set_zone(ZONE)
         L.add_address(DIE_ADDR)
         L.add_service("die7", DIE_ADDR, 7, kind="echo").handler = dying_echo
+        proxies.add_addresses(L, proxies.PROXY_ADDR)
         d = L.egressd(settings={"dns_timeout": "%ds" % DNS_TIMEOUT_S,
                                 "dns_attempts": str(DNS_ATTEMPTS),
                                 "header_timeout": "%ds" % HEADER_TIMEOUT_S,
@@ -436,7 +495,8 @@ def main():
                          ("dns_stops_answering", t_dns_stops),
                          ("slowloris", t_slowloris),
                          ("slow_reader_bounded_memory", t_slow_reader),
-                         ("fd_exhaustion", t_fd_exhaustion)):
+                         ("fd_exhaustion", t_fd_exhaustion),
+                         ("proxy_dies_mid_tunnel", t_proxy_dies)):
             res.run(name, fn, L, d)
         # The idle flood needs idle connections to outlive header_timeout: its own egressd.
         d.stop()
