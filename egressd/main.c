@@ -1,7 +1,7 @@
 /*
  * main.c - egressd: command line, signals (through libevent), the event loop.
  *
- *   egressd -c FILE [-t] [-d] [-f]
+ *   egressd -c FILE [-t] [-d] [-f] [-u USER]
  *
  * -t checks the configuration and exits (file:line errors on stderr). Signals are libevent
  * events, so their handlers run on the loop thread like everything else: SIGHUP reloads
@@ -23,15 +23,18 @@
 #include "egressd/route.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
+#include "egressd/sandbox_egressd.h"
 
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: egressd -c FILE [-t] [-d] [-f]\n"
+	fprintf(stderr, "usage: egressd -c FILE [-t] [-d] [-f] [-u USER]\n"
 	    "  -c FILE  configuration (see docs/egressd.md)\n"
 	    "  -t       check the configuration and exit\n"
 	    "  -d       debug logging\n"
-	    "  -f       stay in the foreground, log to stderr\n");
+	    "  -f       stay in the foreground, log to stderr\n"
+	    "  -u USER  after start-up run as USER with no capabilities and a seccomp\n"
+	    "           allow-list (docs/SECURITY.md)\n");
 	exit(1);
 }
 
@@ -107,7 +110,8 @@ daemonize(void)
 int
 main(int argc, char **argv)
 {
-	const char *path = NULL;
+	const char *path = NULL, *run_as = NULL;
+	struct sandbox_egressd_user su;
 	bool check = false, debug = false, fg = false;
 	struct egressd_config *cfg;
 	struct event_base *base;
@@ -116,7 +120,7 @@ main(int argc, char **argv)
 	char err[2048];
 	int ch;
 
-	while ((ch = getopt(argc, argv, "c:tdf")) != -1) {
+	while ((ch = getopt(argc, argv, "c:tdfu:")) != -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
@@ -130,6 +134,9 @@ main(int argc, char **argv)
 		case 'f':
 			fg = true;
 			break;
+		case 'u':
+			run_as = optarg;
+			break;
 		default:
 			usage();
 		}
@@ -139,6 +146,11 @@ main(int argc, char **argv)
 	log_init("egressd", !(fg || check));
 	log_set_level(debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
 
+	/* Before anything else: the password database (NSS) is never read under the filter. */
+	if (run_as != NULL && sandbox_egressd_lookup(run_as, &su, err, sizeof(err)) != 0) {
+		fprintf(stderr, "egressd: -u: %s\n", err);
+		return 1;
+	}
 	cfg = config_load(path, err, sizeof(err));
 	if (cfg == NULL) {
 		fprintf(stderr, "%s\n", err);
@@ -184,6 +196,19 @@ main(int argc, char **argv)
 	evsignal_add(ev_term, NULL);
 	evsignal_add(ev_int, NULL);
 	evsignal_add(ev_usr1, NULL);
+	/* Start-up is done (listeners, control socket, decision log, credentials): drop to
+	 * the unprivileged user and install the allow-list (sandbox_egressd.h). */
+	if (run_as != NULL) {
+		if (sandbox_egressd_drop(&su, err, sizeof(err)) != 0)
+			fatalx("privilege drop to %s: %s", su.name, err);
+		if (sandbox_egressd_filter(err, sizeof(err)) != 0)
+			fatalx("seccomp filter: %s", err);
+		log_info("running as %s (uid %u, gid %u): no capabilities, no_new_privs, seccomp "
+		    "allow-list", su.name, (unsigned)su.uid, (unsigned)su.gid);
+	} else if (geteuid() == 0) {
+		log_info("running as root: start with -u egressd to drop privileges "
+		    "(docs/SECURITY.md)");
+	}
 
 	event_base_dispatch(base);
 
