@@ -24,7 +24,7 @@
 #define EGRESS_RESPONSE_HEAD_MAX   65536
 #define EGRESS_LOCATION_MAX        8192
 #define EGRESS_CHUNK_LINE_MAX      1024
-#define EGRESS_REDIRECT_MEMO_MAX   64    /* cross-origin redirects remembered per principal */
+#define EGRESS_REDIRECT_MEMO_MAX   64    /* allowed redirects remembered per principal */
 #define EGRESS_REDIRECT_CHAIN_MAX  10    /* redirects followed in a row per principal */
 #define EGRESS_REDIRECT_MEMO_TTL_S 30    /* how long a cross-origin redirect strips credentials */
 

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "common/util.h"
+#include "egressd/httpresp.h"
 
 static const struct {
 	const char *name;
@@ -469,13 +470,16 @@ out_str(struct out *o, const char *s)
 }
 
 /* Shared by the origin-form and the proxy (absolute-form) builders. */
+#define FWD_VIA 0x100          /* internal: add "Via: 1.x egressd" (issue 7 builder) */
+
 static size_t
 build_head(const struct http_request *req, bool absolute, const struct addr *pinned,
-    const char *proxy_auth, char *out, size_t outlen)
+    const char *proxy_auth, int flags, bool *stripped, char *out, size_t outlen)
 {
 	struct out o = { out, 0, outlen, false };
 	char hp[EGRESS_HOSTPORT_MAX + 1];
 	struct host h = req->host;
+	bool dropped = false;
 
 	/* Host names the canonical destination; the default port is left out. */
 	if (h.port == 80)
@@ -510,26 +514,150 @@ build_head(const struct http_request *req, bool absolute, const struct addr *pin
 		if (ieq(x->name, x->name_len, "host") || http_is_hop_header(x->name, x->name_len) ||
 		    named_by_connection(req->headers, req->nheaders, x->name, x->name_len))
 			continue;
+		/* Credentials stay with their owner (DESIGN rule 6). */
+		if ((flags & HTTP_FWD_STRIP_CREDENTIALS) &&
+		    (ieq(x->name, x->name_len, "authorization") ||
+		    ieq(x->name, x->name_len, "cookie"))) {
+			dropped = true;
+			continue;
+		}
 		out_add(&o, x->name, x->name_len);
 		out_str(&o, ": ");
 		out_add(&o, x->value, x->value_len);
 		out_str(&o, "\r\n");
 	}
+	/* RFC 9110 7.6.3: a proxy appends itself to Via. */
+	if (flags & FWD_VIA)
+		out_str(&o, req->minor == 0 ? "Via: 1.0 egressd\r\n" : "Via: 1.1 egressd\r\n");
 	out_str(&o, "Connection: close\r\n\r\n");
+	if (stripped != NULL)
+		*stripped = !o.overflow && dropped;
 	return o.overflow ? 0 : o.len;
+}
+
+size_t
+http_build_request_head(const struct http_request *req, int flags, const struct addr *pinned,
+    const char *proxy_auth, bool *stripped, char *out, size_t outlen)
+{
+	bool proxy_form = (flags & HTTP_FWD_PROXY_FORM) != 0;
+
+	return build_head(req, proxy_form, proxy_form ? pinned : NULL,
+	    proxy_form ? proxy_auth : NULL, (flags & HTTP_FWD_STRIP_CREDENTIALS) | FWD_VIA,
+	    stripped, out, outlen);
 }
 
 size_t
 http_build_forward_head(const struct http_request *req, char *out, size_t outlen)
 {
-	return build_head(req, false, NULL, NULL, out, outlen);
+	return build_head(req, false, NULL, NULL, 0, NULL, out, outlen);
 }
 
 size_t
 http_build_proxy_head(const struct http_request *req, const struct addr *pinned,
     const char *proxy_auth, char *out, size_t outlen)
 {
-	return build_head(req, true, pinned, proxy_auth, out, outlen);
+	return build_head(req, true, pinned, proxy_auth, 0, NULL, out, outlen);
+}
+
+/* Is name listed in a Connection header of a parsed response? */
+static bool
+resp_named_by_connection(const struct httpresp *r, const char *name, size_t len)
+{
+	const char *p, *tok;
+	size_t toklen;
+
+	for (size_t i = 0; i < r->nheaders; i++) {
+		const struct httpresp_header *h = &r->headers[i];
+		if (!ieq(h->name, h->name_len, "connection") &&
+		    !ieq(h->name, h->name_len, "proxy-connection"))
+			continue;
+		p = h->value;
+		while (list_next(&p, h->value + h->value_len, &tok, &toklen))
+			if (toklen == len && strncasecmp(tok, name, len) == 0)
+				return true;
+	}
+	return false;
+}
+
+size_t
+http_build_client_response(const struct httpresp *r, bool keep_alive, char *out,
+    size_t outlen)
+{
+	struct out o = { out, 0, outlen, false };
+	char sl[32];
+
+	snprintf(sl, sizeof(sl), "HTTP/1.1 %03d ", r->status);
+	out_str(&o, sl);
+	out_add(&o, r->phrase, r->phrase_len);
+	out_str(&o, "\r\n");
+	for (size_t i = 0; i < r->nheaders; i++) {
+		const struct httpresp_header *h = &r->headers[i];
+		bool framing = ieq(h->name, h->name_len, "content-length") ||
+		    ieq(h->name, h->name_len, "transfer-encoding");
+		if (!framing && (http_is_hop_header(h->name, h->name_len) ||
+		    resp_named_by_connection(r, h->name, h->name_len)))
+			continue;
+		out_add(&o, h->name, h->name_len);
+		out_str(&o, ": ");
+		out_add(&o, h->value, h->value_len);
+		out_str(&o, "\r\n");
+	}
+	out_str(&o, r->minor == 0 ? "Via: 1.0 egressd\r\n" : "Via: 1.1 egressd\r\n");
+	if (r->status >= 200 && !keep_alive)
+		out_str(&o, "Connection: close\r\n");
+	out_str(&o, "\r\n");
+	return o.overflow ? 0 : o.len;
+}
+
+int
+http_response_framing(const struct httpresp *r, bool head_request,
+    enum http_resp_body *kind, uint64_t *len)
+{
+	long te = httpresp_find(r, "transfer-encoding", 0);
+	long cl = httpresp_find(r, "content-length", 0);
+
+	*kind = HTTP_RESP_CLOSE;
+	*len = 0;
+	if (te >= 0 && cl >= 0)
+		return -1;
+	if (head_request || r->status < 200 || r->status == 204 || r->status == 304) {
+		*kind = HTTP_RESP_NONE;
+		return 0;
+	}
+	if (te >= 0) {
+		const struct httpresp_header *h = &r->headers[te];
+		bool chunked = ieq(h->value, h->value_len, "chunked") &&
+		    httpresp_find(r, "transfer-encoding", 1) < 0;
+		if (chunked) {
+			*kind = HTTP_RESP_CHUNKED;
+			return 0;
+		}
+		for (size_t i = 0; (te = httpresp_find(r, "transfer-encoding", i)) >= 0; i++)
+			if (httpresp_value_has_token(r->headers[te].value, r->headers[te].value_len,
+			    "chunked"))
+				return -1;
+		return 0;       /* other codings only: until the origin closes */
+	}
+	if (cl >= 0) {
+		uint64_t v = 0;
+		for (size_t i = 0; (cl = httpresp_find(r, "content-length", i)) >= 0; i++) {
+			const struct httpresp_header *h = &r->headers[cl];
+			uint64_t x = 0;
+			if (h->value_len == 0 || h->value_len > 18)
+				return -1;
+			for (size_t k = 0; k < h->value_len; k++) {
+				if (h->value[k] < '0' || h->value[k] > '9')
+					return -1;
+				x = x * 10 + (uint64_t)(h->value[k] - '0');
+			}
+			if (i > 0 && x != v)
+				return -1;
+			v = x;
+		}
+		*kind = v == 0 ? HTTP_RESP_NONE : HTTP_RESP_LENGTH;
+		*len = v;
+	}
+	return 0;
 }
 
 enum http_parse

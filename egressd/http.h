@@ -98,6 +98,47 @@ size_t http_build_proxy_head(const struct http_request *req, const struct addr *
     const char *proxy_auth, char *out, size_t outlen);
 
 /*
+ * The forwarded request head of issue 7 (what egressd/session uses): as
+ * http_build_forward_head, or with HTTP_FWD_PROXY_FORM as http_build_proxy_head (pinned
+ * and proxy_auth are used only then), and also "Via: 1.x egressd" after the client's own
+ * Via lines. HTTP_FWD_STRIP_CREDENTIALS drops Authorization and Cookie (the request goes
+ * to an origin a cross-origin redirect led to, and the grant does not bind credentials to
+ * it). Upstream connections are one request each, so "Connection: close" always ends the
+ * head. *stripped (may be NULL) is set when a credential header was dropped. Returns the
+ * length, 0 when out is too small.
+ */
+#define HTTP_FWD_PROXY_FORM         0x1
+#define HTTP_FWD_STRIP_CREDENTIALS  0x2
+size_t http_build_request_head(const struct http_request *req, int flags,
+    const struct addr *pinned, const char *proxy_auth, bool *stripped, char *out,
+    size_t outlen);
+
+struct httpresp;
+/*
+ * The response head egressd sends to its client, from a head parsed by httpresp_parse
+ * (r; buf holds its bytes): "HTTP/1.1 <status> <phrase>", every header except hop-by-hop
+ * ones and those named by Connection (Content-Length and Transfer-Encoding are always
+ * kept: the body bytes pass unchanged and need their framing), then
+ * "Via: 1.<minor> egressd". A final response (status >= 200) ends with
+ * "Connection: close" unless keep_alive; an interim 1xx head gets no Connection header.
+ * Returns the length, 0 when out is too small.
+ */
+size_t http_build_client_response(const struct httpresp *r, bool keep_alive, char *out,
+    size_t outlen);
+
+/*
+ * How a final response's body is delimited (RFC 9112 6.3), from its parsed head: none for
+ * HEAD (head_request), 1xx, 204 and 304 (and Content-Length: 0); Content-Length (*len
+ * set); chunked when "chunked" is the one and only coding; otherwise until the origin
+ * closes. Returns -1 for the shapes a proxy must not pass on: Transfer-Encoding together
+ * with Content-Length (the classic smuggling shape), Content-Length values that differ or
+ * are not plain decimal (at most 18 digits), chunked anywhere but as the only coding.
+ */
+enum http_resp_body { HTTP_RESP_NONE, HTTP_RESP_LENGTH, HTTP_RESP_CHUNKED, HTTP_RESP_CLOSE };
+int http_response_framing(const struct httpresp *r, bool head_request,
+    enum http_resp_body *kind, uint64_t *len);
+
+/*
  * Response heads from origins. http_check_response looks for a complete head in buf:
  * INCOMPLETE (need more; ERROR with REASON_RESPONSE_TOO_LARGE past the limit), ERROR with
  * REASON_BAD_RESPONSE, or OK with *head_len and *status set. http_build_response_head

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,11 +27,14 @@
 #include "egressd/dlog.h"
 #include "egressd/grants.h"
 #include "egressd/http.h"
+#include "egressd/httpresp.h"
 #include "egressd/metrics.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
 #include "egressd/tunnel.h"
 #include "egressd/proxycreds.h"
+#include "egressd/redirect.h"
+#include "egressd/redirmemo.h"
 #include "egressd/upstream.h"
 
 #define SELF_ADDRS_MAX 256
@@ -102,6 +106,18 @@ struct session {
 	struct upstream_req *ureq;
 	struct upstream_result up;      /* the proxy exchange, for the record */
 	bool have_up;
+	/* issue 7: hop chains, redirects, credentials, keep-alive */
+	unsigned hop_n;                 /* hops decided on this client connection so far */
+	char hop[64];                   /* this request's hop id, "<conn>/<n>" */
+	char parent_hop[64];            /* the redirect this request follows ("" = none) */
+	unsigned chain_depth;           /* redirects before this request in its chain */
+	bool strip_creds;               /* forward without Authorization and Cookie */
+	bool creds_stripped;            /* ... and the request carried one of them */
+	bool client_kept;               /* the tunnel handed the client socket back */
+	bool keepalive_wait;            /* waiting for the next request on a kept connection */
+	char *carry;                    /* client bytes after this request (pipelined) */
+	size_t ncarry;
+	struct event *next_ev;          /* starts the next request outside tunnel_done */
 };
 
 static void session_free(struct session *s);
@@ -121,6 +137,32 @@ grant_gone(const struct lgrant *lg)
 {
 	return lg->dead == REASON_GRANT_REVOKED || lg->dead == REASON_GRANT_EXPIRED ?
 	    lg->dead : REASON_ALLOWED;
+}
+
+/* ---- hops and the redirect memo (issue 7) ---- */
+
+/*
+ * One memo for the daemon, keyed by grant id (egressd/redirmemo). It lives as long as the
+ * process: bounded in principals and entries, and it never grants anything, so a memo
+ * that outlives a grant only keeps stripping credentials a little longer.
+ */
+static struct redirmemo *
+session_memo(void)
+{
+	static struct redirmemo *memo;
+
+	if (memo == NULL)
+		memo = redirmemo_new(0);
+	return memo;
+}
+
+/* This request's hop id, assigned on first use ("c-<boot>-<n>/<k>"). */
+static const char *
+hop_id(struct session *s)
+{
+	if (s->hop[0] == '\0')
+		snprintf(s->hop, sizeof(s->hop), "%s/%u", s->conn, ++s->hop_n);
+	return s->hop;
 }
 
 /* ---- decision records ---- */
@@ -160,6 +202,12 @@ decision_fields(struct session *s, bool allow, enum reason r)
 	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
 	json_object_set_new(o, "grant_id", json_string(s->lg->id));
 	json_object_set_new(o, "client", json_string(s->client));
+	json_object_set_new(o, "hop", json_string(hop_id(s)));
+	json_object_set_new(o, "parent_hop", s->parent_hop[0] != '\0' ?
+	    json_string(s->parent_hop) : json_null());
+	json_object_set_new(o, "hop_kind", json_string(s->parsed &&
+	    s->req.method == HTTP_CONNECT ? "connect" : "request"));
+	json_object_set_new(o, "credentials_stripped", json_boolean(s->creds_stripped));
 	if (s->parsed) {
 		size_t n = s->req.target_len < EGRESS_LOG_TARGET_MAX ? s->req.target_len :
 		    EGRESS_LOG_TARGET_MAX;
@@ -321,6 +369,9 @@ session_free(struct session *s)
 	lgrant_unref(s->lg);
 	s->d->nconns--;
 	free(s->head);
+	free(s->carry);
+	if (s->next_ev != NULL)
+		event_free(s->next_ev);
 	free(s);
 }
 
@@ -433,11 +484,13 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	json_t *o = json_object();
 
 	s->tun = NULL;
-	s->cfd = -1;                    /* the tunnel closed both sockets */
+	if (!s->client_kept || s->freeing)
+		s->cfd = -1;                /* the tunnel closed both sockets */
 	s->lg->ntunnels--;
 	if (o != NULL) {
 		char db[EGRESS_HOSTPORT_MAX + 32], ab[EGRESS_ADDRSTR_MAX];
 		json_object_set_new(o, "conn", json_string(s->conn));
+		json_object_set_new(o, "hop", json_string(hop_id(s)));
 		json_object_set_new(o, "principal", json_string(s->lg->g->principal));
 		json_object_set_new(o, "grant_id", json_string(s->lg->id));
 		json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
@@ -453,8 +506,169 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	log_record(s, "close", o);
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
-	if (!s->freeing)
-		session_free(s);
+	if (s->freeing)
+		return;
+	if (s->client_kept && s->cfd >= 0 && s->next_ev != NULL) {
+		/* Keep-alive: the next request is a new hop, read outside this callback (the
+		 * tunnel is freed when we return). */
+		s->st = S_HEAD;
+		s->parsed = false;      /* a refusal before the next head is a hop of its own */
+		s->hop[0] = '\0';
+		s->parent_hop[0] = '\0';
+		s->creds_stripped = false;
+		event_active(s->next_ev, EV_TIMEOUT, 0);
+		return;
+	}
+	session_free(s);
+}
+
+static void session_next(evutil_socket_t fd, short what, void *arg);
+
+/*
+ * How many of the n client bytes after the head belong to this request's body (the rest
+ * is a pipelined request: kept for the next hop, never forwarded with this one). -1 on
+ * malformed chunked framing.
+ */
+static long
+body_bytes(const struct http_request *req, const unsigned char *p, size_t n)
+{
+	struct http_chunked ch;
+	bool done = false;
+
+	switch (req->body) {
+	case HTTP_BODY_NONE:
+		return 0;
+	case HTTP_BODY_LENGTH:
+		return (long)(n < req->content_length ? n : req->content_length);
+	case HTTP_BODY_CHUNKED:
+		http_chunked_init(&ch);
+		return http_chunked_feed(&ch, (const char *)p, n, &done);
+	}
+	return 0;
+}
+
+/* Printable copy of origin bytes for a record (\xNN for anything else), cut to fit out;
+ * returns how many input bytes it holds. */
+static size_t
+escape_into(char *out, size_t outlen, const char *p, size_t n)
+{
+	size_t o = 0, i;
+
+	for (i = 0; i < n && o + 5 < outlen; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[o++] = (char)c;
+		} else {
+			snprintf(out + o, 5, "\\x%02x", c);
+			o += 4;
+		}
+	}
+	out[o] = '\0';
+	return i;
+}
+
+/*
+ * The tunnel's response hook (issue 7): a 3xx with a Location is a new hop. Resolve it,
+ * bound the chain, authorize it with this principal's grant, record the decision, and
+ * remember an allowed one (credential stripping, chain links). Denied: the client gets
+ * the refusal naming the target instead of the redirect.
+ */
+static enum reason
+session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, void *arg)
+{
+	struct session *s = arg;
+	const struct grant *g = s->lg->g;
+	struct redirect_target *t;
+	const char *detail = NULL, *loc;
+	size_t loclen;
+	long li;
+	enum reason rr;
+	enum redirect_err e = REDIRECT_ERR_INTERNAL;
+	bool cross = false;
+	char rhop[64], lb[EGRESS_LOG_TARGET_MAX + 1];
+	json_t *o;
+
+	*nrefusal = 0;
+	if (!redirect_status_checked(r->status) || (li = httpresp_find(r, "location", 0)) < 0)
+		return REASON_ALLOWED;
+	loc = r->headers[li].value;
+	loclen = r->headers[li].value_len;
+	t = calloc(1, sizeof(*t));
+	if (t == NULL) {
+		rr = REASON_INTERNAL_ERROR;
+	} else if (httpresp_find(r, "location", 1) >= 0) {
+		rr = REASON_REDIRECT_INVALID;
+		detail = "more than one Location";
+	} else if ((e = redirect_resolve(loc, loclen, &s->req.host, s->req.port, s->req.path,
+	    s->req.path_len, t)) != REDIRECT_OK) {
+		rr = redirect_err_reason(e);
+		detail = redirect_err_str(e);
+	} else if (s->chain_depth + 1 > EGRESS_REDIRECT_CHAIN_MAX) {
+		rr = REASON_REDIRECT_LOOP;
+	} else {
+		rr = redirect_authorize(g, t, &g->allow_address, &s->d->cfg->allow_special,
+		    &detail);
+		if (rr == REASON_ALLOWED && t->host.kind != HOST_NAME) {
+			struct addr self[SELF_ADDRS_MAX];
+			size_t nself = grants_self_addrs(s->d->grants, self, SELF_ADDRS_MAX);
+			if (addrcheck_is_self(&t->host.addr, self, nself)) {
+				rr = REASON_REDIRECT_DENIED;
+				detail = "egressd's own address";
+			}
+		}
+		cross = !redirect_same_origin(t, &s->req.host, s->req.port);
+	}
+	(void)hop_id(s);                /* the request's id comes first */
+	snprintf(rhop, sizeof(rhop), "%s/%u", s->conn, ++s->hop_n);
+	if (rr == REASON_ALLOWED && redirmemo_record(session_memo(), s->lg->id, t->scheme,
+	    &t->host, t->port, t->path, strlen(t->path), rhop, s->chain_depth + 1, cross,
+	    mono_msec()) != 0)
+		rr = REASON_INTERNAL_ERROR;     /* stripping could not be remembered */
+	o = json_object();
+	if (o != NULL) {
+		char db[EGRESS_HOSTPORT_MAX + 1];
+		bool resolved = t != NULL && e == REDIRECT_OK;
+		size_t kept = escape_into(lb, sizeof(lb), loc, loclen);
+		json_object_set_new(o, "conn", json_string(s->conn));
+		json_object_set_new(o, "principal", json_string(g->principal));
+		json_object_set_new(o, "grant_id", json_string(s->lg->id));
+		json_object_set_new(o, "client", json_string(s->client));
+		json_object_set_new(o, "hop", json_string(rhop));
+		json_object_set_new(o, "parent_hop", json_string(hop_id(s)));
+		json_object_set_new(o, "hop_kind", json_string("redirect"));
+		json_object_set_new(o, "method", json_string(http_method_str(s->req.method)));
+		json_object_set_new(o, "target", json_string(lb));
+		json_object_set_new(o, "target_truncated", json_boolean(kept < loclen));
+		if (resolved) {
+			struct host hh = t->host;
+			hh.port = t->port;
+			json_object_set_new(o, "dest", json_string(host_to_str(&hh, db, sizeof(db))));
+			json_object_set_new(o, "location", json_string(t->url));
+		} else {
+			json_object_set_new(o, "dest", json_null());
+			json_object_set_new(o, "location", json_null());
+		}
+		json_object_set_new(o, "status", json_integer(r->status));
+		json_object_set_new(o, "cross_origin", json_boolean(cross));
+		json_object_set_new(o, "chain_depth", json_integer(s->chain_depth + 1));
+		json_object_set_new(o, "verdict", json_string(rr == REASON_ALLOWED ? "allow" :
+		    "deny"));
+		json_object_set_new(o, "reason", json_string(reason_str(rr)));
+		json_object_set_new(o, "detail", detail != NULL ? json_string(detail) :
+		    json_null());
+	}
+	log_record(s, "decision", o);
+	metrics_decision(&s->d->stats, rr == REASON_ALLOWED, rr);
+	log_debug("conn %llu: redirect %d to %s: %s", (unsigned long long)s->id, r->status,
+	    t != NULL && e == REDIRECT_OK ? t->url : "(unresolved)", reason_str(rr));
+	if (rr != REASON_ALLOWED) {
+		const char *tg = t != NULL && e == REDIRECT_OK ? t->url : loc;
+		size_t tl = t != NULL && e == REDIRECT_OK ? strlen(t->url) : loclen;
+		*nrefusal = redirect_format_refusal(rr, tg, tl, detail, refusal,
+		    TUNNEL_REFUSAL_MAX);
+	}
+	free(t);
+	return rr;
 }
 
 static void
@@ -481,13 +695,15 @@ start_tunnel(struct session *s)
 		size_t cap = EGRESS_REQUEST_HEAD_MAX + 4096;
 		bool proxy_form = s->via_proxy && s->have_up &&
 		    s->route.entries[s->ri].kind != PROXY_SOCKS5;
+		int flags = (proxy_form ? HTTP_FWD_PROXY_FORM : 0) |
+		    (s->strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0);
 		fwd = malloc(cap);
 		if (fwd != NULL)
 			/* Under pinning the URL names the checked address: the proxy connects to it
 			 * and does not resolve the name itself (Host still names it). */
-			nfwd = proxy_form ? http_build_proxy_head(&s->req,
-			    s->pin_local ? &s->ac.kept[0] : NULL, s->up.proxy_authorization, fwd, cap) :
-			    http_build_forward_head(&s->req, fwd, cap);
+			nfwd = http_build_request_head(&s->req, flags,
+			    s->pin_local ? &s->ac.kept[0] : NULL, s->up.proxy_authorization, NULL,
+			    fwd, cap);
 		if (s->up.proxy_authorization != NULL) {
 			secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
 			free(s->up.proxy_authorization);
@@ -504,6 +720,27 @@ start_tunnel(struct session *s)
 		o.req_body = s->req.body == HTTP_BODY_LENGTH ? 1 :
 		    s->req.body == HTTP_BODY_CHUNKED ? 2 : 0;
 		o.req_body_len = s->req.content_length;
+		o.head_request = s->req.method == HTTP_HEAD;
+		o.on_response = session_on_response;
+		/* Client keep-alive (HTTP/1.1 without Connection: close): bytes after this
+		 * request's body are the next request, a new hop: keep them for it. */
+		if (!s->req.conn_close && s->req.minor == 1 && s->next_ev == NULL)
+			s->next_ev = evtimer_new(s->d->base, session_next, s);
+		if (!s->req.conn_close && s->req.minor == 1 && s->next_ev != NULL) {
+			long nb = body_bytes(&s->req, pending, npending);
+			if (nb >= 0 && (size_t)nb < npending) {
+				s->carry = malloc(npending - (size_t)nb);
+				if (s->carry != NULL) {
+					memcpy(s->carry, pending + nb, npending - (size_t)nb);
+					s->ncarry = npending - (size_t)nb;
+				}
+			}
+			if (nb >= 0 && (s->carry != NULL || (size_t)nb == npending)) {
+				npending = (size_t)nb;
+				o.keep_client = true;
+				o.client_kept = &s->client_kept;
+			}
+		}
 	}
 	s->tunnel_start_us = mono_usec();
 	s->tun = tunnel_new(s->d->base, s->d->pipes, s->cfd, ufd,
@@ -950,10 +1187,44 @@ step_route(struct session *s)
 
 /* ---- authorization ---- */
 
+/*
+ * Issue 7: does this request follow a redirect egressd let through? The memo links the
+ * record to it (parent_hop, chain depth) and, after a cross-origin redirect, makes the
+ * request go without Authorization and Cookie unless the grant binds credentials to this
+ * origin. It never grants anything: the hop is authorized below like any other.
+ */
+static void
+follow_memo(struct session *s)
+{
+	const struct grant *g = s->lg->g;
+	struct redirmemo_hit hit;
+	bool connect = s->req.method == HTTP_CONNECT;
+
+	redirmemo_lookup(session_memo(), s->lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
+	    &s->req.host, s->req.port, connect ? NULL : s->req.path,
+	    connect ? 0 : s->req.path_len, mono_msec(), &hit);
+	if (hit.linked) {
+		memcpy(s->parent_hop, hit.parent_hop, sizeof(s->parent_hop));
+		s->chain_depth = hit.depth;
+	}
+	if (connect || !hit.strip ||
+	    grant_credentials_bound(g, SCHEME_HTTP, &s->req.host, s->req.port))
+		return;
+	s->strip_creds = true;
+	for (size_t i = 0; i < s->req.nheaders; i++) {
+		const struct http_header *h = &s->req.headers[i];
+		if ((h->name_len == 13 && strncasecmp(h->name, "authorization", 13) == 0) ||
+		    (h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0))
+			s->creds_stripped = true;
+	}
+}
+
 static void
 authorize(struct session *s)
 {
 	const struct grant *g = s->lg->g;
+
+	follow_memo(s);
 
 	if (grant_gone(s->lg) != REASON_ALLOWED) {
 		session_refuse(s, grant_gone(s->lg));
@@ -1074,6 +1345,12 @@ head_timeout(evutil_socket_t fd, short what, void *arg)
 
 	if (s->st != S_HEAD)
 		return;
+	/* An idle kept-alive connection that sent nothing more has no hop to decide. */
+	if (s->keepalive_wait && s->cbev != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0) {
+		session_free(s);
+		return;
+	}
 	session_refuse(s, REASON_HEADER_TIMEOUT);
 }
 
@@ -1158,4 +1435,89 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
 	evtimer_add(s->timer, &tv);
 	(void)pending_event;
+}
+
+/*
+ * Keep-alive (issue 7): the tunnel delivered a framed response and handed the client
+ * socket back. The next request on it is a new hop: a fresh session (every per-request
+ * field starts clean, nothing of the previous hop's authorization carries over) that
+ * keeps the connection's identity (conn id, hop counter, principal, client address, the
+ * connection count) and the bytes the client already pipelined.
+ */
+static void
+session_next(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	struct session *n = calloc(1, sizeof(*n));
+	struct daemon *d = s->d;
+	struct timeval tv;
+
+	cancel_pending(s);
+	log_debug("conn %llu: next request (%zu bytes pipelined)", (unsigned long long)s->id,
+	    s->ncarry);
+	if (n == NULL || s->cfd < 0 || s->tun != NULL) {
+		free(n);
+		session_free(s);
+		return;
+	}
+	n->d = d;
+	n->lg = s->lg;                  /* the reference moves to n */
+	n->id = s->id;
+	memcpy(n->conn, s->conn, sizeof(n->conn));
+	memcpy(n->client, s->client, sizeof(n->client));
+	n->hop_n = s->hop_n;
+	n->cfd = s->cfd;
+	n->ufd = -1;
+	n->t0_us = mono_usec();
+	n->carry = steal_pointer(&s->carry);
+	n->ncarry = s->ncarry;
+	n->keepalive_wait = true;
+	n->gc.kill = session_kill;
+	session_detach(s);
+	lgrant_attach(n->lg, &n->gc);
+	n->attached = true;
+	/* s goes without closing the socket or touching the counts n inherited */
+	if (s->timer != NULL)
+		event_free(s->timer);
+	if (s->cbev != NULL)
+		bufferevent_free(s->cbev);
+	event_free(s->next_ev);
+	free(s->head);
+	free(s);
+
+	n->st = S_HEAD;
+	n->cbev = bufferevent_socket_new(d->base, n->cfd, 0);
+	n->timer = evtimer_new(d->base, head_timeout, n);
+	if (n->cbev == NULL || n->timer == NULL) {
+		session_free(n);
+		return;
+	}
+	if (grant_gone(n->lg) != REASON_ALLOWED || d->draining) {
+		session_free(n);        /* no new hop starts; the client simply reconnects */
+		return;
+	}
+	bufferevent_setwatermark(n->cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(n->cbev, head_read, NULL, head_event, n);
+	if (n->carry != NULL) {
+		/* a socket bufferevent keeps the end of its input frozen for everybody but
+		 * itself: thaw it for the bytes already read from this socket */
+		struct evbuffer *in = bufferevent_get_input(n->cbev);
+		int rc = evbuffer_unfreeze(in, 0);
+		if (rc == 0)
+			rc = evbuffer_add(in, n->carry, n->ncarry);
+		(void)evbuffer_freeze(in, 0);
+		free(n->carry);
+		n->carry = NULL;
+		n->ncarry = 0;
+		if (rc != 0) {
+			session_free(n);
+			return;
+		}
+	}
+	bufferevent_enable(n->cbev, EV_READ);
+	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
+	evtimer_add(n->timer, &tv);
+	if (evbuffer_get_length(bufferevent_get_input(n->cbev)) > 0)
+		head_read(n->cbev, n);
 }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/http.h"
+#include "egressd/httpresp.h"
 
 #define TUNNEL_BUF      16384
 #define TUNNEL_SPLICE   65536
@@ -135,7 +137,16 @@ struct dir {
 	bool want_head;
 	char *head;
 	size_t headlen;
+	/* http response body framing (upstream -> client, issue 7) */
+	int rbody;                  /* RB_* */
+	uint64_t rleft;
+	struct http_chunked rch;
+	bool resp_done;             /* the whole response is in buf (or was written) */
+	bool final_started;         /* a final response head was queued for the client */
 };
+
+enum { RB_NONE = HTTP_RESP_NONE, RB_LENGTH = HTTP_RESP_LENGTH, RB_CHUNKED = HTTP_RESP_CHUNKED,
+	RB_CLOSE = HTTP_RESP_CLOSE };
 
 struct tunnel {
 	struct event_base *base;
@@ -150,6 +161,11 @@ struct tunnel {
 	enum reason first_close;
 	bool closing;
 	bool over_budget;
+	bool keep;                  /* the final response may leave the client connection open */
+	bool keep_cfd;              /* hand the client socket back instead of closing it */
+	bool client_eof;
+	char *refusal;              /* on_response's refusal, sent instead of the response */
+	size_t nrefusal;
 };
 
 static void dir_run(struct dir *d);
@@ -171,18 +187,20 @@ tunnel_free(struct tunnel *t)
 		free(d->buf);
 		free(d->head);
 	}
+	free(t->refusal);
 	if (t->timer != NULL)
 		event_free(t->timer);
-	if (t->cfd >= 0 && t->o.http) {
+	if (t->cfd >= 0 && t->o.http && !t->keep_cfd) {
 		/* Client bytes egressd never read (a pipelined request) would make close() send
 		 * a reset that can destroy the end of the response still in flight: send FIN
-		 * first and discard what is already queued (bounded). */
+		 * first and discard what is already queued (bounded). A kept client connection
+		 * (keep-alive) is handed back instead: its unread bytes are the next request. */
 		char sink[4096];
 		shutdown(t->cfd, SHUT_WR);
 		for (int i = 0; i < 16 && recv(t->cfd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 			;
 	}
-	if (t->cfd >= 0)
+	if (t->cfd >= 0 && !t->keep_cfd)
 		close(t->cfd);
 	if (t->ufd >= 0)
 		close(t->ufd);
@@ -195,12 +213,21 @@ tunnel_end(struct tunnel *t, enum reason why)
 	if (t->closing)
 		return;
 	t->closing = true;
-	/* A refusal can still be told to the client when nothing reached it yet. */
-	if (t->o.http && t->d[1].bytes == 0 && reason_http_status(why) > 0) {
+	/* A refusal can still be told to the client when no final response head reached it
+	 * yet (interim 1xx heads may have: a final 4xx/5xx may follow them). */
+	if (t->o.http && !t->d[1].final_started && reason_http_status(why) > 0) {
 		char r[512];
-		size_t n = http_format_refusal(why, r, sizeof(r));
-		if (n > 0 && send(t->cfd, r, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		const char *rb = r;
+		size_t n;
+		if (t->refusal != NULL) {
+			rb = t->refusal;
+			n = t->nrefusal;
+		} else {
+			n = http_format_refusal(why, r, sizeof(r));
+		}
+		if (n > 0 && send(t->cfd, rb, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			log_debug("tunnel: refusal not delivered: %s", strerror(errno));
+		t->keep_cfd = false;
 	}
 	for (int i = 0; i < 2; i++) {
 		event_del(t->d[i].rev);
@@ -368,72 +395,154 @@ ensure_buf(struct dir *d, size_t cap)
 	return true;
 }
 
-/* Response head handling (HTTP mode, upstream->client): accumulate, check, rebuild. */
+/* How many of n response bytes belong to the body; sets resp_done at its end. -1: bad
+ * chunked framing. */
+static long
+frame_body(struct dir *d, const char *p, size_t n)
+{
+	bool done = false;
+	long k;
+
+	switch (d->rbody) {
+	case RB_NONE:
+		d->resp_done = true;
+		return 0;
+	case RB_LENGTH:
+		if (n > d->rleft)
+			n = (size_t)d->rleft;
+		d->rleft -= n;
+		if (d->rleft == 0)
+			d->resp_done = true;
+		return (long)n;
+	case RB_CHUNKED:
+		k = http_chunked_feed(&d->rch, p, n, &done);
+		if (k >= 0 && done)
+			d->resp_done = true;
+		return k;
+	default:
+		return (long)n;
+	}
+}
+
+/* Response head handling (HTTP mode, upstream->client): accumulate, check, pass interim
+ * heads on, judge the final one (on_response), rebuild it, frame what follows. */
 static int
 take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 {
-	size_t head_len = 0;
-	int status = 0;
+	struct tunnel *t = d->t;
+	struct httpresp r;
 
-	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + 1)) == NULL) {
+	/* room for a whole head plus one read: no byte of a recv is ever dropped */
+	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1)) ==
+	    NULL) {
 		*why = REASON_INTERNAL_ERROR;
 		return -1;
 	}
-	if (n > EGRESS_RESPONSE_HEAD_MAX + 1 - d->headlen)
-		n = EGRESS_RESPONSE_HEAD_MAX + 1 - d->headlen;
+	if (n > EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1 - d->headlen) {
+		*why = REASON_RESPONSE_TOO_LARGE;
+		return -1;
+	}
 	memcpy(d->head + d->headlen, p, n);
 	d->headlen += n;
-	d->boff = 0;
-	d->blen = 0;
 	for (;;) {
+		size_t head_len = 0;
+		int status = 0, kind = RB_NONE;
+		uint64_t blen = 0;
 		switch (http_check_response(d->head, d->headlen, &head_len, &status, why)) {
 		case HTTP_PARSE_INCOMPLETE:
-			return d->blen > 0 ? 1 : 0;
+			return 0;
 		case HTTP_PARSE_ERROR:
 			return -1;
 		case HTTP_PARSE_OK:
 			break;
 		}
-		if (status == 101) {
-			/* egressd never forwards Upgrade: a switch it did not ask for is bogus */
+		if (status == 407 && t->o.via_proxy) {
+			*why = t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
+			    REASON_UPSTREAM_AUTH_REQUIRED;
+			return -1;
+		}
+		if (httpresp_parse(d->head, head_len, 0, &r) != HTTPRESP_OK || status == 101) {
 			*why = REASON_BAD_RESPONSE;
 			return -1;
 		}
-		if (status < 100 || status >= 200)
-			break;
-		/* An interim response (100 Continue, 103 Early Hints) passes as it is; the
-		 * final head follows and is the one rebuilt. */
-		if (!ensure_buf(d, d->blen + head_len)) {
+		bool interim = status < 200;
+		if (!interim) {
+			enum http_resp_body rb;
+			if (http_response_framing(&r, t->o.head_request, &rb, &blen) != 0) {
+				*why = REASON_BAD_RESPONSE;
+				return -1;
+			}
+			kind = (int)rb;
+			if (t->o.on_response != NULL) {
+				char ref[TUNNEL_REFUSAL_MAX];
+				size_t nref = 0;
+				enum reason rr = t->o.on_response(&r, ref, &nref, t->arg);
+				if (rr != REASON_ALLOWED) {
+					if (nref > 0 && nref <= sizeof(ref) &&
+					    (t->refusal = malloc(nref)) != NULL) {
+						memcpy(t->refusal, ref, nref);
+						t->nrefusal = nref;
+					}
+					*why = rr;
+					return -1;
+				}
+			}
+		}
+		bool keep = !interim && t->o.keep_client && kind != RB_CLOSE;
+		size_t rest = d->headlen - head_len;
+		if (!ensure_buf(d, d->blen + EGRESS_RESPONSE_HEAD_MAX + 512 + rest)) {
 			*why = REASON_INTERNAL_ERROR;
 			return -1;
 		}
-		memcpy(d->buf + d->blen, d->head, head_len);
-		d->blen += head_len;
-		memmove(d->head, d->head + head_len, d->headlen - head_len);
-		d->headlen -= head_len;
+		size_t m = http_build_client_response(&r, keep, d->buf + d->blen,
+		    d->bcap - d->blen - rest);
+		if (m == 0) {
+			*why = REASON_RESPONSE_TOO_LARGE;
+			return -1;
+		}
+		d->blen += m;
+		if (interim) {
+			memmove(d->head, d->head + head_len, rest);
+			d->headlen = rest;
+			if (rest == 0)
+				return 0;
+			continue;
+		}
+		d->final_started = true;
+		d->want_head = false;
+		t->keep = keep;
+		d->rbody = kind;
+		d->rleft = blen;
+		http_chunked_init(&d->rch);
+		long k = frame_body(d, d->head + head_len, rest);
+		if (k < 0) {
+			*why = REASON_BAD_RESPONSE;
+			return -1;
+		}
+		memcpy(d->buf + d->blen, d->head + head_len, (size_t)k);
+		d->blen += (size_t)k;
+		free(d->head);
+		d->head = NULL;
+		d->headlen = 0;
+		return 1;
 	}
-	if (status == 407 && d->t->o.via_proxy) {
-		*why = d->t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
-		    REASON_UPSTREAM_AUTH_REQUIRED;
-		return -1;
+}
+
+/* The response was delivered: the exchange is over. The client connection stays open
+ * only when it can carry another request: keep-alive asked for, the response framed and
+ * the whole request body forwarded. */
+static void
+response_delivered(struct tunnel *t)
+{
+	struct dir *c2u = &t->d[0];
+
+	if (t->keep && !t->client_eof && c2u->body == 0 && c2u->boff == c2u->blen &&
+	    c2u->inpipe == 0) {
+		t->keep_cfd = true;
+		if (t->o.client_kept != NULL)
+			*t->o.client_kept = true;
 	}
-	size_t rest = d->headlen - head_len;
-	if (!ensure_buf(d, d->blen + EGRESS_RESPONSE_HEAD_MAX + 256 + rest)) {
-		*why = REASON_INTERNAL_ERROR;
-		return -1;
-	}
-	size_t m = http_build_response_head(d->head, head_len, d->buf + d->blen,
-	    d->bcap - d->blen - rest);
-	if (m == 0) {
-		*why = REASON_RESPONSE_TOO_LARGE;
-		return -1;
-	}
-	memcpy(d->buf + d->blen + m, d->head + head_len, rest);
-	d->blen += m + rest;
-	d->want_head = false;
-	free(d->head);
-	d->head = NULL;
-	return 1;
+	tunnel_end(t, REASON_CLOSE_UPSTREAM);
 }
 
 static void
@@ -488,6 +597,10 @@ dir_run(struct dir *d)
 			dir_finish(d);
 			return;
 		}
+		if (!d->up && t->o.http && d->resp_done) {
+			response_delivered(t);
+			return;
+		}
 		if (d->up && t->o.http && d->body == 0) {
 			/* request body complete: never read what follows (a new, unauthorized
 			 * request) */
@@ -531,6 +644,8 @@ dir_run(struct dir *d)
 		size_t want = TUNNEL_BUF;
 		if (d->up && t->o.http && d->body == 1 && d->body_left < want)
 			want = (size_t)d->body_left;
+		if (!d->up && t->o.http && !d->want_head && d->rbody == RB_LENGTH && d->rleft < want)
+			want = (size_t)d->rleft;
 		ssize_t n = recv(d->src, d->buf, want, MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -551,6 +666,7 @@ dir_run(struct dir *d)
 			if (d->up && t->o.http) {
 				/* The client stopped sending; the response may still come. A body cut
 				 * short is the origin's problem to detect (its framing). */
+				t->client_eof = true;
 				d->done = true;
 				event_del(d->rev);
 				return;
@@ -577,7 +693,7 @@ dir_run(struct dir *d)
 				if (done)
 					d->body = 0;
 			}
-		} else if (!d->up && d->want_head) {
+		} else if (!d->up && t->o.http && d->want_head) {
 			char tmp[TUNNEL_BUF];
 			memcpy(tmp, d->buf, (size_t)n);
 			d->blen = 0;
@@ -586,6 +702,13 @@ dir_run(struct dir *d)
 				dir_fail(d, why);
 				return;
 			}
+		} else if (!d->up && t->o.http) {
+			long k = frame_body(d, d->buf, (size_t)n);
+			if (k < 0) {
+				dir_fail(d, REASON_BAD_RESPONSE);
+				return;
+			}
+			d->blen = (size_t)k;
 		}
 	}
 	/* Fairness: yield, come back when the loop runs again. */

@@ -30,6 +30,7 @@
 #include "common/reasons.h"
 
 struct event_base;
+struct httpresp;
 struct tunnel;
 struct pipe_pool;
 
@@ -68,7 +69,33 @@ struct tunnel_opts {
 	 * upstream_auth_required (no credentials sent) or upstream_auth_failed (sent). */
 	bool via_proxy;
 	bool proxy_auth_sent;
+	/*
+	 * Issue 7. The response is framed (RFC 9112 6.3): no body for HEAD, 1xx, 204 and 304;
+	 * Content-Length; chunked (framed by http_chunked_feed, passed unchanged); otherwise
+	 * until the origin closes. A response with both Transfer-Encoding and Content-Length,
+	 * differing Content-Lengths or chunked not last is 502 bad_response; 101 too (no
+	 * upgrade is ever forwarded). 1xx interim heads (100 Continue for Expect) are rebuilt
+	 * and passed on, then the final head is awaited. Every head is rebuilt by
+	 * http_build_client_response (Via added, hop-by-hop out).
+	 * head_request: the request was HEAD. keep_client: the client may keep its
+	 * connection: when the response is framed (not close-delimited) and the whole request
+	 * body was forwarded, the tunnel ends after the response without closing the client
+	 * socket and sets *client_kept (the caller then reads the next request, a new hop).
+	 * Otherwise the client gets "Connection: close" and both sockets are closed.
+	 * on_response (may be NULL) sees every final response head before any byte of it
+	 * reaches the client (redirect re-authorization): REASON_ALLOWED passes it; any other
+	 * reason refuses it: the tunnel sends the refusal bytes it wrote to refusal (at most
+	 * TUNNEL_REFUSAL_MAX, *nrefusal set; 0 = the standard refusal for that reason) instead
+	 * of the response, and ends with that reason.
+	 */
+	bool head_request;
+	bool keep_client;
+	bool *client_kept;
+	enum reason (*on_response)(const struct httpresp *r, char *refusal, size_t *nrefusal,
+	    void *arg);
 };
+
+#define TUNNEL_REFUSAL_MAX 1024
 
 /*
  * Called once when the tunnel ends (never from inside tunnel_new). up = bytes written to

@@ -21,6 +21,7 @@
 
 #include <event2/event.h>
 
+#include "egressd/httpresp.h"
 #include "egressd/tunnel.h"
 
 struct done {
@@ -419,7 +420,7 @@ test_http_exchange(void **st)
 	assert_int_equal(n, sizeof(head) - 1 + 10);
 	assert_memory_equal(buf, head, sizeof(head) - 1);
 	assert_memory_equal(buf + sizeof(head) - 1, "0123456789", 10);
-	/* the response head is rebuilt: hop-by-hop headers out, Connection: close */
+	/* the response head is rebuilt: hop-by-hop headers out, Via, Connection: close */
 	static const char resp[] = "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\n"
 	    "Connection: keep-alive\r\nContent-Length: 2\r\n\r\nok";
 	assert_int_equal(send(f.upeer, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
@@ -429,7 +430,8 @@ test_http_exchange(void **st)
 	assert_int_equal(d.why, REASON_CLOSE_UPSTREAM);
 	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
 	buf[n] = '\0';
-	assert_string_equal(buf, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+	assert_string_equal(buf, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+	    "Via: 1.1 egressd\r\nConnection: close\r\n\r\nok");
 	fx_close(&f);
 }
 
@@ -481,8 +483,9 @@ test_http_interim(void **st)
 	assert_true(d.fired);
 	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
 	buf[n] = '\0';
-	assert_string_equal(buf, "HTTP/1.1 100 Continue\r\n\r\n"
-	    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+	assert_string_equal(buf, "HTTP/1.1 100 Continue\r\nVia: 1.1 egressd\r\n\r\n"
+	    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVia: 1.1 egressd\r\n"
+	    "Connection: close\r\n\r\nok");
 	fx_close(&f);
 
 	/* a 101 nobody asked for is refused */
@@ -496,6 +499,125 @@ test_http_interim(void **st)
 	assert_true(d.fired);
 	assert_int_equal(d.why, REASON_BAD_RESPONSE);
 	fx_close(&f);
+}
+
+/* ---- issue 7: framed responses, keep-alive hand-back, response hook ---- */
+
+static void
+test_http_keep_client(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	bool kept = false;
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000,
+		.keep_client = true, .client_kept = &kept };
+	static const char resp[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "2\r\nok\r\n0\r\n\r\nGARBAGE";
+	char buf[1024];
+	ssize_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	/* the next request, already sent: never read by the tunnel */
+	assert_int_equal(send(f.cpeer, "GET /next", 9, 0), 9);
+	/* no shutdown from the origin: the framing alone ends the response */
+	assert_int_equal(send(f.upeer, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_true(kept);
+	n = recv(f.cpeer, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+	    "Via: 1.1 egressd\r\n\r\n2\r\nok\r\n0\r\n\r\n");
+	/* the client socket is still open and still holds the unread next request */
+	n = recv(f.cfd, buf, sizeof(buf), MSG_DONTWAIT);
+	assert_int_equal(n, 9);
+	close(f.cfd);
+	fx_close(&f);
+}
+
+static void
+test_http_close_delimited_not_kept(void **st)
+{
+	struct fixture f;
+	struct done d = { 0 };
+	bool kept = false;
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000,
+		.keep_client = true, .client_kept = &kept };
+	static const char resp[] = "HTTP/1.1 200 OK\r\n\r\nuntil close";
+	char buf[1024];
+	size_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	assert_int_equal(send(f.upeer, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+	shutdown(f.upeer, SHUT_WR);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_false(kept);
+	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 200 OK\r\nVia: 1.1 egressd\r\nConnection: close\r\n"
+	    "\r\nuntil close");
+	fx_close(&f);
+}
+
+static enum reason
+refuse_redirects(const struct httpresp *r, char *refusal, size_t *nrefusal, void *arg)
+{
+	static const char no[] = "HTTP/1.1 403 Forbidden\r\nContent-Length: 3\r\n\r\nno\n";
+
+	(void)arg;
+	if (r->status < 300 || r->status > 399)
+		return REASON_ALLOWED;
+	memcpy(refusal, no, sizeof(no) - 1);
+	*nrefusal = sizeof(no) - 1;
+	return REASON_REDIRECT_DENIED;
+}
+
+static void
+test_http_response_hook(void **st)
+{
+	static const char *const bad[] = {
+		/* both framings: the smuggling shape */
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+	};
+	struct fixture f;
+	struct done d = { 0 };
+	struct tunnel_opts o = { .http = true, .idle_ms = 2000, .lifetime_ms = 60000,
+		.on_response = refuse_redirects };
+	static const char resp[] = "HTTP/1.1 302 Found\r\nLocation: http://x/\r\n"
+	    "Content-Length: 0\r\n\r\n";
+	char buf[1024];
+	size_t n;
+
+	fx_open(&f);
+	assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0, "GET / HTTP/1.1\r\n\r\n",
+	    18, NULL, 0, &o, on_done, &d));
+	assert_int_equal(send(f.upeer, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+	run_until(&f, &d, 2000);
+	assert_true(d.fired);
+	assert_int_equal(d.why, REASON_REDIRECT_DENIED);
+	n = read_all(f.cpeer, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 403 Forbidden\r\nContent-Length: 3\r\n\r\nno\n");
+	fx_close(&f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&d, 0, sizeof(d));
+		fx_open(&f);
+		assert_non_null(tunnel_new(f.base, f.pool, f.cfd, f.ufd, NULL, 0,
+		    "GET / HTTP/1.1\r\n\r\n", 18, NULL, 0, &o, on_done, &d));
+		assert_int_equal(send(f.upeer, bad[i], strlen(bad[i]), 0), (ssize_t)strlen(bad[i]));
+		run_until(&f, &d, 2000);
+		assert_true(d.fired);
+		assert_int_equal(d.why, REASON_BAD_RESPONSE);
+		fx_close(&f);
+	}
 }
 
 static void
@@ -558,6 +680,9 @@ main(void)
 		cmocka_unit_test(test_http_exchange),
 		cmocka_unit_test(test_http_chunked_body),
 		cmocka_unit_test(test_http_interim),
+		cmocka_unit_test(test_http_keep_client),
+		cmocka_unit_test(test_http_close_delimited_not_kept),
+		cmocka_unit_test(test_http_response_hook),
 		cmocka_unit_test(test_http_bad_response),
 		cmocka_unit_test(test_http_no_answer),
 	};
