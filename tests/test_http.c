@@ -13,6 +13,7 @@
 #include "common/limits.h"
 #include "common/reasons.h"
 #include "egressd/http.h"
+#include "egressd/httpresp.h"
 
 static struct http_request req;
 
@@ -516,6 +517,129 @@ test_refusal_format(void **st)
 	assert_int_equal(http_format_refusal(REASON_NOT_GRANTED, out, 20), 0);
 }
 
+/* ---- issue 7: the forwarding path's builders and the response framing ---- */
+
+static void
+test_request_head_issue7(void **st)
+{
+	char out[4096];
+	size_t n;
+	bool stripped = true;
+
+	expect_ok("GET http://b.example/echo HTTP/1.1\r\nAuthorization: Bearer t\r\n"
+	    "Cookie: a=1\r\nVia: 1.1 corp\r\nX-Keep: k\r\n\r\n");
+	n = http_build_request_head(&req, 0, NULL, NULL, &stripped, out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_false(stripped);
+	assert_string_equal(out, "GET /echo HTTP/1.1\r\nHost: b.example\r\n"
+	    "Authorization: Bearer t\r\nCookie: a=1\r\nVia: 1.1 corp\r\nX-Keep: k\r\n"
+	    "Via: 1.1 egressd\r\nConnection: close\r\n\r\n");
+	/* after a cross-origin redirect: credentials out, the rest untouched */
+	n = http_build_request_head(&req, HTTP_FWD_STRIP_CREDENTIALS, NULL, NULL, &stripped,
+	    out, sizeof(out));
+	out[n] = '\0';
+	assert_true(stripped);
+	assert_false(has_line(out, n, "Authorization"));
+	assert_false(has_line(out, n, "Cookie"));
+	assert_true(has_line(out, n, "X-Keep: k"));
+	/* negative twin: nothing to strip */
+	expect_ok("GET http://b.example/ HTTP/1.0\r\n\r\n");
+	n = http_build_request_head(&req, HTTP_FWD_STRIP_CREDENTIALS, NULL, NULL, &stripped,
+	    out, sizeof(out));
+	out[n] = '\0';
+	assert_false(stripped);
+	assert_true(has_line(out, n, "Via: 1.0 egressd"));
+	/* proxy form: egressd's credential only, the worker's never */
+	expect_ok("GET http://b.example/ HTTP/1.1\r\nProxy-Authorization: Basic d29ya2Vy\r\n\r\n");
+	n = http_build_request_head(&req, HTTP_FWD_PROXY_FORM, NULL, "Basic ZWdyZXNzZA==", NULL,
+	    out, sizeof(out));
+	out[n] = '\0';
+	assert_true(strncmp(out, "GET http://b.example/ HTTP/1.1\r\n", 32) == 0);
+	assert_true(has_line(out, n, "Proxy-Authorization: Basic ZWdyZXNzZA=="));
+	assert_null(strstr(out, "d29ya2Vy"));
+	/* proxy_auth is ignored for origin form */
+	n = http_build_request_head(&req, 0, NULL, "Basic ZWdyZXNzZA==", NULL, out, sizeof(out));
+	out[n] = '\0';
+	assert_null(strstr(out, "Proxy-Authorization"));
+	assert_int_equal(http_build_request_head(&req, 0, NULL, NULL, NULL, out, 20), 0);
+}
+
+static struct httpresp rsp;
+
+static void
+resp_ok(const char *s)
+{
+	if (httpresp_parse(s, strlen(s), 0, &rsp) != HTTPRESP_OK)
+		fail_msg("httpresp_parse(%s)", s);
+}
+
+static void
+test_client_response(void **st)
+{
+	char out[4096];
+	size_t n;
+
+	resp_ok("HTTP/1.0 200 OK\r\nConnection: keep-alive, X-Hop, content-length\r\n"
+	    "X-Hop: 1\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\nX-End: e\r\n\r\n");
+	n = http_build_client_response(&rsp, false, out, sizeof(out));
+	out[n] = '\0';
+	/* named hop-by-hop headers go, the framing stays (the bytes pass unchanged) */
+	assert_string_equal(out, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-End: e\r\n"
+	    "Via: 1.0 egressd\r\nConnection: close\r\n\r\n");
+	n = http_build_client_response(&rsp, true, out, sizeof(out));
+	out[n] = '\0';
+	assert_null(strstr(out, "Connection"));
+	resp_ok("HTTP/1.1 100 Continue\r\n\r\n");
+	n = http_build_client_response(&rsp, false, out, sizeof(out));
+	out[n] = '\0';
+	assert_string_equal(out, "HTTP/1.1 100 Continue\r\nVia: 1.1 egressd\r\n\r\n");
+	assert_int_equal(http_build_client_response(&rsp, false, out, 10), 0);
+}
+
+static void
+framing(const char *s, bool head, int want_rc, enum http_resp_body want, uint64_t want_len)
+{
+	enum http_resp_body k;
+	uint64_t len;
+
+	resp_ok(s);
+	int rc = http_response_framing(&rsp, head, &k, &len);
+	if (rc != want_rc || (rc == 0 && (k != want || len != want_len)))
+		fail_msg("%s: rc %d kind %d len %llu", s, rc, k, (unsigned long long)len);
+}
+
+static void
+test_response_framing(void **st)
+{
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", false, 0, HTTP_RESP_LENGTH, 12);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", true, 0, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, 0, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 204 No\r\nContent-Length: 7\r\n\r\n", false, 0, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 304 NM\r\n\r\n", false, 0, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 103 EH\r\n\r\n", false, 0, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n", false, 0,
+	    HTTP_RESP_CHUNKED, 0);
+	framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false, 0,
+	    HTTP_RESP_CLOSE, 0);
+	framing("HTTP/1.1 200 OK\r\n\r\n", false, 0, HTTP_RESP_CLOSE, 0);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", false,
+	    0, HTTP_RESP_LENGTH, 5);
+	/* the shapes a proxy must not pass on */
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    false, -1, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", false,
+	    -1, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", false, -1, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n", false, -1, HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", false, -1,
+	    HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", false, -1,
+	    HTTP_RESP_NONE, 0);
+	framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n", false, -1, HTTP_RESP_NONE, 0);
+}
+
 int
 main(void)
 {
@@ -537,6 +661,9 @@ main(void)
 		cmocka_unit_test(test_response),
 		cmocka_unit_test(test_chunked),
 		cmocka_unit_test(test_refusal_format),
+		cmocka_unit_test(test_request_head_issue7),
+		cmocka_unit_test(test_client_response),
+		cmocka_unit_test(test_response_framing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
