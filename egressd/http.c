@@ -855,9 +855,19 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *don
 			if (++c->trailer > EGRESS_REQUEST_HEAD_MAX)
 				return -1;
 			if (ch == '\r') {
+				/* a trailer line is "name: value": anything else (a request line
+				 * smuggled after the last chunk) is malformed framing */
+				if (c->line > 0 && !c->tr_value)
+					return -1;
 				c->state = CH_TRAILER_LF;
+			} else if (!c->tr_value) {
+				if (ch == ':' && c->line > 0)
+					c->tr_value = true;
+				else if (!is_tchar((unsigned char)ch))
+					return -1;
+				c->line++;
 			} else {
-				if (ch == '\n' || (!is_field_char((unsigned char)ch) && ch != ':'))
+				if (ch == '\n' || !is_field_char((unsigned char)ch))
 					return -1;
 				c->line++;
 			}
@@ -873,6 +883,7 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *don
 				return (long)i;
 			}
 			c->line = 0;
+			c->tr_value = false;
 			c->state = CH_TRAILER;
 			break;
 		case CH_DONE:

@@ -170,6 +170,7 @@ struct http_chunked {
 	size_t trailer;         /* trailer bytes so far */
 	bool ext;               /* inside a chunk extension */
 	bool digits;            /* at least one hex digit seen */
+	bool tr_value;          /* trailer line: past the "name:" part */
 };
 void http_chunked_init(struct http_chunked *c);
 /*

@@ -475,7 +475,11 @@ test_chunked(void **st)
 
 	/* malformed: non-hex size, missing CRLF after data, overflow, bare LF */
 	const char *bad[] = { "z\r\n", "5\r\nhelloX\r\n", "fffffffffffffffff\r\n", "5\nhello",
-		"\r\n", ";x\r\n" };
+		"\r\n", ";x\r\n",
+		/* a request line smuggled as a "trailer" after the last chunk */
+		"3\r\nabc\r\n0\r\nGET http://evil.test/ HTTP/1.1\r\n\r\n",
+		"0\r\nno-colon\r\n\r\n", "0\r\n: empty name\r\n\r\n",
+		"0\r\nBad Name: x\r\n\r\n" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		http_chunked_init(&c);
 		assert_int_equal(http_chunked_feed(&c, bad[i], strlen(bad[i]), &done), -1);
