@@ -26,6 +26,10 @@
 #define EGRESS_CHUNK_LINE_MAX      1024
 #define EGRESS_REDIRECT_MEMO_MAX   64    /* allowed redirects remembered per principal */
 #define EGRESS_REDIRECT_CHAIN_MAX  10    /* redirects followed in a row per principal */
+#define EGRESS_UPOOL_MAX           256   /* idle upstream connections kept for reuse */
+#define EGRESS_UPOOL_PER_GRANT     8     /* ... of one grant */
+#define EGRESS_UPOOL_IDLE_S        4     /* an idle upstream connection is closed after
+                                            (below common origin keep-alive timeouts, 5 s) */
 #define EGRESS_REDIRECT_MEMO_TTL_S 30    /* how long a cross-origin redirect strips credentials */
 
 /* Grants and principals */

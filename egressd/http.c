@@ -529,7 +529,7 @@ build_head(const struct http_request *req, bool absolute, const struct addr *pin
 	/* RFC 9110 7.6.3: a proxy appends itself to Via. */
 	if (flags & FWD_VIA)
 		out_str(&o, req->minor == 0 ? "Via: 1.0 egressd\r\n" : "Via: 1.1 egressd\r\n");
-	out_str(&o, "Connection: close\r\n\r\n");
+	out_str(&o, (flags & HTTP_FWD_KEEPALIVE) ? "\r\n" : "Connection: close\r\n\r\n");
 	if (stripped != NULL)
 		*stripped = !o.overflow && dropped;
 	return o.overflow ? 0 : o.len;
@@ -542,7 +542,8 @@ http_build_request_head(const struct http_request *req, int flags, const struct 
 	bool proxy_form = (flags & HTTP_FWD_PROXY_FORM) != 0;
 
 	return build_head(req, proxy_form, proxy_form ? pinned : NULL,
-	    proxy_form ? proxy_auth : NULL, (flags & HTTP_FWD_STRIP_CREDENTIALS) | FWD_VIA,
+	    proxy_form ? proxy_auth : NULL,
+	    (flags & (HTTP_FWD_STRIP_CREDENTIALS | HTTP_FWD_KEEPALIVE)) | FWD_VIA,
 	    stripped, out, outlen);
 }
 

@@ -103,12 +103,14 @@ size_t http_build_proxy_head(const struct http_request *req, const struct addr *
  * and proxy_auth are used only then), and also "Via: 1.x egressd" after the client's own
  * Via lines. HTTP_FWD_STRIP_CREDENTIALS drops Authorization and Cookie (the request goes
  * to an origin a cross-origin redirect led to, and the grant does not bind credentials to
- * it). Upstream connections are one request each, so "Connection: close" always ends the
- * head. *stripped (may be NULL) is set when a credential header was dropped. Returns the
- * length, 0 when out is too small.
+ * it). "Connection: close" ends the head unless HTTP_FWD_KEEPALIVE (the upstream
+ * connection may then be reused: egressd/upool). *stripped (may be NULL) is set when a
+ * credential header was dropped. Returns the length, 0 when out is too small.
  */
 #define HTTP_FWD_PROXY_FORM         0x1
 #define HTTP_FWD_STRIP_CREDENTIALS  0x2
+#define HTTP_FWD_KEEPALIVE          0x4   /* no "Connection: close": the upstream connection
+                                             may be reused (egressd/upool) */
 size_t http_build_request_head(const struct http_request *req, int flags,
     const struct addr *pinned, const char *proxy_auth, bool *stripped, char *out,
     size_t outlen);

@@ -35,6 +35,7 @@
 #include "egressd/proxycreds.h"
 #include "egressd/redirect.h"
 #include "egressd/redirmemo.h"
+#include "egressd/upool.h"
 #include "egressd/upstream.h"
 
 #define SELF_ADDRS_MAX 256
@@ -118,6 +119,9 @@ struct session {
 	char *carry;                    /* client bytes after this request (pipelined) */
 	size_t ncarry;
 	struct event *next_ev;          /* starts the next request outside tunnel_done */
+	bool up_reused;                 /* the upstream socket came from egressd/upool */
+	bool up_retried;                /* ... it failed at once and a fresh one was used */
+	int kept_ufd;                   /* the tunnel left this upstream socket open, or -1 */
 };
 
 static void session_free(struct session *s);
@@ -154,6 +158,21 @@ session_memo(void)
 	if (memo == NULL)
 		memo = redirmemo_new(0);
 	return memo;
+}
+
+/*
+ * Idle upstream connections (egressd/upool): reused only by the same grant for the same
+ * pinned address and port on the direct route, after the hop was authorized and checked
+ * from scratch. Lives as long as the process, bounded.
+ */
+static struct upool *
+session_pool(struct event_base *base)
+{
+	static struct upool *pool;
+
+	if (pool == NULL)
+		pool = upool_new(base, 0);
+	return pool;
 }
 
 /* This request's hop id, assigned on first use ("c-<boot>-<n>/<k>"). */
@@ -208,6 +227,7 @@ decision_fields(struct session *s, bool allow, enum reason r)
 	json_object_set_new(o, "hop_kind", json_string(s->parsed &&
 	    s->req.method == HTTP_CONNECT ? "connect" : "request"));
 	json_object_set_new(o, "credentials_stripped", json_boolean(s->creds_stripped));
+	json_object_set_new(o, "upstream_reused", json_boolean(s->up_reused));
 	if (s->parsed) {
 		size_t n = s->req.target_len < EGRESS_LOG_TARGET_MAX ? s->req.target_len :
 		    EGRESS_LOG_TARGET_MAX;
@@ -486,6 +506,20 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	s->tun = NULL;
 	if (!s->client_kept || s->freeing)
 		s->cfd = -1;                /* the tunnel closed both sockets */
+	if (s->kept_ufd >= 0) {
+		/* a framed HTTP/1.1 exchange left the upstream connection clean: park it for
+		 * this grant and this pinned address only */
+		if (s->freeing || !s->connected || s->via_proxy)
+			close(s->kept_ufd);
+		else
+			upool_put(session_pool(s->d->base), s->lg, &s->ac.kept[s->ci], s->req.port,
+			    s->kept_ufd);
+		s->kept_ufd = -1;
+	}
+	if (s->up_retried)
+		log_info("conn %llu: hop %s: reused upstream connection was closed by the origin "
+		    "before any response; retried once on a fresh connection to the same pinned "
+		    "address", (unsigned long long)s->id, hop_id(s));
 	s->lg->ntunnels--;
 	if (o != NULL) {
 		char db[EGRESS_HOSTPORT_MAX + 32], ab[EGRESS_ADDRSTR_MAX];
@@ -695,8 +729,11 @@ start_tunnel(struct session *s)
 		size_t cap = EGRESS_REQUEST_HEAD_MAX + 4096;
 		bool proxy_form = s->via_proxy && s->have_up &&
 		    s->route.entries[s->ri].kind != PROXY_SOCKS5;
+		/* only direct HTTP/1.1 connections to the pinned address are ever pooled */
+		bool pool_ok = !s->via_proxy && s->req.minor == 1;
 		int flags = (proxy_form ? HTTP_FWD_PROXY_FORM : 0) |
-		    (s->strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0);
+		    (s->strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0) |
+		    (pool_ok ? HTTP_FWD_KEEPALIVE : 0);
 		fwd = malloc(cap);
 		if (fwd != NULL)
 			/* Under pinning the URL names the checked address: the proxy connects to it
@@ -721,6 +758,18 @@ start_tunnel(struct session *s)
 		    s->req.body == HTTP_BODY_CHUNKED ? 2 : 0;
 		o.req_body_len = s->req.content_length;
 		o.head_request = s->req.method == HTTP_HEAD;
+		o.keep_upstream = pool_ok;
+		o.upstream_kept_fd = &s->kept_ufd;
+		s->kept_ufd = -1;
+		/* A reused connection the origin closed just as it was reused: a bodiless request
+		 * is sent again once on a fresh connection to the same pinned address. */
+		if (s->up_reused && s->req.body == HTTP_BODY_NONE &&
+		    (s->req.method == HTTP_GET || s->req.method == HTTP_HEAD ||
+		    s->req.method == HTTP_OPTIONS || s->req.method == HTTP_DELETE)) {
+			o.retry_salen = addr_to_sockaddr(&s->ac.kept[s->ci], s->req.port,
+			    &o.retry_sa);
+			o.retried = &s->up_retried;
+		}
 		o.on_response = session_on_response;
 		/* Client keep-alive (HTTP/1.1 without Connection: close): bytes after this
 		 * request's body are the next request, a new hop: keep them for it. */
@@ -953,6 +1002,24 @@ step_connect(struct session *s)
 	s->st = S_CONNECT;
 	s->ci = 0;
 	s->connect_start_us = mono_usec();
+	/* Plain HTTP on the direct route: an idle connection this grant left to one of the
+	 * addresses just checked saves the connect (never another grant's, never another
+	 * address: the pool's key is exactly that). */
+	if (s->req.method != HTTP_CONNECT && !s->via_proxy) {
+		for (size_t i = 0; i < s->ac.nkept; i++) {
+			int fd = upool_take(session_pool(s->d->base), s->lg, &s->ac.kept[i],
+			    s->req.port);
+			if (fd >= 0) {
+				s->ufd = fd;
+				s->ci = i;
+				s->connected = true;
+				s->up_reused = true;
+				s->connect_us = 0;
+				step_log_allow(s);
+				return;
+			}
+		}
+	}
 	s->connect_deadline_us = s->connect_start_us + s->d->cfg->connect_timeout_ms * 1000;
 	if (s->cev == NULL && (s->cev = evtimer_new(s->d->base, he_stagger, s)) == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
@@ -1390,6 +1457,7 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	    (unsigned long long)s->id);
 	s->cfd = fd;
 	s->ufd = -1;
+	s->kept_ufd = -1;
 	s->t0_us = mono_usec();
 	s->gc.kill = session_kill;
 	lgrant_attach(lg, &s->gc);
@@ -1468,6 +1536,7 @@ session_next(evutil_socket_t fd, short what, void *arg)
 	n->hop_n = s->hop_n;
 	n->cfd = s->cfd;
 	n->ufd = -1;
+	n->kept_ufd = -1;
 	n->t0_us = mono_usec();
 	n->carry = steal_pointer(&s->carry);
 	n->ncarry = s->ncarry;

@@ -163,12 +163,21 @@ struct tunnel {
 	bool over_budget;
 	bool keep;                  /* the final response may leave the client connection open */
 	bool keep_cfd;              /* hand the client socket back instead of closing it */
+	bool keep_ufd;              /* ... and the upstream socket (keep_upstream) */
+	bool resp_reusable;         /* HTTP/1.1 final response without Connection: close */
+	bool up_dirty;              /* the origin sent bytes after the framed response */
+	bool up_any;                /* the origin sent at least one byte on this socket */
+	bool retried;               /* the one retry on a fresh connection was made */
+	char *rhead;                /* the forwarded head, kept for that retry */
+	size_t nrhead;
 	bool client_eof;
 	char *refusal;              /* on_response's refusal, sent instead of the response */
 	size_t nrefusal;
 };
 
 static void dir_run(struct dir *d);
+static void ev_read(evutil_socket_t fd, short what, void *arg);
+static void ev_write(evutil_socket_t fd, short what, void *arg);
 
 static void
 tunnel_free(struct tunnel *t)
@@ -188,6 +197,9 @@ tunnel_free(struct tunnel *t)
 		free(d->head);
 	}
 	free(t->refusal);
+	if (t->rhead != NULL)
+		secret_wipe(t->rhead, t->nrhead);   /* may carry the client's credentials */
+	free(t->rhead);
 	if (t->timer != NULL)
 		event_free(t->timer);
 	if (t->cfd >= 0 && t->o.http && !t->keep_cfd) {
@@ -202,7 +214,7 @@ tunnel_free(struct tunnel *t)
 	}
 	if (t->cfd >= 0 && !t->keep_cfd)
 		close(t->cfd);
-	if (t->ufd >= 0)
+	if (t->ufd >= 0 && !t->keep_ufd)
 		close(t->ufd);
 	free(t);
 }
@@ -406,10 +418,14 @@ frame_body(struct dir *d, const char *p, size_t n)
 	switch (d->rbody) {
 	case RB_NONE:
 		d->resp_done = true;
+		if (n > 0)
+			d->t->up_dirty = true;
 		return 0;
 	case RB_LENGTH:
-		if (n > d->rleft)
+		if (n > d->rleft) {
 			n = (size_t)d->rleft;
+			d->t->up_dirty = true;
+		}
 		d->rleft -= n;
 		if (d->rleft == 0)
 			d->resp_done = true;
@@ -418,6 +434,8 @@ frame_body(struct dir *d, const char *p, size_t n)
 		k = http_chunked_feed(&d->rch, p, n, &done);
 		if (k >= 0 && done)
 			d->resp_done = true;
+		if (k >= 0 && (size_t)k < n)
+			d->t->up_dirty = true;
 		return k;
 	default:
 		return (long)n;
@@ -431,6 +449,7 @@ take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 {
 	struct tunnel *t = d->t;
 	struct httpresp r;
+	long li;
 
 	/* room for a whole head plus one read: no byte of a recv is ever dropped */
 	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1)) ==
@@ -511,6 +530,11 @@ take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		d->final_started = true;
 		d->want_head = false;
 		t->keep = keep;
+		t->resp_reusable = r.minor == 1;
+		for (size_t i = 0; (li = httpresp_find(&r, "connection", i)) >= 0; i++)
+			if (httpresp_value_has_token(r.headers[li].value, r.headers[li].value_len,
+			    "close"))
+				t->resp_reusable = false;
 		d->rbody = kind;
 		d->rleft = blen;
 		http_chunked_init(&d->rch);
@@ -536,19 +560,97 @@ response_delivered(struct tunnel *t)
 {
 	struct dir *c2u = &t->d[0];
 
-	if (t->keep && !t->client_eof && c2u->body == 0 && c2u->boff == c2u->blen &&
-	    c2u->inpipe == 0) {
+	bool sent = c2u->body == 0 && c2u->boff == c2u->blen && c2u->inpipe == 0;
+
+	if (t->keep && !t->client_eof && sent) {
 		t->keep_cfd = true;
 		if (t->o.client_kept != NULL)
 			*t->o.client_kept = true;
 	}
+	if (t->o.keep_upstream && t->resp_reusable && !t->up_dirty && sent &&
+	    t->d[1].rbody != RB_CLOSE) {
+		t->keep_ufd = true;
+		if (t->o.upstream_kept_fd != NULL)
+			*t->o.upstream_kept_fd = t->ufd;
+	}
 	tunnel_end(t, REASON_CLOSE_UPSTREAM);
+}
+
+/*
+ * The reused upstream socket failed before the origin said anything: it closed the idle
+ * connection as egressd reused it (a race no client can avoid). The request has no body,
+ * so the forwarded head still in the client->upstream buffer is the whole request: send
+ * it once more on a fresh connection to the same pinned address. False when that is not
+ * allowed or not possible (the caller fails as before).
+ */
+static bool
+retry_fresh(struct tunnel *t)
+{
+	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
+	struct event *rev, *wev;
+	int fd;
+
+	if (t->o.retry_salen == 0 || t->retried || t->up_any || t->closing ||
+	    t->o.req_body != 0 || c2u->body != 0 || u2c->final_started || u2c->headlen != 0 ||
+	    t->rhead == NULL || !ensure_buf(c2u, t->nrhead))
+		return false;
+	t->retried = true;
+	fd = socket(t->o.retry_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (const struct sockaddr *)&t->o.retry_sa, t->o.retry_salen) != 0 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		return false;
+	}
+	rev = event_new(t->base, fd, EV_READ, ev_read, u2c);
+	wev = event_new(t->base, fd, EV_WRITE, ev_write, c2u);
+	if (rev == NULL || wev == NULL) {
+		if (rev != NULL)
+			event_free(rev);
+		if (wev != NULL)
+			event_free(wev);
+		close(fd);
+		return false;
+	}
+	log_debug("tunnel: reused upstream connection closed before any response byte; "
+	    "retrying the request once on a fresh connection to the same pinned address");
+	event_free(u2c->rev);
+	event_free(c2u->wev);
+	u2c->rev = rev;
+	c2u->wev = wev;
+	close(t->ufd);
+	t->ufd = fd;
+	u2c->src = fd;
+	c2u->dst = fd;
+	if (t->o.retried != NULL)
+		*t->o.retried = true;
+	memcpy(c2u->buf, t->rhead, t->nrhead);  /* the whole head again */
+	c2u->boff = 0;
+	c2u->blen = t->nrhead;
+	c2u->done = false;
+	c2u->eof = false;
+	u2c->eof = false;
+	u2c->done = false;
+	t->last_ms = mono_msec();
+	event_add(c2u->wev, NULL);  /* writable once connected */
+	event_add(u2c->rev, NULL);
+	return true;
 }
 
 static void
 dir_fail(struct dir *d, enum reason why)
 {
-	tunnel_end(d->t, why);
+	struct tunnel *t = d->t;
+
+	if ((why == REASON_UPSTREAM_RESET || why == REASON_CLOSE_UPSTREAM) && retry_fresh(t))
+		return;
+	/* the fresh connection failed too, before any response: the origin is unreachable
+	 * now, as the first failure said */
+	if (t->retried && !t->up_any && !t->d[1].final_started &&
+	    (why == REASON_CLOSE_UPSTREAM || why == REASON_CLOSE_ERROR))
+		why = REASON_UPSTREAM_RESET;
+	tunnel_end(t, why);
 }
 
 static enum reason
@@ -675,6 +777,8 @@ dir_run(struct dir *d)
 			continue;
 		}
 		t->last_ms = mono_msec();
+		if (!d->up)
+			t->up_any = true;
 		d->boff = 0;
 		d->blen = (size_t)n;
 		if (d->up && t->o.http) {
@@ -779,6 +883,12 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		}
 	}
 	struct dir *c2u = &t->d[0];
+	if (t->o.http && t->o.retry_salen > 0 && t->o.req_body == 0 && nupstream > 0) {
+		if ((t->rhead = malloc(nupstream)) == NULL)
+			goto fail;
+		memcpy(t->rhead, to_upstream, nupstream);
+		t->nrhead = nupstream;
+	}
 	if (t->o.http) {
 		c2u->body = t->o.req_body;
 		c2u->body_left = t->o.req_body_len;

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "common/reasons.h"
 
@@ -91,6 +92,24 @@ struct tunnel_opts {
 	bool head_request;
 	bool keep_client;
 	bool *client_kept;
+	/* keep_upstream: the request went without "Connection: close"; when the response is
+	 * framed (never close-delimited), HTTP/1.1 without "Connection: close", nothing
+	 * followed it and the whole request body was forwarded, the upstream socket is not
+	 * closed either and *upstream_kept_fd is set to it (the caller owns it then and parks
+	 * it in egressd/upool; after a retry it is the fresh socket, not the one given). */
+	bool keep_upstream;
+	int *upstream_kept_fd;
+	/*
+	 * retry_salen > 0: the upstream socket came from the pool and the request has no body
+	 * (its forwarded head is all there is to send). When that socket fails (EOF, reset)
+	 * before any response byte arrived, the origin closed the idle connection as it was
+	 * reused: the tunnel opens ONE fresh connection to retry_sa (the same pinned address:
+	 * never re-resolved, never another destination), sends the head again, logs it at
+	 * info level and sets *retried. Any failure after that ends the tunnel as before.
+	 */
+	struct sockaddr_storage retry_sa;
+	socklen_t retry_salen;
+	bool *retried;
 	enum reason (*on_response)(const struct httpresp *r, char *refusal, size_t *nrefusal,
 	    void *arg);
 };
