@@ -73,7 +73,50 @@ struct routehelper {
 	uint64_t restart_after_ms;    /* crash-loop back-off */
 	unsigned quick_deaths;
 	struct routehelper_stats st;
+	/* killed helpers not yet reaped: retried from a timer, never waited for on the loop */
+	pid_t zombies[2 * EGRESS_ROUTE_HELPERS_MAX];
+	size_t nzombies;
+	struct event *reap_ev;
 };
+
+static void
+reap_some(struct routehelper *rh)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < rh->nzombies; i++) {
+		pid_t w = waitpid(rh->zombies[i], NULL, WNOHANG);
+		if (w == 0 || (w < 0 && errno == EINTR))
+			rh->zombies[k++] = rh->zombies[i];     /* not gone yet */
+	}
+	rh->nzombies = k;
+	if (k > 0 && rh->reap_ev != NULL) {
+		struct timeval tv = { 0, 20000 };
+		evtimer_add(rh->reap_ev, &tv);
+	}
+}
+
+static void
+on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	reap_some(arg);
+}
+
+/* SIGKILL was sent: reap now if it is already gone, else later from the timer. */
+static void
+reap_later(struct routehelper *rh, pid_t pid)
+{
+	if (waitpid(pid, NULL, WNOHANG) != 0)
+		return;             /* reaped (or not our child any more) */
+	if (rh->nzombies == EGRESS_NELEM(rh->zombies)) {
+		(void)waitpid(pid, NULL, 0);   /* cannot happen in practice: the pool is small */
+		return;
+	}
+	rh->zombies[rh->nzombies++] = pid;
+	reap_some(rh);
+}
 
 static void dispatch(struct routehelper *rh);
 
@@ -223,13 +266,8 @@ helper_kill(struct helper *h)
 		h->bev = NULL;
 	}
 	if (h->pid > 0) {
-		kill(h->pid, SIGKILL);
-		for (int i = 0; i < 200; i++) {       /* at most ~200 ms */
-			pid_t w = waitpid(h->pid, NULL, WNOHANG);
-			if (w == h->pid || (w < 0 && errno == ECHILD))
-				break;
-			usleep(1000);
-		}
+		kill(h->pid, SIGKILL);    /* cannot be ignored; reaped without blocking */
+		reap_later(h->rh, h->pid);
 		h->pid = 0;
 	}
 	h->busy = false;
@@ -345,7 +383,7 @@ helper_spawn(struct helper *h)
 	if (h->bev == NULL) {
 		close(sv[0]);
 		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		reap_later(rh, pid);
 		return -1;
 	}
 	bufferevent_setcb(h->bev, on_read, NULL, on_event, h);
@@ -521,6 +559,8 @@ routehelper_new(struct event_base *base, const struct routehelper_config *cfg, c
 	    cfg->cache_max;
 	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++)
 		rh->pool[i].rh = rh;
+	if ((rh->reap_ev = evtimer_new(base, on_reap, rh)) == NULL)
+		goto nomem;
 	if ((rh->path = strdup(cfg->helper_path)) == NULL)
 		goto nomem;
 	while (cfg->envp != NULL && cfg->envp[n] != NULL)
@@ -560,6 +600,12 @@ routehelper_free(struct routehelper *rh)
 		return;
 	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++)
 		helper_kill(&rh->pool[i]);
+	/* shutting down: the killed helpers are reaped here (SIGKILL: promptly) */
+	for (size_t i = 0; i < rh->nzombies; i++)
+		(void)waitpid(rh->zombies[i], NULL, 0);
+	rh->nzombies = 0;
+	if (rh->reap_ev != NULL)
+		event_free(rh->reap_ev);
 	while (rh->head != NULL) {
 		struct rh_req *q = rh->head;
 		req_unlink(q);
