@@ -111,6 +111,52 @@ gss_errtext(OM_uint32 maj, OM_uint32 min, char *out, size_t len)
 	}
 }
 
+/* r->token = "<scheme> <base64 of out>" (worker thread). Returns 0, or -1 with r->err. */
+static int
+set_token(struct gss_req *r, const char *scheme, const gss_buffer_desc *out)
+{
+	size_t sl = strlen(scheme);
+
+	r->token = malloc(sl + 1 + 4 * ((out->length + 2) / 3) + 1);
+	if (r->token == NULL) {
+		snprintf(r->err, sizeof(r->err), "out of memory");
+		return -1;
+	}
+	memcpy(r->token, scheme, sl);
+	r->token[sl] = ' ';
+	EVP_EncodeBlock((unsigned char *)r->token + sl + 1, out->value, (int)out->length);
+	return 0;
+}
+
+/* End of a worker thread: hand the request back to the loop (a pointer-sized write to a
+ * pipe is atomic); if egressd is shutting down, nobody will read it: free it here. */
+static void *
+hand_back(struct gss_req *r)
+{
+	if (write(r->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		req_free(r);
+	return NULL;
+}
+
+/* Run fn(r) in a detached thread and put r on the pending list. 0, or -1. */
+static int
+start_thread(struct gssauth *g, struct gss_req *r, void *(*fn)(void *))
+{
+	pthread_t t;
+	pthread_attr_t at;
+	int rc;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &at, fn, r);
+	pthread_attr_destroy(&at);
+	if (rc != 0)
+		return -1;
+	r->next = g->pending;
+	g->pending = r;
+	return 0;
+}
+
 /* Runs in a worker thread: no libevent calls, no shared state but the request. */
 static void *
 token_thread(void *arg)
@@ -171,13 +217,7 @@ token_thread(void *arg)
 			snprintf(r->err, sizeof(r->err), "no usable Negotiate token");
 		goto out;
 	}
-	r->token = malloc(10 + 4 * ((out.length + 2) / 3) + 1);
-	if (r->token == NULL) {
-		snprintf(r->err, sizeof(r->err), "out of memory");
-		goto out;
-	}
-	memcpy(r->token, "Negotiate ", 10);
-	EVP_EncodeBlock((unsigned char *)r->token + 10, out.value, (int)out.length);
+	(void)set_token(r, "Negotiate", &out);
 out:
 	if (out.length)
 		gss_release_buffer(&min, &out);
@@ -189,10 +229,7 @@ out:
 		gss_release_name(&min, &name);
 	if (client != GSS_C_NO_NAME)
 		gss_release_name(&min, &client);
-	/* hand the request back to the loop; a pointer-sized write to a pipe is atomic */
-	if (write(r->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
-		req_free(r);   /* egressd is shutting down: nobody will read the result */
-	return NULL;
+	return hand_back(r);
 }
 
 /* One NTLM leg, in a worker thread. */
@@ -265,22 +302,14 @@ ntlm_thread(void *arg)
 			snprintf(r->err, sizeof(r->err), "no usable NTLM message");
 		goto out;
 	}
-	r->token = malloc(5 + 4 * ((out.length + 2) / 3) + 1);
-	if (r->token == NULL) {
-		snprintf(r->err, sizeof(r->err), "out of memory");
-		goto out;
-	}
-	memcpy(r->token, "NTLM ", 5);
-	EVP_EncodeBlock((unsigned char *)r->token + 5, out.value, (int)out.length);
+	(void)set_token(r, "NTLM", &out);
 out:
 	if (out.length)
 		gss_release_buffer(&min, &out);
 	if (target != GSS_C_NO_NAME)
 		gss_release_name(&min, &target);
 	free(raw);
-	if (write(r->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
-		req_free(r);
-	return NULL;
+	return hand_back(r);
 }
 
 static void
@@ -336,8 +365,6 @@ gssauth_token(struct gssauth *g, const char *proxy_host, const char *keytab,
     const char *ccache, const char *principal, gss_cb cb, void *arg)
 {
 	struct gss_req *r = calloc(1, sizeof(*r));
-	pthread_t t;
-	pthread_attr_t at;
 
 	if (r == NULL || strlen(proxy_host) >= sizeof(r->host))
 		goto fail;
@@ -349,15 +376,8 @@ gssauth_token(struct gssauth *g, const char *proxy_host, const char *keytab,
 	r->wfd = g->pipefd[1];
 	r->cb = cb;
 	r->arg = arg;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, token_thread, r) != 0) {
-		pthread_attr_destroy(&at);
+	if (start_thread(g, r, token_thread) != 0)
 		goto fail;
-	}
-	pthread_attr_destroy(&at);
-	r->next = g->pending;
-	g->pending = r;
 	return r;
 fail:
 	req_free(r);
@@ -370,8 +390,6 @@ gssauth_ntlm_step(struct gssauth *g, struct gss_sec *sec, const char *proxy_host
     void *arg)
 {
 	struct gss_req *r = calloc(1, sizeof(*r));
-	pthread_t t;
-	pthread_attr_t at;
 
 	if (r == NULL) {
 		gssauth_sec_free(sec);
@@ -389,15 +407,8 @@ gssauth_ntlm_step(struct gssauth *g, struct gss_sec *sec, const char *proxy_host
 	r->wfd = g->pipefd[1];
 	r->step_cb = cb;
 	r->arg = arg;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, ntlm_thread, r) != 0) {
-		pthread_attr_destroy(&at);
+	if (start_thread(g, r, ntlm_thread) != 0)
 		goto fail;
-	}
-	pthread_attr_destroy(&at);
-	r->next = g->pending;
-	g->pending = r;
 	return r;
 fail:
 	req_free(r);
