@@ -157,9 +157,12 @@ pac_install_copy(const char *path, const char *body, size_t len)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -1;
+	/* No fsync: this runs on the event loop, and the copy is a cache. A copy torn by a
+	 * power loss lacks egressd's trailing wrapper marker, which the helper checks before
+	 * every lookup: it fails closed (pac_unavailable) until the next fetch. */
 	if (write_all(fd, body, len) != 0 ||
 	    write_all(fd, pac_wrapper, sizeof(pac_wrapper) - 1) != 0 ||
-	    fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+	    fchmod(fd, 0644) != 0) {
 		e = errno;
 		close(fd);
 		unlink(tmp);

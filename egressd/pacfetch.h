@@ -68,8 +68,9 @@ bool pacfetch_body_plausible(const char *body, size_t len);
 #define PAC_WRAPPER_MARKER "/* egressd-pac-wrapper v1 */"
 #define PAC_ERROR_HOST     "egress-pac-error.invalid"
 
-/* Write body + the wrapper to path atomically (temp file, fsync, rename), mode 0644 so the
- * unprivileged helper can read it. Returns 0, or -1 with errno. */
+/* Write body + the wrapper to path atomically (temp file, rename; no fsync: a torn copy
+ * lacks the wrapper marker and is refused by the helper), mode 0644 so the unprivileged
+ * helper can read it. Returns 0, or -1 with errno. */
 int pac_install_copy(const char *path, const char *body, size_t len);
 
 #endif
