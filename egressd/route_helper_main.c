@@ -10,20 +10,18 @@
  * never fetches anything on its own.
  *
  * Confinement, in order: privileges dropped (to nobody when started as root), every fd but
- * 0, 1, 2 closed, no_new_privs, then a seccomp filter refusing what a PAC evaluator never
- * needs (exec, ptrace, mounts, namespaces, modules, bpf, keyrings, raw/packet sockets).
+ * 0, 1, 2 closed, no_new_privs, then the seccomp filter of egressd/pacsandbox.h: no network
+ * beyond what PAC evaluation needs (UDP for the stub resolver, NETLINK_ROUTE), no server,
+ * no exec, ptrace, mounts, namespaces, modules, bpf, keyrings.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <grp.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +30,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "egressd/pacfetch.h"
+#include "egressd/pacsandbox.h"
 #include "egressd/routeproto.h"
 
 /* The PAC copy egressd wrote (from http_proxy=pac+file://PATH), or NULL. */
@@ -76,54 +75,6 @@ pac_error_answer(char **proxies)
 		if (strstr(proxies[i], PAC_ERROR_HOST) != NULL)
 			return 1;
 	return 0;
-}
-
-static int
-drop_privileges(void)
-{
-	if (getuid() != 0 && geteuid() != 0)
-		return 0;
-	if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
-	    setresuid(65534, 65534, 65534) != 0)
-		return -1;
-	if (geteuid() == 0 || getegid() == 0)
-		return -1;
-	return 0;
-}
-
-static int
-install_filter(void)
-{
-	static const int denied[] = {
-		SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(ptrace),
-		SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
-		SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot),
-		SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
-		SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key),
-		SCMP_SYS(init_module), SCMP_SYS(finit_module), SCMP_SYS(delete_module),
-		SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load), SCMP_SYS(reboot),
-		SCMP_SYS(swapon), SCMP_SYS(swapoff), SCMP_SYS(userfaultfd),
-		SCMP_SYS(io_uring_setup), SCMP_SYS(open_by_handle_at),
-	};
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int rc = 0;
-
-	if (ctx == NULL)
-		return -1;
-	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]) && rc == 0; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
-	/* PAC evaluation needs DNS (dnsResolve) and glibc may use netlink for address
-	 * selection; nothing needs raw or packet sockets. */
-	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-		    SCMP_A0(SCMP_CMP_EQ, AF_PACKET, 0));
-	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-		    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
-	if (rc == 0)
-		rc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return rc == 0 ? 0 : -1;
 }
 
 static int
@@ -185,14 +136,15 @@ main(int argc, char **argv)
 	size_t have = 0;
 	int discarding = 0;
 	pxProxyFactory *pf;
+	char err[256];
 
 	(void)argc;
 	(void)argv;
 	log_init("egressd-route-helper", 0);
 	signal(SIGPIPE, SIG_IGN);
 	closefrom(3);
-	if (drop_privileges() != 0)
-		fatal("cannot drop privileges");
+	if (pacsandbox_drop(err, sizeof(err)) != 0)
+		fatalx("%s", err);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		fatal("no_new_privs");
 	{
@@ -203,8 +155,8 @@ main(int argc, char **argv)
 	pf = px_proxy_factory_new();
 	if (pf == NULL)
 		fatalx("libproxy: cannot create a proxy factory");
-	if (install_filter() != 0)
-		fatalx("cannot install the seccomp filter");
+	if (pacsandbox_filter(err, sizeof(err)) != 0)
+		fatalx("%s", err);
 
 	for (;;) {
 		ssize_t r = read(STDIN_FILENO, buf + have, sizeof(buf) - 1 - have);

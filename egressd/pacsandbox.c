@@ -1,0 +1,116 @@
+/*
+ * pacsandbox - confinement of egressd-route-helper (see pacsandbox.h for what PAC
+ * evaluation needs and why everything else is refused).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/netlink.h>
+
+#include "egressd/pacsandbox.h"
+
+#define NOBODY 65534
+
+int
+pacsandbox_drop(char *err, size_t errlen)
+{
+	uid_t r, e, s;
+
+	if (getuid() != 0 && geteuid() != 0)
+		return 0;
+	if (setgroups(0, NULL) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+	    setresuid(NOBODY, NOBODY, NOBODY) != 0) {
+		snprintf(err, errlen, "cannot switch to uid %d: %s", NOBODY, strerror(errno));
+		return -1;
+	}
+	if (getresuid(&r, &e, &s) != 0 || r != NOBODY || e != NOBODY || s != NOBODY ||
+	    getegid() != NOBODY || getgroups(0, NULL) != 0) {
+		snprintf(err, errlen, "the switch to uid %d did not take", NOBODY);
+		return -1;
+	}
+	return 0;
+}
+
+/* Calls a PAC evaluator never makes; each fails with EPERM. */
+static const int pac_denied[] = {
+	SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(ptrace),
+	SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
+	SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot),
+	SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
+	SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key),
+	SCMP_SYS(init_module), SCMP_SYS(finit_module), SCMP_SYS(delete_module),
+	SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load), SCMP_SYS(reboot),
+	SCMP_SYS(swapon), SCMP_SYS(swapoff), SCMP_SYS(userfaultfd),
+	SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register),
+	SCMP_SYS(open_by_handle_at), SCMP_SYS(name_to_handle_at),
+	SCMP_SYS(pidfd_getfd), SCMP_SYS(fanotify_init),
+	/* no server of any kind */
+	SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4),
+};
+
+/* Socket types refused for AF_INET/AF_INET6: only SOCK_DGRAM (the stub resolver, and the
+ * connect-without-sending trick some myIpAddress() implementations use) is kept. */
+static const int pac_inet_denied_types[] = {
+	SOCK_STREAM, SOCK_RAW, SOCK_RDM, SOCK_SEQPACKET, SOCK_DCCP, SOCK_PACKET,
+};
+
+static int
+rules_socket(scmp_filter_ctx ctx)
+{
+	static const int inet[] = { AF_INET, AF_INET6 };
+	int rc = 0;
+
+	/* Every address family but the three kept, and any number past the last one. */
+	for (int fam = 0; fam < AF_MAX && rc == 0; fam++) {
+		if (fam == AF_INET || fam == AF_INET6 || fam == AF_NETLINK)
+			continue;
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam, 0));
+	}
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+		    SCMP_A0(SCMP_CMP_GE, (scmp_datum_t)AF_MAX, 0));
+	for (size_t f = 0; f < sizeof(inet) / sizeof(inet[0]) && rc == 0; f++)
+		for (size_t t = 0; t < sizeof(pac_inet_denied_types) /
+		    sizeof(pac_inet_denied_types[0]) && rc == 0; t++)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[f], 0),
+			    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
+			    (scmp_datum_t)pac_inet_denied_types[t]));
+	/* netlink: the routing family only (getifaddrs, address selection) */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+		    SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+		    SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
+	return rc;
+}
+
+int
+pacsandbox_filter(char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rc = 0;
+
+	if (ctx == NULL) {
+		snprintf(err, errlen, "seccomp_init failed");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(pac_denied) / sizeof(pac_denied[0]) && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied[i], 0);
+	if (rc == 0)
+		rc = rules_socket(ctx);
+	if (rc == 0)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot install the seccomp filter: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,155 @@
+/*
+ * Unit tests for egressd/pacsandbox (the route helper's confinement): under the filter a
+ * UDP socket, a NETLINK_ROUTE socket and a socketpair still work and /etc/hosts resolution
+ * still answers (what PAC evaluation needs), while TCP, raw, AF_UNIX, AF_PACKET, other
+ * netlink families, listen, exec and unshare fail with an error (never a kill). The drop
+ * ends at uid/gid 65534 with no supplementary groups. Each case runs in a forked child,
+ * which reports the line of the first failed check as its exit status.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netdb.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <linux/netlink.h>
+
+#include "egressd/pacsandbox.h"
+
+/* In the child: exit with the failing line (1..255 range folded, never 0). */
+#define CHILD_CHECK(c) do { if (!(c)) _exit((__LINE__ % 254) + 1); } while (0)
+
+static int
+opens(int fam, int type, int proto)
+{
+	int fd = socket(fam, type, proto);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	return errno;
+}
+
+static void
+filtered_child(void)
+{
+	char err[256];
+	struct addrinfo hints, *ai = NULL;
+	int sv[2], fd;
+
+	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+	CHILD_CHECK(pacsandbox_filter(err, sizeof(err)) == 0);
+
+	/* what PAC evaluation needs */
+	CHILD_CHECK(opens(AF_INET, SOCK_DGRAM, 0) == 0);
+	CHILD_CHECK(opens(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) == 0);
+	CHILD_CHECK(opens(AF_INET6, SOCK_DGRAM, 0) == 0 || errno == EAFNOSUPPORT);
+	CHILD_CHECK(opens(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE) == 0);
+	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	close(sv[0]);
+	close(sv[1]);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_INET;
+	CHILD_CHECK(getaddrinfo("localhost", NULL, &hints, &ai) == 0 && ai != NULL);
+	freeaddrinfo(ai);
+
+	/* no other network */
+	CHILD_CHECK(opens(AF_INET, SOCK_STREAM, 0) == EPERM);
+	CHILD_CHECK(opens(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) == EPERM);
+	CHILD_CHECK(opens(AF_INET6, SOCK_STREAM, 0) == EPERM);
+	CHILD_CHECK(opens(AF_INET, SOCK_RAW, 1) == EPERM);
+	CHILD_CHECK(opens(AF_INET, SOCK_SEQPACKET, 132) == EPERM);
+	CHILD_CHECK(opens(AF_INET6, SOCK_RAW, 58) == EPERM);
+	CHILD_CHECK(opens(AF_UNIX, SOCK_STREAM, 0) == EAFNOSUPPORT);
+	CHILD_CHECK(opens(AF_UNIX, SOCK_DGRAM, 0) == EAFNOSUPPORT);
+	CHILD_CHECK(opens(AF_PACKET, SOCK_RAW, 0) == EAFNOSUPPORT);
+	CHILD_CHECK(opens(AF_VSOCK, SOCK_STREAM, 0) == EAFNOSUPPORT);
+	CHILD_CHECK(opens(AF_ALG, SOCK_SEQPACKET, 0) == EAFNOSUPPORT);
+	CHILD_CHECK(opens(200, SOCK_STREAM, 0) == EAFNOSUPPORT);
+	CHILD_CHECK(opens(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT) == EPERM);
+	CHILD_CHECK(opens(AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT) == EPERM);
+
+	/* no server, no exec, no namespaces */
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	CHILD_CHECK(fd >= 0);
+	CHILD_CHECK(listen(fd, 1) == -1 && errno == EPERM);
+	CHILD_CHECK(accept4(fd, NULL, NULL, 0) == -1 && errno == EPERM);
+	close(fd);
+	{
+		char *const argv[] = { (char *)"true", NULL };
+		char *const envp[] = { NULL };
+		CHILD_CHECK(execve("/bin/true", argv, envp) == -1 && errno == EPERM);
+	}
+	CHILD_CHECK(unshare(CLONE_NEWNET) == -1 && errno == EPERM);
+	_exit(0);
+}
+
+static void
+drop_child(void)
+{
+	char err[256];
+	uid_t r, e, s;
+	gid_t gr, ge, gs;
+
+	CHILD_CHECK(pacsandbox_drop(err, sizeof(err)) == 0);
+	CHILD_CHECK(getresuid(&r, &e, &s) == 0 && r == 65534 && e == 65534 && s == 65534);
+	CHILD_CHECK(getresgid(&gr, &ge, &gs) == 0 && gr == 65534 && ge == 65534 && gs == 65534);
+	CHILD_CHECK(getgroups(0, NULL) == 0);
+	CHILD_CHECK(setresuid(0, 0, 0) == -1);
+	/* not root any more: a second call keeps the ids */
+	CHILD_CHECK(pacsandbox_drop(err, sizeof(err)) == 0 && getuid() == 65534);
+	_exit(0);
+}
+
+static void
+run_child(void (*fn)(void))
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		fn();
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (WIFSIGNALED(st))
+		fail_msg("child killed by signal %d", WTERMSIG(st));
+	if (WEXITSTATUS(st) != 0)
+		fail_msg("child check failed near line %d (mod 254)", WEXITSTATUS(st) - 1);
+}
+
+static void
+test_filter_keeps_only_pac_needs(void **state)
+{
+	(void)state;
+	run_child(filtered_child);
+}
+
+static void
+test_drop_to_nobody(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	run_child(drop_child);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_filter_keeps_only_pac_needs),
+		cmocka_unit_test(test_drop_to_nobody),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
