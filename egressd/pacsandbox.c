@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -52,7 +53,39 @@ static const int pac_denied[] = {
 	SCMP_SYS(pidfd_getfd), SCMP_SYS(fanotify_init),
 	/* no server of any kind */
 	SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4),
+	/* No file is changed: after egressd's drop the helper shares the egressd user's uid,
+	 * which owns the decision-log directory and the PAC copy. */
+	SCMP_SYS(creat), SCMP_SYS(openat2), SCMP_SYS(truncate),
+	SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(rmdir),
+	SCMP_SYS(rename), SCMP_SYS(renameat), SCMP_SYS(renameat2),
+	SCMP_SYS(link), SCMP_SYS(linkat), SCMP_SYS(symlink), SCMP_SYS(symlinkat),
+	SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(mknod), SCMP_SYS(mknodat),
+	SCMP_SYS(chmod), SCMP_SYS(fchmod), SCMP_SYS(fchmodat),
+	SCMP_SYS(chown), SCMP_SYS(fchown), SCMP_SYS(lchown), SCMP_SYS(fchownat),
+	SCMP_SYS(utime), SCMP_SYS(utimes), SCMP_SYS(utimensat), SCMP_SYS(futimesat),
+	SCMP_SYS(setxattr), SCMP_SYS(lsetxattr), SCMP_SYS(fsetxattr),
+	SCMP_SYS(removexattr), SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr),
 };
+
+/* open/openat flags that would write, create or truncate: only read-only opens pass. */
+static const int pac_write_flags[] = { O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND };
+
+static int
+rules_open(scmp_filter_ctx ctx)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(pac_write_flags) / sizeof(pac_write_flags[0]) && rc == 0;
+	    i++) {
+		scmp_datum_t f = (scmp_datum_t)pac_write_flags[i];
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(open), 1,
+		    SCMP_A1(SCMP_CMP_MASKED_EQ, f, f));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 1,
+			    SCMP_A2(SCMP_CMP_MASKED_EQ, f, f));
+	}
+	return rc;
+}
 
 /* Socket types refused for AF_INET/AF_INET6: only SOCK_DGRAM (the stub resolver, and the
  * connect-without-sending trick some myIpAddress() implementations use) is kept. */
@@ -105,6 +138,8 @@ pacsandbox_filter(char *err, size_t errlen)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied[i], 0);
 	if (rc == 0)
 		rc = rules_socket(ctx);
+	if (rc == 0)
+		rc = rules_open(ctx);
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);

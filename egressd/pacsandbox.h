@@ -11,7 +11,10 @@
  * Everything else is refused by the filter: TCP and every other stream, raw or packet
  * socket (no HTTP, no connection to egressd's listeners or any local service), AF_UNIX
  * and every other address family, listen/accept (no server), exec, ptrace, mounts,
- * namespaces, modules, bpf, keyrings, io_uring, file handles.
+ * namespaces, modules, bpf, keyrings, io_uring, file handles — and every change to a file
+ * (opens for writing, create, truncate, unlink, rename, link, mkdir, chmod, chown, times,
+ * xattrs): after egressd's drop the helper shares the egressd user's uid, which owns the
+ * decision-log directory and the PAC copy.
  *
  * Owns: nothing. Callers: route_helper_main.c (after no_new_privs), tests.
  */

@@ -2,12 +2,14 @@
  * Unit tests for egressd/pacsandbox (the route helper's confinement): under the filter a
  * UDP socket, a NETLINK_ROUTE socket and a socketpair still work and /etc/hosts resolution
  * still answers (what PAC evaluation needs), while TCP, raw, AF_UNIX, AF_PACKET, other
- * netlink families, listen, exec and unshare fail with an error (never a kill). The drop
+ * netlink families, listen, exec, unshare and every change to a file (write opens, create,
+ * truncate, unlink, rename, chmod, mkdir, symlink) fail with an error (never a kill). The drop
  * ends at uid/gid 65534 with no supplementary groups. Each case runs in a forked child,
  * which reports the line of the first failed check as its exit status.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -15,9 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -28,6 +32,8 @@
 
 /* In the child: exit with the failing line (1..255 range folded, never 0). */
 #define CHILD_CHECK(c) do { if (!(c)) _exit((__LINE__ % 254) + 1); } while (0)
+
+static char tmpfile_path[] = "/tmp/egress-pacsb-XXXXXX";
 
 static int
 opens(int fam, int type, int proto)
@@ -92,6 +98,23 @@ filtered_child(void)
 		CHILD_CHECK(execve("/bin/true", argv, envp) == -1 && errno == EPERM);
 	}
 	CHILD_CHECK(unshare(CLONE_NEWNET) == -1 && errno == EPERM);
+
+	/* no file changes: reads only */
+	fd = open(tmpfile_path, O_RDONLY | O_CLOEXEC);
+	CHILD_CHECK(fd >= 0);
+	close(fd);
+	CHILD_CHECK(open(tmpfile_path, O_WRONLY) == -1 && errno == EPERM);
+	CHILD_CHECK(open(tmpfile_path, O_RDWR | O_CLOEXEC) == -1 && errno == EPERM);
+	CHILD_CHECK(open(tmpfile_path, O_RDONLY | O_TRUNC) == -1 && errno == EPERM);
+	CHILD_CHECK(openat(AT_FDCWD, tmpfile_path, O_WRONLY | O_APPEND) == -1 && errno == EPERM);
+	CHILD_CHECK(openat(AT_FDCWD, "/tmp/egress-pacsb-new", O_RDONLY | O_CREAT, 0600) == -1 &&
+	    errno == EPERM);
+	CHILD_CHECK(truncate(tmpfile_path, 0) == -1 && errno == EPERM);
+	CHILD_CHECK(unlink(tmpfile_path) == -1 && errno == EPERM);
+	CHILD_CHECK(rename(tmpfile_path, "/tmp/egress-pacsb-moved") == -1 && errno == EPERM);
+	CHILD_CHECK(chmod(tmpfile_path, 0666) == -1 && errno == EPERM);
+	CHILD_CHECK(mkdir("/tmp/egress-pacsb-dir", 0700) == -1 && errno == EPERM);
+	CHILD_CHECK(symlink(tmpfile_path, "/tmp/egress-pacsb-link") == -1 && errno == EPERM);
 	_exit(0);
 }
 
@@ -131,8 +154,22 @@ run_child(void (*fn)(void))
 static void
 test_filter_keeps_only_pac_needs(void **state)
 {
+	struct stat st;
+	int fd;
+
 	(void)state;
+	fd = mkstemp(tmpfile_path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "pac", 3), 3);
+	close(fd);
 	run_child(filtered_child);
+	/* the file is as it was */
+	assert_int_equal(stat(tmpfile_path, &st), 0);
+	assert_int_equal(st.st_size, 3);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	unlink(tmpfile_path);
+	assert_int_not_equal(access("/tmp/egress-pacsb-new", F_OK), 0);
+	assert_int_not_equal(access("/tmp/egress-pacsb-dir", F_OK), 0);
 }
 
 static void
