@@ -89,5 +89,7 @@
 #define EGRESS_DIFF_DEFAULT_MAX    (8 * 1024 * 1024)
 #define EGRESS_OUTPUT_DEFAULT_MAX  (1024 * 1024)
 #define EGRESS_DECISIONS_ARTIFACT_MAX (16 * 1024 * 1024) /* decisions.jsonl copied into a run's output */
+#define EGRESS_COLLECT_WALL_MS     (10 * 60 * 1000) /* egress-exec's collector: changed set, diff,
+                                            manifest of one run; killed after this */
 
 #endif

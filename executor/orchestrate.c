@@ -9,8 +9,14 @@
  *   5. scope check                                   any violation rejects the whole candidate
  *   6. artifacts: logs, decisions, candidate.diff    the diff only for an accepted candidate
  *   7. manifest.json                                 in every case where out_dir is usable
- * Nothing the worker produced is trusted: its outputs are read from the host side of the
- * overlay by this process after the sandbox's processes are all dead.
+ * Nothing the worker produced is trusted, and none of it is read by this (root) process:
+ * steps 4-7 and the summary run in the collector (executor/collector.h), a forked child
+ * with no root, no network, a root of its own holding only the repository, the overlay
+ * views and the decision log (read-only) and the output folder, and a seccomp filter. The
+ * parent asks a running egressd for its log path first (a root-only socket), waits for the
+ * collector with a bound, accepts only an egress-exec exit code from it, writes a minimal
+ * manifest itself when the collector failed (collector_failed), and then releases the
+ * mounts. There is no message channel to parse: the verdict is the exit code.
  */
 #define _GNU_SOURCE
 #include "executor/orchestrate.h"
@@ -32,6 +38,7 @@
 #include "executor/admission.h"
 #include "executor/artifacts.h"
 #include "executor/changes.h"
+#include "executor/collector.h"
 #include "executor/egressd_client.h"
 #include "executor/env.h"
 #include "executor/manifest.h"
@@ -47,6 +54,7 @@ struct orch {
 	const struct orchestrate_opts *o;
 	char run_id[40];
 	char repo[EGRESS_PATH_MAX];
+	char out[EGRESS_PATH_MAX];       /* the output folder, absolute and canonical */
 	char run_dir[64];
 	bool run_dir_made;
 	struct workunit *wu;
@@ -64,6 +72,8 @@ struct orch {
 	char **envp;
 	char egressd_version[64];
 	char ext_log[EGRESS_PATH_MAX];   /* decision log of an external egressd (status) */
+	bool collected;                  /* the collector wrote the manifest and summary */
+	uint64_t collect_ms;             /* the collector's wall time, fork to reap */
 	int exit_code;
 	enum reason reason;
 	char message[640];
@@ -120,7 +130,8 @@ print_decisions(const char *out_dir)
 	ssize_t n;
 	unsigned shown = 0;
 
-	snprintf(p, sizeof(p), "%s/decisions.jsonl", out_dir);
+	if (snprintf(p, sizeof(p), "%s/decisions.jsonl", out_dir) >= (int)sizeof(p))
+		return;
 	f = fopen(p, "re");
 	if (f == NULL)
 		return;
@@ -143,8 +154,10 @@ print_decisions(const char *out_dir)
 	fclose(f);
 }
 
+/* read_outputs: also list decisions from the output folder (the collector only; the
+ * privileged parent never reads what a run put there). */
 static void
-print_summary(const struct orch *r)
+print_summary(const struct orch *r, bool read_outputs)
 {
 	char line[1024];
 
@@ -173,8 +186,8 @@ print_summary(const struct orch *r)
 		    r->sr.term_signal ? ", killed by a signal" : "",
 		    r->sr.timed_out ? ", timed out" : "", r->sr.oom_killed ? ", OOM" : "",
 		    (unsigned long long)r->sr.wall_ms);
-	if (r->sr_valid && r->sr.started)
-		print_decisions(r->o->out_dir);
+	if (r->sr_valid && r->sr.started && read_outputs)
+		print_decisions(r->out);
 	if (r->scope_valid) {
 		scope_summary(&r->scope, line, sizeof(line));
 		fprintf(stderr, "  %s (%zu changed path%s)\n", line, r->cs.n,
@@ -182,11 +195,11 @@ print_summary(const struct orch *r)
 	}
 	for (size_t i = 0; i < r->narts; i++)
 		if (strcmp(r->arts[i].name, "candidate.diff") == 0)
-			fprintf(stderr, "  diff: %s/candidate.diff (%llu bytes)\n", r->o->out_dir,
+			fprintf(stderr, "  diff: %s/candidate.diff (%llu bytes)\n", r->out,
 			    (unsigned long long)r->arts[i].size);
 	fprintf(stderr, "  outcome: %s (%s)%s%s\n", manifest_status_str(r->exit_code),
 	    reason_str(r->reason), r->message[0] ? ": " : "", r->message);
-	fprintf(stderr, "  manifest: %s/manifest.json\n", r->o->out_dir);
+	fprintf(stderr, "  manifest: %s/manifest.json\n", r->out);
 }
 
 static int
@@ -216,7 +229,7 @@ write_manifest(struct orch *r)
 		    r->o->egressd_control == NULL ? EGRESS_VERSION : NULL;
 	in.started_ms = r->started_ms;
 	in.finished_ms = wall_ms();
-	if (manifest_write(r->o->out_dir, &in, err, sizeof(err)) != 0) {
+	if (manifest_write(r->out, &in, err, sizeof(err)) != 0) {
 		log_warnx("manifest: %s", err);
 		return -1;
 	}
@@ -354,29 +367,27 @@ external_egressd_info(struct orch *r)
 	json_decref(st);
 }
 
-/* After the worker: changed set, scope, artifacts. Sets the outcome. */
+/* After the worker: changed set, scope, artifacts. Sets the outcome. In the collector. */
 static void
 collect(struct orch *r)
 {
-	const struct orchestrate_opts *o = r->o;
 	char err[512];
 	bool worker_ok;
 	int crc;
 	bool unsafe;
 
 	/* Logs and decisions first: they are evidence whatever the verdict. */
-	if (artifacts_write_log(o->out_dir, "stdout.log", r->sr.out, r->sr.out_len,
+	if (artifacts_write_log(r->out, "stdout.log", r->sr.out, r->sr.out_len,
 	    r->sr.out_truncated, &r->arts[r->narts], err, sizeof(err)) == 0)
 		r->narts++;
 	else
 		log_warnx("%s", err);
-	if (artifacts_write_log(o->out_dir, "stderr.log", r->sr.err, r->sr.err_len,
+	if (artifacts_write_log(r->out, "stderr.log", r->sr.err, r->sr.err_len,
 	    r->sr.err_truncated, &r->arts[r->narts], err, sizeof(err)) == 0)
 		r->narts++;
 	else
 		log_warnx("%s", err);
-	external_egressd_info(r);
-	if (artifacts_write_decisions(o->out_dir, r->sr.decisions_path[0] ?
+	if (artifacts_write_decisions(r->out, r->sr.decisions_path[0] ?
 	    r->sr.decisions_path : r->ext_log, r->run_id,
 	    r->sr.grant_id, &r->arts[r->narts], err, sizeof(err)) == 0)
 		r->narts++;
@@ -442,7 +453,7 @@ collect(struct orch *r)
 	}
 	{
 		uint64_t needed = 0;
-		enum diff_outcome d = artifacts_write_diff(o->out_dir, r->repo, r->sr.merged_dir,
+		enum diff_outcome d = artifacts_write_diff(r->out, r->repo, r->sr.merged_dir,
 		    r->adm.diff_bytes, &r->arts[r->narts], &needed, err, sizeof(err));
 		switch (d) {
 		case DIFF_WRITTEN:
@@ -460,6 +471,108 @@ collect(struct orch *r)
 			break;
 		}
 	}
+}
+
+/* The collector's body (executor/collector.h): everything that reads what the worker
+ * produced, unprivileged. Returns the run's exit code, which is all the parent learns. */
+static int
+collector_body(void *arg)
+{
+	struct orch *r = arg;
+	static const int levels[] = { GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG,
+		GIT_CONFIG_LEVEL_GLOBAL, GIT_CONFIG_LEVEL_PROGRAMDATA };
+
+	/* The host's /etc/gitconfig and root's ~/.gitconfig are not in the collector's root:
+	 * tell libgit2 so it does not look (the diff depends on the repository alone). */
+	git_libgit2_init();
+	for (size_t i = 0; i < EGRESS_NELEM(levels); i++)
+		git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
+	collect(r);
+	if (write_manifest(r) != 0 && r->exit_code == EXEC_EXIT_OK)
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "manifest.json could not "
+		    "be written");
+	print_summary(r, true);
+	return r->exit_code;
+}
+
+/* Steps 4-7 in the collector. On return either r->collected (the collector wrote the
+ * manifest and printed the summary; r->exit_code is its verdict) or the outcome is
+ * internal_error/collector_failed and the caller writes the manifest. */
+static void
+run_collector(struct orch *r)
+{
+	struct collector_spec cs;
+	struct collector_result res;
+	char stage[EGRESS_PATH_MAX], mpath[EGRESS_PATH_MAX];
+	const char *dlog = r->sr.decisions_path[0] ? r->sr.decisions_path : r->ext_log;
+	struct stat st;
+	char *exe_real;
+	size_t k = 0;
+	int rc;
+
+	memset(&cs, 0, sizeof(cs));
+	cs.ro_paths[k++] = r->repo;
+	if (r->sr.merged_dir[0] == '/')
+		cs.ro_paths[k++] = r->sr.merged_dir;
+	if (r->sr.upper_dir[0] == '/')
+		cs.ro_paths[k++] = r->sr.upper_dir;
+	/* The decision log is egressd's (root-owned) file; only its path is looked at here.
+	 * A missing log is the collector's to report, as before (decisions.jsonl empty). */
+	if (dlog[0] == '/' && stat(dlog, &st) == 0 && S_ISREG(st.st_mode))
+		cs.ro_paths[k++] = dlog;
+	/* The preset's executable (a host file the maintainer named; the manifest records its
+	 * hash), as the host resolves it: /bin/sh is usually a link. */
+	exe_real = realpath(r->p->executable, NULL);
+	if (exe_real != NULL && stat(exe_real, &st) == 0 && S_ISREG(st.st_mode)) {
+		cs.ro_paths[k++] = exe_real;
+		if (strcmp(exe_real, r->p->executable) != 0) {
+			cs.links[0].path = r->p->executable;
+			cs.links[0].target = exe_real;
+		}
+	}
+	/* The stage is the run folder's "root" (the sandbox's, gone by now): `egress-exec
+	 * cleanup` knows the name. The tmpfs lives only in the collector's namespace. */
+	snprintf(stage, sizeof(stage), "%s/root", r->run_dir);
+	if (mkdir(stage, 0700) != 0 && errno != EEXIST) {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "collector stage %s: %s",
+		    stage, strerror(errno));
+		free(exe_real);
+		return;
+	}
+	/* A manifest left from an earlier run must not pass for this run's. */
+	if (snprintf(mpath, sizeof(mpath), "%s/manifest.json", r->out) >= (int)sizeof(mpath)) {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "output folder path too "
+		    "long");
+		free(exe_real);
+		return;
+	}
+	if (unlink(mpath) != 0 && errno != ENOENT) {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "cannot remove the old "
+		    "%s: %s", mpath, strerror(errno));
+		free(exe_real);
+		return;
+	}
+	cs.rw_dir = r->out;
+	cs.stage_dir = stage;
+	cs.fn = collector_body;
+	cs.arg = r;
+	rc = collector_run(&cs, &res);
+	free(exe_real);
+	if (rc != 0) {
+		r->collect_ms = res.wall_ms;
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "%s", res.message);
+		return;
+	}
+	r->collect_ms = res.wall_ms;
+	r->exit_code = res.exit_code;
+	/* lstat only: the parent never opens what the collector wrote. */
+	if (lstat(mpath, &st) != 0 || !S_ISREG(st.st_mode)) {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "the collector exited "
+		    "with %d but left no manifest.json", res.exit_code);
+		return;
+	}
+	r->collected = true;
+	log_debug("collector: %llu ms", (unsigned long long)r->collect_ms);
 }
 
 static void
@@ -509,6 +622,16 @@ orchestrate_run(const struct orchestrate_opts *o)
 		log_warnx("output folder %s is not a directory", o->out_dir);
 		return EXEC_EXIT_INTERNAL;
 	}
+	/* Absolute and canonical: the collector sees it at this path in its own root. */
+	real = realpath(o->out_dir, NULL);
+	if (real == NULL || strlen(real) >= sizeof(r.out)) {
+		log_warnx("output folder %s: %s", o->out_dir, real ? "path too long" :
+		    strerror(errno));
+		free(real);
+		return EXEC_EXIT_INTERNAL;
+	}
+	snprintf(r.out, sizeof(r.out), "%s", real);
+	free(real);
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		log_warnx("orchestrate: no randomness for the run id");
 		return EXEC_EXIT_INTERNAL;
@@ -539,15 +662,24 @@ orchestrate_run(const struct orchestrate_opts *o)
 	/* 2-3. Environment and the sandbox. */
 	if (run_sandbox(&r) != EXEC_EXIT_OK)
 		goto out;
-	/* 4-6. After the worker is gone. */
+	/* 4-7. After the worker is gone, in the unprivileged collector. What a trusted,
+	 * root-only socket says (an external egressd's log path) is asked for first. */
 	orch_set(&r, EXEC_EXIT_OK, REASON_ALLOWED, "%s", "");
-	collect(&r);
+	external_egressd_info(&r);
+	run_collector(&r);
+	if (r.collected) {
+		code = r.exit_code;
+		orch_free(&r);
+		return code;
+	}
 out:
-	/* 7. The manifest, in every case. */
+	/* 7. The manifest, in every case: here when nothing was collected (admission, a
+	 * sandbox that could not be built, a failed collector) - from the parent's own
+	 * memory, nothing read from the run. */
 	if (write_manifest(&r) != 0 && r.exit_code == EXEC_EXIT_OK)
 		orch_set(&r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "manifest.json could not "
 		    "be written");
-	print_summary(&r);
+	print_summary(&r, false);
 	code = r.exit_code;
 	orch_free(&r);
 	return code;
