@@ -25,6 +25,7 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "log_max_bytes", 0 },
 	{ "egressd", "log_hmac_key", 0 },
 	{ "egressd", "log_syslog", 0 },
+	{ "egressd", "user", 0 },
 	{ "egressd", "connect_timeout", 0 },
 	{ "egressd", "header_timeout", 0 },
 	{ "egressd", "idle_timeout", 0 },
@@ -95,6 +96,22 @@ config_parse_sockaddr(const char *s, bool allow_port0, struct sockaddr_storage *
 	return 0;
 }
 
+bool
+config_user_valid(const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+
+	if (n == 0 || n > CONFIG_USER_MAX || s[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
 static char *
 xstrdup(const char *s)
 {
@@ -115,6 +132,7 @@ config_free(struct egressd_config *c)
 	free(c->decision_log);
 	free(c->log_hmac_key);
 	free(c->log_syslog);
+	free(c->user);
 	for (size_t i = 0; i < c->ndns_servers; i++)
 		free(c->dns_servers[i]);
 	free(c->dns_servers);
@@ -376,6 +394,19 @@ config_build(struct conf *cf, char *err, size_t errlen)
 				    cerr != NULL ? cerr : "invalid");
 				goto fail;
 			}
+		}
+		if ((s = conf_get(cf, i, "user", &line)) != NULL) {
+			/* Only the shape here: the account is looked up (NSS) by main before
+			 * start-up and by -t, never at a reload, which runs under the filter. */
+			if (!config_user_valid(s)) {
+				snprintf(err, errlen, "%s:%u: user: an account name or a decimal uid "
+				    "(letters, digits, '.', '_', '-', at most %d bytes)", conf_file(cf),
+				    line, CONFIG_USER_MAX);
+				goto fail;
+			}
+			free(c->user);
+			c->user = xstrdup(s);
+			c->user_line = line;
 		}
 		if ((s = conf_get(cf, i, "metrics_listen", &line)) != NULL) {
 			struct addr a;

@@ -22,6 +22,7 @@
 
 #define CONFIG_DEFAULT_CONTROL "/run/egressd/control.sock"
 #define CONFIG_DEFAULT_DLOG    "/var/log/egressd/decisions.jsonl"
+#define CONFIG_USER_MAX        63   /* bytes of an account name in [egressd] user / -u */
 
 struct config_listener {
 	char *name;                     /* section label */
@@ -45,6 +46,10 @@ struct egressd_config {
 	uint64_t log_max_bytes;         /* size rotation of the decision log; 0 = off */
 	char *log_hmac_key;             /* HMAC key file for the chain; NULL = plain SHA-256 */
 	char *log_syslog;               /* syslog mirror target; NULL = none */
+	char *user;                     /* account egressd drops to when started as root;
+					 * NULL = the default (egressd, else nobody);
+					 * syntax-checked here, resolved by main (NSS) */
+	unsigned user_line;             /* its line, for -t messages */
 	uint64_t connect_timeout_ms;
 	uint64_t header_timeout_ms;
 	uint64_t idle_timeout_ms;
@@ -81,6 +86,13 @@ void config_free(struct egressd_config *c);
 /* The static grant called name, or NULL. */
 const struct config_grant *config_find_grant(const struct egressd_config *c,
     const char *name);
+
+/*
+ * True when s has the shape of an account name or decimal uid for [egressd] user and -u:
+ * 1..CONFIG_USER_MAX bytes of [A-Za-z0-9._-], not starting with '-'. Says nothing about
+ * whether the account exists or is root (sandbox_egressd_lookup decides that).
+ */
+bool config_user_valid(const char *s);
 
 /*
  * Parse a literal "addr:port" ("127.0.0.1:3128", "[::1]:3128"); port 0 only when

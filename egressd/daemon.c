@@ -344,9 +344,11 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	    (nc->control_socket == NULL) != (d->cfg->control_socket == NULL) ||
 	    (nc->control_socket != NULL &&
 	     strcmp(nc->control_socket, d->cfg->control_socket) != 0) ||
-	    nc->has_metrics != d->cfg->has_metrics || nc->log_sync != d->cfg->log_sync)
-		log_warnx("reload: decision_log, log_sync, control_socket and metrics_listen "
-		    "changes take effect only after a restart");
+	    nc->has_metrics != d->cfg->has_metrics || nc->log_sync != d->cfg->log_sync ||
+	    (nc->user == NULL) != (d->cfg->user == NULL) ||
+	    (nc->user != NULL && strcmp(nc->user, d->cfg->user) != 0))
+		log_warnx("reload: decision_log, log_sync, control_socket, metrics_listen and "
+		    "user changes take effect only after a restart");
 	/* Keep the settings that cannot change without a restart consistent with what runs. */
 	free(nc->decision_log);
 	nc->decision_log = strdup(d->cfg->decision_log);
@@ -354,6 +356,9 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	nc->control_socket = d->cfg->control_socket != NULL ?
 	    strdup(d->cfg->control_socket) : NULL;
 	nc->log_sync = d->cfg->log_sync;
+	free(nc->user);
+	nc->user = d->cfg->user != NULL ? strdup(d->cfg->user) : NULL;
+	nc->user_line = d->cfg->user_line;
 	nc->has_metrics = d->cfg->has_metrics;
 	nc->metrics_addr = d->cfg->metrics_addr;
 	nc->metrics_addrlen = d->cfg->metrics_addrlen;
@@ -465,11 +470,27 @@ daemon_stop(struct daemon *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* Register a dynamic grant served by l (owned from here on). */
+static struct lgrant *
+daemon_grant_add(struct daemon *d, struct grant *g, struct listener *l, const char *ifname,
+    const char **code, char *err, size_t errlen)
+{
+	struct lgrant *lg = grants_add(d->grants, g, true, NULL, ifname);
+
+	if (lg == NULL) {
+		listener_free(l);
+		*code = "limit";
+		snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		return NULL;
+	}
+	lgrant_add_listener(lg, l);
+	return lg;
+}
+
 struct lgrant *
 daemon_grant_create(struct daemon *d, struct grant *g, const struct sockaddr *sa,
     socklen_t salen, const char *ifname, const char **code, char *err, size_t errlen)
 {
-	struct lgrant *lg;
 	struct listener *l;
 	char lerr[256];
 
@@ -486,13 +507,29 @@ daemon_grant_create(struct daemon *d, struct grant *g, const struct sockaddr *sa
 		snprintf(err, errlen, "%s", lerr);
 		return NULL;
 	}
-	lg = grants_add(d->grants, g, true, NULL, ifname);
-	if (lg == NULL) {
-		listener_free(l);
-		*code = "limit";
-		snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+	return daemon_grant_add(d, g, l, ifname, code, err, errlen);
+}
+
+struct lgrant *
+daemon_grant_adopt(struct daemon *d, struct grant *g, int fd, const char *ifname,
+    const char **code, char *err, size_t errlen)
+{
+	struct listener *l;
+	char lerr[256];
+
+	if (d->draining) {
+		grant_free(g);
+		close(fd);
+		*code = "internal";
+		snprintf(err, errlen, "egressd is shutting down");
 		return NULL;
 	}
-	lgrant_add_listener(lg, l);
-	return lg;
+	l = listener_adopt(d->base, fd, daemon_accept, NULL, lerr, sizeof(lerr));
+	if (l == NULL) {
+		grant_free(g);
+		*code = "bad_listener";
+		snprintf(err, errlen, "%s", lerr);
+		return NULL;
+	}
+	return daemon_grant_add(d, g, l, ifname, code, err, errlen);
 }

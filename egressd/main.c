@@ -6,6 +6,12 @@
  * -t checks the configuration and exits (file:line errors on stderr). Signals are libevent
  * events, so their handlers run on the loop thread like everything else: SIGHUP reloads
  * (all-or-nothing), SIGTERM/SIGINT drain, SIGUSR1 reopens the decision log.
+ *
+ * Started as root, egressd always drops to an unprivileged account after start-up: -u,
+ * else [egressd] user, else egressd when that account exists, else nobody. An unknown
+ * account or uid 0 is refused before start-up; there is no way to keep root. Started as
+ * another user it keeps that uid and sheds capabilities; either way the seccomp
+ * allow-list follows (sandbox_egressd.h, docs/SECURITY.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +24,7 @@
 
 #include <event2/event.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "egressd/config.h"
 #include "egressd/route.h"
@@ -33,8 +40,9 @@ usage(void)
 	    "  -t       check the configuration and exit\n"
 	    "  -d       debug logging\n"
 	    "  -f       stay in the foreground, log to stderr\n"
-	    "  -u USER  after start-up run as USER with no capabilities and a seccomp\n"
-	    "           allow-list (docs/SECURITY.md)\n");
+	    "  -u USER  started as root, run as USER after start-up (default: [egressd] user,\n"
+	    "           else egressd if it exists, else nobody; never root), with no\n"
+	    "           capabilities and a seccomp allow-list (docs/SECURITY.md)\n");
 	exit(1);
 }
 
@@ -107,12 +115,55 @@ daemonize(void)
 	}
 }
 
+/*
+ * Who egressd will be after start-up (NSS lookups happen here, before the filter). As
+ * root: the account to drop to, refused when unknown or uid 0. As another user: no drop;
+ * a named account must then be that user (egressd cannot switch). Returns 0, or -1 with
+ * the message printed on stderr (file:line for the config key).
+ */
+static int
+plan_user(const char *run_as, const struct egressd_config *cfg, bool as_root,
+    struct sandbox_egressd_user *su, bool *fell_back, char *err, size_t errlen)
+{
+	const char *name = run_as != NULL ? run_as : cfg->user;
+	char where[EGRESS_PATH_MAX + 32];
+
+	if (run_as != NULL)
+		snprintf(where, sizeof(where), "egressd: -u");
+	else
+		snprintf(where, sizeof(where), "%s:%u: user", cfg->path, cfg->user_line);
+	*fell_back = false;
+	if (as_root) {
+		if (sandbox_egressd_resolve(name, su, fell_back, err, errlen) != 0) {
+			if (name != NULL)
+				fprintf(stderr, "%s: %s\n", where, err);
+			else
+				fprintf(stderr, "egressd: %s\n", err);
+			return -1;
+		}
+		return 0;
+	}
+	if (name == NULL)
+		return 0;
+	if (sandbox_egressd_lookup(name, su, err, errlen) != 0) {
+		fprintf(stderr, "%s: %s\n", where, err);
+		return -1;
+	}
+	if (su->uid != geteuid()) {
+		fprintf(stderr, "%s: started as uid %u, egressd cannot switch to %s (uid %u): "
+		    "start it as root or as that user\n", where, (unsigned)geteuid(), su->name,
+		    (unsigned)su->uid);
+		return -1;
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *path = NULL, *run_as = NULL;
 	struct sandbox_egressd_user su;
-	bool check = false, debug = false, fg = false;
+	bool check = false, debug = false, fg = false, fell_back = false, as_root;
 	struct egressd_config *cfg;
 	struct event_base *base;
 	struct event *ev_hup, *ev_term, *ev_int, *ev_usr1;
@@ -146,14 +197,20 @@ main(int argc, char **argv)
 	log_init("egressd", !(fg || check));
 	log_set_level(debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
 
-	/* Before anything else: the password database (NSS) is never read under the filter. */
-	if (run_as != NULL && sandbox_egressd_lookup(run_as, &su, err, sizeof(err)) != 0) {
-		fprintf(stderr, "egressd: -u: %s\n", err);
+	if (run_as != NULL && !config_user_valid(run_as)) {
+		fprintf(stderr, "egressd: -u: %s: not an account name or decimal uid\n", run_as);
 		return 1;
 	}
 	cfg = config_load(path, err, sizeof(err));
 	if (cfg == NULL) {
 		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	/* The password database (NSS) is read here, never under the filter. -t checks the
+	 * account as root would use it, whoever runs the check. */
+	as_root = geteuid() == 0;
+	if (plan_user(run_as, cfg, as_root || check, &su, &fell_back, err, sizeof(err)) != 0) {
+		config_free(cfg);
 		return 1;
 	}
 	if (check) {
@@ -197,17 +254,27 @@ main(int argc, char **argv)
 	evsignal_add(ev_int, NULL);
 	evsignal_add(ev_usr1, NULL);
 	/* Start-up is done (listeners, control socket, decision log, credentials): drop to
-	 * the unprivileged user and install the allow-list (sandbox_egressd.h). */
-	if (run_as != NULL) {
+	 * the unprivileged user (always, as root) and install the allow-list
+	 * (sandbox_egressd.h). Any failure ends egressd: it never serves as root. */
+	if (as_root) {
 		if (sandbox_egressd_drop(&su, err, sizeof(err)) != 0)
 			fatalx("privilege drop to %s: %s", su.name, err);
 		if (sandbox_egressd_filter(err, sizeof(err)) != 0)
 			fatalx("seccomp filter: %s", err);
 		log_info("running as %s (uid %u, gid %u): no capabilities, no_new_privs, seccomp "
 		    "allow-list", su.name, (unsigned)su.uid, (unsigned)su.gid);
-	} else if (geteuid() == 0) {
-		log_info("running as root: start with -u egressd to drop privileges "
-		    "(docs/SECURITY.md)");
+		if (fell_back)
+			log_info("there is no %s account, so egressd runs as %s, which other "
+			    "daemons may share: create a dedicated %s system user (make install "
+			    "does; docs/SECURITY.md)", SANDBOX_EGRESSD_DEFAULT_USER, su.name,
+			    SANDBOX_EGRESSD_DEFAULT_USER);
+	} else {
+		if (sandbox_egressd_confine(err, sizeof(err)) != 0)
+			fatalx("confining egressd: %s", err);
+		if (sandbox_egressd_filter(err, sizeof(err)) != 0)
+			fatalx("seccomp filter: %s", err);
+		log_info("started as uid %u (not root), no user change: no capabilities, "
+		    "no_new_privs, seccomp allow-list", (unsigned)geteuid());
 	}
 
 	event_base_dispatch(base);

@@ -203,6 +203,8 @@ static const struct sc_entry allowed[] = {
 	/* LeakSanitizer stops the world at exit with a ptracing clone of the process. */
 	{ "ptrace", "sanitizer builds only: LeakSanitizer's StopTheWorld" },
 	{ "process_vm_readv", "sanitizer builds only: LeakSanitizer" },
+	{ "getdents", "sanitizer builds only: LeakSanitizer lists /proc/self/task with it "
+	    "(the x86_64 sanitizer runtime uses the old call)" },
 #endif
 };
 
@@ -466,33 +468,41 @@ sandbox_egressd_lookup(const char *user, struct sandbox_egressd_user *out, char 
 	return 0;
 }
 
+int
+sandbox_egressd_resolve(const char *user, struct sandbox_egressd_user *out, bool *fell_back,
+    char *err, size_t errlen)
+{
+	*fell_back = false;
+	if (user != NULL)
+		return sandbox_egressd_lookup(user, out, err, errlen);
+	/* The dedicated account when the administrator created it (make install does). */
+	if (getpwnam(SANDBOX_EGRESSD_DEFAULT_USER) != NULL)
+		return sandbox_egressd_lookup(SANDBOX_EGRESSD_DEFAULT_USER, out, err, errlen);
+	if (getpwnam(SANDBOX_EGRESSD_FALLBACK_USER) == NULL) {
+		snprintf(err, errlen, "neither the %s nor the %s account exists: create the %s "
+		    "system user (make install does; see docs/SECURITY.md) or name one with -u or "
+		    "[egressd] user", SANDBOX_EGRESSD_DEFAULT_USER, SANDBOX_EGRESSD_FALLBACK_USER,
+		    SANDBOX_EGRESSD_DEFAULT_USER);
+		return -1;
+	}
+	*fell_back = true;
+	return sandbox_egressd_lookup(SANDBOX_EGRESSD_FALLBACK_USER, out, err, errlen);
+}
+
+/* CapInh/CapPrm/CapEff/CapAmb (and CapBnd when bnd) all zero, NoNewPrivs 1. */
 static int
-verify(const struct sandbox_egressd_user *u, char *err, size_t errlen)
+verify_caps(bool bnd, char *err, size_t errlen)
 {
 	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
-	uid_t r, e, s;
-	gid_t rg, eg, sg, groups[4];
-	int ng;
 	char buf[4096], v[64];
 
-	if (getresuid(&r, &e, &s) != 0 || r != u->uid || e != u->uid || s != u->uid) {
-		snprintf(err, errlen, "uids not all %u after the drop", (unsigned)u->uid);
-		return -1;
-	}
-	if (getresgid(&rg, &eg, &sg) != 0 || rg != u->gid || eg != u->gid || sg != u->gid) {
-		snprintf(err, errlen, "gids not all %u after the drop", (unsigned)u->gid);
-		return -1;
-	}
-	ng = getgroups((int)EGRESS_NELEM(groups), groups);
-	if (ng < 0 || ng > 1 || (ng == 1 && groups[0] != u->gid)) {
-		snprintf(err, errlen, "supplementary groups left after the drop");
-		return -1;
-	}
 	if (read_status(buf, sizeof(buf)) != 0) {
 		snprintf(err, errlen, "cannot read /proc/self/status: %s", strerror(errno));
 		return -1;
 	}
 	for (size_t i = 0; i < EGRESS_NELEM(caps); i++) {
+		if (!bnd && strcmp(caps[i], "CapBnd") == 0)
+			continue;
 		if (status_field(buf, caps[i], v, sizeof(v)) == NULL) {
 			if (strcmp(caps[i], "CapAmb") == 0)
 				continue;   /* kernels before 4.3 */
@@ -508,6 +518,31 @@ verify(const struct sandbox_egressd_user *u, char *err, size_t errlen)
 		snprintf(err, errlen, "no_new_privs not set after the drop");
 		return -1;
 	}
+	return 0;
+}
+
+static int
+verify(const struct sandbox_egressd_user *u, char *err, size_t errlen)
+{
+	uid_t r, e, s;
+	gid_t rg, eg, sg, groups[4];
+	int ng;
+
+	if (getresuid(&r, &e, &s) != 0 || r != u->uid || e != u->uid || s != u->uid) {
+		snprintf(err, errlen, "uids not all %u after the drop", (unsigned)u->uid);
+		return -1;
+	}
+	if (getresgid(&rg, &eg, &sg) != 0 || rg != u->gid || eg != u->gid || sg != u->gid) {
+		snprintf(err, errlen, "gids not all %u after the drop", (unsigned)u->gid);
+		return -1;
+	}
+	ng = getgroups((int)EGRESS_NELEM(groups), groups);
+	if (ng < 0 || ng > 1 || (ng == 1 && groups[0] != u->gid)) {
+		snprintf(err, errlen, "supplementary groups left after the drop");
+		return -1;
+	}
+	if (verify_caps(true, err, errlen) != 0)
+		return -1;
 	/* Try the thing that must now fail. */
 	if (setresuid(0, 0, 0) == 0) {
 		snprintf(err, errlen, "setresuid(0) succeeded after the drop");
@@ -520,9 +555,18 @@ int
 sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen)
 {
 	gid_t g = u->gid;
+	int pdeath = 0;
+	pid_t ppid = getppid();
 
 	if (u->uid == 0 || u->gid == 0) {
 		snprintf(err, errlen, "refusing to drop to uid/gid 0");
+		return -1;
+	}
+	/* egress-exec starts its private egressd with PR_SET_PDEATHSIG so that it dies with
+	 * it; the kernel clears that signal when the credentials change below. Remember it
+	 * (and the parent it was about) to arm it again afterwards. */
+	if (prctl(PR_GET_PDEATHSIG, (unsigned long)&pdeath, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_GET_PDEATHSIG: %s", strerror(errno));
 		return -1;
 	}
 	/* Not dumpable: the route helper now shares egressd's uid and must not ptrace it or
@@ -563,9 +607,64 @@ sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t err
 #ifdef CAPNG_SELECT_AMBIENT
 	(void)capng_apply(CAPNG_SELECT_AMBIENT);
 #endif
+	if (pdeath != 0) {
+		if (prctl(PR_SET_PDEATHSIG, (unsigned long)pdeath, 0, 0, 0) != 0) {
+			snprintf(err, errlen, "PR_SET_PDEATHSIG: %s", strerror(errno));
+			return -1;
+		}
+		/* A parent that died while no signal was armed sent none: notice it here. */
+		if (getppid() != ppid) {
+			snprintf(err, errlen, "the parent process (pid %ld) exited during the drop "
+			    "and egressd was started to die with it", (long)ppid);
+			return -1;
+		}
+	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		return -1;
 	}
 	return verify(u, err, errlen);
+}
+
+int
+sandbox_egressd_confine(char *err, size_t errlen)
+{
+	if (getuid() == 0 || geteuid() == 0) {
+		snprintf(err, errlen, "confine is for a non-root egressd; root must drop");
+		return -1;
+	}
+	/* No core dump or same-uid ptrace of a process holding proxy credentials (no
+	 * credential change happens here, so the parent-death signal stays armed). */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_DUMPABLE: %s", strerror(errno));
+		return -1;
+	}
+	/* Capabilities a service manager may have given (AmbientCapabilities= for a low
+	 * port, file capabilities): start-up is done, nothing at run time needs them. The
+	 * bounding set can only be emptied while CAP_SETPCAP is held; without it,
+	 * no_new_privs already keeps an exec from gaining anything. */
+	if (capng_get_caps_process() != 0) {
+		snprintf(err, errlen, "cannot read the process capabilities");
+		return -1;
+	}
+	if (capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP)) {
+		capng_clear(CAPNG_SELECT_ALL);
+		if (capng_apply(CAPNG_SELECT_BOUNDS) != 0) {
+			snprintf(err, errlen, "cannot empty the capability bounding set");
+			return -1;
+		}
+	}
+	capng_clear(CAPNG_SELECT_ALL);
+	if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
+		snprintf(err, errlen, "cannot clear the capability sets");
+		return -1;
+	}
+#ifdef CAPNG_SELECT_AMBIENT
+	(void)capng_apply(CAPNG_SELECT_AMBIENT);
+#endif
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	return verify_caps(false, err, errlen);
 }

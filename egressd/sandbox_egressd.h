@@ -3,9 +3,12 @@
  *
  * Owns: dropping egressd to a dedicated unprivileged user with no capabilities, and
  * egressd's seccomp allow-list (the system calls it uses, each with its reason, in
- * sandbox_egressd.c). Callers: egressd/main.c only, in this order:
+ * sandbox_egressd.c). The drop is not optional: egressd started as root always drops and
+ * there is no way to keep root; started as another user (systemd User=) it keeps its uid
+ * but still sheds every capability and installs the same allow-list. Callers:
+ * egressd/main.c only, in this order:
  *
- *   1. sandbox_egressd_lookup(user)        before anything else: NSS (getpwnam) opens
+ *   1. sandbox_egressd_resolve(user)       before start-up (as root): NSS (getpwnam) opens
  *                                          files and loads libraries; never after the filter
  *   2. daemon_start(...)                   as root: binds static listeners (also ports
  *                                          < 1024), opens the decision log and the control
@@ -13,7 +16,9 @@
  *   3. sandbox_egressd_drop(user)          dumpable off, supplementary groups to {gid},
  *                                          setresgid/setresuid (every thread: glibc setxid
  *                                          broadcast), every capability cleared, the
- *                                          bounding set emptied, no_new_privs; read back
+ *                                          bounding set emptied, the parent-death signal
+ *                                          re-armed, no_new_privs; read back
+ *      (or sandbox_egressd_confine()       when not started as root: no user change)
  *   4. sandbox_egressd_filter()            the allow-list, synchronised to every thread
  *                                          (TSYNC: the decision-log writer already runs)
  *
@@ -30,6 +35,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The account egressd runs as when started as root and no user is named: the dedicated
+ * system user when it exists, else the fallback (like squid's cache_effective_user). */
+#define SANDBOX_EGRESSD_DEFAULT_USER  "egressd"
+#define SANDBOX_EGRESSD_FALLBACK_USER "nobody"
+
 struct sandbox_egressd_user {
 	uid_t uid;
 	gid_t gid;
@@ -45,13 +55,37 @@ int sandbox_egressd_lookup(const char *user, struct sandbox_egressd_user *out, c
     size_t errlen);
 
 /*
+ * The account to drop to: user when it is not NULL (from -u or [egressd] user; resolved
+ * with sandbox_egressd_lookup, so an unknown account or uid 0 is refused), else
+ * SANDBOX_EGRESSD_DEFAULT_USER when that account exists, else
+ * SANDBOX_EGRESSD_FALLBACK_USER, with *fell_back set true (the caller says so in the log
+ * and recommends the dedicated user). A default account that is uid 0 is refused too.
+ * Returns 0, or -1 with a sentence in err.
+ */
+int sandbox_egressd_resolve(const char *user, struct sandbox_egressd_user *out,
+    bool *fell_back, char *err, size_t errlen);
+
+/*
  * Drop to u (see the order above) and verify: getresuid/getresgid all equal to u, the
  * supplementary groups exactly {gid}, CapPrm/CapEff/CapInh/CapAmb/CapBnd zero and
  * NoNewPrivs 1 in /proc/self/status, and setresuid(0) failing. The process must be root
- * (or hold CAP_SETUID, CAP_SETGID, CAP_SETPCAP). Returns 0, or -1 with a sentence in err;
- * on -1 the process may be half-dropped and the caller must exit.
+ * (or hold CAP_SETUID, CAP_SETGID, CAP_SETPCAP). The kernel clears the parent-death signal
+ * (PR_SET_PDEATHSIG) when the credentials change; a signal that was armed before is armed
+ * again, and if the parent of before is gone by then (getppid changed: it died in the
+ * window where no signal was armed) the drop fails, so a private egressd never outlives
+ * the egress-exec that started it. Returns 0, or -1 with a sentence in err; on -1 the
+ * process may be half-dropped and the caller must exit.
  */
 int sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen);
+
+/*
+ * For an egressd started as a non-root user: no credential change, but not dumpable,
+ * every capability it may hold (systemd AmbientCapabilities=, file capabilities) cleared
+ * from the effective, permitted, inheritable and ambient sets, the bounding set emptied
+ * when CAP_SETPCAP allows it, and no_new_privs; read back (NoNewPrivs 1, CapPrm/CapEff/
+ * CapInh/CapAmb zero). Must not be called as uid 0. Returns 0, or -1 with err.
+ */
+int sandbox_egressd_confine(char *err, size_t errlen);
 
 /*
  * Install egressd's seccomp allow-list on every thread of the process (needs no_new_privs,

@@ -56,7 +56,37 @@ test_defaults(void **st)
 	assert_string_equal(c->route.pac_copy, "/var/log/egressd/egressd-pac.js");
 	assert_true(c->splice);
 	assert_int_equal(c->nlisteners, 0);
+	assert_null(c->user);   /* the default account is chosen by main (NSS) */
 	config_free(c);
+}
+
+/* [egressd] user: only its shape is checked here (the account by main and -t). */
+static void
+test_user_key(void **st)
+{
+	struct egressd_config *c = load("[egressd]\n\nuser = egressd\n");
+
+	assert_non_null(c);
+	assert_string_equal(c->user, "egressd");
+	assert_int_equal(c->user_line, 3);
+	config_free(c);
+	c = load("[egressd]\nuser = 65534\n");
+	assert_non_null(c);
+	assert_string_equal(c->user, "65534");
+	config_free(c);
+	/* negative twins: empty, spaces, option-like, path-like, too long */
+	expect_error("[egressd]\nuser =\n", "t.ini:2: user:");
+	expect_error("[egressd]\nuser = bad user\n", "t.ini:2: user:");
+	expect_error("[egressd]\nuser = -u\n", "t.ini:2: user:");
+	expect_error("[egressd]\nuser = ../root\n", "t.ini:2: user:");
+	expect_error("[egressd]\nuser = "
+	    "a123456789012345678901234567890123456789012345678901234567890123\n",
+	    "t.ini:2: user:");
+	assert_true(config_user_valid("nobody"));
+	assert_true(config_user_valid("svc_egress-1.x"));
+	assert_false(config_user_valid(NULL));
+	assert_false(config_user_valid(""));
+	assert_false(config_user_valid("a:b"));
 }
 
 static void
@@ -253,6 +283,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_user_key),
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_route_keys),
 		cmocka_unit_test(test_errors),

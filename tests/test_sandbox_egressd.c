@@ -3,7 +3,10 @@
  * the drop reads back; what the filter forbids fails (EPERM: raw/packet sockets, mkdir,
  * personality, TIOCSTI) or kills (SIGSYS: mount, unshare), and what
  * egressd needs (a TCP socket, a thread, a listener bound with SO_BINDTODEVICE once, a
- * pipe and splice) still works. The drop needs root (skipped otherwise).
+ * pipe and splice) still works. The default account (egressd, else nobody) and its
+ * refusals; the parent-death signal survives the drop (a dropped child of a SIGKILLed
+ * parent dies), which a plain setresuid does not; a non-root process is confined
+ * without a user change. The drop needs root (skipped otherwise).
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -21,14 +24,19 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <grp.h>
+#include <pwd.h>
 
+#include "common/util.h"
 #include "egressd/sandbox_egressd.h"
 
 /* Run fn in a child; return its wait status. */
@@ -97,6 +105,39 @@ test_lookup(void **state)
 	assert_non_null(strstr(err, "does not exist"));
 	assert_int_equal(sandbox_egressd_lookup("", &u, err, sizeof(err)), -1);
 	assert_int_equal(sandbox_egressd_lookup(NULL, &u, err, sizeof(err)), -1);
+}
+
+static void
+test_resolve(void **state)
+{
+	struct sandbox_egressd_user u;
+	bool fell_back = true;
+	char err[256];
+
+	(void)state;
+	/* The default: the dedicated account when it exists, else nobody, said so. */
+	assert_int_equal(sandbox_egressd_resolve(NULL, &u, &fell_back, err, sizeof(err)), 0);
+	if (getpwnam(SANDBOX_EGRESSD_DEFAULT_USER) != NULL) {
+		assert_false(fell_back);
+		assert_string_equal(u.name, SANDBOX_EGRESSD_DEFAULT_USER);
+	} else {
+		assert_true(fell_back);
+		assert_string_equal(u.name, "nobody");
+		assert_int_equal(u.uid, 65534);
+	}
+	assert_true(u.uid != 0 && u.gid != 0);
+	/* A named account wins and is never a fallback. */
+	assert_int_equal(sandbox_egressd_resolve("nobody", &u, &fell_back, err, sizeof(err)), 0);
+	assert_false(fell_back);
+	assert_int_equal(u.uid, 65534);
+	/* negative twins: root by name or number, an unknown account: no fallback to anyone */
+	assert_int_equal(sandbox_egressd_resolve("root", &u, &fell_back, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "uid/gid 0"));
+	assert_int_equal(sandbox_egressd_resolve("0", &u, &fell_back, err, sizeof(err)), -1);
+	assert_int_equal(sandbox_egressd_resolve("no-such-user-drop", &u, &fell_back, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "does not exist"));
+	assert_false(fell_back);
 }
 
 static void
@@ -338,6 +379,192 @@ test_filter_as_root(void **state)
 	assert_false(sandbox_egressd_filtered());   /* the parent is not filtered */
 }
 
+/* A raw setresuid clears the parent-death signal: the reason the drop re-arms it. */
+static int
+raw_setuid_clears_pdeathsig(void)
+{
+	int sig = -1;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0)
+		return 60;
+	if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+		return 61;
+	if (prctl(PR_GET_PDEATHSIG, (unsigned long)&sig, 0, 0, 0) != 0)
+		return 62;
+	return sig == 0 ? 0 : 63;
+}
+
+static int
+drop_keeps_pdeathsig(void)
+{
+	int sig = -1, rc;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0)
+		return 70;
+	if ((rc = drop_nobody()) != 0)
+		return rc;
+	if (prctl(PR_GET_PDEATHSIG, (unsigned long)&sig, 0, 0, 0) != 0)
+		return 71;
+	return sig == SIGTERM ? 0 : 72;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * The private egressd of egress-exec: a parent P starts a child C with
+ * PR_SET_PDEATHSIG(SIGTERM); C drops to nobody. SIGKILL of P must still kill C (SIGTERM,
+ * within 5 s). The test process is a child subreaper, so the orphaned C is reparented to
+ * it and can be reaped with a bounded wait.
+ */
+static void
+test_drop_pdeathsig_kills_orphan(void **state)
+{
+	int fds[2], st = 0;
+	pid_t p, c = 0;
+	char buf[32];
+	ssize_t n;
+	long long cpid;
+	const char *es = NULL;
+	double t0;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	st = in_child(raw_setuid_clears_pdeathsig);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	st = in_child(drop_keeps_pdeathsig);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+	assert_int_equal(pipe(fds), 0);
+	p = fork();
+	assert_true(p >= 0);
+	if (p == 0) {
+		pid_t ppid = getpid();
+		pid_t child = fork();
+
+		if (child < 0)
+			_exit(80);
+		if (child == 0) {
+			int rc;
+
+			close(fds[0]);
+			if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0 || getppid() != ppid)
+				_exit(81);
+			rc = drop_nobody();
+			if (rc != 0)
+				_exit(rc);
+			snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+			(void)!write(fds[1], buf, strlen(buf));
+			for (int i = 0; i < 300; i++)   /* bounded: 30 s */
+				usleep(100 * 1000);
+			_exit(82);
+		}
+		close(fds[0]);
+		close(fds[1]);
+		for (int i = 0; i < 300; i++)
+			usleep(100 * 1000);
+		_exit(0);
+	}
+	close(fds[1]);
+	/* "<pid of C>\n" from C once it has dropped (bounded by C's own bounded life: the
+	 * pipe closes when it is gone). */
+	memset(buf, 0, sizeof(buf));
+	for (size_t got = 0; got < sizeof(buf) - 1 && strchr(buf, '\n') == NULL; got += (size_t)n) {
+		n = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+	}
+	close(fds[0]);
+	assert_non_null(strchr(buf, '\n'));
+	*strchr(buf, '\n') = '\0';
+	assert_int_equal(num_parse(buf, 1, INT32_MAX, &cpid, &es), 0);
+	c = (pid_t)cpid;
+	t0 = now_s();
+	assert_int_equal(kill(p, SIGKILL), 0);
+	assert_int_equal(waitpid(p, &st, 0), p);
+	/* C is now our child (subreaper): it must die of SIGTERM soon. */
+	st = 0;
+	while (now_s() - t0 < 5.0) {
+		pid_t r = waitpid(c, &st, WNOHANG);
+		if (r == c)
+			break;
+		usleep(10 * 1000);
+	}
+	if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM)) {
+		kill(c, SIGKILL);
+		waitpid(c, &st, 0);
+		fail_msg("the dropped child did not die with its parent");
+	}
+	print_message("dropped child died of SIGTERM %.3f s after its parent's SIGKILL\n",
+	    now_s() - t0);
+	prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+}
+
+/* Started as a non-root user: no user change, capabilities gone, filter in place. */
+static int
+confine_nonroot(void)
+{
+	char err[256] = "";
+	int sig = -1;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0)
+		return 90;
+	/* like systemd User=nobody: switch without any egressd code */
+	if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+	    setresuid(65534, 65534, 65534) != 0)
+		return 91;
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0)
+		return 92;
+	if (sandbox_egressd_confine(err, sizeof(err)) != 0) {
+		fprintf(stderr, "confine: %s\n", err);
+		return 93;
+	}
+	if (sandbox_egressd_filter(err, sizeof(err)) != 0 || !sandbox_egressd_filtered()) {
+		fprintf(stderr, "filter: %s\n", err);
+		return 94;
+	}
+	if (getuid() != 65534 || prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return 95;
+	if (prctl(PR_GET_PDEATHSIG, (unsigned long)&sig, 0, 0, 0) != 0 || sig != SIGTERM)
+		return 96;
+	/* under the filter: a forbidden call fails */
+	return mkdir("/tmp/test-sandbox-egressd-confine", 0700) == -1 && errno == EPERM ? 0 : 97;
+}
+
+static int
+confine_refuses_root(void)
+{
+	char err[256] = "";
+
+	return sandbox_egressd_confine(err, sizeof(err)) == -1 ? 0 : 1;
+}
+
+static void
+test_confine(void **state)
+{
+	int st;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	st = in_child(confine_nonroot);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	st = in_child(confine_refuses_root);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int
 main(void)
 {
@@ -345,6 +572,9 @@ main(void)
 		cmocka_unit_test(test_lookup),
 		cmocka_unit_test(test_drop),
 		cmocka_unit_test(test_drop_refuses_root),
+		cmocka_unit_test(test_resolve),
+		cmocka_unit_test(test_drop_pdeathsig_kills_orphan),
+		cmocka_unit_test(test_confine),
 		cmocka_unit_test(test_filter_allows),
 		cmocka_unit_test(test_filter_forbidden_fail),
 		cmocka_unit_test(test_filter_kills),

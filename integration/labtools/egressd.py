@@ -3,10 +3,18 @@
 The generated egressd.ini follows docs/egressd.md. The lab lifts the documentation-range
 block for 198.51.100.0/24 and 203.0.113.0/24 with `allow_special_address`, the same explicit
 operator override a user would write.
+
+egressd started as root always drops to an unprivileged account after start-up (the
+`egressd` account if it exists, else `nobody`: run_user()). Like an operator's
+/var/log/egressd, each egressd's own directory (decision log, control socket, PAC copy,
+its config) belongs to that account, and the lab's work directory is made traversable
+(0711, not listable), so that a reload re-reads the config and SIGUSR1/log_max_bytes can
+rotate the log after the drop.
 """
 
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -27,6 +35,27 @@ DEFAULT_SETTINGS = {
     "header_timeout": "5s",
     "drain_timeout": "2s",
 }
+
+
+def run_user():
+    """(name, uid, gid) of the account a root-started egressd drops to by default:
+    egressd/sandbox_egressd.h SANDBOX_EGRESSD_DEFAULT_USER, else the fallback."""
+    for name in ("egressd", "nobody"):
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return name, pw.pw_uid, pw.pw_gid
+    raise netns.LabError("neither an egressd nor a nobody account exists")
+
+
+def give_to_run_user(path, mode=0o755):
+    """chown path to run_user() (when root) with mode: a directory or file egressd must
+    write or re-read after the drop."""
+    if os.geteuid() == 0:
+        _, uid, gid = run_user()
+        os.chown(path, uid, gid)
+    os.chmod(path, mode)
 
 
 def binary_dir():
@@ -85,6 +114,12 @@ class Egressd:
         self.ns = ns
         self.dir = workdir
         os.makedirs(workdir, exist_ok=True)
+        # After the drop egressd must reach its directory (traverse the lab's work
+        # directory, 0711: nobody can list it) and write in its own (rotation, PAC copy).
+        parent = os.path.dirname(os.path.abspath(workdir))
+        if os.stat(parent).st_mode & 0o111 != 0o111:
+            os.chmod(parent, os.stat(parent).st_mode & 0o7777 | 0o111)
+        give_to_run_user(workdir, 0o755)
         self.settings = dict(DEFAULT_SETTINGS)
         self.settings["control_socket"] = os.path.join(workdir, "control.sock")
         self.settings["decision_log"] = os.path.join(workdir, "decisions.jsonl")
