@@ -11,6 +11,9 @@
  * The worker's stdout and stderr are passed through (bounded); with --out DIR the result
  * (reason, usage, attestation, limits read back, changed paths) is written to
  * DIR/result.json and a networked run's decision log is copied to DIR/decisions.jsonl.
+ * The upper layer's walk and the copies run in the unprivileged collector
+ * (executor/collector.h), never as root; when it fails, this process writes result.json
+ * from its own memory (no upper_paths) and the run ends collector_failed (exit 14).
  *
  * WorkUnit mode: --workunit W.ini --preset P.ini --repo DIR --out DIR
  *   [--egressd-control SOCK] [--trusted-models FILE] [--env-file FILE] -> orchestrate_run().
@@ -32,6 +35,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "executor/collector.h"
 #include "executor/env.h"
 #include "executor/mounts.h"
 #include "executor/orchestrate.h"
@@ -220,7 +224,7 @@ run_upper_visit(const char *path, const struct stat *sb, int type, struct FTW *f
 }
 
 static json_t *
-run_result_json(const struct sandbox_result *r)
+run_result_json(const struct sandbox_result *r, bool with_upper)
 {
 	json_t *o = json_pack("{s:s, s:s, s:b, s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:i, s:i, "
 	    "s:I, s:b, s:I, s:b, s:s, s:s}",
@@ -239,7 +243,7 @@ run_result_json(const struct sandbox_result *r)
 	json_object_set_new(o, "run_id", json_string(r->run_id));
 	json_object_set(o, "attestation", r->attestation ? r->attestation : json_null());
 	json_object_set(o, "limits_applied", r->limits_applied ? r->limits_applied : json_null());
-	if (r->upper_dir[0]) {
+	if (r->upper_dir[0] && with_upper) {
 		run_upper_list = json_array();
 		run_upper_prefix = strlen(r->upper_dir);
 		nftw(r->upper_dir, run_upper_visit, 16, FTW_PHYS);
@@ -282,6 +286,118 @@ run_copy_file(const char *src, const char *dst)
 	close(in);
 	close(out);
 	return 0;
+}
+
+/* What the collector of a simple run needs (inherited by fork). */
+struct run_collect {
+	const struct sandbox_result *res;
+	const char *run_dir;
+	const char *out;            /* absolute, canonical */
+	bool with_upper;            /* walk the upper layer (false: the parent's fallback) */
+	const char *why;            /* the parent's fallback: the collector's failure */
+};
+
+static int
+run_write_result(const struct run_collect *c)
+{
+	char p[EGRESS_PATH_MAX + 32];
+	json_t *j = run_result_json(c->res, c->with_upper);
+	int rc = 0;
+
+	if (j) {
+		json_object_set_new(j, "run_dir", json_string(c->run_dir));
+		if (c->why != NULL) {
+			json_object_set_new(j, "reason", json_string(reason_str(
+			    REASON_COLLECTOR_FAILED)));
+			json_object_set_new(j, "message", json_string(c->why));
+		}
+	}
+	snprintf(p, sizeof(p), "%s/result.json", c->out);
+	if (j == NULL || json_dump_file(j, p, JSON_INDENT(2) | JSON_SORT_KEYS) < 0) {
+		log_warnx("cannot write %s", p);
+		rc = -1;
+	}
+	json_decref(j);
+	return rc;
+}
+
+/* The collector's body: the upper layer's names and the egressd files. */
+static int
+run_collect_body(void *arg)
+{
+	const struct run_collect *c = arg;
+	char p[EGRESS_PATH_MAX + 32], src[EGRESS_PATH_MAX + 32];
+	int rc = run_write_result(c);
+
+	if (c->res->decisions_path[0]) {
+		snprintf(p, sizeof(p), "%s/decisions.jsonl", c->out);
+		if (access(c->res->decisions_path, F_OK) == 0 &&
+		    run_copy_file(c->res->decisions_path, p) != 0)
+			rc = -1;
+		snprintf(p, sizeof(p), "%s/egressd.log", c->out);
+		snprintf(src, sizeof(src), "%s/egressd.log", c->run_dir);
+		if (access(src, F_OK) == 0 && run_copy_file(src, p) != 0)
+			rc = -1;
+	}
+	return rc == 0 ? EXEC_EXIT_OK : EXEC_EXIT_INTERNAL;
+}
+
+/* --out: result.json and the copies, in the collector. Returns 0, or -1 after writing
+ * the fallback result.json (the collector failed: nothing it made is trusted). */
+static int
+run_collect_out(const struct sandbox_result *res, const char *run_dir, const char *out)
+{
+	struct collector_spec cs;
+	struct collector_result cr;
+	struct run_collect c = { .res = res, .run_dir = run_dir, .with_upper = true };
+	char stage[EGRESS_PATH_MAX], elog[EGRESS_PATH_MAX + 32], *real;
+	struct stat st;
+	size_t k = 0;
+	int rc;
+
+	real = realpath(out, NULL);
+	if (real == NULL) {
+		log_warn("--out %s", out);
+		return -1;
+	}
+	c.out = real;
+	memset(&cs, 0, sizeof(cs));
+	if (res->upper_dir[0] == '/')
+		cs.ro_paths[k++] = res->upper_dir;
+	/* egressd's own files, root-owned: bound read-only, read by the collector. */
+	if (res->decisions_path[0] == '/' && stat(res->decisions_path, &st) == 0 &&
+	    S_ISREG(st.st_mode))
+		cs.ro_paths[k++] = res->decisions_path;
+	snprintf(elog, sizeof(elog), "%s/egressd.log", run_dir);
+	if (res->decisions_path[0] && stat(elog, &st) == 0 && S_ISREG(st.st_mode))
+		cs.ro_paths[k++] = elog;
+	snprintf(stage, sizeof(stage), "%s/root", run_dir);
+	if (mkdir(stage, 0700) != 0 && errno != EEXIST) {
+		log_warn("collector stage %s", stage);
+		free(real);
+		return -1;
+	}
+	cs.rw_dir = real;
+	cs.stage_dir = stage;
+	cs.fn = run_collect_body;
+	cs.arg = &c;
+	rc = collector_run(&cs, &cr);
+	if (rc == 0 && cr.exit_code != EXEC_EXIT_OK) {
+		snprintf(cr.message, sizeof(cr.message), "the collector could not write %s "
+		    "(exit %d)", real, cr.exit_code);
+		rc = -1;
+	}
+	if (rc != 0) {
+		/* From this process's memory only: no upper walk, nothing read from the run. */
+		fprintf(stderr, "egress-exec: %s: %s\n", reason_str(REASON_COLLECTOR_FAILED),
+		    cr.message);
+		c.with_upper = false;
+		c.why = cr.message;
+		(void)run_write_result(&c);
+	}
+	log_debug("collector: %llu ms", (unsigned long long)cr.wall_ms);
+	free(real);
+	return rc;
 }
 
 /* Remove the run folder: only the names this program puts there. */
@@ -405,6 +521,7 @@ cmd_run(int argc, char **argv)
 	const char *trusted = NULL, *envfile = NULL, *stdin_path = NULL, *pool = NULL;
 	const char *principal = NULL, *workdir = "/work";
 	bool net_none = false, uid_set = false, gid_set = false, made_repo = false;
+	bool collected = true;
 	uint32_t uid = 0, gid = 0;
 	struct sandbox_limits lim = { 1000, 512ull << 20, 256ull << 20, 256, 1ull << 20, 60, 1024 };
 	char run_dir[] = "/run/egress-exec/run-XXXXXX";
@@ -608,29 +725,12 @@ cmd_run(int argc, char **argv)
 	if (res.err_len)
 		run_write_all(2, res.err, res.err_len);
 	if (out) {
-		char p[EGRESS_PATH_MAX];
-		json_t *j = run_result_json(&res);
-
-		if (j)
-			json_object_set_new(j, "run_dir", json_string(run_dir));
-
 		mkdir(out, 0700);
-		snprintf(p, sizeof(p), "%s/result.json", out);
-		if (j == NULL || json_dump_file(j, p, JSON_INDENT(2) | JSON_SORT_KEYS) < 0)
-			log_warnx("cannot write %s", p);
-		json_decref(j);
-		if (res.decisions_path[0]) {
-			snprintf(p, sizeof(p), "%s/decisions.jsonl", out);
-			run_copy_file(res.decisions_path, p);
-			snprintf(p, sizeof(p), "%s/egressd.log", out);
-			{
-				char src[EGRESS_PATH_MAX];
-				snprintf(src, sizeof(src), "%s/egressd.log", run_dir);
-				run_copy_file(src, p);
-			}
-		}
+		collected = run_collect_out(&res, run_dir, out) == 0;
 	}
-	if (res.reason == REASON_ALLOWED)
+	if (!collected)
+		exitc = EXEC_EXIT_INTERNAL;
+	else if (res.reason == REASON_ALLOWED)
 		exitc = EXEC_EXIT_OK;
 	else if (res.reason == REASON_CAPABILITY_MISSING)
 		exitc = EXEC_EXIT_CAPABILITY;
@@ -639,7 +739,7 @@ cmd_run(int argc, char **argv)
 		exitc = EXEC_EXIT_WORKER;
 	else
 		exitc = EXEC_EXIT_INTERNAL;
-	if (exitc != EXEC_EXIT_OK)
+	if (exitc != EXEC_EXIT_OK && collected)
 		fprintf(stderr, "egress-exec: %s: %s\n", reason_str(res.reason), res.message);
 	(void)rc;
 	sandbox_release_upper(&res);
