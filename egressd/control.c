@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -32,9 +33,10 @@
 static const struct {
 	const char *name;
 	enum control_op op;
-	const char *keys[4];        /* allowed keys besides op and id */
+	const char *keys[5];        /* allowed keys besides op and id */
 } control_ops[] = {
-	{ "grant.create", CTL_GRANT_CREATE, { "grant", "listen", "interface", NULL } },
+	{ "grant.create", CTL_GRANT_CREATE, { "grant", "listen", "interface", "listen_fd",
+	    NULL } },
 	{ "grant.revoke", CTL_GRANT_REVOKE, { "grant_id", NULL } },
 	{ "grant.list", CTL_GRANT_LIST, { NULL } },
 	{ "status", CTL_STATUS, { NULL } },
@@ -160,9 +162,23 @@ control_decode(const char *line, size_t len, struct control_req *out, const char
 		const char *perr, *ifn;
 		char gerr[256];
 
+		/* "listen_fd": true — egress-exec passes the listening socket it made in the
+		 * run's own network namespace (SCM_RIGHTS); then there is no address to bind and
+		 * the device is named for the records only. */
+		v = json_object_get(root, "listen_fd");
+		if (v != NULL && !json_is_true(v)) {
+			snprintf(msg, msglen, "listen_fd: only true is meaningful");
+			goto out;
+		}
+		out->listen_fd = v != NULL;
 		v = json_object_get(root, "listen");
-		if (v == NULL || !json_is_string(v) || config_parse_sockaddr(json_string_value(v),
-		    true, &out->listen, &out->listenlen, &perr) != 0) {
+		if (out->listen_fd && v != NULL) {
+			snprintf(msg, msglen, "listen and listen_fd exclude each other");
+			goto out;
+		}
+		if (!out->listen_fd && (v == NULL || !json_is_string(v) ||
+		    config_parse_sockaddr(json_string_value(v), true, &out->listen,
+		    &out->listenlen, &perr) != 0)) {
 			*code = "malformed";
 			snprintf(msg, msglen, "listen: %s", v == NULL || !json_is_string(v) ?
 			    "a string \"addr:port\" is required" : perr);
@@ -266,6 +282,9 @@ struct control_client {
 	uid_t uid;
 	bool closing;
 	struct route_req *rq;           /* a route query in flight (its reply comes later) */
+	struct event *rev;              /* reads: recvmsg, so passed fds are seen */
+	struct evbuffer *in;            /* bytes read, not yet a whole line */
+	int fd_in;                      /* an fd passed with the next request line, or -1 */
 	json_t *rq_id;
 	struct control_client *next, *prev;
 };
@@ -292,6 +311,12 @@ client_free(struct control_client *cl)
 	c->nclients--;
 	route_cancel(cl->rq);           /* its callback must never see a freed client */
 	json_decref(cl->rq_id);
+	if (cl->rev != NULL)
+		event_free(cl->rev);
+	if (cl->in != NULL)
+		evbuffer_free(cl->in);
+	if (cl->fd_in >= 0)
+		close(cl->fd_in);
 	bufferevent_free(cl->bev);
 	free(cl);
 }
@@ -350,7 +375,7 @@ grant_entry(const struct lgrant *lg)
 }
 
 static json_t *
-handle(struct control *c, const struct control_req *r, struct grant **stolen)
+handle(struct control *c, const struct control_req *r, struct grant **stolen, int *fdp)
 {
 	struct daemon *d = c->d;
 	char err[512];
@@ -362,8 +387,19 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen)
 		char b[EGRESS_HOSTPORT_MAX + 1];
 		struct grant *g = *stolen;
 		*stolen = NULL;
-		struct lgrant *lg = daemon_grant_create(d, g, (const struct sockaddr *)&r->listen,
-		    r->listenlen, r->ifname, &code, err, sizeof(err));
+		struct lgrant *lg;
+
+		if (r->listen_fd && *fdp < 0) {
+			grant_free(g);
+			return control_error(r->id, "malformed", "listen_fd: no file descriptor "
+			    "came with the request");
+		}
+		if (r->listen_fd) {
+			lg = daemon_grant_adopt(d, g, *fdp, r->ifname, &code, err, sizeof(err));
+			*fdp = -1;
+		} else
+			lg = daemon_grant_create(d, g, (const struct sockaddr *)&r->listen,
+			    r->listenlen, r->ifname, &code, err, sizeof(err));
 		if (lg == NULL)
 			return control_error(r->id, code, err);
 		log_info("grant.create: %s principal %s on %s dev %s, lifetime %us", lg->id,
@@ -469,7 +505,7 @@ static void
 client_read(struct bufferevent *bev, void *arg)
 {
 	struct control_client *cl = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = cl->in;
 
 	while (!cl->closing) {
 		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, NULL, EVBUFFER_EOL_LF);
@@ -515,12 +551,88 @@ client_read(struct bufferevent *bev, void *arg)
 			if (r.op == CTL_ROUTE)
 				route_query(cl, &r);
 			else
-				send_reply(cl, handle(cl->c, &r, &g));
+				send_reply(cl, handle(cl->c, &r, &g, &cl->fd_in));
 			grant_free(g);
+		}
+		/* A passed fd belongs to the line it came with: one that line did not take is
+		 * closed, never kept for a later request. */
+		if (cl->fd_in >= 0) {
+			close(cl->fd_in);
+			cl->fd_in = -1;
 		}
 		control_req_clear(&r);
 		free(line);
 	}
+}
+
+/*
+ * Reads with recvmsg instead of the bufferevent, so that a listening socket egress-exec
+ * passes with grant.create (SCM_RIGHTS) is seen; the bytes go to cl->in (a bufferevent's
+ * own input buffer takes no bytes from outside) and client_read parses them as before. At most one fd per request is kept; fds
+ * from a client that is not authorized, extra fds and truncated control data are closed
+ * (MSG_CMSG_CLOEXEC: never inherited by the route helper).
+ */
+static void
+client_recv(evutil_socket_t fd, short what, void *arg)
+{
+	struct control_client *cl = arg;
+	char buf[4096];
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+	} cbuf;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	if (what & EV_TIMEOUT) {
+		client_free(cl);
+		return;
+	}
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf.b;
+	mh.msg_controllen = sizeof(cbuf.b);
+	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	for (cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t nfd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int pfd;
+
+			memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (cl->authorized && cl->fd_in < 0 && !(mh.msg_flags & MSG_CTRUNC))
+				cl->fd_in = pfd;
+			else
+				close(pfd);
+		}
+	}
+	if (n <= 0) {
+		/* EOF or an error: finish writing what is queued, then go. */
+		event_del(cl->rev);
+		if (n == 0 && evbuffer_get_length(bufferevent_get_output(cl->bev)) > 0)
+			cl->closing = true;
+		else
+			client_free(cl);
+		return;
+	}
+	if (mh.msg_flags & MSG_CTRUNC)
+		log_warnx("control: a client passed more file descriptors than a request takes");
+	if (evbuffer_add(cl->in, buf, (size_t)n) != 0) {
+		client_free(cl);
+		return;
+	}
+	client_read(cl->bev, cl);
+	if (cl->closing)
+		event_del(cl->rev);
 }
 
 static void
@@ -573,9 +685,19 @@ control_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *
 		cl->uid = uc.uid;
 		cl->authorized = uc.uid == 0;
 	}
+	cl->fd_in = -1;
 	cl->bev = bufferevent_socket_new(c->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (cl->bev == NULL) {
-		close(fd);
+	cl->rev = event_new(c->d->base, fd, EV_READ | EV_PERSIST, client_recv, cl);
+	cl->in = evbuffer_new();
+	if (cl->bev == NULL || cl->rev == NULL || cl->in == NULL) {
+		if (cl->in != NULL)
+			evbuffer_free(cl->in);
+		if (cl->rev != NULL)
+			event_free(cl->rev);
+		if (cl->bev != NULL)
+			bufferevent_free(cl->bev);
+		else
+			close(fd);
 		free(cl);
 		return;
 	}
@@ -586,7 +708,10 @@ control_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *
 	c->nclients++;
 	bufferevent_setcb(cl->bev, client_read, client_write, client_event, cl);
 	bufferevent_set_timeouts(cl->bev, &tv, &tv);
-	bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
+	/* reads come through client_recv (recvmsg); the bufferevent only writes */
+	bufferevent_disable(cl->bev, EV_READ);
+	bufferevent_enable(cl->bev, EV_WRITE);
+	event_add(cl->rev, &tv);
 }
 
 struct control *

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 
 #include "common/grant.h"
@@ -31,6 +32,7 @@ struct control_req {
 	struct sockaddr_storage listen;     /* grant.create */
 	socklen_t listenlen;
 	char ifname[EGRESS_IFNAME_MAX + 1]; /* grant.create */
+	bool listen_fd;                     /* grant.create: the listener came as an fd */
 	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke */
 	enum dest_scheme scheme;            /* route: the destination asked about */
 	struct host host;

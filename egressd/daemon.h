@@ -85,5 +85,13 @@ void daemon_accept(int fd, const struct sockaddr *peer, socklen_t peerlen, void 
 struct lgrant *daemon_grant_create(struct daemon *d, struct grant *g,
     const struct sockaddr *sa, socklen_t salen, const char *ifname, const char **code,
     char *err, size_t errlen);
+/*
+ * The same with a listening socket egress-exec created in the run's own network namespace
+ * and passed over the control socket (fd owned by the callee, closed on failure). ifname
+ * is the veth's host end there, for the records (may be empty). *code "bad_listener" when
+ * the fd is not a listening TCP socket bound to a specific address.
+ */
+struct lgrant *daemon_grant_adopt(struct daemon *d, struct grant *g, int fd,
+    const char *ifname, const char **code, char *err, size_t errlen);
 
 #endif

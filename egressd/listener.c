@@ -79,14 +79,46 @@ sa_str(const struct sockaddr *sa, char *buf, size_t len)
 	return buf;
 }
 
+/* Wrap a bound, listening fd (now owned by the listener, closed on failure). */
+static struct listener *
+listener_wrap(struct event_base *base, int fd, const struct sockaddr *sa, socklen_t salen,
+    listener_accept_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct listener *l;
+	socklen_t bl;
+
+	l = calloc(1, sizeof(*l));
+	if (l == NULL) {
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	memcpy(&l->addr, sa, salen);
+	l->addrlen = salen;
+	bl = sizeof(l->bound);
+	getsockname(fd, (struct sockaddr *)&l->bound, &bl);
+	l->cb = cb;
+	l->arg = arg;
+	l->backoff = evtimer_new(base, listener_resume, l);
+	l->evl = evconnlistener_new(base, listener_accept, l,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (l->evl == NULL || l->backoff == NULL) {
+		if (l->evl == NULL)
+			close(fd);
+		listener_free(l);
+		snprintf(err, errlen, "evconnlistener: out of memory");
+		return NULL;
+	}
+	evconnlistener_set_error_cb(l->evl, listener_error);
+	return l;
+}
+
 struct listener *
 listener_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen,
     const char *ifname, listener_accept_cb cb, void *arg, char *err, size_t errlen)
 {
-	struct listener *l;
 	char ab[EGRESS_HOSTPORT_MAX + 1];
 	int fd, one = 1;
-	socklen_t bl;
 
 	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -117,30 +149,58 @@ listener_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen
 		close(fd);
 		return NULL;
 	}
-	l = calloc(1, sizeof(*l));
-	if (l == NULL) {
-		close(fd);
-		snprintf(err, errlen, "out of memory");
-		return NULL;
+	return listener_wrap(base, fd, sa, salen, cb, arg, err, errlen);
+}
+
+struct listener *
+listener_adopt(struct event_base *base, int fd, listener_accept_cb cb, void *arg, char *err,
+    size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss), ol;
+	int v;
+
+	/* The fd comes from egress-exec over the root-only control socket; still, accept
+	 * only what a listener of ours would be: a listening TCP socket on IPv4 or IPv6,
+	 * bound to a specific (never wildcard) address. */
+	ol = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &ol) != 0 ||
+	    (v != AF_INET && v != AF_INET6)) {
+		snprintf(err, errlen, "the passed fd is not an IPv4/IPv6 socket");
+		goto fail;
 	}
-	memcpy(&l->addr, sa, salen);
-	l->addrlen = salen;
-	bl = sizeof(l->bound);
-	getsockname(fd, (struct sockaddr *)&l->bound, &bl);
-	l->cb = cb;
-	l->arg = arg;
-	l->backoff = evtimer_new(base, listener_resume, l);
-	l->evl = evconnlistener_new(base, listener_accept, l,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
-	if (l->evl == NULL || l->backoff == NULL) {
-		if (l->evl == NULL)
-			close(fd);
-		listener_free(l);
-		snprintf(err, errlen, "evconnlistener: out of memory");
-		return NULL;
+	ol = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &ol) != 0 || v != SOCK_STREAM) {
+		snprintf(err, errlen, "the passed fd is not a stream socket");
+		goto fail;
 	}
-	evconnlistener_set_error_cb(l->evl, listener_error);
-	return l;
+	ol = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &ol) != 0 || v != IPPROTO_TCP) {
+		snprintf(err, errlen, "the passed fd is not a TCP socket");
+		goto fail;
+	}
+	ol = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &ol) != 0 || v != 1) {
+		snprintf(err, errlen, "the passed fd is not listening");
+		goto fail;
+	}
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+		snprintf(err, errlen, "getsockname: %s", strerror(errno));
+		goto fail;
+	}
+	if ((ss.ss_family == AF_INET &&
+	    ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY)) ||
+	    (ss.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr))) {
+		snprintf(err, errlen, "the passed listener is bound to a wildcard address");
+		goto fail;
+	}
+	evutil_make_socket_nonblocking(fd);
+	evutil_make_socket_closeonexec(fd);
+	return listener_wrap(base, fd, (const struct sockaddr *)&ss, sl, cb, arg, err, errlen);
+fail:
+	close(fd);
+	return NULL;
 }
 
 void

@@ -351,22 +351,13 @@ attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
 	    env_name_check("LANG", NULL, 0) == REASON_ALLOWED;
 
 	if (with_network) {
-		char exposed[200];
-		int nexp = netns_wildcard_sockets(exposed, sizeof(exposed));
-
-		if (nexp > 0)
-			row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], false,
-			    "network namespace with one veth to egressd; grant per run",
-			    "%d wildcard socket(s) in egressd's network namespace would be reachable "
-			    "from the worker through the veth's host end (%s): bind them to specific "
-			    "addresses or run egressd and egress-exec in a namespace of their own",
-			    nexp, exposed);
-		else
-			row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty && np.veth,
-			    "network namespace with one veth to egressd; grant per run",
-			    np.netns_empty && np.veth ? "empty netns and veth verified; no wildcard "
-			    "socket on the host side; the grant is attested at run time" : "%s%s",
-			    np.net_err, np.veth_err);
+		/* The veth's host end lives in a link namespace of the run's own (only egressd's
+		 * listener there), so nothing in egressd's namespace is reachable through it. */
+		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty && np.veth,
+		    "network namespace with one veth to egressd; grant per run",
+		    np.netns_empty && np.veth ? "empty netns and veth verified; the veth's host "
+		    "end lives in the run's own link namespace with only egressd's listener; "
+		    "the grant is attested at run time" : "%s%s", np.net_err, np.veth_err);
 	} else
 		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty,
 		    "empty network namespace (lo only)",

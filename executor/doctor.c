@@ -303,8 +303,8 @@ cmd_doctor(int argc, char **argv)
 			    "see the detail; `egress-exec doctor` rows below name the missing piece",
 			    "%s: %s", rows[i].mechanism, rows[i].detail);
 		}
-		/* ... and what a networked (--allow) run adds: a veth, and no wildcard socket
-		 * on the host side. A warning: --net none runs do not need it. */
+		/* ... and what a networked (--allow) run adds: a veth pair across namespaces.
+		 * A warning: --net none runs do not need it. */
 		attest_probe_all(true, net);
 		doctor_row(&d, "network.allowlist_runs", net[ATTEST_NETWORK_ENFORCEMENT].attested ?
 		    DOC_OK : DOC_MISSING, false, "networked runs are refused until this is fixed; "

@@ -100,15 +100,67 @@ ec_wait(int fd, short ev, uint64_t deadline)
 	}
 }
 
+/* Send buf (n bytes); the first chunk carries pass_fd (SCM_RIGHTS) when it is >= 0. */
+static int
+ec_send(int fd, const char *buf, size_t n, int pass_fd, uint64_t deadline)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		ssize_t w;
+
+		if (ec_wait(fd, POLLOUT, deadline) < 0)
+			return -1;
+		if (pass_fd >= 0) {
+			union {
+				struct cmsghdr h;
+				char b[CMSG_SPACE(sizeof(int))];
+			} cbuf;
+			struct iovec iov = { (void *)(uintptr_t)buf, n };
+			struct msghdr mh;
+			struct cmsghdr *cm;
+
+			memset(&cbuf, 0, sizeof(cbuf));
+			memset(&mh, 0, sizeof(mh));
+			mh.msg_iov = &iov;
+			mh.msg_iovlen = 1;
+			mh.msg_control = cbuf.b;
+			mh.msg_controllen = sizeof(cbuf.b);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+			w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+			if (w > 0)
+				pass_fd = -1;   /* the fd went with the first bytes */
+		} else
+			w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w < 0)
+			return -1;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
 int
 egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned timeout_ms,
     char *err, size_t errlen)
+{
+	return egressd_request_fd(sock_path, req, -1, reply, timeout_ms, err, errlen);
+}
+
+int
+egressd_request_fd(const char *sock_path, json_t *req, int pass_fd, json_t **reply,
+    unsigned timeout_ms, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	uint64_t deadline = mono_msec() + (timeout_ms ? timeout_ms : EGRESSD_CLIENT_TIMEOUT_MS);
 	_cleanup_free_ char *line = NULL, *in = NULL;
 	_cleanup_fd_ int fd = -1;
-	size_t len, off = 0, inlen = 0;
+	size_t len, inlen = 0;
 	json_error_t jerr;
 	int soerr = 0;
 	socklen_t sl = sizeof(soerr);
@@ -123,7 +175,14 @@ egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned tim
 	len = strlen(line);
 	if (len + 1 > EGRESS_CONTROL_LINE_MAX)
 		return ec_err(err, errlen, 0, "request too long");
-	line[len] = '\0';
+	{
+		char *nl = realloc(line, len + 2);
+		if (nl == NULL)
+			return ec_err(err, errlen, ENOMEM, "encode request");
+		line = nl;
+		line[len++] = '\n';
+		line[len] = '\0';
+	}
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -136,21 +195,9 @@ egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned tim
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr)
 			return ec_err(err, errlen, soerr, "connect %s", sock_path);
 	}
-	/* Send the line and its newline. */
-	while (off <= len) {
-		const char *p = off < len ? line + off : "\n";
-		size_t n = off < len ? len - off : 1;
-		ssize_t w;
-
-		if (ec_wait(fd, POLLOUT, deadline) < 0)
-			return ec_err(err, errlen, errno, "send to %s", sock_path);
-		w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (w < 0)
-			return ec_err(err, errlen, errno, "send to %s", sock_path);
-		off += (size_t)w;
-	}
+	/* Send the line and its newline (with the fd, if one is passed). */
+	if (ec_send(fd, line, len, pass_fd, deadline) < 0)
+		return ec_err(err, errlen, errno, "send to %s", sock_path);
 	/* Read one line, bounded: grow as bytes arrive, never past the protocol limit. */
 	in = malloc(EGRESS_CONTROL_LINE_MAX + 1);
 	if (in == NULL)
@@ -198,9 +245,34 @@ ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
 	    code ? code : "unknown", msg ? ": " : "", msg ? msg : "");
 }
 
+static int ec_grant_create(const char *sock_path, const char *principal,
+    const char *const *allow, const char *listen, int listen_fd, const char *ifname,
+    uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen);
+
 int
 egressd_grant_create(const char *sock_path, const char *principal,
     const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
+    char *grant_id, char *listen_out, char *err, size_t errlen)
+{
+	return ec_grant_create(sock_path, principal, allow, listen, -1, ifname, lifetime_s,
+	    grant_id, listen_out, err, errlen);
+}
+
+int
+egressd_grant_create_fd(const char *sock_path, const char *principal,
+    const char *const *allow, int listen_fd, const char *ifname, uint32_t lifetime_s,
+    char *grant_id, char *listen_out, char *err, size_t errlen)
+{
+	if (listen_fd < 0)
+		return ec_err(err, errlen, 0, "no listening socket to pass");
+	return ec_grant_create(sock_path, principal, allow, NULL, listen_fd, ifname, lifetime_s,
+	    grant_id, listen_out, err, errlen);
+}
+
+/* grant.create with a listen address for egressd to bind, or a listening fd to pass. */
+static int
+ec_grant_create(const char *sock_path, const char *principal, const char *const *allow,
+    const char *listen, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
 	json_t *req = NULL, *reply = NULL, *grant, *list, *lim;
@@ -217,11 +289,15 @@ egressd_grant_create(const char *sock_path, const char *principal,
 	grant = json_pack("{s:s, s:o, s:[], s:s, s:[], s:o}", "principal", principal,
 	    "allow", list, "allow_address", "pinning", "preferred", "credential_origin",
 	    "limits", lim);
-	req = json_pack("{s:s, s:i, s:o, s:s, s:s}", "op", "grant.create", "id", 1,
-	    "grant", grant, "listen", listen, "interface", ifname);
+	if (listen_fd >= 0)
+		req = json_pack("{s:s, s:i, s:o, s:b, s:s}", "op", "grant.create", "id", 1,
+		    "grant", grant, "listen_fd", 1, "interface", ifname);
+	else
+		req = json_pack("{s:s, s:i, s:o, s:s, s:s}", "op", "grant.create", "id", 1,
+		    "grant", grant, "listen", listen, "interface", ifname);
 	if (req == NULL)
 		return ec_err(err, errlen, ENOMEM, "grant request");
-	if (egressd_request(sock_path, req, &reply, 0, err, errlen) < 0)
+	if (egressd_request_fd(sock_path, req, listen_fd, &reply, 0, err, errlen) < 0)
 		goto out;
 	if (!json_is_true(json_object_get(reply, "ok"))) {
 		ec_refused(reply, "grant.create", err, errlen);

@@ -35,6 +35,10 @@
  */
 int egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned timeout_ms,
     char *err, size_t errlen);
+/* The same, passing pass_fd (when >= 0) with the request's first bytes (SCM_RIGHTS); the
+ * caller keeps its own copy of the fd and closes it. */
+int egressd_request_fd(const char *sock_path, json_t *req, int pass_fd, json_t **reply,
+    unsigned timeout_ms, char *err, size_t errlen);
 
 /*
  * grant.create for exactly `allow` (NULL-terminated), principal label `principal`, bound to
@@ -45,6 +49,15 @@ int egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned
  */
 int egressd_grant_create(const char *sock_path, const char *principal,
     const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
+    char *grant_id, char *listen_out, char *err, size_t errlen);
+
+/*
+ * The same with a listening socket the caller made in the run's own network namespace
+ * (bound to the veth's host end there), passed to egressd instead of an address to bind;
+ * ifname names that veth end for the records. The caller still owns and closes listen_fd.
+ */
+int egressd_grant_create_fd(const char *sock_path, const char *principal,
+    const char *const *allow, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen);
 
 /* grant.revoke. Returns 0 (also when egressd says unknown_grant: it expired), -1 otherwise. */

@@ -13,11 +13,14 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -619,93 +622,96 @@ out:
 	return rc;
 }
 
-bool
-netns_wildcard_line(const char *line, bool udp, unsigned *port)
+/* Back to the namespace home; a failure leaves this process in the wrong network
+ * namespace, which nothing after may run in: exit. */
+static void
+netns_go_home(int home)
 {
-	const char *p = line, *colon, *local, *rem, *stp;
-	size_t llen;
-	unsigned v = 0;
-
-	/* "  sl  local_address rem_address   st ..." : skip "N:" then local, remote, state */
-	while (*p == ' ')
-		p++;
-	colon = strchr(p, ':');
-	if (colon == NULL)
-		return false;
-	local = colon + 1;
-	while (*local == ' ')
-		local++;
-	rem = strchr(local, ' ');
-	if (rem == NULL)
-		return false;
-	llen = (size_t)(rem - local);
-	while (*rem == ' ')
-		rem++;
-	stp = strchr(rem, ' ');
-	if (stp == NULL)
-		return false;
-	while (*stp == ' ')
-		stp++;
-	/* local "ADDRHEX:PORTHEX"; wildcard = every address digit '0' */
-	colon = memchr(local, ':', llen);
-	if (colon == NULL || colon == local)
-		return false;
-	for (const char *c = local; c < colon; c++)
-		if (*c != '0')
-			return false;
-	for (const char *c = colon + 1; c < local + llen; c++) {
-		int d = (*c >= '0' && *c <= '9') ? *c - '0' : (*c >= 'A' && *c <= 'F') ?
-		    *c - 'A' + 10 : (*c >= 'a' && *c <= 'f') ? *c - 'a' + 10 : -1;
-		if (d < 0 || v > 0xfff)
-			return false;
-		v = v * 16 + (unsigned)d;
+	if (setns(home, CLONE_NEWNET) != 0) {
+		log_warn("setns back to egress-exec's network namespace");
+		_exit(70);
 	}
-	if (strncmp(stp, udp ? "07" : "0A", 2) != 0)
-		return false;   /* TCP: LISTEN only; UDP: unconnected (CLOSE) only */
-	if (udp) {
-		/* an unconnected socket has an all-zero remote address */
-		const char *rc = strchr(rem, ':');
-		for (const char *c = rem; rc && c < rc; c++)
-			if (*c != '0')
-				return false;
-	}
-	*port = v;
-	return true;
 }
 
 int
-netns_wildcard_sockets(char *out, size_t outlen)
+netns_link_create(const struct netns_pool *pool, pid_t child_pid, const char *tag,
+    uint16_t port, struct netns_link *out, int *nsfd, int *listen_fd, char *err,
+    size_t errlen)
 {
-	static const struct { const char *path, *name; bool udp; } files[] = {
-		{ "/proc/net/tcp", "tcp 0.0.0.0", false }, { "/proc/net/tcp6", "tcp [::]", false },
-		{ "/proc/net/udp", "udp 0.0.0.0", true }, { "/proc/net/udp6", "udp [::]", true },
-	};
-	char line[512];
-	size_t used = 0;
-	int n = 0;
+	struct sockaddr_in sin;
+	int home, ns = -1, fd = -1, one = 1;
+	bool veth = false;
 
-	if (outlen)
-		out[0] = '\0';
-	for (size_t i = 0; i < EGRESS_NELEM(files); i++) {
-		FILE *f = fopen(files[i].path, "re");
-		unsigned lines = 0, port;
-
-		if (f == NULL)
-			continue;
-		while (fgets(line, sizeof(line), f) && lines++ < 100000) {
-			if (!netns_wildcard_line(line, files[i].udp, &port))
-				continue;
-			if (n < 6 && used < outlen) {
-				int w = snprintf(out + used, outlen - used, "%s%s:%u", used ? ", " : "",
-				    files[i].name, port);
-				if (w > 0 && (size_t)w < outlen - used)
-					used += (size_t)w;
-			}
-			n++;
-		}
-		fclose(f);
+	*nsfd = *listen_fd = -1;
+	home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return netns_err(err, errlen, errno, "open /proc/self/ns/net");
+	if (unshare(CLONE_NEWNET) != 0) {
+		netns_err(err, errlen, errno, "unshare a link namespace");
+		close(home);
+		return -1;
 	}
-	return n;
+	ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ns < 0) {
+		netns_err(err, errlen, errno, "open the link namespace");
+		goto fail;
+	}
+	if (netns_veth_create(pool, child_pid, tag, out, err, errlen) < 0)
+		goto fail;
+	veth = true;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		netns_err(err, errlen, errno, "listener socket");
+		goto fail;
+	}
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(out->net + 1);
+	if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, out->host_if,
+	    (socklen_t)strlen(out->host_if) + 1) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 || listen(fd, 511) != 0) {
+		netns_err(err, errlen, errno, "listener on %s:%u dev %s", out->host_addr,
+		    (unsigned)port, out->host_if);
+		goto fail;
+	}
+	netns_go_home(home);
+	close(home);
+	*nsfd = ns;
+	*listen_fd = fd;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (veth)
+		netns_veth_destroy(out->host_if);
+	netns_go_home(home);
+	close(home);
+	if (ns >= 0)
+		close(ns);
+	return -1;
+}
+
+int
+netns_link_destroy(int nsfd, const char *host_if)
+{
+	int home, rc;
+
+	if (nsfd < 0)
+		return 0;
+	home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
+		if (home >= 0)
+			close(home);
+		close(nsfd);
+		return -1;
+	}
+	rc = netns_veth_destroy(host_if);
+	netns_go_home(home);
+	close(home);
+	close(nsfd);
+	return rc;
 }
 
 struct netns_all_links {

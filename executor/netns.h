@@ -73,6 +73,28 @@ int netns_veth_create(const struct netns_pool *pool, pid_t child_pid, const char
 int netns_veth_destroy(const char *host_if);
 
 /*
+ * Supervisor, for a networked run: the run's own "link namespace". A new network namespace
+ * is made that holds only `lo` (down) and the veth's host end; netns_veth_create runs
+ * inside it (peer straight into child_pid's namespace), and the listening TCP socket for
+ * egressd is created there too, bound to the host end's address and port (device first),
+ * then the caller returns to its own namespace. The listener is passed to egressd
+ * (grant.create with listen_fd), so egressd needs no privilege to bind it, and nothing
+ * else in egressd's or the host's namespace — sshd on 0.0.0.0:22, a DNS forwarder — is
+ * reachable from the worker: the host end is not in that namespace at all.
+ * On success returns 0 with *nsfd (the link namespace, keeps it alive) and *listen_fd;
+ * -1 with err otherwise (everything made is gone; the caller is back in its namespace,
+ * or the process exits: running on in the wrong namespace is never an option).
+ */
+int netns_link_create(const struct netns_pool *pool, pid_t child_pid, const char *tag,
+    uint16_t port, struct netns_link *out, int *nsfd, int *listen_fd, char *err,
+    size_t errlen);
+
+/* Delete the veth inside the link namespace nsfd and close nsfd. The namespace itself goes
+ * when egressd has closed its listener (grant revoked or expired). Returns 0, or -1 when
+ * the veth is still present. */
+int netns_link_destroy(int nsfd, const char *host_if);
+
+/*
  * Child, inside the new network namespace, still privileged: bring `lo` up; when link is
  * not NULL also give worker_if net+2/30, disable IPv6 on it and bring it up. Then verify:
  * no default route, only `lo` (and worker_if) exist. Returns 0, or -1 with err.
@@ -85,22 +107,6 @@ int netns_worker_setup(const struct netns_link *link, char *err, size_t errlen);
  * Returns 0, or -1 with err.
  */
 int netns_probe_veth(char *err, size_t errlen);
-
-/*
- * Sockets in the CURRENT network namespace that a worker could reach through the host end
- * of its veth although they are not egressd's listener: TCP listeners and unconnected UDP
- * sockets bound to a wildcard address (0.0.0.0 or ::). The host end lives in this
- * namespace and local delivery does not care which interface a packet came in on, so such
- * a socket would take the worker's connections (sshd, a DNS forwarder, a proxy...). This
- * kernel offers neither VRF nor tc actions to fence the host end, so the sandbox refuses a
- * networked run instead (docs/sandbox.md). Reads /proc/net/{tcp,tcp6,udp,udp6}. Returns
- * the number found and lists up to a few as "tcp 0.0.0.0:22, udp [::]:68" in out.
- */
-int netns_wildcard_sockets(char *out, size_t outlen);
-
-/* Parse one /proc/net/{tcp,udp}[6] line: true when it is a wildcard TCP listener or an
- * unconnected wildcard UDP socket; *port gets the local port. Pure (unit tests). */
-bool netns_wildcard_line(const char *line, bool udp, unsigned *port);
 
 /*
  * Cleanup: delete host-namespace links named NETNS_IF_PREFIX* for which keep(name, arg)

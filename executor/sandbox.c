@@ -9,8 +9,10 @@
  *     control socket was given)
  *  5. clone NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET ----> waits on the sync pipe
  *  6. attach the child to the cgroup
- *  7. veth pair (peer straight into the child's
- *     netns), host address; grant.create
+ *  7. link netns of the run's own: veth pair
+ *     (peer straight into the child's netns),
+ *     host address, listener; grant.create
+ *     passes the listener to egressd
  *  8. "go" + link description ------------------> 9.  unshare(NEWCGROUP): its root is ours
  *                                                  10. lo (+ eth0 address) up, verified
  *                                                  11. hostname; mounts: new root, overlay,
@@ -61,6 +63,7 @@
 #define SB_SETUP_TIMEOUT_MS  30000  /* child setup (mounts, net) until the worker execs */
 #define SB_DRAIN_TIMEOUT_MS  2000   /* pipes after the cgroup is dead */
 #define SB_GRANT_MARGIN_S    60     /* grant lifetime = wall budget + this */
+#define SB_PROXY_PORT        3128   /* egressd's listener in the run's link namespace */
 #define SB_ARGV_MAX          4096
 
 /* Parent -> child after the cgroup attach and the veth. */
@@ -556,12 +559,13 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 	char layer[EGRESS_PATH_MAX], rootdir[EGRESS_PATH_MAX], upper[EGRESS_PATH_MAX];
 	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX], lowerdir[EGRESS_PATH_MAX] = "";
 	char run_id[CGROUP_RUN_ID_MAX], tag[9], err[512], proxy_url[EGRESS_HOSTPORT_MAX + 16];
-	char listen[EGRESS_HOSTPORT_MAX + 1], lreq[EGRESS_HOSTPORT_MAX + 1];
+	char listen[EGRESS_HOSTPORT_MAX + 1];
 	const char *control = NULL;
 	char **argv = NULL, **envp = NULL;
 	int syncp[2] = { -1, -1 }, repp[2] = { -1, -1 }, statp[2] = { -1, -1 };
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
-	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1;
+	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1, link_ns = -1, listen_fd = -1;
+	int grc;
 	bool interrupted = false;
 	bool layer_made = false, veth_made = false, have_status = false, child_reaped = false;
 	size_t prompt_off = 0, prompt_len = 0;
@@ -762,17 +766,24 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 
 	memset(&go, 0, sizeof(go));
 	go.ok = 1;
-	/* 7. Network: veth straight into the child's namespace, then the grant. */
+	/* 7. Network: the run's own link namespace (only the veth's host end and egressd's
+	 * listener live there), the peer straight into the child's namespace, then the grant
+	 * with the listener passed to egressd. */
 	if (spec->net == SANDBOX_NET_ALLOWLIST) {
-		if (netns_veth_create(&pool, pid, tag, &link, err, sizeof(err)) < 0) {
+		if (netns_link_create(&pool, pid, tag, SB_PROXY_PORT, &link, &link_ns, &listen_fd,
+		    err, sizeof(err)) < 0) {
 			sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", err);
 			goto teardown;
 		}
 		veth_made = true;
-		snprintf(lreq, sizeof(lreq), "%s:0", link.host_addr);
-		if (egressd_grant_create(control, spec->principal ? spec->principal : run_id,
-		    spec->allowlist, lreq, link.host_if, spec->limits.wall_seconds + SB_GRANT_MARGIN_S,
-		    res->grant_id, listen, err, sizeof(err)) < 0) {
+		grc = egressd_grant_create_fd(control, spec->principal ? spec->principal : run_id,
+		    spec->allowlist, listen_fd, link.host_if,
+		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, listen, err,
+		    sizeof(err));
+		/* egressd holds its own copy now (or refused it): ours is not needed. */
+		close(listen_fd);
+		listen_fd = -1;
+		if (grc < 0) {
 			attest_network_failed(res->attestation, err);
 			sb_fail(res, REASON_CAPABILITY_MISSING, "grant: %s", err);
 			goto teardown;
@@ -970,8 +981,11 @@ teardown:
 	if (res->grant_id[0] && control &&
 	    egressd_grant_revoke(control, res->grant_id, err, sizeof(err)) < 0)
 		log_warnx("sandbox %s: grant.revoke: %s (the grant expires on its own)", run_id, err);
-	if (veth_made && netns_veth_destroy(link.host_if) < 0)
-		log_warnx("sandbox %s: veth %s still present", run_id, link.host_if);
+	if (listen_fd >= 0)
+		close(listen_fd);
+	if (veth_made && netns_link_destroy(link_ns, link.host_if) < 0)
+		log_warnx("sandbox %s: veth %s still present in its link namespace", run_id,
+		    link.host_if);
 	egressd_embedded_stop(&emb);
 
 	res->out = out.buf;

@@ -54,6 +54,14 @@ test_create_ok(void **st)
 	/* port 0: egressd picks one */
 	assert_int_equal(dec("{\"op\":\"grant.create\",\"grant\":" GRANT_OK
 	    ",\"listen\":\"169.254.77.1:0\",\"interface\":\"lo\"}"), 0);
+	assert_false(r.listen_fd);
+	control_req_clear(&r);
+	/* a passed listener: no address, the device for the records */
+	assert_int_equal(dec("{\"op\":\"grant.create\",\"grant\":" GRANT_OK
+	    ",\"listen_fd\":true,\"interface\":\"egx1a2b3c4dh\"}"), 0);
+	assert_true(r.listen_fd);
+	assert_int_equal(r.listenlen, 0);
+	assert_string_equal(r.ifname, "egx1a2b3c4dh");
 	control_req_clear(&r);
 }
 
@@ -107,6 +115,16 @@ test_refusals(void **st)
 	    "\"interface\":\"eth0\"}", "malformed");
 	expect_code("{\"op\":\"grant.create\",\"grant\":" GRANT_OK ",\"interface\":\"eth0\"}",
 	    "malformed");
+	/* listen_fd: only true, never with listen, still with an interface */
+	expect_code("{\"op\":\"grant.create\",\"grant\":" GRANT_OK ",\"listen_fd\":false,"
+	    "\"interface\":\"eth0\"}", "malformed");
+	expect_code("{\"op\":\"grant.create\",\"grant\":" GRANT_OK ",\"listen_fd\":1,"
+	    "\"interface\":\"eth0\"}", "malformed");
+	expect_code("{\"op\":\"grant.create\",\"grant\":" GRANT_OK ",\"listen_fd\":true,"
+	    "\"listen\":\"169.254.77.1:3128\",\"interface\":\"eth0\"}", "malformed");
+	expect_code("{\"op\":\"grant.create\",\"grant\":" GRANT_OK ",\"listen_fd\":true}",
+	    "malformed");
+	expect_code("{\"op\":\"status\",\"listen_fd\":true}", "unknown_key");
 	expect_code("{\"op\":\"grant.create\",\"grant\":\"x\",\"listen\":\"169.254.77.1:3128\","
 	    "\"interface\":\"eth0\"}", "invalid_grant");
 	expect_code("{\"op\":\"grant.create\",\"grant\":{\"principal\":\"r\",\"allow\":"

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +114,99 @@ test_grant_create_ok(void **state)
 	assert_string_equal(gid, "0123456789abcdef0123456789abcdef");
 	assert_string_equal(listen, "169.254.7.1:40000");
 	reap(p);
+}
+
+/* Serve one grant.create that must carry a listening socket (SCM_RIGHTS) and say
+ * "listen_fd": true without "listen": answer ok with the socket's port, else an error. */
+static pid_t
+serve_fd(void)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	pid_t pid;
+
+	unlink(sock_path);
+	memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
+	assert_true(ls >= 0);
+	assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(ls, 4), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char buf[8192], reply[256];
+		union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } cbuf;
+		struct iovec iov = { buf, sizeof(buf) - 1 };
+		struct msghdr mh = { 0 };
+		struct cmsghdr *cm;
+		struct sockaddr_in sin;
+		socklen_t sl = sizeof(sin), ol = sizeof(int);
+		int c = accept(ls, NULL, NULL), pfd = -1, acc = 0;
+		ssize_t n;
+
+		if (c < 0)
+			_exit(1);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = sizeof(cbuf.b);
+		n = recvmsg(c, &mh, 0);
+		if (n <= 0)
+			_exit(1);
+		buf[n] = '\0';
+		cm = CMSG_FIRSTHDR(&mh);
+		if (cm != NULL && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&pfd, CMSG_DATA(cm), sizeof(int));
+		if (pfd >= 0 && getsockopt(pfd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &ol) == 0 &&
+		    acc == 1 && getsockname(pfd, (struct sockaddr *)&sin, &sl) == 0 &&
+		    strstr(buf, "\"listen_fd\":true") != NULL &&
+		    strstr(buf, "\"listen\":") == NULL)
+			snprintf(reply, sizeof(reply), "{\"ok\": true, \"grant_id\": "
+			    "\"0123456789abcdef0123456789abcdef\", \"listen\": \"127.0.0.1:%u\"}\n",
+			    (unsigned)ntohs(sin.sin_port));
+		else
+			snprintf(reply, sizeof(reply), "{\"ok\": false, \"error\": \"bad_listener\", "
+			    "\"message\": \"fd %d acc %d\"}\n", pfd, acc);
+		if (write(c, reply, strlen(reply)) < 0)
+			_exit(1);
+		close(c);
+		_exit(0);
+	}
+	close(ls);
+	return pid;
+}
+
+static void
+test_grant_create_fd(void **state)
+{
+	const char *allow[] = { "https://api.example.com", NULL };
+	char gid[EGRESSD_GRANT_ID_LEN + 1], lis[EGRESS_HOSTPORT_MAX + 1], err[256];
+	char want[32];
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	pid_t p;
+
+	(void)state;
+	assert_true(lfd >= 0);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)ntohs(sin.sin_port));
+	p = serve_fd();
+	assert_int_equal(egressd_grant_create_fd(sock_path, "run-1", allow, lfd,
+	    "egxdeadbeefh", 90, gid, lis, err, sizeof(err)), 0);
+	assert_string_equal(lis, want);
+	reap(p);
+	/* negative twin: without an fd the fake egressd refuses, and so does the client */
+	p = serve_fd();
+	assert_int_equal(egressd_grant_create(sock_path, "run-1", allow, "127.0.0.1:0",
+	    "egxdeadbeefh", 90, gid, lis, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "bad_listener"));
+	reap(p);
+	assert_int_equal(egressd_grant_create_fd(sock_path, "run-1", allow, -1,
+	    "egxdeadbeefh", 90, gid, lis, err, sizeof(err)), -1);
+	close(lfd);
 }
 
 static void
@@ -244,6 +339,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_grant_create_fd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grant_create_ok, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grant_create_bad_id, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusal_message, setup, teardown),

@@ -195,45 +195,6 @@ test_setting(void **state)
 }
 
 static void
-test_wildcard_line(void **state)
-{
-	unsigned port = 0;
-
-	(void)state;
-	/* tcp listener on 0.0.0.0:2024 */
-	assert_true(netns_wildcard_line("   0: 00000000:07E8 00000000:0000 0A 00000000:00000000 "
-	    "00:00000000 00000000     0        0 1234 1 0000000000000000 100 0 0 10 0", false,
-	    &port));
-	assert_int_equal(port, 2024);
-	/* tcp6 listener on [::]:22 */
-	assert_true(netns_wildcard_line("   1: 00000000000000000000000000000000:0016 "
-	    "00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000 "
-	    "0 0 1 1", false, &port));
-	assert_int_equal(port, 22);
-	/* negative twins: loopback listener, established connection, specific address */
-	assert_false(netns_wildcard_line("   2: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 "
-	    "00:00000000 00000000 0 0 1 1", false, &port));
-	assert_false(netns_wildcard_line("   3: 00000000:07E8 0100007F:D431 01 00000000:00000000 "
-	    "00:00000000 00000000 0 0 1 1", false, &port));
-	assert_false(netns_wildcard_line("   4: 0101FEA9:0C38 00000000:0000 0A 00000000:00000000 "
-	    "00:00000000 00000000 0 0 1 1", false, &port));
-	/* udp: unconnected wildcard yes; connected (c-ares) no */
-	assert_true(netns_wildcard_line("  5: 00000000:0044 00000000:0000 07 00000000:00000000 "
-	    "00:00000000 00000000 0 0 1 2", true, &port));
-	assert_int_equal(port, 68);
-	assert_false(netns_wildcard_line("  6: 00000000:A1B2 35006433:0035 01 00000000:00000000 "
-	    "00:00000000 00000000 0 0 1 2", true, &port));
-	assert_false(netns_wildcard_line("  7: 00000000:A1B2 35006433:0035 07 00000000:00000000 "
-	    "00:00000000 00000000 0 0 1 2", true, &port));
-	/* junk and the header line */
-	assert_false(netns_wildcard_line("  sl  local_address rem_address   st tx_queue", false,
-	    &port));
-	assert_false(netns_wildcard_line("", false, &port));
-	assert_false(netns_wildcard_line("0: 00000000:XYZ 00000000:0000 0A", false, &port));
-	assert_false(netns_wildcard_line("0: 00000000:FFFFFF 00000000:0000 0A x", false, &port));
-}
-
-static void
 test_init_status(void **state)
 {
 	(void)state;
@@ -256,7 +217,6 @@ main(void)
 		cmocka_unit_test(test_denied_paths_listed),
 		cmocka_unit_test(test_grant_id),
 		cmocka_unit_test(test_setting),
-		cmocka_unit_test(test_wildcard_line),
 		cmocka_unit_test(test_init_status),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
