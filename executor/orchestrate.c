@@ -42,6 +42,7 @@
 #include "executor/egressd_client.h"
 #include "executor/env.h"
 #include "executor/manifest.h"
+#include "executor/opaque.h"
 #include "executor/preset.h"
 #include "executor/sandbox.h"
 #include "executor/scope.h"
@@ -373,7 +374,7 @@ collect(struct orch *r)
 {
 	char err[512];
 	bool worker_ok;
-	int crc;
+	int crc, orc;
 	bool unsafe;
 
 	/* Logs and decisions first: they are evidence whatever the verdict. */
@@ -421,6 +422,16 @@ collect(struct orch *r)
 	if (crc != 0 && !unsafe) {
 		/* Too many changes to judge is the worker's doing: a rejected candidate. */
 		if (worker_ok && crc == CHANGES_TOO_MANY)
+			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "changed set: %s; "
+			    "the candidate is rejected whole", err);
+		else if (worker_ok)
+			orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "changed set: %s", err);
+		return;
+	}
+	if ((orc = opaque_add(r->repo, r->sr.merged_dir, r->sr.upper_dir, &r->cs, err,
+	    sizeof(err))) != 0) {
+		changes_free(&r->cs);
+		if (worker_ok && orc == CHANGES_TOO_MANY)
 			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "changed set: %s; "
 			    "the candidate is rejected whole", err);
 		else if (worker_ok)

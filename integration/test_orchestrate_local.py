@@ -8,6 +8,14 @@ unchanged afterwards. The worker of these test presets is `sh -s`: it runs the o
 a shell script - acceptable only because the test preset (maintainer-owned) says so.
 
 No network: the sandbox gets an empty network namespace, so nothing is added anywhere.
+Everything that reads what the worker produced (changed set, diff, manifest) runs in
+egress-exec's unprivileged collector (executor/collector.h); `accepted` pins the output
+folder to exactly what the privileged version wrote, `symlink_leak` checks that a planted
+link to a host file never brings the file's content into candidate.diff, `opaque_ignored`
+that an opaque directory (which the collector cannot see by xattr) still counts for scope,
+and `collector_killed` that a collector killed mid-run ends as internal_error /
+collector_failed with a manifest written by the parent.
+
 Needs root (exit 77 otherwise).
 """
 
@@ -15,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +34,7 @@ SRC = os.environ.get("EGRESS_SOURCE_DIR",
 BIN = os.environ.get("EGRESS_BINARY_DIR", os.path.join(SRC, "build"))
 EXEC = os.path.join(BIN, "executor", "egress-exec")
 WORKER_UID = 65534   # owner of the test repositories: the worker runs as the owner
+COLLECTOR_UID = 65001  # executor/collector.h
 
 EX_OK, EX_REJECTED, EX_ADMISSION, EX_CAPABILITY, EX_WORKER, EX_INTERNAL = 0, 10, 11, 12, 13, 14
 
@@ -195,11 +205,40 @@ def violations(c):
 
 # ---------------------------------------------------------------------------- cases
 
+# candidate.diff of t_accepted, byte for byte as egress-exec wrote it when it still
+# collected as root (libgit2's format; blob ids of the fixed contents).
+ACCEPTED_DIFF = """diff --git a/README.md b/README.md
+index ce01362..2227cdd 100644
+--- a/README.md
++++ b/README.md
+@@ -1 +1,2 @@
+ hello
++more
+diff --git a/docs/new.md b/docs/new.md
+new file mode 100644
+index 0000000..3e75765
+--- /dev/null
++++ b/docs/new.md
+@@ -0,0 +1 @@
++new
+"""
+
+
 def t_accepted(c):
     rc = c.run(workunit("echo more >> README.md\necho new > docs/new.md\necho hi"))
     expect(c, rc, EX_OK, "accepted", "allowed")
     d = c.artifact("candidate.diff").decode()
-    check("+more" in d and "docs/new.md" in d, d)
+    check(d == ACCEPTED_DIFF, d)
+    # The output folder holds exactly the artifacts (no temporary files, no extras), and
+    # the manifest lists each with the collector's uid as owner of the files it wrote.
+    names = sorted(os.listdir(c.out))
+    check(names == ["candidate.diff", "decisions.jsonl", "manifest.json", "stderr.log",
+                    "stdout.log"], names)
+    check(sorted(a["name"] for a in c.manifest["artifacts"]) ==
+          ["candidate.diff", "decisions.jsonl", "stderr.log", "stdout.log"],
+          c.manifest["artifacts"])
+    check(all(os.lstat(os.path.join(c.out, n)).st_uid == COLLECTOR_UID for n in names),
+          "artifact owners")
     check(c.artifact("stdout.log") == b"hi\n", c.artifact("stdout.log"))
     m = c.manifest
     check(m["scope"]["accepted"] and m["admission"]["admitted"], "verdicts")
@@ -212,6 +251,98 @@ def t_accepted(c):
           m["changed_paths"])
     check(m["limits"]["requested"]["memory_bytes"] == 128 << 20, m["limits"])
     check(m["usage"]["wall_ms"] >= 0 and "peak_pids" in m["usage"], m["usage"])
+
+
+def t_symlink_leak(c):
+    """The worker plants links to host files; the collector reads the merged view, but
+    the host files are not in its root: the diff carries the link text, never content."""
+    secrets = [p for p in ("/etc/shadow", "/root/.bashrc", "/root/.profile", "/etc/gshadow")
+               if os.path.isfile(p)]
+    script = ["echo ok >> README.md"]
+    for i, p in enumerate(secrets):
+        script.append("ln -s %s docs/leak%d" % (p, i))
+    script.append("ln -s /etc docs/leakdir")
+    rc = c.run(workunit("\n".join(script)))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    d = c.artifact("candidate.diff").decode(errors="replace")
+    for i, p in enumerate(secrets):
+        check("+++ b/docs/leak%d" % i in d and "+" + p in d, "link %s not in the diff" % p)
+        with open(p, errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                # lines long enough to be content, not the link text itself
+                if len(line) > 8 and line != p:
+                    check(line not in d, "content of %s leaked into candidate.diff" % p)
+    check("new file mode 120000" in d and "+/etc\n" in d + "\n", d)
+    check("root:" not in d, "a root: line is in the diff")
+
+
+def t_opaque_ignored(c):
+    """An ignored file (untracked, git never reports it missing) hidden by an opaque
+    directory: the directory itself is the only trace, and it is out of scope."""
+    os.makedirs(os.path.join(c.repo, "build"))
+    with open(os.path.join(c.repo, "build", "out.log"), "w") as f:
+        f.write("x\n")
+    for p in (os.path.join(c.repo, "build"), os.path.join(c.repo, "build", "out.log")):
+        os.lchown(p, WORKER_UID, WORKER_UID)
+    rc = c.run(workunit("rm -rf build\nmkdir build\necho ok >> README.md"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("build", "scope_violation")}, violations(c))
+    b = [p for p in c.manifest["changed_paths"] if p["path"] == "build"]
+    check(b and b[0]["upper"] == "opaque", c.manifest["changed_paths"])
+
+
+def collector_pids(parent):
+    """Children of parent running as the collector's uid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        f = dict(l.split(":", 1) for l in st.splitlines() if ":" in l)
+        if f.get("PPid", "").strip() == str(parent) and \
+                f.get("Uid", "").split()[:1] == [str(COLLECTOR_UID)]:
+            out.append(int(d))
+    return out
+
+
+def t_collector_killed(c):
+    """SIGKILL of the collector mid-collection: exit 14, internal_error /
+    collector_failed, and a manifest the parent wrote from its own memory."""
+    wu = os.path.join(c.dir, "wu.ini")
+    # Many files make the collection take long enough to be caught.
+    with open(wu, "w") as f:
+        f.write(workunit("mkdir -p docs/many\ni=0\nwhile [ $i -lt 9000 ]; do "
+                         ": > docs/many/f$i; i=$((i+1)); done", disk_bytes="64M"))
+    before = tree_digest(c.repo)
+    p = subprocess.Popen([EXEC, "run", "--workunit", wu, "--preset", c.preset, "--repo",
+                          c.repo, "--out", c.out], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    killed = False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None and not killed:
+        for pid in collector_pids(p.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+            except OSError:
+                pass
+        time.sleep(0.002)
+    _, err = p.communicate(timeout=120)
+    c.stderr = err.decode(errors="replace")
+    check(tree_digest(c.repo) == before, "the host repository changed")
+    check(killed, "never saw the collector (uid %d) running\n%s" % (COLLECTOR_UID, c.stderr))
+    with open(os.path.join(c.out, "manifest.json")) as f:
+        c.manifest = json.load(f)
+    expect(c, p.returncode, EX_INTERNAL, "internal_error", "collector_failed")
+    check("killed by signal 9" in c.manifest["outcome"]["message"], c.manifest["outcome"])
+    check(c.manifest["changed_paths"] is None and c.manifest["scope"] is None,
+          "the parent reported a changed set")
+    check(c.manifest["exit"]["started"], "worker exit info kept")
 
 
 def t_root_owned(c):
@@ -420,7 +551,9 @@ def main():
     os.chmod(top, 0o755)
     passed = failed = 0
     cases = [(n, f, ()) for n, f in [
-        ("accepted", t_accepted), ("root_owned", t_root_owned),
+        ("accepted", t_accepted), ("symlink_leak", t_symlink_leak),
+        ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
+        ("root_owned", t_root_owned),
         ("scope_modified", t_scope_modified),
         ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
         ("scope_ignored", t_scope_ignored), ("scope_renamed", t_scope_renamed),
