@@ -209,7 +209,7 @@ cfilter_add(scmp_filter_ctx ctx, const struct cfilter_entry *e, int nr, uint64_t
 		return seccomp_rule_add(ctx, act, nr, 0);
 	case CR_NOT_SELF:
 		/* 64-bit comparison: upper bits set anywhere also differ from self: denied. */
-		return seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_NE, self));
+		return seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_NE, self, 0));
 	case CR_CLONE:
 		rc = seccomp_rule_add(ctx, act, nr, 1,
 		    SCMP_A0(SCMP_CMP_MASKED_EQ, (uint64_t)CLONE_THREAD, 0));
@@ -226,8 +226,8 @@ cfilter_add(scmp_filter_ctx ctx, const struct cfilter_entry *e, int nr, uint64_t
 	}
 	case CR_DUMPABLE:
 		/* PR_SET_DUMPABLE with any value but 0 */
-		return seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, PR_SET_DUMPABLE),
-		    SCMP_A1(SCMP_CMP_NE, 0));
+		return seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, PR_SET_DUMPABLE, 0),
+		    SCMP_A1(SCMP_CMP_NE, 0, 0));
 	}
 	return -EINVAL;
 }
