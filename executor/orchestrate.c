@@ -506,6 +506,69 @@ collector_body(void *arg)
 	return r->exit_code;
 }
 
+/* The first line of a small host file, without its newline; -1 when unreadable. */
+static int
+read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	if (f == NULL)
+		return -1;
+	ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	if (!ok)
+		return -1;
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return 0;
+}
+
+/* realpath of rel (relative to base unless absolute) into out when it is a directory. */
+static bool
+dir_at(const char *base, const char *rel, char *out, size_t outlen)
+{
+	char p[EGRESS_PATH_MAX * 2];
+	char *real;
+	struct stat st;
+	bool ok;
+
+	if (rel[0] == '/')
+		snprintf(p, sizeof(p), "%s", rel);
+	else
+		snprintf(p, sizeof(p), "%s/%s", base, rel);
+	real = realpath(p, NULL);
+	ok = real != NULL && strlen(real) < outlen && stat(real, &st) == 0 &&
+	    S_ISDIR(st.st_mode);
+	if (ok)
+		snprintf(out, outlen, "%s", real);
+	free(real);
+	return ok;
+}
+
+/*
+ * A linked worktree's .git is a file naming its git dir elsewhere ("gitdir: PATH"), and
+ * that dir names the common one ("commondir"). libgit2 needs both; the collector's root
+ * holds only what is bound, so find them here. These are the host repository's own files
+ * as the caller left them, never the worker's (its writes go to the upper layer), and
+ * only two short path lines are read.
+ */
+static void
+worktree_gitdirs(const char *repo, char gitdir[EGRESS_PATH_MAX], char common[EGRESS_PATH_MAX])
+{
+	char p[EGRESS_PATH_MAX + 16], line[EGRESS_PATH_MAX];
+	struct stat st;
+
+	gitdir[0] = common[0] = '\0';
+	snprintf(p, sizeof(p), "%s/.git", repo);
+	if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode) || read_line(p, line, sizeof(line)) != 0 ||
+	    strncmp(line, "gitdir: ", 8) != 0 || !dir_at(repo, line + 8, gitdir, EGRESS_PATH_MAX))
+		return;
+	snprintf(p, sizeof(p), "%s/commondir", gitdir);
+	if (read_line(p, line, sizeof(line)) == 0 &&
+	    !dir_at(gitdir, line, common, EGRESS_PATH_MAX))
+		common[0] = '\0';
+}
+
 /* Steps 4-7 in the collector. On return either r->collected (the collector wrote the
  * manifest and printed the summary; r->exit_code is its verdict) or the outcome is
  * internal_error/collector_failed and the caller writes the manifest. */
@@ -515,6 +578,7 @@ run_collector(struct orch *r)
 	struct collector_spec cs;
 	struct collector_result res;
 	char stage[EGRESS_PATH_MAX], mpath[EGRESS_PATH_MAX];
+	char gitdir[EGRESS_PATH_MAX], common[EGRESS_PATH_MAX];
 	const char *dlog = r->sr.decisions_path[0] ? r->sr.decisions_path : r->ext_log;
 	struct stat st;
 	char *exe_real;
@@ -523,6 +587,11 @@ run_collector(struct orch *r)
 
 	memset(&cs, 0, sizeof(cs));
 	cs.ro_paths[k++] = r->repo;
+	worktree_gitdirs(r->repo, gitdir, common);
+	if (gitdir[0])
+		cs.ro_paths[k++] = gitdir;
+	if (common[0])
+		cs.ro_paths[k++] = common;
 	if (r->sr.merged_dir[0] == '/')
 		cs.ro_paths[k++] = r->sr.merged_dir;
 	if (r->sr.upper_dir[0] == '/')

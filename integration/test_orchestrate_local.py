@@ -292,6 +292,22 @@ def t_opaque_ignored(c):
     check(b and b[0]["upper"] == "opaque", c.manifest["changed_paths"])
 
 
+def t_worktree(c):
+    """A linked worktree (.git is a file naming a git dir elsewhere): the collector's root
+    gets that git dir and the common one too, read-only."""
+    wt = os.path.join(c.dir, "wt")
+    subprocess.run(["git", "-c", "safe.directory=*", "-C", c.repo, "worktree", "add", "-q",
+                    wt], check=True)
+    for root, dirs, fs in os.walk(wt):
+        for n in dirs + fs:
+            os.lchown(os.path.join(root, n), WORKER_UID, WORKER_UID)
+    os.lchown(wt, WORKER_UID, WORKER_UID)
+    c.repo = wt
+    rc = c.run(workunit("echo more >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    check("+more" in c.artifact("candidate.diff").decode(), "diff")
+
+
 def collector_pids(parent):
     """Children of parent running as the collector's uid."""
     out = []
@@ -553,6 +569,7 @@ def main():
     cases = [(n, f, ()) for n, f in [
         ("accepted", t_accepted), ("symlink_leak", t_symlink_leak),
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
+        ("worktree", t_worktree),
         ("root_owned", t_root_owned),
         ("scope_modified", t_scope_modified),
         ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
