@@ -56,7 +56,7 @@
 
 #define COLLECTOR_UID 65001
 #define COLLECTOR_GID 65001
-#define COLLECTOR_RO_MAX 8
+#define COLLECTOR_RO_MAX 12
 #define COLLECTOR_LINKS_MAX 2
 #define COLLECTOR_SETUP_EXIT_BASE 100   /* + step number: the child's setup failed */
 

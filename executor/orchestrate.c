@@ -569,6 +569,48 @@ worktree_gitdirs(const char *repo, char gitdir[EGRESS_PATH_MAX], char common[EGR
 		common[0] = '\0';
 }
 
+#define ORCH_ALTERNATES_MAX 4
+
+/*
+ * Object directories named by objects/info/alternates (git clone --shared, --reference),
+ * followed through their own alternates files, at most ORCH_ALTERNATES_MAX in all: without
+ * them libgit2 cannot read HEAD in the collector's root. Host repository files again,
+ * read line by line; relative entries are relative to the objects directory naming them.
+ * Returns the count, or -1 when there are more than the bound.
+ */
+static int
+alternates(const char *gitcommon, char out[ORCH_ALTERNATES_MAX][EGRESS_PATH_MAX])
+{
+	char objs[ORCH_ALTERNATES_MAX + 1][EGRESS_PATH_MAX];
+	size_t nobjs = 1, n = 0;
+
+	if (snprintf(objs[0], sizeof(objs[0]), "%s/objects", gitcommon) >= (int)sizeof(objs[0]))
+		return 0;
+	for (size_t i = 0; i < nobjs; i++) {
+		char p[EGRESS_PATH_MAX + 32], line[EGRESS_PATH_MAX];
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/info/alternates", objs[i]);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL) {
+			line[strcspn(line, "\r\n")] = '\0';
+			if (line[0] == '\0' || line[0] == '#')
+				continue;
+			if (n == ORCH_ALTERNATES_MAX) {
+				fclose(f);
+				return -1;
+			}
+			if (!dir_at(objs[i], line, out[n], EGRESS_PATH_MAX))
+				continue;   /* missing: libgit2 would not find it as root either */
+			snprintf(objs[nobjs++], sizeof(objs[0]), "%s", out[n]);
+			n++;
+		}
+		fclose(f);
+	}
+	return (int)n;
+}
+
 /* Steps 4-7 in the collector. On return either r->collected (the collector wrote the
  * manifest and printed the summary; r->exit_code is its verdict) or the outcome is
  * internal_error/collector_failed and the caller writes the manifest. */
@@ -578,7 +620,9 @@ run_collector(struct orch *r)
 	struct collector_spec cs;
 	struct collector_result res;
 	char stage[EGRESS_PATH_MAX], mpath[EGRESS_PATH_MAX];
-	char gitdir[EGRESS_PATH_MAX], common[EGRESS_PATH_MAX];
+	char gitdir[EGRESS_PATH_MAX], common[EGRESS_PATH_MAX], gc[EGRESS_PATH_MAX + 8];
+	char alt[ORCH_ALTERNATES_MAX][EGRESS_PATH_MAX];
+	int nalt;
 	const char *dlog = r->sr.decisions_path[0] ? r->sr.decisions_path : r->ext_log;
 	struct stat st;
 	char *exe_real;
@@ -592,6 +636,16 @@ run_collector(struct orch *r)
 		cs.ro_paths[k++] = gitdir;
 	if (common[0])
 		cs.ro_paths[k++] = common;
+	snprintf(gc, sizeof(gc), "%s", common[0] ? common : gitdir);
+	if (gc[0] == '\0')
+		snprintf(gc, sizeof(gc), "%s/.git", r->repo);
+	if ((nalt = alternates(gc, alt)) < 0) {
+		orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "the repository names "
+		    "more than %d alternate object directories", ORCH_ALTERNATES_MAX);
+		return;
+	}
+	for (int i = 0; i < nalt; i++)
+		cs.ro_paths[k++] = alt[i];
 	if (r->sr.merged_dir[0] == '/')
 		cs.ro_paths[k++] = r->sr.merged_dir;
 	if (r->sr.upper_dir[0] == '/')

@@ -308,6 +308,24 @@ def t_worktree(c):
     check("+more" in c.artifact("candidate.diff").decode(), "diff")
 
 
+def t_alternates(c):
+    """A repository whose objects live in another (git clone --shared): the collector's
+    root gets the alternate object directory too, or HEAD would look unborn."""
+    cl = os.path.join(c.dir, "clone")
+    subprocess.run(["git", "clone", "-q", "--shared", c.repo, cl], check=True)
+    for root, dirs, fs in os.walk(cl):
+        for n in dirs + fs:
+            os.lchown(os.path.join(root, n), WORKER_UID, WORKER_UID)
+    os.lchown(cl, WORKER_UID, WORKER_UID)
+    check(os.path.exists(os.path.join(cl, ".git", "objects", "info", "alternates")),
+          "no alternates file")
+    c.repo = cl
+    rc = c.run(workunit("echo more >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    check(c.artifact("candidate.diff").decode() == ACCEPTED_DIFF.split("diff --git a/docs")[0],
+          c.artifact("candidate.diff"))
+
+
 def collector_pids(parent):
     """Children of parent running as the collector's uid."""
     out = []
@@ -569,7 +587,7 @@ def main():
     cases = [(n, f, ()) for n, f in [
         ("accepted", t_accepted), ("symlink_leak", t_symlink_leak),
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
-        ("worktree", t_worktree),
+        ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),
         ("scope_modified", t_scope_modified),
         ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
@@ -586,7 +604,10 @@ def main():
                 continue
             t0 = time.monotonic()
             try:
-                fn(Case(top, name, owner=0 if name == "root_owned" else WORKER_UID), *args)
+                # alternates: a root-owned source repository (git refuses to clone one
+                # of another owner); the clone belongs to WORKER_UID
+                fn(Case(top, name, owner=0 if name in ("root_owned", "alternates") else
+                        WORKER_UID), *args)
             except Exception as e:  # report and go on
                 failed += 1
                 print("FAIL %s (%.1fs): %s" % (name, time.monotonic() - t0, e), flush=True)
