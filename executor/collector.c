@@ -193,6 +193,17 @@ static const struct cfilter_entry CFILTER[] = {
 	CA("uselib", "obsolete loader interface"),
 };
 
+const char *const *
+collector_filter_syscalls(size_t *n)
+{
+	static const char *names[EGRESS_NELEM(CFILTER)];
+
+	for (size_t i = 0; i < EGRESS_NELEM(CFILTER); i++)
+		names[i] = CFILTER[i].syscall;
+	*n = EGRESS_NELEM(CFILTER);
+	return names;
+}
+
 static const uint64_t CLONE_NS[] = {
 	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 	CLONE_NEWCGROUP, CLONE_NEWTIME,

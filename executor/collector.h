@@ -104,6 +104,10 @@ int collector_run(const struct collector_spec *spec, struct collector_result *re
  */
 int collector_status(char *buf, size_t len);
 
+/* The system calls the collector's filter names (docs/seccomp.md lists each; a test
+ * checks). Static strings; *n receives the count. */
+const char *const *collector_filter_syscalls(size_t *n);
+
 /* True inside the collector child (after its setup). */
 bool collector_active(void);
 

@@ -493,6 +493,33 @@ test_links(void **state)
 	assert_int_equal(r.exit_code, EXEC_EXIT_OK);
 }
 
+/* Every entry of the filter is documented in docs/seccomp.md's collector section. */
+static void
+test_filter_documented(void **state)
+{
+	const char *src = getenv("EGRESS_SOURCE_DIR");
+	char path[512], *doc = NULL, *sec;
+	size_t n, cap = 0;
+	const char *const *names = collector_filter_syscalls(&n);
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/docs/seccomp.md", src ? src : "..");
+	f = fopen(path, "re");
+	assert_non_null(f);
+	assert_true(getdelim(&doc, &cap, '\0', f) > 0);
+	fclose(f);
+	sec = strstr(doc, "## The collector's filter");
+	assert_non_null(sec);
+	for (size_t i = 0; i < n; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "| `%s` |", names[i]);
+		if (strstr(sec, want) == NULL)
+			fail_msg("%s is not in docs/seccomp.md's collector table", names[i]);
+	}
+	free(doc);
+}
+
 int
 main(void)
 {
@@ -504,6 +531,7 @@ main(void)
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_setup_fails_closed),
 		cmocka_unit_test(test_links),
+		cmocka_unit_test(test_filter_documented),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
