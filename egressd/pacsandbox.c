@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,8 +53,18 @@ static const int pac_denied[] = {
 	SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register),
 	SCMP_SYS(open_by_handle_at), SCMP_SYS(name_to_handle_at),
 	SCMP_SYS(pidfd_getfd), SCMP_SYS(fanotify_init),
-	/* no server of any kind */
-	SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4),
+	/* No server of any kind, and no socket file: bind is refused outright (its fd 0/1
+	 * is an AF_UNIX socket, and a bound path would create an inode wherever the egressd
+	 * user may write — the decision-log directory). glibc's netlink helpers then fail
+	 * and fall back (getaddrinfo still answers; integ.test_pac_confine). */
+	SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(bind),
+	/* No hold over egressd (same uid after its drop) or another process: signals and
+	 * limits are confined to the helper itself by the rules in rules_self(). */
+	SCMP_SYS(tkill), SCMP_SYS(pidfd_open), SCMP_SYS(pidfd_send_signal),
+	SCMP_SYS(ioprio_set), SCMP_SYS(process_madvise), SCMP_SYS(kcmp),
+	/* Nor over files through fds it holds (stderr is egressd's): no truncation,
+	 * punching, or locks that would block egressd's own (the log's lock). */
+	SCMP_SYS(ftruncate), SCMP_SYS(fallocate), SCMP_SYS(flock),
 	/* No file is changed: after egressd's drop the helper shares the egressd user's uid,
 	 * which owns the decision-log directory and the PAC copy. */
 	SCMP_SYS(creat), SCMP_SYS(openat2), SCMP_SYS(truncate),
@@ -66,6 +78,67 @@ static const int pac_denied[] = {
 	SCMP_SYS(setxattr), SCMP_SYS(lsetxattr), SCMP_SYS(fsetxattr),
 	SCMP_SYS(removexattr), SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr),
 };
+
+/* System calls newer than libseccomp 2.5.4's table, by their (all-architecture) number:
+ * each changes a file. */
+static const int pac_denied_raw[] = {
+	452,    /* fchmodat2 */
+	463,    /* setxattrat */
+	466,    /* removexattrat */
+	469,    /* file_setattr */
+};
+
+/* fcntl commands that take a lock or lease (a lock on the decision log blocks egressd). */
+static const int pac_fcntl_denied[] = {
+	F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE,
+};
+
+/*
+ * Calls that name a process: allowed only for the helper itself. kill/tgkill and the
+ * sigqueue pair take a pid (the helper's own, for raise() and pthread_kill); prlimit and
+ * the scheduling calls take 0 for "myself" (glibc's setrlimit/getrlimit pass 0).
+ */
+static int
+rules_self(scmp_filter_ctx ctx)
+{
+	static const int by_pid[] = {
+		SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo),
+		SCMP_SYS(rt_tgsigqueueinfo),
+	};
+	static const int by_zero[] = {
+		SCMP_SYS(prlimit64), SCMP_SYS(sched_setaffinity), SCMP_SYS(sched_setscheduler),
+		SCMP_SYS(sched_setparam), SCMP_SYS(sched_setattr),
+	};
+	static const unsigned long ns_flags[] = {
+		CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS,
+		CLONE_NEWCGROUP, CLONE_NEWTIME,
+	};
+	scmp_datum_t me = (scmp_datum_t)getpid();
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(by_pid) / sizeof(by_pid[0]) && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), by_pid[i], 1,
+		    SCMP_A0(SCMP_CMP_NE, me, 0));
+	for (size_t i = 0; i < sizeof(by_zero) / sizeof(by_zero[0]) && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), by_zero[i], 1,
+		    SCMP_A0(SCMP_CMP_NE, 0, 0));
+	/* setpriority(which, who, prio): who 0 is the caller */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+		    SCMP_A1(SCMP_CMP_NE, 0, 0));
+	for (size_t i = 0; i < sizeof(pac_fcntl_denied) / sizeof(pac_fcntl_denied[0]) &&
+	    rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
+		    SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)pac_fcntl_denied[i], 0));
+	/* threads yes, namespaces no (unshare and setns are denied above); clone3 hides its
+	 * flags in memory: ENOSYS makes glibc fall back to clone */
+	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]) && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, (scmp_datum_t)ns_flags[i], (scmp_datum_t)ns_flags[i]));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	return rc;
+}
 
 /* open/openat flags that would write, create or truncate: only read-only opens pass. */
 static const int pac_write_flags[] = { O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND };
@@ -116,6 +189,19 @@ rules_socket(scmp_filter_ctx ctx)
 			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[f], 0),
 			    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
 			    (scmp_datum_t)pac_inet_denied_types[t]));
+	/* datagram sockets: UDP only (protocol 0 or IPPROTO_UDP) — no ICMP ping sockets, no
+	 * UDP-Lite, no L2TP */
+	for (size_t f = 0; f < sizeof(inet) / sizeof(inet[0]) && rc == 0; f++) {
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 3,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[f], 0),
+		    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM),
+		    SCMP_A2(SCMP_CMP_GT, IPPROTO_UDP, 0));
+		for (int p = 1; p < IPPROTO_UDP && rc == 0; p++)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket),
+			    3, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[f], 0),
+			    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM),
+			    SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)p, 0));
+	}
 	/* netlink: the routing family only (getifaddrs, address selection) */
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
@@ -134,8 +220,15 @@ pacsandbox_filter(char *err, size_t errlen)
 		snprintf(err, errlen, "seccomp_init failed");
 		return -1;
 	}
+	/* every thread, should libproxy ever start one before the filter */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	for (size_t i = 0; i < sizeof(pac_denied) / sizeof(pac_denied[0]) && rc == 0; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied[i], 0);
+	for (size_t i = 0; i < sizeof(pac_denied_raw) / sizeof(pac_denied_raw[0]) && rc == 0;
+	    i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied_raw[i], 0);
+	if (rc == 0)
+		rc = rules_self(ctx);
 	if (rc == 0)
 		rc = rules_socket(ctx);
 	if (rc == 0)

@@ -19,7 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -54,6 +58,11 @@ filtered_child(void)
 	struct addrinfo hints, *ai = NULL;
 	int sv[2], fd;
 
+	int wfd;
+
+	/* an fd opened for writing before the filter, like the stderr it inherits */
+	wfd = open(tmpfile_path, O_RDWR | O_CLOEXEC);
+	CHILD_CHECK(wfd >= 0);
 	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
 	CHILD_CHECK(pacsandbox_filter(err, sizeof(err)) == 0);
 
@@ -115,6 +124,55 @@ filtered_child(void)
 	CHILD_CHECK(chmod(tmpfile_path, 0666) == -1 && errno == EPERM);
 	CHILD_CHECK(mkdir("/tmp/egress-pacsb-dir", 0700) == -1 && errno == EPERM);
 	CHILD_CHECK(symlink(tmpfile_path, "/tmp/egress-pacsb-link") == -1 && errno == EPERM);
+
+	/* no hold over files through fds it has */
+	CHILD_CHECK(ftruncate(wfd, 0) == -1 && errno == EPERM);
+	CHILD_CHECK(fallocate(wfd, 0, 0, 4096) == -1 && errno == EPERM);
+	CHILD_CHECK(flock(wfd, LOCK_EX) == -1 && errno == EPERM);
+	{
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		CHILD_CHECK(fcntl(wfd, F_SETLK, &fl) == -1 && errno == EPERM);
+		CHILD_CHECK(fcntl(wfd, F_OFD_SETLK, &fl) == -1 && errno == EPERM);
+		CHILD_CHECK(fcntl(wfd, F_GETFL) >= 0);
+	}
+	CHILD_CHECK(syscall(452, AT_FDCWD, tmpfile_path, 0666, 0) == -1 && errno == EPERM);
+	close(wfd);
+
+	/* no socket file, no datagram protocol but UDP */
+	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	{
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s.sock", tmpfile_path);
+		CHILD_CHECK(bind(sv[0], (struct sockaddr *)&sun, sizeof(sun)) == -1 &&
+		    errno == EPERM);
+		CHILD_CHECK(access(sun.sun_path, F_OK) != 0);
+	}
+	close(sv[0]);
+	close(sv[1]);
+	CHILD_CHECK(opens(AF_INET, SOCK_DGRAM, IPPROTO_UDP) == 0);
+	CHILD_CHECK(opens(AF_INET, SOCK_DGRAM, IPPROTO_ICMP) == EPROTONOSUPPORT);
+	CHILD_CHECK(opens(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6) == EPROTONOSUPPORT);
+	CHILD_CHECK(opens(AF_INET, SOCK_DGRAM, 136 /* UDP-Lite */) == EPROTONOSUPPORT);
+
+	/* no hold over another process (egressd shares its uid); itself is fine */
+	CHILD_CHECK(kill(getppid(), 0) == -1 && errno == EPERM);
+	CHILD_CHECK(kill(0, 0) == -1 && errno == EPERM);
+	CHILD_CHECK(kill(getpid(), 0) == 0);
+	CHILD_CHECK(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), 0) == 0);
+	CHILD_CHECK(syscall(SYS_tkill, syscall(SYS_gettid), 0) == -1 && errno == EPERM);
+	CHILD_CHECK(syscall(SYS_pidfd_open, getppid(), 0) == -1 && errno == EPERM);
+	{
+		struct rlimit rl;
+		CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		CHILD_CHECK(setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 }) == 0);
+		CHILD_CHECK(prlimit(getppid(), RLIMIT_NOFILE, NULL, &rl) == -1 && errno == EPERM);
+	}
+	CHILD_CHECK(setpriority(PRIO_PROCESS, (id_t)getppid(), 0) == -1 && errno == EPERM);
+
+	/* threads may be made, namespaces not */
+	CHILD_CHECK(syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNET | SIGCHLD, 0, 0, 0, 0) == -1 &&
+	    errno == EPERM);
+	CHILD_CHECK(syscall(SYS_clone3, NULL, 0) == -1 && errno == ENOSYS);
 	_exit(0);
 }
 
