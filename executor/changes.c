@@ -121,7 +121,6 @@ changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo
     git_diff **out, char *err, size_t errlen)
 {
 	git_repository *repo = NULL;
-	git_object *head = NULL;
 	git_tree *tree = NULL;
 	git_diff *diff = NULL;
 	git_diff_options opts;
@@ -144,13 +143,24 @@ changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo
 		git_err(err, errlen, "set work tree");
 		goto fail;
 	}
-	rc = git_revparse_single(&head, repo, "HEAD^{tree}");
-	if (rc == 0) {
-		tree = (git_tree *)head;
-		head = NULL;
-	} else if (rc != GIT_ENOTFOUND && !git_repository_head_unborn(repo)) {
-		git_err(err, errlen, "read HEAD");
-		goto fail;
+	/* Only an unborn HEAD (no commit yet) means "compare with the empty tree"; a HEAD
+	 * whose commit or tree is missing (a broken clone, unreachable alternates) would turn
+	 * every file into an addition: refuse instead. (Looked up step by step: libgit2 1.5's
+	 * revparse leaks on a missing object.) */
+	if (git_repository_head_unborn(repo) != 1) {
+		git_oid hid;
+		git_commit *commit = NULL;
+
+		rc = git_reference_name_to_id(&hid, repo, "HEAD");
+		if (rc == 0)
+			rc = git_commit_lookup(&commit, repo, &hid);
+		if (rc == 0)
+			rc = git_commit_tree(&tree, commit);
+		git_commit_free(commit);
+		if (rc != 0) {
+			git_err(err, errlen, "read HEAD");
+			goto fail;
+		}
 	}
 
 	opts.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS |
@@ -179,7 +189,6 @@ changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo
 fail:
 	git_diff_free(diff);
 	git_tree_free(tree);
-	git_object_free(head);
 	git_repository_free(repo);
 	return -1;
 }

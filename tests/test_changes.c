@@ -367,6 +367,26 @@ test_unborn_head(void **state)
 	changes_free(&cs);
 }
 
+/* Negative twin of test_unborn_head: a HEAD whose commit object is missing is an error,
+ * never "every file added". */
+static void
+test_missing_head_object(void **state)
+{
+	char r2[400], m2[400];
+	struct changeset cs;
+	char err[512];
+
+	(void)state;
+	snprintf(r2, sizeof(r2), "%s/broken", root);
+	snprintf(m2, sizeof(m2), "%s/broken-merged", root);
+	sh("mkdir -p %s && cd %s && git init -q . && git config user.email t@example.com && "
+	    "git config user.name t && echo x > f && git add f && git commit -q -m one && "
+	    "c=$(git rev-parse HEAD) && rm -f .git/objects/$(echo $c | cut -c1-2)/$(echo $c | "
+	    "cut -c3-) && cp -a %s %s", r2, r2, r2, m2);
+	assert_int_equal(changes_compute(r2, m2, NULL, &cs, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "HEAD"));
+}
+
 int
 main(void)
 {
@@ -379,6 +399,7 @@ main(void)
 		cmocka_unit_test(test_host_untouched),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_unborn_head),
+		cmocka_unit_test(test_missing_head_object),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
