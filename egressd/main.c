@@ -257,6 +257,12 @@ main(int argc, char **argv)
 	 * the unprivileged user (always, as root) and install the allow-list
 	 * (sandbox_egressd.h). Any failure ends egressd: it never serves as root. */
 	if (as_root) {
+		/* The decision log is reopened by name after a failed write (a full disk):
+		 * after the drop that must still be possible. */
+		if (cfg->decision_log != NULL &&
+		    sandbox_egressd_give(cfg->decision_log, &su, err, sizeof(err)) != 0)
+			log_warnx("decision log not handed to %s (a failed write cannot be "
+			    "recovered without a restart): %s", su.name, err);
 		if (sandbox_egressd_drop(&su, err, sizeof(err)) != 0)
 			fatalx("privilege drop to %s: %s", su.name, err);
 		if (sandbox_egressd_filter(err, sizeof(err)) != 0)

@@ -14,6 +14,7 @@
 
 #include <cap-ng.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
 #include <pwd.h>
@@ -25,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -624,6 +626,38 @@ sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t err
 		return -1;
 	}
 	return verify(u, err, errlen);
+}
+
+int
+sandbox_egressd_give(const char *path, const struct sandbox_egressd_user *u, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		rc = -1;
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = 0;   /* a FIFO or device: nothing to reopen by name */
+	} else if (st.st_nlink != 1 || (st.st_uid != 0 && st.st_uid != u->uid)) {
+		snprintf(err, errlen, "%s: not a single-link file of root or %s; left as it is",
+		    path, u->name);
+		rc = -1;
+	} else if ((st.st_uid != u->uid || st.st_gid != u->gid) &&
+	    fchown(fd, u->uid, u->gid) != 0) {
+		snprintf(err, errlen, "%s: fchown: %s", path, strerror(errno));
+		rc = -1;
+	}
+	close(fd);
+	return rc;
 }
 
 int

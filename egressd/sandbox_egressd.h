@@ -79,6 +79,17 @@ int sandbox_egressd_resolve(const char *user, struct sandbox_egressd_user *out,
 int sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen);
 
 /*
+ * Hand the file at path, which egressd opened as root and must open again after the drop
+ * (the decision log: it is reopened by path to recover from a failed write), to u: opened
+ * O_NOFOLLOW, and changed with fchown only when it is a regular file with one link owned
+ * by root or already by u, so a link planted in a directory the egressd user can write
+ * never makes root give away another file. A missing file is not an error. Returns 0, or
+ * -1 with err (the caller warns: egressd still runs, but cannot recover that file).
+ */
+int sandbox_egressd_give(const char *path, const struct sandbox_egressd_user *u, char *err,
+    size_t errlen);
+
+/*
  * For an egressd started as a non-root user: no credential change, but not dumpable,
  * every capability it may hold (systemd AmbientCapabilities=, file capabilities) cleared
  * from the effective, permitted, inheritable and ambient sets, the bounding set emptied

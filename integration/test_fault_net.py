@@ -22,9 +22,14 @@
 - idle_flood_one_principal: IDLE_CONNS idle connections from one principal whose grant
   allows PRINCIPAL_CONNS: the connections past the limit get 503 limit_principal at once,
   and meanwhile another principal's CONNECT succeeds within NORMAL_LATENCY_S.
-- fd_exhaustion: egressd's RLIMIT_NOFILE is lowered with prlimit to a few fds above what it
-  uses; connections past it are not accepted (listener pauses, logs the back-off), egressd
-  does not crash, and once the clients go away a new CONNECT succeeds (accept recovers).
+- fd_exhaustion: an egressd of its own is started under `prlimit --nofile=N:N`, N a few
+  fds (FD_SPARE) above what a probe egressd with the same settings uses after start-up, a
+  grant and one CONNECT (egressd drops to an unprivileged uid after start-up, and the
+  kernel refuses `prlimit --pid` on a process of another uid even to root, so the limit is
+  set from the beginning). 40 idle clients exhaust it: connections past it are not
+  accepted (the listener pauses, logs the back-off), egressd does not crash and its control
+  socket answers, and once the clients go away a new CONNECT succeeds (accept recovers);
+  it drains and exits 0.
 
 The number of idle connections: 10,000 are attempted. This machine session has a hard limit
 of 20,000 fds per process; the test process holds at most PRINCIPAL_CONNS + a few at once
@@ -434,17 +439,45 @@ def t_idle_flood(L, d):
     check(d.alive(), "egressd died")
 
 
-def t_fd_exhaustion(L, d):
+FD_PORT = 3130
+FD_SPARE = 12
+
+
+def fd_egressd(L, limit=None):
+    """An egressd with one grant on worker 0 (FD_PORT) that has made one CONNECT (DNS and
+    upstream sockets opened once), under prlimit --nofile=limit:limit when limit is set."""
+    d = L.egressd(settings={"header_timeout": "%ds" % HEADER_TIMEOUT_S}, start=False)
+    if limit is not None:
+        d.wrapper = ["prlimit", "--nofile=%d:%d" % (limit, limit)]
+    d.start()
+    L.grant(d, 0, GRANT, principal="p-fd%s" % ("" if limit is None else "l"), port=FD_PORT)
+    r = L.connect(0, "echo.lab.test:7", proxy=L.proxy_of(0, FD_PORT))
+    allowed_tunnel(r)
+    r.close()
+    return d
+
+
+def t_fd_exhaustion(L, _shared):
+    probe = fd_egressd(L)
+    try:
+        time.sleep(0.5)   # the closed tunnel's fds are gone
+        used = nfds(probe.proc.pid)
+    finally:
+        stop_clean(probe)
+    limit = used + FD_SPARE
+    d = fd_egressd(L, limit)
     pid = d.proc.pid
-    used = nfds(pid)
-    limit = used + 12
-    cp = subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%d:%d" % (limit, limit)],
-                        capture_output=True, text=True, timeout=10)
-    check(cp.returncode == 0, "prlimit: %s" % cp.stderr)
+    with open("/proc/%d/limits" % pid) as f:
+        lim = [ln for ln in f if ln.startswith("Max open files")]
+    check(lim and lim[0].split()[3:5] == [str(limit)] * 2, "limit not in effect: %s" % lim)
+    with open("/proc/%d/status" % pid) as f:
+        uids = [ln.split()[1:] for ln in f if ln.startswith("Uid:")][0]
+    check("0" not in uids, "egressd kept root: Uid %s" % uids)
+    print("  fd_exhaustion: probe used %d fds; RLIMIT_NOFILE %d from the start" % (used, limit))
     before_log = len(d.stderr_text())
     socks = []
     try:
-        host, port = L.proxy_of(0)
+        host, port = L.proxy_of(0, FD_PORT)
         with netns.entered(L.workers[0].ns):
             for _ in range(40):
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -462,15 +495,14 @@ def t_fd_exhaustion(L, d):
             s.close()
     # Recovery: the clients went away, their sessions end, accept resumes.
     def served():
-        r = L.connect(0, "echo.lab.test:7", timeout=5)
+        r = L.connect(0, "echo.lab.test:7", proxy=L.proxy_of(0, FD_PORT), timeout=5)
         ok = r.status == 200
         r.close()
         return ok
     check(bounded_wait(served, HEADER_TIMEOUT_S + 8, step=0.3),
           "accept did not recover:\n%s" % d.stderr_tail(10))
-    subprocess.run(["prlimit", "--pid", str(pid), "--nofile=4096:4096"],
-                   capture_output=True, timeout=10)
     check(d.alive(), "egressd died")
+    stop_clean(d)
 
 
 def main():

@@ -131,6 +131,10 @@ class Egressd:
         self.stderr_path = os.path.join(workdir, "egressd.stderr")
         self.debug = debug
         self.extra_env = extra_env or {}
+        # A command egressd is started under inside the namespace, e.g. ["prlimit",
+        # "--nofile=64:64"]: limits set from the start apply to the dropped process too
+        # (prlimit --pid on it is refused once it runs as another uid, even to root).
+        self.wrapper = []
         self.proc = None
         self.returncode = None
         self.write_config()
@@ -162,7 +166,8 @@ class Egressd:
         exe = binary("egressd")
         if not os.access(exe, os.X_OK):
             raise netns.LabError("egressd is not built: %s (set EGRESS_BINARY_DIR)" % exe)
-        args = ["ip", "netns", "exec", self.ns, exe, "-f", "-c", self.conf_path]
+        args = ["ip", "netns", "exec", self.ns] + list(self.wrapper) + [exe, "-f", "-c",
+                                                                      self.conf_path]
         if self.debug:
             args.append("-d")
         env = dict(os.environ)
