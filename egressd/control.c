@@ -5,6 +5,7 @@
 #include "egressd/control.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,11 +594,22 @@ client_recv(evutil_socket_t fd, short what, void *arg)
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = cbuf.b;
-	mh.msg_controllen = sizeof(cbuf.b);
+	/* A client that is not uid 0 gets no control buffer: the kernel discards its fds
+	 * without installing them here (closing a foreign fd can block, e.g. on FUSE). */
+	if (cl->authorized) {
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = sizeof(cbuf.b);
+	}
 	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
+	/* An fd belongs to the line that starts with the bytes it came with. The kernel may
+	 * merge earlier fd-less bytes into this read, so the fd is taken only when nothing of
+	 * another line is in the buffer or in this chunk before its end; otherwise it is
+	 * ambiguous and closed (the request that wanted it then fails: no fd came with it). */
+	bool clean = n > 0 && evbuffer_get_length(cl->in) == 0 &&
+	    (memchr(buf, '\n', (size_t)n) == NULL ||
+	    memchr(buf, '\n', (size_t)n) == buf + n - 1);
 	for (cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
 		size_t nfd;
 
@@ -609,12 +621,16 @@ client_recv(evutil_socket_t fd, short what, void *arg)
 			int pfd;
 
 			memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (cl->authorized && cl->fd_in < 0 && !(mh.msg_flags & MSG_CTRUNC))
+			if (clean && cl->fd_in < 0 && !(mh.msg_flags & MSG_CTRUNC))
 				cl->fd_in = pfd;
 			else
 				close(pfd);
 		}
 	}
+	if (n > 0 && !clean && mh.msg_controllen > 0 && cl->authorized &&
+	    CMSG_FIRSTHDR(&mh) != NULL)
+		log_warnx("control: a passed file descriptor did not start a request line; "
+		    "closed");
 	if (n <= 0) {
 		/* EOF or an error: finish writing what is queued, then go. */
 		event_del(cl->rev);

@@ -524,7 +524,7 @@ daemon_grant_adopt(struct daemon *d, struct grant *g, int fd, const char *ifname
 		snprintf(err, errlen, "egressd is shutting down");
 		return NULL;
 	}
-	l = listener_adopt(d->base, fd, daemon_accept, NULL, lerr, sizeof(lerr));
+	l = listener_adopt(d->base, fd, ifname, daemon_accept, NULL, lerr, sizeof(lerr));
 	if (l == NULL) {
 		grant_free(g);
 		*code = "bad_listener";

@@ -153,8 +153,8 @@ listener_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen
 }
 
 struct listener *
-listener_adopt(struct event_base *base, int fd, listener_accept_cb cb, void *arg, char *err,
-    size_t errlen)
+listener_adopt(struct event_base *base, int fd, const char *ifname, listener_accept_cb cb,
+    void *arg, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss), ol;
@@ -191,9 +191,24 @@ listener_adopt(struct event_base *base, int fd, listener_accept_cb cb, void *arg
 	if ((ss.ss_family == AF_INET &&
 	    ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY)) ||
 	    (ss.ss_family == AF_INET6 &&
-	    IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr))) {
+	    (IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr) ||
+	    (IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ss)->sin6_addr) &&
+	    ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr32[3] == 0)))) {
 		snprintf(err, errlen, "the passed listener is bound to a wildcard address");
 		goto fail;
+	}
+	/* The device the records name must be the one the socket is bound to (the kernel
+	 * answers with the name in the socket's own namespace). */
+	if (ifname != NULL && ifname[0] != '\0') {
+		char dev[IFNAMSIZ + 1] = "";
+		socklen_t dl = sizeof(dev) - 1;
+
+		if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &dl) != 0 ||
+		    strcmp(dev, ifname) != 0) {
+			snprintf(err, errlen, "the passed listener is not bound to device %s",
+			    ifname);
+			goto fail;
+		}
 	}
 	evutil_make_socket_nonblocking(fd);
 	evutil_make_socket_closeonexec(fd);

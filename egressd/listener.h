@@ -37,11 +37,12 @@ struct listener *listener_new(struct event_base *base, const struct sockaddr *sa
 /*
  * Take over a listening socket created elsewhere (egress-exec creates a run's listener in
  * the run's own network namespace and passes it over the control socket). The fd must be
- * a listening TCP socket (IPv4 or IPv6) bound to a specific address; it is owned by the
+ * a listening TCP socket (IPv4 or IPv6) bound to a specific address (not 0.0.0.0, ::, or
+ * ::ffff:0.0.0.0) and, when ifname is not empty, bound to that device; it is owned by the
  * callee from here on and closed on failure. NULL with err on failure.
  */
-struct listener *listener_adopt(struct event_base *base, int fd, listener_accept_cb cb,
-    void *arg, char *err, size_t errlen);
+struct listener *listener_adopt(struct event_base *base, int fd, const char *ifname,
+    listener_accept_cb cb, void *arg, char *err, size_t errlen);
 /* Stop accepting and close. Accepts NULL. */
 void listener_free(struct listener *l);
 /* Change the arg handed to the accept callback (static grant replaced on reload). */

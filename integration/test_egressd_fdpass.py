@@ -8,8 +8,9 @@ CONNECT through it succeeds with a decision record, a not-granted one is 403, an
 the grant closes it); refused, with egressd still serving: the flag without an fd
 (malformed), an fd with an ordinary grant.create (the fd is closed, the request served as
 before), a UDP socket, a socket that is not listening, a listener bound to 0.0.0.0
-(bad_listener), "listen" and "listen_fd" together (malformed); an fd sent with a request
-that does not take it is not kept for the next one."""
+or to ::ffff:0.0.0.0, or not bound to the device named (bad_listener), "listen" and
+"listen_fd" together (malformed); an fd sent with a request that does not take it is not
+kept for the next one, and a request never takes the fd of the request after it."""
 
 import os
 import socket
@@ -129,6 +130,34 @@ def t_refusals(L, d):
               r.get("message", ""), r)
     finally:
         w.close()
+    m = None
+    try:
+        m = netns.socket_in(L.ns_host, socket.AF_INET6)
+        m.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        m.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        m.bind(("::ffff:0.0.0.0", 3139))
+        m.listen(4)
+    except OSError:
+        if m is not None:
+            m.close()
+        m = None                 # no IPv6 in this namespace: nothing to check
+    if m is not None:
+        try:
+            r = control_fd(d, dict(base, listen_fd=True), [m.fileno()])
+            check(not r.get("ok") and r.get("error") == "bad_listener" and "wildcard" in
+                  r.get("message", ""), "v4-mapped wildcard: %r" % r)
+        finally:
+            m.close()
+    n = netns.socket_in(L.ns_host)
+    try:                      # a listener on the address but not bound to the device named
+        n.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        n.bind((L.workers[0].host_addr, 3140))
+        n.listen(4)
+        r = control_fd(d, dict(base, listen_fd=True), [n.fileno()])
+        check(not r.get("ok") and r.get("error") == "bad_listener" and "device" in
+              r.get("message", ""), r)
+    finally:
+        n.close()
     check(d.status().get("ok"), "egressd stopped serving")
     check(len([g for g in d.control({"op": "grant.list"})["grants"]
                if g.get("principal") == "fdpass"]) == 0, "a refused grant.create left a grant")
@@ -162,6 +191,38 @@ def t_unused_fd_not_kept(L, d):
     x.close()
 
 
+def t_fd_belongs_to_its_line(L, d):
+    """Two requests on one connection, the second carrying the fd: the first (which asks
+    for a passed listener but sent none) must never get the second's fd, even when the
+    kernel delivers both in one read."""
+    import json
+    base = {"op": "grant.create", "grant": GRANT, "listen_fd": True,
+            "interface": L.workers[0].host_if}
+    for attempt in range(5):
+        s = listener(L, 3141)
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            c.settimeout(5)
+            c.connect(d.control_path)
+            c.sendall(json.dumps(dict(base, id=1)).encode() + b"\n")
+            socket.send_fds(c, [json.dumps(dict(base, id=2)).encode() + b"\n"], [s.fileno()])
+            buf = b""
+            deadline = time.monotonic() + 5
+            while buf.count(b"\n") < 2 and time.monotonic() < deadline:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        finally:
+            c.close()
+            s.close()
+        replies = {r["id"]: r for r in (json.loads(x) for x in buf.split(b"\n") if x)}
+        check(not replies[1].get("ok") and "file descriptor" in replies[1].get("message", ""),
+              "request 1 took request 2's fd: %r" % replies[1])
+        if replies[2].get("ok"):
+            d.grant_revoke(replies[2]["grant_id"])
+
+
 def main():
     lab.require_root()
     res = Results()
@@ -170,6 +231,7 @@ def main():
         res.run("adopted", t_adopted, L, d)
         res.run("refusals", t_refusals, L, d)
         res.run("unused_fd_not_kept", t_unused_fd_not_kept, L, d)
+        res.run("fd_belongs_to_its_line", t_fd_belongs_to_its_line, L, d)
     return res.finish()
 
 
