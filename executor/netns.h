@@ -60,7 +60,9 @@ int netns_pick_pair(const struct netns_pool *pool, const uint32_t *used, size_t 
 bool netns_pair_allowed(uint32_t net);
 
 /*
- * Supervisor: under an exclusive lock on NETNS_LOCK_PATH, read the IPv4 addresses of the
+ * Supervisor (inside the run's link namespace, see netns_link_create, where no other
+ * address exists, so the pick is free; the lock keeps callers in a shared namespace
+ * apart): under an exclusive lock on NETNS_LOCK_PATH, read the IPv4 addresses of the
  * current namespace, pick a /30, create the veth pair with its peer created directly in
  * the namespace of child_pid, give the host end net+1/30, disable IPv6 on it and bring it
  * up; read the address back. tag: 8 hex digits naming the run. Returns 0, or -1 with err
