@@ -42,8 +42,23 @@ integration: deps
 demo: build
 	@sh scripts/demo.sh $(BUILD)
 
+# Installing as root to the real system (no DESTDIR) also sets up what egressd drops to
+# after start-up (docs/SECURITY.md): the `egressd` system account and its log directory,
+# and the root-only control socket directory. Idempotent: existing ones are kept.
 install: build
 	cmake --install $(BUILD)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	  if ! getent passwd egressd >/dev/null; then \
+	    echo "creating the egressd system user"; \
+	    useradd --system --no-create-home --home-dir /nonexistent \
+	      --shell /usr/sbin/nologin egressd || exit 1; \
+	  fi; \
+	  install -d -o egressd -g egressd -m 0750 /var/log/egressd || exit 1; \
+	  install -d -o root -g root -m 0755 /run/egressd || exit 1; \
+	else \
+	  echo "not root or DESTDIR set: create the egressd user and its directories yourself" \
+	    "(docs/SECURITY.md)"; \
+	fi
 
 # Each libFuzzer harness for a bounded time (CI runs this through `make check`).
 fuzz-smoke: deps

@@ -43,6 +43,8 @@ class Collector:
         self.stop = False
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(path)
+        # Writable by everyone, as /dev/log is: egressd sends after dropping root.
+        os.chmod(path, 0o666)
         self.sock.settimeout(0.1)
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()

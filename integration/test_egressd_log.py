@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
+from labtools import egressd as ed  # noqa: E402
 from labtools import netns, proxyclient  # noqa: E402
 from labtools.checks import stop_clean, allowed_tunnel, check, refused, require_binaries  # noqa: E402
 
@@ -290,6 +291,9 @@ def t_audit_unavailable(L, d0, st):
     netns.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=0700", "egress-lab", mnt])
     d = None
     try:
+        # The log directory belongs to the account egressd drops to (docs/SECURITY.md):
+        # after a failed write it reopens the log there.
+        ed.give_to_run_user(mnt, 0o700)
         d = L.egressd(settings={"decision_log": os.path.join(mnt, "decisions.jsonl")})
         L.grant(d, 1, GRANT)
         r = L.connect(1, "ok.lab.test:443")

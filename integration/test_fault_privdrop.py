@@ -1,5 +1,23 @@
 #!/usr/bin/env python3
-"""egressd least privilege (issue 10): `egressd -u nobody` in the lab. Expectations:
+"""egressd least privilege (issue 10): the drop is egressd's default and only mode as root.
+Expectations:
+
+- default_drop_without_u: egressd started as root WITHOUT -u or [egressd] user (this lab's
+  machine has no `egressd` account) ends as uid/gid 65534 on every thread, with no
+  capability, NoNewPrivs 1, Seccomp 2, and logs the account it fell back to and the
+  recommendation of a dedicated `egressd` user (when there is an egressd account, it must
+  run as that one instead).
+- refused_root_and_unknown: `-u root`, `-u 0`, `-u no-such-user-<pid>`, `user = root` and
+  `user = <unknown>` in the config are refused before start-up: non-zero exit within a
+  bounded time, a message naming the problem (`uid/gid 0`, `does not exist`; the config
+  key as file:line), and nothing was started (no control socket, no decision log). `-t`
+  reports the same for the config key.
+- pdeathsig_survives_drop: like egress-exec's private egressd, a parent process starts
+  egressd with PR_SET_PDEATHSIG(SIGTERM); after egressd has dropped (uid 65534) the parent
+  gets SIGKILL: egressd still receives SIGTERM (the drop re-armed the signal the kernel
+  clears on a credential change), drains and exits 0 within drain_timeout + 3 s.
+
+With `-u nobody` (the explicit form):
 
 - dropped_everywhere: every thread of egressd runs as uid/gid 65534 with no capability
   (CapPrm/CapEff/CapInh/CapAmb 0; the main thread's bounding set 0), NoNewPrivs 1,
@@ -20,14 +38,16 @@
   credentials file, the dropped egressd (which can no longer read the file) still
   authenticates to a squid that demands Basic: the secret was loaded before the drop.
 
-egressd is started through a wrapper that adds `-u nobody` (the lab's Egressd class knows
-nothing of -u). Its files live in a world-traversable directory whose log directory is
+egressd is started through a wrapper that adds `-u nobody` for the explicit checks (the
+lab's Egressd class knows nothing of -u); the default checks use the real binary. Its files live in a world-traversable directory whose log directory is
 owned by nobody, as docs/SECURITY.md tells an operator to set up /var/log/egressd.
 """
 
+import ctypes
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,8 +58,8 @@ import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import egressd as ed  # noqa: E402
 from labtools import proxies, proxyclient  # noqa: E402
-from labtools.checks import (allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
-                             require_binaries, stop_clean)
+from labtools.checks import (SANITIZER_MARKERS, allowed_tunnel, bounded_wait,  # noqa: E402
+                             check, refused, require_binaries, stop_clean)
 
 NOBODY = 65534
 ZONE = {"echo.lab.test": {"A": [lab.ECHO_ORIGIN]}, "origin.lab.test": {"A": [lab.HTTP_ORIGIN]},
@@ -93,15 +113,13 @@ def fresh_dir(top, name):
 
 def start(L, top, logdir, settings):
     """egressd with its files where the egressd user may read (config) and write (log
-    directory), as docs/SECURITY.md sets them up. LeakSanitizer cannot stop the world of
-    a process that changed its uid (its tracer cannot list /proc/<pid>/task), so leak
-    detection is off for these runs; the root runs of the suite and make valgrind cover
-    leaks."""
+    directory), as docs/SECURITY.md sets them up. LeakSanitizer works in the dropped
+    process (the sanitizer build's filter allows its getdents and ptrace), so stop_clean
+    also checks for leaks here."""
     s = {"decision_log": os.path.join(logdir, "decisions.jsonl"),
          "control_socket": os.path.join(logdir, "control.sock")}
     s.update(settings)
-    d = L.egressd(settings=s, start=False,
-                  extra_env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0"})
+    d = L.egressd(settings=s, start=False)
     d.conf_path = os.path.join(logdir, "egressd.ini")
     d.write_config()
     os.chmod(d.conf_path, 0o644)
@@ -231,12 +249,184 @@ def t_credentials(L, top):
         sq.stop()
 
 
+def with_binary_dir(bdir, fn, *args):
+    """Run fn with EGRESS_BINARY_DIR = bdir (the lab resolves binaries at start)."""
+    saved = os.environ.get("EGRESS_BINARY_DIR")
+    os.environ["EGRESS_BINARY_DIR"] = bdir
+    try:
+        return fn(*args)
+    finally:
+        if saved is None:
+            os.environ.pop("EGRESS_BINARY_DIR", None)
+        else:
+            os.environ["EGRESS_BINARY_DIR"] = saved
+
+
+def t_default_drop(L, top, real_bdir):
+    """No -u, no user key: the default account (egressd if it exists, else nobody)."""
+    d = with_binary_dir(real_bdir, start, L, top, fresh_dir(top, "default-log"), {})
+    try:
+        pid = d.proc.pid
+        err = d.stderr_text()
+        try:
+            import pwd
+            pwd.getpwnam("egressd")
+            want, fell_back = "egressd", False
+        except KeyError:
+            want, fell_back = "nobody", True
+        uid = ed.run_user()[1]
+        check("running as %s (uid %d" % (want, uid) in err, "no drop line for %s:\n%s"
+              % (want, d.stderr_tail(5)))
+        if fell_back:
+            check("create a dedicated egressd system user" in err,
+                  "no recommendation of a dedicated user:\n%s" % d.stderr_tail(5))
+        tasks = [int(t) for t in os.listdir("/proc/%d/task" % pid)]
+        for t in tasks:
+            st = status(pid, t)
+            check(st["Uid"].split() == [str(uid)] * 4, "task %d Uid %s" % (t, st["Uid"]))
+            for k in ("CapPrm", "CapEff", "CapInh", "CapAmb"):
+                check(int(st.get(k, "0"), 16) == 0, "task %d %s %s" % (t, k, st.get(k)))
+            check(st["NoNewPrivs"] == "1", "task %d NoNewPrivs %s" % (t, st["NoNewPrivs"]))
+            check(st["Seccomp"] == "2", "task %d Seccomp %s" % (t, st["Seccomp"]))
+        check(int(status(pid)["CapBnd"], 16) == 0, "CapBnd %s" % status(pid)["CapBnd"])
+        # and it serves: a dynamic grant's listener on the veth, an allowed CONNECT
+        L.grant(d, 1, ALLOW, principal="pddef-" + L.prefix, port=3131)
+        r = L.connect(1, "echo.lab.test:7", proxy=L.proxy_of(1, 3131))
+        allowed_tunnel(r)
+        r.close()
+    finally:
+        stop_clean(d)
+
+
+def t_refused(L, top, real):
+    """Root and unknown accounts are refused before anything starts."""
+    cdir = fresh_dir(top, "refused")
+    sock = os.path.join(cdir, "control.sock")
+    dlog = os.path.join(cdir, "decisions.jsonl")
+    base = "[egressd]\ncontrol_socket = %s\ndecision_log = %s\n" % (sock, dlog)
+    plain = os.path.join(cdir, "plain.ini")
+    with open(plain, "w") as f:
+        f.write(base)
+    unknown = "no-such-user-%d" % os.getpid()
+    cases = [(["-u", "root"], plain, "uid/gid 0"),
+             (["-u", "0"], plain, "uid/gid 0"),
+             (["-u", unknown], plain, "does not exist")]
+    for name, needle in (("root", "uid/gid 0"), (unknown, "does not exist")):
+        path = os.path.join(cdir, "user-%s.ini" % name)
+        with open(path, "w") as f:
+            f.write(base + "user = %s\n" % name)
+        cases.append(([], path, "%s:4: user: " % path))
+        cases.append(([], path, needle))
+        cases.append((["-t"], path, needle))
+    for extra, conf, needle in cases:
+        t0 = time.monotonic()
+        cp = subprocess.run(["ip", "netns", "exec", L.ns_host, real, "-f", "-c", conf]
+                            + extra, capture_output=True, text=True, timeout=20,
+                            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        took = time.monotonic() - t0
+        what = "%s %s" % (" ".join(extra), os.path.basename(conf))
+        check(cp.returncode != 0, "%s: exit 0:\n%s" % (what, cp.stderr))
+        check(needle in cp.stderr, "%s: no '%s' in:\n%s" % (what, needle, cp.stderr))
+        check(took < 10, "%s took %.1f s" % (what, took))
+        check(not os.path.exists(sock) and not os.path.exists(dlog),
+              "%s: egressd started before refusing" % what)
+    # the positive twin of the -t check: a valid account passes
+    ok = os.path.join(cdir, "user-nobody.ini")
+    with open(ok, "w") as f:
+        f.write(base + "user = nobody\n")
+    cp = subprocess.run([real, "-t", "-c", ok], capture_output=True, text=True, timeout=20,
+                        env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    check(cp.returncode == 0, "-t with user = nobody: %s" % cp.stderr)
+    print("  refused: %d cases, each before start-up" % len(cases))
+
+
+PARENT = r"""
+import ctypes, os, signal, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+def arm():
+    # what executor/egressd_client.c does for its private egressd
+    if libc.prctl(1, int(signal.SIGTERM), 0, 0, 0) != 0:   # PR_SET_PDEATHSIG
+        os._exit(126)
+ns, exe, conf, errp = sys.argv[1:5]
+err = open(errp, "ab")
+p = subprocess.Popen(["ip", "netns", "exec", ns, exe, "-f", "-c", conf], preexec_fn=arm,
+                     stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+print(p.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def t_pdeathsig(L, top, real_bdir):
+    """SIGKILL of the starting parent still ends the dropped egressd (re-armed signal)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36
+    logdir = fresh_dir(top, "pdeath-log")
+    d = with_binary_dir(real_bdir, L.egressd,
+                        {"decision_log": os.path.join(logdir, "decisions.jsonl"),
+                         "control_socket": os.path.join(logdir, "control.sock")},
+                        None, None, False)
+    d.conf_path = os.path.join(logdir, "egressd.ini")
+    d.write_config()
+    os.chmod(d.conf_path, 0o644)
+    exe = os.path.join(real_bdir, "egressd", "egressd")
+    # The orphaned egressd is reparented to this process, which can then reap it and
+    # read its exit status (bounded).
+    check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, "PR_SET_CHILD_SUBREAPER")
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, L.ns_host, exe, d.conf_path,
+                               d.stderr_path], stdout=subprocess.PIPE, text=True)
+    epid = None
+    try:
+        epid = int(parent.stdout.readline().strip() or "0")
+        check(epid > 0, "the parent did not start egressd")
+        d.proc = None
+        check(bounded_wait(lambda: os.path.exists(d.control_path), 20, step=0.05),
+              "egressd not ready:\n%s" % d.stderr_tail())
+        check(bounded_wait(lambda: d.control({"op": "status"}).get("ok"), 10, step=0.1),
+              "no status")
+        st = status(epid)
+        check(st["Uid"].split()[0] == str(ed.run_user()[1]), "not dropped: %s" % st["Uid"])
+        check(int(st["PPid"]) == parent.pid, "egressd's parent is %s, not %d"
+              % (st["PPid"], parent.pid))
+        t0 = time.monotonic()
+        parent.kill()
+        parent.wait(timeout=10)
+        deadline = t0 + 2 + 3   # lab drain_timeout 2 s + slack
+        wst = None
+        while time.monotonic() < deadline:
+            pid, w = os.waitpid(epid, os.WNOHANG)
+            if pid == epid:
+                wst = w
+                break
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        check(wst is not None, "egressd still runs %.1f s after its parent's SIGKILL:\n%s"
+              % (took, d.stderr_tail(5)))
+        epid = None
+        check(os.WIFEXITED(wst) and os.WEXITSTATUS(wst) == 0,
+              "egressd ended with wait status %#x:\n%s" % (wst, d.stderr_tail(10)))
+        bad = [m for m in SANITIZER_MARKERS if m in d.stderr_text()]
+        check(not bad, "sanitizer report:\n%s" % d.stderr_tail(40))
+        check("draining" in d.stderr_text(), "no SIGTERM drain:\n%s" % d.stderr_tail(5))
+        print("  pdeathsig: dropped egressd exited 0 %.2f s after its parent's SIGKILL"
+              % took)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(timeout=10)
+        if epid:
+            try:
+                os.kill(epid, signal.SIGKILL)
+                os.waitpid(epid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressctl", "egressd-route-helper")
     real = os.environ.get("H13_EGRESSD") or ed.binary("egressd")
-    rc, _out, err = 0, "", ""
-    import subprocess
+    real_bdir = os.path.dirname(os.path.dirname(os.path.abspath(real)))
     cp = subprocess.run([real, "-h"], capture_output=True, text=True, timeout=10)
     if "-u USER" not in cp.stderr:
         print("FAIL: %s has no -u option" % real)
@@ -260,6 +450,9 @@ def main():
             res.run("pac_helper_under_filter", t_pac_helper, L, top)
             proxies.add_addresses(L, proxies.PROXY_ADDR)
             res.run("credentials_loaded_before_drop", t_credentials, L, top)
+            res.run("default_drop_without_u", t_default_drop, L, top, real_bdir)
+            res.run("refused_root_and_unknown", t_refused, L, top, real)
+            res.run("pdeathsig_survives_drop", t_pdeathsig, L, top, real_bdir)
     finally:
         if saved is None:
             os.environ.pop("EGRESS_BINARY_DIR", None)
