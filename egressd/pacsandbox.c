@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -12,8 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/landlock.h>
 #include <linux/netlink.h>
 
 #include "egressd/pacsandbox.h"
@@ -240,5 +245,99 @@ pacsandbox_filter(char *err, size_t errlen)
 		snprintf(err, errlen, "cannot install the seccomp filter: %s", strerror(-rc));
 		return -1;
 	}
+	return 0;
+}
+
+/* Landlock rights newer than Debian 12's header. */
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+
+/* What the helper may read: the system's libraries and data (NSS modules and ICU are
+ * loaded lazily), the resolver's and NSS's configuration, /proc (glibc reads
+ * /proc/self/maps for the main thread's stack) and the CPU count, two devices, and the
+ * PAC copy. Nothing else: not the decision logs, the configuration, keytabs or homes. */
+static const char *const pac_read_paths[] = {
+	"/usr", "/lib", "/lib64", "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf",
+	"/etc/host.conf", "/etc/gai.conf", "/etc/ld.so.cache", "/etc/localtime",
+	"/proc", "/sys/devices/system/cpu", "/dev/null", "/dev/urandom",
+};
+
+static int
+landlock_allow(int ruleset, const char *path, uint64_t handled)
+{
+	struct landlock_path_beneath_attr pb;
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;   /* what the system lacks needs no rule */
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return -1;
+	}
+	memset(&pb, 0, sizeof(pb));
+	pb.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE |
+	    (S_ISDIR(st.st_mode) ? LANDLOCK_ACCESS_FS_READ_DIR : 0);
+	pb.allowed_access &= handled;
+	pb.parent_fd = fd;
+	rc = (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+	close(fd);
+	return rc;
+}
+
+int
+pacsandbox_landlock(const char *pac_path, char *err, size_t errlen)
+{
+	struct landlock_ruleset_attr ra;
+	uint64_t handled;
+	long abi;
+	int rs;
+
+	abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi < 0) {
+		if (errno == ENOSYS || errno == EOPNOTSUPP)
+			return 1;       /* not built or not enabled: the seccomp filter stays */
+		snprintf(err, errlen, "landlock: %s", strerror(errno));
+		return -1;
+	}
+	/* every file-system right this ABI knows is handled; only reads are granted */
+	handled = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+	if (abi >= 2)
+		handled |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	if (abi >= 5)
+		handled |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	memset(&ra, 0, sizeof(ra));
+	ra.handled_access_fs = handled;
+	rs = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	if (rs < 0) {
+		snprintf(err, errlen, "landlock ruleset: %s", strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(pac_read_paths) / sizeof(pac_read_paths[0]); i++) {
+		if (landlock_allow(rs, pac_read_paths[i], handled) != 0) {
+			snprintf(err, errlen, "landlock rule %s: %s", pac_read_paths[i],
+			    strerror(errno));
+			close(rs);
+			return -1;
+		}
+	}
+	if (pac_path != NULL && landlock_allow(rs, pac_path, handled) != 0) {
+		snprintf(err, errlen, "landlock rule %s: %s", pac_path, strerror(errno));
+		close(rs);
+		return -1;
+	}
+	if (syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
+		snprintf(err, errlen, "landlock restrict: %s", strerror(errno));
+		close(rs);
+		return -1;
+	}
+	close(rs);
 	return 0;
 }

@@ -34,4 +34,16 @@ int pacsandbox_drop(char *err, size_t errlen);
  * gets no answer from that call. Returns 0, or -1 with err set. */
 int pacsandbox_filter(char *err, size_t errlen);
 
+/*
+ * Restrict the file system to reads of what PAC evaluation needs (Landlock): /usr and
+ * the libraries, the resolver's and NSS's files under /etc, /proc, the CPU count,
+ * /dev/null, /dev/urandom and pac_path (may be NULL). Nothing may be written, created or
+ * removed anywhere, and nothing else read — not the decision logs, the configuration or a
+ * keytab, although the helper shares the egressd user's uid. no_new_privs must be set.
+ * Returns 0 when applied, 1 when the kernel has no Landlock (the seccomp filter is then
+ * the only file barrier), -1 with err on any other failure (fail closed: the helper
+ * exits).
+ */
+int pacsandbox_landlock(const char *pac_path, char *err, size_t errlen);
+
 #endif

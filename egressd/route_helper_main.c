@@ -10,9 +10,10 @@
  * never fetches anything on its own.
  *
  * Confinement, in order: privileges dropped (to nobody when started as root), every fd but
- * 0, 1, 2 closed, no_new_privs, then the seccomp filter of egressd/pacsandbox.h: no network
- * beyond what PAC evaluation needs (UDP for the stub resolver, NETLINK_ROUTE), no server,
- * no exec, ptrace, mounts, namespaces, modules, bpf, keyrings.
+ * 0, 1, 2 closed, no_new_privs, a Landlock read allow-list (egressd/pacsandbox.h: the
+ * libraries, the resolver's files, /proc, the PAC copy; nothing written anywhere), then the
+ * seccomp filter: no network beyond what PAC evaluation needs (UDP for the stub resolver,
+ * NETLINK_ROUTE), no server, no exec, ptrace, mounts, namespaces, modules, bpf, keyrings.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -155,6 +156,17 @@ main(int argc, char **argv)
 	pf = px_proxy_factory_new();
 	if (pf == NULL)
 		fatalx("libproxy: cannot create a proxy factory");
+	/* Files first (Landlock needs its own system calls), then the system-call filter. */
+	switch (pacsandbox_landlock(pac_path, err, sizeof(err))) {
+	case 0:
+		break;
+	case 1:
+		log_info("no Landlock in this kernel: the seccomp filter alone keeps files "
+		    "read-only (other files of the egressd user stay readable)");
+		break;
+	default:
+		fatalx("%s", err);
+	}
 	if (pacsandbox_filter(err, sizeof(err)) != 0)
 		fatalx("%s", err);
 

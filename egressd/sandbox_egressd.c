@@ -201,6 +201,9 @@ static const struct sc_entry allowed[] = {
 	{ "setresuid", "the route helper's drop (only when it starts as root: not after the drop)" },
 	{ "setresgid", "the route helper's drop (only when it starts as root: not after the drop)" },
 	{ "seccomp", "the route helper installs its own, stricter filter" },
+	{ "landlock_create_ruleset", "the route helper restricts its own file access" },
+	{ "landlock_add_rule", "the route helper restricts its own file access" },
+	{ "landlock_restrict_self", "the route helper restricts its own file access" },
 #ifdef SANDBOX_UNDER_SANITIZER
 	/* LeakSanitizer stops the world at exit with a ptracing clone of the process. */
 	{ "ptrace", "sanitizer builds only: LeakSanitizer's StopTheWorld" },

@@ -193,6 +193,45 @@ drop_child(void)
 	_exit(0);
 }
 
+static char other_path[] = "/tmp/egress-pacsb-other-XXXXXX";
+static char ll_pac_path[] = "/tmp/egress-pacsb-pac-XXXXXX";
+
+/* Landlock: reads of the listed paths and the PAC copy only; nothing written anywhere. */
+static void
+landlock_child(void)
+{
+	char err[256], buf[8];
+	int fd, rc;
+
+	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+	rc = pacsandbox_landlock(ll_pac_path, err, sizeof(err));
+	if (rc == 1)
+		_exit(77);               /* no Landlock in this kernel */
+	CHILD_CHECK(rc == 0);
+	/* what PAC evaluation needs */
+	fd = open(ll_pac_path, O_RDONLY | O_CLOEXEC);
+	CHILD_CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == 3);
+	close(fd);
+	fd = open("/etc/hosts", O_RDONLY | O_CLOEXEC);
+	CHILD_CHECK(fd >= 0);
+	close(fd);
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	CHILD_CHECK(fd >= 0);
+	close(fd);
+	fd = open("/usr/lib/os-release", O_RDONLY | O_CLOEXEC);
+	CHILD_CHECK(fd >= 0 || errno == ENOENT);
+	if (fd >= 0)
+		close(fd);
+	/* nothing else, even where Unix permissions would allow it */
+	CHILD_CHECK(open(other_path, O_RDONLY | O_CLOEXEC) == -1 && errno == EACCES);
+	CHILD_CHECK(open("/etc/passwd", O_RDONLY | O_CLOEXEC) == -1 && errno == EACCES);
+	CHILD_CHECK(open(ll_pac_path, O_WRONLY | O_CLOEXEC) == -1 && errno == EACCES);
+	CHILD_CHECK(open("/tmp/egress-pacsb-ll", O_WRONLY | O_CREAT | O_CLOEXEC, 0600) == -1 &&
+	    errno == EACCES);
+	CHILD_CHECK(unlink(other_path) == -1 && errno == EACCES);
+	_exit(0);
+}
+
 static void
 run_child(void (*fn)(void))
 {
@@ -231,6 +270,37 @@ test_filter_keeps_only_pac_needs(void **state)
 }
 
 static void
+test_landlock_reads_only(void **state)
+{
+	pid_t pid;
+	int fd, st = 0;
+
+	(void)state;
+	fd = mkstemp(ll_pac_path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "pac", 3), 3);
+	close(fd);
+	fd = mkstemp(other_path);
+	assert_true(fd >= 0);
+	close(fd);
+	chmod(other_path, 0644);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		landlock_child();
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	unlink(ll_pac_path);
+	unlink(other_path);
+	assert_int_not_equal(access("/tmp/egress-pacsb-ll", F_OK), 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+		skip();
+	if (WIFSIGNALED(st))
+		fail_msg("child killed by signal %d", WTERMSIG(st));
+	if (WEXITSTATUS(st) != 0)
+		fail_msg("child check failed near line %d (mod 254)", WEXITSTATUS(st) - 1);
+}
+
+static void
 test_drop_to_nobody(void **state)
 {
 	(void)state;
@@ -244,6 +314,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_filter_keeps_only_pac_needs),
+		cmocka_unit_test(test_landlock_reads_only),
 		cmocka_unit_test(test_drop_to_nobody),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
