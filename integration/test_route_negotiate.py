@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
+from labtools import egressd as ed  # noqa: E402
 from labtools import proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
@@ -37,7 +38,14 @@ def fresh(L, kdc, settings):
     # client keytab stores the TGT in the process default ccache, which would otherwise
     # carry one test's TGT into the next (see note_default_ccache).
     n = len(L.egressds) + 1
-    env = dict(kdc.env(), KRB5CCNAME="FILE:%s/krb5cc-egressd-%d" % (kdc.dir, n))
+    # egressd drops to an unprivileged account after start-up and its GSS thread works
+    # as that account: the client keytab must be readable by it (docs/SECURITY.md: the
+    # keytab belongs to the egressd user or group) and the ccache directory writable.
+    ccdir = os.path.join(kdc.dir, "cc-egressd-%d" % n)
+    os.makedirs(ccdir, exist_ok=True)
+    ed.give_to_run_user(ccdir, 0o700)
+    ed.give_to_run_user(kdc.client_keytab, 0o600)
+    env = dict(kdc.env(), KRB5CCNAME="FILE:%s/krb5cc" % ccdir)
     d = L.egressd(settings=settings, extra_env=env)
     d.default_ccache = env["KRB5CCNAME"][5:]
     L.grant(d, 0, GRANT)
