@@ -16,6 +16,10 @@ Expectations:
   egressd with PR_SET_PDEATHSIG(SIGTERM); after egressd has dropped (uid 65534) the parent
   gets SIGKILL: egressd still receives SIGTERM (the drop re-armed the signal the kernel
   clears on a credential change), drains and exits 0 within drain_timeout + 3 s.
+- private_egressd_dies_with_egress_exec: the real thing: `egress-exec run` without a
+  running egressd starts its private egressd (executor/egressd_client.c arms
+  PR_SET_PDEATHSIG), which drops to 65534; SIGKILL of egress-exec ends that egressd within
+  5 s; `egress-exec cleanup` then exits 0.
 
 With `-u nobody` (the explicit form):
 
@@ -422,9 +426,77 @@ def t_pdeathsig(L, top, real_bdir):
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
+def proc_children_named(ppid, comm):
+    out = []
+    for pid in children(ppid):
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                if f.read().strip() == comm:
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def gone(pid):
+    """True when pid no longer runs (missing, or a zombie not yet reaped by its reaper)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return True
+    return st[st.rindex(")") + 2:].split()[0] in ("Z", "X")
+
+
+def t_private_egressd(L, real_bdir):
+    """egress-exec's own private egressd (dropped) dies with a SIGKILLed egress-exec."""
+    exe = os.path.join(real_bdir, "executor", "egress-exec")
+    args = ["nsenter", "--net=/run/netns/" + L.ns_host, exe, "run",
+            "--allow", "http://origin.lab.test", "--wall", "30s",
+            "--egressd-setting", "dns_server=198.51.100.53",
+            "--egressd-setting", "allow_special_address=198.51.100.0/24",
+            "--principal", "pd-private", "--", "/bin/sleep", "300"]
+    env = dict(os.environ, EGRESS_EGRESSD=os.path.join(real_bdir, "egressd", "egressd"))
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    epid = None
+    try:
+        def dropped_child():
+            nonlocal epid
+            for c in proc_children_named(p.pid, "egressd"):
+                try:
+                    if status(c)["Uid"].split()[0] == str(ed.run_user()[1]):
+                        epid = c
+                        return True
+                except (OSError, KeyError):
+                    pass
+            return p.poll() is not None
+        bounded_wait(dropped_child, 30, step=0.05)
+        check(epid is not None, "no dropped private egressd under egress-exec (rc %s): %s"
+              % (p.poll(), (p.stderr.read() if p.poll() is not None else b"")[-600:]))
+        time.sleep(0.3)   # the run is under way (egressd answered status)
+        t0 = time.monotonic()
+        p.kill()
+        p.wait(timeout=10)
+        ok = bounded_wait(lambda: gone(epid), 5, step=0.02)
+        took = time.monotonic() - t0
+        check(ok, "the private egressd %d outlived egress-exec by %.1f s" % (epid, took))
+        epid = None
+        print("  private egressd gone %.2f s after egress-exec's SIGKILL" % took)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+        p.stderr.close()
+        if epid is not None and not gone(epid):
+            os.kill(epid, signal.SIGKILL)
+        cp = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, exe, "cleanup"],
+                            capture_output=True, timeout=60)
+    check(cp.returncode == 0, "cleanup rc=%d %r" % (cp.returncode, cp.stderr[-400:]))
+
+
 def main():
     lab.require_root()
-    require_binaries("egressd", "egressctl", "egressd-route-helper")
+    require_binaries("egressd", "egressctl", "egressd-route-helper", "egress-exec")
     real = os.environ.get("H13_EGRESSD") or ed.binary("egressd")
     real_bdir = os.path.dirname(os.path.dirname(os.path.abspath(real)))
     cp = subprocess.run([real, "-h"], capture_output=True, text=True, timeout=10)
@@ -453,6 +525,7 @@ def main():
             res.run("default_drop_without_u", t_default_drop, L, top, real_bdir)
             res.run("refused_root_and_unknown", t_refused, L, top, real)
             res.run("pdeathsig_survives_drop", t_pdeathsig, L, top, real_bdir)
+            res.run("private_egressd_dies_with_egress_exec", t_private_egressd, L, real_bdir)
     finally:
         if saved is None:
             os.environ.pop("EGRESS_BINARY_DIR", None)
