@@ -516,7 +516,9 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 	if (pid == 0) {
 		int nul = open("/dev/null", O_RDWR);
 
-		/* If egress-exec dies, its private egressd goes too. */
+		/* If egress-exec dies, its private egressd goes too. egressd drops root after
+		 * its start-up; the kernel clears this signal on that credential change and
+		 * egressd arms it again (sandbox_egressd_drop). */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (nul >= 0) {
 			dup2(nul, 0);
