@@ -115,6 +115,23 @@ daemonize(void)
 	}
 }
 
+/* The allow-list, or exit; the name of what is in force, for the log line. valgrind
+ * (make valgrind) cannot emulate seccomp(2). */
+static const char *
+install_filter(void)
+{
+	char err[512];
+
+	if (sandbox_egressd_under_valgrind()) {
+		log_warnx("running under valgrind, which cannot emulate seccomp(2): the "
+		    "seccomp allow-list is NOT installed (the privilege drop is)");
+		return "NO seccomp filter (valgrind)";
+	}
+	if (sandbox_egressd_filter(err, sizeof(err)) != 0)
+		fatalx("seccomp filter: %s", err);
+	return "seccomp allow-list";
+}
+
 /*
  * Who egressd will be after start-up (NSS lookups happen here, before the filter). As
  * root: the account to drop to, refused when unknown or uid 0. As another user: no drop;
@@ -164,6 +181,7 @@ main(int argc, char **argv)
 	const char *path = NULL, *run_as = NULL;
 	struct sandbox_egressd_user su;
 	bool check = false, debug = false, fg = false, fell_back = false, as_root;
+	const char *filter;
 	struct egressd_config *cfg;
 	struct event_base *base;
 	struct event *ev_hup, *ev_term, *ev_int, *ev_usr1;
@@ -265,10 +283,9 @@ main(int argc, char **argv)
 			    "recovered without a restart): %s", su.name, err);
 		if (sandbox_egressd_drop(&su, err, sizeof(err)) != 0)
 			fatalx("privilege drop to %s: %s", su.name, err);
-		if (sandbox_egressd_filter(err, sizeof(err)) != 0)
-			fatalx("seccomp filter: %s", err);
-		log_info("running as %s (uid %u, gid %u): no capabilities, no_new_privs, seccomp "
-		    "allow-list", su.name, (unsigned)su.uid, (unsigned)su.gid);
+		filter = install_filter();
+		log_info("running as %s (uid %u, gid %u): no capabilities, no_new_privs, %s",
+		    su.name, (unsigned)su.uid, (unsigned)su.gid, filter);
 		if (fell_back)
 			log_info("there is no %s account, so egressd runs as %s, which other "
 			    "daemons may share: create a dedicated %s system user (make install "
@@ -277,10 +294,9 @@ main(int argc, char **argv)
 	} else {
 		if (sandbox_egressd_confine(err, sizeof(err)) != 0)
 			fatalx("confining egressd: %s", err);
-		if (sandbox_egressd_filter(err, sizeof(err)) != 0)
-			fatalx("seccomp filter: %s", err);
+		filter = install_filter();
 		log_info("started as uid %u (not root), no user change: no capabilities, "
-		    "no_new_privs, seccomp allow-list", (unsigned)geteuid());
+		    "no_new_privs, %s", (unsigned)geteuid(), filter);
 	}
 
 	event_base_dispatch(base);

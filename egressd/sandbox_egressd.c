@@ -31,6 +31,13 @@
 
 #include "common/util.h"
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define SANDBOX_HAVE_VALGRIND 1
+#endif
+#endif
+
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
 #endif
@@ -704,4 +711,14 @@ sandbox_egressd_confine(char *err, size_t errlen)
 		return -1;
 	}
 	return verify_caps(false, err, errlen);
+}
+
+bool
+sandbox_egressd_under_valgrind(void)
+{
+#ifdef SANDBOX_HAVE_VALGRIND
+	return RUNNING_ON_VALGRIND != 0;
+#else
+	return false;
+#endif
 }

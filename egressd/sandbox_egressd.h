@@ -113,4 +113,13 @@ int sandbox_egressd_filter(char *err, size_t errlen);
 /* True when the calling thread runs under a seccomp filter (Seccomp: 2). */
 bool sandbox_egressd_filtered(void);
 
+/*
+ * True when the process runs on valgrind's synthetic CPU (RUNNING_ON_VALGRIND; always
+ * false natively, and false when built without valgrind's header). valgrind cannot
+ * emulate seccomp(2), so main skips the allow-list there, loudly, and still drops: that
+ * keeps `make valgrind`'s egressd session possible without a way to turn the filter off
+ * in a native process.
+ */
+bool sandbox_egressd_under_valgrind(void);
+
 #endif
