@@ -29,18 +29,27 @@ static char sock_path[108];
 static char tmpdir[64];
 
 /* Serve one connection: read a line, then send `reply` (len bytes), then maybe hang. */
-static pid_t
-serve(const char *reply, size_t len, int hang_ms)
+/* The fake egressd's listening socket at sock_path. */
+static int
+serve_listen(void)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	pid_t pid;
 
 	unlink(sock_path);
 	memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
 	assert_true(ls >= 0);
 	assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
 	assert_int_equal(listen(ls, 4), 0);
+	return ls;
+}
+
+static pid_t
+serve(const char *reply, size_t len, int hang_ms)
+{
+	int ls = serve_listen();
+	pid_t pid;
+
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -121,15 +130,9 @@ test_grant_create_ok(void **state)
 static pid_t
 serve_fd(void)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int ls = serve_listen();
 	pid_t pid;
 
-	unlink(sock_path);
-	memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
-	assert_true(ls >= 0);
-	assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
-	assert_int_equal(listen(ls, 4), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
