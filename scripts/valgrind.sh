@@ -12,7 +12,7 @@ build=$(cd "$build" && pwd)
 fail=0; n=0
 # What ctest gives the unit tests (test_logschema reads the sources, others the binaries).
 export EGRESS_SOURCE_DIR="$top" EGRESS_BINARY_DIR="$build"
-VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+VG="valgrind -q --vgdb=no --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 VG="$VG --suppressions=$top/scripts/valgrind.supp"
 
 # Tests of kernel features valgrind (3.19, Debian 12) cannot emulate. They run under ASan
