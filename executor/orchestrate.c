@@ -9,14 +9,16 @@
  *   5. scope check                                   any violation rejects the whole candidate
  *   6. artifacts: logs, decisions, candidate.diff    the diff only for an accepted candidate
  *   7. manifest.json                                 in every case where out_dir is usable
- * Nothing the worker produced is trusted, and none of it is read by this (root) process:
- * steps 4-7 and the summary run in the collector (executor/collector.h), a forked child
- * with no root, no network, a root of its own holding only the repository, the overlay
- * views and the decision log (read-only) and the output folder, and a seccomp filter. The
- * parent asks a running egressd for its log path first (a root-only socket), waits for the
- * collector with a bound, accepts only an egress-exec exit code from it, writes a minimal
- * manifest itself when the collector failed (collector_failed), and then releases the
- * mounts. There is no message channel to parse: the verdict is the exit code.
+ * Nothing the worker produced is trusted, and none of it is parsed by this (root) process:
+ * it writes the evidence (the worker's output copied from memory, this run's records from
+ * the decision log, which egressd wrote), then steps 4-7 and the summary run in the
+ * collector (executor/collector.h), a forked child with no root, no network, a root of
+ * its own holding only the repository and the overlay views (read-only) and the output
+ * folder, and a seccomp filter. The parent asks a running egressd for its log path first
+ * (a root-only socket), waits for the collector with a bound, accepts only an egress-exec
+ * exit code from it, writes a minimal manifest itself when the collector failed
+ * (collector_failed), and then releases the mounts. There is no message channel to parse:
+ * the verdict is the exit code.
  */
 #define _GNU_SOURCE
 #include "executor/orchestrate.h"
@@ -368,16 +370,17 @@ external_egressd_info(struct orch *r)
 	json_decref(st);
 }
 
-/* After the worker: changed set, scope, artifacts. Sets the outcome. In the collector. */
+/*
+ * The evidence, whatever the verdict: the worker's output (copied from memory, never
+ * parsed) and this run's records from the decision log. In the privileged parent, before
+ * the collector: the decision log of an external egressd holds every principal's records,
+ * and the collector must see none but this run's.
+ */
 static void
-collect(struct orch *r)
+write_evidence(struct orch *r)
 {
 	char err[512];
-	bool worker_ok;
-	int crc, orc;
-	bool unsafe;
 
-	/* Logs and decisions first: they are evidence whatever the verdict. */
 	if (artifacts_write_log(r->out, "stdout.log", r->sr.out, r->sr.out_len,
 	    r->sr.out_truncated, &r->arts[r->narts], err, sizeof(err)) == 0)
 		r->narts++;
@@ -394,6 +397,16 @@ collect(struct orch *r)
 		r->narts++;
 	else
 		log_warnx("%s", err);
+}
+
+/* After the worker: changed set, scope, artifacts. Sets the outcome. In the collector. */
+static void
+collect(struct orch *r)
+{
+	char err[512];
+	bool worker_ok;
+	int crc, orc;
+	bool unsafe;
 
 	if (r->sr.timed_out)
 		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_TIMEOUT, "the worker exceeded %u s",
@@ -623,7 +636,6 @@ run_collector(struct orch *r)
 	char gitdir[EGRESS_PATH_MAX], common[EGRESS_PATH_MAX], gc[EGRESS_PATH_MAX + 8];
 	char alt[ORCH_ALTERNATES_MAX][EGRESS_PATH_MAX];
 	int nalt;
-	const char *dlog = r->sr.decisions_path[0] ? r->sr.decisions_path : r->ext_log;
 	struct stat st;
 	char *exe_real;
 	size_t k = 0;
@@ -650,10 +662,6 @@ run_collector(struct orch *r)
 		cs.ro_paths[k++] = r->sr.merged_dir;
 	if (r->sr.upper_dir[0] == '/')
 		cs.ro_paths[k++] = r->sr.upper_dir;
-	/* The decision log is egressd's (root-owned) file; only its path is looked at here.
-	 * A missing log is the collector's to report, as before (decisions.jsonl empty). */
-	if (dlog[0] == '/' && stat(dlog, &st) == 0 && S_ISREG(st.st_mode))
-		cs.ro_paths[k++] = dlog;
 	/* The preset's executable (a host file the maintainer named; the manifest records its
 	 * hash), as the host resolves it: /bin/sh is usually a link. */
 	exe_real = realpath(r->p->executable, NULL);
@@ -686,6 +694,7 @@ run_collector(struct orch *r)
 		free(exe_real);
 		return;
 	}
+	write_evidence(r);
 	cs.rw_dir = r->out;
 	cs.stage_dir = stage;
 	cs.fn = collector_body;
