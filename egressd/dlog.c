@@ -75,6 +75,7 @@ struct dlog {
 	/* writer-thread state (read under mu for status) */
 	int fd;
 	bool regular;
+	bool refused;               /* the last file_open refused the file (link, owner) */
 	/* batch: written and acknowledged, fdatasync due within batch_ms (writer thread) */
 	bool unsynced;
 	uint64_t unsynced_since_ms;
@@ -96,6 +97,17 @@ struct dlog {
 };
 
 static void *writer_main(void *arg);
+
+/* dlog_set_root_checks (process-wide: set once by main before the first dlog_open). */
+static bool root_checks;
+static uid_t root_checks_uid;
+
+void
+dlog_set_root_checks(bool on, uid_t drop_uid)
+{
+	root_checks = on;
+	root_checks_uid = drop_uid;
+}
 
 int
 dlog_sync_parse(const char *s, enum dlog_sync *out)
@@ -250,7 +262,13 @@ out:
 static int
 open_log_file(struct dlog *d)
 {
-	const int fl = O_RDWR | O_APPEND | O_CLOEXEC | O_NOCTTY;
+	/* O_NOFOLLOW: the directory may belong to the account egressd drops to; a symlink
+	 * planted as the log's name must never make root write, truncate or chown another
+	 * file (ELOOP). O_NONBLOCK under root's checks: opening a FIFO or device must not
+	 * block or act before the file type is checked (cleared again for the regular file
+	 * those checks insist on). */
+	const int fl = O_RDWR | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW |
+	    (root_checks ? O_NONBLOCK : 0);
 	int fd;
 
 	for (int tries = 0; tries < 3; tries++) {
@@ -315,9 +333,14 @@ file_open(struct dlog *d)
 	}
 	seq = d->last_seq;
 	memcpy(hash, d->last_hash, sizeof(hash));
+	d->refused = false;
 	fd = open_log_file(d);
 	if (fd < 0) {
 		rc = errno;
+		if (rc == ELOOP) {
+			d->refused = true;
+			snprintf(why, sizeof(why), "refusing a symbolic link as the log");
+		}
 		goto fail;
 	}
 	if (fstat(fd, &st) != 0) {
@@ -326,6 +349,27 @@ file_open(struct dlog *d)
 		goto fail;
 	}
 	regular = S_ISREG(st.st_mode);
+	if (root_checks) {
+		/* Checked on the open fd, before the lock, the tail read and the torn-tail
+		 * truncation: a hard link planted in the directory names another file. */
+		if (!regular || st.st_nlink != 1 ||
+		    (st.st_uid != 0 && st.st_uid != root_checks_uid)) {
+			rc = EPERM;
+			d->refused = true;
+			snprintf(why, sizeof(why), "refusing %s as the log (it must be a regular "
+			    "file with one link, owned by root or uid %u)", !regular ? "a file that "
+			    "is not regular" : st.st_nlink != 1 ? "a file with more than one link" :
+			    "a file of another user", (unsigned)root_checks_uid);
+			goto fail;
+		}
+		int fl = fcntl(fd, F_GETFL);
+
+		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+			rc = errno;
+			snprintf(why, sizeof(why), "fcntl");
+			goto fail;
+		}
+	}
 	if (regular) {
 		/* Two writers on one chain would fork it: refuse a file another egressd holds. */
 		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -485,8 +529,15 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 		snprintf(err, errlen, "decision log: cannot add event");
 		goto fail;
 	}
-	if (file_open(d) != 0)
+	if (file_open(d) != 0) {
+		if (d->refused) {
+			/* A planted link or a file of someone else: an operator must look; never
+			 * start writing (and never retry into) such a file. */
+			snprintf(err, errlen, "%s", d->error);
+			goto fail;
+		}
 		d->retry_after_ms = 0;   /* the first append probes at once */
+	}
 	if (pthread_create(&d->thread, NULL, writer_main, d) != 0) {
 		snprintf(err, errlen, "decision log: cannot start the writer thread");
 		goto fail;
@@ -716,6 +767,23 @@ dlog_append_sync(struct dlog *d, const char *event, json_t *fields, unsigned tim
 		return -1;
 	}
 	return 0;
+}
+
+int
+dlog_with_fd(struct dlog *d, int (*fn)(int fd, void *arg), void *arg)
+{
+	int rc;
+
+	/* file_open closes and installs fd under mu: the fd stays this file meanwhile. */
+	pthread_mutex_lock(&d->mu);
+	if (d->fd < 0) {
+		errno = EBADF;
+		rc = -1;
+	} else {
+		rc = fn(d->fd, arg);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
 }
 
 bool

@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/limits.h"
 
@@ -76,6 +77,17 @@ struct dlog_config {
 };
 
 /*
+ * egressd started as root (process-wide; call once before dlog_open when on): the log's
+ * directory belongs to the account egressd drops to (drop_uid), which could plant links
+ * there. Every open of the log (dlog_open, the SIGUSR1 reopen, the reopen after a failed
+ * write, the size rotation's new file) then refuses a file that is not regular, has more
+ * than one link, or is owned by neither root nor drop_uid; checked on the opened fd,
+ * before anything is read, truncated or written. A symbolic link as the log's name is
+ * refused always (O_NOFOLLOW), on or off.
+ */
+void dlog_set_root_checks(bool on, uid_t drop_uid);
+
+/*
  * Open the log (synchronously: start-up may block) and start the writer thread.
  * An existing file is continued: its last record is read and checked (its own hash must
  * verify), seq continues from it and its hash becomes the next prev. A torn last line
@@ -83,8 +95,9 @@ struct dlog_config {
  * truncated away, with a warning. If the file cannot be opened or written, or its last
  * record is corrupt, the dlog is still returned, in the failed state (dlog_writable() is
  * false; dlog_status says why) and retries as described above.
- * Returns NULL only for an invalid config, ENOMEM or a failure to create the thread,
- * with a message in err.
+ * Returns NULL for an invalid config, ENOMEM, a failure to create the thread, or a file
+ * refused as a symbolic link or by dlog_set_root_checks (egressd must not start on it;
+ * at a later reopen the same refusal is the failed state), with a message in err.
  */
 struct dlog *dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err,
     size_t errlen);
@@ -138,6 +151,14 @@ void dlog_ticket_cancel(struct dlog_ticket *t);
  * the record may still be written later).
  */
 int dlog_append_sync(struct dlog *d, const char *event, json_t *fields, unsigned timeout_ms);
+
+/*
+ * Call fn(fd, arg) with the open log file's fd (the file the writer holds, not a name
+ * looked up again; e.g. to fchown it to the account egressd drops to), while the writer
+ * cannot close or replace it. fn must not block for long or call into dlog. Returns fn's
+ * result, or -1 with errno EBADF when no file is open (the failed state).
+ */
+int dlog_with_fd(struct dlog *d, int (*fn)(int fd, void *arg), void *arg);
 
 /*
  * False while the log is in the failed state (new hops must be refused with

@@ -123,13 +123,37 @@ install_filter(void)
 	char err[512];
 
 	if (sandbox_egressd_under_valgrind()) {
-		log_warnx("running under valgrind, which cannot emulate seccomp(2): the "
-		    "seccomp allow-list is NOT installed (the privilege drop is)");
+		/* Two conditions, so that neither valgrind's CPU alone nor the variable alone
+		 * (ignored natively) turns the filter off. */
+		if (!sandbox_egressd_valgrind_optin())
+			fatalx("running under valgrind, which cannot emulate seccomp(2), without "
+			    "EGRESSD_VALGRIND=1: refusing to run without the seccomp allow-list "
+			    "(scripts/valgrind.sh sets the variable)");
+		log_warnx("running under valgrind with EGRESSD_VALGRIND=1: valgrind cannot "
+		    "emulate seccomp(2), so the seccomp allow-list is NOT installed (the "
+		    "privilege drop is)");
 		return "NO seccomp filter (valgrind)";
 	}
 	if (sandbox_egressd_filter(err, sizeof(err)) != 0)
 		fatalx("seccomp filter: %s", err);
 	return "seccomp allow-list";
+}
+
+struct give_arg {
+	const char *name;
+	const struct sandbox_egressd_user *su;
+	char *err;
+	size_t errlen;
+};
+
+/* dlog_with_fd callback: the decision log's open file to the drop account. */
+static int
+give_log(int fd, void *arg)
+{
+	struct give_arg *ga = arg;
+
+	errno = 0;
+	return sandbox_egressd_give(fd, ga->name, ga->su, ga->err, ga->errlen);
 }
 
 /*
@@ -189,6 +213,12 @@ main(int argc, char **argv)
 	char err[2048];
 	int ch;
 
+	/* Before anything else, above all before the first thread: the bounding set and
+	 * no_new_privs are per thread (sandbox_egressd_early). */
+	if (sandbox_egressd_early(err, sizeof(err)) != 0) {
+		fprintf(stderr, "egressd: %s\n", err);
+		return 1;
+	}
 	while ((ch = getopt(argc, argv, "c:tdfu:")) != -1) {
 		switch (ch) {
 		case 'c':
@@ -255,6 +285,10 @@ main(int argc, char **argv)
 	base = event_base_new();
 	if (base == NULL)
 		fatalx("event_base_new failed");
+	/* Root opens the decision log in a directory the drop account owns: refuse links
+	 * and files of others there, now and at every reopen (dlog.h). */
+	if (as_root)
+		dlog_set_root_checks(true, su.uid);
 	if (daemon_start(&d, base, cfg, err, sizeof(err)) != 0) {
 		log_warnx("start-up failed: %s", err);
 		daemon_stop(&d);
@@ -276,11 +310,16 @@ main(int argc, char **argv)
 	 * (sandbox_egressd.h). Any failure ends egressd: it never serves as root. */
 	if (as_root) {
 		/* The decision log is reopened by name after a failed write (a full disk):
-		 * after the drop that must still be possible. */
-		if (cfg->decision_log != NULL &&
-		    sandbox_egressd_give(cfg->decision_log, &su, err, sizeof(err)) != 0)
-			log_warnx("decision log not handed to %s (a failed write cannot be "
-			    "recovered without a restart): %s", su.name, err);
+		 * after the drop that must still be possible. The fd dlog holds is handed
+		 * over, never a name looked up again. */
+		if (d.dlog != NULL) {
+			struct give_arg ga = { cfg->decision_log, &su, err, sizeof(err) };
+
+			if (dlog_with_fd(d.dlog, give_log, &ga) != 0)
+				log_warnx("decision log not handed to %s (a failed write cannot be "
+				    "recovered without a restart): %s", su.name, errno == EBADF ?
+				    "it is not open" : err);
+		}
 		if (sandbox_egressd_drop(&su, err, sizeof(err)) != 0)
 			fatalx("privilege drop to %s: %s", su.name, err);
 		filter = install_filter();

@@ -154,7 +154,13 @@ pac_install_copy(const char *path, const char *body, size_t len)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* A new file only (O_EXCL never follows a link nor opens an existing file): egressd
+	 * copies a local PAC file as root at start-up into a directory the account it drops
+	 * to may own, where a planted hard link as the .tmp name would otherwise have root
+	 * truncate, fill and chmod another file. A stale .tmp (a crash) is removed first. */
+	if (unlink(tmp) != 0 && errno != ENOENT)
+		return -1;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -1;
 	/* No fsync: this runs on the event loop, and the copy is a cache. A copy torn by a

@@ -13,6 +13,7 @@
 #include "egressd/sandbox_egressd.h"
 
 #include <cap-ng.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -501,6 +502,151 @@ sandbox_egressd_resolve(const char *user, struct sandbox_egressd_user *out, bool
 	return sandbox_egressd_lookup(SANDBOX_EGRESSD_FALLBACK_USER, out, err, errlen);
 }
 
+/* "Uid:"/"Gid:" of a status file: four ids (real, effective, saved, fs) all equal to id. */
+static bool
+status_ids_are(const char *status, const char *key, unsigned id)
+{
+	char v[128], want[16];
+	const char *p;
+	int n = 0;
+
+	if (status_field(status, key, v, sizeof(v)) == NULL)
+		return false;
+	snprintf(want, sizeof(want), "%u", id);
+	for (p = v; *p != '\0'; n++) {
+		size_t l = strcspn(p, " \t");
+
+		if (l != strlen(want) || memcmp(p, want, l) != 0)
+			return false;
+		p += l;
+		p += strspn(p, " \t");
+	}
+	return n == 4;
+}
+
+/* One thread's status file: the checks described in sandbox_egressd.h. */
+static int
+thread_check(const char *status, const char *tid, const struct sandbox_egressd_user *u,
+    bool bnd, char *err, size_t errlen)
+{
+	static const char *const dropped[] = { "CapInh", "CapPrm", "CapEff", "CapAmb" };
+	char v[64];
+
+	if (bnd && (status_field(status, "CapBnd", v, sizeof(v)) == NULL ||
+	    strspn(v, "0") != strlen(v))) {
+		snprintf(err, errlen, "thread %s: CapBnd is %s, want 0", tid,
+		    status_field(status, "CapBnd", v, sizeof(v)) != NULL ? v : "missing");
+		return -1;
+	}
+	if (status_field(status, "NoNewPrivs", v, sizeof(v)) == NULL || strcmp(v, "1") != 0) {
+		snprintf(err, errlen, "thread %s: no_new_privs not set", tid);
+		return -1;
+	}
+	for (size_t i = 0; i < EGRESS_NELEM(dropped); i++) {
+		if (status_field(status, dropped[i], v, sizeof(v)) == NULL) {
+			if (strcmp(dropped[i], "CapAmb") == 0)
+				continue;   /* kernels before 4.3 */
+			snprintf(err, errlen, "thread %s: %s missing", tid, dropped[i]);
+			return -1;
+		}
+		if (strspn(v, "0") != strlen(v)) {
+			snprintf(err, errlen, "thread %s: %s is %s, want 0", tid,
+			    dropped[i], v);
+			return -1;
+		}
+	}
+	if (u == NULL)
+		return 0;
+	if (!status_ids_are(status, "Uid", (unsigned)u->uid) ||
+	    !status_ids_are(status, "Gid", (unsigned)u->gid)) {
+		snprintf(err, errlen, "thread %s: uids/gids not all %u/%u after the drop", tid,
+		    (unsigned)u->uid, (unsigned)u->gid);
+		return -1;
+	}
+	return 0;
+}
+
+int
+sandbox_egressd_verify_threads(const struct sandbox_egressd_user *u, bool bnd, char *err,
+    size_t errlen)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *de;
+	int rc = 0, n = 0;
+
+	if (dir == NULL) {
+		snprintf(err, errlen, "cannot list /proc/self/task: %s", strerror(errno));
+		return -1;
+	}
+	while (rc == 0 && (de = readdir(dir)) != NULL) {
+		char path[sizeof("/proc/self/task//status") + 256], buf[4096];
+		int fd;
+		ssize_t len;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;   /* the thread exited meanwhile */
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			rc = -1;
+			break;
+		}
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0) {
+			if (len == 0 || errno == ESRCH)
+				continue;   /* exited between open and read */
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			rc = -1;
+			break;
+		}
+		buf[len] = '\0';
+		rc = thread_check(buf, de->d_name, u, bnd, err, errlen);
+		n++;
+	}
+	closedir(dir);
+	if (rc == 0 && n == 0) {
+		snprintf(err, errlen, "no thread found in /proc/self/task");
+		rc = -1;
+	}
+	return rc;
+}
+
+int
+sandbox_egressd_early(char *err, size_t errlen)
+{
+	/* Per thread, inherited by threads created later: done before the first one (the
+	 * decision-log writer, GSS threads), so no thread ever holds a bounding set or may
+	 * gain privileges through exec. Nothing egressd executes needs either: the route
+	 * helper is started after the drop, as the egressd user. Root empties the bounding
+	 * set (keeping its effective capabilities for start-up: binding, reading root-only
+	 * files); another user can only when it holds CAP_SETPCAP. */
+	if (capng_get_caps_process() != 0) {
+		snprintf(err, errlen, "cannot read the process capabilities");
+		return -1;
+	}
+	if (geteuid() == 0 || capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP)) {
+		capng_clear(CAPNG_SELECT_BOUNDS);
+		if (capng_apply(CAPNG_SELECT_BOUNDS) != 0) {
+			snprintf(err, errlen, "cannot empty the capability bounding set");
+			return -1;
+		}
+		/* capng keeps its own view: load the process's again for later callers */
+		if (capng_get_caps_process() != 0) {
+			snprintf(err, errlen, "cannot read the process capabilities");
+			return -1;
+		}
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* CapInh/CapPrm/CapEff/CapAmb (and CapBnd when bnd) all zero, NoNewPrivs 1. */
 static int
 verify_caps(bool bnd, char *err, size_t errlen)
@@ -555,6 +701,12 @@ verify(const struct sandbox_egressd_user *u, char *err, size_t errlen)
 	}
 	if (verify_caps(true, err, errlen) != 0)
 		return -1;
+	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "still dumpable after the drop");
+		return -1;
+	}
+	if (sandbox_egressd_verify_threads(u, true, err, errlen) != 0)
+		return -1;
 	/* Try the thing that must now fail. */
 	if (setresuid(0, 0, 0) == 0) {
 		snprintf(err, errlen, "setresuid(0) succeeded after the drop");
@@ -579,13 +731,6 @@ sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t err
 	 * (and the parent it was about) to arm it again afterwards. */
 	if (prctl(PR_GET_PDEATHSIG, (unsigned long)&pdeath, 0, 0, 0) != 0) {
 		snprintf(err, errlen, "PR_GET_PDEATHSIG: %s", strerror(errno));
-		return -1;
-	}
-	/* Not dumpable: the route helper now shares egressd's uid and must not ptrace it or
-	 * read /proc/<egressd>/mem (its own filter also denies ptrace). No core dumps with
-	 * credentials in them. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
-		snprintf(err, errlen, "PR_SET_DUMPABLE: %s", strerror(errno));
 		return -1;
 	}
 	if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0) {
@@ -619,6 +764,14 @@ sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t err
 #ifdef CAPNG_SELECT_AMBIENT
 	(void)capng_apply(CAPNG_SELECT_AMBIENT);
 #endif
+	/* Not dumpable: the route helper now shares egressd's uid and must not ptrace it or
+	 * read /proc/<egressd>/mem (its own filter also denies ptrace). No core dumps with
+	 * credentials in them. Only after the uid change: a change of the effective uid
+	 * resets the flag to fs.suid_dumpable (which may be 1), undoing an earlier one. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "PR_SET_DUMPABLE: %s", strerror(errno));
+		return -1;
+	}
 	if (pdeath != 0) {
 		if (prctl(PR_SET_PDEATHSIG, (unsigned long)pdeath, 0, 0, 0) != 0) {
 			snprintf(err, errlen, "PR_SET_PDEATHSIG: %s", strerror(errno));
@@ -639,35 +792,25 @@ sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t err
 }
 
 int
-sandbox_egressd_give(const char *path, const struct sandbox_egressd_user *u, char *err,
-    size_t errlen)
+sandbox_egressd_give(int fd, const char *name, const struct sandbox_egressd_user *u,
+    char *err, size_t errlen)
 {
 	struct stat st;
-	int fd, rc = 0;
 
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s: %s", name, strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &st) != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		rc = -1;
-	} else if (!S_ISREG(st.st_mode)) {
-		rc = 0;   /* a FIFO or device: nothing to reopen by name */
-	} else if (st.st_nlink != 1 || (st.st_uid != 0 && st.st_uid != u->uid)) {
-		snprintf(err, errlen, "%s: not a single-link file of root or %s; left as it is",
-		    path, u->name);
-		rc = -1;
-	} else if ((st.st_uid != u->uid || st.st_gid != u->gid) &&
-	    fchown(fd, u->uid, u->gid) != 0) {
-		snprintf(err, errlen, "%s: fchown: %s", path, strerror(errno));
-		rc = -1;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || (st.st_uid != 0 && st.st_uid != u->uid)) {
+		snprintf(err, errlen, "%s: not a single-link regular file of root or %s; left as "
+		    "it is", name, u->name);
+		return -1;
 	}
-	close(fd);
-	return rc;
+	if ((st.st_uid != u->uid || st.st_gid != u->gid) && fchown(fd, u->uid, u->gid) != 0) {
+		snprintf(err, errlen, "%s: fchown: %s", name, strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -710,7 +853,11 @@ sandbox_egressd_confine(char *err, size_t errlen)
 		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		return -1;
 	}
-	return verify_caps(false, err, errlen);
+	if (verify_caps(false, err, errlen) != 0)
+		return -1;
+	/* Every thread (the decision-log writer runs already): no_new_privs from
+	 * sandbox_egressd_early; the bounding set as this thread's, emptied or not. */
+	return sandbox_egressd_verify_threads(NULL, false, err, errlen);
 }
 
 bool
@@ -721,4 +868,12 @@ sandbox_egressd_under_valgrind(void)
 #else
 	return false;
 #endif
+}
+
+bool
+sandbox_egressd_valgrind_optin(void)
+{
+	const char *v = getenv("EGRESSD_VALGRIND");
+
+	return v != NULL && strcmp(v, "1") == 0;
 }

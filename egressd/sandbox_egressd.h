@@ -8,16 +8,23 @@
  * but still sheds every capability and installs the same allow-list. Callers:
  * egressd/main.c only, in this order:
  *
+ *   0. sandbox_egressd_early()             first thing in main, before any thread exists:
+ *                                          bounding set emptied (root), no_new_privs;
+ *                                          both are per thread and inherited, so every
+ *                                          thread egressd creates starts without them
  *   1. sandbox_egressd_resolve(user)       before start-up (as root): NSS (getpwnam) opens
  *                                          files and loads libraries; never after the filter
  *   2. daemon_start(...)                   as root: binds static listeners (also ports
  *                                          < 1024), opens the decision log and the control
  *                                          socket, loads proxy_credentials (root-only, 0600)
- *   3. sandbox_egressd_drop(user)          dumpable off, supplementary groups to {gid},
- *                                          setresgid/setresuid (every thread: glibc setxid
+ *      sandbox_egressd_give(fd)            as root: the decision log's open fd to user
+ *   3. sandbox_egressd_drop(user)          supplementary groups to {gid}, setresgid/
+ *                                          setresuid (every thread: glibc setxid
  *                                          broadcast), every capability cleared, the
- *                                          bounding set emptied, the parent-death signal
- *                                          re-armed, no_new_privs; read back
+ *                                          bounding set emptied, dumpable off (after the
+ *                                          uid change, which resets it), the parent-death
+ *                                          signal re-armed, no_new_privs; read back for
+ *                                          every thread
  *      (or sandbox_egressd_confine()       when not started as root: no user change)
  *   4. sandbox_egressd_filter()            the allow-list, synchronised to every thread
  *                                          (TSYNC: the decision-log writer already runs)
@@ -66,10 +73,20 @@ int sandbox_egressd_resolve(const char *user, struct sandbox_egressd_user *out,
     bool *fell_back, char *err, size_t errlen);
 
 /*
+ * Before any thread exists (per-thread attributes, inherited by new threads): as root (or
+ * holding CAP_SETPCAP) empty the capability bounding set, which leaves the effective
+ * capabilities start-up needs; always set no_new_privs. Nothing egressd executes needs
+ * privileges from exec (the route helper starts after the drop). Returns 0, or -1 with
+ * err (the caller exits).
+ */
+int sandbox_egressd_early(char *err, size_t errlen);
+
+/*
  * Drop to u (see the order above) and verify: getresuid/getresgid all equal to u, the
  * supplementary groups exactly {gid}, CapPrm/CapEff/CapInh/CapAmb/CapBnd zero and
- * NoNewPrivs 1 in /proc/self/status, and setresuid(0) failing. The process must be root
- * (or hold CAP_SETUID, CAP_SETGID, CAP_SETPCAP). The kernel clears the parent-death signal
+ * NoNewPrivs 1 in /proc/self/status, the same for every thread
+ * (sandbox_egressd_verify_threads), PR_GET_DUMPABLE 0, and setresuid(0) failing. The
+ * process must be root (or hold CAP_SETUID, CAP_SETGID, CAP_SETPCAP). The kernel clears the parent-death signal
  * (PR_SET_PDEATHSIG) when the credentials change; a signal that was armed before is armed
  * again, and if the parent of before is gone by then (getppid changed: it died in the
  * window where no signal was armed) the drop fails, so a private egressd never outlives
@@ -79,22 +96,30 @@ int sandbox_egressd_resolve(const char *user, struct sandbox_egressd_user *out,
 int sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen);
 
 /*
- * Hand the file at path, which egressd opened as root and must open again after the drop
- * (the decision log: it is reopened by path to recover from a failed write), to u: opened
- * O_NOFOLLOW, and changed with fchown only when it is a regular file with one link owned
- * by root or already by u, so a link planted in a directory the egressd user can write
- * never makes root give away another file. A missing file is not an error. Returns 0, or
- * -1 with err (the caller warns: egressd still runs, but cannot recover that file).
+ * Hand the open file fd (named name in messages; the decision log, which egressd opened
+ * as root and reopens by name after a failed write or a rotation) to u with fchown, when
+ * it is a regular file with one link owned by root or already by u. No name is looked up
+ * again, so nothing planted in the directory meanwhile is chowned. Returns 0, or -1 with
+ * err (the caller warns: egressd still runs, but cannot reopen that file).
  */
-int sandbox_egressd_give(const char *path, const struct sandbox_egressd_user *u, char *err,
-    size_t errlen);
+int sandbox_egressd_give(int fd, const char *name, const struct sandbox_egressd_user *u,
+    char *err, size_t errlen);
+
+/*
+ * Read back /proc/self/task/<tid>/status of every thread: NoNewPrivs 1, CapPrm/CapEff/
+ * CapInh/CapAmb zero, CapBnd zero when bnd, and when u is not NULL all four Uid and Gid
+ * values equal to u. Returns 0, or -1 with the first failing thread in err.
+ */
+int sandbox_egressd_verify_threads(const struct sandbox_egressd_user *u, bool bnd,
+    char *err, size_t errlen);
 
 /*
  * For an egressd started as a non-root user: no credential change, but not dumpable,
  * every capability it may hold (systemd AmbientCapabilities=, file capabilities) cleared
  * from the effective, permitted, inheritable and ambient sets, the bounding set emptied
  * when CAP_SETPCAP allows it, and no_new_privs; read back (NoNewPrivs 1, CapPrm/CapEff/
- * CapInh/CapAmb zero). Must not be called as uid 0. Returns 0, or -1 with err.
+ * CapInh/CapAmb zero, on every thread: capability sets are per thread, so a thread
+ * started with capabilities fails the read-back). Must not be called as uid 0. Returns 0, or -1 with err.
  */
 int sandbox_egressd_confine(char *err, size_t errlen);
 
@@ -116,10 +141,15 @@ bool sandbox_egressd_filtered(void);
 /*
  * True when the process runs on valgrind's synthetic CPU (RUNNING_ON_VALGRIND; always
  * false natively, and false when built without valgrind's header). valgrind cannot
- * emulate seccomp(2), so main skips the allow-list there, loudly, and still drops: that
- * keeps `make valgrind`'s egressd session possible without a way to turn the filter off
- * in a native process.
+ * emulate seccomp(2), so main skips the allow-list there, loudly, and still drops, but
+ * only with the explicit opt-in below as well; under valgrind without it egressd refuses
+ * to run. That keeps `make valgrind`'s egressd session possible without a way to turn
+ * the filter off in a native process.
  */
 bool sandbox_egressd_under_valgrind(void);
+
+/* True when the environment has EGRESSD_VALGRIND=1 (scripts/valgrind.sh sets it).
+ * Consulted only when sandbox_egressd_under_valgrind() is true. */
+bool sandbox_egressd_valgrind_optin(void);
 
 #endif

@@ -700,6 +700,167 @@ test_reopen_rotation(void **state)
 	assert_int_equal(dlog_verify_file(&v, f->path), DLOG_BREAK_DELETED);
 }
 
+
+/* A file the log must never touch: bytes without a final newline (a torn tail to dlog). */
+static const char victim_bytes[] = "root-only content\npartial line without newline";
+
+static void
+victim_make(struct fix *f, char *victim, size_t len)
+{
+	char vdir[128];
+	int fd;
+
+	snprintf(vdir, sizeof(vdir), "%s/rootonly", f->dir);
+	assert_int_equal(mkdir(vdir, 0700), 0);
+	snprintf(victim, len, "%s/secret", vdir);
+	fd = open(victim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, victim_bytes, sizeof(victim_bytes) - 1),
+	    (ssize_t)(sizeof(victim_bytes) - 1));
+	close(fd);
+}
+
+static void
+victim_untouched(const char *victim)
+{
+	char buf[256];
+	struct stat st;
+	ssize_t n;
+	int fd = open(victim, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf));
+	assert_int_equal(fstat(fd, &st), 0);
+	close(fd);
+	assert_int_equal(n, (ssize_t)(sizeof(victim_bytes) - 1));
+	assert_memory_equal(buf, victim_bytes, sizeof(victim_bytes) - 1);
+	assert_int_equal(st.st_mode & 07777, 0600);
+}
+
+static struct dlog *
+try_open(struct fix *f, char *err, size_t errlen)
+{
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_ALWAYS, .retry_ms = 50 };
+
+	return dlog_open(f->base, &cfg, err, errlen);
+}
+
+/* A symbolic link as the log's name (planted where the drop account may write) is refused
+ * at start-up, with or without root's checks, and its target is not truncated. */
+static void
+test_symlink_refused(void **state)
+{
+	struct fix *f = *state;
+	char victim[192], err[512] = "";
+
+	victim_make(f, victim, sizeof(victim));
+	assert_int_equal(symlink(victim, f->path), 0);
+	assert_null(try_open(f, err, sizeof(err)));
+	assert_non_null(strstr(err, "symbolic link"));
+	victim_untouched(victim);
+	dlog_set_root_checks(true, 65534);
+	assert_null(try_open(f, err, sizeof(err)));
+	dlog_set_root_checks(false, 0);
+	victim_untouched(victim);
+}
+
+/* Root's checks: a second link, another user's file, a FIFO are refused; root's and the
+ * drop account's own single-link files are used. */
+static void
+test_root_checks(void **state)
+{
+	struct fix *f = *state;
+	char victim[192], err[512] = "";
+	struct dlog *d;
+	struct done dn = { 0 };
+	int fd;
+
+	if (geteuid() != 0)
+		skip();
+	victim_make(f, victim, sizeof(victim));
+	dlog_set_root_checks(true, 65534);
+	/* a hard link to the root-only file */
+	assert_int_equal(link(victim, f->path), 0);
+	assert_null(try_open(f, err, sizeof(err)));
+	assert_non_null(strstr(err, "more than one link"));
+	victim_untouched(victim);
+	assert_int_equal(unlink(f->path), 0);
+	/* a file of a third user */
+	fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	assert_true(fd >= 0);
+	assert_int_equal(fchown(fd, 12345, 12345), 0);
+	assert_null(try_open(f, err, sizeof(err)));
+	assert_non_null(strstr(err, "another user"));
+	/* the drop account's own file: used */
+	assert_int_equal(fchown(fd, 65534, 65534), 0);
+	close(fd);
+	d = try_open(f, err, sizeof(err));
+	assert_non_null(d);
+	assert_true(dlog_writable(d));
+	dlog_close(d);
+	assert_int_equal(unlink(f->path), 0);
+	/* a FIFO */
+	assert_int_equal(mkfifo(f->path, 0600), 0);
+	assert_null(try_open(f, err, sizeof(err)));
+	assert_non_null(strstr(err, "not regular"));
+	assert_int_equal(unlink(f->path), 0);
+	/* missing: created by root, used */
+	d = try_open(f, err, sizeof(err));
+	assert_non_null(d);
+	dn.d = d;
+	write_n(f, d, 2, &dn);
+	assert_int_equal(dn.err, 0);
+	dlog_close(d);
+	dlog_set_root_checks(false, 0);
+}
+
+/* The same refusal at a reopen (SIGUSR1 after a rename, or after a failed write): the
+ * failed state, hops refused, the planted target untouched. */
+static void
+test_reopen_refuses_links(void **state)
+{
+	struct fix *f = *state;
+	char victim[192], old[192], err[512] = "";
+	struct dlog_status st;
+	struct dlog *d;
+	struct done dn = { 0 };
+
+	victim_make(f, victim, sizeof(victim));
+	dlog_set_root_checks(true, 65534);
+	d = try_open(f, err, sizeof(err));
+	assert_non_null(d);
+	write_n(f, d, 2, &dn);
+	assert_int_equal(dn.err, 0);
+	/* logrotate-like rename, then a link planted as the log's name */
+	snprintf(old, sizeof(old), "%s.1", f->path);
+	assert_int_equal(rename(f->path, old), 0);
+	assert_int_equal(symlink(victim, f->path), 0);
+	dlog_reopen(d);
+	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 3);
+	assert_int_equal(dn.calls, 3);
+	assert_int_not_equal(dn.err, 0);
+	assert_false(dlog_writable(d));
+	dlog_get_status(d, &st);
+	assert_non_null(strstr(st.error, "symbolic link"));
+	victim_untouched(victim);
+	/* a hard link instead (root only can plant it here; the drop account could where
+	 * protected_hardlinks is off): the same */
+	if (geteuid() == 0) {
+		assert_int_equal(unlink(f->path), 0);
+		assert_int_equal(link(victim, f->path), 0);
+		usleep(60 * 1000);   /* past retry_ms: the next append is a probe */
+		dn.err = 0;
+		assert_int_equal(dlog_append(d, "decision", fields(10), on_done, &dn, NULL), 0);
+		run_until(f->base, &dn.calls, 4);
+		assert_int_equal(dn.calls, 4);
+		assert_int_not_equal(dn.err, 0);
+		victim_untouched(victim);
+	}
+	dlog_close(d);
+	dlog_set_root_checks(false, 0);
+}
+
 /* dlog_close writes what is queued, calls no callback, leaks nothing (ASan). */
 static void
 test_close_with_outstanding(void **state)
@@ -765,6 +926,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_root_checks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_refuses_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_with_outstanding, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
 		cmocka_unit_test(test_sync_parse),

@@ -9,6 +9,7 @@
  * without a user change. The drop needs root (skipped otherwise).
  */
 #define _GNU_SOURCE 1
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -18,7 +19,9 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -565,6 +568,249 @@ test_confine(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* A thread that waits on a pipe until the test lets it go (it must live across the drop). */
+static void *
+waiter_fn(void *arg)
+{
+	int *p = arg;
+	char c;
+
+	while (read(p[0], &c, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+/* The value of key in one thread's status file, or "" (test's own reader, not egressd's). */
+static void
+task_field(const char *tid, const char *key, char *out, size_t outlen)
+{
+	char path[300], buf[4096], *l;
+	size_t kl = strlen(key);
+	ssize_t n;
+	int fd;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/self/task/%s/status", tid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (l = buf; l != NULL && *l != '\0'; l = strchr(l, '\n'), l = l != NULL ? l + 1 : NULL) {
+		if (strncmp(l, key, kl) == 0 && l[kl] == ':') {
+			const char *v = l + kl + 1;
+			size_t m;
+
+			v += strspn(v, " \t");
+			m = strcspn(v, "\n");
+			if (m >= outlen)
+				m = outlen - 1;
+			memcpy(out, v, m);
+			out[m] = '\0';
+			return;
+		}
+	}
+}
+
+static bool
+all_zero(const char *v)
+{
+	return v[0] != '\0' && strspn(v, "0") == strlen(v);
+}
+
+/*
+ * Like egressd: sandbox_egressd_early first (when early), then a thread that lives on (the
+ * decision-log writer), then the drop. With early every thread's status reads back
+ * dropped (checked here, independently of egressd's own read-back); without it the
+ * thread keeps its bounding set and the drop's read-back refuses (exit 31).
+ */
+static int
+drop_with_thread(bool early)
+{
+	struct sandbox_egressd_user u;
+	char err[256] = "", v[128];
+	pthread_t t;
+	int p[2], rc = 0, n = 0;
+	DIR *dir;
+	struct dirent *de;
+
+	if (early && sandbox_egressd_early(err, sizeof(err)) != 0) {
+		fprintf(stderr, "early: %s\n", err);
+		return 30;
+	}
+	if (pipe2(p, O_CLOEXEC) != 0 || pthread_create(&t, NULL, waiter_fn, p) != 0)
+		return 40;
+	if (sandbox_egressd_lookup("nobody", &u, err, sizeof(err)) != 0)
+		return 41;
+	if (sandbox_egressd_drop(&u, err, sizeof(err)) != 0) {
+		fprintf(stderr, "drop: %s\n", err);
+		rc = strstr(err, "thread") != NULL && strstr(err, "CapBnd") != NULL ? 31 : 32;
+		goto out;
+	}
+	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		rc = 33;
+		goto out;
+	}
+	if ((dir = opendir("/proc/self/task")) == NULL) {
+		rc = 42;
+		goto out;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		n++;
+		task_field(de->d_name, "CapBnd", v, sizeof(v));
+		if (!all_zero(v))
+			rc = 34;
+		task_field(de->d_name, "CapPrm", v, sizeof(v));
+		if (!all_zero(v))
+			rc = 35;
+		task_field(de->d_name, "CapEff", v, sizeof(v));
+		if (!all_zero(v))
+			rc = 36;
+		task_field(de->d_name, "NoNewPrivs", v, sizeof(v));
+		if (strcmp(v, "1") != 0)
+			rc = 37;
+		task_field(de->d_name, "Uid", v, sizeof(v));
+		if (strcmp(v, "65534\t65534\t65534\t65534") != 0)
+			rc = 38;
+	}
+	closedir(dir);
+	if (rc == 0 && n != 2)
+		rc = 39;   /* the main thread and the waiter */
+	if (rc == 0 && sandbox_egressd_verify_threads(&u, true, err, sizeof(err)) != 0)
+		rc = 43;
+out:
+	close(p[1]);
+	pthread_join(t, NULL);
+	return rc;
+}
+
+static int
+drop_with_thread_early(void)
+{
+	return drop_with_thread(true);
+}
+
+static int
+drop_with_thread_late(void)
+{
+	return drop_with_thread(false);
+}
+
+static void
+test_drop_every_thread(void **state)
+{
+	int st;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	st = in_child(drop_with_thread_early);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* negative twin: a thread started before the bounding set was emptied keeps it, and
+	 * the drop's read-back of every thread says so */
+	st = in_child(drop_with_thread_late);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 31);
+}
+
+/* sandbox_egressd_early: bounding set empty and no_new_privs, effective caps kept. */
+static int
+early_keeps_effective(void)
+{
+	char err[256] = "", v[128];
+
+	if (sandbox_egressd_early(err, sizeof(err)) != 0)
+		return 50;
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "%ld", (long)syscall(SYS_gettid));
+		task_field(path, "CapBnd", v, sizeof(v));
+		if (!all_zero(v))
+			return 51;
+		task_field(path, "NoNewPrivs", v, sizeof(v));
+		if (strcmp(v, "1") != 0)
+			return 52;
+		task_field(path, "CapEff", v, sizeof(v));
+		if (all_zero(v))
+			return 53;   /* root keeps what start-up needs */
+	}
+	return 0;
+}
+
+static void
+test_early(void **state)
+{
+	int st;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	st = in_child(early_keeps_effective);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* sandbox_egressd_give on an fd: a single-link root file is handed over; a file with a
+ * second link or another user's file is left as it is. */
+static void
+test_give(void **state)
+{
+	struct sandbox_egressd_user u;
+	char dir[] = "/tmp/test_sandbox_give.XXXXXX", a[80], b[80], err[256];
+	struct stat st;
+	int fd;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(sandbox_egressd_lookup("nobody", &u, err, sizeof(err)), 0);
+	assert_non_null(mkdtemp(dir));
+	snprintf(a, sizeof(a), "%s/log", dir);
+	snprintf(b, sizeof(b), "%s/other", dir);
+	fd = open(a, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	assert_true(fd >= 0);
+	assert_int_equal(sandbox_egressd_give(fd, a, &u, err, sizeof(err)), 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_uid, u.uid);
+	assert_int_equal(st.st_gid, u.gid);
+	/* negative twin: a second link (planted) */
+	assert_int_equal(fchown(fd, 0, 0), 0);
+	assert_int_equal(link(a, b), 0);
+	assert_int_equal(sandbox_egressd_give(fd, a, &u, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "single-link"));
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(unlink(b), 0);
+	/* negative twin: a file of a third user */
+	assert_int_equal(fchown(fd, 12345, 12345), 0);
+	assert_int_equal(sandbox_egressd_give(fd, a, &u, err, sizeof(err)), -1);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_uid, 12345);
+	close(fd);
+	assert_int_equal(unlink(a), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+static void
+test_valgrind_optin(void **state)
+{
+	(void)state;
+	/* natively never "under valgrind", whatever the environment says */
+	setenv("EGRESSD_VALGRIND", "1", 1);
+	assert_true(sandbox_egressd_valgrind_optin());
+	assert_false(sandbox_egressd_under_valgrind());   /* (valgrind.sh skips this test) */
+	setenv("EGRESSD_VALGRIND", "yes", 1);
+	assert_false(sandbox_egressd_valgrind_optin());
+	unsetenv("EGRESSD_VALGRIND");
+	assert_false(sandbox_egressd_valgrind_optin());
+}
+
 int
 main(void)
 {
@@ -572,6 +818,10 @@ main(void)
 		cmocka_unit_test(test_lookup),
 		cmocka_unit_test(test_drop),
 		cmocka_unit_test(test_drop_refuses_root),
+		cmocka_unit_test(test_drop_every_thread),
+		cmocka_unit_test(test_early),
+		cmocka_unit_test(test_give),
+		cmocka_unit_test(test_valgrind_optin),
 		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_drop_pdeathsig_kills_orphan),
 		cmocka_unit_test(test_confine),
