@@ -7,6 +7,10 @@ Expectations:
   capability, NoNewPrivs 1, Seccomp 2, and logs the account it fell back to and the
   recommendation of a dedicated `egressd` user (when there is an egressd account, it must
   run as that one instead).
+- planted_log_links_refused: a symlink, then a hard link, planted as decisions.jsonl in
+  the nobody-owned log directory, pointing to a root-only 0600 file with a torn last line:
+  egressd as root refuses to start (non-zero exit, "symbolic link" / "more than one
+  link"), and the file keeps its bytes, owner and mode.
 - refused_root_and_unknown: `-u root`, `-u 0`, `-u no-such-user-<pid>`, `user = root` and
   `user = <unknown>` in the config are refused before start-up: non-zero exit within a
   bounded time, a message naming the problem (`uid/gid 0`, `does not exist`; the config
@@ -141,7 +145,8 @@ def t_dropped(L, d):
     check(len(tasks) >= 2, "expected the decision-log writer thread too: %s" % tasks)
     for t in tasks:
         s = status(pid, t)
-        for k in ("CapPrm", "CapEff", "CapInh", "CapAmb"):
+        # every thread, also those started before the drop (sandbox_egressd_early)
+        for k in ("CapPrm", "CapEff", "CapInh", "CapAmb", "CapBnd"):
             check(int(s.get(k, "0"), 16) == 0, "task %d %s %s" % (t, k, s.get(k)))
         check(s["NoNewPrivs"] == "1", "task %d NoNewPrivs %s" % (t, s["NoNewPrivs"]))
         check(s["Seccomp"] == "2", "task %d Seccomp %s" % (t, s["Seccomp"]))
@@ -344,6 +349,43 @@ def t_refused(L, top, real):
     print("  refused: %d cases, each before start-up" % len(cases))
 
 
+def t_planted_links(L, top, real):
+    """A link planted as the decision log's name in the directory the egressd user owns
+    (a symlink, a hard link to a root-only file with a torn tail) makes root egressd refuse
+    to start, and the target is untouched (the positive twin: every other test here)."""
+    cdir = fresh_dir(top, "planted")
+    rootonly = os.path.join(top, "rootonly-%d" % os.getpid())
+    os.makedirs(rootonly, mode=0o700)
+    victim = os.path.join(rootonly, "secret")
+    content = b"root-only\npartial line, no newline"
+    with open(victim, "wb") as f:
+        f.write(content)
+    os.chmod(victim, 0o600)
+    sock = os.path.join(cdir, "control.sock")
+    dlog = os.path.join(cdir, "decisions.jsonl")
+    conf = os.path.join(cdir, "planted.ini")
+    with open(conf, "w") as f:
+        f.write("[egressd]\ncontrol_socket = %s\ndecision_log = %s\n" % (sock, dlog))
+    os.chmod(conf, 0o644)
+    for kind, plant, needle in (("symlink", os.symlink, "symbolic link"),
+                                ("hard link", os.link, "more than one link")):
+        plant(victim, dlog)
+        cp = subprocess.run(["ip", "netns", "exec", L.ns_host, real, "-f", "-c", conf,
+                             "-u", "nobody"], capture_output=True, text=True, timeout=20,
+                            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        check(cp.returncode != 0, "%s: egressd started:\n%s" % (kind, cp.stderr))
+        check(needle in cp.stderr, "%s: no '%s' in:\n%s" % (kind, needle, cp.stderr))
+        with open(victim, "rb") as f:
+            check(f.read() == content, "%s: the target was changed" % kind)
+        st = os.stat(victim)
+        check(st.st_uid == 0 and st.st_mode & 0o7777 == 0o600,
+              "%s: target owner/mode changed: %d %o" % (kind, st.st_uid, st.st_mode))
+        os.unlink(dlog)
+        if os.path.exists(sock):
+            os.unlink(sock)
+    print("  planted symlink and hard link refused, target untouched")
+
+
 PARENT = r"""
 import ctypes, os, signal, subprocess, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -524,6 +566,7 @@ def main():
             res.run("credentials_loaded_before_drop", t_credentials, L, top)
             res.run("default_drop_without_u", t_default_drop, L, top, real_bdir)
             res.run("refused_root_and_unknown", t_refused, L, top, real)
+            res.run("planted_log_links_refused", t_planted_links, L, top, real)
             res.run("pdeathsig_survives_drop", t_pdeathsig, L, top, real_bdir)
             res.run("private_egressd_dies_with_egress_exec", t_private_egressd, L, real_bdir)
     finally:
