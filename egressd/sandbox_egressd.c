@@ -542,6 +542,8 @@ thread_check(const char *status, const char *tid, const struct sandbox_egressd_u
 		snprintf(err, errlen, "thread %s: no_new_privs not set", tid);
 		return -1;
 	}
+	if (u == NULL)
+		return 0;   /* no drop (confine): see sandbox_egressd_verify_threads */
 	for (size_t i = 0; i < EGRESS_NELEM(dropped); i++) {
 		if (status_field(status, dropped[i], v, sizeof(v)) == NULL) {
 			if (strcmp(dropped[i], "CapAmb") == 0)
@@ -555,8 +557,6 @@ thread_check(const char *status, const char *tid, const struct sandbox_egressd_u
 			return -1;
 		}
 	}
-	if (u == NULL)
-		return 0;
 	if (!status_ids_are(status, "Uid", (unsigned)u->uid) ||
 	    !status_ids_are(status, "Gid", (unsigned)u->gid)) {
 		snprintf(err, errlen, "thread %s: uids/gids not all %u/%u after the drop", tid,
@@ -856,7 +856,9 @@ sandbox_egressd_confine(char *err, size_t errlen)
 	if (verify_caps(false, err, errlen) != 0)
 		return -1;
 	/* Every thread (the decision-log writer runs already): no_new_privs from
-	 * sandbox_egressd_early; the bounding set as this thread's, emptied or not. */
+	 * sandbox_egressd_early. Capability sets are per thread and nothing can clear
+	 * another thread's (no set*id transition from uid 0 here to do it for us): a thread
+	 * started holding capabilities a service manager gave keeps them (docs/SECURITY.md). */
 	return sandbox_egressd_verify_threads(NULL, false, err, errlen);
 }
 

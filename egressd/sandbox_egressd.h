@@ -106,9 +106,9 @@ int sandbox_egressd_give(int fd, const char *name, const struct sandbox_egressd_
     char *err, size_t errlen);
 
 /*
- * Read back /proc/self/task/<tid>/status of every thread: NoNewPrivs 1, CapPrm/CapEff/
- * CapInh/CapAmb zero, CapBnd zero when bnd, and when u is not NULL all four Uid and Gid
- * values equal to u. Returns 0, or -1 with the first failing thread in err.
+ * Read back /proc/self/task/<tid>/status of every thread: NoNewPrivs 1, CapBnd zero when
+ * bnd, and when u is not NULL (after a drop) CapPrm/CapEff/CapInh/CapAmb zero and all four
+ * Uid and Gid values equal to u. Returns 0, or -1 with the first failing thread in err.
  */
 int sandbox_egressd_verify_threads(const struct sandbox_egressd_user *u, bool bnd,
     char *err, size_t errlen);
@@ -117,9 +117,9 @@ int sandbox_egressd_verify_threads(const struct sandbox_egressd_user *u, bool bn
  * For an egressd started as a non-root user: no credential change, but not dumpable,
  * every capability it may hold (systemd AmbientCapabilities=, file capabilities) cleared
  * from the effective, permitted, inheritable and ambient sets, the bounding set emptied
- * when CAP_SETPCAP allows it, and no_new_privs; read back (NoNewPrivs 1, CapPrm/CapEff/
- * CapInh/CapAmb zero, on every thread: capability sets are per thread, so a thread
- * started with capabilities fails the read-back). Must not be called as uid 0. Returns 0, or -1 with err.
+ * when CAP_SETPCAP allows it, and no_new_privs; read back (NoNewPrivs 1 on every thread,
+ * CapPrm/CapEff/CapInh/CapAmb zero on the calling thread: capability sets are per thread,
+ * and a thread started during start-up keeps what it was started with). Must not be called as uid 0. Returns 0, or -1 with err.
  */
 int sandbox_egressd_confine(char *err, size_t errlen);
 
