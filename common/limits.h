@@ -89,6 +89,8 @@
 #define EGRESS_DIFF_DEFAULT_MAX    (8 * 1024 * 1024)
 #define EGRESS_OUTPUT_DEFAULT_MAX  (1024 * 1024)
 #define EGRESS_DECISIONS_ARTIFACT_MAX (16 * 1024 * 1024) /* decisions.jsonl copied into a run's output */
+#define EGRESS_COLLECT_FILE_MAX    (2ULL << 30)     /* largest file the collector may write
+                                                     * (RLIMIT_FSIZE; diff_bytes is at most 1 GiB) */
 #define EGRESS_COLLECT_WALL_MS     (10 * 60 * 1000) /* egress-exec's collector: changed set, diff,
                                             manifest of one run; killed after this */
 

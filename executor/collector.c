@@ -98,7 +98,8 @@ collector_status(char *buf, size_t len)
 
 /* ------------------------------------------------------------------ the filter */
 
-enum crule { CR_ALWAYS, CR_NOT_SELF, CR_CLONE, CR_IOCTL_TTY, CR_DUMPABLE };
+enum crule { CR_ALWAYS, CR_NOT_SELF, CR_CLONE, CR_IOCTL_TTY, CR_DUMPABLE, CR_A0_NOT_ZERO,
+	CR_A1_NOT_ZERO, CR_MODE_A1, CR_MODE_A2, CR_MODE_A3 };
 
 struct cfilter_entry {
 	const char *syscall;
@@ -127,6 +128,14 @@ static const struct cfilter_entry CFILTER[] = {
 	{ "tgkill", CR_NOT_SELF, EPERM, "signals only to itself" },
 	{ "rt_sigqueueinfo", CR_NOT_SELF, EPERM, "signals only to itself" },
 	{ "rt_tgsigqueueinfo", CR_NOT_SELF, EPERM, "signals only to itself" },
+	{ "prlimit64", CR_A0_NOT_ZERO, EPERM, "limits only of itself (pid 0): no hold over another run's collector (same uid)" },
+	{ "sched_setaffinity", CR_A0_NOT_ZERO, EPERM, "scheduling only of itself" },
+	{ "sched_setscheduler", CR_A0_NOT_ZERO, EPERM, "scheduling only of itself" },
+	{ "sched_setparam", CR_A0_NOT_ZERO, EPERM, "scheduling only of itself" },
+	{ "sched_setattr", CR_A0_NOT_ZERO, EPERM, "scheduling only of itself" },
+	{ "setpriority", CR_A1_NOT_ZERO, EPERM, "priority only of itself (who 0)" },
+	CA("ioprio_set", "no hold over other processes' I/O"),
+	CA("process_madvise", "no hold over other processes' memory"),
 	CA("pidfd_open", "no handles on other processes"),
 	CA("pidfd_send_signal", "no signals to other processes"),
 	CA("pidfd_getfd", "no descriptors from other processes"),
@@ -153,6 +162,13 @@ static const struct cfilter_entry CFILTER[] = {
 	CA("linkat", "no hard links"),
 	CA("symlink", "no symlinks planted in the output folder"),
 	CA("symlinkat", "no symlinks planted in the output folder"),
+	{ "chmod", CR_MODE_A1, EPERM, "no set-user-ID or set-group-ID file in the output folder (nosuid only inside the collector)" },
+	{ "fchmod", CR_MODE_A1, EPERM, "no set-user-ID or set-group-ID file" },
+	{ "fchmodat", CR_MODE_A2, EPERM, "no set-user-ID or set-group-ID file" },
+	{ "fchmodat2", CR_MODE_A2, EPERM, "no set-user-ID or set-group-ID file" },
+	{ "creat", CR_MODE_A1, EPERM, "no set-user-ID or set-group-ID file" },
+	{ "open", CR_MODE_A2, EPERM, "no file created set-user-ID or set-group-ID" },
+	{ "openat", CR_MODE_A3, EPERM, "no file created set-user-ID or set-group-ID" },
 	CA("mknod", "no device nodes or FIFOs"),
 	CA("mknodat", "no device nodes or FIFOs"),
 	CA("setuid", "the identity is fixed"),
@@ -239,6 +255,21 @@ cfilter_add(scmp_filter_ctx ctx, const struct cfilter_entry *e, int nr, uint64_t
 		/* PR_SET_DUMPABLE with any value but 0 */
 		return seccomp_rule_add(ctx, act, nr, 2, SCMP_A0(SCMP_CMP_EQ, PR_SET_DUMPABLE, 0),
 		    SCMP_A1(SCMP_CMP_NE, 0, 0));
+	case CR_A0_NOT_ZERO:
+		return seccomp_rule_add(ctx, act, nr, 1, SCMP_A0(SCMP_CMP_NE, 0, 0));
+	case CR_A1_NOT_ZERO:
+		return seccomp_rule_add(ctx, act, nr, 1, SCMP_A1(SCMP_CMP_NE, 0, 0));
+	case CR_MODE_A1:
+	case CR_MODE_A2:
+	case CR_MODE_A3: {
+		static const uint64_t bits[] = { S_ISUID, S_ISGID };
+		unsigned arg = e->kind == CR_MODE_A1 ? 1 : e->kind == CR_MODE_A2 ? 2 : 3;
+		for (size_t i = 0; i < EGRESS_NELEM(bits) && rc == 0; i++) {
+			struct scmp_arg_cmp c = { arg, SCMP_CMP_MASKED_EQ, bits[i], bits[i] };
+			rc = seccomp_rule_add_array(ctx, act, nr, 1, &c);
+		}
+		return rc;
+	}
 	}
 	return -EINVAL;
 }
@@ -262,6 +293,9 @@ cfilter_install(char *err, size_t errlen)
 	}
 	for (size_t i = 0; i < EGRESS_NELEM(CFILTER); i++) {
 		int nr = seccomp_syscall_resolve_name(CFILTER[i].syscall);
+		/* newer than libseccomp 2.5.4's table: by its (all-architecture) number */
+		if (nr == __NR_SCMP_ERROR && strcmp(CFILTER[i].syscall, "fchmodat2") == 0)
+			nr = 452;
 		if (nr == __NR_SCMP_ERROR)
 			continue;   /* not a system call here: nothing to call */
 		if ((rc = cfilter_add(ctx, &CFILTER[i], nr, self)) != 0) {
@@ -412,6 +446,7 @@ static void
 child_drop(uid_t uid, gid_t gid)
 {
 	struct rlimit nocore = { 0, 0 };
+	struct rlimit fsize = { EGRESS_COLLECT_FILE_MAX, EGRESS_COLLECT_FILE_MAX };
 
 	/* Bounding set first, while CAP_SETPCAP is still held. EINVAL: past the last cap. */
 	for (int cap = 0; cap < 64; cap++) {
@@ -446,6 +481,10 @@ child_drop(uid_t uid, gid_t gid)
 		child_fail(CS_DROP, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 	if (setrlimit(RLIMIT_CORE, &nocore) != 0)
 		child_fail(CS_DROP, "RLIMIT_CORE: %s", strerror(errno));
+	/* Every file it writes is bounded (the candidate by diff_bytes, the rest small): a
+	 * runaway write ends in SIGXFSZ, a collector_failed, not a full disk. */
+	if (setrlimit(RLIMIT_FSIZE, &fsize) != 0)
+		child_fail(CS_DROP, "RLIMIT_FSIZE: %s", strerror(errno));
 }
 
 /* "Key:\t<value>\n" equals want. */
@@ -505,6 +544,11 @@ child_verify(uid_t uid, gid_t gid)
 		child_fail(CS_VERIFY, "ids differ from the request");
 	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
 		child_fail(CS_VERIFY, "still dumpable");
+	{
+		int sig = 0;
+		if (prctl(PR_GET_PDEATHSIG, &sig, 0, 0, 0) != 0 || sig != SIGKILL)
+			child_fail(CS_VERIFY, "no parent-death signal");
+	}
 }
 
 __attribute__((noreturn))
@@ -526,6 +570,17 @@ child_main(const struct collector_spec *s, pid_t parent)
 	if (fd < 0 || dup2(fd, 0) != 0)
 		child_fail(CS_PROCESS, "stdin from /dev/null: %s", strerror(errno));
 	close(fd);
+	/* stdout and stderr are inherited: a directory there would be a way out of the root
+	 * (openat on it, with CAP_DAC_OVERRIDE). Anything but a directory is fine. */
+	for (int i = 1; i <= 2; i++) {
+		struct stat fst;
+		if (fstat(i, &fst) == 0 && S_ISDIR(fst.st_mode)) {
+			int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+			if (nul < 0 || dup2(nul, i) != i)
+				child_fail(CS_PROCESS, "fd %d is a directory and cannot be replaced", i);
+			close(nul);
+		}
+	}
 	collector_status_fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (collector_status_fd < 0)
 		child_fail(CS_PROCESS, "open /proc/self/status: %s", strerror(errno));
@@ -536,8 +591,12 @@ child_main(const struct collector_spec *s, pid_t parent)
 	/* 3-4. The root. */
 	child_mounts(s);
 	child_pivot(s->stage_dir);
-	/* 5-6. Identity, then the filter (no_new_privs is set by the drop). */
+	/* 5-6. Identity, then the filter (no_new_privs is set by the drop). The uid change
+	 * clears the parent-death signal: arm it again, then make sure the parent did not die
+	 * in between (a collector must never outlive egress-exec's bounded wait). */
 	child_drop(uid, gid);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+		child_fail(CS_DROP, "parent-death signal after the drop, or the parent is gone");
 	if (cfilter_install(err, sizeof(err)) != 0)
 		child_fail(CS_SECCOMP, "%s", err);
 	/* 7. Prove it. */
@@ -590,11 +649,16 @@ exec_exit_valid(int c)
 	}
 }
 
-/* Wait for pid until deadline (monotonic ms); true when reaped, status filled. */
-static bool
+enum wait_outcome { WAIT_REAPED, WAIT_TIMEOUT, WAIT_LOST };
+
+/* Wait for pid until deadline (monotonic ms). WAIT_REAPED with status filled; WAIT_LOST
+ * when waitpid fails (ECHILD: SIGCHLD ignored, or reaped elsewhere) — the verdict is then
+ * unknown and must never read as success. */
+static enum wait_outcome
 wait_bounded(pid_t pid, uint64_t deadline, int *status)
 {
 	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	enum wait_outcome out = WAIT_REAPED;
 
 	for (;;) {
 		pid_t w = waitpid(pid, status, WNOHANG);
@@ -602,12 +666,14 @@ wait_bounded(pid_t pid, uint64_t deadline, int *status)
 
 		if (w == pid)
 			break;
-		if (w < 0 && errno != EINTR)
+		if (w < 0 && errno != EINTR) {
+			out = WAIT_LOST;
 			break;
+		}
 		if (now >= deadline) {
 			if (pfd >= 0)
 				close(pfd);
-			return false;
+			return WAIT_TIMEOUT;
 		}
 		if (pfd >= 0) {
 			struct pollfd p = { .fd = pfd, .events = POLLIN };
@@ -620,7 +686,7 @@ wait_bounded(pid_t pid, uint64_t deadline, int *status)
 	}
 	if (pfd >= 0)
 		close(pfd);
-	return true;
+	return out;
 }
 
 int
@@ -629,8 +695,8 @@ collector_run(const struct collector_spec *spec, struct collector_result *res)
 	uint32_t wall = spec->wall_ms ? spec->wall_ms : EGRESS_COLLECT_WALL_MS;
 	uint64_t t0 = mono_ms();
 	pid_t parent = getpid(), pid;
-	int status = 0;
-	bool reaped;
+	int status = -1;
+	enum wait_outcome wo;
 
 	memset(res, 0, sizeof(*res));
 	res->exit_code = EXEC_EXIT_INTERNAL;
@@ -647,8 +713,16 @@ collector_run(const struct collector_spec *spec, struct collector_result *res)
 	if (pid == 0)
 		child_main(spec, parent);
 
-	reaped = wait_bounded(pid, t0 + wall, &status);
-	if (!reaped) {
+	wo = wait_bounded(pid, t0 + wall, &status);
+	if (wo == WAIT_LOST) {
+		int e = errno;
+		/* no kill: a child that is not ours to wait for may already be reaped and its
+		 * pid reused */
+		res->wall_ms = mono_ms() - t0;
+		return res_fail(res, "the collector's exit status was lost (waitpid: %s); its "
+		    "verdict is unknown", strerror(e));
+	}
+	if (wo == WAIT_TIMEOUT) {
 		kill(pid, SIGKILL);
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;

@@ -9,6 +9,7 @@
  *
  * Each subcommand takes --help. Exit codes: enum exec_exit (executor/sandbox.h).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,6 +59,19 @@ main(int argc, char **argv)
 	char err[256];
 
 	log_init("egress-exec", 0);
+	/* SIGCHLD ignored by whoever started us (inherited across exec) would make the kernel
+	 * reap our children itself: every wait for the worker, the private egressd and the
+	 * collector would lose its status. Default disposition, always. */
+	{
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_DFL;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGCHLD, &sa, NULL) != 0) {
+			fprintf(stderr, "egress-exec: cannot reset SIGCHLD\n");
+			return EXEC_EXIT_INTERNAL;
+		}
+	}
 	/* First thing: give up the capabilities no step of any subcommand needs (supcaps.h,
 	 * docs/SECURITY.md), so neither egress-exec nor what it executes can use them. */
 	if (supcaps_limit(err, sizeof(err)) != 0) {

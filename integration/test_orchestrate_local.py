@@ -150,7 +150,7 @@ class Case:
         with open(self.preset, "w") as f:
             f.write(PRESET)
 
-    def run(self, wu_text, preset_text=None, extra=()):
+    def run(self, wu_text, preset_text=None, extra=(), preexec=None):
         wu = os.path.join(self.dir, "wu.ini")
         with open(wu, "w") as f:
             f.write(wu_text)
@@ -160,7 +160,8 @@ class Case:
         before = tree_digest(self.repo)
         p = subprocess.run([EXEC, "run", "--workunit", wu, "--preset", self.preset,
                             "--repo", self.repo, "--out", self.out] + list(extra),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180,
+                           preexec_fn=preexec)
         self.stderr = p.stderr.decode(errors="replace")
         after = tree_digest(self.repo)
         if before != after:
@@ -398,6 +399,16 @@ def t_scope_modified(c):
     check(c.artifact("candidate.diff") is None, "a rejected candidate has no diff")
 
 
+def t_sigchld_ignored(c):
+    """egress-exec started with SIGCHLD ignored (inherited across exec) still gets every
+    child's status: a rejected candidate stays rejected, never a lost status read as 0."""
+    import signal
+    rc = c.run(workunit("echo x >> Makefile\necho ok >> README.md"),
+               preexec=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("Makefile", "scope_violation")}, violations(c))
+
+
 def t_scope_untracked(c):
     rc = c.run(workunit("echo x > notes.txt"))
     expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
@@ -592,7 +603,7 @@ def main():
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
         ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),
-        ("scope_modified", t_scope_modified),
+        ("scope_modified", t_scope_modified), ("sigchld_ignored", t_sigchld_ignored),
         ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
         ("scope_ignored", t_scope_ignored), ("scope_renamed", t_scope_renamed),
         ("scope_forbidden", t_scope_forbidden), ("git_write", t_git_write),

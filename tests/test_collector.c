@@ -24,15 +24,18 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "common/limits.h"
 #include "executor/collector.h"
 #include "executor/sandbox.h"
 
@@ -285,6 +288,42 @@ body_checks(void *arg)
 	errno = 0;
 	if (setuid(0) != -1 || errno != EPERM)
 		return report("setuid allowed");
+	/* No hold over other processes (another run's collector has the same uid). */
+	errno = 0;
+	if (prlimit(getppid(), RLIMIT_NOFILE, NULL, &(struct rlimit){ 0, 0 }) != -1 ||
+	    errno != EPERM)
+		return report("prlimit of another process allowed");
+	errno = 0;
+	if (setpriority(PRIO_PROCESS, (id_t)getppid(), 19) != -1 || errno != EPERM)
+		return report("setpriority of another process allowed");
+	{
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return report("getrlimit of itself refused");
+		if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur != EGRESS_COLLECT_FILE_MAX)
+			return report("RLIMIT_FSIZE not set");
+	}
+	/* No set-user-ID or set-group-ID file in the output folder. */
+	snprintf(p, sizeof(p), "%s/suid", out);
+	errno = 0;
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 04755);
+	if (fd >= 0 || errno != EPERM)
+		return report("set-user-ID create allowed");
+	errno = 0;
+	if (chmod(p, 02755) != -1 && errno != ENOENT)
+		return report("set-group-ID chmod allowed");
+	snprintf(p, sizeof(p), "%s/written", out);
+	errno = 0;
+	if (chmod(p, 04755) != -1 || errno != EPERM)
+		return report("set-user-ID chmod allowed");
+	if (chmod(p, 0644) != 0)
+		return report("plain chmod refused");
+	/* The parent-death signal survived the uid change. */
+	{
+		int sig = 0;
+		if (prctl(PR_GET_PDEATHSIG, &sig, 0, 0, 0) != 0 || sig != SIGKILL)
+			return report("no parent-death signal after the drop");
+	}
 	return report("ok");
 }
 
@@ -460,6 +499,96 @@ test_setup_fails_closed(void **state)
 	assert_int_equal(access(p, F_OK), -1);
 }
 
+/* Writes out/pid, then out/late after 3 s: a collector that outlived its parent would. */
+static int
+body_outlive(void *arg)
+{
+	char p[256], b[32];
+	int fd, n;
+
+	(void)arg;
+	snprintf(p, sizeof(p), "%s/pid", out);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	n = snprintf(b, sizeof(b), "%d", (int)getpid());
+	if (fd < 0 || write(fd, b, (size_t)n) != n)
+		return EXEC_EXIT_INTERNAL;
+	close(fd);
+	sleep(3);
+	snprintf(p, sizeof(p), "%s/late", out);
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	return EXEC_EXIT_OK;
+}
+
+/* egress-exec SIGKILLed mid-collection: the collector (dropped, so the uid change cleared
+ * the parent-death signal once) dies with it and writes nothing more. */
+static void
+test_dies_with_parent(void **state)
+{
+	char p[256], late[256], b[32] = "";
+	pid_t mid, coll = 0;
+	int fd, st;
+
+	(void)state;
+	need_root();
+	snprintf(p, sizeof(p), "%s/pid", out);
+	snprintf(late, sizeof(late), "%s/late", out);
+	unlink(p);
+	unlink(late);
+	mid = fork();
+	assert_true(mid >= 0);
+	if (mid == 0) {
+		struct collector_spec s;
+		struct collector_result r;
+		spec_init(&s, body_outlive, NULL);
+		(void)collector_run(&s, &r);
+		_exit(0);
+	}
+	for (int i = 0; i < 200 && coll <= 0; i++) {        /* up to 10 s */
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, b, sizeof(b) - 1);
+			close(fd);
+			if (n > 0) {
+				b[n] = '\0';
+				coll = (pid_t)strtol(b, NULL, 10);
+			}
+		}
+		if (coll <= 0)
+			usleep(50 * 1000);
+	}
+	assert_true(coll > 0);
+	assert_int_equal(kill(mid, SIGKILL), 0);
+	assert_int_equal(waitpid(mid, &st, 0), mid);
+	/* gone within 2 s, and never wrote its late marker */
+	for (int i = 0; i < 40 && kill(coll, 0) == 0; i++)
+		usleep(50 * 1000);
+	assert_int_not_equal(kill(coll, 0), 0);
+	sleep(3);
+	assert_int_equal(access(late, F_OK), -1);
+}
+
+/* Started with SIGCHLD ignored (inherited across exec): the kernel reaps the collector,
+ * its status is lost, and that must be a failure — never "exited 0". */
+static void
+test_status_lost_fails_closed(void **state)
+{
+	struct collector_spec s;
+	struct collector_result r;
+	int want = EXEC_EXIT_REJECTED;
+
+	(void)state;
+	need_root();
+	signal(SIGCHLD, SIG_IGN);
+	spec_init(&s, body_verdict, &want);
+	assert_int_equal(collector_run(&s, &r), -1);
+	signal(SIGCHLD, SIG_DFL);
+	assert_int_equal(r.exit_code, EXEC_EXIT_INTERNAL);
+	assert_int_equal(r.reason, REASON_COLLECTOR_FAILED);
+	assert_non_null(strstr(r.message, "lost"));
+}
+
 static char link_target[160];
 
 static int
@@ -530,6 +659,8 @@ main(void)
 		cmocka_unit_test(test_crash),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_setup_fails_closed),
+		cmocka_unit_test(test_dies_with_parent),
+		cmocka_unit_test(test_status_lost_fails_closed),
 		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_filter_documented),
 	};
