@@ -355,6 +355,12 @@ run_collect_out(const struct sandbox_result *res, const char *run_dir, const cha
 	size_t k = 0;
 	int rc;
 
+	/* lstat: a symlink planted where the folder was to be made would send the
+	 * collector's writes elsewhere. */
+	if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		log_warnx("--out %s is not a directory (a symlink is refused)", out);
+		return -1;
+	}
 	real = realpath(out, NULL);
 	if (real == NULL) {
 		log_warn("--out %s", out);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <linux/openat2.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -363,20 +364,33 @@ make_target(const char *stage, const char *path, bool is_dir, char *dst, size_t 
 static void
 bind_one(const char *stage, const char *src, bool writable)
 {
-	char dst[EGRESS_PATH_MAX * 2];
+	char dst[EGRESS_PATH_MAX * 2], via[64];
 	struct stat st;
 	unsigned long fl = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC |
 	    (writable ? 0 : MS_RDONLY);
+	/* The sources are canonical (realpath'd by the caller) and were resolved long ago,
+	 * before the worker ran: resolve them again without following any symlink, so that
+	 * a component swapped for a link since (by whoever owns a directory on the way)
+	 * fails instead of binding something else, and bind exactly what was opened. */
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+	    .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	int fd;
 
-	if (src[0] != '/' || stat(src, &st) != 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
+	if (src[0] != '/')
 		child_fail(CS_MOUNTS, "%s: not an existing absolute directory or file", src);
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, src, &how, sizeof(how));
+	if (fd < 0 || fstat(fd, &st) != 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
+		child_fail(CS_MOUNTS, "%s: not an existing absolute directory or file reached "
+		    "without symlinks", src);
 	if (writable && !S_ISDIR(st.st_mode))
 		child_fail(CS_MOUNTS, "%s: the output folder is not a directory", src);
 	if (make_target(stage, src, S_ISDIR(st.st_mode), dst, sizeof(dst)) != 0)
 		child_fail(CS_MOUNTS, "mount point for %s: %s", src, strerror(errno));
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	/* Not MS_REC: mounts below the path (none expected) stay out of the root. */
-	if (mount(src, dst, NULL, MS_BIND, NULL) != 0)
+	if (mount(via, dst, NULL, MS_BIND, NULL) != 0)
 		child_fail(CS_MOUNTS, "bind %s: %s", src, strerror(errno));
+	close(fd);
 	if (mount(NULL, dst, NULL, fl, NULL) != 0)
 		child_fail(CS_MOUNTS, "remount %s %s: %s", src, writable ? "rw" : "ro",
 		    strerror(errno));

@@ -761,8 +761,11 @@ orchestrate_run(const struct orchestrate_opts *o)
 		log_warn("output folder %s", o->out_dir);
 		return EXEC_EXIT_INTERNAL;
 	}
-	if (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		log_warnx("output folder %s is not a directory", o->out_dir);
+	/* lstat: an output folder that is a symlink (planted where the caller expected to
+	 * create it, e.g. under /tmp) would send root's and the collector's writes elsewhere. */
+	if (lstat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		log_warnx("output folder %s is not a directory (a symlink is refused)",
+		    o->out_dir);
 		return EXEC_EXIT_INTERNAL;
 	}
 	/* Absolute and canonical: the collector sees it at this path in its own root. */

@@ -409,6 +409,26 @@ def t_sigchld_ignored(c):
     check(violations(c) == {("Makefile", "scope_violation")}, violations(c))
 
 
+def t_out_symlink_refused(c):
+    """An output folder that is a symlink (planted where the caller meant to create it)
+    is refused before anything runs; nothing is written where it points."""
+    target = os.path.join(c.dir, "elsewhere")
+    link = os.path.join(c.dir, "out-link")
+    os.makedirs(target, exist_ok=True)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(target, link)
+    wu = os.path.join(c.dir, "wu.ini")
+    with open(wu, "w") as f:
+        f.write(workunit("echo ok >> README.md"))
+    p = subprocess.run([EXEC, "run", "--workunit", wu, "--preset", c.preset, "--repo", c.repo,
+                        "--out", link], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    check(p.returncode == EX_INTERNAL, "rc %d %r" % (p.returncode, p.stderr[-300:]))
+    check(b"symlink" in p.stderr, p.stderr[-300:])
+    check(os.listdir(target) == [], "written through the link: %s" % os.listdir(target))
+
+
 def t_scope_untracked(c):
     rc = c.run(workunit("echo x > notes.txt"))
     expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
@@ -604,6 +624,7 @@ def main():
         ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),
         ("scope_modified", t_scope_modified), ("sigchld_ignored", t_sigchld_ignored),
+        ("out_symlink_refused", t_out_symlink_refused),
         ("scope_untracked", t_scope_untracked), ("scope_deleted", t_scope_deleted),
         ("scope_ignored", t_scope_ignored), ("scope_renamed", t_scope_renamed),
         ("scope_forbidden", t_scope_forbidden), ("git_write", t_git_write),

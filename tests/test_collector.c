@@ -491,6 +491,18 @@ test_setup_fails_closed(void **state)
 	/* The body never ran: not in the child, and never in this (root) process. */
 	snprintf(p, sizeof(p), "%s/ran", out);
 	assert_int_equal(access(p, F_OK), -1);
+	/* A source reached through a symlink (a component swapped for a link after the
+	 * caller resolved it) is refused, never bound. */
+	snprintf(missing, sizeof(missing), "%s/repo-link", top);
+	unlink(missing);
+	assert_int_equal(symlink(repo, missing), 0);
+	spec_init(&s, body_marker, NULL);
+	s.ro_paths[2] = missing;
+	assert_int_equal(collector_run(&s, &r), -1);
+	assert_int_equal(r.reason, REASON_COLLECTOR_FAILED);
+	assert_non_null(strstr(r.message, "could not be set up: mounts"));
+	assert_int_equal(access(p, F_OK), -1);
+	unlink(missing);
 	/* A relative output folder is refused before any fork. */
 	spec_init(&s, body_marker, NULL);
 	s.rw_dir = "out";
