@@ -11,6 +11,9 @@ Expectations:
   the nobody-owned log directory, pointing to a root-only 0600 file with a torn last line:
   egressd as root refuses to start (non-zero exit, "symbolic link" / "more than one
   link"), and the file keeps its bytes, owner and mode.
+- pac_copy_link_not_followed: with route = pac FILE (copied as root at start-up into the
+  nobody-owned directory), a hard link to a root-only 0600 file planted as the copy's
+  temporary name: the file keeps its bytes, mode and single link; the copy is installed.
 - refused_root_and_unknown: `-u root`, `-u 0`, `-u no-such-user-<pid>`, `user = root` and
   `user = <unknown>` in the config are refused before start-up: non-zero exit within a
   bounded time, a message naming the problem (`uid/gid 0`, `does not exist`; the config
@@ -386,6 +389,54 @@ def t_planted_links(L, top, real):
     print("  planted symlink and hard link refused, target untouched")
 
 
+def t_pac_copy_link(L, top, real):
+    """route = pac FILE is copied as root at start-up into the nobody-owned directory: a
+    hard link planted as the copy's temporary name must not make root overwrite (or chmod)
+    the root-only file it names; the copy is still installed."""
+    cdir = fresh_dir(top, "paccopy")
+    rootonly = os.path.join(top, "rootonly-pac-%d" % os.getpid())
+    os.makedirs(rootonly, mode=0o700)
+    victim = os.path.join(rootonly, "secret")
+    content = b"root-only secret\n"
+    with open(victim, "wb") as f:
+        f.write(content)
+    os.chmod(victim, 0o600)
+    pac = os.path.join(cdir, "local.pac")
+    with open(pac, "w") as f:
+        f.write('function FindProxyForURL(url, host) { return "DIRECT"; }\n')
+    os.chmod(pac, 0o644)
+    copy = os.path.join(cdir, "pac.js")
+    conf = os.path.join(cdir, "paccopy.ini")
+    with open(conf, "w") as f:
+        f.write("[egressd]\ncontrol_socket = %s\ndecision_log = %s\nroute = pac %s\n"
+                "pac_copy = %s\n" % (os.path.join(cdir, "control.sock"),
+                                      os.path.join(cdir, "decisions.jsonl"), pac, copy))
+    os.chmod(conf, 0o644)
+    os.link(victim, copy + ".tmp")
+    p = subprocess.Popen(["ip", "netns", "exec", L.ns_host, real, "-f", "-c", conf,
+                          "-u", "nobody"], stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    try:
+        check(bounded_wait(lambda: os.path.exists(os.path.join(cdir, "control.sock")) and
+                           os.path.exists(copy), 15), "egressd did not start")
+        time.sleep(0.3)   # past the drop: the start-up copy is done
+    finally:
+        p.terminate()
+        try:
+            _, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+    with open(victim, "rb") as f:
+        check(f.read() == content, "the root-only file was overwritten:\n%s" % err)
+    st = os.stat(victim)
+    check(st.st_mode & 0o7777 == 0o600 and st.st_nlink == 1,
+          "root-only file mode %o links %d" % (st.st_mode & 0o7777, st.st_nlink))
+    with open(copy) as f:
+        check("FindProxyForURL" in f.read(), "the PAC copy was not installed")
+    print("  planted PAC copy temp link: target untouched, copy installed")
+
+
 PARENT = r"""
 import ctypes, os, signal, subprocess, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -567,6 +618,7 @@ def main():
             res.run("default_drop_without_u", t_default_drop, L, top, real_bdir)
             res.run("refused_root_and_unknown", t_refused, L, top, real)
             res.run("planted_log_links_refused", t_planted_links, L, top, real)
+            res.run("pac_copy_link_not_followed", t_pac_copy_link, L, top, real)
             res.run("pdeathsig_survives_drop", t_pdeathsig, L, top, real_bdir)
             res.run("private_egressd_dies_with_egress_exec", t_private_egressd, L, real_bdir)
     finally:
