@@ -76,6 +76,7 @@ struct dlog {
 	int fd;
 	bool regular;
 	bool refused;               /* the last file_open refused the file (link, owner) */
+	bool opening;               /* file_open called by dlog_open */
 	/* batch: written and acknowledged, fdatasync due within batch_ms (writer thread) */
 	bool unsynced;
 	uint64_t unsynced_since_ms;
@@ -419,7 +420,11 @@ fail:
 
 		snprintf(what, sizeof(what), "decision log: %s", why);
 		pthread_mutex_lock(&d->mu);
-		set_failed(d, rc, what);
+		if (d->refused && d->opening)   /* dlog_open fails: its caller says why */
+			snprintf(d->error, sizeof(d->error), "%s %s: %s", what, d->path,
+			    strerror(rc));
+		else
+			set_failed(d, rc, what);
 		pthread_mutex_unlock(&d->mu);
 	}
 	return rc;
@@ -466,6 +471,7 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 {
 	struct dlog *d;
 	pthread_condattr_t ca;
+	int rc;
 
 	if (cfg == NULL || cfg->path == NULL || cfg->path[0] == '\0' ||
 	    strlen(cfg->path) >= EGRESS_PATH_MAX || base == NULL) {
@@ -529,7 +535,10 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 		snprintf(err, errlen, "decision log: cannot add event");
 		goto fail;
 	}
-	if (file_open(d) != 0) {
+	d->opening = true;   /* before the writer thread exists: no race */
+	rc = file_open(d);
+	d->opening = false;
+	if (rc != 0) {
 		if (d->refused) {
 			/* A planted link or a file of someone else: an operator must look; never
 			 * start writing (and never retry into) such a file. */
