@@ -715,6 +715,21 @@ verify(const struct sandbox_egressd_user *u, char *err, size_t errlen)
 	return 0;
 }
 
+/* Empty the permitted, effective, inheritable and ambient sets of the calling thread. */
+static int
+caps_clear(char *err, size_t errlen)
+{
+	capng_clear(CAPNG_SELECT_ALL);
+	if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
+		snprintf(err, errlen, "cannot clear the capability sets");
+		return -1;
+	}
+#ifdef CAPNG_SELECT_AMBIENT
+	(void)capng_apply(CAPNG_SELECT_AMBIENT);
+#endif
+	return 0;
+}
+
 int
 sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t errlen)
 {
@@ -756,14 +771,8 @@ sandbox_egressd_drop(const struct sandbox_egressd_user *u, char *err, size_t err
 		return -1;
 	}
 	/* The uid change cleared permitted and effective; clear inheritable and ambient too. */
-	capng_clear(CAPNG_SELECT_ALL);
-	if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
-		snprintf(err, errlen, "cannot clear the capability sets");
+	if (caps_clear(err, errlen) != 0)
 		return -1;
-	}
-#ifdef CAPNG_SELECT_AMBIENT
-	(void)capng_apply(CAPNG_SELECT_AMBIENT);
-#endif
 	/* Not dumpable: the route helper now shares egressd's uid and must not ptrace it or
 	 * read /proc/<egressd>/mem (its own filter also denies ptrace). No core dumps with
 	 * credentials in them. Only after the uid change: a change of the effective uid
@@ -841,14 +850,8 @@ sandbox_egressd_confine(char *err, size_t errlen)
 			return -1;
 		}
 	}
-	capng_clear(CAPNG_SELECT_ALL);
-	if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
-		snprintf(err, errlen, "cannot clear the capability sets");
+	if (caps_clear(err, errlen) != 0)
 		return -1;
-	}
-#ifdef CAPNG_SELECT_AMBIENT
-	(void)capng_apply(CAPNG_SELECT_AMBIENT);
-#endif
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		return -1;
