@@ -18,10 +18,11 @@ VG="$VG --suppressions=$top/scripts/valgrind.supp"
 # Tests of kernel features valgrind (3.19, Debian 12) cannot emulate. They run under ASan
 # and UBSan in `make check`; here they would fail for valgrind's reasons, not ours:
 #   test_seccomp, test_sandbox_egressd  seccomp(2) (syscall 317) is not implemented
-#   test_workunit                       openat2(2) (syscall 437) is not implemented
+#   test_pacsandbox, test_collector     the same (and Landlock, syscalls 444-446)
+#   test_workunit, test_opaque          openat2(2) (syscall 437) is not implemented
 #   test_privs                          valgrind refuses to change RLIMIT_NOFILE's hard
 #                                       limit, which privs_drop sets on purpose
-skip=" test_seccomp test_sandbox_egressd test_workunit test_privs "
+skip=" test_seccomp test_sandbox_egressd test_pacsandbox test_collector test_workunit test_opaque test_privs "
 nskip=0
 for t in "$build"/tests/test_*; do
 	[ -x "$t" ] || continue
