@@ -627,15 +627,6 @@ child_main(const struct collector_spec *s, pid_t parent)
 
 /* ------------------------------------------------------------------ the parent */
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 __attribute__((format(printf, 2, 3)))
 static int
 res_fail(struct collector_result *res, const char *fmt, ...)
@@ -676,7 +667,7 @@ wait_bounded(pid_t pid, uint64_t deadline, int *status)
 
 	for (;;) {
 		pid_t w = waitpid(pid, status, WNOHANG);
-		uint64_t now = mono_ms();
+		uint64_t now = mono_msec();
 
 		if (w == pid)
 			break;
@@ -707,7 +698,7 @@ int
 collector_run(const struct collector_spec *spec, struct collector_result *res)
 {
 	uint32_t wall = spec->wall_ms ? spec->wall_ms : EGRESS_COLLECT_WALL_MS;
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = mono_msec();
 	pid_t parent = getpid(), pid;
 	int status = -1;
 	enum wait_outcome wo;
@@ -732,7 +723,7 @@ collector_run(const struct collector_spec *spec, struct collector_result *res)
 		int e = errno;
 		/* no kill: a child that is not ours to wait for may already be reaped and its
 		 * pid reused */
-		res->wall_ms = mono_ms() - t0;
+		res->wall_ms = mono_msec() - t0;
 		return res_fail(res, "the collector's exit status was lost (waitpid: %s); its "
 		    "verdict is unknown", strerror(e));
 	}
@@ -740,11 +731,11 @@ collector_run(const struct collector_spec *spec, struct collector_result *res)
 		kill(pid, SIGKILL);
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
-		res->wall_ms = mono_ms() - t0;
+		res->wall_ms = mono_msec() - t0;
 		return res_fail(res, "the collector did not finish within %u ms and was killed",
 		    wall);
 	}
-	res->wall_ms = mono_ms() - t0;
+	res->wall_ms = mono_msec() - t0;
 	if (WIFSIGNALED(status))
 		return res_fail(res, "the collector was killed by signal %d%s", WTERMSIG(status),
 		    WTERMSIG(status) == SIGSYS ? " (seccomp)" : "");
