@@ -24,6 +24,8 @@
 #   BENCH_SPAWN_RUNS=50     egress-exec/bwrap/unshare runs per variant
 #   BENCH_PROFILE=1         perf profile of egressd under the rate scenario (0: skip)
 #   BENCH_SKIP_EXEC=1       skip the egress-exec start-up part
+#   BENCH_EXEC_STEPS=1      egress-exec start-up step by step under strace (bench/exec_steps.py;
+#                           default: full run yes, quick run no); BENCH_EXEC_STEPS_RUNS=10
 #   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run yes,
 #                           quick run no)
 #   BENCH_OUT=DIR           results directory [BUILD_DIR/bench-results]
@@ -48,6 +50,7 @@ if [ "$QUICK" = 1 ]; then
 	SPAWN_N=${BENCH_SPAWN_RUNS:-10}
 	PROFILE=${BENCH_PROFILE:-0}
 	WRITE_DOC=${BENCH_WRITE_DOC:-0}
+	STEPS=${BENCH_EXEC_STEPS:-0}
 	EGRESSD_SYNCS="batch"
 else
 	ROUNDS=${BENCH_ROUNDS:-3}
@@ -59,9 +62,11 @@ else
 	SPAWN_N=${BENCH_SPAWN_RUNS:-50}
 	PROFILE=${BENCH_PROFILE:-1}
 	WRITE_DOC=${BENCH_WRITE_DOC:-1}
+	STEPS=${BENCH_EXEC_STEPS:-1}
 	EGRESSD_SYNCS="batch none always"
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
+STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
 OUTDIR=${BENCH_OUT:-$BUILD/bench-results}
 DOC=$SRC/docs/performance.md
 
@@ -697,6 +702,16 @@ if [ -z "$spawn_skip" ]; then
 	done
 fi
 
+# --- egress-exec start-up, step by step (strace; full run) ----------------------------------
+STEPS_NOTE=""
+if [ -z "$spawn_skip" ] && [ "$STEPS" = 1 ] && command -v strace >/dev/null 2>&1 &&
+    command -v python3 >/dev/null 2>&1; then
+	if timeout -k 5 900 python3 "$SRC/bench/exec_steps.py" "$BUILD" "$STEPS_N" \
+	    > "$OUTDIR/exec_steps.md" 2>>"$TMP/spawn.log"; then
+		STEPS_NOTE="$OUTDIR/exec_steps.md"
+	fi
+fi
+
 # --- profile of egressd (batch) under the rate scenario; system calls per transaction ------
 PROFILE_NOTE=""
 if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/dev/null 2>&1 &&
@@ -956,6 +971,12 @@ OUT=$OUTDIR/latest.md
 			f=$(pf "$TMP/spawn.$v.stamp" 2 0.5)
 			echo "| $lb | $f | $(pf "$TMP/spawn.$v.stamp" 2 0.9) | $(ratio "$f" "$bw") | $(tdown "$TMP/spawn.$v.stamp") | $(pf "$TMP/spawn.$v.true" 1 0.5) | $(pf "$TMP/spawn.$v.true" 1 0.9) | $((want * 2 - got)) |"
 		done
+	fi
+	if [ -n "$STEPS_NOTE" ]; then
+		echo
+		echo "egress-exec, step by step (bench/exec_steps.py):"
+		echo
+		cat "$STEPS_NOTE"
 	fi
 	echo
 	echo "$PROFILE_NOTE"
