@@ -129,12 +129,26 @@ proxies_for() {
 	done
 	echo "$l"
 }
-# Tunnels for generator k: N split as evenly as the listeners allow.
+# Tunnels for generator k: N split in proportion to its listeners (k = 1 takes the
+# remainder of the division, so that the shares add up to N).
 tunnels_for() {
 	nk=0
 	j=$(($1 - 1))
 	while [ $j -lt $NL ]; do nk=$((nk + 1)); j=$((j + GENS)); done
-	echo $((N * nk / NL))
+	n_k=$((N * nk / NL))
+	if [ "$1" = 1 ]; then
+		rest=$N
+		g=2
+		while [ $g -le $GENS ]; do
+			mk=0
+			j=$((g - 1))
+			while [ $j -lt $NL ]; do mk=$((mk + 1)); j=$((j + GENS)); done
+			rest=$((rest - N * mk / NL))
+			g=$((g + 1))
+		done
+		n_k=$rest
+	fi
+	echo $n_k
 }
 
 start_shard() { # target shard -> SPID
