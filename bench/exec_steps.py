@@ -3,8 +3,9 @@
 
 Runs `egress-exec run --repo R -- /bin/true` RUNS times (default 10) per variant under
 `strace -f -ttt -T`, finds the system calls that begin each step (the table EVENTS below,
-each the first match after the previous step's), and prints the median duration of every
-step over the runs, as milliseconds and as a share of the traced run. strace slows every
+each the first match after the previous step's), and prints the mean duration of every
+step over the runs, as milliseconds and as a share of the mean traced run (means, so that the
+steps add up to the whole; the totals are also given as medians). strace slows every
 system call, so absolute times are inflated (read the shares, and `make bench`'s untraced
 start-up figures for the totals); a step whose marker is missing in a run (a variant without
 network has no egressd) is left out of that run.
@@ -43,7 +44,7 @@ EVENTS = [
     ("mounts: tmpfs root, read-only binds, /dev, /proc, overlay", r'mount\(NULL, "/", NULL, MS_REC\|MS_PRIVATE'),
     ("pivot_root + detach the old root", r"pivot_root\("),
     ("init (pid 1) set-up, fork of the worker", r'mount\(NULL, "/", NULL, MS_RDONLY'),
-    ("worker: fds, rlimits, capabilities, ids", r"clone\(.*\) = 2 <"),
+    ("worker: fds, rlimits, capabilities, ids", r"clone.*\) = 2 <"),
     ("seccomp: compile + load", r"seccomp\(SECCOMP_SET_MODE_STRICT"),
     ("the worker (/bin/true)", r'execve\("/bin/true"'),
     ("teardown: init exit, reap, cgroup read-back", r"exit_group\("),
@@ -77,7 +78,8 @@ def steps(lines):
     for name, rx in EVENTS:
         r = re.compile(rx)
         for i in range(pos, len(lines)):
-            if r.search(lines[i][1]) and "resumed>" not in lines[i][1][:20]:
+            # (a call that strace split shows its result on the "<... resumed>" line)
+            if r.search(lines[i][1]):
                 found.append((name, i))
                 pos = i + 1
                 break
@@ -151,8 +153,9 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"Per-step medians over {runs} traced runs per variant (strace -f -ttt -T; ms, and share "
-          f"of the traced run). Load average {open('/proc/loadavg').read().split()[0]} at the end.")
+    print(f"Per-step means over {runs} traced runs per variant (strace -f -ttt -T; ms, and share "
+          f"of the mean traced run; a step absent from a run counts 0 there). Load average "
+          f"{open('/proc/loadavg').read().split()[0]} at the end.")
     print()
     names = [n for n, _ in EVENTS]
     hdr = "| step |" + "".join(f" {results[v][0]} |" for v in results)
@@ -163,29 +166,29 @@ def main():
         any_ = False
         for v in results:
             per = results[v][1]
-            vals = [s[n] for s, _, _ in per if n in s]
+            vals = [s.get(n, 0.0) for s, _, _ in per]
             tots = [t for _, t, _ in per]
-            if vals and len(vals) * 2 >= len(per):
+            if per and sum(1 for s, _, _ in per if n in s) * 2 >= len(per):
                 any_ = True
-                m = statistics.median(vals)
-                share = 100.0 * m / statistics.median(tots)
+                m = statistics.mean(vals)
+                share = 100.0 * m / statistics.mean(tots)
                 cells.append(f"{m:.1f} ({share:.0f}%)")
             else:
                 cells.append("—")
         if any_:
             print(f"| {n} |" + "".join(f" {c} |" for c in cells))
-    for lab, fn in (("to the worker's first instruction (traced)", lambda x: x[2]),
-                    ("whole run (traced)", lambda x: x[1])):
+    for lab, fn in (("to the worker's first instruction (traced), mean / median", lambda x: x[2]),
+                    ("whole run (traced), mean / median", lambda x: x[1])):
         cells = []
         for v in results:
             vals = [fn(x) for x in results[v][1] if fn(x) is not None]
-            cells.append(f"**{statistics.median(vals):.1f}**" if vals else "—")
+            cells.append(f"**{statistics.mean(vals):.1f}** / {statistics.median(vals):.1f}" if vals else "—")
         print(f"| {lab} |" + "".join(f" {c} |" for c in cells))
     cells = []
     for v in results:
         vals = [sum(ms for n, ms in s.items() if n.startswith(TEARDOWN)) for s, _, _ in results[v][1]]
-        cells.append(f"{statistics.median(vals):.1f}" if vals else "—")
-    print("| teardown, all steps (traced) |" + "".join(f" {c} |" for c in cells))
+        cells.append(f"{statistics.mean(vals):.1f}" if vals else "—")
+    print("| teardown, all steps (traced), mean |" + "".join(f" {c} |" for c in cells))
 
 
 if __name__ == "__main__":

@@ -766,7 +766,7 @@ if [ "$PROFILE" = 1 ] && command -v strace >/dev/null 2>&1; then
 			awk 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / 200 }
 			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / 200 }' "$TMP/strace.$t.txt"
 		} >> "$OUTDIR/syscalls.txt.tmp"
-		rec sys "$t" per_txn "$(awk '$NF == "total" { printf "%.1f", $3 / 200 }' "$TMP/strace.$t.txt")"
+		rec sys "$t" per_txn "$(awk '$NF == "total" { printf "%.1f", $4 / 200 }' "$TMP/strace.$t.txt")"
 	done
 	[ -f "$OUTDIR/syscalls.txt.tmp" ] && mv "$OUTDIR/syscalls.txt.tmp" "$OUTDIR/syscalls.txt"
 fi
