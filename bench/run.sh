@@ -907,7 +907,7 @@ OUT=$OUTDIR/latest.md
 	printf '| ≤ 4 KiB RSS per idle tunnel | %s KiB | %s |\n' "${k:-—}" "$(awk -v v="$k" 'BEGIN { if (v == "") print "—"; else print (v + 0 <= 4 ? "yes" : "no") }')"
 	for t in ats tinyproxy squid; do
 		[ -n "$(var PID "$t")" ] || continue
-		printf '| below/above %s: latency p50, transactions/s | %s, %s of %s |  %s |\n' "$(label "$t")" \
+		printf '| below/above %s: latency p50, transactions/s | %s, %s of %s | %s |\n' "$(label "$t")" \
 		    "$(ratio "$(med lat egressd-batch p50_us)" "$(med lat "$t" p50_us)")" \
 		    "$(ratio "$(med rate egressd-batch tps)" "$(med rate "$t" tps)")" "$(label "$t")" \
 		    "$(awk -v a="$(med lat egressd-batch p50_us)" -v b="$(med lat "$t" p50_us)" \
