@@ -7,7 +7,7 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check unit integration demo install fuzz-smoke fuzz bench valgrind clean
+.PHONY: all deps bench-deps build check unit integration demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean
 
 all: build
 
@@ -71,8 +71,22 @@ fuzz: deps
 	cmake --build $(BUILD_FUZZ) -j $(JOBS)
 	sh scripts/fuzz.sh $(BUILD_FUZZ) 600
 
-bench: build
+# The benchmark (docs/performance.md): not part of `make check`. Its peers and tools are a
+# separate package set (scripts/deps.sh --bench); their services are never left enabled.
+bench-deps:
+	@sh scripts/deps.sh --bench
+
+# Full run (~10 min on an idle 2-core machine); writes the table into docs/performance.md.
+bench: bench-deps build
 	sh bench/run.sh $(BUILD)
+
+# Quick run (< 3 min): one round, small counts; prints the table, does not touch the docs.
+bench-quick: bench-deps build
+	BENCH_QUICK=1 sh bench/run.sh $(BUILD)
+
+# 100,000 idle tunnels held through egressd and the bare relay (bench/idle_hold.sh).
+bench-idle: bench-deps build
+	sh bench/idle_hold.sh $(BUILD)
 
 valgrind: deps
 	cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug >/dev/null

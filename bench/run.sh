@@ -2,14 +2,19 @@
 # bench/run.sh BUILD_DIR - `make bench` (see docs/performance.md).
 #
 # Runs, in one run and interleaved (round r runs every target before round r+1 starts, in a
-# rotating order), the same scenarios against: a direct connection, egressd with
-# log_sync = none, batch and always, and - when installed - tinyproxy and squid. Then
-# egress-exec start-up against bwrap and unshare, and (when perf works) a profile of egressd
-# under the rate scenario. Everything listens on 127.0.0.1 / 127.0.9.x only; every process
-# this script starts is stopped by pid in the EXIT trap; every wait is bounded.
+# rotating order), the same scenarios against: a direct connection, the bare relay
+# (bench/egrelay: epoll + splice, no checks: the floor), egressd (log_sync = batch, the
+# default; in the full run also none and always), egressd with `pinning = required` and a
+# DNS name (cache hit), and - when installed - Apache Traffic Server, tinyproxy and squid.
+# Every figure is reported as a ratio to direct and to the relay. Then egress-exec start-up
+# against bwrap and unshare, and (full run, when perf works) a profile of egressd under the
+# rate scenario. Everything listens on 127.0.0.1 / 127.0.9.x only; every process this
+# script starts is stopped by pid in the EXIT trap; every wait is bounded.
 #
 # Knobs (environment):
-#   BENCH_INSTALL_PEERS=1   apt-get install tinyproxy squid bubblewrap first (Debian)
+#   BENCH_QUICK=1           quick mode (< 3 min): 1 round, small counts, egressd batch only,
+#                           no profile; does not write docs/performance.md
+#   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh --bench)
 #   BENCH_ROUNDS=3          interleaved rounds
 #   BENCH_LAT_N=1000        latency transactions per target per round
 #   BENCH_RATE_SECONDS=5    rate seconds per target per round; BENCH_RATE_CONC=64
@@ -19,6 +24,10 @@
 #   BENCH_SPAWN_RUNS=50     egress-exec/bwrap/unshare runs per variant
 #   BENCH_PROFILE=1         perf profile of egressd under the rate scenario (0: skip)
 #   BENCH_SKIP_EXEC=1       skip the egress-exec start-up part
+#   BENCH_EXEC_STEPS=1      egress-exec start-up step by step under strace (bench/exec_steps.py;
+#                           default: full run yes, quick run no); BENCH_EXEC_STEPS_RUNS=10
+#   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run yes,
+#                           quick run no)
 #   BENCH_OUT=DIR           results directory [BUILD_DIR/bench-results]
 # shellcheck disable=SC2034,SC3045
 # (SC2034: PROXY_*, PID_*, SP_* are read through eval; SC3045: dash and bash both have
@@ -30,24 +39,45 @@ die() { echo "bench: $*" >&2; exit 1; }
 [ $# -ge 1 ] || die "usage: sh bench/run.sh BUILD_DIR"
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-ROUNDS=${BENCH_ROUNDS:-3}
-LAT_N=${BENCH_LAT_N:-1000}
-RATE_S=${BENCH_RATE_SECONDS:-5}
+QUICK=${BENCH_QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+	ROUNDS=${BENCH_ROUNDS:-1}
+	LAT_N=${BENCH_LAT_N:-200}
+	RATE_S=${BENCH_RATE_SECONDS:-2}
+	BULK=${BENCH_BULK_BYTES:-268435456}
+	IDLE_N=${BENCH_IDLE_TUNNELS:-1000}
+	DNS_N=${BENCH_DNS_N:-100}
+	SPAWN_N=${BENCH_SPAWN_RUNS:-10}
+	PROFILE=${BENCH_PROFILE:-0}
+	WRITE_DOC=${BENCH_WRITE_DOC:-0}
+	STEPS=${BENCH_EXEC_STEPS:-0}
+	EGRESSD_SYNCS="batch"
+else
+	ROUNDS=${BENCH_ROUNDS:-3}
+	LAT_N=${BENCH_LAT_N:-1000}
+	RATE_S=${BENCH_RATE_SECONDS:-5}
+	BULK=${BENCH_BULK_BYTES:-1073741824}
+	IDLE_N=${BENCH_IDLE_TUNNELS:-5000}
+	DNS_N=${BENCH_DNS_N:-300}
+	SPAWN_N=${BENCH_SPAWN_RUNS:-50}
+	PROFILE=${BENCH_PROFILE:-1}
+	WRITE_DOC=${BENCH_WRITE_DOC:-1}
+	STEPS=${BENCH_EXEC_STEPS:-1}
+	EGRESSD_SYNCS="batch none always"
+fi
 RATE_C=${BENCH_RATE_CONC:-64}
-BULK=${BENCH_BULK_BYTES:-1073741824}
-IDLE_N=${BENCH_IDLE_TUNNELS:-5000}
-DNS_N=${BENCH_DNS_N:-300}
-SPAWN_N=${BENCH_SPAWN_RUNS:-50}
-PROFILE=${BENCH_PROFILE:-1}
+STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
 OUTDIR=${BENCH_OUT:-$BUILD/bench-results}
+DOC=$SRC/docs/performance.md
 
 EGLOAD=$BUILD/bench/egload
 EGORIGIN=$BUILD/bench/egorigin
 EGSPAWN=$BUILD/bench/egspawn
 EGSTAMP=$BUILD/bench/egstamp
+EGRELAY=$BUILD/bench/egrelay
 EGRESSD=$BUILD/egressd/egressd
 EXEC=$BUILD/executor/egress-exec
-for b in "$EGLOAD" "$EGORIGIN" "$EGSPAWN" "$EGSTAMP" "$EGRESSD"; do
+for b in "$EGLOAD" "$EGORIGIN" "$EGSPAWN" "$EGSTAMP" "$EGRELAY" "$EGRESSD"; do
 	[ -x "$b" ] || die "$b is missing: build first (make build)"
 done
 [ "$(id -u)" = 0 ] || echo "bench: not root: egress-exec, squid and some limits will be skipped" >&2
@@ -68,7 +98,6 @@ RAW=$OUTDIR/raw.txt
 REPO=$TMP/repo
 : > "$RAW"
 PIDS=""
-POLICY_RC=""
 
 cleanup() {
 	trap - EXIT INT TERM
@@ -84,7 +113,6 @@ cleanup() {
 		kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
-	[ -n "$POLICY_RC" ] && rm -f "$POLICY_RC"
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -106,30 +134,16 @@ stop_pid() {
 }
 
 # --- optional peers ------------------------------------------------------------------
+# `make bench` installs them (scripts/deps.sh --bench: a policy-rc.d keeps their services
+# from starting, and they are disabled after the install). Here they only run by pid.
 if [ "${BENCH_INSTALL_PEERS:-0}" = 1 ]; then
-	need=""
-	command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need="$need tinyproxy"
-	command -v squid >/dev/null 2>&1 || [ -x /usr/sbin/squid ] || need="$need squid"
-	command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
-	if [ -n "$need" ]; then
-		# Keep the packages' own services from starting (they would listen beyond
-		# loopback): a policy-rc.d that forbids it, removed by the trap.
-		if [ ! -e /usr/sbin/policy-rc.d ]; then
-			POLICY_RC=/usr/sbin/policy-rc.d
-			printf '#!/bin/sh\nexit 101\n' > "$POLICY_RC" && chmod 755 "$POLICY_RC"
-		fi
-		echo "bench: installing$need from Debian" >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >"$TMP/apt.log" 2>&1 ||
-		    { apt-get update -q >>"$TMP/apt.log" 2>&1 &&
-		      DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >>"$TMP/apt.log" 2>&1; } ||
-		    echo "bench: apt-get install failed (see below); peers skipped" >&2
-		[ -n "$POLICY_RC" ] && rm -f "$POLICY_RC" && POLICY_RC=""
-	fi
+	sh "$SRC/scripts/deps.sh" --bench || echo "bench: installing the peers failed; missing ones are skipped" >&2
 fi
 TINYPROXY=$(command -v tinyproxy 2>/dev/null || { [ -x /usr/bin/tinyproxy ] && echo /usr/bin/tinyproxy; })
 SQUID=$(command -v squid 2>/dev/null || { [ -x /usr/sbin/squid ] && echo /usr/sbin/squid; })
+ATS=$(command -v traffic_server 2>/dev/null || true)
 BWRAP=$(command -v bwrap 2>/dev/null || true)
-[ "$(id -u)" = 0 ] || SQUID=""
+[ "$(id -u)" = 0 ] || { SQUID=""; ATS=""; }
 
 # --- helpers ---------------------------------------------------------------------------
 # pick_port sets PORT to a free loopback port (TCP and UDP), starting from a per-run offset
@@ -160,6 +174,12 @@ wait_listen() { # addr port pid
 	return 1
 }
 
+# Context switches of every thread of a process (voluntary + involuntary): on this machine
+# each is a wake-up or a hand-off between threads.
+ctxsw() {
+	cat /proc/"$1"/task/*/status 2>/dev/null |
+	    awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 CLK_TCK=$(getconf CLK_TCK)
@@ -196,6 +216,8 @@ start_egressd() { # variant(log_sync)
 	p1=$PORT
 	pick_port
 	p2=$PORT
+	pick_port
+	p3=$PORT
 	d=$TMP/egressd-$v
 	mkdir -p "$d"
 	# Two listeners and grants: a grant allows at most 4096 connections
@@ -219,6 +241,10 @@ grant = bench-a
 listen = 127.0.0.1:$p2
 grant = bench-b
 
+[listener bench-p]
+listen = 127.0.0.1:$p3
+grant = bench-p
+
 [grant bench-a]
 allow = tcp://$ORIGIN
 allow = https://*.bench.test:$OPORT
@@ -226,6 +252,11 @@ connections = 4096
 
 [grant bench-b]
 allow = tcp://$ORIGIN
+connections = 4096
+
+[grant bench-p]
+allow = https://*.bench.test:$OPORT
+pinning = required
 connections = 4096
 EOF
 	"$EGRESSD" -f -c "$d/egressd.ini" 2>"$d/egressd.log" &
@@ -241,6 +272,109 @@ EOF
 	eval "PROXY_$(echo $t | tr - _)=127.0.0.1:$p1"
 	eval "IDLEPROXY_$(echo $t | tr - _)=127.0.0.1:$p1,127.0.0.1:$p2"
 	eval "PID_$(echo $t | tr - _)=$pid"
+	if [ "$v" = batch ]; then
+		# The same egressd through a grant with pinning = required, CONNECT by name
+		# (load() adds --name): authorization by pattern, a DNS cache hit, pinning.
+		TARGETS="$TARGETS egressd-pin"
+		PROXY_egressd_pin=127.0.0.1:$p3
+		PID_egressd_pin=$pid
+	fi
+}
+
+start_relay() {
+	pick_port
+	p1=$PORT
+	pick_port
+	p2=$PORT
+	"$EGRELAY" --listen "127.0.0.1:$p1" --listen "127.0.0.1:$p2" 2>"$TMP/relay.log" &
+	pid=$!
+	addpid $pid
+	wait_listen 127.0.0.1 "$p1" $pid || { echo "bench: egrelay did not start" >&2; return 1; }
+	TARGETS="$TARGETS relay"
+	PROXY_relay=127.0.0.1:$p1
+	IDLEPROXY_relay=127.0.0.1:$p1,127.0.0.1:$p2
+	PID_relay=$pid
+}
+
+# Apache Traffic Server as a forward proxy: no remap required, CONNECT to the origin's port
+# only, HTTP cache off, its access log on (squid format, like squid's); run by pid from a
+# private runroot (config, logs, runtime under $TMP), never through its service.
+start_ats() {
+	pick_port
+	p=$PORT
+	d=$TMP/ats
+	mkdir -p "$d/etc" "$d/run" "$d/log" "$d/cache" "$d/var"
+	cp -r /etc/trafficserver/body_factory "$d/etc/" 2>/dev/null
+	cat > "$d/runroot.yaml" <<EOF
+prefix: /usr
+exec_prefix: /usr
+bindir: /usr/bin
+sbindir: /usr/sbin
+sysconfdir: $d/etc
+datadir: /usr/share/trafficserver
+includedir: /usr/include
+libdir: /usr/lib/trafficserver
+libexecdir: /usr/lib/trafficserver/modules
+localstatedir: $d/var
+runtimedir: $d/run
+logdir: $d/log
+cachedir: $d/cache
+bodyfactorydir: $d/etc/body_factory
+EOF
+	cat > "$d/etc/records.config" <<EOF
+CONFIG proxy.config.http.server_ports STRING $p:ipv4:ip-in=127.0.0.1
+CONFIG proxy.config.http.connect_ports STRING $OPORT
+CONFIG proxy.config.url_remap.remap_required INT 0
+CONFIG proxy.config.reverse_proxy.enabled INT 0
+CONFIG proxy.config.http.cache.http INT 0
+CONFIG proxy.config.log.logging_enabled INT 3
+CONFIG proxy.config.log.max_space_mb_headroom INT 10
+CONFIG proxy.config.admin.user_id STRING #-1
+CONFIG proxy.config.crash_log_helper STRING /bin/true
+CONFIG proxy.config.http.insert_request_via_str INT 0
+CONFIG proxy.config.http.insert_client_ip INT 0
+CONFIG proxy.config.http.insert_squid_x_forwarded_for INT 0
+CONFIG proxy.config.http.transaction_no_activity_timeout_in INT 600
+CONFIG proxy.config.http.transaction_no_activity_timeout_out INT 600
+CONFIG proxy.config.net.connections_throttle INT $((IDLE_N * 2 + 1000))
+CONFIG proxy.config.net.max_connections_in INT $((IDLE_N * 2 + 1000))
+CONFIG proxy.config.diags.debug.enabled INT 0
+CONFIG proxy.config.hostdb.host_file.path STRING /dev/null
+EOF
+	for f in remap.config storage.config plugin.config hosting.config volume.config \
+	    cache.config parent.config socks.config splitdns.config ssl_multicert.config; do
+		: > "$d/etc/$f"
+	done
+	echo "sni: []" > "$d/etc/sni.yaml"
+	echo "strategies: []" > "$d/etc/strategies.yaml"
+	cat > "$d/etc/ip_allow.yaml" <<EOF
+ip_allow:
+  - apply: in
+    ip_addrs: 127.0.0.1
+    action: allow
+    methods: ALL
+EOF
+	cat > "$d/etc/logging.yaml" <<EOF
+logging:
+  formats:
+    - name: squid
+      format: '%<cqtq> %<ttms> %<chi> %<crc>/%<pssc> %<psql> %<cqhm> %<cquc> %<caun> %<phr>/%<shn> %<psct>'
+  logs:
+    - filename: access
+      format: squid
+EOF
+	"$ATS" --run-root="$d/runroot.yaml" >"$d/stderr.log" 2>&1 &
+	pid=$!
+	addpid $pid
+	if ! wait_listen 127.0.0.1 "$p" $pid; then
+		echo "bench: traffic_server did not start:" >&2
+		tail -5 "$d/stderr.log" "$d/log/diags.log" >&2
+		return 1
+	fi
+	TARGETS="$TARGETS ats"
+	PROXY_ats=127.0.0.1:$p
+	IDLEPROXY_ats=127.0.0.1:$p
+	PID_ats=$pid
 }
 
 start_tinyproxy() {
@@ -318,9 +452,12 @@ EOF
 	PID_squid=$pid
 }
 
-for v in none batch always; do start_egressd $v; done
+start_relay
+start_egressd batch
+[ -n "$ATS" ] && start_ats
 [ -n "$TINYPROXY" ] && start_tinyproxy
 [ -n "$SQUID" ] && start_squid
+for v in $EGRESSD_SYNCS; do [ "$v" = batch ] || start_egressd "$v"; done
 
 var() { eval "echo \${$1_$(echo "$2" | tr - _):-}"; }
 load() { # target mode args...: run egload through (or around) the target's proxy
@@ -329,7 +466,10 @@ load() { # target mode args...: run egload through (or around) the target's prox
 	m=$1
 	shift
 	px=$(var PROXY "$t")
-	if [ -n "$px" ]; then
+	if [ "$t" = egressd-pin ]; then
+		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" --proxy "$px" \
+		    --name "cached.bench.test:$OPORT" "$@" 2>>"$TMP/egload.log"
+	elif [ -n "$px" ]; then
 		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" --proxy "$px" "$@" 2>>"$TMP/egload.log"
 	else
 		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" "$@" 2>>"$TMP/egload.log"
@@ -369,8 +509,8 @@ done
 # --- idle tunnels first: RSS deltas are only meaningful before other load grew the heaps --
 for t in $TARGETS; do
 	pid=$(var PID "$t")
-	[ -n "$pid" ] || continue
 	px=$(var IDLEPROXY "$t")
+	[ -n "$pid" ] && [ -n "$px" ] || continue
 	rm -f "$TMP/idle.ready"
 	sleep 0.5
 	r0=$(rss_kib "$pid")
@@ -411,10 +551,19 @@ r=1
 while [ $r -le "$ROUNDS" ]; do
 	echo "bench: round $r of $ROUNDS" >&2
 	# latency at concurrency 1
+	# (and the proxy's context switches, all threads: its wake-ups per transaction)
 	for t in $(rotate $r); do
+		pid=$(var PID "$t")
+		w0=0
+		[ -n "$pid" ] && w0=$(ctxsw "$pid")
 		out=$(load "$t" latency -n "$LAT_N")
+		w1=0
+		[ -n "$pid" ] && w1=$(ctxsw "$pid")
 		for k in p50_us p90_us p99_us; do rec lat "$t" $k "$(kv $k "$out")"; done
 		rec lat "$t" errors "$(kv errors "$out")"
+		n=$(kv ok "$out")
+		[ -n "$pid" ] && [ "${n:-0}" -gt 0 ] &&
+		    rec lat "$t" wakeups "$(awk -v a="$w0" -v b="$w1" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')"
 	done
 	# transactions/s at concurrency RATE_C, proxy CPU per transaction
 	for t in $(rotate $r); do
@@ -452,7 +601,7 @@ while [ $r -le "$ROUNDS" ]; do
 	# DNS cache (egressd resolves; the peers are given IP literals everywhere else): a new
 	# name per hop (first hop: DNS query, cache miss) versus one warm name (cache hit).
 	for t in $TARGETS; do
-		case $t in egressd-none) ;; *) continue ;; esac
+		case $t in egressd-batch) ;; *) continue ;; esac
 		out=$(load "$t" latency -n "$DNS_N" --name "r${r}n%u.bench.test:$OPORT")
 		rec dnsnew "$t" p50_us "$(kv p50_us "$out")"
 		rec dnsnew "$t" p90_us "$(kv p90_us "$out")"
@@ -553,7 +702,17 @@ if [ -z "$spawn_skip" ]; then
 	done
 fi
 
-# --- profile of egressd (batch) under the rate scenario --------------------------------------
+# --- egress-exec start-up, step by step (strace; full run) ----------------------------------
+STEPS_NOTE=""
+if [ -z "$spawn_skip" ] && [ "$STEPS" = 1 ] && command -v strace >/dev/null 2>&1 &&
+    command -v python3 >/dev/null 2>&1; then
+	if timeout -k 5 900 python3 "$SRC/bench/exec_steps.py" "$BUILD" "$STEPS_N" \
+	    > "$OUTDIR/exec_steps.md" 2>>"$TMP/spawn.log"; then
+		STEPS_NOTE="$OUTDIR/exec_steps.md"
+	fi
+fi
+
+# --- profile of egressd (batch) under the rate scenario; system calls per transaction ------
 PROFILE_NOTE=""
 if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/dev/null 2>&1 &&
     perf record -q -e cpu-clock -o "$TMP/perf.probe" -- true >/dev/null 2>&1; then
@@ -583,27 +742,33 @@ if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/de
 		perf report -i "$OUTDIR/perf.data" --stdio --children --sort symbol -g none \
 		    --percent-limit 5 2>/dev/null | grep '\[k\]'
 	} > "$OUTDIR/profile.txt"
-	# System calls per transaction (strace counts them exactly; its overhead does not
-	# matter for a count), egressd with log_sync = none, 200 transactions at c=1.
-	if command -v strace >/dev/null 2>&1 && [ -n "${PID_egressd_none:-}" ]; then
-		timeout -k 5 120 strace -f -c -p "$PID_egressd_none" -o "$TMP/strace.txt" 2>/dev/null &
+	PROFILE_NOTE="profile: $OUTDIR/profile.txt"
+else
+	PROFILE_NOTE="profile: skipped (perf unusable or BENCH_PROFILE=0)"
+fi
+# System calls per transaction (strace counts them exactly; its overhead does not matter
+# for a count): 200 transactions at c=1 through egressd (batch) and through the relay.
+if [ "$PROFILE" = 1 ] && command -v strace >/dev/null 2>&1; then
+	for t in relay egressd-batch; do
+		pid=$(var PID "$t")
+		[ -n "$pid" ] || continue
+		timeout -k 5 120 strace -f -c -p "$pid" -o "$TMP/strace.$t.txt" 2>/dev/null &
 		sp=$!
 		addpid $sp
 		sleep 1
-		sout=$(load egressd-none latency -n 200 --timeout 30)
+		sout=$(load "$t" latency -n 200 --timeout 30)
 		sleep 0.5
 		kill -INT $sp 2>/dev/null
 		wait $sp 2>/dev/null
 		dropid $sp
 		{
-			echo "# strace -f -c on egressd (log_sync=none) for 200 transactions at c=1: $sout"
+			echo "# strace -f -c on $t for 200 transactions at c=1: $sout"
 			awk 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / 200 }
-			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / 200 }' "$TMP/strace.txt"
-		} >> "$OUTDIR/profile.txt"
-	fi
-	PROFILE_NOTE="profile: $OUTDIR/profile.txt"
-else
-	PROFILE_NOTE="profile: skipped (perf unusable or BENCH_PROFILE=0)"
+			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / 200 }' "$TMP/strace.$t.txt"
+		} >> "$OUTDIR/syscalls.txt.tmp"
+		rec sys "$t" per_txn "$(awk '$NF == "total" { printf "%.1f", $4 / 200 }' "$TMP/strace.$t.txt")"
+	done
+	[ -f "$OUTDIR/syscalls.txt.tmp" ] && mv "$OUTDIR/syscalls.txt.tmp" "$OUTDIR/syscalls.txt"
 fi
 
 # --- the table ---------------------------------------------------------------------------
@@ -616,148 +781,220 @@ sum() {
 	awk -v s="$1" -v t="$2" -v k="$3" '$1 == s && $2 == t && $3 == k { x += $4; n++ }
 	    END { if (n) printf "%.0f\n", x }' "$RAW"
 }
-fmt() { # value reference decimals: "v (×r)"
-	awk -v v="$1" -v ref="$2" -v d="$3" 'BEGIN {
+# fmt VALUE DIRECT_REF RELAY_REF DECIMALS: "v (×d / ×r)", – for a missing reference
+fmt() {
+	awk -v v="$1" -v d="$2" -v r="$3" -v n="$4" 'BEGIN {
 		if (v == "") { printf "—"; exit }
-		printf "%." d "f", v
-		if (ref != "" && ref + 0 > 0) printf " (×%.2f)", v / ref }'
+		printf "%." n "f", v
+		if (d == "" && r == "") exit
+		printf " ("
+		if (d != "" && d + 0 > 0) printf "×%.2f", v / d; else printf "–"
+		printf " / "
+		if (r != "" && r + 0 > 0) printf "×%.2f", v / r; else printf "–"
+		printf ")" }'
 }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) printf "—"; else printf "×%.2f", a / b }'; }
+# Derived per-target figures, recorded into RAW under scenario "calc".
+for t in $TARGETS; do
+	tk=$(sum rate "$t" cpu_ticks)
+	n=$(sum rate "$t" ok)
+	[ -n "$tk" ] && [ "${n:-0}" -gt 0 ] &&
+	    rec calc "$t" cpu_us "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", c / hz * 1e6 / n }')"
+	tk=$(sum rate "$t" origin_ticks)
+	[ -n "$tk" ] && [ "${n:-0}" -gt 0 ] &&
+	    rec calc "$t" origin_us "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", c / hz * 1e6 / n }')"
+	tk=$(sum bulk "$t" cpu_ticks)
+	n=$(sum bulk "$t" bytes)
+	[ -n "$tk" ] && [ "${n:-0}" -gt 0 ] &&
+	    rec calc "$t" cpu_s_per_gb "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.3f", c / hz / (n / 1e9) }')"
+	for b in 1 4; do
+		m=$(med bulk$b "$t" mib_s)
+		[ -n "$m" ] && rec calc "$t" gbs$b "$(awk -v m="$m" 'BEGIN { printf "%.3f", m * 1048576 / 1e9 }')"
+	done
+done
+label() {
+	case $1 in
+	direct) echo "direct" ;;
+	relay) echo "bare relay" ;;
+	egressd-batch) echo "egressd" ;;
+	egressd-pin) echo "egressd, pinning + name" ;;
+	egressd-none) echo "egressd, log_sync none" ;;
+	egressd-always) echo "egressd, log_sync always" ;;
+	ats) echo "Traffic Server" ;;
+	*) echo "$1" ;;
+	esac
+}
+# The intercepted model connection (the model-connections issue): measured when the module
+# and its scenario (bench/model.sh, sourced, defining model_scenario) exist.
+MODEL_NOTE="n/a: not built (no model-connection interception module in this tree)"
+if ls "$SRC"/egressd/model*.c >/dev/null 2>&1; then
+	MODEL_NOTE="n/a: the module is built but its benchmark scenario (bench/model.sh) is not written yet"
+fi
 
 OUT=$OUTDIR/latest.md
 {
-	echo "# egress benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo
+	echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $([ "$QUICK" = 1 ] && echo "QUICK mode (BENCH_QUICK=1)" || echo "full mode"), source $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown), build $(basename "$BUILD")."
 	echo "Machine: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after the proxy scenarios (${T_PROXY} s)."
-	echo "Source: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown); build: $BUILD."
 	tpv="not installed"
 	[ -n "$TINYPROXY" ] && tpv=$("$TINYPROXY" -v 2>&1 | head -1 | sed 's/^tinyproxy //')
 	sqv="not installed"
 	[ -n "$SQUID" ] && sqv=$("$SQUID" -v 2>/dev/null | head -1 | sed 's/.*Version //')
-	echo "Peers: tinyproxy $tpv (LogLevel Warning), squid $sqv (access_log on, no cache); egressd splice on."
+	atv="not installed"
+	[ -n "$ATS" ] && atv=$("$ATS" -V 2>/dev/null | sed -n 's/^Traffic Server \([0-9.]*\).*/\1/p' | head -1)
+	echo "Peers: Traffic Server $atv (forward proxy, cache off, access log on), tinyproxy $tpv (LogLevel Warning), squid $sqv (access log on, no cache); egressd log_sync = batch unless named, splice on; bare relay = bench/egrelay (epoll, splice, no checks)."
 	echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
-	echo "Each cell: median over rounds (×ratio to direct where direct has the figure)."
+	echo "Each cell: the median over the rounds, then (× direct / × bare relay)."
 	echo
-	printf '| scenario |'
-	for t in $TARGETS; do printf ' %s |' "$t"; done
+	printf '| figure |'
+	for t in $TARGETS; do printf ' %s |' "$(label "$t")"; done
 	echo
 	printf '|---|'
-	for t in $TARGETS; do printf -- '---|'; done
+	for t in $TARGETS; do printf -- '---:|'; done
 	echo
-	row() { # label scen key decimals use_ratio
+	row() { # label scen key decimals [nodirect]
 		printf '| %s |' "$1"
-		ref=""
-		[ "$5" = 1 ] && ref=$(med "$2" direct "$3")
-		for t in $TARGETS; do printf ' %s |' "$(fmt "$(med "$2" "$t" "$3")" "$ref" "$4")"; done
+		d=""
+		[ "${5:-}" = nodirect ] || d=$(med "$2" direct "$3")
+		r=$(med "$2" relay "$3")
+		for t in $TARGETS; do printf ' %s |' "$(fmt "$(med "$2" "$t" "$3")" "$d" "$r" "$4")"; done
 		echo
 	}
-	row "CONNECT latency p50 (µs, c=1)" lat p50_us 0 1
-	row "CONNECT latency p90 (µs)" lat p90_us 0 1
-	row "CONNECT latency p99 (µs)" lat p99_us 0 1
-	row "transactions/s (c=$RATE_C)" rate tps 0 1
+	row "CONNECT + GET latency p50 (µs, c=1)" lat p50_us 0
+	row "latency p99 (µs, c=1)" lat p99_us 0
+	row "transactions/s (c=$RATE_C)" rate tps 0
 	printf '| errors under load (all rounds) |'
 	for t in $TARGETS; do printf ' %s |' "$(sum rate "$t" errors)"; done
 	echo
-	row "p99 under load (µs)" rate p99_us 0 1
-	printf '| proxy CPU per transaction (µs) |'
+	row "proxy CPU per transaction (µs)" calc cpu_us 0 nodirect
+	row "proxy wake-ups per transaction (context switches, c=1)" lat wakeups 1 nodirect
+	row "bulk, one tunnel (GB/s)" calc gbs1 2
+	row "bulk, four tunnels (GB/s)" calc gbs4 2
+	row "proxy CPU per GB moved (s)" calc cpu_s_per_gb 2 nodirect
+	printf '| RSS per idle tunnel (KiB) |'
+	r=$(med idle relay kib_per_tunnel)
+	for t in $TARGETS; do printf ' %s |' "$(fmt "$(med idle "$t" kib_per_tunnel)" "" "$r" 1)"; done
+	echo
+	printf '| idle tunnels held (of %s); proxy fds |' "$IDLE_N"
 	for t in $TARGETS; do
-		tk=$(sum rate "$t" cpu_ticks)
-		n=$(sum rate "$t" ok)
-		if [ -n "$tk" ] && [ -n "$n" ] && [ "$n" -gt 0 ]; then
-			printf ' %s |' "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", c / hz * 1e6 / n }')"
-		else
-			printf ' — |'
-		fi
+		o=$(med idle "$t" open)
+		if [ -n "$o" ]; then printf ' %s; %s |' "$o" "$(med idle "$t" fds)"; else printf ' — |'; fi
 	done
 	echo
-	# The origin's CPU for one accept/read/write/close, the same through every target: a
-	# floor for the one-connection share of a proxy's per-transaction CPU (loopback: the
-	# sender's CPU also runs the receiver's TCP input, see docs/performance.md).
-	printf '| origin CPU per transaction (µs, reference) |'
-	for t in $TARGETS; do
-		tk=$(sum rate "$t" origin_ticks)
-		n=$(sum rate "$t" ok)
-		if [ -n "$tk" ] && [ -n "$n" ] && [ "$n" -gt 0 ]; then
-			printf ' %s |' "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", c / hz * 1e6 / n }')"
-		else
-			printf ' — |'
-		fi
-	done
+	row "origin CPU per transaction (µs, reference)" calc origin_us 0
 	echo
-	row "bulk, 1 tunnel (MiB/s)" bulk1 mib_s 0 1
-	row "bulk, 4 tunnels (MiB/s)" bulk4 mib_s 0 1
-	printf '| proxy CPU per GiB moved (s) |'
-	for t in $TARGETS; do
-		tk=$(sum bulk "$t" cpu_ticks)
-		n=$(sum bulk "$t" bytes)
-		if [ -n "$tk" ] && [ -n "$n" ] && [ "$n" -gt 0 ]; then
-			printf ' %s |' "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", c / hz / (n / 1073741824) }')"
-		else
-			printf ' — |'
-		fi
-	done
+	echo "egressd with an intercepted model connection: $MODEL_NOTE."
+	echo "egressd, pinning + name: the same egressd through a grant with \`pinning = required\`, CONNECT by a name (DNS cache hit) instead of an IP literal; its RSS is the same process's (—)."
+	if [ -n "$(med sys egressd-batch per_txn)" ]; then
+		echo "System calls per transaction (strace -f -c, 200 at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
+	fi
 	echo
-	printf '| RSS per idle tunnel (KiB; tunnels held) |'
-	for t in $TARGETS; do
-		k=$(med idle "$t" kib_per_tunnel)
-		if [ -n "$k" ]; then printf ' %s (%s of %s) |' "$k" "$(med idle "$t" open)" "$IDLE_N"; else printf ' — |'; fi
-	done
+	echo "Goals of issue 17 (egressd = log_sync batch):"
 	echo
-	printf '| proxy fds with the idle tunnels open |'
-	for t in $TARGETS; do printf ' %s |' "$(fmt "$(med idle "$t" fds)" "" 0)"; done
-	echo
-	echo
-	echo "Decision log cost (egressd, ratio to log_sync = none):"
-	echo
-	echo "| log_sync | latency p50 (µs) | transactions/s |"
+	echo "| goal | measured | met? |"
 	echo "|---|---|---|"
-	ln=$(med lat egressd-none p50_us)
-	tn=$(med rate egressd-none tps)
-	for v in none batch always; do
-		echo "| $v | $(fmt "$(med lat egressd-$v p50_us)" "$ln" 0) | $(fmt "$(med rate egressd-$v tps)" "$tn" 0) |"
+	goal() { # text value op bound
+		m=$(awk -v v="$2" -v o="$3" -v b="$4" 'BEGIN { if (v == "") { print "—"; exit }
+		    if ((o == "le" && v + 0 <= b + 0) || (o == "ge" && v + 0 >= b + 0)) print "yes"; else print "no" }')
+		printf '| %s | %s | %s |\n' "$1" "$(awk -v v="$2" 'BEGIN { if (v == "") printf "—"; else printf "×%.2f", v }')" "$m"
+	}
+	rr() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 > 0) printf "%.4f", a / b }'; }
+	goal "latency p50 ≤ 1.15× the bare relay" "$(rr "$(med lat egressd-batch p50_us)" "$(med lat relay p50_us)")" le 1.15
+	goal "transactions/s ≥ 0.85× the bare relay" "$(rr "$(med rate egressd-batch tps)" "$(med rate relay tps)")" ge 0.85
+	goal "CPU per transaction ≤ 1.4× the bare relay" "$(rr "$(med calc egressd-batch cpu_us)" "$(med calc relay cpu_us)")" le 1.4
+	goal "one-tunnel bulk ≥ 0.95× the bare relay" "$(rr "$(med calc egressd-batch gbs1)" "$(med calc relay gbs1)")" ge 0.95
+	goal "four-tunnel bulk ≥ 0.95× the bare relay" "$(rr "$(med calc egressd-batch gbs4)" "$(med calc relay gbs4)")" ge 0.95
+	k=$(med idle egressd-batch kib_per_tunnel)
+	printf '| ≤ 4 KiB RSS per idle tunnel | %s KiB | %s |\n' "${k:-—}" "$(awk -v v="$k" 'BEGIN { if (v == "") print "—"; else print (v + 0 <= 4 ? "yes" : "no") }')"
+	for t in ats tinyproxy squid; do
+		[ -n "$(var PID "$t")" ] || continue
+		printf '| below/above %s: latency p50, transactions/s | %s, %s of %s | %s |\n' "$(label "$t")" \
+		    "$(ratio "$(med lat egressd-batch p50_us)" "$(med lat "$t" p50_us)")" \
+		    "$(ratio "$(med rate egressd-batch tps)" "$(med rate "$t" tps)")" "$(label "$t")" \
+		    "$(awk -v a="$(med lat egressd-batch p50_us)" -v b="$(med lat "$t" p50_us)" \
+		        -v c="$(med rate egressd-batch tps)" -v d="$(med rate "$t" tps)" \
+		        'BEGIN { print (a + 0 < b + 0 && c + 0 > d + 0) ? "yes" : "no" }')"
 	done
+	if [ -n "$(med lat egressd-none p50_us)" ]; then
+		echo
+		echo "Decision log cost (egressd, ratio to log_sync = none):"
+		echo
+		echo "| log_sync | latency p50 (µs) | transactions/s |"
+		echo "|---|---|---|"
+		ln=$(med lat egressd-none p50_us)
+		tn=$(med rate egressd-none tps)
+		for v in none batch always; do
+			echo "| $v | $(med lat egressd-$v p50_us) ($(ratio "$(med lat egressd-$v p50_us)" "$ln")) | $(med rate egressd-$v tps) ($(ratio "$(med rate egressd-$v tps)" "$tn")) |"
+		done
+	fi
 	echo
-	echo "DNS cache (egressd, log_sync = none; ratio to direct latency p50):"
+	echo "DNS cache (egressd; ratio to direct latency p50 / to the bare relay):"
 	echo
 	echo "| hop | p50 (µs) | p90 (µs) | errors |"
 	echo "|---|---|---|---|"
 	ld=$(med lat direct p50_us)
-	echo "| first hop to a new name (DNS query) | $(fmt "$(med dnsnew egressd-none p50_us)" "$ld" 0) | $(fmt "$(med dnsnew egressd-none p90_us)" "" 0) | $(sum dnsnew egressd-none errors) |"
-	echo "| same name again (cache hit) | $(fmt "$(med dnshit egressd-none p50_us)" "$ld" 0) | $(fmt "$(med dnshit egressd-none p90_us)" "" 0) | $(sum dnshit egressd-none errors) |"
-	echo "| IP literal (no DNS) | $(fmt "$(med lat egressd-none p50_us)" "$ld" 0) | $(fmt "$(med lat egressd-none p90_us)" "" 0) | |"
+	lr=$(med lat relay p50_us)
+	echo "| first hop to a new name (DNS query) | $(fmt "$(med dnsnew egressd-batch p50_us)" "$ld" "$lr" 0) | $(med dnsnew egressd-batch p90_us) | $(sum dnsnew egressd-batch errors) |"
+	echo "| same name again (cache hit) | $(fmt "$(med dnshit egressd-batch p50_us)" "$ld" "$lr" 0) | $(med dnshit egressd-batch p90_us) | $(sum dnshit egressd-batch errors) |"
+	echo "| IP literal (no DNS) | $(fmt "$(med lat egressd-batch p50_us)" "$ld" "$lr" 0) | $(med lat egressd-batch p90_us) | |"
 	echo
-	echo "Start-up ($SPAWN_N runs per variant, interleaved in 5 blocks; ms):"
+	echo "Start-up ($SPAWN_N runs per variant, interleaved in 5 blocks; ms; ratio to bwrap's first instruction p50):"
 	echo
 	if [ -n "$spawn_skip" ]; then
 		echo "skipped: $spawn_skip"
 	else
-		echo "| variant | first instruction p50 | p90 | whole run of true p50 | p90 | failed runs |"
-		echo "|---|---|---|---|---|---|"
+		pf() { # file column pct
+			[ -s "$1" ] || { printf '—'; return; }
+			awk -v c="$2" '$c > 0 { print $c / 1e6 }' "$1" | sort -g |
+			    awk -v p="$3" '{ v[NR] = $1 } END { if (NR) printf "%.1f", v[int(p * (NR - 1) + 1.5)] }'
+		}
+		# teardown: from the worker's first instruction (it exits right after the
+		# stamp) to the end of the whole run
+		tdown() {
+			[ -s "$1" ] || { printf '—'; return; }
+			awk '$2 > 0 { print ($1 - $2) / 1e6 }' "$1" | sort -g |
+			    awk '{ v[NR] = $1 } END { if (NR) printf "%.1f", v[int(0.5 * (NR - 1) + 1.5)] }'
+		}
+		bw=$(pf "$TMP/spawn.bwrap.stamp" 2 0.5)
+		echo "| variant | first instruction p50 | p90 | × bwrap | teardown p50 | whole run of true p50 | p90 | failed runs |"
+		echo "|---|---|---|---|---|---|---|---|"
 		for v in $SPAWN_VARIANTS; do
 			case $v in
-			plain) label="plain fork+exec (no sandbox)" ;;
-			unshare) label="unshare -n -m -p -f" ;;
-			bwrap) label="bwrap --unshare-all --ro-bind / /" ;;
-			exec_nonet) label="egress-exec run (full sandbox, no network)" ;;
-			exec_net) label="egress-exec run --allow (full sandbox, network, private egressd; own netns)" ;;
-			exec_netd) label="egress-exec run --allow --egressd-control (network, running egressd; own netns)" ;;
+			plain) lb="plain fork+exec (no sandbox)" ;;
+			unshare) lb="unshare -n -m -p -f" ;;
+			bwrap) lb="bwrap --unshare-all --ro-bind / /" ;;
+			exec_nonet) lb="egress-exec run (full sandbox, no network)" ;;
+			exec_net) lb="egress-exec run --allow (network, private egressd; own netns)" ;;
+			exec_netd) lb="egress-exec run --allow --egressd-control (network, running egressd; own netns)" ;;
 			esac
-			pf() { # file column pct
-				[ -s "$1" ] || { printf '—'; return; }
-				awk -v c="$2" '$c > 0 { print $c / 1e6 }' "$1" | sort -g |
-				    awk -v p="$3" '{ v[NR] = $1 } END { if (NR) printf "%.1f", v[int(p * (NR - 1) + 1.5)] }'
-			}
 			want=$(( ((SPAWN_N + 4) / 5) * 5 ))
 			got=$(cat "$TMP/spawn.$v.stamp" "$TMP/spawn.$v.true" 2>/dev/null | wc -l)
-			echo "| $label | $(pf "$TMP/spawn.$v.stamp" 2 0.5) | $(pf "$TMP/spawn.$v.stamp" 2 0.9) | $(pf "$TMP/spawn.$v.true" 1 0.5) | $(pf "$TMP/spawn.$v.true" 1 0.9) | $((want * 2 - got)) |"
+			f=$(pf "$TMP/spawn.$v.stamp" 2 0.5)
+			echo "| $lb | $f | $(pf "$TMP/spawn.$v.stamp" 2 0.9) | $(ratio "$f" "$bw") | $(tdown "$TMP/spawn.$v.stamp") | $(pf "$TMP/spawn.$v.true" 1 0.5) | $(pf "$TMP/spawn.$v.true" 1 0.9) | $((want * 2 - got)) |"
 		done
+	fi
+	if [ -n "$STEPS_NOTE" ]; then
+		echo
+		echo "egress-exec, step by step (bench/exec_steps.py):"
+		echo
+		cat "$STEPS_NOTE"
 	fi
 	echo
 	echo "$PROFILE_NOTE"
 } > "$OUT"
 cat "$OUT"
+# The docs quote the latest full run: the block between the markers is replaced.
+if [ "$WRITE_DOC" = 1 ] && [ -f "$DOC" ] && grep -q '^<!-- bench-table-begin -->$' "$DOC" &&
+    grep -q '^<!-- bench-table-end -->$' "$DOC"; then
+	awk -v f="$OUT" '
+		/^<!-- bench-table-begin -->$/ { print; while ((getline l < f) > 0) print l; skip = 1; next }
+		/^<!-- bench-table-end -->$/ { skip = 0 }
+		!skip { print }' "$DOC" > "$TMP/doc.md" && cat "$TMP/doc.md" > "$DOC" &&
+	    echo "bench: wrote the table into $DOC" >&2
+elif [ "$WRITE_DOC" = 1 ]; then
+	echo "bench: $DOC has no bench-table markers; not written" >&2
+fi
 # Logs worth keeping for a reader of the results.
 cp "$TMP/egload.log" "$OUTDIR/egload.log" 2>/dev/null
 cp "$TMP/spawn.log" "$OUTDIR/spawn.log" 2>/dev/null
-[ -s "$TMP/apt.log" ] && cp "$TMP/apt.log" "$OUTDIR/apt.log"
 echo "bench: results in $OUT (raw figures: $RAW)" >&2
 exit 0

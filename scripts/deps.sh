@@ -1,6 +1,9 @@
 #!/bin/sh
 # Install every Debian package egress needs to build, run and test.
 # One list, used by `make check`, `make demo` and .ci/run. Idempotent: installs only what is missing.
+#
+#   sh scripts/deps.sh          build, run and test packages (`make check`, `make demo`)
+#   sh scripts/deps.sh --bench  those plus the benchmark's peers and tools (`make bench` only)
 set -eu
 
 BUILD="build-essential cmake pkg-config clang llvm
@@ -9,14 +12,39 @@ BUILD="build-essential cmake pkg-config clang llvm
  libproxy-dev libkrb5-dev libcmocka-dev"
 RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git publicsuffix"
 TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user openssl procps psmisc chromium"
+# The benchmark's set (bench/run.sh, docs/performance.md), installed only by `make bench`:
+# the peers it compares egressd with (squid is already in TEST) and the measuring tools.
+# Their services are never left enabled: started by the benchmark by pid, stopped by pid.
+BENCH="trafficserver tinyproxy bubblewrap linux-perf strace"
+BENCH_SERVICES="trafficserver tinyproxy"
+
+sets="$BUILD $RUNTIME $TEST"
+bench=0
+case "${1:-}" in
+--bench) sets="$sets $BENCH"; bench=1 ;;
+"") ;;
+*) echo "usage: sh scripts/deps.sh [--bench]" >&2; exit 2 ;;
+esac
+
+# Packages' own services must not stay enabled (the benchmark and the tests start their own
+# instances by pid); idempotent, and a no-op without systemd.
+disable_services() {
+	[ "$bench" = 1 ] && [ "$(id -u)" = 0 ] && command -v systemctl >/dev/null 2>&1 || return 0
+	for s in $BENCH_SERVICES; do
+		if systemctl is-enabled "$s" >/dev/null 2>&1; then
+			systemctl disable --now "$s" >/dev/null 2>&1 ||
+			    echo "deps.sh: could not disable $s: run systemctl disable --now $s" >&2
+		fi
+	done
+}
 
 want=""
-for p in $BUILD $RUNTIME $TEST; do
+for p in $sets; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		want="$want $p"
 	fi
 done
-[ -z "$want" ] && exit 0
+[ -z "$want" ] && { disable_services; exit 0; }
 
 if [ "$(id -u)" != 0 ]; then
 	echo "deps.sh: missing packages:$want" >&2
@@ -35,3 +63,4 @@ fi
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $want
+disable_services

@@ -1,0 +1,469 @@
+/*
+ * egrelay - the bare CONNECT relay of the benchmark (see docs/performance.md).
+ *
+ * The floor every real proxy costs more than: one thread, one epoll set, edge-triggered
+ * events registered once per socket (no re-arming), splice(2) through pipes taken from a
+ * pool only while bytes move, and *no checks at all*: no authorization, no address
+ * classes, no name resolution (the CONNECT target must be an IPv4 literal), no log, no
+ * limits beyond the fd limit. It exists only so that the benchmark can say how far each
+ * proxy is from what the kernel makes possible on this machine. Never run it anywhere but
+ * inside the benchmark: it relays to any address it is asked for.
+ *
+ * Usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F]
+ *   PORT 0 picks a free port; --port-file receives the first listener's port (written
+ *   last, by rename, so a reader that sees the file can connect at once).
+ * A transaction: read the head (up to RELAY_HEAD_MAX bytes) until the blank line, parse
+ * `CONNECT a.b.c.d:port HTTP/1.x`, connect, answer `200`, relay both directions until each
+ * has seen EOF (half-close forwarded with shutdown(SHUT_WR)) or either side fails.
+ * Anything else is answered with a 400 and closed. SIGTERM/SIGINT end it; it prints its
+ * counters to stderr.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define RELAY_LISTEN_MAX 32
+#define RELAY_HEAD_MAX   4096
+#define RELAY_SPLICE     (1u << 20)     /* bytes asked of one splice(2) */
+#define RELAY_POOL_MAX   256            /* idle pipes kept for reuse */
+#define RELAY_EVENTS     256
+
+static const char ok200[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+static const char bad400[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+
+enum tstate { T_HEAD, T_CONNECTING, T_RELAY };
+
+struct tunnel;
+
+/* What an epoll event points at: a listener (t == NULL) or one side of a tunnel. */
+struct endpoint {
+	struct tunnel *t;
+	int side;               /* 0 client, 1 upstream */
+	int lfd;                /* listener fd when t == NULL */
+};
+
+/* One direction: bytes from fd[src] to fd[1 - src] through a pipe while they move. */
+struct dir {
+	int pipe[2];            /* -1 when none is held */
+	size_t inpipe;
+	bool eof;               /* src said EOF and the pipe is flushed: dst was shut */
+};
+
+struct tunnel {
+	int fd[2];
+	enum tstate st;
+	struct endpoint ep[2];
+	struct dir d[2];        /* d[0]: client -> upstream, d[1]: upstream -> client */
+	char *head;             /* only while reading the head; freed before the relay */
+	size_t headlen;
+	bool dead;              /* ended in this epoll batch: freed after the batch */
+	struct tunnel *next_dead;
+};
+
+static int epfd = -1;
+static int pool[RELAY_POOL_MAX][2];
+static unsigned npool;
+static volatile sig_atomic_t stop;
+static struct tunnel *graveyard;
+static unsigned long long n_accepted, n_tunnels, n_refused, n_bytes;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int
+parse_sin(const char *s, struct sockaddr_in *sin)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	char *end;
+
+	if (colon == NULL || (size_t)(colon - s) >= sizeof(host))
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+
+	if (errno != 0 || *end != '\0' || end == colon + 1 || port > 65535)
+		return -1;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)port);
+	return inet_pton(AF_INET, host, &sin->sin_addr) == 1 ? 0 : -1;
+}
+
+static int
+pipe_get(int p[2])
+{
+	if (npool > 0) {
+		npool--;
+		p[0] = pool[npool][0];
+		p[1] = pool[npool][1];
+		return 0;
+	}
+	return pipe2(p, O_NONBLOCK | O_CLOEXEC);
+}
+
+static void
+pipe_put(int p[2])
+{
+	if (p[0] < 0)
+		return;
+	if (npool < RELAY_POOL_MAX) {
+		pool[npool][0] = p[0];
+		pool[npool][1] = p[1];
+		npool++;
+	} else {
+		close(p[0]);
+		close(p[1]);
+	}
+	p[0] = p[1] = -1;
+}
+
+static void
+tunnel_free(struct tunnel *t)
+{
+	for (int i = 0; i < 2; i++) {
+		if (t->fd[i] >= 0)
+			close(t->fd[i]);
+		/* A pipe with bytes left in it cannot go back to the pool. */
+		if (t->d[i].pipe[0] >= 0) {
+			if (t->d[i].inpipe == 0) {
+				pipe_put(t->d[i].pipe);
+			} else {
+				close(t->d[i].pipe[0]);
+				close(t->d[i].pipe[1]);
+			}
+		}
+	}
+	free(t->head);
+	t->head = NULL;
+	/*
+	 * Events for the other side may already have been copied out by this epoll_wait:
+	 * keep the struct until the batch is done (close() removed both epoll entries).
+	 */
+	t->dead = true;
+	t->next_dead = graveyard;
+	graveyard = t;
+}
+
+static void
+graveyard_empty(void)
+{
+	while (graveyard != NULL) {
+		struct tunnel *t = graveyard;
+
+		graveyard = t->next_dead;
+		free(t);
+	}
+}
+
+static int
+watch(struct tunnel *t, int side)
+{
+	struct epoll_event ev = {
+		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+		.data.ptr = &t->ep[side],
+	};
+
+	t->ep[side].t = t;
+	t->ep[side].side = side;
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, t->fd[side], &ev);
+}
+
+/* Move what can move in direction i. Returns -1 when the tunnel must end. */
+static int
+pump(struct tunnel *t, int i)
+{
+	struct dir *d = &t->d[i];
+	int src = t->fd[i], dst = t->fd[1 - i];
+
+	if (d->eof)
+		return 0;
+	for (;;) {
+		if (d->inpipe > 0) {
+			ssize_t n = splice(d->pipe[0], NULL, dst, NULL, d->inpipe,
+			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+			if (n < 0)
+				return errno == EAGAIN ? 0 : -1;
+			d->inpipe -= (size_t)n;
+			n_bytes += (unsigned long long)n;
+			continue;
+		}
+		if (d->pipe[0] < 0 && pipe_get(d->pipe) != 0)
+			return -1;
+		ssize_t n = splice(src, NULL, d->pipe[1], NULL, RELAY_SPLICE,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+		if (n > 0) {
+			d->inpipe = (size_t)n;
+			continue;
+		}
+		pipe_put(d->pipe);
+		if (n == 0) {
+			d->eof = true;
+			shutdown(dst, SHUT_WR);
+			return 0;
+		}
+		return errno == EAGAIN ? 0 : -1;
+	}
+}
+
+static void
+relay(struct tunnel *t)
+{
+	if (pump(t, 0) != 0 || pump(t, 1) != 0 || (t->d[0].eof && t->d[1].eof))
+		tunnel_free(t);
+}
+
+static void
+refuse(struct tunnel *t)
+{
+	n_refused++;
+	(void)send(t->fd[0], bad400, sizeof(bad400) - 1, MSG_NOSIGNAL);
+	tunnel_free(t);
+}
+
+/* The head is complete at t->head[0..end): parse it and start the upstream connect. */
+static void
+start_connect(struct tunnel *t)
+{
+	char target[64];
+	struct sockaddr_in sin;
+	const char *p = t->head, *sp;
+
+	if (t->headlen < 8 || memcmp(p, "CONNECT ", 8) != 0)
+		return refuse(t);
+	p += 8;
+	sp = memchr(p, ' ', t->headlen - 8);
+	if (sp == NULL || (size_t)(sp - p) >= sizeof(target))
+		return refuse(t);
+	memcpy(target, p, (size_t)(sp - p));
+	target[sp - p] = '\0';
+	if (parse_sin(target, &sin) != 0)
+		return refuse(t);
+	t->fd[1] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (t->fd[1] < 0)
+		return refuse(t);
+	int one = 1;
+
+	setsockopt(t->fd[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(t->fd[1], (struct sockaddr *)&sin, sizeof(sin)) != 0 && errno != EINPROGRESS)
+		return refuse(t);
+	t->st = T_CONNECTING;
+	if (watch(t, 1) != 0)
+		return refuse(t);
+}
+
+static void
+on_client_head(struct tunnel *t)
+{
+	for (;;) {
+		if (t->headlen >= RELAY_HEAD_MAX)
+			return refuse(t);
+		ssize_t n = recv(t->fd[0], t->head + t->headlen, RELAY_HEAD_MAX - t->headlen, 0);
+
+		if (n == 0)
+			return tunnel_free(t);
+		if (n < 0)
+			return errno == EAGAIN ? (void)0 : tunnel_free(t);
+		size_t from = t->headlen > 3 ? t->headlen - 3 : 0;
+
+		t->headlen += (size_t)n;
+		void *e = memmem(t->head + from, t->headlen - from, "\r\n\r\n", 4);
+
+		if (e != NULL) {
+			/* A client that sends bytes before the 200 is not one of ours. */
+			if ((char *)e + 4 != t->head + t->headlen)
+				return refuse(t);
+			return start_connect(t);
+		}
+	}
+}
+
+static void
+on_connected(struct tunnel *t)
+{
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	if (getsockopt(t->fd[1], SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
+		return refuse(t);
+	free(t->head);
+	t->head = NULL;
+	/* 39 bytes into a fresh socket's empty send buffer: a short write is a failure. */
+	if (send(t->fd[0], ok200, sizeof(ok200) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(ok200) - 1))
+		return tunnel_free(t);
+	t->st = T_RELAY;
+	n_tunnels++;
+	relay(t);
+}
+
+static void
+on_accept(int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		n_accepted++;
+		struct tunnel *t = calloc(1, sizeof(*t));
+
+		if (t == NULL || (t->head = malloc(RELAY_HEAD_MAX)) == NULL) {
+			free(t);
+			close(fd);
+			continue;
+		}
+		t->fd[0] = fd;
+		t->fd[1] = -1;
+		t->d[0].pipe[0] = t->d[0].pipe[1] = -1;
+		t->d[1].pipe[0] = t->d[1].pipe[1] = -1;
+		t->st = T_HEAD;
+		int one = 1;
+
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (watch(t, 0) != 0) {
+			tunnel_free(t);
+			continue;
+		}
+		/* Edge-triggered: the head may already be there. */
+		on_client_head(t);
+	}
+}
+
+static void
+on_event(struct endpoint *ep, uint32_t events)
+{
+	struct tunnel *t = ep->t;
+
+	if (t == NULL)
+		return on_accept(ep->lfd);
+	if (t->dead)
+		return;
+	switch (t->st) {
+	case T_HEAD:
+		if (ep->side == 0 && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+			on_client_head(t);
+		return;
+	case T_CONNECTING:
+		if (ep->side == 1 && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			on_connected(t);
+		else if (ep->side == 0 && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+			tunnel_free(t);
+		return;
+	case T_RELAY:
+		relay(t);
+		return;
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *port_file = NULL;
+	static struct endpoint lep[RELAY_LISTEN_MAX];
+	struct sockaddr_in lsin[RELAY_LISTEN_MAX];
+	unsigned nlisten = 0;
+	struct rlimit rl;
+
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 >= argc)
+			goto usage;
+		const char *a = argv[i], *v = argv[++i];
+
+		if (strcmp(a, "--listen") == 0) {
+			if (nlisten >= RELAY_LISTEN_MAX || parse_sin(v, &lsin[nlisten]) != 0)
+				goto usage;
+			nlisten++;
+		} else if (strcmp(a, "--port-file") == 0) {
+			port_file = v;
+		} else {
+			goto usage;
+		}
+	}
+	if (nlisten == 0)
+		goto usage;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0)
+		return 1;
+	for (unsigned i = 0; i < nlisten; i++) {
+		int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+		if (lfd < 0)
+			return 1;
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(lfd, (struct sockaddr *)&lsin[i], sizeof(lsin[i])) != 0 ||
+		    listen(lfd, 4096) != 0) {
+			fprintf(stderr, "egrelay: bind: %s\n", strerror(errno));
+			return 1;
+		}
+		socklen_t sl = sizeof(lsin[i]);
+
+		getsockname(lfd, (struct sockaddr *)&lsin[i], &sl);
+		lep[i].t = NULL;
+		lep[i].lfd = lfd;
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &lep[i] };
+
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0)
+			return 1;
+	}
+	if (port_file != NULL) {
+		char tmp[4096];
+		int n = snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+		FILE *f;
+
+		if (n < 0 || (size_t)n >= sizeof(tmp) || (f = fopen(tmp, "w")) == NULL)
+			return 1;
+		fprintf(f, "%u\n", ntohs(lsin[0].sin_port));
+		if (fclose(f) != 0 || rename(tmp, port_file) != 0)
+			return 1;
+	}
+	static struct epoll_event evs[RELAY_EVENTS];
+
+	while (!stop) {
+		int n = epoll_wait(epfd, evs, RELAY_EVENTS, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		for (int i = 0; i < n; i++)
+			on_event(evs[i].data.ptr, evs[i].events);
+		graveyard_empty();
+	}
+	fprintf(stderr, "egrelay: accepted=%llu tunnels=%llu refused=%llu bytes=%llu\n",
+	    n_accepted, n_tunnels, n_refused, n_bytes);
+	return 0;
+usage:
+	fprintf(stderr, "usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F]\n");
+	return 2;
+}

@@ -1,0 +1,52 @@
+#!/bin/bash
+# The benchmark's bare relay (bench/egrelay.c) relays correctly: a smoke test of
+# correctness, not of timing (no figure is asserted). Inside a network namespace of its own
+# (loopback only): egorigin as the origin, egrelay in front of it, egload through it for a
+# few CONNECT + GET transactions and a small bulk download, and a request that is not a
+# CONNECT to an IP literal answered 400. Needs root for the namespace (exit 77 otherwise).
+set -u
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespace)"; exit 77; }
+B=${EGRESS_BINARY_DIR:?EGRESS_BINARY_DIR unset}/bench
+for b in egrelay egorigin egload; do
+	[ -x "$B/$b" ] || { echo "FAIL: $B/$b is not built"; exit 1; }
+done
+T=$(mktemp -d /tmp/egress-relay-test.XXXXXX) || exit 1
+trap 'rm -rf "$T"' EXIT
+
+# shellcheck disable=SC2016
+timeout -k 5 120 unshare -n bash -c '
+set -u
+B=$1 T=$2
+ip link set lo up || exit 1
+"$B/egorigin" --listen 127.0.9.1:0 --port-file "$T/o.port" 2>"$T/origin.log" &
+op=$!
+"$B/egrelay" --listen 127.0.0.1:0 --port-file "$T/r.port" 2>"$T/relay.log" &
+rp=$!
+trap "kill $op $rp 2>/dev/null; wait 2>/dev/null" EXIT
+i=0
+while { [ ! -s "$T/o.port" ] || [ ! -s "$T/r.port" ]; } && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ -s "$T/o.port" ] && [ -s "$T/r.port" ] || { echo "FAIL: origin or relay did not start"; exit 1; }
+O=127.0.9.1:$(cat "$T/o.port") R=127.0.0.1:$(cat "$T/r.port")
+fail=0
+out=$("$B/egload" latency --target "$O" --proxy "$R" -n 20 --timeout 10)
+echo "latency: $out"
+case " $out " in *" ok=20 errors=0 "*) ;; *) echo "FAIL: 20 transactions expected"; fail=1 ;; esac
+out=$("$B/egload" bulk --target "$O" --proxy "$R" -c 2 --bytes 4000000 --timeout 30)
+echo "bulk: $out"
+case " $out " in *" ok=2 errors=0 tunnels=2 bytes=8000000 "*) ;; *) echo "FAIL: 2 x 4 MB expected"; fail=1 ;; esac
+# Not a CONNECT to an IP literal: 400, and nothing relayed.
+exec 3<>"/dev/tcp/127.0.0.1/$(cat "$T/r.port")" || exit 1
+printf "GET http://example.test/ HTTP/1.1\r\nHost: example.test\r\n\r\n" >&3
+read -r -t 10 line <&3
+exec 3>&-
+echo "non-CONNECT answered: ${line%$'\''\r'\''}"
+case $line in "HTTP/1.1 400 "*) ;; *) echo "FAIL: 400 expected"; fail=1 ;; esac
+kill -TERM $rp
+wait $rp
+cat "$T/relay.log"
+grep -q "tunnels=22 refused=1" "$T/relay.log" || { echo "FAIL: relay counters"; fail=1; }
+exit $fail
+' bash "$B" "$T"
+rc=$?
+[ $rc = 0 ] && echo PASS
+exit $rc
