@@ -300,7 +300,8 @@ def t_kill9_cleanup(ns, repo):
     while time.monotonic() < deadline and st.host_processes_with(marker):
         time.sleep(0.05)
     check(not st.host_processes_with(marker), "the worker outlived egress-exec")
-    check(os.path.exists("/sys/fs/cgroup/pids/egress/" + rid), "no leftover to clean?")
+    check(os.path.exists("/sys/fs/cgroup/pids%s/egress/%s" % (st._self_cgroup("pids"), rid)),
+          "no leftover to clean?")
     cp = subprocess.run(["nsenter", "--net=/run/netns/%s" % ns, st.EXE, "cleanup"],
                         capture_output=True, timeout=60)
     check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout, cp.stderr))
