@@ -21,15 +21,15 @@
  *                                                      setsid, stdio, close fds, chdir,
  *                                                      privs drop (verified), seccomp last
  *                                                      (verified), execve
- * 13. setup pipe reaches EOF: the worker exec'd (or a report names the failed step)
- * 14. supervise: wall budget, bounded stdout/stderr, pids sampling
- * 15. teardown, whatever happened: kill the whole cgroup, usage read back, destroy it,
+ *     setup pipe reaches EOF: the worker exec'd (or a report names the failed step)
+ * 13. supervise: wall budget, bounded stdout/stderr, pids sampling
+ * 14. teardown, whatever happened: kill the whole cgroup, usage read back, destroy it,
  *     grant.revoke, veth removed, embedded egressd stopped
- * 16. classify the worker's outcome, once (sandbox_result.reason and .message)
- * 17. hand over: merged view and upper layer for the caller, or the layer removed
+ * 14b. classify the worker's outcome, once (sandbox_result.reason and .message)
+ * 15. hand over: merged view and upper layer for the caller, or the layer removed
  *
- * sandbox_run is those phases in order: sb_setup (steps 1-13, one function per step,
- * sb_setup_*), sb_supervise (14), sb_teardown (15), sb_classify (16), sb_hand_over (17).
+ * sandbox_run is those phases in order: sb_setup (steps 1-12, one function per step,
+ * sb_setup_*), sb_supervise (13), sb_teardown (14), sb_classify (14b), sb_hand_over (15).
  * Their shared state is one struct sb_run. The child's side (steps 9-12) is
  * executor/sandbox_child.c.
  */
@@ -591,7 +591,7 @@ sb_setup_go(struct sb_run *r)
 	return 0;
 }
 
-/* 13. Setup result: EOF on the report pipe means the worker exec'd; a report names the
+/* 12. Setup result: EOF on the report pipe means the worker exec'd; a report names the
  * step that failed. */
 static int
 sb_setup_wait_exec(struct sb_run *r)
@@ -626,7 +626,7 @@ sb_setup_wait_exec(struct sb_run *r)
 	return 0;
 }
 
-/* Steps 1-13, in the order of docs/sandbox.md. 0 when the worker exec'd; -1 with the
+/* Steps 1-12, in the order of docs/sandbox.md. 0 when the worker exec'd; -1 with the
  * result's reason and message saying which step failed (teardown undoes the rest). */
 static int
 sb_setup(struct sb_run *r)
@@ -639,7 +639,7 @@ sb_setup(struct sb_run *r)
 	return sb_setup_wait_exec(r);
 }
 
-/* 14. Supervise: wall budget, bounded output, the prompt on stdin, pids sampling. Ends
+/* 13. Supervise: wall budget, bounded output, the prompt on stdin, pids sampling. Ends
  * when init exited and both streams reached EOF (or a short drain after it), at the wall
  * budget, or on a signal to egress-exec. */
 static void
@@ -734,7 +734,7 @@ sb_supervise(struct sb_run *r)
 		res->timed_out = false;     /* the worker ended; only its pipes lingered */
 }
 
-/* 15. Teardown, whatever happened: the whole cgroup first (background and setsid children
+/* 14. Teardown, whatever happened: the whole cgroup first (background and setsid children
  * included), then usage, then the rest. The captured output moves to the result. */
 static void
 sb_teardown(struct sb_run *r)
@@ -849,7 +849,7 @@ sb_classify(struct sb_run *r)
 	}
 }
 
-/* After a run that started: the upper layer stays for the caller with a read-only merged
+/* 15. After a run that started: the upper layer stays for the caller with a read-only merged
  * view (no view of what the worker changed: the result cannot be trusted). Otherwise the
  * layer goes. Then what is left of the run's scratch, and its state record unless the
  * caller still holds the layer (sandbox_release_upper removes it). */
