@@ -103,6 +103,38 @@ print(json.dumps(res))
 '''
 
 
+TMPFILL = r'''
+import json, os
+n = 0
+res = {}
+try:
+    with open("/tmp/fill", "wb") as f:
+        for i in range(160):
+            f.write(b"x" * (1024 * 1024))
+            f.flush()
+            n += 1
+    res["tmp"] = "wrote:%d" % n
+except OSError as e:
+    res["tmp"] = "stopped:%d:%d" % (n, e.errno)
+print(json.dumps(res), flush=True)
+'''
+
+
+def t_tmp_counts_against_memory(ns, repo):
+    """Files in the worker's /tmp are tmpfs pages charged to the run's memory cgroup
+    (docs/sandbox.md): under --memory 48M with --disk 256M, 160 MiB in /tmp never fits;
+    the worker is OOM-killed or its write fails with ENOMEM, never ENOSPC."""
+    r = st.run(ns, ["--repo", repo.path, "--memory", "48M", "--disk", "256M", "--wall", "60s"],
+               st.py(TMPFILL))
+    if r.result.get("reason") == "oom":
+        check(r.rc == 13, r.describe())
+    else:
+        v = r.json_line()["tmp"]
+        check(v.startswith("stopped:") and v.endswith(":12"), "/tmp not bounded by memory: %s"
+              % v)
+    no_leftovers(ns, r)
+
+
 def t_disk_fill(ns, repo):
     import signal
     old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -320,6 +352,7 @@ def main():
         with st.NetNS("l") as ns:
             for name, fn in [("fork_bomb", t_fork_bomb), ("memory_balloon", t_memory_balloon),
                              ("disk_fill", t_disk_fill), ("cpu_spin", t_cpu_spin),
+                             ("tmp_counts_against_memory", t_tmp_counts_against_memory),
                              ("timeout", t_timeout), ("setsid_daemon", t_setsid_daemon),
                              ("background_at_timeout", t_background_at_timeout),
                              ("stdout_flood", t_stdout_flood),
