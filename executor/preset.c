@@ -228,7 +228,7 @@ fail:
  * number of the first such line, or 0. Only the key is looked at, never a section: argv
  * exists in [preset] alone, and any other section's argv is an unknown key anyway.
  */
-TESTABLE unsigned
+static unsigned
 preset_argv_comment_line(const char *text, size_t len)
 {
 	unsigned lineno = 0;
