@@ -272,23 +272,34 @@ cg_rmdir(const char *path)
 }
 
 int
+cg_mkdir_parent(const char *base, char *parent, char *err, size_t errlen)
+{
+	if (cg_path_join(parent, base, CGROUP_PARENT) != 0) {
+		cg_errf(err, errlen, "cgroup: path too long under %s", base);
+		return -1;
+	}
+	if (mkdir(parent, 0755) == 0)
+		cg_after_mkdir(parent);
+	else if (errno != EEXIST) {
+		cg_errf(err, errlen, "cgroup: mkdir %s: %s", parent, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
 cg_mkdir_group(const char *base, const char *run_id, char *out, bool *created, char *err,
     size_t errlen)
 {
 	char parent[EGRESS_PATH_MAX];
 
-	if (cg_path_join(parent, base, CGROUP_PARENT) != 0 ||
-	    cg_path_join(out, parent, run_id) != 0) {
-		cg_errf(err, errlen, "cgroup: path too long under %s", base);
-		return -1;
-	}
 	/* A concurrent run's destroy removes an empty egress/ (it is ours to remove): if it
 	 * goes between the two mkdirs, make it again, a bounded number of times. */
 	for (int t = 0;; t++) {
-		if (mkdir(parent, 0755) == 0)
-			cg_after_mkdir(parent);
-		else if (errno != EEXIST) {
-			cg_errf(err, errlen, "cgroup: mkdir %s: %s", parent, strerror(errno));
+		if (cg_mkdir_parent(base, parent, err, errlen) != 0)
+			return -1;
+		if (cg_path_join(out, parent, run_id) != 0) {
+			cg_errf(err, errlen, "cgroup: path too long under %s", base);
 			return -1;
 		}
 		if (mkdir(out, 0755) == 0)
@@ -681,7 +692,11 @@ cgroup_kill(struct cgroup *cg, unsigned timeout_ms, char *err, size_t errlen)
 	for (;;) {
 		if (cgroup_empty(cg))
 			return 0;
-		cg->be->kill_pass(cg, deadline);
+		/* A task stuck in uninterruptible sleep can keep a group FREEZING for long:
+		 * wait at most a quarter second per pass for the freeze, then kill what is
+		 * listed anyway. */
+		uint64_t freeze_by = mono_msec() + 250;
+		cg->be->kill_pass(cg, freeze_by < deadline ? freeze_by : deadline);
 		/* Give the kernel a moment to reap the killed tasks out of the group. */
 		for (int i = 0; i < 10 && !cgroup_empty(cg); i++)
 			cg_sleep_ms(5);
@@ -794,6 +809,12 @@ walk(struct cg_walk *w, const char *dir, unsigned depth)
 		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
 		    cg_path_join(p, dir, de->d_name) != 0)
 			continue;
+		if (!is_parent && strcmp(de->d_name, CG_SUPERVISOR_LEAF) == 0) {
+			/* a v2 supervisor leaf: gone once its egress-exec is (rmdir fails while
+			 * a process is in it) */
+			(void)cg_rmdir(p);
+			continue;
+		}
 		if (is_parent) {
 			if (!cgroup_run_id_valid(de->d_name) ||
 			    w->nfound >= CG_LEFTOVERS_MAX * CG_V1_CTRLS)

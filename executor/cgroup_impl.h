@@ -57,8 +57,9 @@ struct cg_backend {
 	 * read back. On failure the caller removes what cg->created says. */
 	int (*create)(struct cgroup *cg, const char *root, const struct cgroup_limits *lim,
 	    char *err, size_t errlen);
-	/* One pass of killing every process of the group (the caller repeats until empty). */
-	void (*kill_pass)(struct cgroup *cg, uint64_t deadline_ms);
+	/* One pass of killing every process of the group (the caller repeats until empty);
+	 * a freeze is waited for until freeze_by (monotonic ms) at most. */
+	void (*kill_pass)(struct cgroup *cg, uint64_t freeze_by);
 	int (*usage)(struct cgroup *cg, struct cgroup_usage *out, char *err, size_t errlen);
 	/* Directory of one controller (v2: the group, whatever the controller). */
 	const char *(*dir)(const struct cgroup *cg, const char *controller);
@@ -88,6 +89,8 @@ int cg_write_check_u64(const char *dir, const char *file, uint64_t v, char *err,
 uint64_t cg_page_round(uint64_t bytes);
 bool cg_swap_active(void);
 void cg_after_mkdir(const char *path);
+/* mkdir base/CGROUP_PARENT (existing is fine); parent gets its path. */
+int cg_mkdir_parent(const char *base, char *parent, char *err, size_t errlen);
 /* mkdir base/CGROUP_PARENT (existing is fine) and base/CGROUP_PARENT/run_id (existing is
  * not: a leftover); out gets the latter. */
 int cg_mkdir_group(const char *base, const char *run_id, char *out, bool *created, char *err,

@@ -175,8 +175,7 @@ v1_create(struct cgroup *cg, const char *root, const struct cgroup_limits *lim, 
 	return v1_apply(cg, lim, err, errlen);
 }
 
-/* Wait (bounded by deadline_ms, monotonic) until file in dir reads want as its first word
- * (or for v2 cgroup.events the "frozen 1" line). */
+/* Wait (bounded by deadline_ms, monotonic) until freezer.state reads FROZEN. */
 static bool
 wait_frozen_v1(const char *frz, uint64_t deadline_ms)
 {
@@ -195,18 +194,12 @@ wait_frozen_v1(const char *frz, uint64_t deadline_ms)
 /* One kill pass: freeze so nothing forks or exits while the pid list is read (pids stay
  * valid: no reuse while frozen), SIGKILL all, thaw so the signals are delivered. */
 static void
-v1_kill_pass(struct cgroup *cg, uint64_t deadline_ms)
+v1_kill_pass(struct cgroup *cg, uint64_t freeze_by)
 {
-	/* A task stuck in uninterruptible sleep can keep a group FREEZING for long: wait at
-	 * most a quarter second per pass for the freeze, then kill what is listed anyway. */
-	uint64_t freeze_by = mono_msec() + 250;
-	if (freeze_by > deadline_ms)
-		freeze_by = deadline_ms;
-
 	const char *frz = v1_dir(cg, "freezer");
-	bool frozen = false;
+
 	if (frz != NULL && cg_write(frz, "freezer.state", "FROZEN") == 0)
-		frozen = wait_frozen_v1(frz, freeze_by);
+		(void)wait_frozen_v1(frz, freeze_by);
 	/* Even if freezing timed out, kill what we see: the loop repeats until empty. The
 	 * freezer's "tasks" lists every thread; other hierarchies are covered too in case a
 	 * process is in one but not another (half-done attach). */
@@ -216,7 +209,6 @@ v1_kill_pass(struct cgroup *cg, uint64_t deadline_ms)
 		cg_kill_listed(cg->dirs[i], "cgroup.procs");
 	if (frz != NULL)
 		(void)cg_write(frz, "freezer.state", "THAWED");
-	(void)frozen;
 }
 
 static int

@@ -166,17 +166,27 @@ v2_adopt(const char *base, char *err, size_t errlen)
 		cg_errf(err, errlen, "cgroup: path too long");
 		return -1;
 	}
-	if (mkdir(leaf, 0755) == 0)
-		cg_after_mkdir(leaf);
-	else if (errno != EEXIST) {
-		cg_errf(err, errlen, "cgroup: mkdir %s: %s", leaf, strerror(errno));
-		return -1;
-	}
 	snprintf(self, sizeof(self), "%d\n", (int)me);
-	if (cg_write(leaf, "cgroup.procs", self) != 0 ||
-	    cg_procs_has(leaf, "cgroup.procs", me) != 1) {
-		cg_errf(err, errlen, "cgroup: moving egress-exec into %s: %s", leaf,
-		    strerror(errno));
+	/* `egress-exec cleanup` removes empty leaves: if it takes this one between the mkdir
+	 * and the move, make it again (bounded). */
+	for (int t = 0;; t++) {
+		if (mkdir(leaf, 0755) == 0)
+			cg_after_mkdir(leaf);
+		else if (errno != EEXIST) {
+			cg_errf(err, errlen, "cgroup: mkdir %s: %s", leaf, strerror(errno));
+			return -1;
+		}
+		if (cg_write(leaf, "cgroup.procs", self) == 0)
+			break;
+		if (errno != ENOENT || t >= 3) {
+			cg_errf(err, errlen, "cgroup: moving egress-exec into %s: %s", leaf,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	if (cg_procs_has(leaf, "cgroup.procs", me) != 1) {
+		cg_errf(err, errlen, "cgroup: egress-exec is not listed in %s/cgroup.procs after "
+		    "moving there", leaf);
 		return -1;
 	}
 	return 0;
@@ -241,19 +251,11 @@ v2_create(struct cgroup *cg, const char *root, const struct cgroup_limits *lim, 
 		return -1;
 	if (v2_enable(base, err, errlen) != 0)
 		return -1;
-	if (cg_path_join(parent, base, CGROUP_PARENT) != 0) {
-		cg_errf(err, errlen, "cgroup: path too long");
-		return -1;
-	}
 	/* mkdir egress/ then enable in it: cg_mkdir_group makes egress/ again (EEXIST). A
 	 * concurrent run's destroy may remove an empty egress/ in between: bounded retry. */
 	for (int t = 0;; t++) {
-		if (mkdir(parent, 0755) == 0)
-			cg_after_mkdir(parent);
-		else if (errno != EEXIST) {
-			cg_errf(err, errlen, "cgroup: mkdir %s: %s", parent, strerror(errno));
+		if (cg_mkdir_parent(base, parent, err, errlen) != 0)
 			return -1;
-		}
 		if (v2_enable(parent, err, errlen) == 0)
 			break;
 		if (errno != ENOENT || t >= 3)
@@ -279,24 +281,21 @@ wait_frozen_v2(const char *d, uint64_t deadline_ms)
 }
 
 static void
-v2_kill_pass(struct cgroup *cg, uint64_t deadline_ms)
+v2_kill_pass(struct cgroup *cg, uint64_t freeze_by)
 {
-	/* A task stuck in uninterruptible sleep can keep a group FREEZING for long: wait at
-	 * most a quarter second per pass for the freeze, then kill what is listed anyway. */
-	uint64_t freeze_by = mono_msec() + 250;
-	if (freeze_by > deadline_ms)
-		freeze_by = deadline_ms;
-
 	const char *d = cg->dirs[0];
+	bool can_freeze;
+
+	/* cgroup.kill (5.14+) takes the whole group at once; without it: freeze so nothing
+	 * forks or exits while the pid list is read, SIGKILL all, thaw. */
 	if (cg_exists(d, "cgroup.kill") && cg_write(d, "cgroup.kill", "1") == 0)
 		return;
-	bool can_freeze = cg_write(d, "cgroup.freeze", "1") == 0;
+	can_freeze = cg_write(d, "cgroup.freeze", "1") == 0;
 	if (can_freeze)
 		(void)wait_frozen_v2(d, freeze_by);
 	cg_kill_listed(d, "cgroup.procs");
 	if (can_freeze)
 		(void)cg_write(d, "cgroup.freeze", "0");
-	return;
 }
 
 static int

@@ -556,6 +556,13 @@ test_v2_cleanup_leftovers(void **state)
 	assert_false(exists(deep));
 	snprintf(deep, sizeof(deep), "%s/user.slice/egress", fake_root);
 	assert_false(exists(deep));
+	/* an emptied v2 supervisor leaf goes too */
+	snprintf(deep, sizeof(deep), "%s/user.slice/egress-supervisor", fake_root);
+	assert_int_equal(mkdir(deep, 0755), 0);
+	fake_populate(deep);
+	assert_int_equal(cgroup_cleanup_leftovers(fake_root, live_only_b, &calls, &removed, err,
+	    sizeof(err)), 0);
+	assert_false(exists(deep));
 	/* the handles: a's directory is already gone (destroy treats that as done) */
 	assert_int_equal(cgroup_destroy(a, err, sizeof(err)), 0);
 	assert_int_equal(cgroup_destroy(b, err, sizeof(err)), 0);
