@@ -448,6 +448,12 @@ env_file_parse(const char *name, const char *text, size_t len, char ***out, char
 			    name, lineno);
 			goto fail;
 		}
+		if (memchr(line, '\r', ll) != NULL) {
+			/* `run` used to strip it and `check` to keep it in the value */
+			msgf(err, errlen, "%s:%u: a carriage return (a file with CRLF line ends?)",
+			    name, lineno);
+			goto fail;
+		}
 		if (ll > (size_t)ENV_NAME_MAX + 1 + ENV_VALUE_MAX) {
 			msgf(err, errlen, "%s:%u: line longer than %d bytes", name, lineno,
 			    ENV_NAME_MAX + 1 + ENV_VALUE_MAX);

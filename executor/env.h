@@ -114,7 +114,7 @@ int env_build(const char *const *allow, const char *const *source,
  *  - empty lines and lines starting with '#' are skipped;
  *  - anything else refuses the whole file with "name:line: why": a line without '=' or
  *    with an empty name, a line longer than ENV_NAME_MAX + 1 + ENV_VALUE_MAX bytes, a NUL
- *    byte, more than EGRESS_ENV_VARS_MAX variables, a file over EGRESS_ENV_FILE_MAX bytes.
+ *    byte or a carriage return (CRLF files), more than EGRESS_ENV_VARS_MAX variables, a file over EGRESS_ENV_FILE_MAX bytes.
  *    Nothing is skipped, split or cut silently.
  * The entries are kept in file order (env_build takes the first entry of a name). Which
  * names and values may reach a worker is env_build's and admission's business, not this.

@@ -332,6 +332,7 @@ test_env_file(void **state)
 		{ "A=1\nnot a pair\n", "e:2:" },
 		{ "A=1\n\n=value\n", "e:3:" },
 		{ " # indented comment\n", "e:1:" },
+		{ "A=1\r\nB=2\r\n", "e:1:" },
 		{ "A=1\nB=2\nghp_0123456789abcdefghij\n", "e:3:" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
