@@ -460,6 +460,34 @@ cgroup_probe(const char *root, struct cgroup_probe *out)
 	return backend_for(root != NULL ? root : CGROUP_ROOT_DEFAULT, out) != NULL ? 0 : -1;
 }
 
+int
+cgroup_nest_check(const char *root, char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct cgroup_probe pr;
+	const struct cg_backend *be;
+	char hier[EGRESS_PATH_MAX], base[EGRESS_PATH_MAX];
+
+	if (root == NULL)
+		root = CGROUP_ROOT_DEFAULT;
+	if ((be = backend_for(root, &pr)) == NULL) {
+		cg_errf(err, errlen, "cgroup: %s", pr.detail);
+		return -1;
+	}
+	if (be->ver == CGROUP_VERSION_2)
+		snprintf(hier, sizeof(hier), "%s", root);
+	else if (cg_path_join(hier, root, "memory") != 0) {
+		cg_errf(err, errlen, "cgroup: path too long");
+		return -1;
+	}
+	if (cg_self_base(hier, be->ver == CGROUP_VERSION_2 ? NULL : "memory", base, err,
+	    errlen) != 0)
+		return -1;
+	snprintf(out, outlen, "%s", base);
+	if (be->ver == CGROUP_VERSION_2 && cg_v2_nest_check(root, base, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 static struct cgroup *
 cg_alloc(const struct cg_backend *be, const char *run_id)
 {

@@ -89,6 +89,14 @@ struct cgroup;
  * (out->detail says what is missing). */
 int cgroup_probe(const char *root, struct cgroup_probe *out);
 
+/*
+ * Where this process's runs would nest, and whether they can (egress-exec doctor): out
+ * (outlen bytes) gets the caller's cgroup directory (v2 the unified one, v1 the memory
+ * hierarchy's); 0 when a run could be created under it, -1 with the reason and its fix in
+ * err. Writes nothing.
+ */
+int cgroup_nest_check(const char *root, char *out, size_t outlen, char *err, size_t errlen);
+
 /* True when run_id is acceptable as a directory name (see CGROUP_RUN_ID_MAX). */
 bool cgroup_run_id_valid(const char *run_id);
 

@@ -72,6 +72,10 @@ extern const struct cg_backend cg_backend_v2;
  * runs' groups (a v2 cgroup with limited children may hold no process itself). */
 #define CG_SUPERVISOR_LEAF "egress-supervisor"
 
+/* v2: can the caller's cgroup base (under root) hold the runs' groups? 0 as it is, 1 once
+ * egress-exec moved itself into CG_SUPERVISOR_LEAF, -1 (err) never. Writes nothing. */
+int cg_v2_nest_check(const char *root, const char *base, char *err, size_t errlen);
+
 /* ---- helpers (cgroup.c) ---- */
 void cg_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

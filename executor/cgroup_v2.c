@@ -114,18 +114,20 @@ v2_enable(const char *dir, char *err, size_t errlen)
 }
 
 /*
- * Make the caller's cgroup `base` able to hold limited children (see the top of this
- * file): nothing to do when its subtree already has the controllers; otherwise refuse
- * unless it offers them and holds only egress-exec, then move egress-exec into the
- * supervisor leaf.
+ * Can the caller's cgroup `base` hold limited children (see the top of this file)?
+ * 0: yes as it is (the root, or its subtree already has the controllers); 1: yes once
+ * egress-exec moved itself into the supervisor leaf; -1: no, err names the fix. Writes
+ * nothing (egress-exec doctor asks too).
  */
-static int
-v2_adopt(const char *base, char *err, size_t errlen)
+int
+cg_v2_nest_check(const char *root, const char *base, char *err, size_t errlen)
 {
 	static const char *const ctrls[] = { "cpu", "memory", "pids" };
-	char buf[CG_FILE_MAX], leaf[EGRESS_PATH_MAX], self[32];
+	char buf[CG_FILE_MAX];
 	pid_t me = getpid();
 
+	if (strcmp(base, root) == 0)
+		return 0;
 	if (cg_read(base, "cgroup.subtree_control", buf, sizeof(buf)) == 0 &&
 	    cg_has_token(buf, "cpu") && cg_has_token(buf, "memory") && cg_has_token(buf, "pids"))
 		return 0;
@@ -162,6 +164,20 @@ v2_adopt(const char *base, char *err, size_t errlen)
 		if (*p == '\n')
 			p++;
 	}
+	return 1;
+}
+
+/* Make the caller's cgroup `base` able to hold limited children: when cg_v2_nest_check
+ * says so, move egress-exec into the supervisor leaf. */
+static int
+v2_adopt(const char *root, const char *base, char *err, size_t errlen)
+{
+	char leaf[EGRESS_PATH_MAX], self[32];
+	pid_t me = getpid();
+	int rc = cg_v2_nest_check(root, base, err, errlen);
+
+	if (rc <= 0)
+		return rc;
 	if (cg_path_join(leaf, base, CG_SUPERVISOR_LEAF) != 0) {
 		cg_errf(err, errlen, "cgroup: path too long");
 		return -1;
@@ -247,7 +263,7 @@ v2_create(struct cgroup *cg, const char *root, const struct cgroup_limits *lim, 
 	/* Controllers are enabled top-down before the run's group exists: the caller's
 	 * cgroup -> egress/ -> egress/<run-id> gets cpu.max, memory.max, pids.max. The root
 	 * is exempt from "no internal processes". */
-	if (strcmp(base, root) != 0 && v2_adopt(base, err, errlen) != 0)
+	if (v2_adopt(root, base, err, errlen) != 0)
 		return -1;
 	if (v2_enable(base, err, errlen) != 0)
 		return -1;

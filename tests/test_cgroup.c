@@ -346,6 +346,13 @@ test_v2_nested(void **state)
 	put(job, "cgroup.procs", pid);
 	fake_self_set("0::/ci.slice/job-7.scope\n");
 
+	/* doctor's question first: where would runs nest, could they; nothing is written */
+	char base[4096];
+	assert_int_equal(cgroup_nest_check(fake_root, base, sizeof(base), err, sizeof(err)), 0);
+	assert_string_equal(base, job);
+	snprintf(p, sizeof(p), "%s/egress-supervisor", job);
+	assert_false(exists(p));
+
 	struct cgroup *cg = cgroup_create(fake_root, "run-n1", &LIM, err, sizeof(err));
 	if (cg == NULL)
 		fail_msg("create: %s", err);
@@ -391,6 +398,9 @@ test_v2_nested_refused(void **state)
 	char procs[64];
 	snprintf(procs, sizeof(procs), "1234\n%d\n", (int)getpid());
 	put(job, "cgroup.procs", procs);
+	char base[4096];
+	assert_int_equal(cgroup_nest_check(fake_root, base, sizeof(base), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "other processes"));
 	assert_null(cgroup_create(fake_root, "run-r1", &LIM, err, sizeof(err)));
 	assert_non_null(strstr(err, "other processes"));
 	assert_non_null(strstr(err, "Delegate=yes"));
@@ -983,6 +993,11 @@ test_v1_real_nested(void **state)
 	int st = 0;
 
 	self_memory_path(self, sizeof(self));
+	/* where doctor says runs of this process nest: our own memory cgroup */
+	char base[4096], err[512], want[8300];
+	snprintf(want, sizeof(want), "/sys/fs/cgroup/memory%s", strcmp(self, "/") == 0 ? "" : self);
+	assert_int_equal(cgroup_nest_check(NULL, base, sizeof(base), err, sizeof(err)), 0);
+	assert_string_equal(base, want);
 	snprintf(outer, sizeof(outer), "/sys/fs/cgroup/memory%s/egx-outer-%d",
 	    strcmp(self, "/") == 0 ? "" : self, (int)getpid());
 	assert_int_equal(mkdir(outer, 0755), 0);
