@@ -4,13 +4,9 @@
  */
 #include "executor/preset.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/limits.h"
 #include "common/util.h"
@@ -64,7 +60,8 @@ preset_schema(struct conf_key *s)
 #define K(sec, k, f) do { s[n].section = (sec); s[n].key = (k); s[n].flags = (f); n++; } while (0)
 	K("preset", "name", CONF_REQUIRED);
 	K("preset", "executable", CONF_REQUIRED);
-	K("preset", "argv", CONF_LIST);
+	/* `argv = sh -c 'a ; b'` would reach the worker as "sh -c 'a": refused instead */
+	K("preset", "argv", CONF_LIST | CONF_NO_INLINE_COMMENT);
 	K("preset", "prompt_transport", CONF_REQUIRED);
 	K("preset", "prompt_flag", 0);
 	K("preset", "network_policy", CONF_REQUIRED);
@@ -219,62 +216,15 @@ fail:
 	return NULL;
 }
 
-/*
- * An argv line whose value holds `;` after white space. INI (inih, as common/conf sets it
- * up) starts an inline comment there, so `argv = a ; b` reaches us as "a": a shell
- * one-liner would lose everything after its first ` ;` without a word. The loader cannot
- * see what was cut, so the raw text is checked first: such a value is refused with its
- * line, and the fix is in the message (`a; b` is not a comment). Returns the 1-based line
- * number of the first such line, or 0. Only the key is looked at, never a section: argv
- * exists in [preset] alone, and any other section's argv is an unknown key anyway.
- */
-static unsigned
-preset_argv_comment_line(const char *text, size_t len)
-{
-	unsigned lineno = 0;
-
-	for (size_t off = 0; off < len;) {
-		const char *line = text + off, *nl = memchr(line, '\n', len - off);
-		size_t ll = nl != NULL ? (size_t)(nl - line) : len - off, k = 0, ke;
-
-		lineno++;
-		off += ll + 1;
-		while (k < ll && (line[k] == ' ' || line[k] == '\t'))
-			k++;
-		ke = k;
-		while (ke < ll && line[ke] != '=' && line[ke] != ' ' && line[ke] != '\t')
-			ke++;
-		if (ke - k != 4 || memcmp(line + k, "argv", 4) != 0)
-			continue;
-		while (ke < ll && (line[ke] == ' ' || line[ke] == '\t'))
-			ke++;
-		if (ke >= ll || line[ke] != '=')
-			continue;
-		for (size_t i = ke + 1; i + 1 < ll; i++)
-			if ((line[i] == ' ' || line[i] == '\t') && line[i + 1] == ';')
-				return lineno;
-	}
-	return 0;
-}
-
 struct preset *
 preset_load_string(const char *name, const char *text, size_t len, enum reason *why,
     char *err, size_t errlen)
 {
 	struct conf_key schema[PRESET_SCHEMA_MAX];
 	size_t n = preset_schema(schema);
-	unsigned bad = preset_argv_comment_line(text, len);
-	struct conf *c;
+	struct conf *c = conf_load_string(name, text, len, schema, n, err, errlen);
 	struct preset *p;
 
-	if (bad != 0) {
-		*why = REASON_ADM_INVALID_FILE;
-		snprintf(err, errlen, "%s:%u: an argv value holds ';' after white space, where INI "
-		    "starts a comment and would cut the value silently; write \"a; b\" (no space "
-		    "before ';') and put comments on lines of their own", name, bad);
-		return NULL;
-	}
-	c = conf_load_string(name, text, len, schema, n, err, errlen);
 	if (c == NULL) {
 		*why = REASON_ADM_INVALID_FILE;
 		return NULL;
@@ -284,51 +234,21 @@ preset_load_string(const char *name, const char *text, size_t len, enum reason *
 	return p;
 }
 
-/* The file's bytes for preset_load_string: a regular file of at most
- * EGRESS_CONF_FILE_MAX bytes (the same bound common/conf applies). */
 struct preset *
 preset_load(const char *path, enum reason *why, char *err, size_t errlen)
 {
-	_cleanup_fd_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
-	struct stat sb;
-	size_t len = 0;
+	struct conf_key schema[PRESET_SCHEMA_MAX];
+	size_t n = preset_schema(schema);
+	struct conf *c = conf_load(path, schema, n, err, errlen);
+	struct preset *p;
 
-	*why = REASON_ADM_INVALID_FILE;
-	fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : -1;
-	if (fd < 0 || fstat(fd, &sb) != 0) {
-		snprintf(err, errlen, "%s: %s", path ? path : "(null)", strerror(errno));
+	if (c == NULL) {
+		*why = REASON_ADM_INVALID_FILE;
 		return NULL;
 	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size > EGRESS_CONF_FILE_MAX) {
-		snprintf(err, errlen, "%s:0: not a regular file of at most %d bytes", path,
-		    EGRESS_CONF_FILE_MAX);
-		return NULL;
-	}
-	if ((buf = malloc(EGRESS_CONF_FILE_MAX + 1)) == NULL) {
-		*why = REASON_INTERNAL_ERROR;
-		snprintf(err, errlen, "%s: out of memory", path);
-		return NULL;
-	}
-	/* One byte past the limit: the file may grow after fstat. */
-	while (len < EGRESS_CONF_FILE_MAX + 1) {
-		ssize_t r = read(fd, buf + len, EGRESS_CONF_FILE_MAX + 1 - len);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
-			return NULL;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	if (len > EGRESS_CONF_FILE_MAX) {
-		snprintf(err, errlen, "%s:0: larger than %d bytes", path, EGRESS_CONF_FILE_MAX);
-		return NULL;
-	}
-	return preset_load_string(path, buf, len, why, err, errlen);
+	p = preset_from_conf(c, path, why, err, errlen);
+	conf_free(c);
+	return p;
 }
 
 static const struct conf_key trusted_schema[] = {

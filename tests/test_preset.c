@@ -136,7 +136,7 @@ test_argv_inline_comment(void **state)
 		print_message("%s\n", err);
 		assert_non_null(strstr(err, "p.ini:6:"));
 	}
-	/* the same through a file on disk, named by its path */
+	/* the same through a file on disk (common/conf's loader), named by its path */
 	snprintf(text, sizeof(text), "%s%s%s", head, refused[0], tail);
 	int fd = mkstemp(path);
 	assert_true(fd >= 0);
