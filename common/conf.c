@@ -330,8 +330,12 @@ conf_reader(char *str, int num, void *stream)
 	 * keys whose schema refuses that (CONF_NO_INLINE_COMMENT). */
 	st->inline_comment = false;
 	if (content && line[0] != '[') {
-		size_t sep = strcspn(line, "=:");
-		for (size_t i = sep + 1; i + 1 < n && sep < n; i++)
+		size_t sep = 0;
+
+		/* the line is not NUL-terminated: bounded by n */
+		while (sep < n && line[sep] != '=' && line[sep] != ':')
+			sep++;
+		for (size_t i = sep + 1; i + 1 < n; i++)
 			if (is_blank(line[i]) && line[i + 1] == ';')
 				st->inline_comment = true;
 	}
