@@ -57,6 +57,7 @@ struct load_state {
 	const char *text;
 	size_t len, pos;
 	unsigned lineno;
+	bool inline_comment;    /* the current line has a ';' after a blank past its '='/':' */
 	long cur;               /* index of the current section, -1 before any */
 	bool failed;
 	char *err;
@@ -325,6 +326,19 @@ conf_reader(char *str, int num, void *stream)
 		if (st->failed)
 			return NULL;
 	}
+	/* inih cuts a value at " ;" and the handler never sees what was cut: remember it for
+	 * keys whose schema refuses that (CONF_NO_INLINE_COMMENT). */
+	st->inline_comment = false;
+	if (content && line[0] != '[') {
+		size_t sep = 0;
+
+		/* the line is not NUL-terminated: bounded by n */
+		while (sep < n && line[sep] != '=' && line[sep] != ':')
+			sep++;
+		for (size_t i = sep + 1; i + 1 < n; i++)
+			if (is_blank(line[i]) && line[i + 1] == ';')
+				st->inline_comment = true;
+	}
 	memcpy(str, line, take);
 	str[take] = '\0';
 	st->pos += take;
@@ -363,6 +377,12 @@ conf_handler(void *user, const char *section, const char *name, const char *valu
 	const struct conf_key *k = schema_key(st, s->name, name);
 	if (k == NULL) {
 		load_fail(st, st->lineno, "unknown key '%s' in [%s]", name, s->name);
+		return 0;
+	}
+	if ((k->flags & CONF_NO_INLINE_COMMENT) && st->inline_comment) {
+		load_fail(st, st->lineno, "the value of '%s' holds ';' after white space, where INI "
+		    "starts a comment and would cut the value silently; write \"a; b\" (no space "
+		    "before ';') and put comments on lines of their own", name);
 		return 0;
 	}
 	struct conf_entry *e = entry_find(s, name);

@@ -33,6 +33,8 @@
 
 #define CONF_LIST      0x1   /* the key may repeat; values form a list in file order */
 #define CONF_REQUIRED  0x2   /* the key must be present in every matching section */
+#define CONF_NO_INLINE_COMMENT 0x4 /* a value line holding " ;" (which inih would cut there
+                                    * as an inline comment) is refused with file:line */
 
 struct conf_key {
 	const char *section;     /* "egressd", "grant *", "" ... */

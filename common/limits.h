@@ -84,6 +84,7 @@
 #define EGRESS_ENV_VARS_MAX        256
 #define EGRESS_ENV_NAME_MAX        128   /* one environment variable name */
 #define EGRESS_ENV_VALUE_MAX       32768 /* one environment value copied to a worker */
+#define EGRESS_ENV_FILE_MAX        (8 * 1024 * 1024) /* an --env-file, comments included */
 #define EGRESS_CGROUP_FILE_MAX     65536 /* a cgroup control file read (cgroup.procs) */
 #define EGRESS_OBJECTIVE_MAX       (256 * 1024)
 #define EGRESS_DIFF_DEFAULT_MAX    (8 * 1024 * 1024)

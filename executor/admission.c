@@ -293,6 +293,19 @@ check_env(struct admission *a, const struct preset *p, const char *const *caller
 	}
 }
 
+/* How a flag that is not true reads in a refusal. */
+static const char *
+wu_flag_word(enum wu_flag f)
+{
+	switch (f) {
+	case WU_FLAG_ABSENT: return "missing";
+	case WU_FLAG_INVALID: return "neither true nor false; only those two words are accepted";
+	case WU_FLAG_TRUE:
+	case WU_FLAG_NOT_TRUE: break;
+	}
+	return "false";
+}
+
 bool
 admission_decide(const struct workunit *wu, const struct preset *p,
     const struct strlist *trusted, const char *const *caller_env, struct admission *out)
@@ -303,11 +316,11 @@ admission_decide(const struct workunit *wu, const struct preset *p,
 	if (wu->sandbox_required != WU_FLAG_TRUE)
 		refuse(out, REASON_ADM_SANDBOX_REQUIRED, "%s:%u: security.sandbox_required must "
 		    "be true (it is %s)", wu->file, wu->sandbox_required_line,
-		    wu->sandbox_required == WU_FLAG_ABSENT ? "missing" : "not true");
+		    wu_flag_word(wu->sandbox_required));
 	if (wu->process_execution != WU_FLAG_TRUE)
 		refuse(out, REASON_ADM_PROCESS_EXECUTION, "%s:%u: permissions.process_execution "
 		    "must be true (it is %s)", wu->file, wu->process_execution_line,
-		    wu->process_execution == WU_FLAG_ABSENT ? "missing" : "not true");
+		    wu_flag_word(wu->process_execution));
 	if (!wu->secrets.present)
 		refuse(out, REASON_ADM_SECRETS, "%s: permissions.secrets must be present and "
 		    "empty (`secrets =`)", wu->file);

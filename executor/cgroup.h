@@ -1,13 +1,19 @@
 /*
  * cgroup - one cgroup per run: create, limit (read back), attach, kill, usage, destroy.
  *
- * Owns: the directories <root>/egress/<run-id> (cgroup v2) or
- * <root>/<controller>/egress/<run-id> for each v1 controller (memory, pids, cpu, cpuacct,
- * freezer; co-mounted controllers are handled once). Nothing else under the cgroupfs is
- * ever written except enabling controllers in <root>/cgroup.subtree_control and
- * <root>/egress/cgroup.subtree_control on v2.
+ * Owns: the directories <C>/egress/<run-id>, where C is the caller's own cgroup as
+ * /proc/self/cgroup names it (v2: <root><C>; v1: <root>/<controller><C> for each of
+ * memory, pids, cpu, cpuacct, freezer, co-mounted controllers handled once), so any limit
+ * on C or above it (a systemd slice, a CI job's cgroup) still applies to the worker; and
+ * <C>/egress itself, removed with its last run. On v2, unless C is the root: egress-exec
+ * moves itself into the leaf <C>/egress-supervisor and enables cpu, memory, pids in
+ * <C>/cgroup.subtree_control and <C>/egress/cgroup.subtree_control, and refuses (with the
+ * fix) when C holds other processes or does not offer the controllers (not delegated).
+ * Nothing else under the cgroupfs is ever written.
  * Callers: executor/sandbox.c (one handle per run), executor/doctor.c and attestation
  * (cgroup_probe), executor/cleanup.c (cgroup_cleanup_leftovers).
+ * Layout: this interface and what both versions share in cgroup.c; the back ends in
+ * cgroup_v1.c and cgroup_v2.c (struct cg_backend in cgroup_impl.h).
  *
  * Version choice: v2 when <root>/cgroup.controllers lists cpu, memory and pids (a unified
  * hierarchy with the controllers enabled); v1 otherwise, when every v1 controller directory
@@ -83,6 +89,14 @@ struct cgroup;
  * (out->detail says what is missing). */
 int cgroup_probe(const char *root, struct cgroup_probe *out);
 
+/*
+ * Where this process's runs would nest, and whether they can (egress-exec doctor): out
+ * (outlen bytes) gets the caller's cgroup directory (v2 the unified one, v1 the memory
+ * hierarchy's); 0 when a run could be created under it, -1 with the reason and its fix in
+ * err. Writes nothing.
+ */
+int cgroup_nest_check(const char *root, char *out, size_t outlen, char *err, size_t errlen);
+
 /* True when run_id is acceptable as a directory name (see CGROUP_RUN_ID_MAX). */
 bool cgroup_run_id_valid(const char *run_id);
 
@@ -142,8 +156,10 @@ int cgroup_usage_read(struct cgroup *cg, struct cgroup_usage *out, char *err, si
 int cgroup_destroy(struct cgroup *cg, char *err, size_t errlen);
 
 /*
- * Find groups under <root>/egress (each v1 controller, or v2) left by runs that died
- * (kill -9 of egress-exec), kill their processes and remove them. is_live(run_id, arg) —
+ * Find groups in any egress/ directory of the hierarchies (each v1 controller, or v2;
+ * bounded walk: 16 levels, 20000 directories per hierarchy) left by runs that died (kill -9
+ * of egress-exec), wherever they nested, kill their processes and remove them and their
+ * emptied egress/ parents. is_live(run_id, arg) —
  * may be NULL — returns true for groups of runs still in progress, which are left alone.
  * *removed (may be NULL) counts groups removed. Returns 0 when every stale group is gone.
  */

@@ -18,67 +18,6 @@
 #include "executor/sandbox.h"
 
 static void
-env_list_free(char **v)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; v[i] != NULL; i++)
-		free(v[i]);
-	free(v);
-}
-
-/*
- * Read an explicit caller environment: NAME=VALUE lines; blank lines and lines starting
- * with '#' skipped. Bounded: at most EGRESS_ENV_VARS_MAX entries, each line shorter than
- * ENV_NAME_MAX + ENV_VALUE_MAX + 2 bytes. Returns a NULL-terminated array or NULL.
- */
-static char **
-env_file_read(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *line = NULL;
-	size_t cap = 0, n = 0;
-	ssize_t len;
-	char **v = NULL;
-
-	if (f == NULL) {
-		log_warn("check: %s", path);
-		return NULL;
-	}
-	v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(*v));
-	if (v == NULL)
-		goto fail;
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		if (len > 0 && line[len - 1] == '\n')
-			line[--len] = '\0';
-		if ((size_t)len > ENV_NAME_MAX + ENV_VALUE_MAX + 1) {
-			log_warnx("check: %s: line too long", path);
-			goto fail;
-		}
-		if (len == 0 || line[0] == '#')
-			continue;
-		if (strchr(line, '=') == NULL) {
-			log_warnx("check: %s: a line is not NAME=VALUE", path);
-			goto fail;
-		}
-		if (n >= EGRESS_ENV_VARS_MAX) {
-			log_warnx("check: %s: more than %d variables", path, EGRESS_ENV_VARS_MAX);
-			goto fail;
-		}
-		if ((v[n++] = strdup(line)) == NULL)
-			goto fail;
-	}
-	free(line);
-	fclose(f);
-	return v;
-fail:
-	free(line);
-	fclose(f);
-	env_list_free(v);
-	return NULL;
-}
-
-static void
 usage(void)
 {
 	fprintf(stderr, "usage: egress-exec check --workunit FILE --preset FILE "
@@ -120,8 +59,10 @@ cmd_check(int argc, char **argv)
 		usage();
 		return EXEC_EXIT_USAGE;
 	}
-	if (envfile != NULL && (env = env_file_read(envfile)) == NULL)
+	if (envfile != NULL && env_file_load(envfile, &env, line, sizeof(line)) != 0) {
+		fprintf(stderr, "egress-exec check: --env-file %s\n", line);
 		return EXEC_EXIT_USAGE;
+	}
 
 	admission_from_files(wu_path, preset_path, trusted, (const char *const *)env, &wu, &p,
 	    &adm);
@@ -152,6 +93,6 @@ cmd_check(int argc, char **argv)
 	admission_free(&adm);
 	workunit_free(wu);
 	preset_free(p);
-	env_list_free(env);
+	env_free(env);
 	return ch;
 }

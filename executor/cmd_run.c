@@ -43,7 +43,6 @@
 
 #define RUN_LIST_MAX     256
 #define RUN_UPPER_LIST_MAX 10000
-#define RUN_DEDICATED_UID  65000   /* worker uid for root-owned repositories (idmapped) */
 
 extern char **environ;
 
@@ -70,7 +69,7 @@ run_usage(FILE *f)
 	    "  --workdir PATH        where the repository appears [/work]\n"
 	    "  --forbid REL          repository path to mask; repeatable\n"
 	    "  --uid N --gid N       worker identity [the repository owner; 65000 with an\n"
-	    "                        idmapped repository when root owns it; 65534 without\n"
+	    "                        idmapped repository when root owns it; 65000 without\n"
 	    "                        --repo]\n"
 	    "  --env NAME            pass NAME from this environment (credentials refused)\n"
 	    "  --principal LABEL     principal label of the grant [the run id]\n"
@@ -425,37 +424,13 @@ run_dir_remove(const char *dir)
 		log_warn("rmdir %s", dir);
 }
 
-static char **
-run_env_file(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char line[EGRESS_CONF_LINE_MAX];
-	char **v;
-	size_t n = 0;
-
-	if (f == NULL)
-		return NULL;
-	v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(*v));
-	while (v && fgets(line, sizeof(line), f)) {
-		size_t len = strcspn(line, "\r\n");
-		line[len] = '\0';
-		if (len == 0 || line[0] == '#' || strchr(line, '=') == NULL)
-			continue;
-		if (n >= EGRESS_ENV_VARS_MAX)
-			break;
-		v[n++] = strdup(line);
-	}
-	fclose(f);
-	return v;
-}
-
 static int
 run_workunit(const char *wu, const char *preset, const char *repo, const char *out,
     const char *control, const char *trusted, const char *envfile, const char *pool,
     const char *const *settings)
 {
 	struct orchestrate_opts o = { 0 };
-	char **env = NULL;
+	char **env = NULL, msg[512];
 	int rc;
 
 	if (wu == NULL || preset == NULL || repo == NULL || out == NULL) {
@@ -463,8 +438,9 @@ run_workunit(const char *wu, const char *preset, const char *repo, const char *o
 		    "--repo and --out\n");
 		return EXEC_EXIT_USAGE;
 	}
-	if (envfile && (env = run_env_file(envfile)) == NULL) {
-		fprintf(stderr, "egress-exec run: cannot read --env-file %s\n", envfile);
+	/* The parser `check` uses: a bad line refuses the run, naming file:line. */
+	if (envfile && env_file_load(envfile, &env, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "egress-exec run: --env-file %s\n", msg);
 		return EXEC_EXIT_USAGE;
 	}
 	o.workunit_path = wu;
@@ -477,9 +453,7 @@ run_workunit(const char *wu, const char *preset, const char *repo, const char *o
 	o.net_pool = pool;
 	o.egressd_settings = settings;
 	rc = orchestrate_run(&o);
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
+	env_free(env);
 	return rc;
 }
 
@@ -648,10 +622,10 @@ cmd_run(int argc, char **argv)
 		return EXEC_EXIT_INTERNAL;
 	}
 	if (repo == NULL) {
-		/* No repository: an empty one the worker owns, so /work is writable. */
-		if (!uid_set) {
-			uid = gid = 65534;
-		}
+		/* No repository: an empty one the worker owns, so /work is writable. The
+		 * dedicated worker uid, never 65534 (see SANDBOX_WORKER_UID). */
+		if (!uid_set)
+			uid = gid = SANDBOX_WORKER_UID;
 		snprintf(repo_buf, sizeof(repo_buf), "%s/repo", run_dir);
 		if (mkdir(repo_buf, 0755) < 0 || chown(repo_buf, uid, gid) < 0) {
 			log_warn("create %s", repo_buf);
@@ -685,7 +659,7 @@ cmd_run(int argc, char **argv)
 			} else {
 				/* Never root: a dedicated uid, and the sandbox idmaps the
 				 * repository (root -> this uid) so the worker can change it. */
-				uid = gid = RUN_DEDICATED_UID;
+				uid = gid = SANDBOX_WORKER_UID;
 			}
 		}
 	}
@@ -734,17 +708,7 @@ cmd_run(int argc, char **argv)
 		mkdir(out, 0700);
 		collected = run_collect_out(&res, run_dir, out) == 0;
 	}
-	if (!collected)
-		exitc = EXEC_EXIT_INTERNAL;
-	else if (res.reason == REASON_ALLOWED)
-		exitc = EXEC_EXIT_OK;
-	else if (res.reason == REASON_CAPABILITY_MISSING)
-		exitc = EXEC_EXIT_CAPABILITY;
-	else if (res.reason == REASON_WORKER_FAILED || res.reason == REASON_WORKER_TIMEOUT ||
-	    res.reason == REASON_WORKER_OOM)
-		exitc = EXEC_EXIT_WORKER;
-	else
-		exitc = EXEC_EXIT_INTERNAL;
+	exitc = collected ? (int)sandbox_exit_code(res.reason) : EXEC_EXIT_INTERNAL;
 	if (exitc != EXEC_EXIT_OK && collected)
 		fprintf(stderr, "egress-exec: %s: %s\n", reason_str(res.reason), res.message);
 	(void)rc;

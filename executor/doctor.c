@@ -187,6 +187,18 @@ doctor_cgroup(struct doctor *d)
 	    "the v1 cpu, cpuacct, memory, pids and freezer controllers",
 	    "version %d; cpu=%d memory=%d pids=%d freezer=%d kill=%d; %s", (int)p.version,
 	    p.cpu, p.memory, p.pids, p.freezer, p.kill, p.detail);
+	{
+		char base[4096], err[512] = "";
+		bool nest = cgroup_nest_check(NULL, base, sizeof(base), err, sizeof(err)) == 0;
+
+		/* where the runs nest: every limit on that cgroup still applies (docs/sandbox.md
+		 * "cgroups"); on v2 it must be delegated to egress-exec alone */
+		doctor_row(d, "cgroup.nesting", nest ? DOC_OK : DOC_MISSING, true,
+		    "run egress-exec in a cgroup of its own with cpu, memory and pids delegated "
+		    "(a service with Delegate=yes, or systemd-run --scope -p Delegate=yes)",
+		    "%s%s%s", nest ? "runs nest under " : "", nest ? base : err,
+		    nest ? "/" CGROUP_PARENT : "");
+	}
 	doctor_row(d, "cgroup.swap_control", p.swap_control ? DOC_OK : DOC_DEGRADED, false,
 	    "boot with swapaccount=1 (v1) or enable memory.swap.max (v2); without it the run "
 	    "needs no active swap device", "%s", p.swap_control ? "present" : "absent");

@@ -11,10 +11,13 @@
 #include "executor/env.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/limits.h"
 #include "common/util.h"
@@ -164,14 +167,22 @@ forbidden:
 	return REASON_ADM_ENV_FORBIDDEN;
 }
 
-/* A Docker daemon TCP port (2375 plain, 2376 TLS) after "://host": ":2375" not followed by
- * another digit. */
+/* A host name or address character, the last one before ":port". */
+static bool
+host_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_' || c == ']';
+}
+
+/* A Docker daemon TCP port (2375 plain, 2376 TLS) after a host, with or without a scheme
+ * ("tcp://h:2375", "h:2376", "[::1]:2375"): ":2375" after a host character and not
+ * followed by another digit. Docker clients accept the bare host:port form too. */
 static bool
 names_docker_port(const char *v)
 {
-	if (strstr(v, "://") == NULL)
-		return false;
 	for (const char *p = strchr(v, ':'); p != NULL; p = strchr(p + 1, ':')) {
+		if (p == v || !host_char(p[-1]))
+			continue;
 		if ((strncmp(p + 1, "2375", 4) == 0 || strncmp(p + 1, "2376", 4) == 0) &&
 		    !isdigit((unsigned char)p[5]))
 			return true;
@@ -179,10 +190,79 @@ names_docker_port(const char *v)
 	return false;
 }
 
+/*
+ * Token-shaped values: the published prefixes of credentials whose value does have a
+ * shape, so a neutral name (MY_SETTING=ghp_...) cannot carry one past the name rules.
+ * Case-sensitive, at the start of a word (not after a letter, digit, '_' or '-'), followed
+ * by at least `min` characters of the token's alphabet.
+ */
+enum token_alpha { TA_ALNUM, TA_ALNUM_US, TA_ALNUM_US_DASH, TA_UPPER_DIGIT, TA_ALNUM_DASH };
+
+static const struct {
+	const char *prefix;
+	enum token_alpha alpha;
+	size_t min;
+	const char *what;
+} TOKEN_SHAPES[] = {
+	{ "ghp_", TA_ALNUM, 20, "a GitHub token" },
+	{ "gho_", TA_ALNUM, 20, "a GitHub token" },
+	{ "ghu_", TA_ALNUM, 20, "a GitHub token" },
+	{ "ghs_", TA_ALNUM, 20, "a GitHub token" },
+	{ "ghr_", TA_ALNUM, 20, "a GitHub token" },
+	{ "github_pat_", TA_ALNUM_US, 20, "a GitHub token" },
+	{ "glpat-", TA_ALNUM_US_DASH, 20, "a GitLab token" },
+	{ "sk-", TA_ALNUM_US_DASH, 20, "an API secret key" },
+	{ "AKIA", TA_UPPER_DIGIT, 16, "an AWS access key id" },
+	{ "ASIA", TA_UPPER_DIGIT, 16, "an AWS access key id" },
+	{ "xoxa-", TA_ALNUM_DASH, 10, "a Slack token" },
+	{ "xoxb-", TA_ALNUM_DASH, 10, "a Slack token" },
+	{ "xoxp-", TA_ALNUM_DASH, 10, "a Slack token" },
+	{ "xoxo-", TA_ALNUM_DASH, 10, "a Slack token" },
+	{ "xoxr-", TA_ALNUM_DASH, 10, "a Slack token" },
+	{ "xoxs-", TA_ALNUM_DASH, 10, "a Slack token" },
+};
+
+static bool
+token_char(char c, enum token_alpha a)
+{
+	unsigned char u = (unsigned char)c;
+
+	switch (a) {
+	case TA_ALNUM: return isalnum(u);
+	case TA_ALNUM_US: return isalnum(u) || c == '_';
+	case TA_ALNUM_US_DASH: return isalnum(u) || c == '_' || c == '-';
+	case TA_UPPER_DIGIT: return isupper(u) || isdigit(u);
+	case TA_ALNUM_DASH: return isalnum(u) || c == '-';
+	}
+	return false;
+}
+
+/* The kind of token value holds (a static string), or NULL. */
+static const char *
+names_token(const char *v)
+{
+	for (const char *p = v; *p != '\0'; p++) {
+		if (p > v && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-'))
+			continue;
+		for (size_t i = 0; i < EGRESS_NELEM(TOKEN_SHAPES); i++) {
+			size_t pl = strlen(TOKEN_SHAPES[i].prefix), n = 0;
+
+			if (strncmp(p, TOKEN_SHAPES[i].prefix, pl) != 0)
+				continue;
+			while (p[pl + n] != '\0' && token_char(p[pl + n], TOKEN_SHAPES[i].alpha))
+				n++;
+			if (n >= TOKEN_SHAPES[i].min)
+				return TOKEN_SHAPES[i].what;
+		}
+	}
+	return NULL;
+}
+
 enum reason
 env_value_check(const char *name, const char *value, char *msg, size_t msglen)
 {
 	const char *who = name != NULL ? name : "an environment variable";
+	const char *kind;
 
 	if (value == NULL)
 		return REASON_ALLOWED;
@@ -197,6 +277,11 @@ env_value_check(const char *name, const char *value, char *msg, size_t msglen)
 		msgf(msg, msglen, "the value of %s names a Docker daemon TCP port (2375/2376); it "
 		    "is never passed to a worker", who);
 		return REASON_ADM_ENV_SOCKET;
+	}
+	if ((kind = names_token(value)) != NULL) {
+		msgf(msg, msglen, "the value of %s has the shape of %s; a credential is never "
+		    "passed to a worker, whatever the variable is called", who, kind);
+		return REASON_ADM_ENV_FORBIDDEN;
 	}
 	return REASON_ALLOWED;
 }
@@ -330,6 +415,118 @@ fail:
 		*why = r;
 	env_free(e.v);
 	return -1;
+}
+
+int
+env_file_parse(const char *name, const char *text, size_t len, char ***out, char *err,
+    size_t errlen)
+{
+	struct envv e = { 0 };
+	unsigned lineno = 0;
+
+	*out = NULL;
+	if (name == NULL)
+		name = "(environment file)";
+	if (len > EGRESS_ENV_FILE_MAX) {
+		msgf(err, errlen, "%s: larger than %d bytes", name, EGRESS_ENV_FILE_MAX);
+		return -1;
+	}
+	e.v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(char *));
+	if (e.v == NULL) {
+		msgf(err, errlen, "%s: out of memory", name);
+		return -1;
+	}
+	for (size_t off = 0; off < len;) {
+		const char *line = text + off, *nl = memchr(line, '\n', len - off), *eq;
+		size_t ll = nl != NULL ? (size_t)(nl - line) : len - off;
+		char *s;
+
+		lineno++;
+		off += ll + 1;
+		if (memchr(line, '\0', ll) != NULL) {
+			msgf(err, errlen, "%s:%u: a NUL byte (an environment value cannot hold one)",
+			    name, lineno);
+			goto fail;
+		}
+		if (memchr(line, '\r', ll) != NULL) {
+			/* `run` used to strip it and `check` to keep it in the value */
+			msgf(err, errlen, "%s:%u: a carriage return (a file with CRLF line ends?)",
+			    name, lineno);
+			goto fail;
+		}
+		if (ll > (size_t)ENV_NAME_MAX + 1 + ENV_VALUE_MAX) {
+			msgf(err, errlen, "%s:%u: line longer than %d bytes", name, lineno,
+			    ENV_NAME_MAX + 1 + ENV_VALUE_MAX);
+			goto fail;
+		}
+		if (ll == 0 || line[0] == '#')
+			continue;
+		eq = memchr(line, '=', ll);
+		if (eq == NULL || eq == line) {
+			/* the line may be a secret pasted by mistake: never echo it */
+			msgf(err, errlen, "%s:%u: not NAME=VALUE (comments start with '#' at the "
+			    "start of a line)", name, lineno);
+			goto fail;
+		}
+		if (e.n >= EGRESS_ENV_VARS_MAX) {
+			msgf(err, errlen, "%s:%u: more than %d variables", name, lineno,
+			    EGRESS_ENV_VARS_MAX);
+			goto fail;
+		}
+		if ((s = strndup(line, ll)) == NULL) {
+			msgf(err, errlen, "%s: out of memory", name);
+			goto fail;
+		}
+		e.v[e.n++] = s;
+	}
+	*out = e.v;
+	return 0;
+fail:
+	env_free(e.v);
+	return -1;
+}
+
+int
+env_file_load(const char *path, char ***out, char *err, size_t errlen)
+{
+	char *buf;
+	size_t len = 0;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		msgf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* One byte past the limit tells "too big" from "exactly the limit". */
+	buf = malloc((size_t)EGRESS_ENV_FILE_MAX + 1);
+	if (buf == NULL) {
+		close(fd);
+		msgf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	while (len < (size_t)EGRESS_ENV_FILE_MAX + 1) {
+		ssize_t r = read(fd, buf + len, (size_t)EGRESS_ENV_FILE_MAX + 1 - len);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			msgf(err, errlen, "%s: %s", path, strerror(errno));
+			close(fd);
+			secret_wipe(buf, len);
+			free(buf);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	rc = env_file_parse(path, buf, len, out, err, errlen);
+	secret_wipe(buf, len);
+	free(buf);
+	return rc;
 }
 
 void

@@ -4,7 +4,8 @@
  * Owns: the rules for which variables may reach a worker (the credential-name table and the
  * container-socket value check, below; docs/sandbox.md links here).
  * Callers: admission (env_name_check on a preset's allowlist, before anything runs),
- * executor/sandbox.c / cmd_run (env_build, whose result goes to sandbox_spec.envp).
+ * executor/sandbox.c / cmd_run (env_build, whose result goes to sandbox_spec.envp),
+ * cmd_run and cmd_check (env_file_load: the caller's --env-file).
  *
  * Rules:
  *  - Only names in the caller's allowlist, and only with the value from the caller's explicit
@@ -15,8 +16,13 @@
  *    (HTTP_PROXY, ALL_PROXY, NO_PROXY, ... any case): egress-exec sets those itself, and a
  *    host proxy URL may carry user:password.
  *  - A value naming a Docker, containerd, podman (or CRI-O, buildkit) socket, any unix://
- *    URL, or a tcp:// URL on the Docker daemon ports 2375/2376 is refused:
- *    REASON_ADM_ENV_SOCKET.
+ *    URL, or a host on the Docker daemon ports 2375/2376 (`tcp://h:2375`, `h:2376`) is
+ *    refused: REASON_ADM_ENV_SOCKET.
+ *  - A value holding a token-shaped word is refused under any name: REASON_ADM_ENV_FORBIDDEN.
+ *    Shapes (case-sensitive, at a word start, then at least N characters of the token's
+ *    alphabet): ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ (GitHub, 20), glpat- (GitLab, 20),
+ *    sk- (API secret keys: OpenAI, Anthropic, ..., 20), AKIA ASIA (AWS key ids, 16 of
+ *    A-Z0-9), xoxa- xoxb- xoxp- xoxo- xoxr- xoxs- (Slack, 10).
  *  - Messages name the variable, never its value.
  *
  * The name table (case-insensitive; the source is the arrays at the top of env.c):
@@ -48,7 +54,7 @@
  * Value fragments refused (case-insensitive substring): docker.sock containerd.sock
  * podman.sock crio.sock cri-dockerd.sock buildkitd.sock dockershim.sock /run/docker
  * /run/containerd /run/podman /run/crio /run/buildkit unix: npipe: ; and any URL
- * ("://") with port :2375 or :2376 (Docker daemon TCP).
+ * with port :2375 or :2376 after a host, with or without a scheme (Docker daemon TCP).
  *  - Then: HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy = proxy_url and NO_PROXY,
  *    no_proxy = "" when networked; PATH, HOME, LANG from env_opts (defaults below) unless
  *    the allowlist copied PATH or LANG (HOME is always the sandbox home).
@@ -83,8 +89,9 @@ struct env_opts {
  */
 enum reason env_name_check(const char *name, char *msg, size_t msglen);
 
-/* May this value be passed? REASON_ALLOWED or REASON_ADM_ENV_SOCKET (see the rules). The
- * message, when msg is non-NULL, names `name` (may be NULL) and never the value. */
+/* May this value be passed? REASON_ALLOWED, REASON_ADM_ENV_SOCKET or (token-shaped)
+ * REASON_ADM_ENV_FORBIDDEN (see the rules). The message, when msg is non-NULL, names `name`
+ * (may be NULL) and never the value. */
 enum reason env_value_check(const char *name, const char *value, char *msg, size_t msglen);
 
 /*
@@ -99,7 +106,29 @@ enum reason env_value_check(const char *name, const char *value, char *msg, size
 int env_build(const char *const *allow, const char *const *source,
     const struct env_opts *opts, char ***out, enum reason *why, char *msg, size_t msglen);
 
-/* Free an array from env_build. Accepts NULL. */
+/*
+ * The caller's environment file (`--env-file` of `run` and `check`): the one parser, so
+ * `check` judges exactly the environment `run` uses. The format:
+ *  - one NAME=VALUE per line, the value running to the end of the line ('\n'; nothing is
+ *    unquoted or trimmed); a last line without '\n' counts;
+ *  - empty lines and lines starting with '#' are skipped;
+ *  - anything else refuses the whole file with "name:line: why": a line without '=' or
+ *    with an empty name, a line longer than ENV_NAME_MAX + 1 + ENV_VALUE_MAX bytes, a NUL
+ *    byte or a carriage return (CRLF files), more than EGRESS_ENV_VARS_MAX variables, a file over EGRESS_ENV_FILE_MAX bytes.
+ *    Nothing is skipped, split or cut silently.
+ * The entries are kept in file order (env_build takes the first entry of a name). Which
+ * names and values may reach a worker is env_build's and admission's business, not this.
+ * On success 0 and *out is a new NULL-terminated array (free with env_free); on refusal -1,
+ * *out NULL and err filled (errlen bytes). `name` labels messages (the path).
+ */
+int env_file_parse(const char *name, const char *text, size_t len, char ***out, char *err,
+    size_t errlen);
+
+/* Read path (a file or a pipe such as <(printenv), at most EGRESS_ENV_FILE_MAX bytes) and
+ * env_file_parse it. The same contract. */
+int env_file_load(const char *path, char ***out, char *err, size_t errlen);
+
+/* Free an array from env_build or env_file_parse (values are wiped). Accepts NULL. */
 void env_free(char **envp);
 
 /* Lookup in a NAME=VALUE array: the value, or NULL. For tests and the manifest. */

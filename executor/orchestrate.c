@@ -51,7 +51,6 @@
 #include "executor/workunit.h"
 
 #define ORCH_ARTIFACTS_MAX 4
-#define ORCH_DEDICATED_UID 65000   /* as RUN_DEDICATED_UID in executor/cmd_run.c */
 
 struct orch {
 	const struct orchestrate_opts *o;
@@ -284,7 +283,7 @@ run_sandbox(struct orch *r)
 		uid = st.st_uid;
 		gid = st.st_gid != 0 ? st.st_gid : st.st_uid;
 	} else {
-		uid = gid = ORCH_DEDICATED_UID;
+		uid = gid = SANDBOX_WORKER_UID;
 	}
 
 	/* argv: the preset's fixed list, or just the executable. */
@@ -408,19 +407,9 @@ collect(struct orch *r)
 	int crc, orc;
 	bool unsafe;
 
-	if (r->sr.timed_out)
-		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_TIMEOUT, "the worker exceeded %u s",
-		    r->adm.limits.wall_seconds);
-	else if (r->sr.oom_killed || r->sr.oom_kills > 0)
-		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_OOM, "the worker exceeded %llu bytes "
-		    "of memory", (unsigned long long)r->adm.limits.memory_bytes);
-	else if (r->sr.term_signal != 0 || r->sr.exit_code != 0 ||
-	    (r->sr.reason != REASON_ALLOWED && r->sr.reason != REASON_WORKER_FAILED))
-		orch_set(r, EXEC_EXIT_WORKER, REASON_WORKER_FAILED, "the worker %s %d%s%s",
-		    r->sr.term_signal ? "was killed by signal" : "exited with status",
-		    r->sr.term_signal ? r->sr.term_signal : r->sr.exit_code,
-		    r->sr.message[0] && r->sr.reason != REASON_WORKER_FAILED ? "; " : "",
-		    r->sr.reason != REASON_WORKER_FAILED ? r->sr.message : "");
+	/* The worker's outcome as sandbox_run classified it (once, for every caller). */
+	if (r->sr.reason != REASON_ALLOWED)
+		orch_set(r, sandbox_exit_code(r->sr.reason), r->sr.reason, "%s", r->sr.message);
 	worker_ok = r->exit_code == EXEC_EXIT_OK;
 
 	/* The changed set is computed (and reported) even for a failed worker. */

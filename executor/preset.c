@@ -60,7 +60,8 @@ preset_schema(struct conf_key *s)
 #define K(sec, k, f) do { s[n].section = (sec); s[n].key = (k); s[n].flags = (f); n++; } while (0)
 	K("preset", "name", CONF_REQUIRED);
 	K("preset", "executable", CONF_REQUIRED);
-	K("preset", "argv", CONF_LIST);
+	/* `argv = sh -c 'a ; b'` would reach the worker as "sh -c 'a": refused instead */
+	K("preset", "argv", CONF_LIST | CONF_NO_INLINE_COMMENT);
 	K("preset", "prompt_transport", CONF_REQUIRED);
 	K("preset", "prompt_flag", 0);
 	K("preset", "network_policy", CONF_REQUIRED);

@@ -21,10 +21,17 @@
  *                                                      setsid, stdio, close fds, chdir,
  *                                                      privs drop (verified), seccomp last
  *                                                      (verified), execve
- * 13. setup pipe reaches EOF: the worker exec'd (or a report names the failed step)
- * 14. supervise: wall budget, bounded stdout/stderr, pids sampling
- * 15. teardown, whatever happened: kill the whole cgroup, usage read back, destroy it,
- *     grant.revoke, veth removed, embedded egressd stopped, merged view for the caller.
+ *     setup pipe reaches EOF: the worker exec'd (or a report names the failed step)
+ * 13. supervise: wall budget, bounded stdout/stderr, pids sampling
+ * 14. teardown, whatever happened: kill the whole cgroup, usage read back, destroy it,
+ *     grant.revoke, veth removed, embedded egressd stopped
+ * 14b. classify the worker's outcome, once (sandbox_result.reason and .message)
+ * 15. hand over: merged view and upper layer for the caller, or the layer removed
+ *
+ * sandbox_run is those phases in order: sb_setup (steps 1-12, one function per step,
+ * sb_setup_*), sb_supervise (13), sb_teardown (14), sb_classify (14b), sb_hand_over (15).
+ * Their shared state is one struct sb_run. The child's side (steps 9-12) is
+ * executor/sandbox_child.c.
  */
 #define _GNU_SOURCE
 #include "executor/sandbox.h"
@@ -58,6 +65,7 @@
 #include "executor/netns.h"
 #include "executor/privs.h"
 #include "executor/sandbox_state.h"
+#include "executor/sandbox_child.h"
 #include "executor/seccomp.h"
 
 #define SB_SETUP_TIMEOUT_MS  30000  /* child setup (mounts, net) until the worker execs */
@@ -65,244 +73,6 @@
 #define SB_GRANT_MARGIN_S    60     /* grant lifetime = wall budget + this */
 #define SB_PROXY_PORT        3128   /* egressd's listener in the run's link namespace */
 #define SB_ARGV_MAX          4096
-
-/* Parent -> child after the cgroup attach and the veth. */
-struct sb_go {
-	int ok;
-	int has_link;
-	struct netns_link link;
-};
-
-/* Child -> parent when a setup step fails (the pipe is O_CLOEXEC: EOF means exec'd). */
-struct sb_report {
-	char step[32];
-	int err;
-	char msg[448];
-};
-
-struct sb_child {
-	const struct sandbox_spec *spec;
-	struct mounts_spec ms;
-	struct privs_spec ps;
-	char *const *argv;
-	char *const *envp;
-	int sync_rd, report_wr, status_wr, out_wr, err_wr, in_rd;
-};
-
-static void
-sb_write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-static ssize_t
-sb_read_full(int fd, void *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = read(fd, (char *)buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
-__attribute__((noreturn)) static void
-sb_child_fail(int fd, const char *step, int e, const char *msg)
-{
-	struct sb_report r;
-
-	memset(&r, 0, sizeof(r));
-	snprintf(r.step, sizeof(r.step), "%s", step);
-	r.err = e;
-	snprintf(r.msg, sizeof(r.msg), "%s", msg);
-	sb_write_all(fd, &r, sizeof(r));
-	_exit(127);
-}
-
-/* Environment over the sync pipe: u32 count, then u32 length + bytes per entry. */
-#define SB_ENV_ENTRY_MAX (ENV_NAME_MAX + ENV_VALUE_MAX + 2)
-
-static void
-sb_env_send(int fd, char *const *envp)
-{
-	uint32_t n = 0;
-
-	while (envp[n])
-		n++;
-	sb_write_all(fd, &n, sizeof(n));
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t len = (uint32_t)strlen(envp[i]);
-		sb_write_all(fd, &len, sizeof(len));
-		sb_write_all(fd, envp[i], len);
-	}
-}
-
-/* Child side; bounded by the same limits env_build enforces. NULL on any mismatch. */
-static char **
-sb_env_recv(int fd)
-{
-	uint32_t n, len;
-	char **e;
-
-	if (sb_read_full(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n > EGRESS_ENV_VARS_MAX + 8)
-		return NULL;
-	e = calloc((size_t)n + 1, sizeof(*e));
-	if (e == NULL)
-		return NULL;
-	for (uint32_t i = 0; i < n; i++) {
-		if (sb_read_full(fd, &len, sizeof(len)) != (ssize_t)sizeof(len) ||
-		    len > SB_ENV_ENTRY_MAX)
-			return NULL;
-		e[i] = malloc((size_t)len + 1);
-		if (e[i] == NULL || sb_read_full(fd, e[i], len) != (ssize_t)len)
-			return NULL;
-		e[i][len] = '\0';
-	}
-	return e;   /* lives until execve replaces the image */
-}
-
-/*
- * Close every fd >= 3 except keep[] (close_range over the gaps), then prove it from
- * /proc/self/fd, closing anything close_range left (it may be missing: ENOSYS before 5.9).
- * Returns 0, or -1 when an fd could not be closed or the proof could not be made: the
- * caller fails the step rather than hand the worker an inherited descriptor.
- */
-static int
-sb_close_except(int *keep, size_t n)
-{
-	unsigned lo = 3;
-	DIR *d;
-	struct dirent *de;
-	int rc = 0;
-
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = i + 1; j < n; j++)
-			if (keep[j] < keep[i]) {
-				int t = keep[i];
-				keep[i] = keep[j];
-				keep[j] = t;
-			}
-	for (size_t i = 0; i < n; i++) {
-		if (keep[i] < 3 || (unsigned)keep[i] < lo)
-			continue;
-		if ((unsigned)keep[i] > lo)
-			(void)syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
-	}
-	(void)syscall(SYS_close_range, lo, ~0u, 0);
-	d = opendir("/proc/self/fd");
-	if (d == NULL)
-		return -1;
-	while ((de = readdir(d)) != NULL) {
-		const char *es;
-		long long fd;
-		bool kept = false;
-
-		if (de->d_name[0] == '.' ||
-		    num_parse(de->d_name, 0, INT32_MAX, &fd, &es) != 0)
-			continue;
-		if (fd < 3 || fd == dirfd(d))
-			continue;
-		for (size_t i = 0; i < n; i++)
-			kept = kept || keep[i] == (int)fd;
-		if (!kept && close((int)fd) != 0 && errno != EBADF)
-			rc = -1;
-	}
-	closedir(d);
-	return rc;
-}
-
-/* The worker: pid 2 of the sandbox, forked by init. Never returns on success. */
-static int
-sb_worker(void *arg)
-{
-	struct sb_child *c = arg;
-	char err[400];
-	int keep[1];
-	int in = c->in_rd;
-
-	/* Own session, no controlling terminal: TIOCSTI has no terminal to inject into. */
-	if (setsid() < 0)
-		sb_child_fail(c->report_wr, "setsid", errno, "setsid");
-	if (in < 0)
-		in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (in < 0 || dup2(in, 0) < 0 || dup2(c->out_wr, 1) < 0 || dup2(c->err_wr, 2) < 0)
-		sb_child_fail(c->report_wr, "stdio", errno, "set up stdin/stdout/stderr");
-	/* The report pipe is the only fd beyond stdio that survives until exec (cloexec). */
-	keep[0] = c->report_wr;
-	if (sb_close_except(keep, 1) != 0)
-		sb_child_fail(c->report_wr, "fds", errno, "close inherited file descriptors");
-	if (chdir(c->spec->workdir) < 0)
-		sb_child_fail(c->report_wr, "chdir", errno, "chdir to the workdir");
-	if (privs_drop(&c->ps, err, sizeof(err)) < 0)
-		sb_child_fail(c->report_wr, "privs", 0, err);
-	/* Seccomp last: nothing after it but execve. */
-	if (seccomp_profile_install(err, sizeof(err)) < 0)
-		sb_child_fail(c->report_wr, "seccomp", 0, err);
-	if (seccomp_profile_verify(err, sizeof(err)) < 0)
-		sb_child_fail(c->report_wr, "seccomp", 0, err);
-	execve(c->spec->executable, c->argv, c->envp);
-	sb_child_fail(c->report_wr, "exec", errno, c->spec->executable);
-}
-
-/* pid 1 of the new namespaces. Never returns. */
-__attribute__((noreturn)) static void
-sb_child_main(struct sb_child *c)
-{
-	struct sb_go go;
-	char err[400];
-	int keep[7] = { c->sync_rd, c->report_wr, c->status_wr, c->out_wr, c->err_wr, c->in_rd,
-		c->ms.idmap_fd };
-	int closes[4];
-
-	/* If the supervisor dies, the sandbox dies with it (and takes the pid ns down). */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (sb_close_except(keep, EGRESS_NELEM(keep)) != 0)
-		sb_child_fail(c->report_wr, "fds", errno, "close inherited file descriptors");
-	if (sb_read_full(c->sync_rd, &go, sizeof(go)) != (ssize_t)sizeof(go) || !go.ok)
-		_exit(126);     /* the supervisor gave up before "go": leave quietly */
-	c->envp = sb_env_recv(c->sync_rd);
-	if (c->envp == NULL)
-		sb_child_fail(c->report_wr, "environment", 0, "bad environment from the supervisor");
-	close(c->sync_rd);
-
-	/* After the supervisor attached us: the cgroup namespace root is the run's group. */
-	if (unshare(CLONE_NEWCGROUP) < 0)
-		sb_child_fail(c->report_wr, "cgroupns", errno, "unshare(CLONE_NEWCGROUP)");
-	if (netns_worker_setup(go.has_link ? &go.link : NULL, err, sizeof(err)) < 0)
-		sb_child_fail(c->report_wr, "network", 0, err);
-	if (sethostname("sandbox", 7) < 0 || setdomainname("sandbox", 7) < 0)
-		sb_child_fail(c->report_wr, "uts", errno, "sethostname");
-	if (mounts_enter(&c->ms, err, sizeof(err)) < 0)
-		sb_child_fail(c->report_wr, "mounts", 0, err);
-	if (mounts_verify(c->spec->workdir, err, sizeof(err)) < 0)
-		sb_child_fail(c->report_wr, "mounts-verify", 0, err);
-	if (c->ms.idmap_fd >= 0)
-		close(c->ms.idmap_fd);
-
-	closes[0] = c->report_wr;
-	closes[1] = c->out_wr;
-	closes[2] = c->err_wr;
-	closes[3] = c->in_rd;
-	init_run(sb_worker, c, c->status_wr, closes, EGRESS_NELEM(closes));
-}
 
 static int sb_fail(struct sandbox_result *r, enum reason why, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -528,331 +298,371 @@ sb_signals_leave(const struct sb_sigsave *save)
 	sigaction(SIGHUP, &save->hup, NULL);
 }
 
-static int sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res);
+/*
+ * One run's state between the steps; lives in sandbox_run's frame. The setup steps fill
+ * it, supervise reads the worker's streams into it, teardown undoes all of it whatever
+ * happened, classify reads it to name the outcome once.
+ */
+struct sb_run {
+	const struct sandbox_spec *spec;
+	struct sandbox_result *res;
+	char run_id[CGROUP_RUN_ID_MAX], tag[9];
+	char layer[EGRESS_PATH_MAX], rootdir[EGRESS_PATH_MAX], upper[EGRESS_PATH_MAX];
+	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX], lowerdir[EGRESS_PATH_MAX];
+	bool state_written;             /* the sandbox_state record exists */
+	struct cgroup *cg;              /* step 2 */
+	bool layer_made;                /* step 3: teardown removes the layer */
+	int idmap_fd;                   /* step 3: user namespace of the idmapped lower layer */
+	struct netns_pool pool;         /* step 4 */
+	struct egressd_embedded emb;
+	const char *control;            /* the egressd that issues the grant */
+	char **argv, **envp;            /* step 5 */
+	int syncp[2], repp[2], statp[2], outp[2], errp[2], inp[2];
+	struct sandbox_child child;
+	pid_t pid;                      /* the child (pid 1 of the sandbox) */
+	int pidfd;
+	struct netns_link link;         /* step 7 */
+	int link_ns, listen_fd;
+	bool veth_made;
+	char listen[EGRESS_HOSTPORT_MAX + 1], proxy_url[EGRESS_HOSTPORT_MAX + 16];
+	struct sb_cap out, errc;        /* step 14 */
+	uint64_t t0;
+	int wstatus;
+	bool have_status, child_reaped, interrupted;
+	char err[512];
+};
 
-int
-sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
+static void
+sb_run_init(struct sb_run *r, const struct sandbox_spec *spec, struct sandbox_result *res)
 {
-	struct sb_sigsave save;
-	int rc;
-
-	sb_signals_enter(&save);
-	rc = sandbox_run_inner(spec, res);
-	sb_signals_leave(&save);
-	return rc;
+	memset(r, 0, sizeof(*r));
+	memset(res, 0, sizeof(*res));
+	r->spec = spec;
+	r->res = res;
+	r->idmap_fd = r->pidfd = r->link_ns = r->listen_fd = -1;
+	r->pid = -1;
+	for (int *fd = &r->syncp[0]; fd <= &r->inp[1]; fd++)
+		*fd = -1;
+	r->out.fd = r->errc.fd = -1;
+	res->reason = REASON_INTERNAL_ERROR;
 }
 
-static int
-sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
+static void
+sb_close(int *fd)
 {
-	struct sb_child child;
-	struct sb_go go;
-	struct sb_report rep;
-	struct netns_pool pool;
-	struct netns_link link;
-	struct egressd_embedded emb;
-	struct cgroup_limits cl;
-	struct cgroup_usage usage;
-	struct cgroup *cg = NULL;
-	struct sb_cap out = { .fd = -1 }, errc = { .fd = -1 };
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* 1. Attestation (every capability this run needs, verified now, or no run), the run's
+ * names and its state record. */
+static int
+sb_setup_attest(struct sb_run *r)
+{
+	const struct sandbox_spec *spec = r->spec;
+	struct sandbox_result *res = r->res;
 	struct sandbox_state st;
-	char layer[EGRESS_PATH_MAX], rootdir[EGRESS_PATH_MAX], upper[EGRESS_PATH_MAX];
-	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX], lowerdir[EGRESS_PATH_MAX] = "";
-	char run_id[CGROUP_RUN_ID_MAX], tag[9], err[512], proxy_url[EGRESS_HOSTPORT_MAX + 16];
-	char listen[EGRESS_HOSTPORT_MAX + 1];
-	const char *control = NULL;
-	char **argv = NULL, **envp = NULL;
-	int syncp[2] = { -1, -1 }, repp[2] = { -1, -1 }, statp[2] = { -1, -1 };
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
-	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1, link_ns = -1, listen_fd = -1;
-	int grc;
-	bool interrupted = false;
-	bool layer_made = false, veth_made = false, have_status = false, child_reaped = false;
-	size_t prompt_off = 0, prompt_len = 0;
 	unsigned char rnd[4];
-	uint64_t t0, deadline;
-	pid_t pid = -1;
 	json_t *att = NULL;
+	bool ok;
 
-	memset(res, 0, sizeof(*res));
-	memset(&emb, 0, sizeof(emb));
-	memset(&link, 0, sizeof(link));
-	memset(&st, 0, sizeof(st));
-	res->reason = REASON_INTERNAL_ERROR;
-	if (sb_validate(spec, res) < 0)
-		return -1;
-
-	/* 1. Attestation: every capability this run needs, verified here, or no run. */
-	if (!sandbox_attest(spec->net == SANDBOX_NET_ALLOWLIST, &att)) {
-		res->attestation = att;
+	ok = sandbox_attest(spec->net == SANDBOX_NET_ALLOWLIST, &att);
+	res->attestation = att;
+	if (!ok) {
 		char missing[480];
 
 		attest_missing(att, missing, sizeof(missing));
 		return sb_fail(res, REASON_CAPABILITY_MISSING, "missing capabilities: %s", missing);
 	}
-	res->attestation = att;
-
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return sb_fail(res, REASON_INTERNAL_ERROR, "getrandom failed");
-	hex_encode(rnd, sizeof(rnd), tag);
-	snprintf(run_id, sizeof(run_id), "egx-%s", tag);
-	if (sb_join(layer, spec->run_dir, "layer") < 0 || sb_join(rootdir, spec->run_dir, "root") < 0 ||
-	    sb_join(merged, spec->run_dir, "merged") < 0)
+	hex_encode(rnd, sizeof(rnd), r->tag);
+	snprintf(r->run_id, sizeof(r->run_id), "egx-%s", r->tag);
+	if (sb_join(r->layer, spec->run_dir, "layer") < 0 ||
+	    sb_join(r->rootdir, spec->run_dir, "root") < 0 ||
+	    sb_join(r->merged, spec->run_dir, "merged") < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "run_dir path too long");
 
 	/* State record first, so `egress-exec cleanup` finds whatever a kill -9 leaves. */
-	snprintf(st.run_id, sizeof(st.run_id), "%s", run_id);
+	memset(&st, 0, sizeof(st));
+	snprintf(st.run_id, sizeof(st.run_id), "%s", r->run_id);
 	snprintf(st.run_dir, sizeof(st.run_dir), "%s", spec->run_dir);
-	snprintf(st.veth, sizeof(st.veth), "%s%sh", NETNS_IF_PREFIX, tag);
+	snprintf(st.veth, sizeof(st.veth), "%s%sh", NETNS_IF_PREFIX, r->tag);
 	st.pid = getpid();
-	if (sandbox_state_write(&st, err, sizeof(err)) < 0)
-		return sb_fail(res, REASON_INTERNAL_ERROR, "%s", err);
+	if (sandbox_state_write(&st, r->err, sizeof(r->err)) < 0)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "%s", r->err);
+	r->state_written = true;
+	return 0;
+}
 
-	/* 2. cgroup with limits read back. */
-	cl.cpu_millicores = spec->limits.cpu_millicores;
-	cl.memory_bytes = spec->limits.memory_bytes;
-	cl.pids = spec->limits.pids;
-	cg = cgroup_create(NULL, run_id, &cl, err, sizeof(err));
-	if (cg == NULL) {
-		sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup: %s", err);
-		goto teardown;
-	}
-	res->limits_applied = cgroup_applied_json(cg);
+/* 2. The cgroup, limits read back. */
+static int
+sb_setup_cgroup(struct sb_run *r)
+{
+	struct cgroup_limits cl;
 
-	/* 3. The overlay's upper layer on a bounded tmpfs the supervisor owns. */
-	if (mkdir(rootdir, 0700) < 0 && errno != EEXIST) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "mkdir %s: %s", rootdir, strerror(errno));
-		goto teardown;
-	}
+	cl.cpu_millicores = r->spec->limits.cpu_millicores;
+	cl.memory_bytes = r->spec->limits.memory_bytes;
+	cl.pids = r->spec->limits.pids;
+	r->cg = cgroup_create(NULL, r->run_id, &cl, r->err, sizeof(r->err));
+	if (r->cg == NULL)
+		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "cgroup: %s", r->err);
+	r->res->limits_applied = cgroup_applied_json(r->cg);
+	return 0;
+}
+
+/* 3. The overlay's upper layer on a bounded tmpfs the supervisor owns, and the idmapped
+ * lower layer when the worker is not the repository owner. */
+static int
+sb_setup_layer(struct sb_run *r)
+{
+	const struct sandbox_spec *spec = r->spec;
+	struct sandbox_result *res = r->res;
+	struct stat rst;
+
+	if (mkdir(r->rootdir, 0700) < 0 && errno != EEXIST)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "mkdir %s: %s", r->rootdir,
+		    strerror(errno));
 	/* From here on teardown removes the layer even when its creation failed halfway. */
-	layer_made = true;
-	if (mounts_layer_create(layer, spec->limits.disk_bytes, spec->repo_dir, upper, owork,
-	    err, sizeof(err)) < 0) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "upper layer: %s", err);
-		goto teardown;
-	}
+	r->layer_made = true;
+	if (mounts_layer_create(r->layer, spec->limits.disk_bytes, spec->repo_dir, r->upper,
+	    r->owork, r->err, sizeof(r->err)) < 0)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "upper layer: %s", r->err);
 
 	/* Overlay ownership: copy-up keeps the lower owner, so a worker that is not the
 	 * repository owner gets the repository through an idmapped lower layer (owner ->
 	 * worker); otherwise it could not modify a single file. */
-	{
-		struct stat rst;
+	if (stat(spec->repo_dir, &rst) < 0)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "stat %s: %s", spec->repo_dir,
+		    strerror(errno));
+	if (rst.st_uid == spec->uid)
+		return 0;
+	r->idmap_fd = mounts_idmap_userns(rst.st_uid, rst.st_gid, spec->uid, spec->gid, r->err,
+	    sizeof(r->err));
+	if (r->idmap_fd < 0 || mounts_layer_owner(r->upper, spec->uid, spec->gid, r->err,
+	    sizeof(r->err)) < 0 || sb_join(r->lowerdir, spec->run_dir, "lower") < 0 ||
+	    (mkdir(r->lowerdir, 0700) < 0 && errno != EEXIST))
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "idmapped repository: %s", r->err);
+	if (res->limits_applied)
+		json_object_set_new(res->limits_applied, "repo_idmap", json_sprintf(
+		    "%u:%u->%u:%u", (unsigned)rst.st_uid, (unsigned)rst.st_gid,
+		    (unsigned)spec->uid, (unsigned)spec->gid));
+	return 0;
+}
 
-		if (stat(spec->repo_dir, &rst) < 0) {
-			sb_fail(res, REASON_INTERNAL_ERROR, "stat %s: %s", spec->repo_dir,
-			    strerror(errno));
-			goto teardown;
-		}
-		if (rst.st_uid != spec->uid) {
-			idmap_fd = mounts_idmap_userns(rst.st_uid, rst.st_gid, spec->uid, spec->gid,
-			    err, sizeof(err));
-			if (idmap_fd < 0 || mounts_layer_owner(upper, spec->uid, spec->gid, err,
-			    sizeof(err)) < 0 || sb_join(lowerdir, spec->run_dir, "lower") < 0 ||
-			    (mkdir(lowerdir, 0700) < 0 && errno != EEXIST)) {
-				sb_fail(res, REASON_CAPABILITY_MISSING, "idmapped repository: %s", err);
-				goto teardown;
-			}
-			if (res->limits_applied)
-				json_object_set_new(res->limits_applied, "repo_idmap", json_sprintf(
-				    "%u:%u->%u:%u", (unsigned)rst.st_uid, (unsigned)rst.st_gid,
-				    (unsigned)spec->uid, (unsigned)spec->gid));
-		}
-	}
+/* 4. egressd: the given control socket, or a private one for this run. */
+static int
+sb_setup_egressd(struct sb_run *r)
+{
+	const struct sandbox_spec *spec = r->spec;
 
-	/* 4. egressd: the given control socket, or a private one for this run. */
-	if (spec->net == SANDBOX_NET_ALLOWLIST) {
-		if (netns_pool_parse(spec->net_pool ? spec->net_pool : NETNS_POOL_DEFAULT, &pool) < 0) {
-			sb_fail(res, REASON_INTERNAL_ERROR, "invalid address pool");
-			goto teardown;
-		}
-		if (spec->egressd_control) {
-			control = spec->egressd_control;
-		} else {
-			if (egressd_embedded_start(spec->run_dir, spec->egressd_settings, &emb, err,
-			    sizeof(err)) < 0) {
-				sb_fail(res, REASON_CAPABILITY_MISSING, "embedded egressd: %s", err);
-				goto teardown;
-			}
-			control = emb.sock;
-			snprintf(res->decisions_path, sizeof(res->decisions_path), "%s",
-			    emb.decisions);
-		}
+	if (spec->net != SANDBOX_NET_ALLOWLIST)
+		return 0;
+	if (netns_pool_parse(spec->net_pool ? spec->net_pool : NETNS_POOL_DEFAULT, &r->pool) < 0)
+		return sb_fail(r->res, REASON_INTERNAL_ERROR, "invalid address pool");
+	if (spec->egressd_control) {
+		r->control = spec->egressd_control;
+		return 0;
 	}
+	if (egressd_embedded_start(spec->run_dir, spec->egressd_settings, &r->emb, r->err,
+	    sizeof(r->err)) < 0)
+		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "embedded egressd: %s", r->err);
+	r->control = r->emb.sock;
+	snprintf(r->res->decisions_path, sizeof(r->res->decisions_path), "%s", r->emb.decisions);
+	return 0;
+}
 
-	argv = sb_argv(spec);
-	if (argv == NULL) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "argv too long");
-		goto teardown;
-	}
-	if (pipe2(syncp, O_CLOEXEC) < 0 || pipe2(repp, O_CLOEXEC) < 0 ||
-	    pipe2(statp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0 ||
-	    pipe2(errp, O_CLOEXEC) < 0 ||
-	    (spec->prompt_transport == PROMPT_STDIN && pipe2(inp, O_CLOEXEC) < 0)) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "pipe: %s", strerror(errno));
-		goto teardown;
-	}
-	out.max = errc.max = spec->limits.output_bytes;
-	out.buf = malloc(out.max);
-	errc.buf = malloc(errc.max);
-	if (out.buf == NULL || errc.buf == NULL) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "output buffers");
-		goto teardown;
-	}
+/* 5. The child: new mount, pid, ipc, uts and network namespaces; it waits for "go". Its
+ * environment follows "go" through the sync pipe, because the proxy URL is only known
+ * after grant.create, long after the child's memory was copied at clone. */
+static int
+sb_setup_clone(struct sb_run *r)
+{
+	const struct sandbox_spec *spec = r->spec;
+	struct sandbox_result *res = r->res;
+	struct sandbox_child *c = &r->child;
 
-	memset(&child, 0, sizeof(child));
-	child.spec = spec;
-	child.ms.root_dir = rootdir;
-	child.ms.repo_dir = spec->repo_dir;
-	child.ms.upper_dir = upper;
-	child.ms.ovl_work_dir = owork;
-	child.ms.workdir = spec->workdir;
-	child.ms.forbidden_paths = spec->forbidden_paths;
-	child.ms.tmp_bytes = spec->limits.disk_bytes;
-	child.ms.uid = spec->uid;
-	child.ms.gid = spec->gid;
-	child.ms.idmap_fd = idmap_fd;
-	child.ms.lower_dir = lowerdir;
-	child.ps.uid = spec->uid;
-	child.ps.gid = spec->gid;
-	child.ps.fsize_bytes = spec->limits.disk_bytes;
-	child.ps.open_files = spec->limits.open_files;
-	child.ps.nproc = 0;     /* the pids cgroup is the bound; NPROC is per uid */
-	child.argv = argv;
-	child.sync_rd = syncp[0];
-	child.report_wr = repp[1];
-	child.status_wr = statp[1];
-	child.out_wr = outp[1];
-	child.err_wr = errp[1];
-	child.in_rd = inp[0];
+	r->argv = sb_argv(spec);
+	if (r->argv == NULL)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "argv too long");
+	if (pipe2(r->syncp, O_CLOEXEC) < 0 || pipe2(r->repp, O_CLOEXEC) < 0 ||
+	    pipe2(r->statp, O_CLOEXEC) < 0 || pipe2(r->outp, O_CLOEXEC) < 0 ||
+	    pipe2(r->errp, O_CLOEXEC) < 0 ||
+	    (spec->prompt_transport == PROMPT_STDIN && pipe2(r->inp, O_CLOEXEC) < 0))
+		return sb_fail(res, REASON_INTERNAL_ERROR, "pipe: %s", strerror(errno));
+	r->out.max = r->errc.max = spec->limits.output_bytes;
+	r->out.buf = malloc(r->out.max);
+	r->errc.buf = malloc(r->errc.max);
+	if (r->out.buf == NULL || r->errc.buf == NULL)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "output buffers");
 
-	/* 5. The child: new mount, pid, ipc, uts and network namespaces; it waits for "go".
-	 * Its environment follows "go" through the sync pipe, because the proxy URL is only
-	 * known after grant.create, long after the child's memory was copied at clone. */
+	c->spec = spec;
+	c->ms.root_dir = r->rootdir;
+	c->ms.repo_dir = spec->repo_dir;
+	c->ms.upper_dir = r->upper;
+	c->ms.ovl_work_dir = r->owork;
+	c->ms.workdir = spec->workdir;
+	c->ms.forbidden_paths = spec->forbidden_paths;
+	c->ms.tmp_bytes = spec->limits.disk_bytes;
+	c->ms.uid = spec->uid;
+	c->ms.gid = spec->gid;
+	c->ms.idmap_fd = r->idmap_fd;
+	c->ms.lower_dir = r->lowerdir;
+	c->ps.uid = spec->uid;
+	c->ps.gid = spec->gid;
+	c->ps.fsize_bytes = spec->limits.disk_bytes;
+	c->ps.open_files = spec->limits.open_files;
+	c->ps.nproc = 0;     /* the pids cgroup is the bound; NPROC is per uid */
+	c->argv = r->argv;
+	c->sync_rd = r->syncp[0];
+	c->report_wr = r->repp[1];
+	c->status_wr = r->statp[1];
+	c->out_wr = r->outp[1];
+	c->err_wr = r->errp[1];
+	c->in_rd = r->inp[0];
+
 	fflush(NULL);
-	pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+	r->pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, 0);
-	if (pid < 0) {
-		sb_fail(res, REASON_CAPABILITY_MISSING, "clone with new namespaces: %s%s",
+	if (r->pid < 0)
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "clone with new namespaces: %s%s",
 		    strerror(errno), errno == EPERM ? " (run as root; see egress-exec doctor)" : "");
-		goto teardown;
-	}
-	if (pid == 0)
-		sb_child_main(&child);   /* never returns */
+	if (r->pid == 0)
+		sandbox_child_main(c);   /* never returns */
 
-	if (idmap_fd >= 0) {
-		close(idmap_fd);
-		idmap_fd = -1;
-	}
-	close(syncp[0]); syncp[0] = -1;
-	close(repp[1]); repp[1] = -1;
-	close(statp[1]); statp[1] = -1;
-	close(outp[1]); outp[1] = -1;
-	close(errp[1]); errp[1] = -1;
-	if (inp[0] >= 0) {
-		close(inp[0]);
-		inp[0] = -1;
-	}
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "pidfd_open: %s", strerror(errno));
-		goto teardown;
-	}
+	/* The child's ends, and the idmap namespace it inherited, are its alone now. */
+	sb_close(&r->idmap_fd);
+	sb_close(&r->syncp[0]);
+	sb_close(&r->repp[1]);
+	sb_close(&r->statp[1]);
+	sb_close(&r->outp[1]);
+	sb_close(&r->errp[1]);
+	sb_close(&r->inp[0]);
+	r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+	if (r->pidfd < 0)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "pidfd_open: %s", strerror(errno));
+	return 0;
+}
 
-	/* 6. Attach before the child does anything: no step runs outside the limits. */
-	if (cgroup_attach(cg, pid, err, sizeof(err)) < 0) {
-		sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: %s", err);
-		goto teardown;
-	}
+/* 6-8. Attach the child to the cgroup before it does anything (no step runs outside the
+ * limits); 7. network: the run's own link namespace (only the veth's host end and
+ * egressd's listener live there), the peer straight into the child's namespace, then the
+ * grant with the listener passed to egressd; 8. "go" and the environment. */
+static int
+sb_setup_go(struct sb_run *r)
+{
+	const struct sandbox_spec *spec = r->spec;
+	struct sandbox_result *res = r->res;
+	struct sandbox_go go;
+	int grc;
 
+	if (cgroup_attach(r->cg, r->pid, r->err, sizeof(r->err)) < 0)
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: %s", r->err);
 	memset(&go, 0, sizeof(go));
 	go.ok = 1;
-	/* 7. Network: the run's own link namespace (only the veth's host end and egressd's
-	 * listener live there), the peer straight into the child's namespace, then the grant
-	 * with the listener passed to egressd. */
 	if (spec->net == SANDBOX_NET_ALLOWLIST) {
-		if (netns_link_create(&pool, pid, tag, SB_PROXY_PORT, &link, &link_ns, &listen_fd,
-		    err, sizeof(err)) < 0) {
-			sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", err);
-			goto teardown;
-		}
-		veth_made = true;
-		grc = egressd_grant_create_fd(control, spec->principal ? spec->principal : run_id,
-		    spec->allowlist, listen_fd, link.host_if,
-		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, listen, err,
-		    sizeof(err));
+		if (netns_link_create(&r->pool, r->pid, r->tag, SB_PROXY_PORT, &r->link, &r->link_ns,
+		    &r->listen_fd, r->err, sizeof(r->err)) < 0)
+			return sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", r->err);
+		r->veth_made = true;
+		grc = egressd_grant_create_fd(r->control, spec->principal ? spec->principal :
+		    r->run_id, spec->allowlist, r->listen_fd, r->link.host_if,
+		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, r->listen, r->err,
+		    sizeof(r->err));
 		/* egressd holds its own copy now (or refused it): ours is not needed. */
-		close(listen_fd);
-		listen_fd = -1;
+		sb_close(&r->listen_fd);
 		if (grc < 0) {
-			attest_network_failed(res->attestation, err);
-			sb_fail(res, REASON_CAPABILITY_MISSING, "grant: %s", err);
-			goto teardown;
+			attest_network_failed(res->attestation, r->err);
+			return sb_fail(res, REASON_CAPABILITY_MISSING, "grant: %s", r->err);
 		}
-		snprintf(proxy_url, sizeof(proxy_url), "http://%s", listen);
+		snprintf(r->proxy_url, sizeof(r->proxy_url), "http://%s", r->listen);
 		go.has_link = 1;
-		go.link = link;
+		go.link = r->link;
 		/* Now network_enforcement is proven: netns + veth + a grant egressd issued. */
-		attest_network_granted(res->attestation, link.host_if, res->grant_id);
+		attest_network_granted(res->attestation, r->link.host_if, res->grant_id);
 	}
-	envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? proxy_url : NULL);
-	if (envp == NULL) {
-		sb_fail(res, REASON_INTERNAL_ERROR, "environment too large");
-		goto teardown;
-	}
-	sb_write_all(syncp[1], &go, sizeof(go));
-	sb_env_send(syncp[1], envp);
-	close(syncp[1]);
-	syncp[1] = -1;
+	r->envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? r->proxy_url : NULL);
+	if (r->envp == NULL)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "environment too large");
+	sandbox_pipe_write(r->syncp[1], &go, sizeof(go));
+	sandbox_env_send(r->syncp[1], r->envp);
+	sb_close(&r->syncp[1]);
+	return 0;
+}
 
-	/* 13. Setup result: EOF on the report pipe means the worker exec'd. */
-	t0 = mono_msec();
-	{
-		struct pollfd p = { repp[0], POLLIN, 0 };
-		int pr;
-		ssize_t n;
+/* 12. Setup result: EOF on the report pipe means the worker exec'd; a report names the
+ * step that failed. */
+static int
+sb_setup_wait_exec(struct sb_run *r)
+{
+	struct sandbox_result *res = r->res;
+	struct pollfd p = { r->repp[0], POLLIN, 0 };
+	struct sandbox_report rep;
+	int pr;
+	ssize_t n;
 
-		do {
-			pr = poll(&p, 1, SB_SETUP_TIMEOUT_MS);
-		} while (pr < 0 && errno == EINTR && !sb_interrupted);
-		if (sb_interrupted) {
-			sb_fail(res, REASON_INTERNAL_ERROR, "egress-exec received signal %d during "
-			    "the sandbox setup", (int)sb_interrupted);
-			goto teardown;
-		}
-		if (pr <= 0) {
-			sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup did not finish in %d ms",
-			    SB_SETUP_TIMEOUT_MS);
-			goto teardown;
-		}
-		n = sb_read_full(repp[0], &rep, sizeof(rep));
-		if (n == (ssize_t)sizeof(rep)) {
-			rep.step[sizeof(rep.step) - 1] = '\0';
-			rep.msg[sizeof(rep.msg) - 1] = '\0';
-			sb_fail(res, strcmp(rep.step, "exec") == 0 ? REASON_WORKER_FAILED :
-			    REASON_CAPABILITY_MISSING, "sandbox step %s failed: %s%s%s", rep.step,
-			    rep.msg, rep.err ? ": " : "", rep.err ? strerror(rep.err) : "");
-			goto teardown;
-		}
-		if (n != 0) {
-			sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup ended without exec");
-			goto teardown;
-		}
+	r->t0 = mono_msec();
+	do {
+		pr = poll(&p, 1, SB_SETUP_TIMEOUT_MS);
+	} while (pr < 0 && errno == EINTR && !sb_interrupted);
+	if (sb_interrupted)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "egress-exec received signal %d during "
+		    "the sandbox setup", (int)sb_interrupted);
+	if (pr <= 0)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup did not finish in %d ms",
+		    SB_SETUP_TIMEOUT_MS);
+	n = sandbox_pipe_read(r->repp[0], &rep, sizeof(rep));
+	if (n == (ssize_t)sizeof(rep)) {
+		rep.step[sizeof(rep.step) - 1] = '\0';
+		rep.msg[sizeof(rep.msg) - 1] = '\0';
+		return sb_fail(res, strcmp(rep.step, "exec") == 0 ? REASON_WORKER_FAILED :
+		    REASON_CAPABILITY_MISSING, "sandbox step %s failed: %s%s%s", rep.step,
+		    rep.msg, rep.err ? ": " : "", rep.err ? strerror(rep.err) : "");
 	}
+	if (n != 0)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup ended without exec");
 	res->started = true;
+	return 0;
+}
 
-	/* 14. Supervise: wall budget, bounded output, pids sampling. */
-	out.fd = outp[0]; outp[0] = -1;
-	errc.fd = errp[0]; errp[0] = -1;
-	sb_nonblock(out.fd);
-	sb_nonblock(errc.fd);
+/* Steps 1-12, in the order of docs/sandbox.md. 0 when the worker exec'd; -1 with the
+ * result's reason and message saying which step failed (teardown undoes the rest). */
+static int
+sb_setup(struct sb_run *r)
+{
+	if (sb_validate(r->spec, r->res) < 0)
+		return -1;
+	if (sb_setup_attest(r) < 0 || sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 ||
+	    sb_setup_egressd(r) < 0 || sb_setup_clone(r) < 0 || sb_setup_go(r) < 0)
+		return -1;
+	return sb_setup_wait_exec(r);
+}
+
+/* 13. Supervise: wall budget, bounded output, the prompt on stdin, pids sampling. Ends
+ * when init exited and both streams reached EOF (or a short drain after it), at the wall
+ * budget, or on a signal to egress-exec. */
+static void
+sb_supervise(struct sb_run *r)
+{
+	const struct sandbox_spec *spec = r->spec;
+	struct sandbox_result *res = r->res;
+	size_t prompt_off = 0, prompt_len = 0;
+	uint64_t deadline;
+
+	r->out.fd = r->outp[0];
+	r->outp[0] = -1;
+	r->errc.fd = r->errp[0];
+	r->errp[0] = -1;
+	sb_nonblock(r->out.fd);
+	sb_nonblock(r->errc.fd);
 	if (spec->prompt_transport == PROMPT_STDIN && spec->prompt) {
 		prompt_len = strlen(spec->prompt);
-		sb_nonblock(inp[1]);
-	} else if (inp[1] >= 0) {
-		close(inp[1]);
-		inp[1] = -1;
+		sb_nonblock(r->inp[1]);
+	} else {
+		sb_close(&r->inp[1]);
 	}
-	deadline = t0 + (uint64_t)spec->limits.wall_seconds * 1000u;
+	deadline = r->t0 + (uint64_t)spec->limits.wall_seconds * 1000u;
 	for (;;) {
 		struct pollfd p[4];
 		nfds_t np = 0;
@@ -865,78 +675,78 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 			break;
 		}
 		if (sb_interrupted) {
-			interrupted = true;
+			r->interrupted = true;
 			break;
 		}
 		wait_ms = (int)(deadline - now);
 		if (wait_ms > 200)
 			wait_ms = 200;   /* pids sampling cadence */
-		if (!child_reaped) {
-			p[np] = (struct pollfd){ pidfd, POLLIN, 0 };
+		if (!r->child_reaped) {
+			p[np] = (struct pollfd){ r->pidfd, POLLIN, 0 };
 			ip = (int)np++;
 		}
-		if (out.fd >= 0) {
-			p[np] = (struct pollfd){ out.fd, POLLIN, 0 };
+		if (r->out.fd >= 0) {
+			p[np] = (struct pollfd){ r->out.fd, POLLIN, 0 };
 			io = (int)np++;
 		}
-		if (errc.fd >= 0) {
-			p[np] = (struct pollfd){ errc.fd, POLLIN, 0 };
+		if (r->errc.fd >= 0) {
+			p[np] = (struct pollfd){ r->errc.fd, POLLIN, 0 };
 			ie = (int)np++;
 		}
-		if (inp[1] >= 0) {
-			p[np] = (struct pollfd){ inp[1], POLLOUT, 0 };
+		if (r->inp[1] >= 0) {
+			p[np] = (struct pollfd){ r->inp[1], POLLOUT, 0 };
 			np++;
 		}
-		if (child_reaped && out.fd < 0 && errc.fd < 0)
+		if (r->child_reaped && r->out.fd < 0 && r->errc.fd < 0)
 			break;
 		pr = poll(p, np, wait_ms);
-		cgroup_sample(cg);
+		cgroup_sample(r->cg);
 		if (pr < 0 && errno != EINTR)
 			break;
 		if (pr <= 0)
 			continue;
 		if (io >= 0 && p[io].revents)
-			sb_cap_read(&out);
+			sb_cap_read(&r->out);
 		if (ie >= 0 && p[ie].revents)
-			sb_cap_read(&errc);
-		if (inp[1] >= 0) {
+			sb_cap_read(&r->errc);
+		if (r->inp[1] >= 0) {
 			ssize_t w = prompt_off < prompt_len ?
-			    write(inp[1], spec->prompt + prompt_off, prompt_len - prompt_off) : 0;
+			    write(r->inp[1], spec->prompt + prompt_off, prompt_len - prompt_off) : 0;
 			if (w > 0)
 				prompt_off += (size_t)w;
-			if (prompt_off >= prompt_len || (w < 0 && errno != EAGAIN && errno != EINTR)) {
-				close(inp[1]);
-				inp[1] = -1;
-			}
+			if (prompt_off >= prompt_len || (w < 0 && errno != EAGAIN && errno != EINTR))
+				sb_close(&r->inp[1]);
 		}
 		if (ip >= 0 && p[ip].revents) {
 			/* init exited: the worker is done; the pid ns is torn down by the kernel. */
-			if (waitpid(pid, &wstatus, 0) == pid)
-				child_reaped = true;
-			if (sb_read_full(statp[0], &wstatus, sizeof(wstatus)) ==
-			    (ssize_t)sizeof(wstatus))
-				have_status = true;
+			if (waitpid(r->pid, &r->wstatus, 0) == r->pid)
+				r->child_reaped = true;
+			if (sandbox_pipe_read(r->statp[0], &r->wstatus, sizeof(r->wstatus)) ==
+			    (ssize_t)sizeof(r->wstatus))
+				r->have_status = true;
 			/* Give the pipes a short, bounded time to reach EOF. */
 			if (deadline > mono_msec() + SB_DRAIN_TIMEOUT_MS)
 				deadline = mono_msec() + SB_DRAIN_TIMEOUT_MS;
 		}
 	}
-	res->wall_ms = mono_msec() - t0;
-	rc = 0;
-	if (res->timed_out && child_reaped && have_status)
+	res->wall_ms = mono_msec() - r->t0;
+	if (res->timed_out && r->child_reaped && r->have_status)
 		res->timed_out = false;     /* the worker ended; only its pipes lingered */
+}
 
-teardown:
-	/* 15. Teardown whatever happened: the whole cgroup first (background and setsid
-	 * children included), then usage, then the rest. */
-	if (syncp[1] >= 0) {
-		close(syncp[1]);    /* child still waiting: EOF makes it leave */
-		syncp[1] = -1;
-	}
-	if (cg) {
-		if (cgroup_kill(cg, 0, err, sizeof(err)) < 0)
-			log_warnx("sandbox %s: cgroup kill: %s", run_id, err);
-		if (cgroup_usage_read(cg, &usage, err, sizeof(err)) == 0) {
+/* 14. Teardown, whatever happened: the whole cgroup first (background and setsid children
+ * included), then usage, then the rest. The captured output moves to the result. */
+static void
+sb_teardown(struct sb_run *r)
+{
+	struct sandbox_result *res = r->res;
+	struct cgroup_usage usage;
+
+	sb_close(&r->syncp[1]);    /* a child still waiting for "go": EOF makes it leave */
+	if (r->cg) {
+		if (cgroup_kill(r->cg, 0, r->err, sizeof(r->err)) < 0)
+			log_warnx("sandbox %s: cgroup kill: %s", r->run_id, r->err);
+		if (cgroup_usage_read(r->cg, &usage, r->err, sizeof(r->err)) == 0) {
 			res->cpu_usec = usage.cpu_usec;
 			res->peak_memory_bytes = usage.peak_memory_bytes;
 			res->oom_kills = usage.oom_kills;
@@ -944,117 +754,180 @@ teardown:
 			res->oom_killed = usage.oom_kills > 0;
 		}
 	}
-	if (pid > 0 && !child_reaped) {
+	if (r->pid > 0 && !r->child_reaped) {
 		/* Bounded: the cgroup is dead, so init is gone or going. */
 		uint64_t until = mono_msec() + 5000;
-		while (!child_reaped && mono_msec() < until) {
-			pid_t w = waitpid(pid, &wstatus, WNOHANG);
-			if (w == pid)
-				child_reaped = true;
+		while (!r->child_reaped && mono_msec() < until) {
+			if (waitpid(r->pid, &r->wstatus, WNOHANG) == r->pid)
+				r->child_reaped = true;
 			else
 				usleep(10000);
 		}
-		if (!child_reaped) {
-			kill(pid, SIGKILL);
-			child_reaped = waitpid(pid, &wstatus, 0) == pid;
+		if (!r->child_reaped) {
+			kill(r->pid, SIGKILL);
+			r->child_reaped = waitpid(r->pid, &r->wstatus, 0) == r->pid;
 		}
-		if (statp[0] >= 0 && !have_status) {
-			sb_nonblock(statp[0]);
-			have_status = sb_read_full(statp[0], &wstatus, sizeof(wstatus)) ==
-			    (ssize_t)sizeof(wstatus);
+		if (r->statp[0] >= 0 && !r->have_status) {
+			sb_nonblock(r->statp[0]);
+			r->have_status = sandbox_pipe_read(r->statp[0], &r->wstatus,
+			    sizeof(r->wstatus)) == (ssize_t)sizeof(r->wstatus);
 		}
 	}
-	if (out.fd >= 0) {
-		sb_cap_read(&out);
-		if (out.fd >= 0)
-			close(out.fd);
+	if (r->out.fd >= 0) {
+		sb_cap_read(&r->out);
+		sb_close(&r->out.fd);
 	}
-	if (errc.fd >= 0) {
-		sb_cap_read(&errc);
-		if (errc.fd >= 0)
-			close(errc.fd);
+	if (r->errc.fd >= 0) {
+		sb_cap_read(&r->errc);
+		sb_close(&r->errc.fd);
 	}
-	if (cg && cgroup_destroy(cg, err, sizeof(err)) < 0)
+	if (r->cg && cgroup_destroy(r->cg, r->err, sizeof(r->err)) < 0)
 		log_warnx("sandbox %s: cgroup destroy: %s (egress-exec cleanup removes it)",
-		    run_id, err);
-	cg = NULL;
-	if (res->grant_id[0] && control &&
-	    egressd_grant_revoke(control, res->grant_id, err, sizeof(err)) < 0)
-		log_warnx("sandbox %s: grant.revoke: %s (the grant expires on its own)", run_id, err);
-	if (listen_fd >= 0)
-		close(listen_fd);
-	if (veth_made && netns_link_destroy(link_ns, link.host_if) < 0)
-		log_warnx("sandbox %s: veth %s still present in its link namespace", run_id,
-		    link.host_if);
-	egressd_embedded_stop(&emb);
+		    r->run_id, r->err);
+	r->cg = NULL;
+	if (res->grant_id[0] && r->control &&
+	    egressd_grant_revoke(r->control, res->grant_id, r->err, sizeof(r->err)) < 0)
+		log_warnx("sandbox %s: grant.revoke: %s (the grant expires on its own)", r->run_id,
+		    r->err);
+	sb_close(&r->listen_fd);
+	if (r->veth_made && netns_link_destroy(r->link_ns, r->link.host_if) < 0)
+		log_warnx("sandbox %s: veth %s still present in its link namespace", r->run_id,
+		    r->link.host_if);
+	egressd_embedded_stop(&r->emb);
 
-	res->out = out.buf;
-	res->out_len = out.len;
-	res->out_truncated = out.truncated;
-	res->err = errc.buf;
-	res->err_len = errc.len;
-	res->err_truncated = errc.truncated;
-	out.buf = errc.buf = NULL;
-
-	if (rc == 0) {
-		if (have_status) {
-			if (WIFEXITED(wstatus))
-				res->exit_code = WEXITSTATUS(wstatus);
-			else if (WIFSIGNALED(wstatus))
-				res->term_signal = WTERMSIG(wstatus);
-		} else {
-			res->term_signal = SIGKILL;
-		}
-		if (interrupted)
-			sb_fail(res, REASON_WORKER_FAILED, "egress-exec received signal %d; the "
-			    "worker's whole process tree was killed", (int)sb_interrupted);
-		else if (res->timed_out)
-			sb_fail(res, REASON_WORKER_TIMEOUT, "the worker exceeded its wall budget of "
-			    "%u s and its whole process tree was killed", spec->limits.wall_seconds);
-		else if (res->oom_killed)
-			sb_fail(res, REASON_WORKER_OOM, "the worker exceeded its memory limit "
-			    "(%u OOM kill(s))", res->oom_kills);
-		else if (res->exit_code != 0 || res->term_signal != 0)
-			sb_fail(res, REASON_WORKER_FAILED, "the worker %s %d",
-			    res->term_signal ? "was killed by signal" : "exited with status",
-			    res->term_signal ? res->term_signal : res->exit_code);
-		else {
-			res->reason = REASON_ALLOWED;
-			res->message[0] = '\0';
-		}
+	res->out = r->out.buf;
+	res->out_len = r->out.len;
+	res->out_truncated = r->out.truncated;
+	res->err = r->errc.buf;
+	res->err_len = r->errc.len;
+	res->err_truncated = r->errc.truncated;
+	r->out.buf = r->errc.buf = NULL;
+	if (res->started && r->have_status) {
+		if (WIFEXITED(r->wstatus))
+			res->exit_code = WEXITSTATUS(r->wstatus);
+		else if (WIFSIGNALED(r->wstatus))
+			res->term_signal = WTERMSIG(r->wstatus);
+	} else if (res->started) {
+		res->term_signal = SIGKILL;     /* no status: the teardown's kill ended it */
 	}
+}
 
-	/* The upper layer stays for the caller; the merged view is read-only. */
-	if (layer_made && rc == 0) {
-		if (mounts_merged_create(merged, upper, spec->repo_dir, err, sizeof(err)) < 0) {
-			/* no view of what the worker changed: the result cannot be trusted */
-			sb_fail(res, REASON_INTERNAL_ERROR, "merged view: %s", err);
-		} else {
-			snprintf(res->merged_dir, sizeof(res->merged_dir), "%s", merged);
-		}
-		snprintf(res->upper_dir, sizeof(res->upper_dir), "%s", upper);
-	} else if (layer_made) {
-		mounts_layer_destroy(layer);
+/*
+ * The worker's outcome, named once for every caller (simple mode, WorkUnit runs and the
+ * manifest read res->reason and res->message; none of them re-derives it). Only for a
+ * worker that exec'd; the first that applies wins:
+ *   egress-exec was interrupted (SIGTERM, SIGINT, SIGHUP)  worker_failed, names the signal
+ *   the wall budget expired                                 timeout
+ *   the cgroup recorded an OOM kill                         oom
+ *   the worker exited non-zero or was killed by a signal    worker_failed
+ *   otherwise                                               allowed
+ * An interrupted run's worker reads as killed by SIGKILL (the teardown's), which is why the
+ * interruption comes first: the run ended because of the signal egress-exec received.
+ */
+static void
+sb_classify(struct sb_run *r)
+{
+	const struct sandbox_limits *l = &r->spec->limits;
+	struct sandbox_result *res = r->res;
+
+	if (r->interrupted)
+		sb_fail(res, REASON_WORKER_FAILED, "egress-exec received signal %d; the worker's "
+		    "whole process tree was killed", (int)sb_interrupted);
+	else if (res->timed_out)
+		sb_fail(res, REASON_WORKER_TIMEOUT, "the worker exceeded its wall budget of %u s "
+		    "and its whole process tree was killed", l->wall_seconds);
+	else if (res->oom_killed)
+		sb_fail(res, REASON_WORKER_OOM, "the worker exceeded its memory limit of %llu "
+		    "bytes (%u OOM kill(s))", (unsigned long long)l->memory_bytes, res->oom_kills);
+	else if (res->exit_code != 0 || res->term_signal != 0)
+		sb_fail(res, REASON_WORKER_FAILED, "the worker %s %d",
+		    res->term_signal ? "was killed by signal" : "exited with status",
+		    res->term_signal ? res->term_signal : res->exit_code);
+	else {
+		res->reason = REASON_ALLOWED;
+		res->message[0] = '\0';
 	}
-	rmdir(rootdir);
-	if (lowerdir[0])
-		rmdir(lowerdir);
-	if (idmap_fd >= 0)
-		close(idmap_fd);
-	if (rc != 0 || !layer_made)
-		sandbox_state_remove(run_id);
-	else
-		snprintf(res->run_id, sizeof(res->run_id), "%s", run_id);
+}
 
-	for (int *fd = (int[]){ syncp[0], syncp[1], repp[0], repp[1], statp[0], statp[1],
-	    outp[0], outp[1], errp[0], errp[1], inp[0], inp[1], pidfd, -2 }; *fd != -2; fd++)
-		if (*fd >= 0)
-			close(*fd);
-	free(out.buf);
-	free(errc.buf);
-	free(argv);
-	sb_envp_free(envp, spec);
+/* 15. After a run that started: the upper layer stays for the caller with a read-only merged
+ * view (no view of what the worker changed: the result cannot be trusted). Otherwise the
+ * layer goes. Then what is left of the run's scratch, and its state record unless the
+ * caller still holds the layer (sandbox_release_upper removes it). */
+static void
+sb_hand_over(struct sb_run *r, bool ran)
+{
+	struct sandbox_result *res = r->res;
+
+	if (r->layer_made && ran) {
+		if (mounts_merged_create(r->merged, r->upper, r->spec->repo_dir, r->err,
+		    sizeof(r->err)) < 0)
+			sb_fail(res, REASON_INTERNAL_ERROR, "merged view: %s", r->err);
+		else
+			snprintf(res->merged_dir, sizeof(res->merged_dir), "%s", r->merged);
+		snprintf(res->upper_dir, sizeof(res->upper_dir), "%s", r->upper);
+	} else if (r->layer_made) {
+		mounts_layer_destroy(r->layer);
+	}
+	if (r->rootdir[0])
+		rmdir(r->rootdir);
+	if (r->lowerdir[0])
+		rmdir(r->lowerdir);
+	if (r->state_written && (!ran || !r->layer_made))
+		sandbox_state_remove(r->run_id);
+	else if (r->state_written)
+		snprintf(res->run_id, sizeof(res->run_id), "%s", r->run_id);
+}
+
+static void
+sb_run_free(struct sb_run *r)
+{
+	for (int *fd = &r->syncp[0]; fd <= &r->inp[1]; fd++)
+		sb_close(fd);
+	sb_close(&r->idmap_fd);
+	sb_close(&r->pidfd);
+	free(r->out.buf);
+	free(r->errc.buf);
+	free(r->argv);
+	sb_envp_free(r->envp, r->spec);
+}
+
+int
+sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
+{
+	struct sb_sigsave save;
+	struct sb_run *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (r == NULL) {
+		memset(res, 0, sizeof(*res));
+		return sb_fail(res, REASON_INTERNAL_ERROR, "out of memory");
+	}
+	sb_signals_enter(&save);
+	sb_run_init(r, spec, res);
+	rc = sb_setup(r);
+	if (rc == 0)
+		sb_supervise(r);
+	sb_teardown(r);
+	if (rc == 0)
+		sb_classify(r);
+	sb_hand_over(r, rc == 0);
+	sb_run_free(r);
+	free(r);
+	sb_signals_leave(&save);
 	return rc;
+}
+
+enum exec_exit
+sandbox_exit_code(enum reason why)
+{
+	if (why == REASON_ALLOWED)
+		return EXEC_EXIT_OK;
+	if (why == REASON_CAPABILITY_MISSING)
+		return EXEC_EXIT_CAPABILITY;
+	if (why == REASON_WORKER_FAILED || why == REASON_WORKER_TIMEOUT ||
+	    why == REASON_WORKER_OOM)
+		return EXEC_EXIT_WORKER;
+	return EXEC_EXIT_INTERNAL;
 }
 
 void

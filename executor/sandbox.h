@@ -110,6 +110,15 @@ struct sandbox_result {
 	char run_id[64];
 };
 
+/*
+ * The worker's uid and gid when it cannot be the repository owner: a root-owned repository
+ * (then idmapped to it) and `egress-exec run` without --repo. A uid of its own: not 65534
+ * (nobody, shared with every other unprivileged daemon, and the uid egressd drops to when
+ * no `egressd` account exists) and not the collector's 65001 (executor/collector.h).
+ * docs/sandbox.md ("Identity").
+ */
+#define SANDBOX_WORKER_UID 65000
+
 /* Exit codes of egress-exec (docs/workunit.md). */
 enum exec_exit {
 	EXEC_EXIT_OK = 0,              /* candidate accepted / worker succeeded */
@@ -127,8 +136,15 @@ enum exec_exit {
 bool sandbox_attest(bool with_network, json_t **out);
 
 /* Run the worker. Returns 0 when the worker ran (whatever its exit status) and the result
- * is filled; -1 when the sandbox could not be built (result->reason says why). */
+ * is filled; -1 when the sandbox could not be built (result->reason says why).
+ * When the worker ran, result->reason and ->message are its outcome, classified here once
+ * (allowed, timeout, oom, worker_failed — a signal to egress-exec during the run is named
+ * as such); callers report them and never re-derive them from the exit fields. */
 int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *result);
+
+/* The egress-exec exit code for a sandbox reason: allowed 0, capability_missing 12,
+ * worker_failed / timeout / oom 13, anything else 14. */
+enum exec_exit sandbox_exit_code(enum reason why);
 
 /* Unmount the merged view and remove the upper layer. */
 void sandbox_release_upper(struct sandbox_result *result);

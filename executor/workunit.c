@@ -259,7 +259,6 @@ id_valid(const char *s)
 static enum wu_flag
 flag_get(const struct conf *c, long sec, const char *key, unsigned *line)
 {
-	bool b = false;
 	const char *v;
 
 	*line = 0;
@@ -268,10 +267,13 @@ flag_get(const struct conf *c, long sec, const char *key, unsigned *line)
 	v = conf_get(c, (size_t)sec, key, line);
 	if (v == NULL)
 		return WU_FLAG_ABSENT;
-	/* Anything but an explicit true is "not true": admission refuses it by name. */
-	if (conf_parse_bool(v, &b) != 0 || !b)
+	/* Only the two words the docs name: "yes", "1" or "on" would be true to conf_parse_bool
+	 * and false to a reader who checks the docs. Admission refuses anything not true. */
+	if (strcmp(v, "true") == 0)
+		return WU_FLAG_TRUE;
+	if (strcmp(v, "false") == 0)
 		return WU_FLAG_NOT_TRUE;
-	return WU_FLAG_TRUE;
+	return WU_FLAG_INVALID;
 }
 
 /*

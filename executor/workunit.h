@@ -69,7 +69,10 @@ size_t ceilings_schema(const char *section, struct conf_key *out, size_t max);
 enum wu_network { WU_NET_ABSENT = 0, WU_NET_NONE, WU_NET_ALLOWLIST, WU_NET_UNRESTRICTED };
 
 /* A yes/no field: absent, true, or anything else (false or unparsable). */
-enum wu_flag { WU_FLAG_ABSENT = 0, WU_FLAG_TRUE, WU_FLAG_NOT_TRUE };
+/* A [security]/[permissions] flag: exactly `true` or `false` (docs/workunit.md); yes, 1,
+ * on and the other spellings common/conf accepts for booleans are WU_FLAG_INVALID, so a
+ * WorkUnit means one thing whoever reads it. */
+enum wu_flag { WU_FLAG_ABSENT = 0, WU_FLAG_TRUE, WU_FLAG_NOT_TRUE, WU_FLAG_INVALID };
 
 struct workunit {
 	char *file;                     /* the file name given to the loader */

@@ -22,7 +22,7 @@ static const struct conf_key schema[] = {
 	{ "egressd", "workers", 0 },
 	{ "egressd", "max_body", 0 },
 	{ "egressd", "timeout", 0 },
-	{ "grant *", "allow", CONF_LIST },
+	{ "grant *", "allow", CONF_LIST | CONF_NO_INLINE_COMMENT },
 	{ "grant *", "principal", CONF_REQUIRED },
 };
 

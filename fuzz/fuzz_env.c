@@ -7,7 +7,13 @@
  * itself), a value that env_value_check allows, no duplicate names, at most
  * EGRESS_ENV_VARS_MAX entries, and every copied variable was allowlisted and present in the
  * source with that value. A refusal returns no array and a refusal reason.
+ *
+ * The same bytes are also an --env-file for env_file_parse, the one parser `run` and
+ * `check` share: on success every entry is NAME=VALUE with a non-empty name, no newline,
+ * at most EGRESS_ENV_VARS_MAX entries, each a line of the input; on refusal no array and
+ * a "name:line:" message.
  */
+#define _GNU_SOURCE 1
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,9 +56,28 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *allow[MAX_LINES + 1], *source[MAX_LINES + 1];
 	size_t na = 0, ns = 0;
 	char msg[256];
+	char **file = NULL;
 
 	if (text == NULL)
 		return 0;
+	if (env_file_parse("f", (const char *)data, size, &file, msg, sizeof(msg)) == 0) {
+		size_t k = 0;
+		if (file == NULL)
+			abort();
+		for (; file[k] != NULL; k++) {
+			const char *eq = strchr(file[k], '=');
+			size_t l = strlen(file[k]);
+			if (eq == NULL || eq == file[k] || strchr(file[k], '\n') != NULL ||
+			    file[k][0] == '#' || l > ENV_NAME_MAX + 1 + ENV_VALUE_MAX ||
+			    memmem(data, size, file[k], l) == NULL)
+				abort();
+		}
+		if (k > EGRESS_ENV_VARS_MAX)
+			abort();
+		env_free(file);
+	} else if (file != NULL || strncmp(msg, "f:", 2) != 0) {
+		abort();
+	}
 	memcpy(text, data, size);
 	text[size] = '\0';
 	for (char *line = text; line != NULL && na < MAX_LINES && ns < MAX_LINES;) {
@@ -68,7 +93,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else {
 			source[ns++] = line;
 			enum reason r = env_value_check("X", line, msg, sizeof(msg));
-			if (r != REASON_ALLOWED && r != REASON_ADM_ENV_SOCKET)
+			if (r != REASON_ALLOWED && r != REASON_ADM_ENV_SOCKET &&
+			    r != REASON_ADM_ENV_FORBIDDEN)
 				abort();
 		}
 		line = nl != NULL ? nl + 1 : NULL;

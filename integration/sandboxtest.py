@@ -220,6 +220,16 @@ def host_processes_with(marker):
     return found
 
 
+def _self_cgroup(ctl):
+    """This process's cgroup in v1 hierarchy ctl ("" at the top)."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctls, path = line.rstrip("\n").split(":", 2)
+            if ctl in ctls.split(","):
+                return "" if path == "/" else path
+    return ""
+
+
 def leftovers(ns, result):
     """What a finished run must not leave behind: its cgroups, its veth, its state record,
     its run folder mounts."""
@@ -228,8 +238,12 @@ def leftovers(ns, result):
     if not rid:
         return ["result has no run_id"]
     for ctl in ("memory", "pids", "cpu", "cpuacct", "freezer"):
-        if os.path.exists("/sys/fs/cgroup/%s/egress/%s" % (ctl, rid)):
-            left.append("cgroup %s/egress/%s" % (ctl, rid))
+        # egress-exec nests under its caller's cgroup (ours: it inherits it), and the
+        # top-level egress/ is checked too
+        for base in {"", _self_cgroup(ctl)}:
+            d = "/sys/fs/cgroup/%s%s/egress/%s" % (ctl, base, rid)
+            if os.path.exists(d):
+                left.append("cgroup " + d)
     if os.path.exists("/run/egress-exec/state/%s" % rid):
         left.append("state record %s" % rid)
     veth = "egx%sh" % rid[4:]

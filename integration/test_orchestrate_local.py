@@ -578,6 +578,62 @@ def t_env_socket(c):
     expect(c, rc, EX_ADMISSION, "admission_refused", "env_container_socket")
 
 
+def t_env_file_bad_line(c):
+    """`run` and `check` read --env-file with one parser: a bad line refuses both, naming
+    file:line, where `run` used to skip it (and so ran with another environment than the
+    one `check` judged)."""
+    envf = os.path.join(c.dir, "env")
+    with open(envf, "w") as f:
+        f.write("LANG=C.UTF-8\nexport FOO\n")
+    wu = os.path.join(c.dir, "wu.ini")
+    marker = "/tmp/egress-envfile-ran-%d" % os.getpid()
+    with open(wu, "w") as f:
+        f.write(workunit("touch %s" % marker))
+    for cmd in (["run", "--repo", c.repo, "--out", c.out], ["check"]):
+        p = subprocess.run([EXEC] + cmd + ["--workunit", wu, "--preset", c.preset,
+                                           "--env-file", envf],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        err = p.stderr.decode(errors="replace")
+        check(p.returncode == 2, "%s: rc %d %s" % (cmd[0], p.returncode, err))
+        check(("%s:2:" % envf) in err, "%s: no file:line in %r" % (cmd[0], err))
+    check(not os.path.exists(marker), "the worker ran")
+
+
+def t_sigterm(c):
+    """SIGTERM to egress-exec mid-run: the outcome names the signal egress-exec received,
+    not "the worker was killed by signal 9" (the worker's tree is killed by the teardown
+    that SIGTERM starts)."""
+    marker = "h19term%d" % os.getpid()
+    wu = os.path.join(c.dir, "wu.ini")
+    with open(wu, "w") as f:
+        f.write(workunit("exec /usr/bin/python3 -c 'import time; time.sleep(300)' %s" % marker,
+                         wall_seconds="60"))
+    p = subprocess.Popen([EXEC, "run", "--workunit", wu, "--preset", c.preset, "--repo",
+                          c.repo, "--out", c.out], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    seen = False
+    while time.monotonic() < deadline and not seen and p.poll() is None:
+        for d in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    seen = seen or marker.encode() in f.read()
+            except OSError:
+                pass
+        time.sleep(0.05)
+    check(seen, "the worker did not start")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    c.stderr = err.decode(errors="replace")
+    with open(os.path.join(c.out, "manifest.json")) as f:
+        c.manifest = json.load(f)
+    expect(c, p.returncode, EX_WORKER, "worker_failed", "worker_failed")
+    msg = c.manifest["outcome"]["message"]
+    check("received signal 15" in msg, msg)
+    check("killed by signal 9" not in msg, msg)
+    check(c.artifact("candidate.diff") is None, "no candidate from an interrupted run")
+
+
 def t_check_cli(c):
     """egress-exec check: JSON on stdout, one human line on stderr, exit 0 / 11 / 2."""
     conf = os.path.join(SRC, "conf")
@@ -630,7 +686,8 @@ def main():
         ("scope_forbidden", t_scope_forbidden), ("git_write", t_git_write),
         ("diff_too_large", t_diff_too_large), ("timeout", t_timeout), ("oom", t_oom),
         ("worker_failed", t_worker_failed), ("output_truncated", t_output_truncated),
-        ("env_socket", t_env_socket), ("check_cli", t_check_cli)]]
+        ("env_socket", t_env_socket), ("env_file_bad_line", t_env_file_bad_line),
+        ("sigterm", t_sigterm), ("check_cli", t_check_cli)]]
     cases += [("admission_" + n, t_admission, (kw, p, r)) for n, kw, p, r in ADMISSION]
     only = sys.argv[1:]
     try:

@@ -315,6 +315,33 @@ def t_idmapped_root_repo(ns, repo, planted):
         rr.remove()
 
 
+NOREPO = r'''
+import json, os, pwd
+res = {"uid": os.getuid(), "gid": os.getgid()}
+try:
+    res["name"] = pwd.getpwuid(os.getuid()).pw_name
+except KeyError:
+    res["name"] = None
+with open("/work/made-here", "w") as f:
+    f.write("x\n")
+res["work_owner"] = os.stat("/work").st_uid
+print(json.dumps(res))
+'''
+
+
+def t_no_repo_uid(ns, repo, planted):
+    """Without --repo the worker runs as the dedicated worker uid 65000 (docs/sandbox.md),
+    never as 65534: that is `nobody`, and the uid egressd falls back to when no `egressd`
+    account exists, so a worker sharing it could signal or ptrace a private egressd."""
+    r = st.run(ns, ["--wall", "30s"], st.py(NOREPO))
+    check(r.rc == 0, r.describe())
+    res = r.json_line()
+    check(res["uid"] == 65000 and res["gid"] == 65000, "worker ids: %s" % res)
+    check(res["uid"] != 65534, "the worker runs as nobody / egressd's fallback uid")
+    check(res["work_owner"] == 65000, "the empty /work is not the worker's: %s" % res)
+    check(not st.leftovers(ns, r.result), "leftovers: %s" % st.leftovers(ns, r.result))
+
+
 def main():
     st.require_root()
     st.require_tools()
@@ -326,7 +353,8 @@ def main():
             for name, fn in [("secrets", t_secrets), ("env_credentials", t_env_credentials_refused),
                              ("writes", t_writes), ("syscalls", t_syscalls),
                              ("host_processes", t_host_processes),
-                             ("idmapped_root_repo", t_idmapped_root_repo)]:
+                             ("idmapped_root_repo", t_idmapped_root_repo),
+                             ("no_repo_uid", t_no_repo_uid)]:
                 results.run(name, fn, ns.name, repo, planted)
     finally:
         planted.remove()

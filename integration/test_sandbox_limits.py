@@ -103,6 +103,38 @@ print(json.dumps(res))
 '''
 
 
+TMPFILL = r'''
+import json, os
+n = 0
+res = {}
+try:
+    with open("/tmp/fill", "wb") as f:
+        for i in range(160):
+            f.write(b"x" * (1024 * 1024))
+            f.flush()
+            n += 1
+    res["tmp"] = "wrote:%d" % n
+except OSError as e:
+    res["tmp"] = "stopped:%d:%d" % (n, e.errno)
+print(json.dumps(res), flush=True)
+'''
+
+
+def t_tmp_counts_against_memory(ns, repo):
+    """Files in the worker's /tmp are tmpfs pages charged to the run's memory cgroup
+    (docs/sandbox.md): under --memory 48M with --disk 256M, 160 MiB in /tmp never fits;
+    the worker is OOM-killed or its write fails with ENOMEM, never ENOSPC."""
+    r = st.run(ns, ["--repo", repo.path, "--memory", "48M", "--disk", "256M", "--wall", "60s"],
+               st.py(TMPFILL))
+    if r.result.get("reason") == "oom":
+        check(r.rc == 13, r.describe())
+    else:
+        v = r.json_line()["tmp"]
+        check(v.startswith("stopped:") and v.endswith(":12"), "/tmp not bounded by memory: %s"
+              % v)
+    no_leftovers(ns, r)
+
+
 def t_disk_fill(ns, repo):
     import signal
     old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -300,7 +332,8 @@ def t_kill9_cleanup(ns, repo):
     while time.monotonic() < deadline and st.host_processes_with(marker):
         time.sleep(0.05)
     check(not st.host_processes_with(marker), "the worker outlived egress-exec")
-    check(os.path.exists("/sys/fs/cgroup/pids/egress/" + rid), "no leftover to clean?")
+    check(os.path.exists("/sys/fs/cgroup/pids%s/egress/%s" % (st._self_cgroup("pids"), rid)),
+          "no leftover to clean?")
     cp = subprocess.run(["nsenter", "--net=/run/netns/%s" % ns, st.EXE, "cleanup"],
                         capture_output=True, timeout=60)
     check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout, cp.stderr))
@@ -319,6 +352,7 @@ def main():
         with st.NetNS("l") as ns:
             for name, fn in [("fork_bomb", t_fork_bomb), ("memory_balloon", t_memory_balloon),
                              ("disk_fill", t_disk_fill), ("cpu_spin", t_cpu_spin),
+                             ("tmp_counts_against_memory", t_tmp_counts_against_memory),
                              ("timeout", t_timeout), ("setsid_daemon", t_setsid_daemon),
                              ("background_at_timeout", t_background_at_timeout),
                              ("stdout_flood", t_stdout_flood),

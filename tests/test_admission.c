@@ -458,6 +458,13 @@ test_refusals(void **state)
 	} cases[] = {
 		{ "sandbox_required = true", "sandbox_required = false", REASON_ADM_SANDBOX_REQUIRED },
 		{ "sandbox_required = true", "sandbox_required = maybe", REASON_ADM_SANDBOX_REQUIRED },
+		/* only the words the docs name: conf's other boolean spellings are refused */
+		{ "sandbox_required = true", "sandbox_required = yes", REASON_ADM_SANDBOX_REQUIRED },
+		{ "sandbox_required = true", "sandbox_required = 1", REASON_ADM_SANDBOX_REQUIRED },
+		{ "sandbox_required = true", "sandbox_required = on", REASON_ADM_SANDBOX_REQUIRED },
+		{ "sandbox_required = true", "sandbox_required = TRUE", REASON_ADM_SANDBOX_REQUIRED },
+		{ "process_execution = true", "process_execution = yes", REASON_ADM_PROCESS_EXECUTION },
+		{ "process_execution = true", "process_execution = 1", REASON_ADM_PROCESS_EXECUTION },
 		{ "sandbox_required = true\n", "", REASON_ADM_SANDBOX_REQUIRED },
 		{ "process_execution = true", "process_execution = no", REASON_ADM_PROCESS_EXECUTION },
 		{ "process_execution = true\n", "", REASON_ADM_PROCESS_EXECUTION },

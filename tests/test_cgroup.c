@@ -33,6 +33,7 @@
 /* Test hooks in executor/cgroup.c (TESTABLE). */
 extern void (*cgroup_test_mkdir_hook)(const char *path);
 extern int (*cgroup_test_rmdir)(const char *path);
+extern const char *cgroup_test_self_file;
 
 /* ---------- helpers ---------- */
 
@@ -116,11 +117,41 @@ rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 static int
 fake_rmdir(const char *path)
 {
-	/* A real cgroupfs lets rmdir succeed despite the control files; emulate that. */
+	/* A real cgroupfs lets rmdir succeed despite the control files, but not while the
+	 * group has child groups; emulate both. */
 	struct stat st;
 	if (lstat(path, &st) != 0)
 		return -1;
+	DIR *d = opendir(path);
+	struct dirent *de;
+	bool sub = false;
+	while (d != NULL && (de = readdir(d)) != NULL)
+		sub = sub || (de->d_type == DT_DIR && de->d_name[0] != '.');
+	if (d != NULL)
+		closedir(d);
+	if (sub) {
+		errno = ENOTEMPTY;
+		return -1;
+	}
 	return nftw(path, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static int
+rm_tree(const char *path)
+{
+	return nftw(path, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The fake's /proc/self/cgroup. */
+static char fake_self[300];
+
+static void
+fake_self_set(const char *text)
+{
+	FILE *f = fopen(fake_self, "we");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
 }
 
 static int
@@ -135,6 +166,10 @@ v2_setup(void **state)
 	cgroup_test_mkdir_hook = fake_populate;
 	cgroup_test_rmdir = fake_rmdir;
 	fake_no_swap_file = fake_ignore_memory = fake_no_kill = false;
+	/* "the caller" sits in the root cgroup unless a test says otherwise */
+	snprintf(fake_self, sizeof(fake_self), "%s.self", fake_root);
+	fake_self_set("0::/\n");
+	cgroup_test_self_file = fake_self;
 	return 0;
 }
 
@@ -142,9 +177,11 @@ static int
 v2_teardown(void **state)
 {
 	(void)state;
-	fake_rmdir(fake_root);
+	rm_tree(fake_root);
+	unlink(fake_self);
 	cgroup_test_mkdir_hook = NULL;
 	cgroup_test_rmdir = NULL;
+	cgroup_test_self_file = NULL;
 	return 0;
 }
 
@@ -279,11 +316,118 @@ test_v2_create_limits(void **state)
 	assert_true(cgroup_empty(cg));
 	assert_int_equal(cgroup_kill(cg, 200, err, sizeof(err)), 0);
 
-	/* destroy removes the group, keeps the shared parent */
+	/* destroy removes the group and, once empty, the egress/ parent it lived in */
 	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0);
 	assert_false(exists(dir));
 	snprintf(p, sizeof(p), "%s/egress", fake_root);
+	assert_false(exists(p));
+}
+
+/*
+ * Issue: runs went to <root>/egress/<run> whatever cgroup egress-exec was started in, so a
+ * limit on the caller's cgroup (a systemd slice, a CI job) stopped applying. Now the group
+ * nests under the caller's own cgroup; on v2 egress-exec first moves itself into a leaf
+ * (a cgroup with limited children may hold no process), after checking it is alone there.
+ */
+static void
+test_v2_nested(void **state)
+{
+	(void)state;
+	char err[512] = "", job[4096], p[4200], buf[256], want[4200];
+	char pid[32];
+
+	snprintf(p, sizeof(p), "%s/ci.slice", fake_root);
+	assert_int_equal(mkdir(p, 0755), 0);
+	fake_populate(p);
+	snprintf(job, sizeof(job), "%s/ci.slice/job-7.scope", fake_root);
+	assert_int_equal(mkdir(job, 0755), 0);
+	fake_populate(job);
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	put(job, "cgroup.procs", pid);
+	fake_self_set("0::/ci.slice/job-7.scope\n");
+
+	/* doctor's question first: where would runs nest, could they; nothing is written */
+	char base[4096];
+	assert_int_equal(cgroup_nest_check(fake_root, base, sizeof(base), err, sizeof(err)), 0);
+	assert_string_equal(base, job);
+	snprintf(p, sizeof(p), "%s/egress-supervisor", job);
+	assert_false(exists(p));
+
+	struct cgroup *cg = cgroup_create(fake_root, "run-n1", &LIM, err, sizeof(err));
+	if (cg == NULL)
+		fail_msg("create: %s", err);
+	snprintf(want, sizeof(want), "%s/egress/run-n1", job);
+	assert_string_equal(cgroup_path(cg, NULL), want);
+	assert_string_equal(get(want, "pids.max", buf, sizeof(buf)), "64");
+	/* egress-exec moved itself into the supervisor leaf before enabling controllers */
+	snprintf(p, sizeof(p), "%s/egress-supervisor", job);
+	assert_string_equal(get(p, "cgroup.procs", buf, sizeof(buf)), pid);
+	assert_non_null(get(job, "cgroup.subtree_control", buf, sizeof(buf)));
+	assert_true(buf[0] == '+');
+	/* nothing at the top: the negative twin of the old layout */
+	snprintf(p, sizeof(p), "%s/egress", fake_root);
+	assert_false(exists(p));
+
+	/* a second run from inside the leaf nests beside it, not inside it */
+	fake_self_set("12:pids:/elsewhere\n0::/ci.slice/job-7.scope/egress-supervisor\n");
+	struct cgroup *cg2 = cgroup_create(fake_root, "run-n2", &LIM, err, sizeof(err));
+	if (cg2 == NULL)
+		fail_msg("create 2: %s", err);
+	snprintf(want, sizeof(want), "%s/egress/run-n2", job);
+	assert_string_equal(cgroup_path(cg2, NULL), want);
+
+	/* destroy: the run groups, then the egress/ parent once the last one went */
+	snprintf(p, sizeof(p), "%s/egress", job);
+	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0);
 	assert_true(exists(p));
+	assert_int_equal(cgroup_destroy(cg2, err, sizeof(err)), 0);
+	assert_false(exists(p));
+}
+
+static void
+test_v2_nested_refused(void **state)
+{
+	(void)state;
+	char err[512] = "", job[4096], p[4200];
+
+	snprintf(job, sizeof(job), "%s/session-3.scope", fake_root);
+	assert_int_equal(mkdir(job, 0755), 0);
+	fake_populate(job);
+	fake_self_set("0::/session-3.scope\n");
+	/* other processes share the caller's cgroup (a login shell): never moved, refused */
+	char procs[64];
+	snprintf(procs, sizeof(procs), "1234\n%d\n", (int)getpid());
+	put(job, "cgroup.procs", procs);
+	char base[4096];
+	assert_int_equal(cgroup_nest_check(fake_root, base, sizeof(base), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "other processes"));
+	assert_null(cgroup_create(fake_root, "run-r1", &LIM, err, sizeof(err)));
+	assert_non_null(strstr(err, "other processes"));
+	assert_non_null(strstr(err, "Delegate=yes"));
+	snprintf(p, sizeof(p), "%s/egress-supervisor", job);
+	assert_false(exists(p));
+	snprintf(p, sizeof(p), "%s/egress", fake_root);
+	assert_false(exists(p));
+
+	/* a cgroup that does not offer the controllers (not delegated): refused */
+	char pid[32];
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	put(job, "cgroup.procs", pid);
+	put(job, "cgroup.controllers", "cpu pids\n");
+	assert_null(cgroup_create(fake_root, "run-r2", &LIM, err, sizeof(err)));
+	assert_non_null(strstr(err, "memory"));
+	assert_non_null(strstr(err, "delegated"));
+
+	/* /proc/self/cgroup without a usable line: refused, never the top */
+	fake_self_set("3:memory:/x\n");
+	assert_null(cgroup_create(fake_root, "run-r3", &LIM, err, sizeof(err)));
+	assert_non_null(strstr(err, "0::"));
+	fake_self_set("0::/a/../b\n");
+	assert_null(cgroup_create(fake_root, "run-r4", &LIM, err, sizeof(err)));
+	fake_self_set("0::/gone (deleted)\n");
+	assert_null(cgroup_create(fake_root, "run-r5", &LIM, err, sizeof(err)));
+	snprintf(p, sizeof(p), "%s/egress", fake_root);
+	assert_false(exists(p));
 }
 
 static void
@@ -405,6 +549,30 @@ test_v2_cleanup_leftovers(void **state)
 	assert_false(exists(p));
 	snprintf(p, sizeof(p), "%s/egress/run-b", fake_root);
 	assert_true(exists(p));
+	/* a killed run nested deep under someone's cgroup is found too, and its emptied
+	 * egress/ parent goes with it */
+	char deep[4096];
+	snprintf(deep, sizeof(deep), "%s/user.slice", fake_root);
+	assert_int_equal(mkdir(deep, 0755), 0);
+	snprintf(deep, sizeof(deep), "%s/user.slice/egress", fake_root);
+	assert_int_equal(mkdir(deep, 0755), 0);
+	snprintf(deep, sizeof(deep), "%s/user.slice/egress/run-c", fake_root);
+	assert_int_equal(mkdir(deep, 0755), 0);
+	fake_populate(deep);
+	calls = 0;
+	assert_int_equal(cgroup_cleanup_leftovers(fake_root, live_only_b, &calls, &removed, err,
+	    sizeof(err)), 0);
+	assert_int_equal(removed, 1);
+	assert_false(exists(deep));
+	snprintf(deep, sizeof(deep), "%s/user.slice/egress", fake_root);
+	assert_false(exists(deep));
+	/* an emptied v2 supervisor leaf goes too */
+	snprintf(deep, sizeof(deep), "%s/user.slice/egress-supervisor", fake_root);
+	assert_int_equal(mkdir(deep, 0755), 0);
+	fake_populate(deep);
+	assert_int_equal(cgroup_cleanup_leftovers(fake_root, live_only_b, &calls, &removed, err,
+	    sizeof(err)), 0);
+	assert_false(exists(deep));
 	/* the handles: a's directory is already gone (destroy treats that as done) */
 	assert_int_equal(cgroup_destroy(a, err, sizeof(err)), 0);
 	assert_int_equal(cgroup_destroy(b, err, sizeof(err)), 0);
@@ -737,6 +905,126 @@ test_v1_real_self_attach(void **state)
 	assert_true(WIFSIGNALED(st));
 }
 
+/* The caller's memory cgroup path from /proc/self/cgroup ("/" at the top). */
+static void
+self_memory_path(char *out, size_t len)
+{
+	char buf[8192];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	assert_non_null(f);
+	out[0] = '\0';
+	while (fgets(buf, sizeof(buf), f) != NULL) {
+		char *c1 = strchr(buf, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c2 == NULL)
+			continue;
+		*c2 = '\0';
+		buf[strcspn(c2 + 1, "\n") + (size_t)(c2 + 1 - buf)] = '\0';
+		for (char *t = strtok(c1 + 1, ","); t != NULL; t = strtok(NULL, ","))
+			if (strcmp(t, "memory") == 0)
+				snprintf(out, len, "%s", c2 + 1);
+	}
+	fclose(f);
+	assert_true(out[0] == '/');
+}
+
+/* In the child of test_v1_real_nested: it is in the outer group; returns an exit code. */
+static int
+nested_child(const char *outer)
+{
+	char err[512] = "", want[8400], memdir[4096], egress[8400];
+	struct cgroup_limits lim = { .cpu_millicores = 1000, .memory_bytes = 256u << 20, .pids = 32 };
+	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
+	int st = 0;
+
+	if (cg == NULL) {
+		fprintf(stderr, "create: %s\n", err);
+		return 2;
+	}
+	snprintf(want, sizeof(want), "%s/egress/%s", outer, run_id);
+	snprintf(memdir, sizeof(memdir), "%s", cgroup_path(cg, "memory"));
+	if (strcmp(memdir, want) != 0) {
+		fprintf(stderr, "memory group %s, want %s\n", memdir, want);
+		cgroup_destroy(cg, err, sizeof(err));
+		return 3;
+	}
+	/* 128 MiB under a 256 MiB run limit, inside a 48 MiB outer limit: the outer wins */
+	pid_t b = fork();
+	if (b == 0) {
+		usleep(100000);
+		_exit(body_balloon() == 0 ? 0 : 1);
+	}
+	if (b < 0 || cgroup_attach(cg, b, err, sizeof(err)) != 0) {
+		fprintf(stderr, "attach: %s\n", err);
+		return 4;
+	}
+	for (int i = 0; i < 1000 && waitpid(b, &st, WNOHANG) != b; i++)
+		usleep(10000);
+	bool oom = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+	if (cgroup_destroy(cg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "destroy: %s\n", err);
+		return 5;
+	}
+	if (!oom) {
+		fprintf(stderr, "the balloon was not stopped by the outer limit (status %#x)\n", st);
+		return 6;
+	}
+	snprintf(egress, sizeof(egress), "%s/egress", outer);
+	if (exists(egress)) {
+		fprintf(stderr, "%s left behind\n", egress);
+		return 7;
+	}
+	return 0;
+}
+
+/*
+ * Issue: egress-exec put its groups at /sys/fs/cgroup/<ctrl>/egress/<run>, outside the
+ * caller's cgroup, so an outer limit (a CI job's memory cgroup) stopped applying, and the
+ * egress/ parents were never removed. For real on v1: an outer memory group of 48 MiB
+ * under this test's own; a child in it creates a run group with a 256 MiB limit, which
+ * must nest under the outer one, and a 128 MiB balloon in it must be OOM-killed.
+ */
+static void
+test_v1_real_nested(void **state)
+{
+	(void)state;
+	if (!v1_available())
+		skip();
+	char self[4096], outer[8300], pidline[32];
+	int st = 0;
+
+	self_memory_path(self, sizeof(self));
+	/* where doctor says runs of this process nest: our own memory cgroup */
+	char base[4096], err[512], want[8300];
+	snprintf(want, sizeof(want), "/sys/fs/cgroup/memory%s", strcmp(self, "/") == 0 ? "" : self);
+	assert_int_equal(cgroup_nest_check(NULL, base, sizeof(base), err, sizeof(err)), 0);
+	assert_string_equal(base, want);
+	snprintf(outer, sizeof(outer), "/sys/fs/cgroup/memory%s/egx-outer-%d",
+	    strcmp(self, "/") == 0 ? "" : self, (int)getpid());
+	assert_int_equal(mkdir(outer, 0755), 0);
+	put(outer, "memory.limit_in_bytes", "50331648");
+	if (exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"))
+		put(outer, "memory.memsw.limit_in_bytes", "50331648");
+	make_run_id("nest");
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		snprintf(pidline, sizeof(pidline), "%d\n", (int)getpid());
+		char p[8400];
+		snprintf(p, sizeof(p), "%s/cgroup.procs", outer);
+		FILE *f = fopen(p, "we");
+		if (f == NULL || fputs(pidline, f) < 0 || fclose(f) != 0)
+			_exit(1);
+		_exit(nested_child(outer));
+	}
+	assert_int_equal(waitpid(c, &st, 0), c);
+	/* the child has exited: the outer group is empty and can go */
+	for (int i = 0; i < 100 && rmdir(outer) != 0 && errno == EBUSY; i++)
+		usleep(10000);
+	assert_false(exists(outer));
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int
 main(void)
 {
@@ -744,6 +1032,8 @@ main(void)
 		cmocka_unit_test(test_run_id),
 		cmocka_unit_test_setup_teardown(test_v2_probe, v2_setup, v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_create_limits, v2_setup, v2_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_nested, v2_setup, v2_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_nested_refused, v2_setup, v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_limit_not_taken, v2_setup, v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_no_swap_file, v2_setup, v2_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_kill_fallback, v2_setup, v2_teardown),
@@ -753,6 +1043,7 @@ main(void)
 		cmocka_unit_test(test_v1_real_pids_limit),
 		cmocka_unit_test(test_v1_real_cleanup_leftover),
 		cmocka_unit_test(test_v1_real_self_attach),
+		cmocka_unit_test(test_v1_real_nested),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

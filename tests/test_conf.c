@@ -434,6 +434,40 @@ test_parse_duration(void **state)
 	assert_int_equal(conf_parse_duration_ms(NULL, 1000, &v), -1);
 }
 
+/* CONF_NO_INLINE_COMMENT: a value that inih would cut at " ;" is refused, not cut. */
+static void
+test_no_inline_comment(void **state)
+{
+	static const struct conf_key strict_schema[] = {
+		{ "s", "strict", CONF_LIST | CONF_NO_INLINE_COMMENT },
+		{ "s", "loose", 0 },
+	};
+	static const char *const bad[] = {
+		"[s]\nstrict = a ; b\n", "[s]\nstrict = a\t;b\n", "[s]\nstrict: x ;\n",
+	};
+	char err[256];
+	struct conf *c;
+	unsigned line;
+
+	(void)state;
+	for (size_t i = 0; i < EGRESS_NELEM(bad); i++) {
+		c = conf_load_string("n.ini", bad[i], strlen(bad[i]), strict_schema,
+		    EGRESS_NELEM(strict_schema), err, sizeof(err));
+		assert_null(c);
+		assert_non_null(strstr(err, "n.ini:2: the value of 'strict'"));
+	}
+	/* negative twins: ';' glued to a word stays in the value; a whole-line comment and
+	 * the inline comment of a key without the flag behave as before */
+	static const char ok[] = "[s]\n; a comment ; with ;\nstrict = a; b\nloose = c ; cut\n";
+	c = conf_load_string("n.ini", ok, strlen(ok), strict_schema,
+	    EGRESS_NELEM(strict_schema), err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_string_equal(conf_get(c, 0, "strict", &line), "a; b");
+	assert_string_equal(conf_get(c, 0, "loose", &line), "c");
+	conf_free(c);
+}
+
 int
 main(void)
 {
@@ -446,6 +480,7 @@ main(void)
 		cmocka_unit_test(test_parse_bool),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_parse_duration),
+		cmocka_unit_test(test_no_inline_comment),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

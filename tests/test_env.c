@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/limits.h"
@@ -93,10 +94,14 @@ test_value_check(void **state)
 		"tcp://10.0.0.1:2375", "tcp://[::1]:2376/", "http://docker:2375", "/run/containerd",
 		"npipe:////./pipe/docker_engine", "/var/run/crio/crio.sock", "x:/run/docker/foo",
 		"/RUN/DOCKER.SOCK",
+		/* a docker endpoint without a scheme is one too */
+		"a:2375", "dockerhost:2376", "10.0.0.1:2375", "[::1]:2376", "h.example:2375/v1",
+		"x,docker.internal:2375",
 	};
 	static const char *const ok[] = {
 		"", "/usr/bin", "hello world", "tcp://10.0.0.1:23750", "http://h:8080",
-		"docker", "containerd", "2375", "a:2375", "unixish", "/run/other.sock",
+		"docker", "containerd", "2375", "unixish", "/run/other.sock", ":2375", "a: 2375",
+		"h:23756", "a:12375",
 	};
 	char msg[256];
 
@@ -111,6 +116,53 @@ test_value_check(void **state)
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
 		if (env_value_check("SOMEVAR", ok[i], NULL, 0) != REASON_ALLOWED)
 			fail_msg("value %s was refused", ok[i]);
+}
+
+/* Token-shaped values are refused under any name (neutral names passed them before). */
+static void
+test_value_tokens(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"ghp_0123456789abcdefghijABCDEFGHIJ012345", "gho_0123456789abcdefghijklmn",
+		"github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+		"sk-proj-abcdefghijklmnopqrstuvwxyz0123", "sk-ant-api03-abcdefghijklmnopqrstuvwx",
+		"AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPL3", "xoxb-1234567890-abcdefghij",
+		"xoxp-0123456789-abc", "glpat-abcdefghij0123456789",
+		/* inside a longer value, after a separator */
+		"Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345",
+		"https://x:ghp_0123456789abcdefghijABCDEF@github.com/o/r",
+		"key=sk-abcdefghijklmnopqrstuvwxyz",
+	};
+	static const char *const ok[] = {
+		"ghp_short", "sk-", "sk-abc", "task-abcdefghijklmnopqrstuvwxyz0123",
+		"AKIAlowercase0123456789", "akiaiosfodnn7example", "xoxb-", "xoxz-1234567890abcd",
+		"my-ghp_0123456789abcdefghijABCDEFGHIJ", "risk-assessment-for-the-next-quarter",
+		"AKIA0123", "desk-0123456789012345678901234",
+	};
+	char msg[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg[0] = '\0';
+		if (env_value_check("NEUTRAL_SETTING", bad[i], msg, sizeof(msg)) !=
+		    REASON_ADM_ENV_FORBIDDEN)
+			fail_msg("token-shaped value %s was not refused", bad[i]);
+		assert_non_null(strstr(msg, "NEUTRAL_SETTING"));
+		assert_null(strstr(msg, bad[i]));
+	}
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (env_value_check("NEUTRAL_SETTING", ok[i], NULL, 0) != REASON_ALLOWED)
+			fail_msg("value %s was refused", ok[i]);
+
+	/* and env_build refuses the whole environment for it */
+	const char *allow[] = { "NEUTRAL_SETTING", NULL };
+	const char *source[] = { "NEUTRAL_SETTING=ghp_0123456789abcdefghijABCDEFGHIJ012345",
+		NULL };
+	char **envp = NULL;
+	enum reason why;
+	assert_int_equal(env_build(allow, source, NULL, &envp, &why, msg, sizeof(msg)), -1);
+	assert_int_equal(why, REASON_ADM_ENV_FORBIDDEN);
+	assert_null(envp);
 }
 
 static void
@@ -255,6 +307,91 @@ test_build_bounds(void **state)
 	env_free(NULL);
 }
 
+/* The --env-file parser `run` and `check` share. Before it was one parser, `run` skipped
+ * the lines `check` refused, split long lines and dropped variables past the bound. */
+static void
+test_env_file(void **state)
+{
+	(void)state;
+	char **v = NULL, err[256];
+	static const char good[] = "LANG=C.UTF-8\n# a comment\n\nFOO=a b = c\nEMPTY=\nLAST=x";
+
+	assert_int_equal(env_file_parse("e", good, strlen(good), &v, err, sizeof(err)), 0);
+	assert_non_null(v);
+	assert_string_equal(v[0], "LANG=C.UTF-8");
+	assert_string_equal(v[1], "FOO=a b = c");
+	assert_string_equal(v[2], "EMPTY=");
+	assert_string_equal(v[3], "LAST=x");
+	assert_null(v[4]);
+	env_free(v);
+	assert_int_equal(env_file_parse("e", "", 0, &v, err, sizeof(err)), 0);
+	assert_null(v[0]);
+	env_free(v);
+
+	static const struct { const char *text; const char *where; } bad[] = {
+		{ "A=1\nnot a pair\n", "e:2:" },
+		{ "A=1\n\n=value\n", "e:3:" },
+		{ " # indented comment\n", "e:1:" },
+		{ "A=1\r\nB=2\r\n", "e:1:" },
+		{ "A=1\nB=2\nghp_0123456789abcdefghij\n", "e:3:" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = (char **)1;
+		assert_int_equal(env_file_parse("e", bad[i].text, strlen(bad[i].text), &v, err,
+		    sizeof(err)), -1);
+		assert_null(v);
+		if (strncmp(err, bad[i].where, strlen(bad[i].where)) != 0)
+			fail_msg("case %zu: %s", i, err);
+		/* a refused line is never echoed: it may be a pasted secret */
+		assert_null(strstr(err, "ghp_"));
+	}
+	/* a NUL byte would cut a value */
+	static const char nul[] = "A=1\nB=x\0y\n";
+	assert_int_equal(env_file_parse("e", nul, sizeof(nul) - 1, &v, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "e:2:"));
+
+	/* a line over the bound is refused, not split into two variables */
+	size_t big = ENV_NAME_MAX + 1 + ENV_VALUE_MAX + 1;
+	char *t = malloc(big + 16);
+	assert_non_null(t);
+	memcpy(t, "A=1\nBIG=", 8);
+	memset(t + 8, 'x', big - 4);
+	t[big + 4] = '\n';
+	assert_int_equal(env_file_parse("e", t, big + 5, &v, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "e:2:"));
+	/* exactly at the bound: accepted whole */
+	assert_int_equal(env_file_parse("e", t, 4 + ENV_NAME_MAX + 1 + ENV_VALUE_MAX, &v, err,
+	    sizeof(err)), 0);
+	assert_int_equal(strlen(v[1]), ENV_NAME_MAX + 1 + ENV_VALUE_MAX);
+	env_free(v);
+	free(t);
+
+	/* more variables than the bound: refused at the first one too many, not dropped */
+	size_t cap = (EGRESS_ENV_VARS_MAX + 1) * 16;
+	char *many = malloc(cap);
+	size_t off = 0;
+	assert_non_null(many);
+	for (int i = 0; i <= EGRESS_ENV_VARS_MAX; i++)
+		off += (size_t)snprintf(many + off, cap - off, "V%d=x\n", i);
+	assert_int_equal(env_file_parse("e", many, off, &v, err, sizeof(err)), -1);
+	char want[32];
+	snprintf(want, sizeof(want), "e:%d:", EGRESS_ENV_VARS_MAX + 1);
+	assert_non_null(strstr(err, want));
+	free(many);
+
+	/* env_file_load: a missing file, and a real one */
+	assert_int_equal(env_file_load("/nonexistent-envfile", &v, err, sizeof(err)), -1);
+	char path[] = "/tmp/egress-envfile-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "A=1\nB\n", 6), 6);
+	close(fd);
+	assert_int_equal(env_file_load(path, &v, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s:2:", path);
+	assert_non_null(strstr(err, want));
+	unlink(path);
+}
+
 int
 main(void)
 {
@@ -263,10 +400,12 @@ main(void)
 		cmocka_unit_test(test_name_check_allowed),
 		cmocka_unit_test(test_name_check_invalid),
 		cmocka_unit_test(test_value_check),
+		cmocka_unit_test(test_value_tokens),
 		cmocka_unit_test(test_build_from_nothing),
 		cmocka_unit_test(test_build_proxy),
 		cmocka_unit_test(test_build_refusals),
 		cmocka_unit_test(test_build_bounds),
+		cmocka_unit_test(test_env_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "executor/admission.h"
@@ -112,6 +113,55 @@ test_trusted_file(void **state)
 	assert_string_equal(preset_net_str(PN_MODEL_ONLY), "model_only");
 }
 
+/* Issue: `argv = sh -c 'a ; b'` reached the worker as "sh -c 'a" (INI inline comment). */
+static void
+test_argv_inline_comment(void **state)
+{
+	static const char head[] = "[preset]\nname = p\nexecutable = /bin/sh\nargv = sh\n"
+	    "argv = -c\n";
+	static const char tail[] = "prompt_transport = stdin\nnetwork_policy = disabled\n";
+	static const char *const refused[] = {
+		"argv = echo a ; echo b\n", "argv = echo a\t;echo b\n", "  argv=x ;\n",
+	};
+	char text[512], err[512], path[] = "/tmp/egress-preset-XXXXXX";
+	enum reason why;
+	struct preset *p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s%s", head, refused[i], tail);
+		p = preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err));
+		assert_null(p);
+		assert_int_equal(why, REASON_ADM_INVALID_FILE);
+		print_message("%s\n", err);
+		assert_non_null(strstr(err, "p.ini:6:"));
+	}
+	/* the same through a file on disk (common/conf's loader), named by its path */
+	snprintf(text, sizeof(text), "%s%s%s", head, refused[0], tail);
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_null(preset_load(path, &why, err, sizeof(err)));
+	char want[64];
+	snprintf(want, sizeof(want), "%s:6:", path);
+	assert_non_null(strstr(err, want));
+	unlink(path);
+
+	/* negative twins: ';' glued to a word is kept whole, and so is a comment line and an
+	 * inline comment on another key */
+	snprintf(text, sizeof(text), "%s%s; a whole-line comment\n%s", head,
+	    "argv = echo a; echo b\n", "prompt_transport = stdin ; stdin\n"
+	    "network_policy = disabled\n");
+	p = preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err));
+	if (p == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(p->argv.n, 3);
+	assert_string_equal(p->argv.v[2], "echo a; echo b");
+	assert_int_equal(p->transport, PT_STDIN);
+	preset_free(p);
+}
+
 int
 main(void)
 {
@@ -119,6 +169,7 @@ main(void)
 		cmocka_unit_test(test_samples_load),
 		cmocka_unit_test(test_samples_admission),
 		cmocka_unit_test(test_trusted_file),
+		cmocka_unit_test(test_argv_inline_comment),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
