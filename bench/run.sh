@@ -68,7 +68,6 @@ RAW=$OUTDIR/raw.txt
 REPO=$TMP/repo
 : > "$RAW"
 PIDS=""
-POLICY_RC=""
 
 cleanup() {
 	trap - EXIT INT TERM
@@ -84,7 +83,6 @@ cleanup() {
 		kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
-	[ -n "$POLICY_RC" ] && rm -f "$POLICY_RC"
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -112,18 +110,11 @@ if [ "${BENCH_INSTALL_PEERS:-0}" = 1 ]; then
 	command -v squid >/dev/null 2>&1 || [ -x /usr/sbin/squid ] || need="$need squid"
 	command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 	if [ -n "$need" ]; then
-		# Keep the packages' own services from starting (they would listen beyond
-		# loopback): a policy-rc.d that forbids it, removed by the trap.
-		if [ ! -e /usr/sbin/policy-rc.d ]; then
-			POLICY_RC=/usr/sbin/policy-rc.d
-			printf '#!/bin/sh\nexit 101\n' > "$POLICY_RC" && chmod 755 "$POLICY_RC"
-		fi
-		echo "bench: installing$need from Debian" >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >"$TMP/apt.log" 2>&1 ||
-		    { apt-get update -q >>"$TMP/apt.log" 2>&1 &&
-		      DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >>"$TMP/apt.log" 2>&1; } ||
-		    echo "bench: apt-get install failed (see below); peers skipped" >&2
-		[ -n "$POLICY_RC" ] && rm -f "$POLICY_RC" && POLICY_RC=""
+		# deps.sh's bench set: the peers' own services never start and stay disabled
+		# (they would listen beyond loopback, and at every boot).
+		echo "bench: installing$need from Debian (scripts/deps.sh bench)" >&2
+		sh "$SRC/scripts/deps.sh" bench >"$TMP/apt.log" 2>&1 ||
+		    echo "bench: apt-get install failed (see $TMP/apt.log); peers skipped" >&2
 	fi
 fi
 TINYPROXY=$(command -v tinyproxy 2>/dev/null || { [ -x /usr/bin/tinyproxy ] && echo /usr/bin/tinyproxy; })

@@ -7,6 +7,7 @@
 #   deps.sh demo      build + runtime + the demo's client and lab (make demo)
 #   deps.sh test      everything: build, runtime, the test suite's peers, fuzzing and the
 #                     Debian packaging tools (make check, .ci/run)
+#   deps.sh bench     the benchmark's optional peers (make bench with BENCH_INSTALL_PEERS=1)
 #   deps.sh --list SET  print the packages of SET, install nothing
 #
 # Idempotent: installs only what is missing. The test peers (squid, dante, a Kerberos KDC,
@@ -26,11 +27,12 @@ DEMO="curl python3"
 # Peers and tools of the test suite, the fuzzers (clang) and the package build and check.
 TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user
  openssl procps psmisc chromium clang llvm debhelper lintian fakeroot dpkg-dev"
-# Services of the test peers above: never enabled, never left running.
-PEER_SERVICES="squid danted krb5-kdc krb5-admin-server trafficserver"
+BENCH="tinyproxy squid bubblewrap"
+# Services of the test and bench peers above: never enabled, never left running.
+PEER_SERVICES="squid danted krb5-kdc krb5-admin-server trafficserver tinyproxy"
 
 usage() {
-	echo "usage: deps.sh [--list] build|runtime|demo|test" >&2
+	echo "usage: deps.sh [--list] build|runtime|demo|test|bench" >&2
 	exit 2
 }
 
@@ -45,6 +47,7 @@ build) pkgs="$BUILD" ;;
 runtime) pkgs="$RUNTIME" ;;
 demo) pkgs="$BUILD $RUNTIME $DEMO" ;;
 test | all) pkgs="$BUILD $RUNTIME $DEMO $TEST" ;;
+bench) pkgs="$BENCH" ;;
 *) usage ;;
 esac
 if [ "$list" = 1 ]; then
@@ -91,6 +94,7 @@ for svc in $PEER_SERVICES; do
 	krb5-kdc) pkg=krb5-kdc ;;
 	krb5-admin-server) pkg=krb5-admin-server ;;
 	trafficserver) pkg=trafficserver ;;
+	tinyproxy) pkg=tinyproxy ;;
 	*) continue ;;
 	esac
 	case " $want " in *" $pkg "*) ;; *) continue ;; esac
