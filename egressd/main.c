@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,25 @@ usage(FILE *f)
 	    "  -h, --help             this text\n"
 	    "  -V, --version          the version\n"
 	    "See egressd(8).\n");
+}
+
+/*
+ * A configuration or start-up refusal, as "file:line: message" on stderr. Under systemd
+ * (ExecStartPre=egressd -t, or start-up) the journal gets it as an error ("<3>"), not as
+ * info: `journalctl -p err -u egressd` shows why the unit did not start.
+ */
+static void start_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+start_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_stderr_is_journal())
+		fputs("<3>", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 }
 
 static void
@@ -189,9 +209,9 @@ plan_user(const char *run_as, const struct egressd_config *cfg, bool as_root,
 	if (as_root) {
 		if (sandbox_egressd_resolve(name, su, fell_back, err, errlen) != 0) {
 			if (name != NULL)
-				fprintf(stderr, "%s: %s\n", where, err);
+				start_error("%s: %s\n", where, err);
 			else
-				fprintf(stderr, "egressd: %s\n", err);
+				start_error("egressd: %s\n", err);
 			return -1;
 		}
 		return 0;
@@ -199,11 +219,11 @@ plan_user(const char *run_as, const struct egressd_config *cfg, bool as_root,
 	if (name == NULL)
 		return 0;
 	if (sandbox_egressd_lookup(name, su, err, errlen) != 0) {
-		fprintf(stderr, "%s: %s\n", where, err);
+		start_error("%s: %s\n", where, err);
 		return -1;
 	}
 	if (su->uid != geteuid()) {
-		fprintf(stderr, "%s: started as uid %u, egressd cannot switch to %s (uid %u): "
+		start_error("%s: started as uid %u, egressd cannot switch to %s (uid %u): "
 		    "start it as root or as that user\n", where, (unsigned)geteuid(), su->name,
 		    (unsigned)su->uid);
 		return -1;
@@ -281,12 +301,12 @@ main(int argc, char **argv)
 	log_set_level(debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
 
 	if (run_as != NULL && !config_user_valid(run_as)) {
-		fprintf(stderr, "egressd: -u: %s: not an account name or decimal uid\n", run_as);
+		start_error("egressd: -u: %s: not an account name or decimal uid\n", run_as);
 		return 1;
 	}
 	cfg = config_load(path, err, sizeof(err));
 	if (cfg == NULL) {
-		fprintf(stderr, "%s\n", err);
+		start_error("%s\n", err);
 		return 1;
 	}
 	/* The password database (NSS) is read here, never under the filter. -t checks the
@@ -299,7 +319,7 @@ main(int argc, char **argv)
 	if (check) {
 		char rerr[512];
 		if (route_config_check(&cfg->route, rerr, sizeof(rerr)) != 0) {
-			fprintf(stderr, "%s: route: %s\n", path, rerr);
+			start_error("%s: route: %s\n", path, rerr);
 			config_free(cfg);
 			return 1;
 		}

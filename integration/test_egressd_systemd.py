@@ -169,7 +169,17 @@ def inside(d):
                            stderr=subprocess.PIPE, text=True, env=e2, timeout=WAIT)
         check(r.returncode == 1 and "bad.ini:2" in r.stderr, "egressd -t: %r" % r.stderr)
         check(not r.stderr.startswith("<"), "prefix without the journal: %r" % r.stderr)
-    res.run("no_prefix_outside_the_journal", not_journal)
+        # its twin: ExecStartPre=egressd -t with stderr the journal: an error (<3>)
+        ej = os.path.join(d, "ej")
+        with open(ej, "w") as f:
+            sj = os.fstat(f.fileno())
+            e3 = dict(e2, JOURNAL_STREAM="%d:%d" % (sj.st_dev, sj.st_ino))
+            r = subprocess.run([EGRESSD, "-t", "-c", bad], stdout=subprocess.PIPE, stderr=f,
+                               text=True, env=e3, timeout=WAIT)
+        out = open(ej).read()
+        check(r.returncode == 1 and out.startswith("<3>") and "bad.ini:2" in out,
+              "egressd -t under the journal: %r" % out)
+    res.run("config_error_priority_only_in_the_journal", not_journal)
     return res.finish()
 
 
