@@ -6,7 +6,7 @@ The marker: a fenced code block whose info string is `sh example` (in README.md 
 docs/*.md). Each non-comment line of such a block is one command (a trailing backslash
 joins lines; `# ...` after a command is a comment); in a transcript-style block the
 commands are the lines starting with `$ ` and the other lines are their output. Every
-command must exit 0 and print something (or fill the file it redirects to). Blocks without
+command must exit 0 and print something (or fill the file it writes: `> FILE`, `-o FILE`). Blocks without
 the marker (placeholders, commands that need systemd or an agent) are not run.
 
 The context, built afresh and private to this test (CONTRIBUTING.md "Documentation
@@ -110,7 +110,9 @@ def commands(block):
 
 
 def redirect_target(cmd):
-    m = re.search(r"(?<![0-9&])>\s*([^\s;|&#]+)", cmd)
+    """The file a command writes instead of stdout: `> FILE`, or `-o FILE`/`--output FILE`."""
+    m = re.search(r"(?<![0-9&])>\s*([^\s;|&#]+)", cmd) or \
+        re.search(r"\s(?:-o|--output)[\s=]+([^\s;|&#]+)", cmd)
     return m.group(1) if m else None
 
 
