@@ -44,7 +44,12 @@ first_seq(const char *path, uint64_t *seq)
 	FILE *f;
 	int rc = -1;
 
-	if (strcmp(path, "-") == 0 || (f = fopen(path, "re")) == NULL)
+	struct stat st;
+
+	/* Only regular files: a FIFO or a device read here would lose what the reader
+	 * needs afterwards (and could block). */
+	if (strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (f = fopen(path, "re")) == NULL)
 		return -1;
 	buf = malloc(EGRESS_LOG_RECORD_MAX + 2);
 	if (buf == NULL || fgets(buf, EGRESS_LOG_RECORD_MAX + 2, f) == NULL)

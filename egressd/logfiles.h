@@ -25,8 +25,8 @@ const char *logfiles_default(void);
 
 /*
  * Sort files[0..n) into chain order: ascending seq of each file's first record, stable.
- * When any file's first record cannot be read ("-", a missing or unreadable file, a first
- * line that is not a record), the given order is kept unchanged: the reader then reports
+ * When any file's first record cannot be read ("-", a missing, unreadable or not regular
+ * file, a first line that is not a record), the given order is kept unchanged: the reader then reports
  * that file as it is. Returns 1 when the order changed, 0 when not.
  */
 int logfiles_order(const char **files, size_t n);

@@ -150,6 +150,8 @@ test_unreadable_keeps_order(void **state)
 	assert_string_equal(files[2], f->r9);
 	files[1] = "-";
 	assert_int_equal(logfiles_order(files, 3), 0);
+	files[1] = "/dev/null";     /* not a regular file: never read here */
+	assert_int_equal(logfiles_order(files, 3), 0);
 }
 
 static void
