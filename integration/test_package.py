@@ -22,6 +22,7 @@ package (and integration)."""
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -306,6 +307,22 @@ def inside(root, deb):
             r = chroot(root, exe, "--help")
             check(r.returncode == 0 and "usage" in r.stdout, "%s --help" % exe)
     res.run("binaries_help_version", versions)
+
+    def unit_verifies():
+        # the unit as systemd would load it from the installed root: every command exists,
+        # every directive is known; every man page Documentation= names is installed
+        if shutil.which("systemd-analyze") is None:
+            return
+        r = run(["systemd-analyze", "verify", "--man=no", "--root=" + root, "egressd.service"])
+        check(r.returncode == 0 and r.stdout.strip() == "",
+              "systemd-analyze verify: rc %d\n%s" % (r.returncode, r.stdout))
+        unit = open(os.path.join(root, "lib/systemd/system/egressd.service")).read()
+        pages = re.findall(r"man:([\w.-]+)\((\d)\)", unit)
+        check(pages, "no man: in Documentation=")
+        for name, sec in pages:
+            p = os.path.join(root, "usr/share/man/man%s/%s.%s.gz" % (sec, name, sec))
+            check(os.path.exists(p), "Documentation= man:%s(%s): %s missing" % (name, sec, p))
+    res.run("unit_verifies_in_root", unit_verifies)
 
     def remove_keeps_conffile():
         with open(os.path.join(root, "etc/egressd/egressd.ini"), "a") as f:
