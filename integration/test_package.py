@@ -300,7 +300,8 @@ def inside(root, deb):
     def versions():
         ver = run(["dpkg-deb", "-f", deb, "Version"]).stdout.strip()
         for exe, name in (("/usr/sbin/egressd", "egressd"), ("/usr/bin/egressctl", "egressctl"),
-                          ("/usr/bin/egress-exec", "egress-exec")):
+                          ("/usr/bin/egress-exec", "egress-exec"),
+                          ("/usr/libexec/egress/egressd-route-helper", "egressd-route-helper")):
             r = chroot(root, exe, "--version")
             check(r.returncode == 0 and r.stdout.strip() == "%s %s" % (name, ver),
                   "%s --version: rc %d %r (package %s)" % (exe, r.returncode, r.stdout, ver))
