@@ -1,5 +1,7 @@
 # Convenience front end over CMake. The two quick-start commands are `make demo` and
-# `make check`; both install missing Debian packages first (scripts/deps.sh).
+# `make check`; both install missing Debian packages first (scripts/deps.sh), each only the
+# set it needs: build and install the build (and runtime) set, demo adds curl and python3,
+# the test targets install everything, the test peers disabled (deps.sh).
 BUILD      ?= build
 BUILD_SAN  ?= build-san
 BUILD_FUZZ ?= build-fuzz
@@ -7,15 +9,22 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps bench-deps build check unit integration demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean
+.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean
 
 all: build
 
+# deps: the whole test set (make check, .ci/run); the others install one set each.
 deps:
-	@sh scripts/deps.sh
+	@sh scripts/deps.sh test
+deps-build:
+	@sh scripts/deps.sh build
+deps-runtime:
+	@sh scripts/deps.sh runtime
+deps-demo:
+	@sh scripts/deps.sh demo
 
 # Plain optimized build (no sanitizers).
-build: deps
+build: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -39,13 +48,13 @@ integration: deps
 	cd $(BUILD_SAN) && ctest --output-on-failure -L integration
 
 # The main job: a confined worker reaching an allowlisted origin through egressd.
-demo: build
+demo: deps-demo build
 	@sh scripts/demo.sh $(BUILD)
 
 # Installing as root to the real system (no DESTDIR) also sets up what egressd drops to
 # after start-up (docs/SECURITY.md): the `egressd` system account and its log directory,
 # and the root-only control socket directory. Idempotent: existing ones are kept.
-install: build
+install: deps-runtime build
 	cmake --install $(BUILD)
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
 	  if ! getent passwd egressd >/dev/null; then \
@@ -72,9 +81,9 @@ fuzz: deps
 	sh scripts/fuzz.sh $(BUILD_FUZZ) 600
 
 # The benchmark (docs/performance.md): not part of `make check`. Its peers and tools are a
-# separate package set (scripts/deps.sh --bench); their services are never left enabled.
+# separate package set (scripts/deps.sh bench); their services are never left enabled.
 bench-deps:
-	@sh scripts/deps.sh --bench
+	@sh scripts/deps.sh bench
 
 # Full run (~10 min on an idle 2-core machine); writes the table into docs/performance.md.
 bench: bench-deps build

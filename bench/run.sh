@@ -14,7 +14,7 @@
 # Knobs (environment):
 #   BENCH_QUICK=1           quick mode (< 3 min): 1 round, small counts, egressd batch only,
 #                           no profile; does not write docs/performance.md
-#   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh --bench)
+#   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh bench)
 #   BENCH_ROUNDS=3          interleaved rounds
 #   BENCH_LAT_N=1000        latency transactions per target per round
 #   BENCH_RATE_SECONDS=5    rate seconds per target per round; BENCH_RATE_CONC=64
@@ -134,10 +134,10 @@ stop_pid() {
 }
 
 # --- optional peers ------------------------------------------------------------------
-# `make bench` installs them (scripts/deps.sh --bench: a policy-rc.d keeps their services
+# `make bench` installs them (scripts/deps.sh bench: a policy-rc.d keeps their services
 # from starting, and they are disabled after the install). Here they only run by pid.
 if [ "${BENCH_INSTALL_PEERS:-0}" = 1 ]; then
-	sh "$SRC/scripts/deps.sh" --bench || echo "bench: installing the peers failed; missing ones are skipped" >&2
+	sh "$SRC/scripts/deps.sh" bench || echo "bench: installing the peers failed; missing ones are skipped" >&2
 fi
 TINYPROXY=$(command -v tinyproxy 2>/dev/null || { [ -x /usr/bin/tinyproxy ] && echo /usr/bin/tinyproxy; })
 SQUID=$(command -v squid 2>/dev/null || { [ -x /usr/sbin/squid ] && echo /usr/sbin/squid; })

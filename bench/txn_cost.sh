@@ -22,7 +22,7 @@ B=$BUILD/bench
 for b in "$B/egload" "$B/egorigin" "$B/egrelay" "$BUILD/egressd/egressd"; do
 	[ -x "$b" ] || die "$b is missing: build first (make build)"
 done
-command -v strace >/dev/null 2>&1 || die "strace is missing (sh scripts/deps.sh --bench)"
+command -v strace >/dev/null 2>&1 || die "strace is missing (sh scripts/deps.sh bench)"
 mkdir -p "$(dirname "$OUT")" || die "cannot create $(dirname "$OUT")"
 TMP=$(mktemp -d /tmp/egress-txn.XXXXXX) || die "mktemp failed"
 PIDS=""

@@ -5,12 +5,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 
 static const char *log_prog = "egress";
 static int log_syslog;
+static int log_journal;
 static enum log_level log_level = LOG_LEVEL_INFO;
+
+/*
+ * Is stderr the journal's stream? systemd sets JOURNAL_STREAM=DEV:INODE for the stream it
+ * connects to stdout/stderr (systemd.exec(5)); only when stderr is still that very file
+ * (not redirected by a shell in between) are "<N>" priority prefixes understood rather
+ * than printed.
+ */
+int
+log_stderr_is_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	char *end;
+	struct stat st;
+
+	if (js == NULL || fstat(2, &st) != 0)
+		return 0;
+	errno = 0;
+	dev = strtoull(js, &end, 10);
+	if (errno != 0 || end == js || *end != ':')
+		return 0;
+	js = end + 1;
+	ino = strtoull(js, &end, 10);
+	if (errno != 0 || end == js || *end != '\0')
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void
 log_init(const char *progname, int to_syslog)
@@ -18,6 +47,7 @@ log_init(const char *progname, int to_syslog)
 	if (progname != NULL)
 		log_prog = progname;
 	log_syslog = to_syslog;
+	log_journal = !to_syslog && log_stderr_is_journal();
 	if (to_syslog)
 		openlog(log_prog, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
@@ -44,6 +74,9 @@ log_emit(int prio, const char *tag, int with_errno, int saved_errno, const char 
 	char msg[2048];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_journal)
+		for (char *p = msg; (p = strchr(p, '\n')) != NULL; p++)
+			*p = ' ';
 	if (log_syslog) {
 		if (with_errno)
 			syslog(prio, "%s: %s", msg, strerror(saved_errno));
@@ -51,6 +84,11 @@ log_emit(int prio, const char *tag, int with_errno, int saved_errno, const char 
 			syslog(prio, "%s", msg);
 		return;
 	}
+	/* Under journald: "<N>" sets the record's priority (sd-daemon(3)), so that
+	 * `journalctl -p warning` finds the warnings. One line per message: the prefix
+	 * covers only what follows it up to the newline. */
+	if (log_journal)
+		fprintf(stderr, "<%d>", prio);
 	if (with_errno)
 		fprintf(stderr, "%s: %s%s: %s\n", log_prog, tag, msg, strerror(saved_errno));
 	else

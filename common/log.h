@@ -13,8 +13,13 @@
 
 enum log_level { LOG_LEVEL_WARN = 0, LOG_LEVEL_INFO = 1, LOG_LEVEL_DEBUG = 2 };
 
-/* Program name for messages; to_syslog nonzero sends messages to syslog(3). */
+/* Program name for messages; to_syslog nonzero sends messages to syslog(3). Otherwise
+ * messages go to stderr, each line prefixed with its syslog priority ("<4>" for a warning)
+ * when stderr is the systemd journal's stream (log_stderr_is_journal). */
 void log_init(const char *progname, int to_syslog);
+
+/* Nonzero when $JOURNAL_STREAM names the file open on fd 2 (systemd.exec(5)). */
+int log_stderr_is_journal(void);
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 

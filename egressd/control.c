@@ -26,6 +26,7 @@
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 #include "egressd/listener.h"
+#include "egressd/notify.h"
 #include "egressd/proxyurl.h"
 #include "egressd/route.h"
 
@@ -449,10 +450,13 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 		return o;
 	}
 	case CTL_RELOAD:
+		notify_reloading();     /* systemd: reloading until the READY=1 below */
 		if (daemon_reload(d, err, sizeof(err)) != 0) {
 			log_warnx("reload failed, running configuration kept: %s", err);
+			notify_ready("reload failed, running configuration kept (see the log)");
 			return control_error(r->id, "reload_failed", err);
 		}
+		notify_ready("running (configuration reloaded)");
 		return ok_reply(r->id);
 	case CTL_ROUTE:
 		return NULL;            /* asynchronous: see route_query */

@@ -21,6 +21,7 @@
 #include "common/util.h"
 #include "egressd/dlog_verify.h"
 #include "egressd/logexport.h"
+#include "egressd/logfiles.h"
 #include "egressd/logquery.h"
 #include "egressd/logsummary.h"
 
@@ -42,7 +43,7 @@ struct cmd {
 
 static int cmd_log_verify(struct ctl *c, int argc, char **argv);
 static int log_verify_files(bool continued, const struct dlog_key *key, int argc,
-    char **argv);
+    const char **argv);
 static int cmd_status(struct ctl *c, int argc, char **argv);
 static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
@@ -54,10 +55,10 @@ static int cmd_log_summary(struct ctl *c, int argc, char **argv);
 static int cmd_log_export(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
-	{ "log", "verify", cmd_log_verify, "log verify [--continued] [--key FILE] FILE... (- = stdin)" },
-	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow] FILE..." },
-	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [filters as for query] FILE..." },
-	{ "log", "export", cmd_log_export, "log export --format squid FILE..." },
+	{ "log", "verify", cmd_log_verify, "log verify [--continued] [--key FILE] [FILE...] (- = stdin)" },
+	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow [--interval MS]] [FILE...]" },
+	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [--title T] [filters as for query] [FILE...]" },
+	{ "log", "export", cmd_log_export, "log export --format squid [filters as for query] [FILE...]" },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "show", cmd_grant_show, "grant show GRANT_ID   (the whole authority set)" },
@@ -69,12 +70,42 @@ static const struct cmd cmds[] = {
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: egressctl [-s SOCKET] [--json] COMMAND\n"
-	    "  -s SOCKET  control socket (default %s)\n"
-	    "  --json     print control replies as JSON\n"
-	    "commands:\n", CONTROL_DEFAULT);
+	fprintf(f, "usage: egressctl [-s SOCKET] [-l LOG] [--json] COMMAND [--help]\n"
+	    "       egressctl --help | --version\n"
+	    "  -s, --socket SOCKET  control socket (default %s)\n"
+	    "  -l, --log LOG        the decision log the log commands read when no FILE is\n"
+	    "                       given, with its rotated files (default %s)\n"
+	    "  --json               print control replies as JSON\n"
+	    "  -h, --help           this text; after a command: that command's usage\n"
+	    "  -V, --version        the version\n"
+	    "commands:\n", CONTROL_DEFAULT, logfiles_default());
 	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++)
 		fprintf(f, "  egressctl %s\n", cmds[i].usage);
+	fprintf(f, "Several FILEs are read as one chain, in chain order whatever the order given.\n"
+	    "See egressctl(8).\n");
+}
+
+/* "--help" or "-h" among a command's arguments (before a "--"): print its usage. */
+static bool
+wants_help(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return false;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The usage of every command whose first word is word1 (or of one command). */
+static void
+usage_cmd(FILE *f, const char *word1, const char *word2)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++)
+		if (strcmp(cmds[i].word1, word1) == 0 &&
+		    (word2 == NULL || cmds[i].word2 == NULL || strcmp(cmds[i].word2, word2) == 0))
+			fprintf(f, "usage: egressctl %s\n", cmds[i].usage);
 }
 
 /* ---- log verify ---- */
@@ -97,29 +128,68 @@ cmd_log_verify(struct ctl *c, int argc, char **argv)
 				fprintf(stderr, "egressctl: --key %s\n", kerr);
 				return EXIT_USAGE;
 			}
+		} else if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
 		} else {
 			break;
 		}
 	}
 	if (i >= argc) {
-		fprintf(stderr, "usage: egressctl log verify [--continued] [--key FILE] FILE...\n");
+		/* No FILE: the default decision log and its rotated files (logfiles.h). */
+		const char *files[LOGQUERY_FILES_MAX];
+		size_t dropped;
+		int n = logfiles_default_set(files, EGRESS_NELEM(files), &dropped, kerr,
+		    sizeof(kerr));
+
+		if (n < 0) {
+			fprintf(stderr, "egressctl: log verify: %s\n", kerr);
+			secret_wipe(&key, sizeof(key));
+			return EXIT_USAGE;
+		}
+		if (dropped > 0) {
+			/* The oldest files are left out: the rest continues a chain. */
+			fprintf(stderr, "egressctl: warning: %s\n", kerr);
+			continued = true;
+		}
+		rc = log_verify_files(continued, key.len > 0 ? &key : NULL, n, files);
 		secret_wipe(&key, sizeof(key));
-		return EXIT_USAGE;
+		return rc;
 	}
-	rc = log_verify_files(continued, key.len > 0 ? &key : NULL, argc - i, argv + i);
+	{
+		const char **files = calloc((size_t)(argc - i), sizeof(*files));
+
+		if (files == NULL) {
+			fprintf(stderr, "egressctl: out of memory\n");
+			secret_wipe(&key, sizeof(key));
+			return EXIT_BROKEN;
+		}
+		for (int k = i; k < argc; k++)
+			files[k - i] = argv[k];
+		rc = log_verify_files(continued, key.len > 0 ? &key : NULL, argc - i, files);
+		free(files);
+	}
 	secret_wipe(&key, sizeof(key));
 	return rc;
 }
 
 static int
-log_verify_files(bool continued, const struct dlog_key *key, int argc, char **argv)
+log_verify_files(bool continued, const struct dlog_key *key, int argc, const char **argv)
 {
 	struct dlog_verify v;
 	int i = 0;
 
 	dlog_verify_init(&v, continued);
 	v.key = key;
-	/* several files are one chain, in the order given (rotated logs, oldest first) */
+	/* Several files are one chain. A glob lists them by name (the current file first,
+	 * ".1000" before ".999"): verify them in chain order, by the seq of each file's first
+	 * record. Reordering cannot hide a break: every link is still checked. */
+	if (logfiles_order(argv, (size_t)argc) > 0) {
+		fprintf(stderr, "egressctl: verifying in chain order:");
+		for (int k = 0; k < argc; k++)
+			fprintf(stderr, " %s", argv[k]);
+		fputc('\n', stderr);
+	}
 	for (; i < argc; i++) {
 		enum dlog_break b = strcmp(argv[i], "-") == 0 ?
 		    dlog_verify_stream(&v, stdin, "<stdin>") : dlog_verify_file(&v, argv[i]);
@@ -502,29 +572,68 @@ cmd_reload(struct ctl *c, int argc, char **argv)
 	return 0;
 }
 
+/* Find the command argv names; *nwords gets how many words named it. NULL: none. */
+static const struct cmd *
+cmd_find(int argc, char **argv, int *nwords)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++) {
+		const struct cmd *k = &cmds[i];
+
+		if (strcmp(argv[0], k->word1) != 0)
+			continue;
+		if (k->word2 == NULL) {
+			*nwords = 1;
+			return k;
+		}
+		if (argc >= 2 && strcmp(argv[1], k->word2) == 0) {
+			*nwords = 2;
+			return k;
+		}
+	}
+	return NULL;
+}
+
+static bool
+is_word1(const char *w)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++)
+		if (strcmp(cmds[i].word1, w) == 0)
+			return true;
+	return false;
+}
+
 int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "log", required_argument, NULL, 'l' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ctl c = { .sock = CONTROL_DEFAULT };
-	int ch;
+	const struct cmd *k;
+	int ch, nwords, rc;
 
 	/* '+': stop at the first non-option so subcommands keep their own options */
-	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+s:l:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			c.sock = optarg;
+			break;
+		case 'l':
+			logfiles_set_default(optarg);
 			break;
 		case 'j':
 			c.json = true;
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("egressctl %s\n", EGRESS_VERSION);
 			return 0;
 		default:
 			usage(stderr);
@@ -537,17 +646,38 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++) {
-		const struct cmd *k = &cmds[i];
-
-		if (strcmp(argv[0], k->word1) != 0)
-			continue;
-		if (k->word2 == NULL)
-			return k->fn(&c, argc - 1, argv + 1);
-		if (argc >= 2 && strcmp(argv[1], k->word2) == 0)
-			return k->fn(&c, argc - 2, argv + 2);
+	/* egressctl help [COMMAND...] */
+	if (strcmp(argv[0], "help") == 0) {
+		if (argc >= 2 && is_word1(argv[1])) {
+			usage_cmd(stdout, argv[1], argc >= 3 ? argv[2] : NULL);
+			return 0;
+		}
+		usage(stdout);
+		return 0;
 	}
-	fprintf(stderr, "egressctl: unknown command\n");
-	usage(stderr);
-	return EXIT_USAGE;
+	k = cmd_find(argc, argv, &nwords);
+	if (k == NULL) {
+		if (is_word1(argv[0])) {
+			/* "egressctl log" or "egressctl log --help": the commands under it */
+			bool help = argc >= 2 && wants_help(1, argv + 1);
+
+			if (argc >= 2 && !help)
+				fprintf(stderr, "egressctl: unknown command: %s %s\n", argv[0],
+				    argv[1]);
+			usage_cmd(help ? stdout : stderr, argv[0], NULL);
+			return help ? 0 : EXIT_USAGE;
+		}
+		fprintf(stderr, "egressctl: unknown command: %s\n", argv[0]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	/* --help anywhere after the command (before "--") is that command's usage, never a
+	 * file or a value named "--help" (name such a file ./--help). */
+	if (wants_help(argc - nwords, argv + nwords)) {
+		usage_cmd(stdout, k->word1, k->word2);
+		return 0;
+	}
+	rc = k->fn(&c, argc - nwords, argv + nwords);
+	logfiles_free();
+	return rc;
 }

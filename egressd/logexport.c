@@ -307,7 +307,7 @@ logexport_cli(int argc, char **argv)
 	goto out;
 usage:
 	fprintf(stderr, "egressctl log export: %s\n"
-	    "usage: egressctl log export --format squid [query filters] FILE...\n", err);
+	    "usage: egressctl log export --format squid [query filters] [FILE...]\n", err);
 	rc = EXIT_USAGE;
 out:
 	logexport_finish(x);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "egressd/logfiles.h"
 
 #define EXIT_USAGE 2
 
@@ -127,8 +128,20 @@ logquery_parse_args(struct logquery_opts *o, int argc, char **argv, char *err,
 			return usage_err(err, errlen, "too many files", NULL);
 		o->files[o->nfiles++] = argv[i];
 	}
-	if (o->nfiles == 0)
-		return usage_err(err, errlen, "no log file given", NULL);
+	if (o->nfiles == 0) {
+		/* No FILE: the default decision log with its rotated files (logfiles.h). */
+		size_t dropped;
+		int n = logfiles_default_set(o->files, LOGQUERY_FILES_MAX, &dropped, err, errlen);
+
+		if (n < 0)
+			return -1;
+		if (dropped > 0)
+			fprintf(stderr, "egressctl: warning: %s\n", err);
+		o->nfiles = (size_t)n;
+	} else {
+		/* Files given (a shell glob lists them by name): read them in chain order. */
+		logfiles_order(o->files, o->nfiles);
+	}
 	if (o->q.verdict != NULL && strcmp(o->q.verdict, "allow") != 0 &&
 	    strcmp(o->q.verdict, "deny") != 0)
 		return usage_err(err, errlen, "--verdict takes allow or deny", NULL);
@@ -276,7 +289,7 @@ logquery_cli(int argc, char **argv)
 		    "usage: egressctl log query [--principal P] [--grant ID] [--verdict allow|deny]\n"
 		    "         [--reason R] [--event decision|close] [--dest GLOB] [--route GLOB]\n"
 		    "         [--attested yes|no] [--since T] [--until T] [--table]\n"
-		    "         [--follow [--interval MS]] FILE...\n", err);
+		    "         [--follow [--interval MS]] [FILE...]\n", err);
 		return EXIT_USAGE;
 	}
 	return logquery_run(&o, stdout, stderr) < 0 ? 1 : 0;

@@ -516,7 +516,7 @@ usage_msg:
 	fprintf(stderr, "egressctl log summary: %s\n"
 	    "usage: egressctl log summary [--format text|json|html] [-o FILE] [--title T]\n"
 	    "         [query filters: --principal --grant --verdict --reason --event --dest\n"
-	    "          --route --attested --since --until] FILE...\n", err);
+	    "          --route --attested --since --until] [FILE...]\n", err);
 	rc = EXIT_USAGE;
 out:
 	logsummary_free(s);

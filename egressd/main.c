@@ -1,7 +1,7 @@
 /*
  * main.c - egressd: command line, signals (through libevent), the event loop.
  *
- *   egressd -c FILE [-t] [-d] [-f] [-u USER]
+ *   egressd -c FILE [-t] [-d] [-f] [-u USER]    (long forms and --help, --version: egressd(8))
  *
  * -t checks the configuration and exits (file:line errors on stderr). Signals are libevent
  * events, so their handlers run on the loop thread like everything else: SIGHUP reloads
@@ -15,7 +15,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +32,44 @@
 #include "egressd/route.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
+#include "egressd/notify.h"
 #include "egressd/sandbox_egressd.h"
 
 static void
-usage(void)
+usage(FILE *f)
 {
-	fprintf(stderr, "usage: egressd -c FILE [-t] [-d] [-f] [-u USER]\n"
-	    "  -c FILE  configuration (see docs/egressd.md)\n"
-	    "  -t       check the configuration and exit\n"
-	    "  -d       debug logging\n"
-	    "  -f       stay in the foreground, log to stderr\n"
-	    "  -u USER  started as root, run as USER after start-up (default: [egressd] user,\n"
-	    "           else egressd if it exists, else nobody; never root), with no\n"
-	    "           capabilities and a seccomp allow-list (docs/SECURITY.md)\n");
-	exit(1);
+	fprintf(f, "usage: egressd -c FILE [-t] [-d] [-f] [-u USER]\n"
+	    "       egressd --help | --version\n"
+	    "  -c, --config FILE      configuration (egressd.ini(5))\n"
+	    "  -t, --check            check the configuration and exit\n"
+	    "  -d, --debug            debug logging\n"
+	    "  -f, --foreground       stay in the foreground, log to stderr\n"
+	    "  -u, --user USER        started as root, run as USER after start-up (default:\n"
+	    "                         [egressd] user, else egressd if it exists, else nobody;\n"
+	    "                         never root), with no capabilities and a seccomp\n"
+	    "                         allow-list (docs/SECURITY.md)\n"
+	    "  -h, --help             this text\n"
+	    "  -V, --version          the version\n"
+	    "See egressd(8).\n");
+}
+
+/*
+ * A configuration or start-up refusal, as "file:line: message" on stderr. Under systemd
+ * (ExecStartPre=egressd -t, or start-up) the journal gets it as an error ("<3>"), not as
+ * info: `journalctl -p err -u egressd` shows why the unit did not start.
+ */
+static void start_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+start_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_stderr_is_journal())
+		fputs("<3>", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 }
 
 static void
@@ -53,8 +79,13 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	char err[1024];
 
 	log_info("SIGHUP: reloading %s", d->cfg->path);
-	if (daemon_reload(d, err, sizeof(err)) != 0)
+	notify_reloading();
+	if (daemon_reload(d, err, sizeof(err)) != 0) {
 		log_warnx("reload failed, running configuration kept: %s", err);
+		notify_ready("reload failed, running configuration kept (see the log)");
+		return;
+	}
+	notify_ready("running (configuration reloaded)");
 }
 
 static void
@@ -67,6 +98,7 @@ on_term(evutil_socket_t sig, short what, void *arg)
 		event_base_loopexit(d->base, NULL);
 		return;
 	}
+	notify_stopping();
 	daemon_drain(d);
 }
 
@@ -177,9 +209,9 @@ plan_user(const char *run_as, const struct egressd_config *cfg, bool as_root,
 	if (as_root) {
 		if (sandbox_egressd_resolve(name, su, fell_back, err, errlen) != 0) {
 			if (name != NULL)
-				fprintf(stderr, "%s: %s\n", where, err);
+				start_error("%s: %s\n", where, err);
 			else
-				fprintf(stderr, "egressd: %s\n", err);
+				start_error("egressd: %s\n", err);
 			return -1;
 		}
 		return 0;
@@ -187,11 +219,11 @@ plan_user(const char *run_as, const struct egressd_config *cfg, bool as_root,
 	if (name == NULL)
 		return 0;
 	if (sandbox_egressd_lookup(name, su, err, errlen) != 0) {
-		fprintf(stderr, "%s: %s\n", where, err);
+		start_error("%s: %s\n", where, err);
 		return -1;
 	}
 	if (su->uid != geteuid()) {
-		fprintf(stderr, "%s: started as uid %u, egressd cannot switch to %s (uid %u): "
+		start_error("%s: started as uid %u, egressd cannot switch to %s (uid %u): "
 		    "start it as root or as that user\n", where, (unsigned)geteuid(), su->name,
 		    (unsigned)su->uid);
 		return -1;
@@ -212,6 +244,16 @@ main(int argc, char **argv)
 	struct daemon d;
 	char err[2048];
 	int ch;
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 't' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
 
 	/* Before anything else, above all before the first thread: the bounding set and
 	 * no_new_privs are per thread (sandbox_egressd_early). */
@@ -219,7 +261,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "egressd: %s\n", err);
 		return 1;
 	}
-	while ((ch = getopt(argc, argv, "c:tdfu:")) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:tdfu:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
@@ -236,22 +278,35 @@ main(int argc, char **argv)
 		case 'u':
 			run_as = optarg;
 			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("egressd %s\n", EGRESS_VERSION);
+			return 0;
 		default:
-			usage();
+			usage(stderr);
+			return 1;
 		}
 	}
-	if (path == NULL || optind != argc)
-		usage();
+	if (path == NULL || optind != argc) {
+		if (path == NULL)
+			fprintf(stderr, "egressd: -c FILE is required\n");
+		else
+			fprintf(stderr, "egressd: unexpected argument: %s\n", argv[optind]);
+		usage(stderr);
+		return 1;
+	}
 	log_init("egressd", !(fg || check));
 	log_set_level(debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
 
 	if (run_as != NULL && !config_user_valid(run_as)) {
-		fprintf(stderr, "egressd: -u: %s: not an account name or decimal uid\n", run_as);
+		start_error("egressd: -u: %s: not an account name or decimal uid\n", run_as);
 		return 1;
 	}
 	cfg = config_load(path, err, sizeof(err));
 	if (cfg == NULL) {
-		fprintf(stderr, "%s\n", err);
+		start_error("%s\n", err);
 		return 1;
 	}
 	/* The password database (NSS) is read here, never under the filter. -t checks the
@@ -264,7 +319,7 @@ main(int argc, char **argv)
 	if (check) {
 		char rerr[512];
 		if (route_config_check(&cfg->route, rerr, sizeof(rerr)) != 0) {
-			fprintf(stderr, "%s: route: %s\n", path, rerr);
+			start_error("%s: route: %s\n", path, rerr);
 			config_free(cfg);
 			return 1;
 		}
@@ -281,6 +336,11 @@ main(int argc, char **argv)
 	raise_nofile();
 	if (!fg)
 		daemonize();
+	/* Under systemd Type=notify: the socket is opened now, as root and before the seccomp
+	 * filter; READY=1 follows once egressd serves. Not fatal: without it systemd times
+	 * the start out and says so. */
+	if (notify_open(err, sizeof(err)) != 0)
+		log_warnx("systemd notification unavailable: %s", err);
 
 	base = event_base_new();
 	if (base == NULL)
@@ -338,6 +398,9 @@ main(int argc, char **argv)
 		    "no_new_privs, %s", (unsigned)geteuid(), filter);
 	}
 
+	/* Listeners, control socket and decision log exist, privileges are dropped and the
+	 * filter is in force: only now may `systemctl start` return. */
+	notify_ready("running");
 	event_base_dispatch(base);
 
 	log_info("egressd exiting");
@@ -347,5 +410,6 @@ main(int argc, char **argv)
 	event_free(ev_usr1);
 	daemon_stop(&d);
 	event_base_free(base);
+	notify_close();
 	return 0;
 }

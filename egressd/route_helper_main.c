@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,8 +140,24 @@ main(int argc, char **argv)
 	pxProxyFactory *pf;
 	char err[256];
 
-	(void)argc;
-	(void)argv;
+	/* Only egressd starts it, with no arguments; a person may ask what it is. */
+	if (argc > 1) {
+		static const struct option longopts[] = {
+			{ "help", no_argument, NULL, 'h' },
+			{ "version", no_argument, NULL, 'V' },
+			{ NULL, 0, NULL, 0 },
+		};
+		int ch = getopt_long(argc, argv, "hV", longopts, NULL);
+
+		if (ch == 'V') {
+			printf("egressd-route-helper %s\n", EGRESS_VERSION);
+			return 0;
+		}
+		fprintf(ch == 'h' ? stdout : stderr, "usage: egressd-route-helper [--help | "
+		    "--version]\nThe libproxy helper of egressd(8): egressd starts it and talks "
+		    "to it over stdin/stdout;\nit is not run by hand. See docs/routing.md.\n");
+		return ch == 'h' ? 0 : 2;
+	}
 	log_init("egressd-route-helper", 0);
 	signal(SIGPIPE, SIG_IGN);
 	closefrom(3);

@@ -9,6 +9,7 @@
  *
  * Each subcommand takes --help. Exit codes: enum exec_exit (executor/sandbox.h).
  */
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,7 +49,8 @@ cmd_version(int argc, char **argv)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: egress-exec COMMAND [--help] [ARGS...]\n\ncommands:\n");
+	fprintf(f, "usage: egress-exec COMMAND [--help] [ARGS...]\n"
+	    "       egress-exec --help | --version\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
@@ -78,17 +80,38 @@ main(int argc, char **argv)
 		fprintf(stderr, "egress-exec: %s\n", err);
 		return EXEC_EXIT_INTERNAL;
 	}
+	/* Options before the command only ('+': a subcommand's options are its own). */
+	{
+		static const struct option longopts[] = {
+			{ "help", no_argument, NULL, 'h' },
+			{ "version", no_argument, NULL, 'V' },
+			{ NULL, 0, NULL, 0 },
+		};
+		int ch;
+
+		while ((ch = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+			switch (ch) {
+			case 'h':
+				usage(stdout);
+				return EXEC_EXIT_OK;
+			case 'V':
+				return cmd_version(1, argv);
+			default:
+				usage(stderr);
+				return EXEC_EXIT_USAGE;
+			}
+		}
+		argc -= optind - 1;     /* argv[1] is the command, as the table expects */
+		argv += optind - 1;
+	}
 	if (argc < 2) {
 		usage(stderr);
 		return EXEC_EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-	    strcmp(argv[1], "help") == 0) {
+	if (strcmp(argv[1], "help") == 0) {
 		usage(stdout);
 		return EXEC_EXIT_OK;
 	}
-	if (strcmp(argv[1], "--version") == 0)
-		return cmd_version(1, argv);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 1, argv + 1);

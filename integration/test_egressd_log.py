@@ -57,7 +57,7 @@ def chain_check(path):
 
 
 def verify(d, *args):
-    """egressctl log verify ARGS... (files in the order given)."""
+    """egressctl log verify ARGS... (several files are read in chain order)."""
     return d.egressctl("log", "verify", *args)
 
 

@@ -593,7 +593,7 @@ def main():
     real = os.environ.get("H13_EGRESSD") or ed.binary("egressd")
     real_bdir = os.path.dirname(os.path.dirname(os.path.abspath(real)))
     cp = subprocess.run([real, "-h"], capture_output=True, text=True, timeout=10)
-    if "-u USER" not in cp.stderr:
+    if "-u USER" not in cp.stdout + cp.stderr:      # --help: usage on stdout, exit 0
         print("FAIL: %s has no -u option" % real)
         print("0 passed, 1 failed")
         return 1

@@ -120,13 +120,61 @@ test_log_verify_exit_codes(void **state)
 	assert_int_equal(run(args, out, sizeof(out)), 1);
 	assert_non_null(strstr(out, "BROKEN"));
 	assert_non_null(strstr(out, ":5: malformed"));
-	/* usage */
-	assert_int_equal(run("log verify", NULL, 0), 2);
+	/* usage; no FILE reads the default log (--log), which must exist */
+	assert_int_equal(run("-l /nonexistent/egress/d.jsonl log verify", out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "/nonexistent/egress/d.jsonl"));
+	snprintf(args, sizeof(args), "--log %s log verify", path);
+	assert_int_equal(run(args, out, sizeof(out)), 1);   /* the broken log above */
+	assert_non_null(strstr(out, "BROKEN"));
 	assert_int_equal(run("", NULL, 0), 2);
 	assert_int_equal(run("no-such-command", NULL, 0), 2);
 	/* a missing file is a failure, not usage */
 	snprintf(args, sizeof(args), "log verify %s/missing.jsonl", dir);
 	assert_int_equal(run(args, NULL, 0), 1);
+}
+
+/* --help and --version exit 0 on stdout; --help after any command is that command's
+ * usage, never a file named "--help" or a control request. */
+static void
+test_help_version(void **state)
+{
+	static const char *const cmds[][2] = {
+		{ "log verify", "usage: egressctl log verify" },
+		{ "log query --principal run-1", "usage: egressctl log query" },
+		{ "log summary --format html", "usage: egressctl log summary" },
+		{ "log export", "usage: egressctl log export" },
+		{ "status", "usage: egressctl status" },
+		{ "grant list", "usage: egressctl grant list" },
+		{ "grant show", "usage: egressctl grant show" },
+		{ "grant revoke x", "usage: egressctl grant revoke" },
+		{ "reload", "usage: egressctl reload" },
+		{ "route", "usage: egressctl route" },
+	};
+	char args[512], out[8192];
+
+	(void)state;
+	if (ctl[0] == '\0')
+		skip();
+	assert_int_equal(run("--version", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "egressctl " EGRESS_VERSION));
+	assert_int_equal(run("--help", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "usage: egressctl"));
+	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++) {
+		/* a socket that does not exist: reaching it would fail, not print usage */
+		snprintf(args, sizeof(args), "-s %s/none.sock %s --help", dir, cmds[i][0]);
+		assert_int_equal(run(args, out, sizeof(out)), 0);
+		assert_non_null(strstr(out, cmds[i][1]));
+		assert_null(strstr(out, "cannot connect"));
+	}
+	assert_int_equal(run("log --help", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "usage: egressctl log summary"));
+	assert_int_equal(run("help grant", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "usage: egressctl grant revoke"));
+	/* after "--", --help is an argument again (a file of that name) */
+	snprintf(args, sizeof(args), "log verify -- --help");
+	assert_int_equal(run(args, out, sizeof(out)), 1);
+	assert_null(strstr(out, "usage:"));
+	assert_int_equal(run("log frobnicate", NULL, 0), 2);
 }
 
 /* ---- fake control socket ---- */
@@ -236,6 +284,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_log_verify_exit_codes),
+		cmocka_unit_test(test_help_version),
 		cmocka_unit_test(test_control_commands),
 	};
 
