@@ -21,6 +21,7 @@
 static const struct conf_key config_schema[] = {
 	{ "egressd", "control_socket", 0 },
 	{ "egressd", "decision_log", 0 },
+	{ "egressd", "state_file", 0 },
 	{ "egressd", "log_sync", 0 },
 	{ "egressd", "log_max_bytes", 0 },
 	{ "egressd", "log_hmac_key", 0 },
@@ -130,6 +131,7 @@ config_free(struct egressd_config *c)
 	free(c->path);
 	free(c->control_socket);
 	free(c->decision_log);
+	free(c->state_file);
 	free(c->log_hmac_key);
 	free(c->log_syslog);
 	free(c->user);
@@ -286,6 +288,14 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			}
 			free(c->decision_log);
 			c->decision_log = xstrdup(s);
+		}
+		if ((s = conf_get(cf, i, "state_file", &line)) != NULL) {
+			if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
+				snprintf(err, errlen, "%s:%u: state_file: an absolute path",
+				    conf_file(cf), line);
+				goto fail;
+			}
+			c->state_file = xstrdup(s);
 		}
 		if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
 		    dlog_sync_parse(s, &c->log_sync) != 0) {
@@ -481,6 +491,16 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		if (c->route.pac_copy == NULL)
 			fatal("malloc");
 		snprintf(c->route.pac_copy, cap, "%.*s/egressd-pac.js", (int)dl, c->decision_log);
+	}
+
+	if (c->state_file == NULL) {
+		/* Static-grant memory (grantstate.h) beside the configuration by default: one
+		 * per configuration file, in a directory root already controls. */
+		size_t cap = strlen(c->path) + sizeof(".state");
+		c->state_file = malloc(cap);
+		if (c->state_file == NULL)
+			fatal("malloc");
+		snprintf(c->state_file, cap, "%s.state", c->path);
 	}
 
 	/* Grants first, so listeners can name them. */

@@ -18,6 +18,7 @@
 #include "egressd/dlog.h"
 #include "egressd/dlog_verify.h"
 #include "egressd/grants.h"
+#include "egressd/grantstate.h"
 #include "egressd/listener.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
@@ -120,8 +121,35 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 			staged_abort(d, st);
 			return -1;
 		}
-		/* grants_add takes the static lifetime 0 as "no expiry". */
-		struct lgrant *lg = grants_add(d->grants, g, false, cfg->grants[i].name, NULL);
+		/* Revoked or expired stays so across reloads and restarts while the grant is
+		 * unchanged in the file (grantstate.h): it is not put in service and its
+		 * listeners are not bound. */
+		char id[GRANT_ID_HEX + 1];
+		time_t now = time(NULL), issued = now;
+		const struct grantstate_entry *ge;
+		bool saved = true;
+
+		if (grant_static_id(g, id) != 0)
+			fatalx("out of memory making a static grant id");
+		ge = d->gstate != NULL ? grantstate_get(d->gstate, id) : NULL;
+		if (ge != NULL && ge->revoked != 0) {
+			log_info("static grant %s (principal %s) stays revoked (since %lld): change "
+			    "it in %s or clear the revocation (egressctl grant unrevoke %s) and reload",
+			    id, g->principal, (long long)ge->revoked, cfg->path, id);
+			grant_free(g);
+			continue;
+		}
+		if (g->lifetime_s > 0 && d->gstate != NULL)
+			issued = grantstate_issued(d->gstate, id, g->principal, now, &saved);
+		if (g->lifetime_s > 0 && issued + (time_t)g->lifetime_s <= now) {
+			log_info("static grant %s (principal %s) expired at %lld (lifetime %us from "
+			    "its first issue at %lld): change it in %s to issue a new one", id,
+			    g->principal, (long long)(issued + (time_t)g->lifetime_s),
+			    g->lifetime_s, (long long)issued, cfg->path);
+			grant_free(g);
+			continue;
+		}
+		struct lgrant *lg = grants_add_static(d->grants, g, cfg->grants[i].name, issued);
 		if (lg == NULL) {
 			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
 			staged_abort(d, st);
@@ -137,6 +165,8 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		for (size_t k = 0; k < st->n; k++)
 			if (strcmp(st->lgs[k]->name, cl->grant_name) == 0)
 				lg = st->lgs[k];
+		if (lg == NULL)
+			continue;       /* its grant is revoked or expired: nothing listens */
 		l = reuse ? find_old_listener(d, (const struct sockaddr *)&cl->addr, cl->addrlen,
 		    &owner) : NULL;
 		if (l != NULL && owner != NULL) {
@@ -226,6 +256,11 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 			return -1;
 		}
 		dc.key = &dkey;
+	}
+	d->gstate = grantstate_open(cfg->state_file, geteuid(), e2, sizeof(e2));
+	if (d->gstate == NULL) {
+		snprintf(err, errlen, "state_file: %s", e2);
+		return -1;
 	}
 	d->dlog = dlog_open(base, &dc, e2, sizeof(e2));
 	secret_wipe(&dkey, sizeof(dkey));   /* dlog keeps its own copy */
@@ -341,17 +376,20 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	d->resolver = nr;
 	d->router = nrt;
 	if (strcmp(nc->decision_log, d->cfg->decision_log) != 0 ||
+	    strcmp(nc->state_file, d->cfg->state_file) != 0 ||
 	    (nc->control_socket == NULL) != (d->cfg->control_socket == NULL) ||
 	    (nc->control_socket != NULL &&
 	     strcmp(nc->control_socket, d->cfg->control_socket) != 0) ||
 	    nc->has_metrics != d->cfg->has_metrics || nc->log_sync != d->cfg->log_sync ||
 	    (nc->user == NULL) != (d->cfg->user == NULL) ||
 	    (nc->user != NULL && strcmp(nc->user, d->cfg->user) != 0))
-		log_warnx("reload: decision_log, log_sync, control_socket, metrics_listen and "
-		    "user changes take effect only after a restart");
+		log_warnx("reload: decision_log, state_file, log_sync, control_socket, "
+		    "metrics_listen and user changes take effect only after a restart");
 	/* Keep the settings that cannot change without a restart consistent with what runs. */
 	free(nc->decision_log);
 	nc->decision_log = strdup(d->cfg->decision_log);
+	free(nc->state_file);
+	nc->state_file = strdup(d->cfg->state_file);
 	free(nc->control_socket);
 	nc->control_socket = d->cfg->control_socket != NULL ?
 	    strdup(d->cfg->control_socket) : NULL;
@@ -465,6 +503,7 @@ daemon_stop(struct daemon *d)
 	resolver_free(d->resolver);
 	tlsbridge_shutdown_all();
 	dlog_close(d->dlog);
+	grantstate_free(d->gstate);
 	pipe_pool_free(d->pipes);
 	config_free(d->cfg);
 	memset(d, 0, sizeof(*d));

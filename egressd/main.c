@@ -30,6 +30,7 @@
 #include "egressd/route.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
+#include "egressd/grantstate.h"
 #include "egressd/sandbox_egressd.h"
 
 static void
@@ -265,6 +266,12 @@ main(int argc, char **argv)
 		char rerr[512];
 		if (route_config_check(&cfg->route, rerr, sizeof(rerr)) != 0) {
 			fprintf(stderr, "%s: route: %s\n", path, rerr);
+			config_free(cfg);
+			return 1;
+		}
+		/* The static-grant state start-up would replay (revocations, first issues). */
+		if (grantstate_check(cfg->state_file, geteuid(), rerr, sizeof(rerr)) != 0) {
+			fprintf(stderr, "%s: state_file: %s\n", path, rerr);
 			config_free(cfg);
 			return 1;
 		}
