@@ -269,10 +269,14 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	}
 	if (!dlog_writable(d->dlog)) {
+		/* Start-up promises exit 1 (docs/egressd.md): a proxy that can only refuse
+		 * (audit_unavailable) is a broken start the operator must hear about now, not a
+		 * degraded run. A log that fails later recovers on its own (dlog.h). */
 		struct dlog_status ds;
 		dlog_get_status(d->dlog, &ds);
-		log_warnx("decision log %s is not writable (%s): every hop is refused with "
-		    "audit_unavailable until it is", cfg->decision_log, ds.error);
+		snprintf(err, errlen, "decision log %s cannot be opened for writing: %s",
+		    cfg->decision_log, ds.error);
+		return -1;
 	}
 	if (stage_static(d, cfg, false, &st, err, errlen) != 0)
 		return -1;
