@@ -1118,7 +1118,10 @@ step_resolve(struct session *s)
 		step_check(s, s->resolved, 1);
 		return;
 	}
-	if (s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
+	/* max_dns_pending counts distinct lookups: a hop that joins a running lookup of the
+	 * same name (resolve.h, single flight) sends nothing and is not counted. */
+	bool joins = resolver_in_flight(s->d->resolver, s->req.host.name);
+	if (!joins && s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
 		session_refuse(s, REASON_LIMIT_DNS_PENDING);
 		return;
 	}
@@ -1128,8 +1131,10 @@ step_resolve(struct session *s)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	s->lg->dns_pending++;
-	s->dns_counted = true;
+	if (!joins) {
+		s->lg->dns_pending++;
+		s->dns_counted = true;
+	}
 }
 
 /* ---- route ---- */
