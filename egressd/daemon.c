@@ -239,7 +239,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	}
 	/* After the resolver: the router resolves PAC servers and upstream proxies with it. */
-	d->router = router_new(base, d->resolver, &cfg->route, e2, sizeof(e2));
+	d->router = router_new(base, d->resolver, &cfg->route, NULL, e2, sizeof(e2));
 	if (d->router == NULL) {
 		snprintf(err, errlen, "route: %s", e2);
 		return -1;
@@ -335,7 +335,7 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	}
 	/* A broken route (bad proxy URL, unreadable PAC file, credentials file that is not
 	 * root-only) fails the whole reload. */
-	nrt = router_new(d->base, nr, &nc->route, e2, sizeof(e2));
+	nrt = router_new(d->base, nr, &nc->route, d->router, e2, sizeof(e2));
 	if (nrt == NULL) {
 		snprintf(err, errlen, "route: %s", e2);
 		resolver_free(nr);

@@ -31,11 +31,13 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "egressd/config.h"
 #include "egressd/route.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 #include "egressd/grantstate.h"
+#include "egressd/proxycreds.h"
 #include "egressd/sandbox_egressd.h"
 
 static void
@@ -391,14 +393,26 @@ main(int argc, char **argv)
 			return 1;
 		}
 		if (as_root) {
-			const char *paths[2];
+			/* What the drop account reads later: the configuration and a local PAC
+			 * file at every reload, Negotiate keytabs at every GSSAPI call. (The
+			 * credentials file itself stays root-only: read once at start-up.) */
+			const char *paths[2 + 16];
 			size_t np = 0;
+			struct proxycreds *pc = NULL;
+			int rc;
 
 			paths[np++] = cfg->path;
 			if (cfg->route.kind == ROUTE_KIND_PAC && cfg->route.pac != NULL &&
 			    cfg->route.pac[0] == '/')
 				paths[np++] = cfg->route.pac;
-			if (check_readable_as(&su, paths, np, rerr, sizeof(rerr)) != 0) {
+			if (cfg->route.credentials != NULL)
+				pc = proxycreds_load(cfg->route.credentials, 1, rerr, sizeof(rerr));
+			for (size_t i = 0; pc != NULL && i < pc->n && np < EGRESS_NELEM(paths); i++)
+				if (pc->v[i].keytab != NULL)
+					paths[np++] = pc->v[i].keytab;
+			rc = check_readable_as(&su, paths, np, rerr, sizeof(rerr));
+			proxycreds_free(pc);
+			if (rc != 0) {
 				fprintf(stderr, "%s: %s\n", path, rerr);
 				config_free(cfg);
 				return 1;
