@@ -78,8 +78,6 @@ struct resolver {
 	LIST_HEAD(, resolve_req) reqs;
 	size_t pending;
 	struct flight *flights[RESOLVE_FLIGHT_BUCKETS];
-	size_t nflights;                    /* in the table (abandoned ones excluded) */
-	size_t nares;                       /* flights c-ares still holds */
 	uint64_t deadline_ms;               /* of one flight: timeout x attempts */
 	bool destroying;
 	bool retiring;
@@ -432,10 +430,8 @@ flight_unlink(struct flight *fl)
 	if (fl->abandoned)
 		return;
 	pp = flight_slot(r, fl->name);
-	if (*pp == fl) {
+	if (*pp == fl)
 		*pp = fl->hnext;
-		r->nflights--;
-	}
 	fl->hnext = NULL;
 	fl->abandoned = true;
 }
@@ -495,7 +491,6 @@ on_ares(void *arg, int status, int timeouts, struct ares_addrinfo *res)
 	struct resolve_answer ans;
 
 	(void)timeouts;
-	r->nares--;
 	if (r->destroying || fl->abandoned) {
 		struct resolve_req *q;
 
@@ -555,7 +550,6 @@ flight_start(struct resolver *r, const char *name, struct resolve_req *q)
 	pp = flight_slot(r, name);
 	fl->hnext = *pp;
 	*pp = fl;
-	r->nflights++;
 	q->fl = fl;
 	LIST_INSERT_HEAD(&fl->waiters, q, flink);
 	/* absolute name: no search domains, ever */
@@ -565,7 +559,6 @@ flight_start(struct resolver *r, const char *name, struct resolve_req *q)
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;      /* one A and one AAAA query */
 	hints.ai_flags = ARES_AI_NOSORT;  /* keep the server's order; no route probing */
-	r->nares++;
 	ares_getaddrinfo(r->ch, fqdn, NULL, &hints, on_ares, fl);
 	timer_update(r);
 	return 0;                       /* fl may be gone already: do not touch it */
