@@ -127,7 +127,6 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		char id[GRANT_ID_HEX + 1];
 		time_t now = time(NULL), issued = now;
 		const struct grantstate_entry *ge;
-		bool saved = true;
 
 		if (grant_static_id(g, id) != 0)
 			fatalx("out of memory making a static grant id");
@@ -139,8 +138,10 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 			grant_free(g);
 			continue;
 		}
-		if (g->lifetime_s > 0 && d->gstate != NULL)
-			issued = grantstate_issued(d->gstate, id, g->principal, now, &saved);
+		/* The first issue is recorded when the staged grants go into service
+		 * (record_issues): a reload that fails must not start a lifetime. */
+		if (ge != NULL && ge->issued != 0)
+			issued = ge->issued;
 		if (g->lifetime_s > 0 && issued + (time_t)g->lifetime_s <= now) {
 			log_info("static grant %s (principal %s) expired at %lld (lifetime %us from "
 			    "its first issue at %lld): change it in %s to issue a new one", id,
@@ -193,6 +194,24 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		}
 	}
 	return 0;
+}
+
+/* Staged static grants are in service: remember when each with a lifetime was first
+ * issued (grantstate.h), so neither a reload nor a restart starts it again. */
+static void
+record_issues(struct daemon *d, const struct staged *st)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		struct lgrant *lg = st->lgs[i];
+		bool saved;
+
+		if (lg->g->lifetime_s == 0 || d->gstate == NULL)
+			continue;
+		(void)grantstate_issued(d->gstate, lg->id, lg->g->principal, lg->created, &saved);
+		if (!saved)
+			log_warnx("static grant %s (principal %s): its lifetime would start again "
+			    "after a restart", lg->id, lg->g->principal);
+	}
 }
 
 static void
@@ -280,6 +299,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	}
 	if (stage_static(d, cfg, false, &st, err, errlen) != 0)
 		return -1;
+	record_issues(d, &st);
 	free(st.lgs);
 	free(st.moved);
 	free(st.moved_from);
@@ -360,6 +380,7 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	 * immutable authority. */
 	for (size_t i = 0; i < nold; i++)
 		grants_retire(d->grants, old[i], REASON_NO_GRANT, false);
+	record_issues(d, &st);
 	free(st.lgs);
 	free(st.moved);
 	free(st.moved_from);

@@ -12,6 +12,7 @@ Negative twins: the revoked/expired grant is refused at every step until the ope
 and the unrelated grant keeps working throughout."""
 
 import os
+import subprocess
 import sys
 import time
 
@@ -20,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import proxyclient  # noqa: E402
+from labtools.egressd import binary  # noqa: E402
 from labtools.checks import (stop_clean, allowed_tunnel, bounded_wait, check,  # noqa: E402
                              require_binaries)
 
@@ -86,11 +88,20 @@ def t_revoke_holds(L, d, st):
     check(_connect(L, KEEP_PORT) == 200, "the unrelated grant broke")
 
 
+def _egressctl(d, *args):
+    return subprocess.run([binary("egressctl"), "-s", d.control_path] + list(args),
+                          capture_output=True, text=True, timeout=20)
+
+
 def t_unrevoke(L, d, st):
     r = d.control({"op": "grant.unrevoke", "grant_id": "0" * 32})
     check(r.get("error") == "unknown_grant", r)
-    r = d.control({"op": "grant.unrevoke", "grant_id": st["svc"]})
-    check(r.get("ok"), r)
+    cp = _egressctl(d, "grant", "list")
+    check(cp.returncode == 0 and st["svc"] in cp.stdout and "revoked static grant" in
+          cp.stdout, "egressctl grant list: %r %r" % (cp.stdout, cp.stderr))
+    cp = _egressctl(d, "grant", "unrevoke", st["svc"])
+    check(cp.returncode == 0 and "next reload" in cp.stdout,
+          "egressctl grant unrevoke: %s %r %r" % (cp.returncode, cp.stdout, cp.stderr))
     check(_connect(L, SVC_PORT) is None, "unrevoke must wait for the reload")
     _reload(d)
     check(_connect(L, SVC_PORT) == 200, "unrevoked grant not back after reload")
@@ -148,7 +159,7 @@ def t_state_file(L, d, st):
 
 def main():
     lab.require_root()
-    require_binaries("egressd")
+    require_binaries("egressd", "egressctl")
     res = Results()
     with Lab() as L:
         L.set_zone(ZONE)
