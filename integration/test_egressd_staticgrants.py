@@ -27,7 +27,7 @@ from labtools.checks import (stop_clean, allowed_tunnel, bounded_wait, check,  #
 
 ZONE = {"first.lab.test": {"A": [lab.HTTP_ORIGIN]},
         "second.lab.test": {"A": [lab.ORIGIN2]}}
-SVC_PORT, SHORT_PORT, KEEP_PORT = 3141, 3142, 3143
+SVC_PORT, SHORT_PORT, KEEP_PORT, BUDGET_PORT = 3141, 3142, 3143, 3144
 
 
 def _connect(L, port, target="first.lab.test:443"):
@@ -65,7 +65,7 @@ def _static_ids(d):
 
 def t_ids_stable(L, d, st):
     ids, _ = _static_ids(d)
-    check(set(ids) == {"svc", "short", "keep"}, ids)
+    check(set(ids) == {"svc", "short", "keep", "budget"}, ids)
     st["svc"] = ids["svc"]
     _reload(d)
     check(_static_ids(d)[0] == ids, "ids changed on reload: %r -> %r" % (ids, _static_ids(d)))
@@ -137,6 +137,35 @@ def t_lifetime_holds(L, d, st):
     check(_connect(L, KEEP_PORT) == 200, "the unrelated grant broke")
 
 
+def t_unchanged_grant_keeps_budget(L, d, st):
+    """An unchanged static grant stays the same grant across a reload: its byte budget
+    (and live tunnels) go on; before, a reload gave it a fresh budget."""
+    t = proxyclient.connect_request(L.connector("host"), ("127.0.0.1", BUDGET_PORT),
+                                    "first.lab.test:443", timeout=5)
+    allowed_tunnel(t)
+    try:
+        g = proxyclient.tunnel_http_get(t.sock, "first.lab.test", "/bytes/300000", timeout=10)
+        check(g.status is None or len(g.body) < 300000, "budget not enforced in the tunnel")
+    finally:
+        t.close()
+    check(bounded_wait(lambda: _connect(L, BUDGET_PORT) == 403, 3), "budget not used up")
+    _reload(d)
+    check(_connect(L, BUDGET_PORT) == 403, "a reload gave the unchanged grant a fresh budget")
+    # a live tunnel of an unchanged grant is not touched by a reload either
+    t = proxyclient.connect_request(L.connector("host"), ("127.0.0.1", KEEP_PORT),
+                                    "first.lab.test:443", timeout=5)
+    allowed_tunnel(t)
+    try:
+        _reload(d)
+        r = proxyclient.tunnel_http_get(t.sock, "first.lab.test", "/", timeout=5)
+        check(r.status == 200, "tunnel after reload: %r" % r)
+    finally:
+        t.close()
+    ids, _ = _static_ids(d)
+    lst = {g["principal"]: g for g in d.control({"op": "grant.list"})["grants"]}
+    check(lst["budget"]["bytes"] >= 100000, "budget counter lost: %s" % lst["budget"])
+
+
 def t_state_file(L, d, st):
     p = d.conf_path + ".state"
     s = os.stat(p)
@@ -166,16 +195,20 @@ def main():
         d = L.egressd(
             listeners={"svc": {"listen": "127.0.0.1:%d" % SVC_PORT, "grant": "svc"},
                        "short": {"listen": "127.0.0.1:%d" % SHORT_PORT, "grant": "short"},
-                       "keep": {"listen": "127.0.0.1:%d" % KEEP_PORT, "grant": "keep"}},
+                       "keep": {"listen": "127.0.0.1:%d" % KEEP_PORT, "grant": "keep"},
+                       "budget": {"listen": "127.0.0.1:%d" % BUDGET_PORT,
+                                  "grant": "budget"}},
             grants={"svc": {"allow": ["https://first.lab.test"]},
                     "short": {"allow": ["https://first.lab.test"], "lifetime": "3s"},
-                    "keep": {"allow": ["https://first.lab.test"]}})
+                    "keep": {"allow": ["https://first.lab.test"]},
+                    "budget": {"allow": ["https://first.lab.test"], "bytes": "100000"}})
         st = {"t0": time.monotonic()}
         for name, fn in (("static_ids_stable", t_ids_stable),
                          ("revoke_holds_across_reload_and_restart", t_revoke_holds),
                          ("unrevoke_then_reload", t_unrevoke),
                          ("changed_grant_is_a_new_grant", t_changed_grant_is_new),
                          ("expired_lifetime_holds", t_lifetime_holds),
+                         ("unchanged_grant_keeps_budget", t_unchanged_grant_keeps_budget),
                          ("state_file_checked", t_state_file)):
             res.run(name, fn, L, d, st)
         res.run("egressd_clean_exit", stop_clean, d)
