@@ -431,11 +431,9 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 		if (!dynamic && grantstate_revoke(d->gstate, r->grant_id, principal, time(NULL),
 		    err, sizeof(err)) != 0) {
 			char msg[768];
-			log_warnx("grant.revoke: %s is revoked, but the revocation was not saved: "
-			    "it holds until egressd stops, not across a restart: %s", r->grant_id,
-			    err);
-			snprintf(msg, sizeof(msg), "revoked now, but not saved (%s): the revocation "
-			    "holds across reloads but not across a restart", err);
+			log_warnx("grant.revoke: %s is revoked, but the revocation was not saved: %s",
+			    r->grant_id, err);
+			snprintf(msg, sizeof(msg), "revoked now, but not saved: %s", err);
 			return control_error(r->id, "not_persisted", msg);
 		}
 		return ok_reply(r->id);

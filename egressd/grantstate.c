@@ -340,12 +340,18 @@ grantstate_revoke(struct grantstate *gs, const char *id, const char *principal, 
 	struct grantstate_entry *e = find_or_add(gs, id, principal);
 
 	if (e == NULL) {
-		snprintf(err, errlen, "%s: more than %d static grants recorded", gs->path,
-		    EGRESS_GRANT_STATE_ENTRIES_MAX);
+		snprintf(err, errlen, "%s: more than %d static grants recorded: the revocation "
+		    "lasts only until the next reload", gs->path, EGRESS_GRANT_STATE_ENTRIES_MAX);
 		return -1;
 	}
 	e->revoked = now;
-	return append(gs, "revoke", id, principal, now, err, errlen);
+	if (append(gs, "revoke", id, principal, now, err, errlen) != 0) {
+		size_t n = strlen(err);
+		snprintf(err + n, errlen > n ? errlen - n : 0, ": the revocation holds across "
+		    "reloads, not across a restart");
+		return -1;
+	}
+	return 0;
 }
 
 int
