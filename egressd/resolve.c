@@ -565,9 +565,14 @@ flight_start(struct resolver *r, const char *name, struct resolve_req *q)
 }
 
 bool
-resolver_in_flight(struct resolver *r, const char *name)
+resolver_would_query(struct resolver *r, const char *name)
 {
-	return *flight_slot(r, name) != NULL;
+	size_t len = strlen(name);
+
+	if (len == 0 || len > EGRESS_HOSTNAME_MAX || name[len - 1] == '.' ||
+	    addr_parse_literal(name, len, NULL) != ADDR_LIT_NONE)
+		return false;           /* refused without a query */
+	return *flight_slot(r, name) == NULL && cache_get(r, name) == NULL;
 }
 
 struct resolve_req *

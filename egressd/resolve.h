@@ -133,11 +133,13 @@ void resolve_cancel(struct resolve_req *req);
 void resolver_retire(struct resolver *r);
 
 /*
- * Is a lookup of name running (so that resolver_lookup for it would join it rather than
- * send queries)? egressd's per-principal limit on DNS lookups counts distinct lookups,
- * not waiters: a hop that joins a running lookup costs the DNS server nothing.
+ * Would resolver_lookup(name) now send queries, i.e. start a new lookup? False when the
+ * name is cached, a lookup of it is running (the request would join it), or it would be
+ * refused without a query. egressd's per-principal limit on DNS lookups counts only the
+ * lookups that ask the DNS server: a hop served by the cache or by a running lookup costs
+ * it nothing.
  */
-bool resolver_in_flight(struct resolver *r, const char *name);
+bool resolver_would_query(struct resolver *r, const char *name);
 
 /* Requests whose callback has not yet run, cancelled ones excluded. */
 size_t resolver_pending(const struct resolver *r);

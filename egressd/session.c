@@ -1105,9 +1105,10 @@ step_resolve(struct session *s)
 		step_check(s, s->resolved, 1);
 		return;
 	}
-	/* max_dns_pending counts distinct lookups: a hop that joins a running lookup of the
-	 * same name (resolve.h, single flight) sends nothing and is not counted. */
-	bool joins = resolver_in_flight(s->d->resolver, s->req.host.name);
+	/* max_dns_pending counts lookups that ask the DNS server: a hop that joins a running
+	 * lookup of the same name (resolve.h, single flight) or is served by the cache sends
+	 * nothing and is not counted. */
+	bool joins = !resolver_would_query(s->d->resolver, s->req.host.name);
 	if (!joins && s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
 		session_refuse(s, REASON_LIMIT_DNS_PENDING);
 		return;
