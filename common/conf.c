@@ -673,6 +673,12 @@ conf_line(const struct conf *c, size_t sec, const char *key)
 	return e != NULL ? e->lines[0] : 0;
 }
 
+unsigned
+conf_section_line(const struct conf *c, size_t sec)
+{
+	return c != NULL && sec < c->nsecs ? c->secs[sec].line : 0;
+}
+
 const char *
 conf_file(const struct conf *c)
 {

@@ -66,6 +66,8 @@ const char *conf_get(const struct conf *c, size_t sec, const char *key, unsigned
 const char *const *conf_get_list(const struct conf *c, size_t sec, const char *key, size_t *n);
 /* Line of the first occurrence of key in section (0 when absent). */
 unsigned conf_line(const struct conf *c, size_t sec, const char *key);
+/* Line of the section header (0 for the implicit "" section or sec out of range). */
+unsigned conf_section_line(const struct conf *c, size_t sec);
 const char *conf_file(const struct conf *c);
 
 /*

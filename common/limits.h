@@ -41,6 +41,8 @@
 #define EGRESS_GRANT_ID_BYTES      16    /* 128 random bits; hex text is twice that */
 #define EGRESS_GRANTS_MAX          1024  /* live grants in one egressd */
 #define EGRESS_IFNAME_MAX          16    /* IFNAMSIZ */
+#define EGRESS_GRANT_STATE_MAX     (1024 * 1024) /* bytes of egressd's static-grant journal */
+#define EGRESS_GRANT_STATE_ENTRIES_MAX 4096 /* static grants it remembers */
 
 /* Control protocol (unix socket, newline-delimited JSON) */
 #define EGRESS_CONTROL_LINE_MAX    65536

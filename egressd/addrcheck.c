@@ -161,6 +161,35 @@ addrcheck_is_self(const struct addr *a, const struct addr *self, size_t nself)
 	return false;
 }
 
+enum reason
+addrcheck_hop(const struct addr *in, size_t n, bool literal, const struct addr *self,
+    size_t nself, const struct cidr_set *grant_allow, const struct cidr_set *override,
+    struct addrcheck_result *out)
+{
+	struct addr cand[EGRESS_DNS_ADDRS_MAX];
+	size_t ncand = 0, nself_dropped = 0;
+
+	for (size_t i = 0; i < n && i < EGRESS_DNS_ADDRS_MAX; i++) {
+		if (addrcheck_is_self(&in[i], self, nself))
+			nself_dropped++;
+		else
+			cand[ncand++] = in[i];
+	}
+	if (ncand == 0 && nself_dropped > 0) {
+		memset(out, 0, sizeof(*out));
+		out->reason = REASON_SELF_ADDRESS;
+	} else if (literal) {
+		addrcheck_literal(&cand[0], grant_allow, override, out);
+	} else {
+		addrcheck_filter(cand, ncand, grant_allow, override, out);
+	}
+	if (nself_dropped > 0) {
+		out->dropped_classes |= ADDRCHECK_SELF_BIT;
+		out->ndropped += nself_dropped;
+	}
+	return out->reason;
+}
+
 json_t *
 addrcheck_classes_json(uint64_t mask)
 {
@@ -175,6 +204,10 @@ addrcheck_classes_json(uint64_t mask)
 			json_decref(arr);
 			return NULL;
 		}
+	}
+	if ((mask & ADDRCHECK_SELF_BIT) && json_array_append_new(arr, json_string("self"))) {
+		json_decref(arr);
+		return NULL;
 	}
 	return arr;
 }
@@ -202,6 +235,11 @@ addrcheck_classes_str(uint64_t mask, char *buf, size_t len)
 		memcpy(buf + off, name, n);
 		off += n;
 		buf[off] = '\0';
+	}
+	if ((mask & ADDRCHECK_SELF_BIT) && off + (off ? 1 : 0) + 5 <= len) {
+		if (off)
+			buf[off++] = ',';
+		memcpy(buf + off, "self", 5);
 	}
 	return buf;
 }

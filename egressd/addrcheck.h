@@ -36,6 +36,9 @@
 
 /* Bit for a class in the masks below. */
 #define ADDRCHECK_BIT(c) ((uint64_t)1 << (unsigned)(c))
+/* In dropped_classes: an address dropped because it is egressd's own (addrcheck_hop);
+ * named "self" in the class lists. Above every enum addr_class. */
+#define ADDRCHECK_SELF_BIT ((uint64_t)1 << 63)
 
 struct addrcheck_result {
 	enum reason reason;              /* REASON_ALLOWED when nkept > 0, otherwise
@@ -70,6 +73,19 @@ enum reason addrcheck_literal(const struct addr *a, const struct cidr_set *grant
     const struct cidr_set *override, struct addrcheck_result *out);
 
 /*
+ * The whole check of one hop, in order: first egressd's own addresses (self, nself:
+ * every listener and metrics_listen) are removed, whatever the grant or the override
+ * says — each counts in ndropped and sets ADDRCHECK_SELF_BIT in dropped_classes, so the
+ * record lists "self" among the classes dropped even when other addresses are kept;
+ * nothing left → REASON_SELF_ADDRESS. Then the class filter on the rest: for a literal
+ * destination (literal true, one address) addrcheck_literal, else addrcheck_filter.
+ * Returns out->reason.
+ */
+enum reason addrcheck_hop(const struct addr *in, size_t n, bool literal,
+    const struct addr *self, size_t nself, const struct cidr_set *grant_allow,
+    const struct cidr_set *override, struct addrcheck_result *out);
+
+/*
  * Is a one of egressd's own listener addresses (self, nself entries)? A v4-mapped IPv6
  * form matches its IPv4 address. A wildcard listener (0.0.0.0 or ::) in self matches
  * every address of its family — callers should avoid wildcard listeners; the class
@@ -80,7 +96,8 @@ bool addrcheck_is_self(const struct addr *a, const struct addr *self, size_t nse
 
 /*
  * Class names of a mask as a new JSON array of strings in enum order
- * (["loopback","private"]), for the decision log's classes_dropped. NULL on ENOMEM.
+ * (["loopback","private"]), then "self" for ADDRCHECK_SELF_BIT, for the decision log's
+ * classes_dropped. NULL on ENOMEM.
  */
 json_t *addrcheck_classes_json(uint64_t mask);
 

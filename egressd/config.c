@@ -6,6 +6,7 @@
 #include "egressd/config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 static const struct conf_key config_schema[] = {
 	{ "egressd", "control_socket", 0 },
 	{ "egressd", "decision_log", 0 },
+	{ "egressd", "state_file", 0 },
 	{ "egressd", "log_sync", 0 },
 	{ "egressd", "log_max_bytes", 0 },
 	{ "egressd", "log_hmac_key", 0 },
@@ -130,6 +132,7 @@ config_free(struct egressd_config *c)
 	free(c->path);
 	free(c->control_socket);
 	free(c->decision_log);
+	free(c->state_file);
 	free(c->log_hmac_key);
 	free(c->log_syslog);
 	free(c->user);
@@ -160,6 +163,91 @@ config_find_grant(const struct egressd_config *c, const char *name)
 	return NULL;
 }
 
+/*
+ * Every problem of a file, each as "file:line: message", reported together in file order
+ * (one reload attempt shows the operator everything to fix, and the first line printed is
+ * the first problem in the file). At most CONFIG_ERRORS_MAX are kept.
+ */
+#define CONFIG_ERRORS_MAX 32
+
+struct cerrs {
+	const struct conf *cf;
+	size_t n;
+	struct {
+		unsigned line;
+		char msg[512];
+	} v[CONFIG_ERRORS_MAX];
+	size_t dropped;
+};
+
+static void cerr_add(struct cerrs *ce, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A problem at line (0: the file as a whole), formatted after "file:line: ". */
+static void
+cerr_add(struct cerrs *ce, unsigned line, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (ce->n == CONFIG_ERRORS_MAX) {
+		ce->dropped++;
+		return;
+	}
+	k = snprintf(ce->v[ce->n].msg, sizeof(ce->v[0].msg), "%s:%u: ", conf_file(ce->cf), line);
+	if (k < 0 || (size_t)k >= sizeof(ce->v[0].msg))
+		k = 0;
+	va_start(ap, fmt);
+	vsnprintf(ce->v[ce->n].msg + k, sizeof(ce->v[0].msg) - (size_t)k, fmt, ap);
+	va_end(ap);
+	ce->v[ce->n].line = line;
+	ce->n++;
+}
+
+/* A message a conf_get_* helper already formatted as "file:line: ...". */
+static void
+cerr_raw(struct cerrs *ce, unsigned line, const char *msg)
+{
+	if (ce->n == CONFIG_ERRORS_MAX) {
+		ce->dropped++;
+		return;
+	}
+	snprintf(ce->v[ce->n].msg, sizeof(ce->v[0].msg), "%s", msg);
+	ce->v[ce->n].line = line;
+	ce->n++;
+}
+
+/* All problems into err, one per line, in file order (stable for equal lines). */
+static void
+cerr_report(struct cerrs *ce, char *err, size_t errlen)
+{
+	size_t off = 0;
+
+	for (size_t i = 1; i < ce->n; i++) {      /* insertion sort: stable, n <= 32 */
+		for (size_t j = i; j > 0 && ce->v[j - 1].line > ce->v[j].line; j--) {
+			unsigned tl = ce->v[j].line;
+			char tm[sizeof(ce->v[0].msg)];
+			memcpy(tm, ce->v[j].msg, sizeof(tm));
+			ce->v[j].line = ce->v[j - 1].line;
+			memcpy(ce->v[j].msg, ce->v[j - 1].msg, sizeof(tm));
+			ce->v[j - 1].line = tl;
+			memcpy(ce->v[j - 1].msg, tm, sizeof(tm));
+		}
+	}
+	if (errlen == 0)
+		return;
+	err[0] = '\0';
+	for (size_t i = 0; i < ce->n && off + 1 < errlen; i++) {
+		int k = snprintf(err + off, errlen - off, "%s%s", i ? "\n" : "", ce->v[i].msg);
+		if (k < 0)
+			break;
+		off += (size_t)k;
+	}
+	if (ce->dropped > 0 && off + 1 < errlen)
+		snprintf(err + off, errlen - off, "\n%s: ... and %zu more problem(s)",
+		    conf_file(ce->cf), ce->dropped);
+}
+
 /* JSON array of a list key (empty array when absent). */
 static json_t *
 list_json(const struct conf *cf, size_t sec, const char *key)
@@ -175,31 +263,35 @@ list_json(const struct conf *cf, size_t sec, const char *key)
 	return a;
 }
 
+/* One [grant] section; every problem goes to ce. 0 when out is filled. */
 static int
-load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *err,
-    size_t errlen)
+load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct cerrs *ce)
 {
 	const char *label = conf_section_label(cf, sec);
 	unsigned line = conf_line(cf, sec, "allow");
+	unsigned sline = conf_section_line(cf, sec);
 	uint64_t bytes = 0, lifetime_ms = 0;
 	long long conns = GRANT_DEFAULT_CONNECTIONS;
-	char gerr[256];
+	char gerr[256], e1[512];
 	json_t *obj, *limits;
 	const char *pin;
+	size_t before = ce->n + ce->dropped;
 
 	if (line == 0)
-		line = 1;
+		line = sline;
 	if (conf_get_int(cf, sec, "connections", 1, 1000000, GRANT_DEFAULT_CONNECTIONS, &conns,
-	    err, errlen) != 0 ||
-	    conf_get_size(cf, sec, "bytes", UINT64_MAX, 0, &bytes, err, errlen) != 0 ||
-	    conf_get_duration_ms(cf, sec, "lifetime", 365 * DAY_MS, 0, &lifetime_ms, err,
-	    errlen) != 0)
+	    e1, sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, sec, "connections"), e1);
+	if (conf_get_size(cf, sec, "bytes", UINT64_MAX, 0, &bytes, e1, sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, sec, "bytes"), e1);
+	if (conf_get_duration_ms(cf, sec, "lifetime", 365 * DAY_MS, 0, &lifetime_ms, e1,
+	    sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, sec, "lifetime"), e1);
+	if (!grant_principal_valid(label))
+		cerr_add(ce, sline, "[grant %s]: invalid principal label (use A-Z a-z 0-9 . _ -, "
+		    "1-64 characters)", label);
+	if (ce->n + ce->dropped != before)
 		return -1;
-	if (!grant_principal_valid(label)) {
-		snprintf(err, errlen, "%s: [grant %s]: invalid principal label (use A-Z a-z 0-9 . _ -, "
-		    "1-64 characters)", conf_file(cf), label);
-		return -1;
-	}
 	obj = json_object();
 	limits = json_object();
 	if (obj == NULL || limits == NULL)
@@ -218,7 +310,15 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *er
 	out->grant = grant_from_json(obj, gerr, sizeof(gerr));
 	json_decref(obj);
 	if (out->grant == NULL) {
-		snprintf(err, errlen, "%s:%u: [grant %s]: %s", conf_file(cf), line, label, gerr);
+		/* the JSON path names the entry (allow[2], pinning ...): point at its key */
+		unsigned at = line;
+		if (strncmp(gerr, "pinning", 7) == 0 && conf_line(cf, sec, "pinning") != 0)
+			at = conf_line(cf, sec, "pinning");
+		else if (strncmp(gerr, "allow_address", 13) == 0)
+			at = conf_line(cf, sec, "allow_address");
+		else if (strncmp(gerr, "credential_origin", 17) == 0)
+			at = conf_line(cf, sec, "credential_origin");
+		cerr_add(ce, at != 0 ? at : sline, "[grant %s]: %s", label, gerr);
 		return -1;
 	}
 	out->name = xstrdup(label);
@@ -226,19 +326,209 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *er
 	return 0;
 }
 
+/* The [egressd] section. Problems go to ce; keys after a bad one are still checked. */
+static void
+load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerrs *ce)
+{
+	const char *s, *es;
+	unsigned line;
+	long long v;
+	size_t n;
+	const char *const *list;
+	char e1[512];
+	bool b;
+
+	if ((s = conf_get(cf, i, "control_socket", &line)) != NULL) {
+		if (strcmp(s, "none") == 0) {
+			free(c->control_socket);
+			c->control_socket = NULL;
+		} else if (s[0] != '/' || strlen(s) >= 108) {
+			cerr_add(ce, line, "control_socket: an absolute path shorter than 108 bytes, "
+			    "or none");
+		} else {
+			free(c->control_socket);
+			c->control_socket = xstrdup(s);
+		}
+	}
+	if ((s = conf_get(cf, i, "decision_log", &line)) != NULL) {
+		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
+			cerr_add(ce, line, "decision_log: an absolute path");
+		} else {
+			free(c->decision_log);
+			c->decision_log = xstrdup(s);
+		}
+	}
+	if ((s = conf_get(cf, i, "state_file", &line)) != NULL) {
+		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX)
+			cerr_add(ce, line, "state_file: an absolute path");
+		else
+			c->state_file = xstrdup(s);
+	}
+	if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
+	    dlog_sync_parse(s, &c->log_sync) != 0)
+		cerr_add(ce, line, "log_sync: always, batch or none");
+	/* rotation size (docs/audit.md): 0 = off; smaller than two records would rotate on
+	 * every write */
+	if (conf_get_size(cf, i, "log_max_bytes", UINT64_MAX, c->log_max_bytes,
+	    &c->log_max_bytes, e1, sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, i, "log_max_bytes"), e1);
+	else if (c->log_max_bytes != 0 && c->log_max_bytes < 2 * EGRESS_LOG_RECORD_MAX)
+		cerr_add(ce, conf_line(cf, i, "log_max_bytes"), "log_max_bytes: 0 (no rotation) or "
+		    "at least %d", 2 * EGRESS_LOG_RECORD_MAX);
+	if ((s = conf_get(cf, i, "log_hmac_key", &line)) != NULL) {
+		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
+			cerr_add(ce, line, "log_hmac_key: an absolute path");
+		} else {
+			free(c->log_hmac_key);
+			c->log_hmac_key = xstrdup(s);
+		}
+	}
+	if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
+		free(c->log_syslog);
+		c->log_syslog = strcmp(s, "none") == 0 ? NULL : xstrdup(s);
+	}
+	{
+		/* A zero timeout would mean "never" in libevent: refuse it, say what to do. */
+		const struct { const char *k; uint64_t max; uint64_t *v; } d[] = {
+			{ "connect_timeout", HOUR_MS, &c->connect_timeout_ms },
+			{ "header_timeout", HOUR_MS, &c->header_timeout_ms },
+			{ "idle_timeout", 7 * DAY_MS, &c->idle_timeout_ms },
+			{ "tunnel_max_lifetime", 365 * DAY_MS, &c->tunnel_max_lifetime_ms },
+			{ "drain_timeout", HOUR_MS, &c->drain_timeout_ms },
+			{ "dns_timeout", 60000, &c->dns_timeout_ms },
+			{ "route_timeout", 60000, &c->route.timeout_ms },
+			{ "route_cache_ttl", HOUR_MS, &c->route.cache_ttl_ms },
+			{ "pac_timeout", 120000, &c->route.pac_timeout_ms },
+			{ "pac_refresh", DAY_MS, &c->route.pac_refresh_ms },
+			{ "upstream_timeout", 300000, &c->route.upstream_timeout_ms },
+		};
+		for (size_t k = 0; k < EGRESS_NELEM(d); k++) {
+			bool may_be_zero = strcmp(d[k].k, "drain_timeout") == 0 ||
+			    strcmp(d[k].k, "route_cache_ttl") == 0 ||
+			    strcmp(d[k].k, "pac_refresh") == 0;
+			if (conf_get_duration_ms(cf, i, d[k].k, d[k].max, *d[k].v, d[k].v, e1,
+			    sizeof(e1)) != 0)
+				cerr_raw(ce, conf_line(cf, i, d[k].k), e1);
+			else if (*d[k].v == 0 && !may_be_zero)
+				cerr_add(ce, conf_line(cf, i, d[k].k), "%s: must be greater than zero",
+				    d[k].k);
+		}
+	}
+	if (conf_get_int(cf, i, "max_connections", 1, 100000, c->max_connections, &v, e1,
+	    sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, i, "max_connections"), e1);
+	else
+		c->max_connections = (uint32_t)v;
+	if (conf_get_int(cf, i, "max_dns_pending", 1, 100000, c->max_dns_pending, &v, e1,
+	    sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, i, "max_dns_pending"), e1);
+	else
+		c->max_dns_pending = (uint32_t)v;
+	if (conf_get_int(cf, i, "dns_attempts", 1, 10, c->dns_attempts, &v, e1,
+	    sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, i, "dns_attempts"), e1);
+	else
+		c->dns_attempts = (unsigned)v;
+	list = conf_get_list(cf, i, "dns_server", &n);
+	if (list != NULL && n > RESOLVE_SERVERS_MAX) {
+		cerr_add(ce, conf_line(cf, i, "dns_server"), "dns_server: at most %d servers",
+		    RESOLVE_SERVERS_MAX);
+	} else if (list != NULL && n > 0) {
+		c->dns_servers = calloc(n, sizeof(char *));
+		if (c->dns_servers == NULL)
+			fatal("calloc");
+		for (size_t k = 0; k < n; k++) {
+			struct addr a;
+			struct sockaddr_storage ss;
+			socklen_t sl;
+			const char *perr;
+			bool ok = addr_parse_literal(list[k], strlen(list[k]), &a) == ADDR_LIT_V4 ||
+			    addr_parse_literal(list[k], strlen(list[k]), &a) == ADDR_LIT_V6 ||
+			    config_parse_sockaddr(list[k], false, &ss, &sl, &perr) == 0;
+			if (!ok) {
+				cerr_add(ce, conf_line(cf, i, "dns_server"), "dns_server: '%s' is not "
+				    "an address or address:port", list[k]);
+				continue;
+			}
+			c->dns_servers[c->ndns_servers++] = xstrdup(list[k]);
+		}
+	}
+	list = conf_get_list(cf, i, "allow_special_address", &n);
+	for (size_t k = 0; list != NULL && k < n; k++) {
+		const char *cerr = NULL;
+		if (cidr_set_add_str(&c->allow_special, list[k], &cerr) != 0)
+			cerr_add(ce, conf_line(cf, i, "allow_special_address"),
+			    "allow_special_address: '%s': %s", list[k],
+			    cerr != NULL ? cerr : "invalid");
+	}
+	if ((s = conf_get(cf, i, "user", &line)) != NULL) {
+		/* Only the shape here: the account is looked up (NSS) by main before start-up
+		 * and by -t, never at a reload, which runs under the filter. */
+		if (!config_user_valid(s)) {
+			cerr_add(ce, line, "user: an account name or a decimal uid (letters, digits, "
+			    "'.', '_', '-', at most %d bytes)", CONFIG_USER_MAX);
+		} else {
+			free(c->user);
+			c->user = xstrdup(s);
+			c->user_line = line;
+		}
+	}
+	if ((s = conf_get(cf, i, "metrics_listen", &line)) != NULL) {
+		struct addr a;
+		if (config_parse_sockaddr(s, false, &c->metrics_addr, &c->metrics_addrlen,
+		    &es) != 0) {
+			cerr_add(ce, line, "metrics_listen: %s", es);
+		} else {
+			addr_from_sockaddr(&a, (struct sockaddr *)&c->metrics_addr);
+			if (addr_classify(&a, NULL) != ADDR_CLASS_LOOPBACK)
+				cerr_add(ce, line, "metrics_listen: must be a loopback address");
+			else
+				c->has_metrics = true;
+		}
+	}
+	if ((s = conf_get(cf, i, "route", &line)) != NULL &&
+	    route_config_parse(s, &c->route, &es) != 0)
+		cerr_add(ce, line, "route: %s", es);
+	if (conf_get_bool(cf, i, "allow_direct", true, &b, e1, sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, i, "allow_direct"), e1);
+	else
+		c->route.allow_direct = b;
+	{
+		static const struct { const char *key; size_t off; } paths[] = {
+			{ "route_helper", offsetof(struct route_config, helper) },
+			{ "pac_copy", offsetof(struct route_config, pac_copy) },
+			{ "proxy_credentials", offsetof(struct route_config, credentials) },
+			{ "proxy_ca_file", offsetof(struct route_config, proxy_ca_file) },
+		};
+		for (size_t k = 0; k < EGRESS_NELEM(paths); k++) {
+			char **dst = (char **)((char *)&c->route + paths[k].off);
+			if ((s = conf_get(cf, i, paths[k].key, &line)) == NULL)
+				continue;
+			if (s[0] != '/') {
+				cerr_add(ce, line, "%s: an absolute path", paths[k].key);
+				continue;
+			}
+			*dst = xstrdup(s);
+		}
+	}
+	if (conf_get_bool(cf, i, "splice", true, &b, e1, sizeof(e1)) != 0)
+		cerr_raw(ce, conf_line(cf, i, "splice"), e1);
+	else
+		c->splice = b;
+}
+
 static struct egressd_config *
 config_build(struct conf *cf, char *err, size_t errlen)
 {
 	struct egressd_config *c = calloc(1, sizeof(*c));
+	struct cerrs *ce = calloc(1, sizeof(*ce));
 	const char *s, *es;
 	unsigned line;
-	long long v;
 	long sec;
-	size_t n;
-	const char *const *list;
 
-	if (c == NULL)
+	if (c == NULL || ce == NULL)
 		fatal("calloc");
+	ce->cf = cf;
 	c->path = xstrdup(conf_file(cf));
 	c->control_socket = xstrdup(CONFIG_DEFAULT_CONTROL);
 	c->decision_log = xstrdup(CONFIG_DEFAULT_DLOG);
@@ -262,216 +552,8 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	c->splice = true;
 
 	sec = conf_find_section(cf, "egressd");
-	if (sec >= 0) {
-		size_t i = (size_t)sec;
-		bool b;
-
-		if ((s = conf_get(cf, i, "control_socket", &line)) != NULL) {
-			free(c->control_socket);
-			c->control_socket = NULL;
-			if (strcmp(s, "none") != 0) {
-				if (s[0] != '/' || strlen(s) >= 108) {
-					snprintf(err, errlen, "%s:%u: control_socket: an absolute path "
-					    "shorter than 108 bytes, or none", conf_file(cf), line);
-					goto fail;
-				}
-				c->control_socket = xstrdup(s);
-			}
-		}
-		if ((s = conf_get(cf, i, "decision_log", &line)) != NULL) {
-			if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
-				snprintf(err, errlen, "%s:%u: decision_log: an absolute path",
-				    conf_file(cf), line);
-				goto fail;
-			}
-			free(c->decision_log);
-			c->decision_log = xstrdup(s);
-		}
-		if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
-		    dlog_sync_parse(s, &c->log_sync) != 0) {
-			snprintf(err, errlen, "%s:%u: log_sync: always, batch or none", conf_file(cf),
-			    line);
-			goto fail;
-		}
-		/* rotation size (docs/audit.md): 0 = off; smaller than two records would
-		 * rotate on every write */
-		if (conf_get_size(cf, i, "log_max_bytes", UINT64_MAX, c->log_max_bytes,
-		    &c->log_max_bytes, err, errlen) != 0)
-			goto fail;
-		if (c->log_max_bytes != 0 && c->log_max_bytes < 2 * EGRESS_LOG_RECORD_MAX) {
-			snprintf(err, errlen, "%s: log_max_bytes: 0 (no rotation) or at least %d",
-			    conf_file(cf), 2 * EGRESS_LOG_RECORD_MAX);
-			goto fail;
-		}
-		if ((s = conf_get(cf, i, "log_hmac_key", &line)) != NULL) {
-			if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
-				snprintf(err, errlen, "%s:%u: log_hmac_key: an absolute path",
-				    conf_file(cf), line);
-				goto fail;
-			}
-			free(c->log_hmac_key);
-			c->log_hmac_key = xstrdup(s);
-		}
-		if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
-			free(c->log_syslog);
-			c->log_syslog = strcmp(s, "none") == 0 ? NULL : xstrdup(s);
-		}
-		if (conf_get_duration_ms(cf, i, "connect_timeout", HOUR_MS, c->connect_timeout_ms,
-		    &c->connect_timeout_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "header_timeout", HOUR_MS, c->header_timeout_ms,
-		    &c->header_timeout_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "idle_timeout", 7 * DAY_MS, c->idle_timeout_ms,
-		    &c->idle_timeout_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "tunnel_max_lifetime", 365 * DAY_MS,
-		    c->tunnel_max_lifetime_ms, &c->tunnel_max_lifetime_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "drain_timeout", HOUR_MS, c->drain_timeout_ms,
-		    &c->drain_timeout_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "dns_timeout", 60000, c->dns_timeout_ms,
-		    &c->dns_timeout_ms, err, errlen) != 0)
-			goto fail;
-		/* A zero timeout would mean "never" in libevent: refuse it, say what to do. */
-		const struct { const char *k; uint64_t v; } nz[] = {
-			{ "connect_timeout", c->connect_timeout_ms },
-			{ "header_timeout", c->header_timeout_ms },
-			{ "idle_timeout", c->idle_timeout_ms },
-			{ "tunnel_max_lifetime", c->tunnel_max_lifetime_ms },
-			{ "dns_timeout", c->dns_timeout_ms },
-		};
-		for (size_t k = 0; k < EGRESS_NELEM(nz); k++) {
-			if (nz[k].v == 0) {
-				snprintf(err, errlen, "%s:%u: %s: must be greater than zero",
-				    conf_file(cf), conf_line(cf, i, nz[k].k), nz[k].k);
-				goto fail;
-			}
-		}
-		if (conf_get_int(cf, i, "max_connections", 1, 100000, c->max_connections, &v, err,
-		    errlen) != 0)
-			goto fail;
-		c->max_connections = (uint32_t)v;
-		if (conf_get_int(cf, i, "max_dns_pending", 1, 100000, c->max_dns_pending, &v, err,
-		    errlen) != 0)
-			goto fail;
-		c->max_dns_pending = (uint32_t)v;
-		if (conf_get_int(cf, i, "dns_attempts", 1, 10, c->dns_attempts, &v, err,
-		    errlen) != 0)
-			goto fail;
-		c->dns_attempts = (unsigned)v;
-		list = conf_get_list(cf, i, "dns_server", &n);
-		if (list != NULL && n > 0) {
-			if (n > RESOLVE_SERVERS_MAX) {
-				snprintf(err, errlen, "%s:%u: dns_server: at most %d servers",
-				    conf_file(cf), conf_line(cf, i, "dns_server"),
-				    RESOLVE_SERVERS_MAX);
-				goto fail;
-			}
-			c->dns_servers = calloc(n, sizeof(char *));
-			if (c->dns_servers == NULL)
-				fatal("calloc");
-			for (size_t k = 0; k < n; k++) {
-				struct addr a;
-				struct sockaddr_storage ss;
-				socklen_t sl;
-				const char *perr;
-				bool ok = addr_parse_literal(list[k], strlen(list[k]), &a) == ADDR_LIT_V4 ||
-				    addr_parse_literal(list[k], strlen(list[k]), &a) == ADDR_LIT_V6 ||
-				    config_parse_sockaddr(list[k], false, &ss, &sl, &perr) == 0;
-				if (!ok) {
-					snprintf(err, errlen, "%s:%u: dns_server: '%s' is not an address "
-					    "or address:port", conf_file(cf),
-					    conf_line(cf, i, "dns_server"), list[k]);
-					goto fail;
-				}
-				c->dns_servers[k] = xstrdup(list[k]);
-				c->ndns_servers++;
-			}
-		}
-		list = conf_get_list(cf, i, "allow_special_address", &n);
-		for (size_t k = 0; list != NULL && k < n; k++) {
-			const char *cerr = NULL;
-			if (cidr_set_add_str(&c->allow_special, list[k], &cerr) != 0) {
-				snprintf(err, errlen, "%s:%u: allow_special_address: '%s': %s",
-				    conf_file(cf), conf_line(cf, i, "allow_special_address"), list[k],
-				    cerr != NULL ? cerr : "invalid");
-				goto fail;
-			}
-		}
-		if ((s = conf_get(cf, i, "user", &line)) != NULL) {
-			/* Only the shape here: the account is looked up (NSS) by main before
-			 * start-up and by -t, never at a reload, which runs under the filter. */
-			if (!config_user_valid(s)) {
-				snprintf(err, errlen, "%s:%u: user: an account name or a decimal uid "
-				    "(letters, digits, '.', '_', '-', at most %d bytes)", conf_file(cf),
-				    line, CONFIG_USER_MAX);
-				goto fail;
-			}
-			free(c->user);
-			c->user = xstrdup(s);
-			c->user_line = line;
-		}
-		if ((s = conf_get(cf, i, "metrics_listen", &line)) != NULL) {
-			struct addr a;
-			if (config_parse_sockaddr(s, false, &c->metrics_addr, &c->metrics_addrlen,
-			    &es) != 0) {
-				snprintf(err, errlen, "%s:%u: metrics_listen: %s", conf_file(cf), line,
-				    es);
-				goto fail;
-			}
-			addr_from_sockaddr(&a, (struct sockaddr *)&c->metrics_addr);
-			if (addr_classify(&a, NULL) != ADDR_CLASS_LOOPBACK) {
-				snprintf(err, errlen, "%s:%u: metrics_listen: must be a loopback address",
-				    conf_file(cf), line);
-				goto fail;
-			}
-			c->has_metrics = true;
-		}
-		if ((s = conf_get(cf, i, "route", &line)) != NULL &&
-		    route_config_parse(s, &c->route, &es) != 0) {
-			snprintf(err, errlen, "%s:%u: route: %s", conf_file(cf), line, es);
-			goto fail;
-		}
-		if (conf_get_bool(cf, i, "allow_direct", true, &b, err, errlen) != 0)
-			goto fail;
-		c->route.allow_direct = b;
-		{
-			static const struct { const char *key; size_t off; } paths[] = {
-				{ "route_helper", offsetof(struct route_config, helper) },
-				{ "pac_copy", offsetof(struct route_config, pac_copy) },
-				{ "proxy_credentials", offsetof(struct route_config, credentials) },
-				{ "proxy_ca_file", offsetof(struct route_config, proxy_ca_file) },
-			};
-			for (size_t k = 0; k < EGRESS_NELEM(paths); k++) {
-				char **dst = (char **)((char *)&c->route + paths[k].off);
-				if ((s = conf_get(cf, i, paths[k].key, &line)) == NULL)
-					continue;
-				if (s[0] != '/') {
-					snprintf(err, errlen, "%s:%u: %s: an absolute path", conf_file(cf),
-					    line, paths[k].key);
-					goto fail;
-				}
-				*dst = xstrdup(s);
-			}
-		}
-		if (conf_get_duration_ms(cf, i, "route_timeout", 60000, c->route.timeout_ms,
-		    &c->route.timeout_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "route_cache_ttl", HOUR_MS, c->route.cache_ttl_ms,
-		    &c->route.cache_ttl_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "pac_timeout", 120000, c->route.pac_timeout_ms,
-		    &c->route.pac_timeout_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "pac_refresh", DAY_MS, c->route.pac_refresh_ms,
-		    &c->route.pac_refresh_ms, err, errlen) != 0 ||
-		    conf_get_duration_ms(cf, i, "upstream_timeout", 300000,
-		    c->route.upstream_timeout_ms, &c->route.upstream_timeout_ms, err, errlen) != 0)
-			goto fail;
-		if (c->route.timeout_ms == 0 || c->route.pac_timeout_ms == 0 ||
-		    c->route.upstream_timeout_ms == 0) {
-			snprintf(err, errlen, "%s: route_timeout, pac_timeout and upstream_timeout must "
-			    "be positive", conf_file(cf));
-			goto fail;
-		}
-		if (conf_get_bool(cf, i, "splice", true, &b, err, errlen) != 0)
-			goto fail;
-		c->splice = b;
-	}
+	if (sec >= 0)
+		load_main(cf, (size_t)sec, c, ce);
 	if (c->route.pac_copy == NULL) {
 		/* The fetched PAC's good copy lives beside the decision log by default. */
 		const char *slash = strrchr(c->decision_log, '/');
@@ -482,6 +564,15 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			fatal("malloc");
 		snprintf(c->route.pac_copy, cap, "%.*s/egressd-pac.js", (int)dl, c->decision_log);
 	}
+	if (c->state_file == NULL) {
+		/* Static-grant memory (grantstate.h) beside the configuration by default: one
+		 * per configuration file, in a directory root already controls. */
+		size_t cap = strlen(c->path) + sizeof(".state");
+		c->state_file = malloc(cap);
+		if (c->state_file == NULL)
+			fatal("malloc");
+		snprintf(c->state_file, cap, "%s.state", c->path);
+	}
 
 	/* Grants first, so listeners can name them. */
 	for (size_t i = 0; i < conf_nsections(cf); i++) {
@@ -489,17 +580,16 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			continue;
 		const char *label = conf_section_label(cf, i);
 		if (config_find_grant(c, label) != NULL) {
-			snprintf(err, errlen, "%s:%u: [grant %s] defined twice", conf_file(cf),
-			    conf_line(cf, i, "allow"), label);
-			goto fail;
+			cerr_add(ce, conf_section_line(cf, i), "[grant %s] defined twice", label);
+			continue;
 		}
 		struct config_grant *ng = realloc(c->grants, (c->ngrants + 1) * sizeof(*ng));
 		if (ng == NULL)
 			fatal("realloc");
 		c->grants = ng;
 		memset(&c->grants[c->ngrants], 0, sizeof(c->grants[0]));
-		if (load_grant(cf, i, &c->grants[c->ngrants], err, errlen) != 0)
-			goto fail;
+		if (load_grant(cf, i, &c->grants[c->ngrants], ce) != 0)
+			continue;
 		c->ngrants++;
 	}
 	for (size_t i = 0; i < conf_nsections(cf); i++) {
@@ -508,6 +598,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		const char *label = conf_section_label(cf, i);
 		struct config_listener *nl = realloc(c->listeners,
 		    (c->nlisteners + 1) * sizeof(*nl));
+		bool bad = false;
 		if (nl == NULL)
 			fatal("realloc");
 		c->listeners = nl;
@@ -515,25 +606,34 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		memset(L, 0, sizeof(*L));
 		s = conf_get(cf, i, "listen", &line);
 		if (s == NULL || config_parse_sockaddr(s, false, &L->addr, &L->addrlen, &es) != 0) {
-			snprintf(err, errlen, "%s:%u: [listener %s] listen: %s", conf_file(cf), line,
-			    label, s == NULL ? "missing" : es);
-			goto fail;
+			cerr_add(ce, s == NULL ? conf_section_line(cf, i) : line,
+			    "[listener %s] listen: %s", label, s == NULL ? "missing" : es);
+			bad = true;
 		}
-		for (size_t k = 0; k < c->nlisteners; k++) {
+		for (size_t k = 0; !bad && k < c->nlisteners; k++) {
 			if (c->listeners[k].addrlen == L->addrlen &&
 			    memcmp(&c->listeners[k].addr, &L->addr, L->addrlen) == 0) {
-				snprintf(err, errlen, "%s:%u: [listener %s] listen: address already "
-				    "used by [listener %s]", conf_file(cf), line, label,
-				    c->listeners[k].name);
-				goto fail;
+				cerr_add(ce, line, "[listener %s] listen: address already used by "
+				    "[listener %s]", label, c->listeners[k].name);
+				bad = true;
 			}
 		}
 		s = conf_get(cf, i, "grant", &line);
 		if (s == NULL || config_find_grant(c, s) == NULL) {
-			snprintf(err, errlen, "%s:%u: [listener %s] grant: no [grant %s] in this file",
-			    conf_file(cf), line, label, s == NULL ? "" : s);
-			goto fail;
+			/* a grant that exists but had its own error is reported there */
+			bool defined = false;
+			for (size_t k = 0; s != NULL && k < conf_nsections(cf); k++)
+				if (strncmp(conf_section_name(cf, k), "grant ", 6) == 0 &&
+				    strcmp(conf_section_label(cf, k), s) == 0)
+					defined = true;
+			if (!defined)
+				cerr_add(ce, s == NULL ? conf_section_line(cf, i) : line,
+				    "[listener %s] grant: no [grant %s] in this file", label,
+				    s == NULL ? "" : s);
+			bad = true;
 		}
+		if (bad)
+			continue;
 		L->name = xstrdup(label);
 		L->grant_name = xstrdup(s);
 		L->line = line;
@@ -544,15 +644,17 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	for (size_t i = 0; i < conf_nsections(cf); i++) {
 		const char *nm = conf_section_name(cf, i);
 		if (strcmp(nm, "egressd") != 0 && strcmp(nm, "") != 0 &&
-		    strncmp(nm, "grant ", 6) != 0 && strncmp(nm, "listener ", 9) != 0) {
-			snprintf(err, errlen, "%s: unknown section [%s]", conf_file(cf), nm);
-			goto fail;
-		}
+		    strncmp(nm, "grant ", 6) != 0 && strncmp(nm, "listener ", 9) != 0)
+			cerr_add(ce, conf_section_line(cf, i), "unknown section [%s]", nm);
 	}
+	if (ce->n > 0 || ce->dropped > 0) {
+		cerr_report(ce, err, errlen);
+		free(ce);
+		config_free(c);
+		return NULL;
+	}
+	free(ce);
 	return c;
-fail:
-	config_free(c);
-	return NULL;
 }
 
 struct egressd_config *

@@ -42,6 +42,8 @@ struct egressd_config {
 	char *path;
 	char *control_socket;           /* NULL when "none" */
 	char *decision_log;
+	char *state_file;               /* static-grant journal (grantstate.h); default
+					 * "<config path>.state". Start-up only */
 	enum dlog_sync log_sync;
 	uint64_t log_max_bytes;         /* size rotation of the decision log; 0 = off */
 	char *log_hmac_key;             /* HMAC key file for the chain; NULL = plain SHA-256 */

@@ -25,6 +25,7 @@
 #include "egressd/config.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
+#include "egressd/grantstate.h"
 #include "egressd/listener.h"
 #include "egressd/notify.h"
 #include "egressd/proxyurl.h"
@@ -40,6 +41,7 @@ static const struct {
 	{ "grant.create", CTL_GRANT_CREATE, { "grant", "listen", "interface", "listen_fd",
 	    NULL } },
 	{ "grant.revoke", CTL_GRANT_REVOKE, { "grant_id", NULL } },
+	{ "grant.unrevoke", CTL_GRANT_UNREVOKE, { "grant_id", NULL } },
 	{ "grant.list", CTL_GRANT_LIST, { NULL } },
 	{ "status", CTL_STATUS, { NULL } },
 	{ "reload", CTL_RELOAD, { NULL } },
@@ -225,6 +227,7 @@ control_decode(const char *line, size_t len, struct control_req *out, const char
 		break;
 	}
 	case CTL_GRANT_REVOKE:
+	case CTL_GRANT_UNREVOKE:
 		v = json_object_get(root, "grant_id");
 		if (v == NULL || !json_is_string(v) || !is_hex_id(json_string_value(v))) {
 			*code = "malformed";
@@ -417,17 +420,59 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 		struct lgrant *lg = grants_find(d->grants, r->grant_id);
 		if (lg == NULL)
 			return control_error(r->id, "unknown_grant", "no live grant with that id");
-		log_info("grant.revoke: %s (principal %s), %u live connection(s)", lg->id,
-		    lg->g->principal, lg->nconns);
+		bool dynamic = lg->dynamic;
+		char principal[EGRESS_PRINCIPAL_MAX + 1];
+		snprintf(principal, sizeof(principal), "%s", lg->g->principal);
+		log_info("grant.revoke: %s (principal %s, %s), %u live connection(s)", lg->id,
+		    principal, dynamic ? "dynamic" : "static", lg->nconns);
 		grants_retire(d->grants, lg, REASON_GRANT_REVOKED, true);
+		/* A static grant comes back from egressd.ini at every reload and start: the
+		 * revocation is remembered until that grant changes in the file or
+		 * grant.unrevoke clears it (grantstate.h). In memory it holds in any case. */
+		if (!dynamic && grantstate_revoke(d->gstate, r->grant_id, principal, time(NULL),
+		    err, sizeof(err)) != 0) {
+			char msg[768];
+			log_warnx("grant.revoke: %s is revoked, but the revocation was not saved: %s",
+			    r->grant_id, err);
+			snprintf(msg, sizeof(msg), "revoked now, but not saved: %s", err);
+			return control_error(r->id, "not_persisted", msg);
+		}
 		return ok_reply(r->id);
+	}
+	case CTL_GRANT_UNREVOKE: {
+		int rc = grantstate_unrevoke(d->gstate, r->grant_id, time(NULL), err, sizeof(err));
+		if (rc == 0)
+			return control_error(r->id, "unknown_grant", "no revoked static grant with "
+			    "that id");
+		log_info("grant.unrevoke: %s: revocation cleared; the grant returns at the next "
+		    "reload if it is still in %s", r->grant_id, d->cfg->path);
+		if (rc < 0) {
+			char msg[768];
+			snprintf(msg, sizeof(msg), "cleared now, but not saved (%s): after a restart "
+			    "the grant would be revoked again", err);
+			return control_error(r->id, "not_persisted", msg);
+		}
+		o = ok_reply(r->id);
+		json_object_set_new(o, "message", json_string("revocation cleared: the grant "
+		    "returns at the next reload (SIGHUP or egressctl reload) if it is unchanged "
+		    "in the configuration"));
+		return o;
 	}
 	case CTL_GRANT_LIST: {
 		json_t *arr = json_array();
+		json_t *rev = json_array();
 		for (struct lgrant *lg = grants_first(d->grants); lg != NULL; lg = lg->next)
 			json_array_append_new(arr, grant_entry(lg));
+		/* Static grants held back by a remembered revocation (grantstate.h). */
+		for (size_t i = 0; i < grantstate_count(d->gstate); i++) {
+			const struct grantstate_entry *e = grantstate_at(d->gstate, i);
+			if (e->revoked != 0)
+				json_array_append_new(rev, json_pack("{s:s,s:s,s:I}", "grant_id", e->id,
+				    "principal", e->principal, "revoked", (json_int_t)e->revoked));
+		}
 		o = ok_reply(r->id);
 		json_object_set_new(o, "grants", arr);
+		json_object_set_new(o, "revoked_static", rev);
 		return o;
 	}
 	case CTL_STATUS: {

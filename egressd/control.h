@@ -22,8 +22,8 @@
 struct daemon;
 struct control;
 
-enum control_op { CTL_GRANT_CREATE, CTL_GRANT_REVOKE, CTL_GRANT_LIST, CTL_STATUS, CTL_RELOAD,
-    CTL_ROUTE };
+enum control_op { CTL_GRANT_CREATE, CTL_GRANT_REVOKE, CTL_GRANT_UNREVOKE, CTL_GRANT_LIST,
+    CTL_STATUS, CTL_RELOAD, CTL_ROUTE };
 
 struct control_req {
 	enum control_op op;
@@ -33,7 +33,7 @@ struct control_req {
 	socklen_t listenlen;
 	char ifname[EGRESS_IFNAME_MAX + 1]; /* grant.create */
 	bool listen_fd;                     /* grant.create: the listener came as an fd */
-	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke */
+	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke, grant.unrevoke */
 	enum dest_scheme scheme;            /* route: the destination asked about */
 	struct host host;
 	uint16_t port;

@@ -18,6 +18,7 @@
 #include "egressd/dlog.h"
 #include "egressd/dlog_verify.h"
 #include "egressd/grants.h"
+#include "egressd/grantstate.h"
 #include "egressd/listener.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
@@ -51,63 +52,109 @@ make_resolver(struct daemon *d, const struct egressd_config *cfg, char *err, siz
 }
 
 /*
- * Static grants and their listeners for cfg, built aside: *out gets one lgrant per
- * [grant] (already registered) on success. Listeners whose address an old static
- * listener already holds are moved over instead of bound twice (bind would fail with
- * EADDRINUSE while the old one listens).
+ * Static grants and their listeners for cfg, built aside: st->lgs gets one lgrant per
+ * [grant] in service (registered) on success. On a reload, a static grant that is
+ * unchanged in the file (same content, so the same id: grants.h) stays the same lgrant
+ * ("kept"): its connections, byte budget and counters go on as if there had been no
+ * reload. Every listener of the old static grants is parked first; a configured address
+ * takes its parked listener (bind would fail with EADDRINUSE while the old one listens),
+ * other addresses get new ones. stage_commit closes the parked listeners nobody took;
+ * staged_abort puts everything back as it was.
  */
 struct staged {
 	struct lgrant **lgs;
+	bool *kept;                     /* lgs[i] is an old grant kept in service */
 	size_t n;
-	struct listener **moved;        /* listeners taken from old grants */
-	struct lgrant **moved_from;
-	size_t nmoved;
+	struct parked {
+		struct listener *l;
+		struct lgrant *owner;
+		bool used;
+	} *park;
+	size_t npark;
+	struct added {
+		struct listener *l;
+		struct lgrant *to;
+		bool fresh;             /* made by staging (else taken from the park) */
+	} *added;
+	size_t nadded;
 };
 
-static struct listener *
-find_old_listener(struct daemon *d, const struct sockaddr *sa, socklen_t sl,
-    struct lgrant **owner)
+static void
+staged_release(struct staged *st)
 {
-	for (struct lgrant *lg = grants_first(d->grants); lg != NULL; lg = lg->next) {
-		if (lg->dynamic)
-			continue;
-		for (size_t i = 0; i < lg->nlisteners; i++) {
-			if (listener_same_addr(lg->listeners[i], sa, sl)) {
-				*owner = lg;
-				return lg->listeners[i];
-			}
-		}
-	}
-	return NULL;
+	free(st->lgs);
+	free(st->kept);
+	free(st->park);
+	free(st->added);
+	memset(st, 0, sizeof(*st));
 }
 
 static void
 staged_abort(struct daemon *d, struct staged *st)
 {
-	/* Give moved listeners back, then drop the new grants (closing new listeners). */
-	for (size_t i = 0; i < st->nmoved; i++) {
-		for (size_t k = 0; k < st->n; k++)
-			lgrant_remove_listener(st->lgs[k], st->moved[i]);
-		lgrant_add_listener(st->moved_from[i], st->moved[i]);
+	/* Undo the attachments (closing new listeners), give parked listeners back to their
+	 * old grants, then drop the new grants. */
+	for (size_t i = st->nadded; i-- > 0; ) {
+		lgrant_remove_listener(st->added[i].to, st->added[i].l);
+		if (st->added[i].fresh)
+			listener_free(st->added[i].l);
 	}
+	for (size_t i = 0; i < st->npark; i++)
+		lgrant_add_listener(st->park[i].owner, st->park[i].l);
 	for (size_t k = 0; k < st->n; k++)
-		grants_retire(d->grants, st->lgs[k], REASON_NO_GRANT, true);
-	free(st->lgs);
-	free(st->moved);
-	free(st->moved_from);
-	memset(st, 0, sizeof(*st));
+		if (!st->kept[k])
+			grants_retire(d->grants, st->lgs[k], REASON_NO_GRANT, true);
+	staged_release(st);
+}
+
+/* Success: close the parked listeners no configured address took. */
+static void
+stage_commit(struct staged *st)
+{
+	for (size_t i = 0; i < st->npark; i++)
+		if (!st->park[i].used)
+			listener_free(st->park[i].l);
+	staged_release(st);
+}
+
+/* Is lg one of the staged grants that stay in service? */
+static bool
+staged_keeps(const struct staged *st, const struct lgrant *lg)
+{
+	for (size_t k = 0; k < st->n; k++)
+		if (st->kept[k] && st->lgs[k] == lg)
+			return true;
+	return false;
 }
 
 static int
 stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct staged *st,
     char *err, size_t errlen)
 {
+	size_t nold = 0;
+
 	memset(st, 0, sizeof(*st));
+	if (reuse)
+		for (struct lgrant *lg = grants_first(d->grants); lg != NULL; lg = lg->next)
+			if (!lg->dynamic)
+				nold += lg->nlisteners;
 	st->lgs = calloc(cfg->ngrants + 1, sizeof(*st->lgs));
-	st->moved = calloc(cfg->nlisteners + 1, sizeof(*st->moved));
-	st->moved_from = calloc(cfg->nlisteners + 1, sizeof(*st->moved_from));
-	if (st->lgs == NULL || st->moved == NULL || st->moved_from == NULL)
+	st->kept = calloc(cfg->ngrants + 1, sizeof(*st->kept));
+	st->park = calloc(nold + 1, sizeof(*st->park));
+	st->added = calloc(cfg->nlisteners + 1, sizeof(*st->added));
+	if (st->lgs == NULL || st->kept == NULL || st->park == NULL || st->added == NULL)
 		fatal("calloc");
+	for (struct lgrant *lg = reuse ? grants_first(d->grants) : NULL; lg != NULL;
+	    lg = lg->next) {
+		if (lg->dynamic)
+			continue;
+		while (lg->nlisteners > 0) {
+			struct listener *l = lg->listeners[lg->nlisteners - 1];
+			lgrant_remove_listener(lg, l);
+			st->park[st->npark].l = l;
+			st->park[st->npark++].owner = lg;
+		}
+	}
 	for (size_t i = 0; i < cfg->ngrants; i++) {
 		/* The config keeps its own copy; the registry gets a private one (immutable,
 		 * outlives the config across reloads). */
@@ -120,30 +167,70 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 			staged_abort(d, st);
 			return -1;
 		}
-		/* grants_add takes the static lifetime 0 as "no expiry". */
-		struct lgrant *lg = grants_add(d->grants, g, false, cfg->grants[i].name, NULL);
-		if (lg == NULL) {
-			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
-			staged_abort(d, st);
-			return -1;
+		/* Revoked or expired stays so across reloads and restarts while the grant is
+		 * unchanged in the file (grantstate.h): it is not put in service and its
+		 * listeners are not bound. */
+		char id[GRANT_ID_HEX + 1];
+		time_t now = time(NULL), issued = now;
+		const struct grantstate_entry *ge;
+		struct lgrant *lg;
+
+		if (grant_static_id(g, id) != 0)
+			fatalx("out of memory making a static grant id");
+		ge = d->gstate != NULL ? grantstate_get(d->gstate, id) : NULL;
+		if (ge != NULL && ge->revoked != 0) {
+			log_info("static grant %s (principal %s) stays revoked (since %lld): change "
+			    "it in %s or clear the revocation (egressctl grant unrevoke %s) and reload",
+			    id, g->principal, (long long)ge->revoked, cfg->path, id);
+			grant_free(g);
+			continue;
+		}
+		/* The first issue is recorded when the staged grants go into service
+		 * (record_issues): a reload that fails must not start a lifetime. */
+		if (ge != NULL && ge->issued != 0)
+			issued = ge->issued;
+		if (g->lifetime_s > 0 && issued + (time_t)g->lifetime_s <= now) {
+			log_info("static grant %s (principal %s) expired at %lld (lifetime %us from "
+			    "its first issue at %lld): change it in %s to issue a new one", id,
+			    g->principal, (long long)(issued + (time_t)g->lifetime_s),
+			    g->lifetime_s, (long long)issued, cfg->path);
+			grant_free(g);
+			continue;
+		}
+		lg = reuse ? grants_find(d->grants, id) : NULL;
+		if (lg != NULL && !lg->dynamic && strcmp(lg->name, cfg->grants[i].name) == 0) {
+			/* unchanged: the same authority, so the same lgrant stays in service */
+			grant_free(g);
+			st->kept[st->n] = true;
+		} else {
+			lg = grants_add_static(d->grants, g, cfg->grants[i].name, issued);
+			if (lg == NULL) {
+				snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+				staged_abort(d, st);
+				return -1;
+			}
 		}
 		st->lgs[st->n++] = lg;
 	}
 	for (size_t i = 0; i < cfg->nlisteners; i++) {
 		const struct config_listener *cl = &cfg->listeners[i];
-		struct lgrant *lg = NULL, *owner = NULL;
-		struct listener *l;
+		struct lgrant *lg = NULL;
+		struct listener *l = NULL;
+		bool fresh = false;
 
 		for (size_t k = 0; k < st->n; k++)
 			if (strcmp(st->lgs[k]->name, cl->grant_name) == 0)
 				lg = st->lgs[k];
-		l = reuse ? find_old_listener(d, (const struct sockaddr *)&cl->addr, cl->addrlen,
-		    &owner) : NULL;
-		if (l != NULL && owner != NULL) {
-			lgrant_remove_listener(owner, l);
-			st->moved[st->nmoved] = l;
-			st->moved_from[st->nmoved++] = owner;
-		} else {
+		if (lg == NULL)
+			continue;       /* its grant is revoked or expired: nothing listens */
+		for (size_t k = 0; l == NULL && k < st->npark; k++) {
+			if (!st->park[k].used && listener_same_addr(st->park[k].l,
+			    (const struct sockaddr *)&cl->addr, cl->addrlen)) {
+				st->park[k].used = true;
+				l = st->park[k].l;
+			}
+		}
+		if (l == NULL) {
 			char lerr[256];
 			l = listener_new(d->base, (const struct sockaddr *)&cl->addr, cl->addrlen,
 			    NULL, daemon_accept, NULL, lerr, sizeof(lerr));
@@ -153,16 +240,43 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 				staged_abort(d, st);
 				return -1;
 			}
+			fresh = true;
 		}
-		if (lg == NULL || lgrant_add_listener(lg, l) != 0) {
+		if (lgrant_add_listener(lg, l) != 0) {
 			snprintf(err, errlen, "%s:%u: [listener %s]: too many listeners for one grant",
 			    cfg->path, cl->line, cl->name);
-			listener_free(l);
+			if (fresh)
+				listener_free(l);
+			else
+				for (size_t k = 0; k < st->npark; k++)
+					if (st->park[k].l == l)
+						st->park[k].used = false;
 			staged_abort(d, st);
 			return -1;
 		}
+		st->added[st->nadded].l = l;
+		st->added[st->nadded].to = lg;
+		st->added[st->nadded++].fresh = fresh;
 	}
 	return 0;
+}
+
+/* Staged static grants are in service: remember when each with a lifetime was first
+ * issued (grantstate.h), so neither a reload nor a restart starts it again. */
+static void
+record_issues(struct daemon *d, const struct staged *st)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		struct lgrant *lg = st->lgs[i];
+		bool saved;
+
+		if (lg->g->lifetime_s == 0 || d->gstate == NULL)
+			continue;
+		(void)grantstate_issued(d->gstate, lg->id, lg->g->principal, lg->created, &saved);
+		if (!saved)
+			log_warnx("static grant %s (principal %s): its lifetime would start again "
+			    "after a restart", lg->id, lg->g->principal);
+	}
 }
 
 static void
@@ -209,7 +323,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	}
 	/* After the resolver: the router resolves PAC servers and upstream proxies with it. */
-	d->router = router_new(base, d->resolver, &cfg->route, e2, sizeof(e2));
+	d->router = router_new(base, d->resolver, &cfg->route, NULL, e2, sizeof(e2));
 	if (d->router == NULL) {
 		snprintf(err, errlen, "route: %s", e2);
 		return -1;
@@ -227,6 +341,11 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		}
 		dc.key = &dkey;
 	}
+	d->gstate = grantstate_open(cfg->state_file, geteuid(), e2, sizeof(e2));
+	if (d->gstate == NULL) {
+		snprintf(err, errlen, "state_file: %s", e2);
+		return -1;
+	}
 	d->dlog = dlog_open(base, &dc, e2, sizeof(e2));
 	secret_wipe(&dkey, sizeof(dkey));   /* dlog keeps its own copy */
 	if (d->dlog == NULL) {
@@ -234,16 +353,19 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	}
 	if (!dlog_writable(d->dlog)) {
+		/* Start-up promises exit 1 (docs/egressd.md): a proxy that can only refuse
+		 * (audit_unavailable) is a broken start the operator must hear about now, not a
+		 * degraded run. A log that fails later recovers on its own (dlog.h). */
 		struct dlog_status ds;
 		dlog_get_status(d->dlog, &ds);
-		log_warnx("decision log %s is not writable (%s): every hop is refused with "
-		    "audit_unavailable until it is", cfg->decision_log, ds.error);
+		snprintf(err, errlen, "decision log %s cannot be opened for writing: %s",
+		    cfg->decision_log, ds.error);
+		return -1;
 	}
 	if (stage_static(d, cfg, false, &st, err, errlen) != 0)
 		return -1;
-	free(st.lgs);
-	free(st.moved);
-	free(st.moved_from);
+	record_issues(d, &st);
+	stage_commit(&st);
 	if (cfg->control_socket != NULL) {
 		d->control = control_new(d, cfg->control_socket, e2, sizeof(e2));
 		if (d->control == NULL) {
@@ -296,7 +418,7 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	}
 	/* A broken route (bad proxy URL, unreadable PAC file, credentials file that is not
 	 * root-only) fails the whole reload. */
-	nrt = router_new(d->base, nr, &nc->route, e2, sizeof(e2));
+	nrt = router_new(d->base, nr, &nc->route, d->router, e2, sizeof(e2));
 	if (nrt == NULL) {
 		snprintf(err, errlen, "route: %s", e2);
 		resolver_free(nr);
@@ -316,14 +438,14 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 		config_free(nc);
 		return -1;
 	}
-	/* Commit: nothing below can fail. Old static grants stop accepting (their moved
-	 * listeners now serve the new grants); their connections finish with the old,
-	 * immutable authority. */
+	/* Commit: nothing below can fail. Old static grants that changed or went away stop
+	 * accepting (their listeners now serve the new grants, or are closed); their
+	 * connections finish with the old, immutable authority. Unchanged ones stay. */
 	for (size_t i = 0; i < nold; i++)
-		grants_retire(d->grants, old[i], REASON_NO_GRANT, false);
-	free(st.lgs);
-	free(st.moved);
-	free(st.moved_from);
+		if (!staged_keeps(&st, old[i]))
+			grants_retire(d->grants, old[i], REASON_NO_GRANT, false);
+	record_issues(d, &st);
+	stage_commit(&st);
 	/* New DNS and route settings serve every lookup that starts from now on (sessions
 	 * take d->resolver and d->router at lookup time). Lookups in flight finish on the old
 	 * ones: a retired resolver drains itself; a router with route lookups in flight is
@@ -341,17 +463,20 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	d->resolver = nr;
 	d->router = nrt;
 	if (strcmp(nc->decision_log, d->cfg->decision_log) != 0 ||
+	    strcmp(nc->state_file, d->cfg->state_file) != 0 ||
 	    (nc->control_socket == NULL) != (d->cfg->control_socket == NULL) ||
 	    (nc->control_socket != NULL &&
 	     strcmp(nc->control_socket, d->cfg->control_socket) != 0) ||
 	    nc->has_metrics != d->cfg->has_metrics || nc->log_sync != d->cfg->log_sync ||
 	    (nc->user == NULL) != (d->cfg->user == NULL) ||
 	    (nc->user != NULL && strcmp(nc->user, d->cfg->user) != 0))
-		log_warnx("reload: decision_log, log_sync, control_socket, metrics_listen and "
-		    "user changes take effect only after a restart");
+		log_warnx("reload: decision_log, state_file, log_sync, control_socket, "
+		    "metrics_listen and user changes take effect only after a restart");
 	/* Keep the settings that cannot change without a restart consistent with what runs. */
 	free(nc->decision_log);
 	nc->decision_log = strdup(d->cfg->decision_log);
+	free(nc->state_file);
+	nc->state_file = strdup(d->cfg->state_file);
 	free(nc->control_socket);
 	nc->control_socket = d->cfg->control_socket != NULL ?
 	    strdup(d->cfg->control_socket) : NULL;
@@ -465,6 +590,7 @@ daemon_stop(struct daemon *d)
 	resolver_free(d->resolver);
 	tlsbridge_shutdown_all();
 	dlog_close(d->dlog);
+	grantstate_free(d->gstate);
 	pipe_pool_free(d->pipes);
 	config_free(d->cfg);
 	memset(d, 0, sizeof(*d));

@@ -25,6 +25,7 @@ struct grants;
 struct lgrant;
 struct control;
 struct pipe_pool;
+struct grantstate;
 
 #define DAEMON_RETIRING_MAX 8
 
@@ -35,6 +36,7 @@ struct daemon {
 	struct router *router;
 	struct dlog *dlog;
 	struct grants *grants;
+	struct grantstate *gstate;          /* static-grant revocations and first issues */
 	struct control *control;
 	struct metrics_server *metrics_srv;
 	struct pipe_pool *pipes;

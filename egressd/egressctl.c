@@ -47,6 +47,7 @@ static int log_verify_files(bool continued, const struct dlog_key *key, int argc
 static int cmd_status(struct ctl *c, int argc, char **argv);
 static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
+static int cmd_grant_unrevoke(struct ctl *c, int argc, char **argv);
 static int cmd_grant_show(struct ctl *c, int argc, char **argv);
 static int cmd_reload(struct ctl *c, int argc, char **argv);
 static int cmd_route(struct ctl *c, int argc, char **argv);
@@ -62,7 +63,8 @@ static const struct cmd cmds[] = {
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "show", cmd_grant_show, "grant show GRANT_ID   (the whole authority set)" },
-	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID" },
+	{ "grant", "revoke", cmd_grant_revoke, "grant revoke GRANT_ID   (a static grant stays revoked across reloads and restarts)" },
+	{ "grant", "unrevoke", cmd_grant_unrevoke, "grant unrevoke GRANT_ID   (clear a static grant's revocation; it returns at the next reload)" },
 	{ "reload", NULL, cmd_reload, "reload" },
 	{ "route", NULL, cmd_route, "route URL   (the route egressd would take: https://host[:port]/, http://..., tcp://host:port)" },
 };
@@ -475,6 +477,10 @@ cmd_grant_list(struct ctl *c, int argc, char **argv)
 			    jstr(g, "principal"), jstr(g, "listen"), jstr(g, "interface"),
 			    jint(g, "connections"), ebuf);
 		}
+		json_array_foreach(json_object_get(r, "revoked_static"), i, g)
+			printf("%-32s %-20s revoked static grant (since %lld): egressctl grant "
+			    "unrevoke, or change it in the file\n", jstr(g, "grant_id"),
+			    jstr(g, "principal"), jint(g, "revoked"));
 	}
 	json_decref(r);
 	return 0;
@@ -547,6 +553,27 @@ cmd_grant_revoke(struct ctl *c, int argc, char **argv)
 		print_json(r);
 	else
 		printf("revoked %s\n", argv[0]);
+	json_decref(r);
+	return 0;
+}
+
+static int
+cmd_grant_unrevoke(struct ctl *c, int argc, char **argv)
+{
+	json_t *r;
+	int rc;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: egressctl grant unrevoke GRANT_ID\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = control_op(c, "grant.unrevoke", json_pack("{s:s}", "grant_id", argv[0]),
+	    &r)) != 0)
+		return rc;
+	if (c->json)
+		print_json(r);
+	else
+		printf("%s: %s\n", argv[0], jstr(r, "message"));
 	json_decref(r);
 	return 0;
 }

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include <event2/event.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -66,9 +68,32 @@ lgrant_expire(evutil_socket_t fd, short what, void *arg)
 	grants_retire(lg->reg, lg, REASON_GRANT_EXPIRED, true);
 }
 
-struct lgrant *
-grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
-    const char *ifname)
+int
+grant_static_id(const struct grant *g, char out[GRANT_ID_HEX + 1])
+{
+	static const char label[] = "egressd static grant v1\n";
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	json_t *j = grant_to_json(g);
+	char *text = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int rc = -1;
+
+	json_decref(j);
+	if (text != NULL && ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+	    EVP_DigestUpdate(ctx, label, sizeof(label) - 1) == 1 &&
+	    EVP_DigestUpdate(ctx, text, strlen(text)) == 1 &&
+	    EVP_DigestFinal_ex(ctx, md, NULL) == 1) {
+		hex_encode(md, EGRESS_GRANT_ID_BYTES, out);
+		rc = 0;
+	}
+	EVP_MD_CTX_free(ctx);
+	free(text);
+	return rc;
+}
+
+static struct lgrant *
+add(struct grants *r, struct grant *g, bool dynamic, const char *name, const char *ifname,
+    time_t created)
 {
 	unsigned char raw[EGRESS_GRANT_ID_BYTES];
 	struct lgrant *lg;
@@ -80,21 +105,27 @@ grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
 	lg = calloc(1, sizeof(*lg));
 	if (lg == NULL)
 		fatal("calloc");
-	/* The id is a capability for revoke/list: 128 bits from the CSPRNG, never a counter. */
-	if (RAND_bytes(raw, sizeof(raw)) != 1)
-		fatalx("RAND_bytes failed: cannot make grant ids");
-	hex_encode(raw, sizeof(raw), lg->id);
+	if (dynamic) {
+		/* The id is a capability for revoke/list: 128 bits from the CSPRNG, never a
+		 * counter. */
+		if (RAND_bytes(raw, sizeof(raw)) != 1)
+			fatalx("RAND_bytes failed: cannot make grant ids");
+		hex_encode(raw, sizeof(raw), lg->id);
+	} else if (grant_static_id(g, lg->id) != 0) {
+		fatalx("out of memory making a static grant id");
+	}
 	lg->refs = 1;
 	lg->g = g;
 	lg->dynamic = dynamic;
 	snprintf(lg->name, sizeof(lg->name), "%s", name != NULL ? name : g->principal);
 	snprintf(lg->ifname, sizeof(lg->ifname), "%s", ifname != NULL ? ifname : "");
-	lg->created = time(NULL);
+	lg->created = created;
 	lg->dead = REASON_ALLOWED;
 	lg->reg = r;
 	if (g->lifetime_s > 0) {
-		struct timeval tv = { (time_t)g->lifetime_s, 0 };
+		time_t now = time(NULL);
 		lg->expires = lg->created + (time_t)g->lifetime_s;
+		struct timeval tv = { lg->expires > now ? lg->expires - now : 0, 0 };
 		lg->expiry = evtimer_new(r->base, lgrant_expire, lg);
 		if (lg->expiry == NULL)
 			fatal("evtimer_new");
@@ -106,6 +137,19 @@ grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
 	r->head = lg;
 	r->n++;
 	return lg;
+}
+
+struct lgrant *
+grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
+    const char *ifname)
+{
+	return add(r, g, dynamic, name, ifname, time(NULL));
+}
+
+struct lgrant *
+grants_add_static(struct grants *r, struct grant *g, const char *name, time_t issued)
+{
+	return add(r, g, false, name, NULL, issued);
 }
 
 int

@@ -73,9 +73,28 @@ void grants_free(struct grants *r);
  * Add a grant (g is stolen, also on failure). lifetime_s > 0 arms the expiry timer.
  * Returns the lgrant (the registry's reference; the caller takes its own with
  * lgrant_ref if it keeps the pointer), or NULL when EGRESS_GRANTS_MAX is reached.
+ * A dynamic grant's id is 128 bits from the CSPRNG; a static grant's is
+ * grant_static_id (its content), issued now.
  */
 struct lgrant *grants_add(struct grants *r, struct grant *g, bool dynamic,
     const char *name, const char *ifname);
+/*
+ * A static grant first issued at issued (grantstate.h): it expires at issued + lifetime.
+ * The caller has checked that this is still in the future.
+ */
+struct lgrant *grants_add_static(struct grants *r, struct grant *g, const char *name,
+    time_t issued);
+
+/*
+ * The id of a static grant, from its content: the first EGRESS_GRANT_ID_BYTES of
+ * SHA-256 over a domain label and the grant's canonical JSON (grant_to_json, keys sorted),
+ * in lowercase hex. The same grant in egressd.ini has the same id across reloads and
+ * restarts, so a revocation or a lifetime can be remembered (grantstate.h); any change of
+ * the grant (principal, entries, limits) is a new id. Such an id is not secret (anyone who
+ * reads the file can compute it): the control socket, root only, is what guards revoke.
+ * Returns 0, -1 on ENOMEM.
+ */
+int grant_static_id(const struct grant *g, char out[GRANT_ID_HEX + 1]);
 /* Attach a listener (the lgrant owns it from now on). Returns 0, -1 when full. */
 int lgrant_add_listener(struct lgrant *lg, struct listener *l);
 /* Detach a listener without closing it (reload moves it to the new static grant). */

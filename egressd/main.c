@@ -13,6 +13,7 @@
  * another user it keeps that uid and sheds capabilities; either way the seccomp
  * allow-list follows (sandbox_egressd.h, docs/SECURITY.md).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -21,17 +22,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <libgen.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "egressd/config.h"
 #include "egressd/route.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
+#include "egressd/grantstate.h"
+#include "egressd/proxycreds.h"
 #include "egressd/notify.h"
 #include "egressd/sandbox_egressd.h"
 
@@ -231,6 +239,117 @@ plan_user(const char *run_as, const struct egressd_config *cfg, bool as_root,
 	return 0;
 }
 
+/*
+ * -t: can the decision log be opened as start-up will open it? Without creating anything:
+ * an existing log must be a regular file (never a symbolic link); a missing one needs an
+ * existing directory. The same conditions make start-up exit 1 (daemon_start).
+ */
+static int
+check_log_path(const char *path, char *err, size_t errlen)
+{
+	char dir[EGRESS_PATH_MAX];
+	struct stat st;
+
+	if (lstat(path, &st) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			snprintf(err, errlen, "decision log %s cannot be opened for writing: a "
+			    "symbolic link (refused)", path);
+			return -1;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			snprintf(err, errlen, "decision log %s cannot be opened for writing: not a "
+			    "regular file", path);
+			return -1;
+		}
+		if (access(path, W_OK) != 0) {
+			snprintf(err, errlen, "decision log %s cannot be opened for writing: %s",
+			    path, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (errno != ENOENT) {
+		snprintf(err, errlen, "decision log %s cannot be opened for writing: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	if (stat(dirname(dir), &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(dir, sizeof(dir), "%s", path);
+		snprintf(err, errlen, "decision log %s cannot be opened for writing: its directory "
+		    "%s does not exist (create it, owned by the account egressd runs as, 0750)",
+		    path, dirname(dir));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * -t as root: can the account egressd drops to read the files a reload re-reads after the
+ * drop (the configuration, a local PAC file)? Checked for real, in a child that takes
+ * that account's ids exactly as the drop does (sandbox_egressd_drop): otherwise the check
+ * passes and the next SIGHUP fails. Returns 0, or -1 with err naming the file.
+ */
+static int
+check_readable_as(const struct sandbox_egressd_user *su, const char *const *paths,
+    size_t n, char *err, size_t errlen)
+{
+	int pfd[2], status = 0;
+	struct { int idx, err; } res = { -1, 0 };
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		gid_t g = su->gid;
+
+		close(pfd[0]);
+		if (setgroups(1, &g) != 0 || setresgid(su->gid, su->gid, su->gid) != 0 ||
+		    setresuid(su->uid, su->uid, su->uid) != 0) {
+			res.err = errno;
+			(void)!write(pfd[1], &res, sizeof(res));
+			_exit(2);
+		}
+		for (size_t i = 0; i < n; i++) {
+			int fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
+			if (fd < 0) {
+				res.idx = (int)i;
+				res.err = errno;
+				(void)!write(pfd[1], &res, sizeof(res));
+				_exit(1);
+			}
+			close(fd);
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &res, sizeof(res)) != (ssize_t)sizeof(res))
+		res.idx = -1, res.err = 0;
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (res.idx >= 0 && (size_t)res.idx < n)
+		snprintf(err, errlen, "%s cannot be read by %s (uid %u), the account egressd runs "
+		    "as after start-up, so a reload (SIGHUP) would fail: %s (make it and its "
+		    "directories readable by that account)", paths[res.idx], su->name,
+		    (unsigned)su->uid, strerror(res.err));
+	else
+		snprintf(err, errlen, "cannot take the ids of %s to check what it can read: %s",
+		    su->name, res.err ? strerror(res.err) : "child failed");
+	return -1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -320,6 +439,43 @@ main(int argc, char **argv)
 		char rerr[512];
 		if (route_config_check(&cfg->route, rerr, sizeof(rerr)) != 0) {
 			start_error("%s: route: %s\n", path, rerr);
+			config_free(cfg);
+			return 1;
+		}
+		if (check_log_path(cfg->decision_log, rerr, sizeof(rerr)) != 0) {
+			fprintf(stderr, "%s: %s\n", path, rerr);
+			config_free(cfg);
+			return 1;
+		}
+		if (as_root) {
+			/* What the drop account reads later: the configuration and a local PAC
+			 * file at every reload, Negotiate keytabs at every GSSAPI call. (The
+			 * credentials file itself stays root-only: read once at start-up.) */
+			const char *paths[2 + 16];
+			size_t np = 0;
+			struct proxycreds *pc = NULL;
+			int rc;
+
+			paths[np++] = cfg->path;
+			if (cfg->route.kind == ROUTE_KIND_PAC && cfg->route.pac != NULL &&
+			    cfg->route.pac[0] == '/')
+				paths[np++] = cfg->route.pac;
+			if (cfg->route.credentials != NULL)
+				pc = proxycreds_load(cfg->route.credentials, 1, rerr, sizeof(rerr));
+			for (size_t i = 0; pc != NULL && i < pc->n && np < EGRESS_NELEM(paths); i++)
+				if (pc->v[i].keytab != NULL)
+					paths[np++] = pc->v[i].keytab;
+			rc = check_readable_as(&su, paths, np, rerr, sizeof(rerr));
+			proxycreds_free(pc);
+			if (rc != 0) {
+				fprintf(stderr, "%s: %s\n", path, rerr);
+				config_free(cfg);
+				return 1;
+			}
+		}
+		/* The static-grant state start-up would replay (revocations, first issues). */
+		if (grantstate_check(cfg->state_file, geteuid(), rerr, sizeof(rerr)) != 0) {
+			fprintf(stderr, "%s: state_file: %s\n", path, rerr);
 			config_free(cfg);
 			return 1;
 		}

@@ -111,12 +111,19 @@ cred_clear(struct proxycred *c)
 void
 proxycreds_free(struct proxycreds *c)
 {
-	if (c == NULL)
+	if (c == NULL || --c->refs > 0)
 		return;
 	for (size_t i = 0; i < c->n; i++)
 		cred_clear(&c->v[i]);
 	free(c->v);
 	free(c);
+}
+
+struct proxycreds *
+proxycreds_ref(struct proxycreds *c)
+{
+	c->refs++;
+	return c;
 }
 
 struct proxycreds *
@@ -135,6 +142,8 @@ proxycreds_load(const char *path, int check_owner, char *err, size_t errlen)
 	if (conf == NULL)
 		return NULL;
 	out = calloc(1, sizeof(*out));
+	if (out != NULL)
+		out->refs = 1;
 	nsec = conf_nsections(conf);
 	if (out == NULL || (nsec > 0 && (out->v = calloc(nsec, sizeof(*out->v))) == NULL))
 		goto nomem;

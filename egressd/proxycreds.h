@@ -40,12 +40,17 @@ struct proxycred {
 struct proxycreds {
 	struct proxycred *v;
 	size_t n;
+	unsigned refs;              /* a reload keeps the credentials read at start-up */
 };
 
 /* Load and check ownership/mode. NULL with err ("file:line: ..." or a mode complaint).
  * check_owner = 0 only for tests run as non-root. */
 struct proxycreds *proxycreds_load(const char *path, int check_owner, char *err, size_t errlen);
+/* Drop a reference (the last one wipes and frees). Accepts NULL. */
 void proxycreds_free(struct proxycreds *c);
+/* Another reference to c (the file is root-only and read once, before the privilege
+ * drop: a reload keeps using what start-up read). Returns c. */
+struct proxycreds *proxycreds_ref(struct proxycreds *c);
 
 /* The credential for proxy host:port, or NULL. */
 const struct proxycred *proxycreds_find(const struct proxycreds *c, const struct host *proxy);

@@ -37,19 +37,38 @@ struct cache_entry {
 	uint64_t expires_ms;                /* mono_msec */
 };
 
-struct resolve_req {
-	LIST_ENTRY(resolve_req) link;
+/*
+ * One DNS lookup in c-ares, shared by every request for the same name that arrives while
+ * it runs (single flight: one A and one AAAA query however many hops wait for the name).
+ * The flight, not a request, is what c-ares holds: a request that is cancelled just
+ * leaves its flight. A flight ends at the c-ares answer or at its deadline
+ * (timeout x attempts, resolve.h), whichever is first; a flight whose deadline passed is
+ * "abandoned" (unlinked, no waiters) until c-ares lets go of it.
+ */
+struct flight {
+	struct flight *hnext;               /* flight table chain (not when abandoned) */
 	struct resolver *r;
+	char name[EGRESS_HOSTNAME_MAX + 1];
+	LIST_HEAD(, resolve_req) waiters;
+	struct event *deadline;
+	bool abandoned;
+};
+
+struct resolve_req {
+	LIST_ENTRY(resolve_req) link;       /* r->reqs */
+	LIST_ENTRY(resolve_req) flink;      /* fl->waiters, while fl != NULL */
+	struct resolver *r;
+	struct flight *fl;     /* the flight it waits for, or NULL (answer ready/deferred) */
 	resolve_cb cb;
 	void *arg;
 	char name[EGRESS_HOSTNAME_MAX + 1];
 	uint64_t start_us;
 	bool cancelled;
-	bool in_ares;          /* c-ares still owns a callback for this request */
-	bool in_lookup;        /* inside resolver_lookup: defer any completion */
-	struct event *ev;      /* deferred delivery (cache hit, refusal, sync completion) */
+	struct event *ev;      /* delivery from the loop: made at lookup, so it cannot fail */
 	struct resolve_answer ans;
 };
+
+#define RESOLVE_FLIGHT_BUCKETS 256
 
 struct resolver {
 	struct event_base *base;
@@ -58,6 +77,8 @@ struct resolver {
 	LIST_HEAD(, sock_watch) socks;
 	LIST_HEAD(, resolve_req) reqs;
 	size_t pending;
+	struct flight *flights[RESOLVE_FLIGHT_BUCKETS];
+	uint64_t deadline_ms;               /* of one flight: timeout x attempts */
 	bool destroying;
 	bool retiring;
 	struct event *retire_ev;
@@ -258,6 +279,8 @@ static void
 req_free(struct resolve_req *q)
 {
 	LIST_REMOVE(q, link);
+	if (q->fl != NULL)
+		LIST_REMOVE(q, flink);
 	if (q->ev != NULL)
 		event_free(q->ev);
 	free(q);
@@ -287,15 +310,12 @@ on_deferred(evutil_socket_t fd, short what, void *arg)
 	deliver(arg);
 }
 
-/* Schedule delivery from the loop (never from inside resolver_lookup). */
-static int
+/* Schedule delivery from the loop (never from inside resolver_lookup or a c-ares
+ * callback). The event exists since the lookup, so this cannot fail. */
+static void
 defer(struct resolve_req *q)
 {
-	q->ev = event_new(q->r->base, -1, 0, on_deferred, q);
-	if (q->ev == NULL)
-		return -1;
 	event_active(q->ev, 0, 0);
-	return 0;
 }
 
 static enum reason
@@ -388,41 +408,171 @@ resolve_collect(const struct ares_addrinfo *ai, bool prefer_ipv4,
 	ans->ttl_s = ttl < 0 ? 0 : (uint32_t)ttl;
 }
 
+/* ---- flights ---- */
+
+static struct flight **
+flight_slot(struct resolver *r, const char *name)
+{
+	struct flight **pp = &r->flights[name_hash(name, RESOLVE_FLIGHT_BUCKETS)];
+
+	while (*pp != NULL && strcmp((*pp)->name, name) != 0)
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+/* Take fl out of the table: new lookups of its name start a new flight. */
+static void
+flight_unlink(struct flight *fl)
+{
+	struct resolver *r = fl->r;
+	struct flight **pp;
+
+	if (fl->abandoned)
+		return;
+	pp = flight_slot(r, fl->name);
+	if (*pp == fl)
+		*pp = fl->hnext;
+	fl->hnext = NULL;
+	fl->abandoned = true;
+}
+
+/* Hand ans (status, addresses, TTL) to every waiter, each delivered from the loop. */
+static void
+flight_finish(struct flight *fl, const struct resolve_answer *ans)
+{
+	struct resolve_req *q;
+
+	flight_unlink(fl);
+	if (fl->deadline != NULL)
+		event_del(fl->deadline);
+	while ((q = LIST_FIRST(&fl->waiters)) != NULL) {
+		LIST_REMOVE(q, flink);
+		q->fl = NULL;
+		q->ans.status = ans->status;
+		q->ans.ares_status = ans->ares_status;
+		q->ans.naddrs = ans->naddrs;
+		memcpy(q->ans.addrs, ans->addrs, ans->naddrs * sizeof(ans->addrs[0]));
+		q->ans.ttl_s = ans->ttl_s;
+		defer(q);
+	}
+}
+
+static void
+flight_free(struct flight *fl)
+{
+	flight_unlink(fl);
+	if (fl->deadline != NULL)
+		event_free(fl->deadline);
+	free(fl);
+}
+
+/* The total bound of one lookup passed (resolve.h): a timeout for every waiter, whatever
+ * c-ares' own retransmission schedule still had in mind. */
+static void
+on_flight_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct flight *fl = arg;
+	struct resolve_answer ans;
+
+	(void)fd;
+	(void)what;
+	memset(&ans, 0, sizeof(ans));
+	ans.status = REASON_DNS_TIMEOUT;
+	ans.ares_status = ARES_ETIMEOUT;
+	flight_finish(fl, &ans);
+	/* c-ares still holds fl: on_ares frees it */
+}
+
 static void
 on_ares(void *arg, int status, int timeouts, struct ares_addrinfo *res)
 {
-	struct resolve_req *q = arg;
-	struct resolver *r = q->r;
+	struct flight *fl = arg;
+	struct resolver *r = fl->r;
+	struct resolve_answer ans;
 
 	(void)timeouts;
-	q->in_ares = false;
-	if (q->cancelled || r->destroying) {
+	if (r->destroying || fl->abandoned) {
+		struct resolve_req *q;
+
 		if (res != NULL)
 			ares_freeaddrinfo(res);
-		req_free(q);
+		/* destroying: resolver_free frees the requests, without callbacks */
+		while ((q = LIST_FIRST(&fl->waiters)) != NULL) {
+			LIST_REMOVE(q, flink);
+			q->fl = NULL;
+		}
+		flight_free(fl);
 		return;
 	}
-	q->ans.ares_status = status;
-	q->ans.status = map_status(status);
+	memset(&ans, 0, sizeof(ans));
+	ans.ares_status = status;
+	ans.status = map_status(status);
 	if (status == ARES_SUCCESS) {
-		resolve_collect(res, r->prefer_ipv4, &q->ans);
-		if (q->ans.naddrs == 0)
-			q->ans.status = REASON_DNS_NO_ADDRESS;
+		resolve_collect(res, r->prefer_ipv4, &ans);
+		if (ans.naddrs == 0)
+			ans.status = REASON_DNS_NO_ADDRESS;
 		else
-			cache_put(r, q->name, &q->ans, q->ans.ttl_s);
+			cache_put(r, fl->name, &ans, ans.ttl_s);
 	}
-	if (q->ans.status != REASON_ALLOWED)
-		q->ans.naddrs = 0;
+	if (ans.status != REASON_ALLOWED)
+		ans.naddrs = 0;
 	if (res != NULL)
 		ares_freeaddrinfo(res);
-	if (q->in_lookup) {
-		if (defer(q) != 0) {
-			/* cannot even schedule: drop it; resolver_lookup reports ENOMEM */
-			q->ans.status = REASON_INTERNAL_ERROR;
-		}
-		return;
+	flight_finish(fl, &ans);
+	flight_free(fl);
+	retire_check(r);
+}
+
+/* Start a flight for name (not in the table) with q as its first waiter. -1 on ENOMEM.
+ * c-ares may answer inside this call (q is then already scheduled for delivery). */
+static int
+flight_start(struct resolver *r, const char *name, struct resolve_req *q)
+{
+	struct ares_addrinfo_hints hints;
+	char fqdn[EGRESS_HOSTNAME_MAX + 2];
+	size_t len = strlen(name);
+	struct flight *fl = calloc(1, sizeof(*fl)), **pp;
+	struct timeval tv;
+
+	if (fl == NULL)
+		return -1;
+	fl->r = r;
+	memcpy(fl->name, name, len + 1);
+	LIST_INIT(&fl->waiters);
+	fl->deadline = evtimer_new(r->base, on_flight_deadline, fl);
+	if (fl->deadline == NULL) {
+		free(fl);
+		return -1;
 	}
-	deliver(q);
+	tv.tv_sec = (time_t)(r->deadline_ms / 1000);
+	tv.tv_usec = (suseconds_t)((r->deadline_ms % 1000) * 1000);
+	evtimer_add(fl->deadline, &tv);
+	pp = flight_slot(r, name);
+	fl->hnext = *pp;
+	*pp = fl;
+	q->fl = fl;
+	LIST_INSERT_HEAD(&fl->waiters, q, flink);
+	/* absolute name: no search domains, ever */
+	memcpy(fqdn, name, len);
+	fqdn[len] = '.';
+	fqdn[len + 1] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;      /* one A and one AAAA query */
+	hints.ai_flags = ARES_AI_NOSORT;  /* keep the server's order; no route probing */
+	ares_getaddrinfo(r->ch, fqdn, NULL, &hints, on_ares, fl);
+	timer_update(r);
+	return 0;                       /* fl may be gone already: do not touch it */
+}
+
+bool
+resolver_would_query(struct resolver *r, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || len > EGRESS_HOSTNAME_MAX || name[len - 1] == '.' ||
+	    addr_parse_literal(name, len, NULL) != ADDR_LIT_NONE)
+		return false;           /* refused without a query */
+	return *flight_slot(r, name) == NULL && cache_get(r, name) == NULL;
 }
 
 struct resolve_req *
@@ -430,13 +580,13 @@ resolver_lookup(struct resolver *r, const char *name, resolve_cb cb, void *arg)
 {
 	struct resolve_req *q;
 	struct cache_entry *e;
-	struct ares_addrinfo_hints hints;
-	char fqdn[EGRESS_HOSTNAME_MAX + 2];
+	struct flight *fl;
 	size_t len = strlen(name);
 	enum addr_literal lit;
 
 	q = calloc(1, sizeof(*q));
-	if (q == NULL) {
+	if (q == NULL || (q->ev = event_new(r->base, -1, 0, on_deferred, q)) == NULL) {
+		free(q);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -453,7 +603,8 @@ resolver_lookup(struct resolver *r, const char *name, resolve_cb cb, void *arg)
 		snprintf(q->name, sizeof(q->name), "%.*s", EGRESS_HOSTNAME_MAX, name);
 		q->ans.status = REASON_DNS_ERROR;
 		q->ans.ares_status = ARES_EBADNAME;
-		goto deferred;
+		defer(q);
+		return q;
 	}
 	memcpy(q->name, name, len + 1);
 	if ((e = cache_get(r, name)) != NULL) {
@@ -464,35 +615,23 @@ resolver_lookup(struct resolver *r, const char *name, resolve_cb cb, void *arg)
 		q->ans.naddrs = e->naddrs;
 		q->ans.ttl_s = (uint32_t)((left + 999) / 1000);
 		q->ans.from_cache = true;
-		goto deferred;
+		defer(q);
+		return q;
 	}
-	/* absolute name: no search domains, ever */
-	memcpy(fqdn, name, len);
-	fqdn[len] = '.';
-	fqdn[len + 1] = '\0';
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_flags = ARES_AI_NOSORT;  /* keep the server's order; no route probing */
-	q->in_ares = true;
-	q->in_lookup = true;
-	ares_getaddrinfo(r->ch, fqdn, NULL, &hints, on_ares, q);
-	q->in_lookup = false;
-	if (!q->in_ares && q->ev == NULL) {
-		/* completed synchronously and could not be deferred */
+	fl = *flight_slot(r, name);
+	if (fl != NULL) {
+		/* the same lookup is running: wait for its answer instead of asking again */
+		q->fl = fl;
+		LIST_INSERT_HEAD(&fl->waiters, q, flink);
+		return q;
+	}
+	if (flight_start(r, name, q) != 0) {
 		r->pending--;
 		req_free(q);
 		errno = ENOMEM;
 		return NULL;
 	}
 	timer_update(r);
-	return q;
-deferred:
-	if (defer(q) != 0) {
-		r->pending--;
-		req_free(q);
-		errno = ENOMEM;
-		return NULL;
-	}
 	return q;
 }
 
@@ -506,11 +645,9 @@ resolve_cancel(struct resolve_req *q)
 	r = q->r;
 	q->cancelled = true;
 	r->pending--;
-	if (q->ev != NULL && !q->in_ares) {
-		/* a deferred delivery: nothing in c-ares refers to it */
-		req_free(q);
-	}
-	/* else c-ares still holds it: on_ares frees it without calling back */
+	/* Leaves its flight (which goes on for the other waiters, or until c-ares lets go);
+	 * a pending delivery is dropped with the event. */
+	req_free(q);
 	retire_check(r);
 }
 
@@ -661,6 +798,9 @@ resolver_new(struct event_base *base, const struct resolver_config *cfg, char *e
 	opts.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES;
 	opts.timeout = (int)(cfg->timeout_ms ? cfg->timeout_ms : RESOLVE_DEFAULT_TIMEOUT_MS);
 	opts.tries = (int)(cfg->attempts ? cfg->attempts : RESOLVE_DEFAULT_ATTEMPTS);
+	/* c-ares doubles the timeout of every later round (2 s + 4 s for two tries): the
+	 * total a lookup may take is ours to bound, timeout x attempts (resolve.h). */
+	r->deadline_ms = (uint64_t)opts.timeout * (uint64_t)opts.tries;
 	opts.lookups = lookups;          /* DNS only: no /etc/hosts */
 	opts.ndomains = 0;
 	opts.domains = NULL;

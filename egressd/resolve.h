@@ -22,6 +22,15 @@
  *   would probe routes with connect()), then the two families interleaved, starting with
  *   IPv6 by default (RFC 8305 style) or IPv4 when cfg->prefer_ipv4. Duplicates removed.
  *   At most EGRESS_DNS_ADDRS_MAX addresses are kept.
+ * - Single flight: while a lookup of a name runs, every further request for that name
+ *   waits for the same answer instead of asking again, so N simultaneous hops to one
+ *   uncached name cost one A and one AAAA query. Each waiter still has its own handle:
+ *   cancelling one leaves the others waiting; each gets its own callback and duration.
+ * - Time bound: a lookup ends at most timeout_ms x attempts after it started (the c-ares
+ *   answer or REASON_DNS_TIMEOUT, whichever comes first). c-ares sends attempt k with
+ *   a timeout of timeout_ms x 2^(k-1) (2 s then 4 s: 6 s for 2 attempts); egressd cuts
+ *   the lookup at the total the configuration states (4 s), so later attempts get what
+ *   is left of it.
  * - Cache: at most cache_max names (LRU eviction), each kept for min(min TTL, ttl_cap_s)
  *   seconds. An answer with TTL 0 is never cached, so a rebinding server that answers
  *   TTL 0 is asked again on every hop. Failures (NXDOMAIN, SERVFAIL, timeout) are not
@@ -49,8 +58,9 @@ struct resolver_config {
 	 * /etc/resolv.conf (c-ares' own parser). At most RESOLVE_SERVERS_MAX. */
 	const char *const *servers;
 	size_t nservers;
-	unsigned timeout_ms;     /* per-try timeout; 0 = default 2000 */
-	unsigned attempts;       /* tries per server; 0 = default 2 */
+	unsigned timeout_ms;     /* per-attempt timeout; 0 = default 2000 */
+	unsigned attempts;       /* attempts; 0 = default 2. A lookup ends after
+	                            timeout_ms x attempts in total (see above) */
 	unsigned cache_max;      /* 0 = EGRESS_DNS_CACHE_MAX; larger values are capped to it */
 	unsigned ttl_cap_s;      /* 0 = EGRESS_DNS_TTL_CAP_S */
 	bool prefer_ipv4;        /* interleave starting with IPv4 instead of IPv6 */
@@ -121,6 +131,15 @@ void resolve_cancel(struct resolve_req *req);
  * drain (a retired resolver still pending when the base is freed is leaked, harmlessly).
  */
 void resolver_retire(struct resolver *r);
+
+/*
+ * Would resolver_lookup(name) now send queries, i.e. start a new lookup? False when the
+ * name is cached, a lookup of it is running (the request would join it), or it would be
+ * refused without a query. egressd's per-principal limit on DNS lookups counts only the
+ * lookups that ask the DNS server: a hop served by the cache or by a running lookup costs
+ * it nothing.
+ */
+bool resolver_would_query(struct resolver *r, const char *name);
 
 /* Requests whose callback has not yet run, cancelled ones excluded. */
 size_t resolver_pending(const struct resolver *r);

@@ -422,7 +422,7 @@ env_free(char **envp)
 
 struct router *
 router_new(struct event_base *base, struct resolver *res, const struct route_config *cfg,
-    char *err, size_t errlen)
+    const struct router *prev, char *err, size_t errlen)
 {
 	struct router *r = calloc(1, sizeof(*r));
 	char **envp = NULL;
@@ -457,7 +457,18 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 			goto fail;
 		}
 	}
-	if (cfg->credentials != NULL) {
+	if (cfg->credentials != NULL && prev != NULL) {
+		/* A reload runs after the privilege drop: the root-only file cannot be read
+		 * again, so the credentials start-up read stay in use (docs/egressd.md). */
+		if (prev->creds == NULL || prev->cfg.credentials == NULL ||
+		    strcmp(prev->cfg.credentials, cfg->credentials) != 0) {
+			snprintf(err, errlen, "proxy_credentials %s: a different credentials file "
+			    "than at start-up takes a restart (it is root-only and read once, before "
+			    "the privilege drop)", cfg->credentials);
+			goto fail;
+		}
+		r->creds = proxycreds_ref(prev->creds);
+	} else if (cfg->credentials != NULL) {
 		r->creds = proxycreds_load(cfg->credentials, geteuid() == 0, err, errlen);
 		if (r->creds == NULL)
 			goto fail;

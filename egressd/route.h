@@ -81,9 +81,13 @@ typedef void (*route_cb)(const struct route_result *res, void *arg);
 
 /* cfg is copied. res resolves PAC servers and proxies. NULL with err on failure (a bad
  * proxy URL, an unreadable PAC file, a missing helper, a credentials file that is not
- * root-only). Free before the event_base and the resolver. */
+ * root-only). Free before the event_base and the resolver.
+ * prev (a reload: the running router, or NULL): when cfg names the same
+ * proxy_credentials file, its credentials are shared, not read again — the file is
+ * root-only and egressd no longer is; another file than at start-up is an error (it
+ * takes a restart). */
 struct router *router_new(struct event_base *base, struct resolver *res,
-    const struct route_config *cfg, char *err, size_t errlen);
+    const struct route_config *cfg, const struct router *prev, char *err, size_t errlen);
 /* Frees outstanding requests without calling their callbacks. Accepts NULL. */
 void router_free(struct router *r);
 

@@ -1035,27 +1035,14 @@ step_check(struct session *s, const struct addr *in, size_t n)
 {
 	struct addr self[SELF_ADDRS_MAX];
 	size_t nself = grants_self_addrs(s->d->grants, self, SELF_ADDRS_MAX);
-	struct addr cand[EGRESS_DNS_ADDRS_MAX];
-	size_t ncand = 0;
 	enum reason r;
 
 	if (nself < SELF_ADDRS_MAX && s->d->cfg->has_metrics)
 		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->d->cfg->metrics_addr);
 	/* egressd's own listeners are never a destination, whatever the grant or the class
-	 * override says: take them out first, so the refusal names the real reason. */
-	for (size_t i = 0; i < n && i < EGRESS_DNS_ADDRS_MAX; i++)
-		if (!addrcheck_is_self(&in[i], self, nself))
-			cand[ncand++] = in[i];
-	if (ncand == 0) {
-		session_refuse(s, REASON_SELF_ADDRESS);
-		return;
-	}
-	if (s->req.host.kind != HOST_NAME)
-		r = addrcheck_literal(&cand[0], &s->lg->g->allow_address,
-		    &s->d->cfg->allow_special, &s->ac);
-	else
-		r = addrcheck_filter(cand, ncand, &s->lg->g->allow_address,
-		    &s->d->cfg->allow_special, &s->ac);
+	 * override says: addrcheck_hop takes them out first (listed as "self"). */
+	r = addrcheck_hop(in, n, s->req.host.kind != HOST_NAME, self, nself,
+	    &s->lg->g->allow_address, &s->d->cfg->allow_special, &s->ac);
 	s->checked = true;
 	if (r != REASON_ALLOWED) {
 		session_refuse(s, r);
@@ -1118,7 +1105,11 @@ step_resolve(struct session *s)
 		step_check(s, s->resolved, 1);
 		return;
 	}
-	if (s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
+	/* max_dns_pending counts lookups that ask the DNS server: a hop that joins a running
+	 * lookup of the same name (resolve.h, single flight) or is served by the cache sends
+	 * nothing and is not counted. */
+	bool joins = !resolver_would_query(s->d->resolver, s->req.host.name);
+	if (!joins && s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
 		session_refuse(s, REASON_LIMIT_DNS_PENDING);
 		return;
 	}
@@ -1128,8 +1119,10 @@ step_resolve(struct session *s)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	s->lg->dns_pending++;
-	s->dns_counted = true;
+	if (!joins) {
+		s->lg->dns_pending++;
+		s->dns_counted = true;
+	}
 }
 
 /* ---- route ---- */

@@ -57,8 +57,8 @@ cleanup_dir_claimed(const struct cleanup_ctx *c, const char *dir)
 static void
 cleanup_run_dir(const char *dir)
 {
-	static const char *const names[] = { "egressd.ini", "egressd.sock", "egressd.log",
-		"decisions.jsonl", "repo", "root", "layer", "merged", NULL };
+	static const char *const names[] = { "egressd.ini", "egressd.ini.state", "egressd.sock",
+		"egressd.log", "decisions.jsonl", "repo", "root", "layer", "merged", NULL };
 	char p[EGRESS_PATH_MAX];
 
 	if ((strncmp(dir, CLEANUP_RUN_PREFIX, strlen(CLEANUP_RUN_PREFIX)) != 0 &&

@@ -409,8 +409,8 @@ run_collect_out(const struct sandbox_result *res, const char *run_dir, const cha
 static void
 run_dir_remove(const char *dir)
 {
-	static const char *const names[] = { "egressd.ini", "egressd.sock", "egressd.log",
-		"decisions.jsonl", "root", "layer", "merged", "repo", NULL };
+	static const char *const names[] = { "egressd.ini", "egressd.ini.state", "egressd.sock",
+		"egressd.log", "decisions.jsonl", "root", "layer", "merged", "repo", NULL };
 	char p[EGRESS_PATH_MAX];
 
 	for (size_t i = 0; names[i]; i++) {

@@ -109,8 +109,8 @@ orch_set(struct orch *r, int code, enum reason why, const char *fmt, ...)
 static void
 run_dir_remove(const char *dir)
 {
-	static const char *const names[] = { "egressd.ini", "egressd.sock", "egressd.log",
-		"decisions.jsonl", "root", "layer", "merged", NULL };
+	static const char *const names[] = { "egressd.ini", "egressd.ini.state", "egressd.sock",
+		"egressd.log", "decisions.jsonl", "root", "layer", "merged", NULL };
 	char p[EGRESS_PATH_MAX];
 
 	for (size_t i = 0; names[i]; i++) {

@@ -25,6 +25,7 @@ ZONE = {
     "*.w.lab.test": {"A": [lab.ORIGIN2]},
     "w.lab.test": {"A": [lab.ORIGIN2]},
     "self.lab.test": {"A": ["169.254.10.1"]},
+    "mixed-self.lab.test": {"A": ["169.254.10.1", lab.ECHO_ORIGIN]},
 }
 
 GRANT1 = ["https://ok.lab.test", "http://ok.lab.test", "tcp://echo.lab.test:7",
@@ -32,7 +33,8 @@ GRANT1 = ["https://ok.lab.test", "http://ok.lab.test", "tcp://echo.lab.test:7",
           "tcp://198.51.100.11:7", "tcp://169.254.10.1:3128"]
 # Worker 2: may name its own listener's subnet through allow_address, and still never reach
 # egressd itself.
-GRANT2 = ["tcp://self.lab.test:3128", "tcp://169.254.10.1:3128", "tcp://169.254.11.1:3128"]
+GRANT2 = ["tcp://self.lab.test:3128", "tcp://169.254.10.1:3128", "tcp://169.254.11.1:3128",
+          "tcp://mixed-self.lab.test:7"]
 
 
 def t_connect_allowed(L, d):
@@ -182,6 +184,17 @@ def t_self_address(L, d):
         refused(L.connect(1, "169.254.11.1:3128"), 403, "self_address")
         # Reached by name with the link-local block lifted for this grant.
         refused(L.connect(1, "self.lab.test:3128"), 403, "self_address")
+    rec = wait_decision(d, lambda x: x.get("dest") == "self.lab.test:3128")
+    check(rec["classes_dropped"] == ["self"], "self_address record: %s" % rec)
+    # A mixed answer: egressd's own address is dropped, the origin kept, and the record
+    # says what was dropped (issue 19: the self address was missing from the list).
+    start = len(d.decisions())
+    r = L.connect(1, "mixed-self.lab.test:7")
+    allowed_tunnel(r)
+    r.close()
+    rec = wait_decision(d, lambda x: x.get("dest") == "mixed-self.lab.test:7", start=start)
+    check(rec["pinned"] == lab.ECHO_ORIGIN and rec["classes_dropped"] == ["self"],
+          "mixed answer record: %s" % rec)
 
 
 def t_pinning_required_direct(L, d):

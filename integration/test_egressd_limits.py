@@ -19,8 +19,10 @@ ZONE = {
     "echo.lab.test": {"A": [lab.ECHO_ORIGIN]},
     "web.lab.test": {"A": [lab.HTTP_ORIGIN]},
     "slow.lab.test": {"A": [lab.HTTP_ORIGIN], "delay": 1.5, "ttl": 0},
+    "slow2.lab.test": {"A": [lab.HTTP_ORIGIN], "delay": 1.5, "ttl": 0},
 }
-GRANT = ["tcp://echo.lab.test:7", "https://web.lab.test", "https://slow.lab.test"]
+GRANT = ["tcp://echo.lab.test:7", "https://web.lab.test", "https://slow.lab.test",
+         "https://slow2.lab.test"]
 MAX_CONN = 4
 PRINCIPAL_CONN = 2
 
@@ -112,8 +114,10 @@ def t_bytes_budget(L, d, st):
 
 
 def t_dns_pending(L, d, st):
-    """max_dns_pending = 1: while one slow lookup is in flight for the principal, a second
-    lookup is refused with 503 limit_dns_pending."""
+    """max_dns_pending = 1 counts distinct lookups: while one slow lookup is in flight for
+    the principal, a lookup of another name is refused with 503 limit_dns_pending, and a
+    hop for the same name joins the running lookup (single flight: no second query, not
+    refused)."""
     _idle(d)
     results = []
 
@@ -126,14 +130,21 @@ def t_dns_pending(L, d, st):
     check(bounded_wait(lambda: L.zone.query_log("slow.lab.test"), 3), "no first lookup")
     time.sleep(0.1)
     before = L.count("http443")
-    r = L.connect(0, "slow.lab.test:443", timeout=10)
+    r = L.connect(0, "slow2.lab.test:443", timeout=10)
+    refused(r, 503, "limit_dns_pending")
+    # the same name: joins the running lookup
+    same = L.connect(0, "slow.lab.test:443", timeout=10)
     th.join(timeout=10)
     for x in results:
         x.close()
-    refused(r, 503, "limit_dns_pending")
+    check(same.status == 200, "a hop joining the running lookup: %r" % same)
+    same.close()
     check(results and results[0].status == 200, "first lookup: %r" % results)
-    # Only the first hop reached the origin (the refused one never connected).
-    check(L.quiet_counts()["http443"] == before + 1, "origin connections")
+    check(len(L.zone.query_log("slow.lab.test")) == 2, "one A and one AAAA query: %s"
+          % L.zone.query_log("slow.lab.test"))
+    check(not L.zone.query_log("slow2.lab.test"), "the refused lookup reached the DNS")
+    # The two hops of slow.lab.test reached the origin; the refused one never connected.
+    check(L.quiet_counts()["http443"] == before + 2, "origin connections")
 
 
 def main():

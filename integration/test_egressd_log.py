@@ -356,22 +356,38 @@ def t_audit_unavailable(L, d0, st):
 
 
 def t_unwritable_at_start(L, d0, st):
-    # A decision log in a directory that does not exist: egressd either refuses to start
-    # (exit 1) or starts and refuses every hop with audit_unavailable. It never allows.
+    # A decision log in a directory that does not exist: egressd exits 1 at start-up with
+    # the reason (docs/egressd.md), and `egressd -t` reports the same problem. It never
+    # serves: neither allowing nor a run that can only refuse.
     bad = os.path.join(L.workdir, "no-such-dir", "x", "decisions.jsonl")
     d = L.egressd(settings={"decision_log": bad}, start=False)
+    rc, out, err = d.check_config()
+    check(rc == 1 and "decision log %s cannot be opened for writing" % bad in err,
+          "-t accepted an unopenable decision log: rc %s %r %r" % (rc, out, err))
     try:
         d.start()
     except netns.LabError:
         check(d.proc.returncode == 1, "exit status %s" % d.proc.returncode)
+        check("decision log %s cannot be opened for writing" % bad in d.stderr_text(),
+              "start-up failure does not say why:\n%s" % d.stderr_tail(5))
         return
+    d.stop()
+    check(False, "egressd started with a decision log it cannot open")
+
+
+def t_check_unreadable_config(L, d0, st):
+    # -t as root checks the configuration as the account egressd drops to will read it at
+    # the next SIGHUP: a root-only file passes start-up but would fail every reload.
+    d = L.egressd(start=False)
+    rc, out, err = d.check_config()
+    check(rc == 0, "-t of the good file: %s %r" % (rc, err))
+    os.chmod(d.conf_path, 0o600)
     try:
-        L.grant(d, 1, GRANT, port=3129)
-        with L.no_origin_connection():
-            refused(L.connect(1, "ok.lab.test:443", proxy=L.proxy_of(1, 3129)), 503,
-                    "audit_unavailable")
+        rc, out, err = d.check_config()
+        check(rc == 1 and "cannot be read by" in err and d.conf_path in err,
+              "-t accepted a config the drop account cannot read: %s %r" % (rc, err))
     finally:
-        d.stop()
+        os.chmod(d.conf_path, 0o644)
 
 
 def main():
@@ -393,7 +409,8 @@ def main():
                          ("verify_detects_torn_and_garbage", t_verify_truncated_and_garbage),
                          ("restart_and_rotation_continue_chain", t_restart_and_rotation),
                          ("audit_unavailable_on_full_disk", t_audit_unavailable),
-                         ("unwritable_log_at_start", t_unwritable_at_start)):
+                         ("unwritable_log_at_start", t_unwritable_at_start),
+                         ("check_refuses_unreadable_config", t_check_unreadable_config)):
             res.run(name, fn, L, d, st)
         res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))
         res.run("egressd_clean_exit", stop_clean, d)

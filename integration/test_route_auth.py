@@ -93,6 +93,32 @@ def t_basic_ok(L, sq):
     stop_clean(d)
 
 
+def t_reload_keeps_credentials(L, sq):
+    """A reload after the privilege drop keeps the credentials start-up read: the file is
+    root-only (0600, root) and egressd runs as its drop account, so it cannot read it again
+    (before: every SIGHUP with proxy_credentials failed with EACCES). Negative twin: a
+    reload naming another credentials file fails and says it takes a restart; the running
+    configuration stays and still authenticates."""
+    cf = creds(L, "good.ini")
+    d = fresh(L, {"route": "proxy " + PROXY, "proxy_credentials": cf})
+    rc, _, err = d.check_config()
+    check(rc == 0, "-t: %s %r" % (rc, err))
+    r = d.control({"op": "reload"}, timeout=10)
+    check(r.get("ok"), "reload with a root-only proxy_credentials after the drop: %s" % r)
+    t = L.connect(0, "origin.lab.test:443")
+    allowed_tunnel(t)
+    t.close()
+    d.settings["proxy_credentials"] = creds(L, "other.ini")
+    d.write_config()
+    r = d.control({"op": "reload"}, timeout=10)
+    check(not r.get("ok") and "takes a restart" in r.get("message", ""),
+          "reload with another credentials file: %s" % r)
+    t = L.connect(0, "origin.lab.test:443")
+    allowed_tunnel(t)
+    t.close()
+    stop_clean(d)
+
+
 def t_basic_missing(L, sq):
     d = fresh(L, {"route": "proxy " + PROXY})
     with L.no_origin_connection():
@@ -228,6 +254,7 @@ def main():
         sq_open = proxies.Squid(L, name="squid-open", addr=proxies.PROXY2_ADDR).start()
         sq_ntlm = proxies.Squid(L, name="squid-ntlm", addr=NTLM_ADDR, auth="ntlm").start()
         for name, fn, args in (("basic_ok_worker_never_sees_it", t_basic_ok, ()),
+                               ("reload_keeps_credentials", t_reload_keeps_credentials, ()),
                                ("basic_missing_auth_required", t_basic_missing, ()),
                                ("basic_wrong_auth_failed", t_basic_wrong, ()),
                                ("no_failover_after_auth_refusal", t_no_failover_after_auth,

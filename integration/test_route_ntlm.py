@@ -5,10 +5,14 @@ squid's ntlm_fake_auth emits a malformed CHALLENGE (its TargetName offset is gar
 a real NTLM client (gss-ntlmssp) rightly refuses, so this lab runs its own NTLM proxy: it
 answers a CONNECT without credentials with 407 "NTLM", a NEGOTIATE message with a well-formed
 CHALLENGE (keep-alive, with a body egressd must read away), and accepts an AUTHENTICATE
-message for the expected user — on the same TCP connection — with 200, then echoes tunnel
-bytes. Checked: the tunnel opens, the three legs used one connection, the record says
-proxy_auth ntlm and attested false, no credential reaches a log; a wrong user is refused with
-upstream_auth_failed and never retried; a proxy that closes between legs is refused.
+message — on the same TCP connection — with 200 only when it proves the password as a real
+server checks it: the NTLMv2 NTProofStr recomputed from the password it knows over its own
+server challenge and the client's blob (labtools/ntlm.py, MD4 in pure Python, checked
+against the RFC 1320 and MS-NLMP test vectors), then echoes tunnel bytes. Checked: the
+tunnel opens, the three legs used one connection, the record says proxy_auth ntlm and
+attested false, no credential reaches a log; negative twins: a wrong password in egressd's
+credential file and a wrong user are refused (upstream_auth_failed, the record keeps the
+proxy's 407) and never retried; a proxy that closes between legs is refused.
 """
 
 import os
@@ -22,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import checks, netns, proxies  # noqa: E402
+from labtools import checks, netns, ntlm, proxies  # noqa: E402
 from labtools.checks import check, refused, require_binaries, stop_clean  # noqa: E402
 
 NTLM_ADDR = "203.0.113.34"
@@ -38,7 +42,7 @@ FLAGS = (0x00000001 | 0x00000004 | 0x00000200 | 0x00008000 | 0x00010000 | 0x0008
          0x00800000 | 0x02000000 | 0x20000000 | 0x40000000 | 0x80000000)
 
 
-def challenge_message():
+def challenge_message(server_challenge):
     """A well-formed NTLM CHALLENGE (MS-NLMP 2.2.1.2) with TargetInfo AV pairs."""
     target = DOMAIN.encode("utf-16-le")
     av = b""
@@ -52,33 +56,24 @@ def challenge_message():
     msg = b"NTLMSSP\x00" + struct.pack("<I", 2)
     msg += struct.pack("<HHI", len(target), len(target), off)
     msg += struct.pack("<I", FLAGS)
-    msg += os.urandom(8) + b"\x00" * 8
+    msg += server_challenge + b"\x00" * 8
     msg += struct.pack("<HHI", len(av), len(av), off + len(target))
     msg += bytes([10, 0]) + struct.pack("<H", 19041) + b"\x00\x00\x00\x0f"  # Version
     return msg + target + av
 
 
-def authenticate_user(msg):
-    """(domain, user) of an AUTHENTICATE message, or None."""
-    if len(msg) < 64 or msg[:8] != b"NTLMSSP\x00" or struct.unpack("<I", msg[8:12])[0] != 3:
-        return None
-
-    def field(at):
-        ln, _, off = struct.unpack("<HHI", msg[at:at + 8])
-        return msg[off:off + ln].decode("utf-16-le", "replace")
-    return field(28), field(36)
-
-
 class NTLMProxy:
-    def __init__(self, L, user=USER, close_between=False):
+    def __init__(self, L, user=USER, close_between=False, password=PASSWORD):
         self.L = L
         self.user = user
+        self.password = password
         self.close_between = close_between
         self.sock = netns.listen_in(L.ns_inet, NTLM_ADDR, PORT)
         self.sock.settimeout(0.2)
         self.connections = 0
         self.legs = []            # (connection number, what) in order
         self.seen = []            # raw heads
+        self.verdicts = []        # the proxy's verdict on each AUTHENTICATE
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
         self._t.start()
@@ -104,6 +99,7 @@ class NTLMProxy:
         import base64
         buf = b""
         body = b"<html>407</html>" * 20
+        challenge = None             # this connection's server challenge
         try:
             c.settimeout(10)
             for _ in range(4):
@@ -126,7 +122,8 @@ class NTLMProxy:
                 kind = struct.unpack("<I", msg[8:12])[0] if len(msg) >= 12 else 0
                 if kind == 1:
                     self.legs.append((n, "negotiate"))
-                    ch = base64.b64encode(challenge_message())
+                    challenge = os.urandom(8)
+                    ch = base64.b64encode(challenge_message(challenge))
                     c.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
                               b"Proxy-Authenticate: NTLM " + ch + b"\r\n"
                               + (b"Connection: close\r\n" if self.close_between else b"")
@@ -134,9 +131,14 @@ class NTLMProxy:
                     if self.close_between:
                         return
                     continue
-                who = authenticate_user(msg) if kind == 3 else None
+                a = ntlm.parse_authenticate(msg) if kind == 3 else None
+                who = (a["domain"], a["user"]) if a else None
+                ok, why = (ntlm.verify_authenticate(msg, challenge, self.password, self.user)
+                           if a is not None and challenge is not None
+                           else (False, "no AUTHENTICATE after a CHALLENGE"))
                 self.legs.append((n, "authenticate %s" % (who,)))
-                if who is None or who[1] != self.user:
+                self.verdicts.append(why)
+                if not ok:
                     c.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
                               b"Proxy-Authenticate: NTLM\r\nContent-Length: 0\r\n"
                               b"Connection: close\r\n\r\n")
@@ -200,6 +202,7 @@ def t_three_legs_one_connection(L):
         kinds = [k for _, k in p.legs]
         check(kinds[:2] == ["negotiate", "authenticate ('%s', '%s')" % (DOMAIN, USER)],
               "legs: %r" % kinds)
+        check(p.verdicts == ["ok"], "the proxy's proof check: %r" % p.verdicts)
         rec = checks.wait_decision(d, lambda x: x.get("verdict") == "allow")
         check(rec.get("proxy_auth") == "ntlm", "proxy_auth %r" % rec.get("proxy_auth"))
         check(rec.get("attested") is False, "attested %r" % rec.get("attested"))
@@ -223,6 +226,38 @@ def t_wrong_user_refused_once(L):
         stop_clean(d)
     finally:
         p.stop()
+
+
+def t_wrong_password_refused(L):
+    """Negative twin of the proof check: the right user with the wrong password in
+    egressd's credential file. The proxy recomputes the NTLMv2 proof and refuses with 407;
+    egressd refuses the hop (upstream_auth_failed), records the proxy's 407, and does not
+    retry."""
+    p = NTLMProxy(L)
+    try:
+        cf = proxies.credentials_file(L, "ntlm-wrongpw.ini", {
+            "ntlmproxy.lab.test:%d" % PORT: {"scheme": "ntlm",
+                                             "username": DOMAIN + "\\" + USER,
+                                             "password": PASSWORD + "-not"}})
+        d = fresh(L, {"route": "proxy http://ntlmproxy.lab.test:%d" % PORT,
+                      "proxy_credentials": cf})
+        with L.no_origin_connection():
+            refused(L.connect(0, "origin.lab.test:443"), 502, "upstream_auth_failed")
+        check(p.connections == 1, "retried: %d connections" % p.connections)
+        check(p.verdicts and "NTProofStr does not match" in p.verdicts[0],
+              "the proxy did not reject the proof: %r" % p.verdicts)
+        rec = checks.wait_decision(d, lambda x: x.get("verdict") == "deny")
+        check(rec.get("reason") == "upstream_auth_failed" and rec.get("proxy_status") == 407
+              and rec.get("proxy_auth") == "ntlm",
+              "record: %s" % {k: rec.get(k) for k in ("reason", "proxy_status", "proxy_auth")})
+        no_secret(d)
+        stop_clean(d)
+    finally:
+        p.stop()
+
+
+def t_lab_tool_self_test(L):
+    ntlm.self_test()
 
 
 def t_close_between_legs(L):
@@ -258,7 +293,9 @@ def main():
     res = Results()
     with Lab(workers=1, zone=ZONE) as L:
         proxies.add_addresses(L, NTLM_ADDR)
-        for name, fn in (("three_legs_one_connection", t_three_legs_one_connection),
+        for name, fn in (("ntlm_lab_tool_self_test", t_lab_tool_self_test),
+                         ("three_legs_one_connection", t_three_legs_one_connection),
+                         ("wrong_password_refused_once", t_wrong_password_refused),
                          ("wrong_user_refused_once", t_wrong_user_refused_once),
                          ("close_between_legs", t_close_between_legs),
                          ("no_entry_auth_required", t_no_entry_auth_required)):

@@ -221,6 +221,49 @@ test_is_self(void **state)
 	assert_false(addrcheck_is_self(&a, NULL, 0));
 }
 
+/* A self address dropped from a mixed answer is listed ("self") among the classes
+ * dropped, next to the real classes; all self: self_address, still listed. */
+static void
+test_hop_lists_self(void **state)
+{
+	struct addr self[] = { A("169.254.77.1"), A("127.0.0.1") };
+	struct addr mixed[] = { A("169.254.77.1"), A("10.0.0.1"), A("8.8.8.8") };
+	struct addr only[] = { A("::ffff:169.254.77.1"), A("127.0.0.1") };
+	struct addrcheck_result res;
+	char buf[128];
+	json_t *j;
+	char *txt;
+
+	(void)state;
+	assert_int_equal(addrcheck_hop(mixed, 3, false, self, 2, NULL, NULL, &res),
+	    REASON_ALLOWED);
+	assert_int_equal(res.nkept, 1);
+	assert_int_equal(res.ndropped, 2);
+	assert_true(res.dropped_classes & ADDRCHECK_SELF_BIT);
+	j = addrcheck_classes_json(res.dropped_classes);
+	txt = json_dumps(j, JSON_COMPACT);
+	assert_string_equal(txt, "[\"private\",\"self\"]");
+	free(txt);
+	json_decref(j);
+	assert_string_equal(addrcheck_classes_str(res.dropped_classes, buf, sizeof(buf)),
+	    "private,self");
+	assert_int_equal(addrcheck_hop(only, 2, false, self, 2, NULL, NULL, &res),
+	    REASON_SELF_ADDRESS);
+	assert_int_equal(res.nkept, 0);
+	assert_int_equal(res.ndropped, 2);
+	assert_string_equal(addrcheck_classes_str(res.dropped_classes, buf, sizeof(buf)),
+	    "self");
+	/* a literal that is not self goes through the literal check */
+	assert_int_equal(addrcheck_hop(&mixed[1], 1, true, self, 2, NULL, NULL, &res),
+	    REASON_PRIVATE_ADDRESS);
+	assert_false(res.dropped_classes & ADDRCHECK_SELF_BIT);
+	/* no self list: nothing is self (169.254.77.1 is then dropped as link_local) */
+	assert_int_equal(addrcheck_hop(mixed, 3, false, NULL, 0, NULL, NULL, &res),
+	    REASON_ALLOWED);
+	assert_int_equal(res.nkept, 1);
+	assert_false(res.dropped_classes & ADDRCHECK_SELF_BIT);
+}
+
 static void
 test_classes_json(void **state)
 {
@@ -255,6 +298,7 @@ main(void)
 		cmocka_unit_test(test_never_liftable),
 		cmocka_unit_test(test_empty_and_cap),
 		cmocka_unit_test(test_is_self),
+		cmocka_unit_test(test_hop_lists_self),
 		cmocka_unit_test(test_classes_json),
 	};
 

@@ -199,6 +199,53 @@ test_errors(void **st)
 	    "duplicate section");
 }
 
+/* Every problem of a file is reported, each with file:line, in file order (issue 19: two
+ * errors came out line 4 first, then line 2; some had no line at all). */
+static void
+test_errors_all_in_file_order(void **st)
+{
+	struct egressd_config *c;
+	const char *a, *b, *d, *e;
+
+	(void)st;
+	c = load("[egressd]\n"
+	    "dns_timeout = 0\n"                         /* 2 */
+	    "decision_log = relative.jsonl\n"           /* 3 */
+	    "log_max_bytes = 100\n"                     /* 4 */
+	    "route_timeout = 0\n"                       /* 5 */
+	    "[grant g]\n"
+	    "allow = https://*.com\n"                   /* 7 */
+	    "[listener l]\n"
+	    "listen = localhost:1\n"                    /* 9 */
+	    "grant = g\n");
+	assert_null(c);
+	a = strstr(err, "t.ini:2: dns_timeout: must be greater than zero");
+	b = strstr(err, "t.ini:3: decision_log");
+	d = strstr(err, "t.ini:4: log_max_bytes");
+	e = strstr(err, "t.ini:5: route_timeout: must be greater than zero");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(d);
+	assert_non_null(e);
+	assert_true(a == err && a < b && b < d && d < e);
+	a = strstr(err, "t.ini:7: [grant g]");
+	b = strstr(err, "t.ini:9: [listener l] listen");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(e < a && a < b);
+	/* a listener of a grant that had its own error is not reported twice */
+	assert_null(strstr(err, "no [grant g]"));
+	/* each problem on its own line */
+	assert_int_equal(strchr(err, '\n') - err, (long)strlen("t.ini:2: dns_timeout: must be "
+	    "greater than zero"));
+	/* errors that used to carry no line number */
+	expect_error("[egressd]\n\nlog_max_bytes = 100\n", "t.ini:3: log_max_bytes");
+	expect_error("[egressd]\npac_timeout = 0\n", "t.ini:2: pac_timeout");
+	expect_error("\n[grant bad/label]\nallow = https://a.example\n", "t.ini:2: [grant bad/label]");
+	expect_error("[grant g]\nallow = https://a.example\n\npinning = sometimes\n",
+	    "t.ini:4: [grant g]: pinning");
+}
+
 static void
 test_sockaddr(void **st)
 {
@@ -287,6 +334,7 @@ main(void)
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_route_keys),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_errors_all_in_file_order),
 		cmocka_unit_test(test_sockaddr),
 		cmocka_unit_test(test_shipped_example),
 	};

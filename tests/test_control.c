@@ -73,6 +73,11 @@ test_other_ops(void **st)
 	assert_int_equal(r.op, CTL_GRANT_REVOKE);
 	assert_string_equal(r.grant_id, "0123456789abcdef0123456789abcdef");
 	control_req_clear(&r);
+	assert_int_equal(dec("{\"op\":\"grant.unrevoke\",\"grant_id\":"
+	    "\"0123456789abcdef0123456789abcdef\"}"), 0);
+	assert_int_equal(r.op, CTL_GRANT_UNREVOKE);
+	assert_string_equal(r.grant_id, "0123456789abcdef0123456789abcdef");
+	control_req_clear(&r);
 	assert_int_equal(dec("{\"op\":\"grant.list\",\"id\":\"x\"}"), 0);
 	assert_int_equal(r.op, CTL_GRANT_LIST);
 	assert_string_equal(json_string_value(r.id), "x");
@@ -144,6 +149,10 @@ test_refusals(void **st)
 	expect_code("{\"op\":\"grant.revoke\",\"grant_id\":\"0123456789ABCDEF0123456789ABCDEF\"}",
 	    "malformed");
 	expect_code("{\"op\":\"grant.revoke\",\"grant_id\":1}", "malformed");
+	expect_code("{\"op\":\"grant.unrevoke\"}", "malformed");
+	expect_code("{\"op\":\"grant.unrevoke\",\"grant_id\":\"abc\"}", "malformed");
+	expect_code("{\"op\":\"grant.unrevoke\",\"grant_id\":"
+	    "\"0123456789abcdef0123456789abcdef\",\"x\":1}", "unknown_key");
 }
 
 static void

@@ -195,6 +195,43 @@ test_listeners_and_self(void **st)
 	event_base_free(base);
 }
 
+/* A static grant's id is its content: equal grants, equal ids (across reloads and
+ * restarts); any change, another id; a dynamic grant's id is random. */
+static void
+test_static_ids_stable(void **st)
+{
+	struct event_base *base = event_base_new();
+	struct grants *r = grants_new(base);
+	char a[GRANT_ID_HEX + 1], b[GRANT_ID_HEX + 1], c[GRANT_ID_HEX + 1];
+	struct grant *g1 = mkgrant("svc", 0), *g2 = mkgrant("svc", 0), *g3 = mkgrant("svc", 60);
+	struct grant *g4 = mkgrant("svc2", 0);
+	struct lgrant *l1, *l2, *d1, *d2;
+
+	(void)st;
+	assert_int_equal(grant_static_id(g1, a), 0);
+	assert_int_equal(grant_static_id(g2, b), 0);
+	assert_string_equal(a, b);
+	assert_int_equal(strlen(a), GRANT_ID_HEX);
+	assert_int_equal(grant_static_id(g3, c), 0);
+	assert_string_not_equal(a, c);               /* lifetime changed */
+	assert_int_equal(grant_static_id(g4, c), 0);
+	assert_string_not_equal(a, c);               /* principal changed */
+	grant_free(g3);
+	grant_free(g4);
+	l1 = grants_add(r, g1, false, "svc", NULL);
+	assert_string_equal(l1->id, a);
+	grants_retire(r, l1, REASON_NO_GRANT, false);        /* a reload replaced it */
+	l2 = grants_add_static(r, g2, "svc", 1000);
+	assert_string_equal(l2->id, a);
+	assert_int_equal(l2->created, 1000);
+	d1 = grants_add(r, mkgrant("svc", 60), true, NULL, "eth0");
+	d2 = grants_add(r, mkgrant("svc", 60), true, NULL, "eth1");
+	assert_string_not_equal(d1->id, d2->id);
+	assert_string_not_equal(d1->id, a);
+	grants_free(r);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -204,6 +241,7 @@ main(void)
 		cmocka_unit_test(test_retire_without_kill),
 		cmocka_unit_test(test_expiry),
 		cmocka_unit_test(test_listeners_and_self),
+		cmocka_unit_test(test_static_ids_stable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -514,6 +514,104 @@ test_cancel(void **state)
 	assert_int_equal(resolver_pending(f->r), 0);
 }
 
+/* Single flight: 200 simultaneous requests for one uncached name cost one A and one
+ * AAAA query; every waiter gets its own answer; a cancelled waiter leaves the others. */
+static void
+test_single_flight(void **state)
+{
+	struct fix *f = *state;
+	enum { N = 200 };
+	static struct got g[N];
+	struct resolve_req *q[N];
+	int answered = 0;
+	struct zone *z = zone_find("a.test");
+
+	memset(g, 0, sizeof(g));
+	assert_true(resolver_would_query(f->r, "a.test"));
+	assert_false(resolver_would_query(f->r, "10.0.0.1"));   /* refused, never sent */
+	for (int i = 0; i < N; i++) {
+		q[i] = resolver_lookup(f->r, "a.test", on_answer, &g[i]);
+		assert_non_null(q[i]);
+		assert_false(resolver_would_query(f->r, "a.test"));  /* it would join */
+	}
+	assert_int_equal(resolver_pending(f->r), N);
+	resolve_cancel(q[7]);
+	resolve_cancel(q[0]);                   /* the one that started the flight */
+	for (uint64_t deadline = mono_msec() + 3000; mono_msec() < deadline; ) {
+		struct timeval tv = { 0, 5000 };
+		answered = 0;
+		for (int i = 0; i < N; i++)
+			answered += g[i].calls;
+		if (answered == N - 2)
+			break;
+		event_base_loopexit(f->base, &tv);
+		event_base_dispatch(f->base);
+	}
+	assert_int_equal(answered, N - 2);
+	assert_int_equal(z->queries, 2);        /* A and AAAA, once */
+	for (int i = 0; i < N; i++) {
+		if (i == 0 || i == 7) {
+			assert_int_equal(g[i].calls, 0);
+			continue;
+		}
+		assert_int_equal(g[i].calls, 1);
+		assert_int_equal(g[i].ans.status, REASON_ALLOWED);
+		assert_int_equal(g[i].ans.naddrs, 3);
+		assert_string_equal(g[i].name, "a.test");
+	}
+	assert_false(resolver_would_query(f->r, "a.test"));      /* cached now */
+	assert_int_equal(resolver_pending(f->r), 0);
+	/* failures are shared the same way, and not cached: a later lookup asks again */
+	z = zone_find("fail.test");
+	for (int i = 0; i < 50; i++)
+		assert_non_null(resolver_lookup(f->r, "fail.test", on_answer, &g[i]));
+	memset(g, 0, sizeof(g));
+	answered = 0;
+	for (uint64_t deadline = mono_msec() + 3000; mono_msec() < deadline && answered < 50; ) {
+		struct timeval tv = { 0, 5000 };
+		event_base_loopexit(f->base, &tv);
+		event_base_dispatch(f->base);
+		answered = 0;
+		for (int i = 0; i < 50; i++)
+			answered += g[i].calls;
+	}
+	assert_int_equal(answered, 50);
+	assert_int_equal(g[49].ans.status, REASON_DNS_SERVFAIL);
+	assert_int_equal(z->queries, 2);
+	lookup(f, f->r, "fail.test", &g[0]);
+	assert_int_equal(z->queries, 4);
+}
+
+/* dns_timeout x dns_attempts is the whole bound of a lookup, although c-ares doubles the
+ * timeout of each later attempt (300 + 600 + 1200 ms for three). */
+static void
+test_total_deadline(void **state)
+{
+	struct fix *f = *state;
+	const char *servers[] = { f->server };
+	struct resolver_config cfg = { .servers = servers, .nservers = 1, .timeout_ms = 300,
+	    .attempts = 3 };
+	char err[256];
+	struct resolver *r = resolver_new(f->base, &cfg, err, sizeof(err));
+	struct got g1 = { 0 }, g2 = { 0 };
+	uint64_t t0 = mono_msec(), took;
+
+	assert_non_null(r);
+	assert_non_null(resolver_lookup(r, "silent.test", on_answer, &g1));
+	assert_non_null(resolver_lookup(r, "silent.test", on_answer, &g2));
+	run_until(f->base, &g2.calls, 1, 5000);
+	took = mono_msec() - t0;
+	assert_int_equal(g1.calls, 1);
+	assert_int_equal(g2.calls, 1);
+	assert_int_equal(g1.ans.status, REASON_DNS_TIMEOUT);
+	assert_int_equal(g2.ans.status, REASON_DNS_TIMEOUT);
+	assert_true(took >= 850);
+	assert_true(took < 1600);                /* c-ares alone: 2100 ms */
+	/* the abandoned query is still c-ares': a new lookup starts afresh */
+	assert_true(resolver_would_query(r, "silent.test"));
+	resolver_free(r);
+}
+
 static void
 test_literals_never_sent(void **state)
 {
@@ -612,6 +710,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_ttl_cap_expires, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_literals_never_sent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_single_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_total_deadline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_with_outstanding, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_retire_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
