@@ -64,6 +64,7 @@ install: deps-runtime build
 	  fi; \
 	  install -d -o egressd -g egressd -m 0750 /var/log/egressd || exit 1; \
 	  install -d -o root -g root -m 0755 /run/egressd || exit 1; \
+	  install -d -o root -g root -m 0700 /var/lib/egressd || exit 1; \
 	else \
 	  echo "not root or DESTDIR set: create the egressd user and its directories yourself" \
 	    "(docs/SECURITY.md)"; \

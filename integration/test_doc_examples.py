@@ -176,6 +176,12 @@ def setup(tmp):
     os.makedirs(up + "/work")
     sh("mount", "-t", "overlay", "overlay", "-o",
        "lowerdir=/etc,upperdir=%s/upper,workdir=%s/work" % (up, up), "/etc")
+    # /var/lib likewise, for state_file's directory (/var/lib/egressd, root-only)
+    os.makedirs(up + "/lib-upper")
+    os.makedirs(up + "/lib-work")
+    sh("mount", "-t", "overlay", "overlay", "-o",
+       "lowerdir=/var/lib,upperdir=%s/lib-upper,workdir=%s/lib-work" % (up, up), "/var/lib")
+    os.makedirs("/var/lib/egressd", mode=0o700, exist_ok=True)
     os.makedirs("/etc/egressd", exist_ok=True)
     with open(os.path.join(SRC, "conf/egressd.ini")) as f:
         conf = f.read()

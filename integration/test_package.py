@@ -360,6 +360,9 @@ def main():
     res.run("unit_paths_and_security", t_unit_paths, deb)
     res.run("lintian_clean", t_lintian, deb)
     root = tempfile.mkdtemp(prefix="egress-pkgroot.")
+    # a root file system's / is 0755: mkdtemp's 0700 would keep the drop account that
+    # `egressd -t` checks the configuration as from reaching /etc/egressd
+    os.chmod(root, 0o755)
     try:
         make_root(root)
         r = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable,
