@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "executor/artifacts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -185,20 +186,49 @@ diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
 	return 0;
 }
 
+/* A changed file the diff cannot carry whole: refused before libgit2 loads it. */
+static const git_diff_delta *
+diff_oversized(git_diff *diff)
+{
+	size_t n = git_diff_num_deltas(diff);
+
+	for (size_t i = 0; i < n; i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+		if ((uint64_t)d->new_file.size > EGRESS_DIFF_FILE_MAX ||
+		    (uint64_t)d->old_file.size > EGRESS_DIFF_FILE_MAX)
+			return d;
+	}
+	return NULL;
+}
+
 enum diff_outcome
 artifacts_write_diff(const char *out_dir, const char *repo_dir, const char *merged_dir,
     uint64_t max_bytes, struct artifact *a, uint64_t *needed, char *err, size_t errlen)
 {
 	git_repository *repo = NULL;
 	git_diff *diff = NULL;
+	const git_diff_delta *big;
 	struct bbuf b = { .max = max_bytes };
 	enum diff_outcome rc = DIFF_ERROR;
 	int grc;
 
 	memset(a, 0, sizeof(*a));
 	*needed = 0;
-	if (changes_diff(repo_dir, merged_dir, &repo, &diff, err, errlen) != 0)
+	if (changes_diff(repo_dir, merged_dir, CHANGES_DIFF_PATCH, &repo, &diff, err,
+	    errlen) != 0)
 		return DIFF_ERROR;
+	if ((big = diff_oversized(diff)) != NULL) {
+		char disp[256];
+		uint64_t sz = (uint64_t)(big->new_file.size > big->old_file.size ?
+		    big->new_file.size : big->old_file.size);
+		changes_path_display(big->new_file.path ? big->new_file.path :
+		    big->old_file.path, disp, sizeof(disp));
+		*needed = sz > max_bytes ? sz : max_bytes + 1;
+		snprintf(err, errlen, "%s is %llu bytes, more than a candidate carries (%llu)",
+		    disp, (unsigned long long)sz, (unsigned long long)EGRESS_DIFF_FILE_MAX);
+		rc = DIFF_TOO_LARGE;
+		goto out;
+	}
 	grc = git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_line_cb, &b);
 	if (b.over) {
 		*needed = b.wanted;
@@ -340,4 +370,102 @@ artifact_to_json(const struct artifact *a)
 	if (o != NULL && a->truncated)
 		json_object_set_new(o, "truncated", json_true());
 	return o;
+}
+
+/* What egress-exec writes in an output folder (both modes); manifest.json first, so a
+ * folder being prepared never shows a verdict beside the wrong files. */
+static const char *const out_names[] = { "manifest.json", "result.json", "candidate.diff",
+	"stdout.log", "stderr.log", "decisions.jsonl", "egressd.log" };
+
+/* ".<artifact>.XXXXXX": artifact_write's temporary file, left by a killed run. */
+static bool
+out_is_temp(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (name[0] != '.' || n < 8 || name[n - 7] != '.')
+		return false;
+	for (size_t i = 0; i < EGRESS_NELEM(out_names); i++) {
+		size_t l = strlen(out_names[i]);
+		if (n == l + 8 && memcmp(name + 1, out_names[i], l) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool
+out_is_artifact(const char *name)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(out_names); i++)
+		if (strcmp(name, out_names[i]) == 0)
+			return true;
+	return out_is_temp(name);
+}
+
+int
+artifacts_prepare_out(const char *out_dir, char *err, size_t errlen)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	int dfd, rc = 0;
+
+	if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "output folder %s: %s", out_dir, strerror(errno));
+		return -1;
+	}
+	/* lstat: a symlink planted where the caller expected to create the folder (e.g.
+	 * under /tmp) would send root's and the collector's writes elsewhere. */
+	if (lstat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "output folder %s is not a directory (a symlink is refused)",
+		    out_dir);
+		return -1;
+	}
+	dfd = open(out_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || (d = fdopendir(dfd)) == NULL) {
+		snprintf(err, errlen, "output folder %s: %s", out_dir, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		return -1;
+	}
+	/* First pass: anything that is not one of our artifacts (a regular file by one of
+	 * our names) refuses the folder before anything is removed. */
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (!out_is_artifact(de->d_name) ||
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode)) {
+			char disp[256];
+			changes_path_display(de->d_name, disp, sizeof(disp));
+			snprintf(err, errlen, "output folder %s holds '%s', which is not an "
+			    "egress-exec artifact: give an empty or new folder", out_dir, disp);
+			rc = -1;
+			break;
+		}
+	}
+	if (rc == 0) {
+		/* Second pass: the previous run's artifacts go, the verdict first; a temporary
+		 * file of a killed run too. */
+		for (size_t i = 0; i < EGRESS_NELEM(out_names) && rc == 0; i++)
+			if (unlinkat(dfd, out_names[i], 0) != 0 && errno != ENOENT) {
+				snprintf(err, errlen, "remove %s/%s: %s", out_dir, out_names[i],
+				    strerror(errno));
+				rc = -1;
+			}
+		rewinddir(d);
+		while (rc == 0 && (de = readdir(d)) != NULL)
+			if (out_is_temp(de->d_name) && unlinkat(dfd, de->d_name, 0) != 0 &&
+			    errno != ENOENT) {
+				snprintf(err, errlen, "remove %s/%s: %s", out_dir, de->d_name,
+				    strerror(errno));
+				rc = -1;
+			}
+	}
+	if (rc == 0 && fsync(dfd) != 0) {
+		snprintf(err, errlen, "sync %s: %s", out_dir, strerror(errno));
+		rc = -1;
+	}
+	closedir(d);
+	return rc;
 }

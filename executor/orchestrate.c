@@ -196,6 +196,8 @@ print_summary(const struct orch *r, bool read_outputs)
 		fprintf(stderr, "  %s (%zu changed path%s)\n", line, r->cs.n,
 		    r->cs.n == 1 ? "" : "s");
 	}
+	if (r->cs_valid && changes_ignored_summary(&r->cs, line, sizeof(line)) > 0)
+		fprintf(stderr, "  warning: %s\n", line);
 	for (size_t i = 0; i < r->narts; i++)
 		if (strcmp(r->arts[i].name, "candidate.diff") == 0)
 			fprintf(stderr, "  diff: %s/candidate.diff (%llu bytes)\n", r->out,
@@ -485,9 +487,10 @@ collect(struct orch *r)
 			orch_set(r, EXEC_EXIT_OK, REASON_ALLOWED, "%s", "");
 			break;
 		case DIFF_TOO_LARGE:
-			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "candidate.diff "
-			    "needs more than %llu bytes (bound %llu); the candidate is rejected whole",
-			    (unsigned long long)needed, (unsigned long long)r->adm.diff_bytes);
+			orch_set(r, EXEC_EXIT_REJECTED, REASON_DIFF_TOO_LARGE, "candidate.diff "
+			    "needs more than %llu bytes (bound %llu; %s); the candidate is rejected "
+			    "whole", (unsigned long long)needed,
+			    (unsigned long long)r->adm.diff_bytes, err);
 			break;
 		case DIFF_ERROR:
 			orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "candidate.diff: %s",
@@ -742,7 +745,7 @@ orchestrate_run(const struct orchestrate_opts *o)
 	unsigned char rnd[8];
 	char hex[17];
 	char *real;
-	struct stat st;
+	char err[EGRESS_PATH_MAX + 256];
 	int code;
 
 	memset(&r, 0, sizeof(r));
@@ -757,15 +760,10 @@ orchestrate_run(const struct orchestrate_opts *o)
 		    "required");
 		return EXEC_EXIT_USAGE;
 	}
-	if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
-		log_warn("output folder %s", o->out_dir);
-		return EXEC_EXIT_INTERNAL;
-	}
-	/* lstat: an output folder that is a symlink (planted where the caller expected to
-	 * create it, e.g. under /tmp) would send root's and the collector's writes elsewhere. */
-	if (lstat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		log_warnx("output folder %s is not a directory (a symlink is refused)",
-		    o->out_dir);
+	/* Empty, new, or holding only a previous run's artifacts (removed now): see
+	 * artifacts_prepare_out. */
+	if (artifacts_prepare_out(o->out_dir, err, sizeof(err)) != 0) {
+		log_warnx("%s", err);
 		return EXEC_EXIT_INTERNAL;
 	}
 	/* Absolute and canonical: the collector sees it at this path in its own root. */
