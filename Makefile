@@ -7,7 +7,8 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check unit integration demo install fuzz-smoke fuzz bench valgrind clean
+.PHONY: all deps build check unit integration demo install fuzz-smoke fuzz bench valgrind clean \
+	soak-candidate
 
 all: build
 
@@ -37,6 +38,15 @@ integration: deps
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -L integration
+
+# The candidate property test with many more seeds than `make check` runs (50):
+# SEEDS=N SEED_BASE=M to choose; each seed is one real `egress-exec run` (root).
+SOAK_SEEDS ?= 1000
+soak-candidate: deps
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+	EGRESS_BINARY_DIR=$(abspath $(BUILD_SAN)) SEEDS=$(SOAK_SEEDS) SEED_BASE=$${SEED_BASE:-1001} \
+	  python3 integration/test_candidate_roundtrip.py
 
 # The main job: a confined worker reaching an allowlisted origin through egressd.
 demo: build

@@ -95,7 +95,7 @@ def printf_bytes(data):
     out = []
     for b in data:
         c = chr(b)
-        if c.isalnum() or c in " .,:_-=+":
+        if b < 128 and (c.isalnum() or c in " .,:_-=+"):
             out.append(c)
         else:
             out.append("\\0%03o" % b)
@@ -390,6 +390,12 @@ def main():
     first = int(os.environ.get("SEED_BASE", "1"))
     top = tempfile.mkdtemp(prefix="egx-rt-%d-" % os.getpid())
     os.chmod(top, 0o755)
+    # The bases belong to the worker's uid; git as root refuses to clone them unless told
+    # (the clone's upload-pack reads only the global and system configuration).
+    gcfg = os.path.join(top, "gitconfig")
+    with open(gcfg, "w") as f:
+        f.write("[safe]\n\tdirectory = *\n")
+    os.environ["GIT_CONFIG_GLOBAL"] = gcfg
     preset = os.path.join(top, "preset.ini")
     with open(preset, "w") as f:
         f.write(PRESET)

@@ -206,10 +206,10 @@ def violations(c):
 
 # ---------------------------------------------------------------------------- cases
 
-# candidate.diff of t_accepted, byte for byte as egress-exec wrote it when it still
-# collected as root (libgit2's format; blob ids of the fixed contents).
+# candidate.diff of t_accepted, byte for byte (libgit2's format; full blob ids of the fixed
+# contents, as `git apply --binary` needs them for binary patches).
 ACCEPTED_DIFF = """diff --git a/README.md b/README.md
-index ce01362..2227cdd 100644
+index ce013625030ba8dba906f756967f9e9ca394464a..2227cddb7f6318ea735a1c4adb52f5cd36c5783c 100644
 --- a/README.md
 +++ b/README.md
 @@ -1 +1,2 @@
@@ -217,7 +217,7 @@ index ce01362..2227cdd 100644
 +more
 diff --git a/docs/new.md b/docs/new.md
 new file mode 100644
-index 0000000..3e75765
+index 0000000000000000000000000000000000000000..3e757656cf36eca53338e520d134963a44f793f8
 --- /dev/null
 +++ b/docs/new.md
 @@ -0,0 +1 @@
@@ -258,27 +258,156 @@ def t_accepted(c):
 
 
 def t_symlink_leak(c):
-    """The worker plants links to host files; the collector reads the merged view, but
-    the host files are not in its root: the diff carries the link text, never content."""
+    """The worker plants links to host files: each is a symlink_escape, the candidate is
+    rejected whole, and no host file's content reaches anything in the output folder."""
     secrets = [p for p in ("/etc/shadow", "/root/.bashrc", "/root/.profile", "/etc/gshadow")
                if os.path.isfile(p)]
     script = ["echo ok >> README.md"]
     for i, p in enumerate(secrets):
         script.append("ln -s %s docs/leak%d" % (p, i))
     script.append("ln -s /etc docs/leakdir")
+    script.append("ln -s ../../../etc/passwd docs/up")
+    script.append("ln -s ../.git/config docs/gitcfg")
     rc = c.run(workunit("\n".join(script)))
-    expect(c, rc, EX_OK, "accepted", "allowed")
-    d = c.artifact("candidate.diff").decode(errors="replace")
-    for i, p in enumerate(secrets):
-        check("+++ b/docs/leak%d" % i in d and "+" + p in d, "link %s not in the diff" % p)
-        with open(p, errors="replace") as f:
+    expect(c, rc, EX_REJECTED, "rejected", "symlink_escape")
+    want = {("docs/leak%d" % i, "symlink_escape") for i in range(len(secrets))}
+    want |= {("docs/leakdir", "symlink_escape"), ("docs/up", "symlink_escape"),
+             ("docs/gitcfg", "symlink_escape")}
+    check(violations(c) == want, violations(c))
+    check(c.artifact("candidate.diff") is None, "a rejected candidate has no diff")
+    check(not c.manifest["scope"]["accepted"], "scope.accepted agrees with the outcome")
+    check("symlink_escape docs/" in c.stderr, c.stderr[-600:])
+    blob = b"".join(c.artifact(n) or b"" for n in os.listdir(c.out))
+    for p in secrets:
+        with open(p, "rb") as f:
             for line in f:
                 line = line.strip()
-                # lines long enough to be content, not the link text itself
-                if len(line) > 8 and line != p:
-                    check(line not in d, "content of %s leaked into candidate.diff" % p)
-    check("new file mode 120000" in d and "+/etc\n" in d + "\n", d)
-    check("root:" not in d, "a root: line is in the diff")
+                if len(line) > 8 and line != p.encode():
+                    check(line not in blob, "content of %s leaked" % p)
+
+
+def t_symlink_inside(c):
+    """Negative twin of symlink_leak: links that stay inside the repository are kept and
+    applied as links."""
+    rc = c.run(workunit("ln -s ../README.md docs/readme\nln -s guide.md docs/g\n"
+                        "mkdir -p sub && ln -s .. sub/top && ln -s ../docs sub/docs"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    d = c.artifact("candidate.diff").decode()
+    check("new file mode 120000" in d and "+../README.md" in d and "+.." in d, d)
+    applied = apply_candidate(c)
+    check(os.readlink(os.path.join(applied, "docs/readme")) == "../README.md", "link target")
+    check(os.readlink(os.path.join(applied, "sub/top")) == "..", "link target")
+
+
+def apply_candidate(c):
+    """A fresh clone of the base with candidate.diff applied by git apply --binary."""
+    dst = os.path.join(c.dir, "applied")
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.path.join(c.dir, "gitconfig"))
+    with open(env["GIT_CONFIG_GLOBAL"], "w") as f:
+        f.write("[safe]\n\tdirectory = *\n")
+    subprocess.run(["git", "clone", "-q", c.repo, dst], check=True, env=env)
+    a = subprocess.run(["git", "-C", dst, "apply", "--binary",
+                        os.path.join(c.out, "candidate.diff")], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, env=env)
+    check(a.returncode == 0, "git apply: %s" % a.stdout.decode(errors="replace"))
+    return dst
+
+
+def t_glob_new_dirs(c):
+    """A glob scope covers files in directories the worker creates; the directories are
+    not paths of their own. The twin: a file outside the glob in the same new tree."""
+    rc = c.run(workunit("mkdir -p src/deep/er && echo 'x = 1' > src/deep/er/z.py\n"
+                        "echo 'y = 2' > src/y.py", allowed=["src/*.py"],
+                        forbidden=[]))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    applied = apply_candidate(c)
+    with open(os.path.join(applied, "src/deep/er/z.py")) as f:
+        check(f.read() == "x = 1\n", "z.py")
+    c2 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_twin")
+    rc = c2.run(workunit("mkdir -p src/deep && echo 'x = 1' > src/deep/z.py\n"
+                         "echo t > src/deep/notes.txt", allowed=["src/*.py"], forbidden=[]))
+    expect(c2, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c2) == {("src/deep/notes.txt", "scope_violation")}, violations(c2))
+
+
+def t_special_file(c):
+    """A FIFO (in scope by name) rejects the candidate with its own reason; the scope
+    verdict and the summary say so too."""
+    rc = c.run(workunit("mkfifo docs/pipe\necho ok >> README.md"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_special_file")
+    check(violations(c) == {("docs/pipe", "scope_special_file")}, violations(c))
+    check(not c.manifest["scope"]["accepted"], "scope.accepted agrees with the outcome")
+    check("scope: rejected" in c.stderr and "scope_special_file docs/pipe" in c.stderr,
+          c.stderr[-600:])
+    check(c.artifact("candidate.diff") is None, "no diff")
+
+
+def t_dotgit_names(c):
+    """Names git takes for .git on NTFS or HFS+ are scope_git_dir; .gitmodules as a link
+    is scope_git_link. The twin (a name git does not reserve) is accepted."""
+    names = ["docs/.git./x", "docs/.git /x", "docs/GIT~1/x", "docs/.g\u200cit/x",
+             "docs/.GIT\ufeff/x"]
+    script = ["mkdir -p '%s' && echo x > '%s'" % (os.path.dirname(n), n) for n in names]
+    script.append("ln -s README.md .gitmodules")
+    rc = c.run(workunit("\n".join(script), allowed=["*"], forbidden=[]))
+    # the outcome names the first violation by path order: .gitmodules
+    expect(c, rc, EX_REJECTED, "rejected", "scope_git_link")
+    v = violations(c)
+    for n in names:
+        check((n, "scope_git_dir") in v, "%s not refused: %s" % (n, v))
+    check((".gitmodules", "scope_git_link") in v, v)
+    c2 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_twin")
+    rc = c2.run(workunit("mkdir -p docs/.gitx docs/git~2 && echo x > docs/.gitx/y && "
+                         "echo y > docs/git~2/z && echo '[x]' > .gitmodules2",
+                         allowed=["*"], forbidden=[]))
+    expect(c2, rc, EX_OK, "accepted", "allowed")
+
+
+def t_ignored_warning(c):
+    """An in-scope ignored file is not in candidate.diff, never silently: in_diff false,
+    a warning in the summary and in manifest.json."""
+    rc = c.run(workunit("echo x > docs/build.log\necho ok >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    e = [p for p in c.manifest["changed_paths"] if p["path"] == "docs/build.log"]
+    check(e and e[0]["git"] == "ignored" and e[0]["in_diff"] is False, e)
+    check("docs/build.log" not in c.artifact("candidate.diff").decode(), "in the diff")
+    check("warning: 1 changed path is ignored" in c.stderr and "docs/build.log" in c.stderr,
+          c.stderr[-600:])
+    check(any("docs/build.log" in w for w in c.manifest["warnings"]), c.manifest["warnings"])
+
+
+def t_out_reused(c):
+    """A rejected run into the folder of an accepted one leaves no candidate.diff beside
+    its manifest; the accepted run's files are replaced at the start."""
+    rc = c.run(workunit("echo more >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    check(c.artifact("candidate.diff") is not None, "first run has a candidate")
+    rc = c.run(workunit("echo x >> Makefile"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(c.artifact("candidate.diff") is None, "the old candidate survived a rejected run")
+    names = sorted(os.listdir(c.out))
+    check(names == ["decisions.jsonl", "manifest.json", "stderr.log", "stdout.log"], names)
+
+
+def t_out_foreign(c):
+    """Negative twin of out_reused: a folder holding anything but egress-exec's artifacts
+    is refused before anything runs, and nothing in it is touched."""
+    os.makedirs(c.out)
+    for n, data in (("notes.txt", "mine\n"), ("manifest.json", "{}\n")):
+        with open(os.path.join(c.out, n), "w") as f:
+            f.write(data)
+    wu = os.path.join(c.dir, "wu.ini")
+    with open(wu, "w") as f:
+        f.write(workunit("echo ok >> README.md"))
+    p = subprocess.run([EXEC, "run", "--workunit", wu, "--preset", c.preset, "--repo", c.repo,
+                        "--out", c.out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    check(p.returncode == EX_INTERNAL, "rc %d %r" % (p.returncode, p.stderr[-300:]))
+    check(b"notes.txt" in p.stderr and b"not an egress-exec artifact" in p.stderr,
+          p.stderr[-300:])
+    check(sorted(os.listdir(c.out)) == ["manifest.json", "notes.txt"], os.listdir(c.out))
+    with open(os.path.join(c.out, "manifest.json")) as f:
+        check(f.read() == "{}\n", "manifest.json touched")
 
 
 def t_opaque_ignored(c):
@@ -483,7 +612,7 @@ def t_git_write(c):
 def t_diff_too_large(c):
     rc = c.run(workunit("head -c 20000 /dev/zero | tr '\\0' 'a' | fold -w 80 >> README.md",
                         diff_bytes="4K"))
-    expect(c, rc, EX_REJECTED, "rejected", "artifact_too_large")
+    expect(c, rc, EX_REJECTED, "rejected", "diff_too_large")
     check(c.artifact("candidate.diff") is None, "never a truncated diff")
     check(c.manifest["scope"]["accepted"], "scope was fine")
 
@@ -620,6 +749,10 @@ def main():
     passed = failed = 0
     cases = [(n, f, ()) for n, f in [
         ("accepted", t_accepted), ("symlink_leak", t_symlink_leak),
+        ("symlink_inside", t_symlink_inside), ("glob_new_dirs", t_glob_new_dirs),
+        ("special_file", t_special_file), ("dotgit_names", t_dotgit_names),
+        ("ignored_warning", t_ignored_warning), ("out_reused", t_out_reused),
+        ("out_foreign", t_out_foreign),
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
         ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),
