@@ -140,6 +140,7 @@ struct bbuf {
 	uint64_t wanted;        /* bytes offered in total (may exceed max) */
 	bool over;
 	bool oom;
+	bool nodata;            /* a binary change libgit2 printed without its data */
 };
 
 static int
@@ -172,9 +173,22 @@ diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
     const git_diff_line *line, void *payload)
 {
 	struct bbuf *b = payload;
+	static const char nodata[] = "Binary files ";
 
-	(void)delta;
 	(void)hunk;
+	if (line->origin == GIT_DIFF_LINE_BINARY && line->content_len >= sizeof(nodata) - 1 &&
+	    memcmp(line->content, nodata, sizeof(nodata) - 1) == 0) {
+		/* libgit2 says "Binary files a/x and b/x differ" for a binary file whose mode
+		 * alone changed; git writes nothing there (the old/new mode lines say it all)
+		 * and git apply refuses the line. Any other such line would be a binary change
+		 * without its data: a patch that does not apply - refuse it. */
+		if ((delta->old_file.flags & delta->new_file.flags & GIT_DIFF_FLAG_VALID_ID) != 0 &&
+		    !git_oid_is_zero(&delta->old_file.id) &&
+		    git_oid_equal(&delta->old_file.id, &delta->new_file.id))
+			return 0;
+		b->nodata = true;
+		return GIT_EUSER;
+	}
 	if (line->origin == GIT_DIFF_LINE_CONTEXT || line->origin == GIT_DIFF_LINE_ADDITION ||
 	    line->origin == GIT_DIFF_LINE_DELETION) {
 		char o = line->origin;
@@ -237,9 +251,10 @@ artifacts_write_diff(const char *out_dir, const char *repo_dir, const char *merg
 		rc = DIFF_TOO_LARGE;
 		goto out;
 	}
-	if (b.oom || grc != 0) {
+	if (b.oom || b.nodata || grc != 0) {
 		const git_error *e = git_error_last();
-		snprintf(err, errlen, "diff: %s", b.oom ? "out of memory" :
+		snprintf(err, errlen, "diff: %s", b.oom ? "out of memory" : b.nodata ?
+		    "libgit2 gave a binary change without its data (the patch would not apply)" :
 		    e && e->message ? e->message : "libgit2 error");
 		goto out;
 	}

@@ -333,6 +333,10 @@ def clone(base, dst):
     subprocess.run(["git", "clone", "-q", base, dst], check=True)
 
 
+def short(script):
+    return script if len(script) < 6000 else script[:6000] + "\n... (%d bytes)" % len(script)
+
+
 def one_seed(top, seed, preset):
     d = os.path.join(top, "s%d" % seed)
     repo, out = os.path.join(d, "repo"), os.path.join(d, "out")
@@ -341,13 +345,13 @@ def one_seed(top, seed, preset):
     with open(wu, "w") as f:
         b64 = base64.b64encode(script.encode()).decode()
         f.write(WORKUNIT.format(seed=seed, b64="".join(
-            "objective = %s\n" % b64[i:i + 76] for i in range(0, len(b64), 76))))
+            "objective = %s\n" % b64[i:i + 2000] for i in range(0, len(b64), 2000))))
     p = subprocess.run([EXEC, "run", "--workunit", wu, "--preset", preset, "--repo", repo,
                         "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=180)
     if p.returncode != 0:
         raise AssertionError("seed %d: egress-exec exited %d\n%s\nscript:\n%s" %
-                             (seed, p.returncode, p.stderr.decode(errors="replace"), script))
+                             (seed, p.returncode, p.stderr.decode(errors="replace"), short(script)))
     # The same edits outside, on a clone of the base.
     replay = os.path.join(d, "replay")
     clone(repo, replay)
@@ -365,7 +369,7 @@ def one_seed(top, seed, preset):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if a.returncode != 0:
         raise AssertionError("seed %d: git apply refused candidate.diff: %s\nscript:\n%s" %
-                             (seed, a.stdout.decode(errors="replace"), script))
+                             (seed, a.stdout.decode(errors="replace")[-3000:], short(script)))
     want, got = snapshot(replay), snapshot(applied)
     if want != got:
         diffs = sorted(set(want) ^ set(got)) + sorted(k for k in set(want) & set(got)
@@ -373,7 +377,7 @@ def one_seed(top, seed, preset):
         raise AssertionError("seed %d: applied tree differs from the replayed one at %s\n"
                              "replayed: %s\napplied: %s\nscript:\n%s" % (
                                  seed, diffs[:10], [want.get(k) for k in diffs[:5]],
-                                 [got.get(k) for k in diffs[:5]], script))
+                                 [got.get(k) for k in diffs[:5]], short(script)))
     shutil.rmtree(d, ignore_errors=True)
 
 

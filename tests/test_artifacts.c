@@ -156,7 +156,8 @@ test_diff_roundtrip(void **state)
 	    "printf 'f\\n' > f2link && ln -s text link2file && mkdir d && printf 'in d\\n' > d/1 && "
 	    "printf 'file\\n' > f2dir && printf 'crlf\\r\\nline\\r\\n' > crlf && "
 	    "printf 'noeol' > noeol && printf 'exe\\n' > exe && printf 'gone\\n' > gone && "
-	    ": > empty && printf 'move me\\n' > mv_src && "
+	    ": > empty && printf 'move me\\n' > mv_src && printf 'b\\000x' > binmode && "
+	    "chmod +x binmode && printf 'b\\000y' > binmode2 && "
 	    "git add -A && git commit -q -m base && cp -a . ../work", rt, rtout, rt);
 	/* the edits, in the work copy (playing the merged view) */
 	sh("cd %s/work && printf 'a\\nB\\n' > text && printf '\\000\\377\\000' > bin && "
@@ -164,7 +165,7 @@ test_diff_roundtrip(void **state)
 	    "rm -r d && printf 'd was a dir\\n' > d && rm f2dir && mkdir -p f2dir/deep/er && "
 	    "printf 'x\\n' > f2dir/deep/er/y && printf 'crlf\\r\\nline2\\r\\n' > crlf && "
 	    "printf 'noeol2' > noeol && chmod +x exe && rm gone && : > empty2 && "
-	    "printf 'tail' >> empty && mv mv_src 'mv dst é' && mkdir -p 'sp ace/new dir' && "
+	    "printf 'tail' >> empty && chmod -x binmode && chmod +x binmode2 && mv mv_src 'mv dst é' && mkdir -p 'sp ace/new dir' && "
 	    "printf '\\000\\000' > 'sp ace/new dir/b\"q\\\\' && ln -s ../text 'sp ace/ln' && "
 	    "printf 'tab' > \"$(printf 'x\\ty')\" && : > 'sp ace/z'", rt);
 	snprintf(cmd, sizeof(cmd), "%s/base", rt);
