@@ -81,6 +81,9 @@
 #define EGRESS_REPO_PATH_MAX       1024  /* one repository-relative path */
 #define EGRESS_GLOB_MAX            1024
 #define EGRESS_CHANGED_PATHS_MAX   100000
+#define EGRESS_MASK_GLOB_MAX       4096  /* entries one glob forbidden_paths masks (one
+                                          * mount each); more refuses the run */
+#define EGRESS_MASK_DEPTH_MAX      256   /* directory depth a glob mask walk enters */
 #define EGRESS_ENV_VARS_MAX        256
 #define EGRESS_ENV_NAME_MAX        128   /* one environment variable name */
 #define EGRESS_ENV_VALUE_MAX       32768 /* one environment value copied to a worker */

@@ -241,19 +241,18 @@ write_manifest(struct orch *r)
 	return 0;
 }
 
-/* NULL-terminated copy of the literal (non-glob) entries: the sandbox masks those; globs
- * are enforced by the scope check afterwards. */
+/* NULL-terminated copy of the forbidden entries: the sandbox masks every existing path
+ * they name (a glob: every entry it matches, executor/mounts.c); what the worker creates
+ * under them is the scope check's to refuse afterwards. */
 static const char **
 forbidden_literals(const struct strlist *l)
 {
 	const char **v = calloc(l->n + 1, sizeof(*v));
-	size_t k = 0;
 
 	if (v == NULL)
 		return NULL;
 	for (size_t i = 0; i < l->n; i++)
-		if (!glob_is_pattern(l->v[i]))
-			v[k++] = l->v[i];
+		v[i] = l->v[i];
 	return v;
 }
 

@@ -590,13 +590,44 @@ def t_scope_renamed(c):
 
 def t_scope_forbidden(c):
     # A literal forbidden path is masked inside the sandbox: the write fails there. A glob
-    # cannot be masked in advance; the scope check rejects what matches it.
+    # masks what exists when the run starts; a new file matching it is the scope check's.
     rc = c.run(workunit("echo leak > docs/secret/key2 || echo masked\n"
                         "echo leak > docs/x.key\necho ok >> README.md",
                         forbidden=["docs/secret", "docs/*.key"]))
     expect(c, rc, EX_REJECTED, "rejected", "scope_forbidden")
     check(violations(c) == {("docs/x.key", "scope_forbidden")}, violations(c))
     check(b"masked" in c.artifact("stdout.log"), c.artifact("stdout.log"))
+
+
+def t_forbidden_glob_masked(c):
+    """A glob forbidden path masks every existing file it matches, as a literal one does:
+    unreadable and unwritable in the sandbox. The twin: a file it does not match stays
+    readable. Committed content stays readable through the read-only .git (documented)."""
+    git = ["git", "-C", c.repo, "-c", "user.email=t@example.com", "-c", "user.name=t",
+           "-c", "safe.directory=*"]
+    for rel in ("docs/api.key", "docs/deep/er/db.key"):
+        p = os.path.join(c.repo, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write("SECRET-%s\n" % rel)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "keys"], check=True)
+    for root, dirs, fs in os.walk(c.repo):
+        for n in dirs + fs:
+            os.lchown(os.path.join(root, n), WORKER_UID, WORKER_UID)
+    rc = c.run(workunit("cat docs/api.key docs/deep/er/db.key 2>/dev/null || echo unreadable\n"
+                        "echo x >> docs/api.key 2>/dev/null || echo unwritable\n"
+                        "cat docs/guide.md | head -1\n"
+                        "git show HEAD:docs/api.key 2>/dev/null | head -c 6; echo\n"
+                        "echo ok >> README.md", forbidden=["*.key"]))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    out = c.artifact("stdout.log").decode()
+    print("  worker saw: %r" % out)
+    check("SECRET-docs/api" not in out and "SECRET-docs/deep" not in out, out)
+    check("unreadable" in out and "unwritable" in out, out)
+    check("guide" in out, "the twin (docs/guide.md) was not readable: %s" % out)
+    # what stays readable, as docs/sandbox.md says: the committed blob through .git
+    check(out.endswith("SECRET\n"), "git show HEAD:docs/api.key: %r" % out)
 
 
 def t_git_write(c):
@@ -752,7 +783,7 @@ def main():
         ("symlink_inside", t_symlink_inside), ("glob_new_dirs", t_glob_new_dirs),
         ("special_file", t_special_file), ("dotgit_names", t_dotgit_names),
         ("ignored_warning", t_ignored_warning), ("out_reused", t_out_reused),
-        ("out_foreign", t_out_foreign),
+        ("out_foreign", t_out_foreign), ("forbidden_glob_masked", t_forbidden_glob_masked),
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
         ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),
