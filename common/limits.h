@@ -93,6 +93,7 @@
 #define EGRESS_DIFF_FILE_MAX       (512ULL << 20) /* largest changed file a candidate diff
                                                    * carries (read whole into memory and
                                                    * deflated); larger: diff_too_large */
+#define EGRESS_DIFF_RATIO_MAX      64   /* ... and at most this many times diff_bytes */
 #define EGRESS_OUTPUT_DEFAULT_MAX  (1024 * 1024)
 #define EGRESS_DECISIONS_ARTIFACT_MAX (16 * 1024 * 1024) /* decisions.jsonl copied into a run's output */
 #define EGRESS_COLLECT_FILE_MAX    (2ULL << 30)     /* largest file the collector may write

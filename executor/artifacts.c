@@ -202,14 +202,18 @@ diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
 
 /* A changed file the diff cannot carry whole: refused before libgit2 loads it. */
 static const git_diff_delta *
-diff_oversized(git_diff *diff)
+diff_oversized(git_diff *diff, uint64_t max_bytes)
 {
 	size_t n = git_diff_num_deltas(diff);
+	uint64_t cap = EGRESS_DIFF_FILE_MAX;
 
+	/* A file more than EGRESS_DIFF_RATIO_MAX times the bound would need its patch
+	 * compressed at least as well to fit; not worth reading it whole to find out. */
+	if (max_bytes <= cap / EGRESS_DIFF_RATIO_MAX)
+		cap = max_bytes * EGRESS_DIFF_RATIO_MAX;
 	for (size_t i = 0; i < n; i++) {
 		const git_diff_delta *d = git_diff_get_delta(diff, i);
-		if ((uint64_t)d->new_file.size > EGRESS_DIFF_FILE_MAX ||
-		    (uint64_t)d->old_file.size > EGRESS_DIFF_FILE_MAX)
+		if ((uint64_t)d->new_file.size > cap || (uint64_t)d->old_file.size > cap)
 			return d;
 	}
 	return NULL;
@@ -231,15 +235,17 @@ artifacts_write_diff(const char *out_dir, const char *repo_dir, const char *merg
 	if (changes_diff(repo_dir, merged_dir, CHANGES_DIFF_PATCH, &repo, &diff, err,
 	    errlen) != 0)
 		return DIFF_ERROR;
-	if ((big = diff_oversized(diff)) != NULL) {
+	if ((big = diff_oversized(diff, max_bytes)) != NULL) {
 		char disp[256];
 		uint64_t sz = (uint64_t)(big->new_file.size > big->old_file.size ?
 		    big->new_file.size : big->old_file.size);
 		changes_path_display(big->new_file.path ? big->new_file.path :
 		    big->old_file.path, disp, sizeof(disp));
 		*needed = sz > max_bytes ? sz : max_bytes + 1;
-		snprintf(err, errlen, "%s is %llu bytes, more than a candidate carries (%llu)",
-		    disp, (unsigned long long)sz, (unsigned long long)EGRESS_DIFF_FILE_MAX);
+		snprintf(err, errlen, "%s is %llu bytes, more than a candidate of %llu bytes "
+		    "carries (at most %d times diff_bytes, and %llu)", disp, (unsigned long long)sz,
+		    (unsigned long long)max_bytes, EGRESS_DIFF_RATIO_MAX,
+		    (unsigned long long)EGRESS_DIFF_FILE_MAX);
 		rc = DIFF_TOO_LARGE;
 		goto out;
 	}

@@ -60,8 +60,9 @@ enum diff_outcome { DIFF_WRITTEN = 0, DIFF_TOO_LARGE = 1, DIFF_ERROR = -1 };
  * exactly - binary files as git binary patches with full index lines, modes, symlinks,
  * type changes as deletion + addition, paths quoted as git quotes them) and write
  * candidate.diff when it fits in max_bytes. DIFF_TOO_LARGE: nothing written, *needed says
- * how far generation got (more than max_bytes), also when one changed file is larger than
- * EGRESS_DIFF_FILE_MAX. An empty change set gives an empty candidate.diff.
+ * how far generation got (more than max_bytes), also - before anything is read - when
+ * one changed file is larger than EGRESS_DIFF_FILE_MAX or EGRESS_DIFF_RATIO_MAX times
+ * max_bytes. An empty change set gives an empty candidate.diff.
  */
 enum diff_outcome artifacts_write_diff(const char *out_dir, const char *repo_dir,
     const char *merged_dir, uint64_t max_bytes, struct artifact *a, uint64_t *needed,

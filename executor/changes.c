@@ -21,7 +21,10 @@
 #include "common/pathglob.h"
 #include "common/util.h"
 
-#define UPPER_DEPTH_MAX 256
+/* libgit2 (1.5) reads a work tree at most 100 frames deep, the top included (its
+ * FILESYSTEM_MAX_DEPTH): a directory nested 99 deep is "too deep" for it. A worker that
+ * nests deeper gets a clean rejection instead of an error from inside the diff. */
+#define UPPER_DEPTH_MAX 98
 
 static void
 git_err(char *err, size_t errlen, const char *what)
@@ -65,7 +68,9 @@ cs_add(struct changeset *cs, const char *path, size_t plen, const char *old_path
 {
 	struct change *c;
 
-	if (cs->n >= EGRESS_CHANGED_PATHS_MAX)
+	/* Each path may be named twice (git and the upper layer) before cs_merge folds
+	 * them; the bound on distinct paths is checked after the merge. */
+	if (cs->n >= 2 * (size_t)EGRESS_CHANGED_PATHS_MAX)
 		return CHANGES_TOO_MANY;
 	if (cs->n == cs->cap) {
 		size_t ncap = cs->cap ? cs->cap * 2 : 64;
@@ -353,7 +358,8 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 	int rc = 0;
 
 	if (depth > UPPER_DEPTH_MAX) {
-		snprintf(w->err, w->errlen, "upper layer nested deeper than %d", UPPER_DEPTH_MAX);
+		snprintf(w->err, w->errlen, "directories nested deeper than %d (%s/...), more "
+		    "than git's library reads", UPPER_DEPTH_MAX, w->rel);
 		close(dfd);
 		return CHANGES_TOO_MANY;
 	}
@@ -664,6 +670,12 @@ changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_
 			/* the upper layer alone names every write: report it, without git */
 			char lerr[256];
 			cs_merge(cs);
+			if (cs->n > EGRESS_CHANGED_PATHS_MAX) {
+				snprintf(err, errlen, "more than %d changed paths",
+				    EGRESS_CHANGED_PATHS_MAX);
+				rc = CHANGES_TOO_MANY;
+				goto fail;
+			}
 			if (links_check(merged_dir, cs, lerr, sizeof(lerr)) != 0) {
 				snprintf(err, errlen, "%s", lerr);
 				goto fail;
@@ -675,6 +687,11 @@ changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_
 	if ((rc = collect_git(repo_dir, merged_dir, cs, err, errlen)) != 0)
 		goto fail;
 	cs_merge(cs);
+	if (cs->n > EGRESS_CHANGED_PATHS_MAX) {
+		snprintf(err, errlen, "more than %d changed paths", EGRESS_CHANGED_PATHS_MAX);
+		rc = CHANGES_TOO_MANY;
+		goto fail;
+	}
 	if ((rc = links_check(merged_dir, cs, err, errlen)) != 0)
 		goto fail;
 	return 0;

@@ -61,8 +61,8 @@ struct changeset {
  * merged_dir: the overlay's merged view of it; upper_dir: the overlay upper layer (may be
  * NULL only in tests that exercise git alone). Returns 0; CHANGES_TOO_MANY with err when
  * the worker's changes exceed a bound (more than EGRESS_CHANGED_PATHS_MAX paths, nesting
- * deeper than 256, a path longer than EGRESS_PATH_MAX): the candidate is too large to
- * judge; CHANGES_UNSAFE with err when the upper layer holds a FIFO, socket or device, a
+ * deeper than 98 directories, a path longer than EGRESS_PATH_MAX): the candidate is too large to
+ * judge (nesting: libgit2 reads no deeper than 98 directories); CHANGES_UNSAFE with err when the upper layer holds a FIFO, socket or device, a
  * nested .git, or a .gitattributes/.gitignore/.gitmodules that is not a regular file
  * (checked before libgit2 reads the merged view, which it would block on or follow out of
  * the repository) — cs then holds the changed set from the upper layer alone, for the

@@ -717,7 +717,9 @@ run_collector(struct orch *r)
 		return;
 	}
 	r->collected = true;
-	log_debug("collector: %llu ms", (unsigned long long)r->collect_ms);
+	/* After the collector's summary: the time it took (changed set, scope, diff,
+	 * manifest), for the person waiting and for bench/collector.sh. */
+	fprintf(stderr, "  collector: %llu ms\n", (unsigned long long)r->collect_ms);
 }
 
 static void

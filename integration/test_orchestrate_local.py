@@ -630,6 +630,51 @@ def t_forbidden_glob_masked(c):
     check(out.endswith("SECRET\n"), "git show HEAD:docs/api.key: %r" % out)
 
 
+BIG_PRESET = PRESET.replace("memory_bytes = 256M", "memory_bytes = 1G").replace(
+    "disk_bytes = 64M", "disk_bytes = 1G").replace("wall_seconds = 60", "wall_seconds = 300").replace(
+    "diff_bytes = 1M", "diff_bytes = 64M")
+
+
+def t_big_trees(c):
+    """Deep and big trees end cleanly (accepted within bounds, or rejected with a reason),
+    never internal_error: 100 directories deep (deeper than libgit2 reads: rejected, the
+    message says why), 50,000 new files (accepted, every one in candidate.diff), a 200 MiB
+    file (diff_too_large before it is read: over 64 x diff_bytes)."""
+    big = dict(wall_seconds="240", memory_bytes="768M", disk_bytes="768M", allowed=["*"],
+               forbidden=[])
+    rc = c.run(workunit("d=.; i=0; while [ $i -lt 100 ]; do d=$d/n$i; i=$((i+1)); done; "
+                        "mkdir -p $d && echo deep > $d/leaf.txt", **big), preset_text=BIG_PRESET)
+    expect(c, rc, EX_REJECTED, "rejected", "artifact_too_large")
+    check("nested deeper than 98" in c.manifest["outcome"]["message"], c.manifest["outcome"])
+    # the twin: 90 deep is within what git reads, and round-trips
+    c2 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_90")
+    rc = c2.run(workunit("d=.; i=0; while [ $i -lt 90 ]; do d=$d/n$i; i=$((i+1)); done; "
+                         "mkdir -p $d && echo deep > $d/leaf.txt", **big),
+                preset_text=BIG_PRESET)
+    expect(c2, rc, EX_OK, "accepted", "allowed")
+    applied = apply_candidate(c2)
+    check(os.path.isfile(os.path.join(applied, *["n%d" % i for i in range(90)], "leaf.txt")),
+          "the deep file did not apply")
+    c3 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_50k")
+    t0 = time.monotonic()
+    rc = c3.run(workunit("i=0; while [ $i -lt 500 ]; do mkdir -p gen/d$i; j=0; "
+                         "while [ $j -lt 100 ]; do echo $i.$j > gen/d$i/f$j; j=$((j+1)); done; "
+                         "i=$((i+1)); done", diff_bytes="64M", **big), preset_text=BIG_PRESET)
+    expect(c3, rc, EX_OK, "accepted", "allowed")
+    d = c3.artifact("candidate.diff")
+    check(d.count(b"\ndiff --git ") + 1 == 50000, "files in the diff: %d" %
+          (d.count(b"\ndiff --git ") + 1))
+    print("  50,000 files: run %.1f s; %s" % (time.monotonic() - t0, [
+        ln for ln in c3.stderr.splitlines() if "collector:" in ln]))
+    c4 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_200m")
+    rc = c4.run(workunit("head -c 209715200 /dev/zero > big.bin", diff_bytes="1M", **big),
+                preset_text=BIG_PRESET)
+    expect(c4, rc, EX_REJECTED, "rejected", "diff_too_large")
+    check("big.bin is 209715200 bytes" in c4.manifest["outcome"]["message"],
+          c4.manifest["outcome"])
+    check(c4.artifact("candidate.diff") is None, "never a truncated diff")
+
+
 def t_git_write(c):
     # The repository's .git is read-only in the sandbox; a nested .git is caught by scope.
     rc = c.run(workunit("echo x >> .git/config 2>/dev/null\n"
@@ -784,6 +829,7 @@ def main():
         ("special_file", t_special_file), ("dotgit_names", t_dotgit_names),
         ("ignored_warning", t_ignored_warning), ("out_reused", t_out_reused),
         ("out_foreign", t_out_foreign), ("forbidden_glob_masked", t_forbidden_glob_masked),
+        ("big_trees", t_big_trees),
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
         ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),
