@@ -83,6 +83,7 @@ fuzz: deps
 
 bench: build
 	sh bench/run.sh $(BUILD)
+	sh bench/collector.sh $(BUILD)
 
 valgrind: deps
 	cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug >/dev/null
