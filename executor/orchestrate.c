@@ -703,6 +703,15 @@ run_collector(struct orch *r)
 	cs.arg = r;
 	rc = collector_run(&cs, &res);
 	free(exe_real);
+	/* A candidate stands only beside an accepted verdict: a collector that failed, was
+	 * killed after writing candidate.diff, or ended on anything but success leaves none
+	 * (removing a name; the parent never opens what the collector wrote). */
+	if (rc != 0 || res.exit_code != EXEC_EXIT_OK) {
+		char dpath[EGRESS_PATH_MAX + 32];
+		snprintf(dpath, sizeof(dpath), "%s/candidate.diff", r->out);
+		if (unlink(dpath) != 0 && errno != ENOENT)
+			log_warn("remove %s", dpath);
+	}
 	if (rc != 0) {
 		r->collect_ms = res.wall_ms;
 		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "%s", res.message);
@@ -712,6 +721,9 @@ run_collector(struct orch *r)
 	r->exit_code = res.exit_code;
 	/* lstat only: the parent never opens what the collector wrote. */
 	if (lstat(mpath, &st) != 0 || !S_ISREG(st.st_mode)) {
+		char dpath[EGRESS_PATH_MAX + 32];
+		snprintf(dpath, sizeof(dpath), "%s/candidate.diff", r->out);
+		unlink(dpath);
 		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "the collector exited "
 		    "with %d but left no manifest.json", res.exit_code);
 		return;

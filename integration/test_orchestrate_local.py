@@ -510,6 +510,7 @@ def t_collector_killed(c):
     check(c.manifest["changed_paths"] is None and c.manifest["scope"] is None,
           "the parent reported a changed set")
     check(c.manifest["exit"]["started"], "worker exit info kept")
+    check(c.artifact("candidate.diff") is None, "a candidate beside collector_failed")
 
 
 def t_root_owned(c):
