@@ -194,14 +194,14 @@ class Gen:
         files, links, dirs = self.files("f"), self.files("l"), self.dirs()
         op = r.choice(["modify", "modify", "append", "binary", "exec", "truncate", "new",
                        "new_nested", "empty", "delete", "rename", "rename_nested",
-                       "file2link", "link2file", "file2dir", "dir2file", "link2dir",
+                       "file2link", "link2file", "file2dir", "dir2file", "link2dir", "dir2link",
                        "newlink", "retarget", "crlf"])
         if op in ("modify", "binary", "exec", "truncate", "append", "delete", "rename",
                   "rename_nested", "file2link", "file2dir", "crlf") and not files:
             op = "new"
         if op in ("link2file", "link2dir", "retarget") and not links:
             op = "newlink"
-        if op == "dir2file" and not dirs:
+        if op in ("dir2file", "dir2link") and not dirs:
             op = "new_nested"
         if op == "modify":
             p = r.choice(files)
@@ -274,6 +274,10 @@ class Gen:
             d = r.choice(dirs)
             self.remove(d)
             self.write(d, self.content())
+        elif op == "dir2link":
+            d = r.choice(dirs)
+            self.remove(d)
+            self.link(d, self.link_target(d))
         elif op == "newlink":
             p = self.fresh(r.choice([""] + dirs))
             self.link(p, self.link_target(p))
