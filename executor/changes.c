@@ -373,7 +373,7 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 		struct stat st;
 		size_t nl, newlen;
 		const char *kind = NULL;
-		bool recurse = false;
+		bool recurse = false, new_dir = false;
 
 		errno = 0;
 		de = readdir(d);
@@ -418,8 +418,9 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 			kind = "deleted";
 		} else if (S_ISDIR(st.st_mode)) {
 			struct stat lst;
-			bool lower_dir = fstatat(w->lowerfd, w->rel, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(lst.st_mode);
+			bool lower_any = fstatat(w->lowerfd, w->rel, &lst, AT_SYMLINK_NOFOLLOW) == 0;
+			bool lower_dir = lower_any && S_ISDIR(lst.st_mode);
+			new_dir = !lower_any;
 			recurse = true;
 			if (is_opaque(w))
 				kind = "opaque";
@@ -436,6 +437,7 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 		if (kind != NULL && (rc = cs_add(w->cs, w->rel, newlen, NULL, NULL, kind)) == 0) {
 			struct change *c = &w->cs->v[w->cs->n - 1];
 			c->is_dir = S_ISDIR(st.st_mode);
+			c->new_dir = new_dir;
 			c->is_link = S_ISLNK(st.st_mode);
 			c->special = strcmp(kind, "special") == 0;
 		}
@@ -521,6 +523,7 @@ cs_merge(struct changeset *cs)
 			if (keep->upper_kind == NULL)
 				keep->upper_kind = c->upper_kind;
 			keep->is_dir |= c->is_dir;
+			keep->new_dir |= c->new_dir;
 			keep->is_link |= c->is_link;
 			keep->special |= c->special;
 			if (keep->old_path == NULL) {

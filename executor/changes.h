@@ -40,6 +40,7 @@ struct change {
 	                          * "untracked", "ignored", "copied" or NULL (git silent) */
 	const char *upper_kind;  /* "written", "deleted", "opaque", "special" or NULL */
 	bool is_dir;             /* a directory in the upper layer (new, or opaque) */
+	bool new_dir;            /* is_dir, and the repository had nothing at this path */
 	bool is_link;            /* a symbolic link the worker wrote */
 	bool special;            /* a FIFO, socket or device node (not a whiteout) */
 	bool link_escape;        /* is_link, and it resolves outside the repository or through

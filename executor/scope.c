@@ -40,10 +40,12 @@ scope_change(const struct change *c, const struct strlist *allowed,
 {
 	enum reason r = scope_path(c->path, allowed, forbidden);
 
-	/* A directory the worker made is not a change by itself (git has no directories):
-	 * the files in it are checked. It may still not be made under a forbidden path. An
-	 * opaque directory is: it hides everything the repository had below it. */
-	if (r == REASON_SCOPE_VIOLATION && c->is_dir && c->upper_kind != NULL &&
+	/* A directory the worker made where the repository had nothing is not a change by
+	 * itself (git has no directories): the files in it are checked. It may still not be
+	 * made under a forbidden path. A directory that replaces something (an opaque one, or
+	 * one over a file - perhaps an ignored one git never reports deleted) is checked: it
+	 * deletes what was there. */
+	if (r == REASON_SCOPE_VIOLATION && c->new_dir && c->upper_kind != NULL &&
 	    strcmp(c->upper_kind, "written") == 0 && c->git_status == NULL)
 		r = REASON_ALLOWED;
 	if (r == REASON_SCOPE_INVALID_PATH || r == REASON_SCOPE_GIT_DIR)

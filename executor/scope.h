@@ -16,10 +16,11 @@
  *      through .git (changes.h link_escape)                     -> symlink_escape
  *   6. matches no forbidden_paths entry (forbidden beats allowed) -> scope_forbidden
  *   7. matches some allowed_paths entry (path_glob_match)       -> scope_violation
- * A directory the worker created (upper "written", no git status) is exempt from rule 7
- * alone: git records no directories, the files in it are checked one by one (so a glob
- * "src/<star>.py" covers src/new/deep/x.py). An opaque directory is checked like a file:
- * it deletes what the repository had below it.
+ * A directory the worker created where the repository had nothing (upper "written",
+ * new_dir, no git status) is exempt from rule 7 alone: git records no directories, the
+ * files in it are checked one by one (so a glob "src/<star>.py" covers src/new/deep/x.py).
+ * A directory that replaces something (opaque, or over a file) is checked like a file:
+ * it deletes what the repository had there.
  * Any violation rejects the candidate; every violating path is listed, none dropped.
  */
 #ifndef EGRESS_SCOPE_H

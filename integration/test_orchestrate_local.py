@@ -330,6 +330,19 @@ def t_glob_new_dirs(c):
     check(violations(c2) == {("src/deep/notes.txt", "scope_violation")}, violations(c2))
 
 
+def t_dir_over_ignored(c):
+    """Negative twin of glob_new_dirs: a directory made over an ignored file (which git
+    never reports deleted) is checked as a path: out of scope, rejected."""
+    p = os.path.join(c.repo, "out.log")
+    with open(p, "w") as f:
+        f.write("ignored build output\n")
+    os.lchown(p, WORKER_UID, WORKER_UID)
+    rc = c.run(workunit("rm out.log && mkdir out.log && echo x > out.log/y.txt\n"
+                        "echo ok >> README.md", allowed=["README.md", "*.txt"]))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("out.log", "scope_violation")}, violations(c))
+
+
 def t_special_file(c):
     """A FIFO (in scope by name) rejects the candidate with its own reason; the scope
     verdict and the summary say so too."""
@@ -827,7 +840,7 @@ def main():
     cases = [(n, f, ()) for n, f in [
         ("accepted", t_accepted), ("symlink_leak", t_symlink_leak),
         ("symlink_inside", t_symlink_inside), ("glob_new_dirs", t_glob_new_dirs),
-        ("special_file", t_special_file), ("dotgit_names", t_dotgit_names),
+        ("special_file", t_special_file), ("dir_over_ignored", t_dir_over_ignored), ("dotgit_names", t_dotgit_names),
         ("ignored_warning", t_ignored_warning), ("out_reused", t_out_reused),
         ("out_foreign", t_out_foreign), ("forbidden_glob_masked", t_forbidden_glob_masked),
         ("big_trees", t_big_trees),

@@ -155,7 +155,11 @@ test_types(void **state)
 	c.upper_kind = "written";
 	c.path = (char *)"newdir";                      /* a new directory outside scope */
 	c.is_dir = true;
+	c.new_dir = true;
 	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_ALLOWED);
+	c.new_dir = false;                              /* twin: over a (maybe ignored) file */
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_VIOLATION);
+	c.new_dir = true;
 	c.upper_kind = "opaque";                        /* twin: an opaque one deletes */
 	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_VIOLATION);
 	c.upper_kind = "written";
