@@ -245,7 +245,7 @@ write_manifest(struct orch *r)
  * they name (a glob: every entry it matches, executor/mounts.c); what the worker creates
  * under them is the scope check's to refuse afterwards. */
 static const char **
-forbidden_literals(const struct strlist *l)
+forbidden_copy(const struct strlist *l)
 {
 	const char **v = calloc(l->n + 1, sizeof(*v));
 
@@ -290,7 +290,7 @@ run_sandbox(struct orch *r)
 
 	/* argv: the preset's fixed list, or just the executable. */
 	argv = calloc(r->p->argv.n + 2, sizeof(*argv));
-	forbid = forbidden_literals(&r->wu->forbidden_paths);
+	forbid = forbidden_copy(&r->wu->forbidden_paths);
 	if (argv == NULL || forbid == NULL) {
 		free(argv);
 		free(forbid);
