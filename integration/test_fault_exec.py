@@ -108,6 +108,7 @@ def main():
             print("  left behind by kill -9: %s" % left)
             cp = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, st.EXE, "cleanup"],
                                 capture_output=True, timeout=60)
+            st.forget_kept(cp.stdout)
             check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout,
                                                                cp.stderr))
             if left:
