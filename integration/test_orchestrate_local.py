@@ -346,9 +346,12 @@ def t_dir_over_ignored(c):
 def t_special_file(c):
     """A FIFO (in scope by name) rejects the candidate with its own reason; the scope
     verdict and the summary say so too."""
-    rc = c.run(workunit("mkfifo docs/pipe\necho ok >> README.md"))
+    rc = c.run(workunit("mkfifo docs/pipe\necho ok >> README.md\n"
+                        "python3 -c \"import socket; socket.socket(socket.AF_UNIX)"
+                        ".bind('docs/sock')\""))
     expect(c, rc, EX_REJECTED, "rejected", "scope_special_file")
-    check(violations(c) == {("docs/pipe", "scope_special_file")}, violations(c))
+    check(violations(c) == {("docs/pipe", "scope_special_file"),
+                            ("docs/sock", "scope_special_file")}, violations(c))
     check(not c.manifest["scope"]["accepted"], "scope.accepted agrees with the outcome")
     check("scope: rejected" in c.stderr and "scope_special_file docs/pipe" in c.stderr,
           c.stderr[-600:])
