@@ -168,6 +168,41 @@ bbuf_add(struct bbuf *b, const void *d, size_t n)
 	return 0;
 }
 
+/* An empty file created or deleted: git's header has no "---"/"+++" lines (there is no
+ * hunk); libgit2 writes them. Both apply; we write what git writes. */
+static bool
+hdr_without_names(const git_diff_delta *d)
+{
+	git_oid empty;
+
+	if (git_oid_fromstr(&empty, "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391") != 0)
+		return false;
+	if ((d->status == GIT_DELTA_ADDED || d->status == GIT_DELTA_UNTRACKED) &&
+	    (d->new_file.flags & GIT_DIFF_FLAG_VALID_ID) != 0 &&
+	    git_oid_equal(&d->new_file.id, &empty))
+		return true;
+	return d->status == GIT_DELTA_DELETED &&
+	    (d->old_file.flags & GIT_DIFF_FLAG_VALID_ID) != 0 &&
+	    git_oid_equal(&d->old_file.id, &empty);
+}
+
+/* The file header without its "--- " and "+++ " lines. */
+static int
+bbuf_add_hdr(struct bbuf *b, const char *p, size_t n)
+{
+	while (n > 0) {
+		const char *nl = memchr(p, '\n', n);
+		size_t l = nl ? (size_t)(nl - p) + 1 : n;
+
+		if (!(l >= 4 && (memcmp(p, "--- ", 4) == 0 || memcmp(p, "+++ ", 4) == 0)) &&
+		    bbuf_add(b, p, l) != 0)
+			return -1;
+		p += l;
+		n -= l;
+	}
+	return 0;
+}
+
 static int
 diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
     const git_diff_line *line, void *payload)
@@ -189,6 +224,8 @@ diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
 		b->nodata = true;
 		return GIT_EUSER;
 	}
+	if (line->origin == GIT_DIFF_LINE_FILE_HDR && hdr_without_names(delta))
+		return bbuf_add_hdr(b, line->content, line->content_len) != 0 ? GIT_EUSER : 0;
 	if (line->origin == GIT_DIFF_LINE_CONTEXT || line->origin == GIT_DIFF_LINE_ADDITION ||
 	    line->origin == GIT_DIFF_LINE_DELETION) {
 		char o = line->origin;

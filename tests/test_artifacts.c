@@ -1,5 +1,5 @@
-/* test_artifacts.c - candidate.diff (bounded, exact: git apply --binary replays it), logs with the truncation
- * marker, decisions.jsonl filtering, atomic writes with sha256 (executor/artifacts). */
+/* test_artifacts.c - candidate.diff (bounded, exact: git apply --binary replays it, headers
+ * as git writes them), logs with the truncation marker, decisions.jsonl filtering, atomic writes with sha256 (executor/artifacts). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,7 +156,7 @@ test_diff_roundtrip(void **state)
 	    "printf 'f\\n' > f2link && ln -s text link2file && mkdir d && printf 'in d\\n' > d/1 && "
 	    "printf 'file\\n' > f2dir && printf 'crlf\\r\\nline\\r\\n' > crlf && "
 	    "printf 'noeol' > noeol && printf 'exe\\n' > exe && printf 'gone\\n' > gone && "
-	    ": > empty && printf 'move me\\n' > mv_src && printf 'b\\000x' > binmode && "
+	    ": > empty && : > empty_gone && printf 'move me\\n' > mv_src && printf 'b\\000x' > binmode && "
 	    "chmod +x binmode && printf 'b\\000y' > binmode2 && "
 	    "git add -A && git commit -q -m base && cp -a . ../work", rt, rtout, rt);
 	/* the edits, in the work copy (playing the merged view) */
@@ -165,7 +165,8 @@ test_diff_roundtrip(void **state)
 	    "rm -r d && printf 'd was a dir\\n' > d && rm f2dir && mkdir -p f2dir/deep/er && "
 	    "printf 'x\\n' > f2dir/deep/er/y && printf 'crlf\\r\\nline2\\r\\n' > crlf && "
 	    "printf 'noeol2' > noeol && chmod +x exe && rm gone && : > empty2 && "
-	    "printf 'tail' >> empty && chmod -x binmode && chmod +x binmode2 && mv mv_src 'mv dst é' && mkdir -p 'sp ace/new dir' && "
+	    "rm empty_gone && printf 'tail' >> empty && chmod -x binmode && chmod +x binmode2 && "
+	    "mv mv_src 'mv dst é' && mkdir -p 'sp ace/new dir' && "
 	    "printf '\\000\\000' > 'sp ace/new dir/b\"q\\\\' && ln -s ../text 'sp ace/ln' && "
 	    "printf 'tab' > \"$(printf 'x\\ty')\" && : > 'sp ace/z'", rt);
 	snprintf(cmd, sizeof(cmd), "%s/base", rt);
@@ -174,6 +175,15 @@ test_diff_roundtrip(void **state)
 	    sizeof(err)), DIFF_WRITTEN);
 	sh("cd %s && git clone -q base clone && cd clone && "
 	    "git apply --binary %s/candidate.diff", rt, rtout);
+	/* Names quoted exactly as git quotes them: the header lines git itself writes for the
+	 * same change (everything staged, full index, no renames) are ours, in the same order. */
+	sh("cd %s && cp -a work gitview && cd gitview && git add -A && "
+	    "git diff --cached --binary --full-index --no-renames HEAD | "
+	    "grep -E '^(diff --git|--- |\\+\\+\\+ |(old|new|deleted file|new file) mode|index )' "
+	    "| sed 's/\t$//' > ../git.heads && grep -E '^(diff --git|--- |\\+\\+\\+ |"
+	    "(old|new|deleted file|new file) mode|index )' %s/candidate.diff | sed 's/\t$//' "
+	    "> ../ours.heads && { diff ../git.heads ../ours.heads >&2; "
+	    "cmp ../git.heads ../ours.heads; }", rt, rtout);
 	/* names, types, modes, link targets, contents (directories: only by their entries) */
 	sh("cd %s && for t in work clone; do (cd $t && find . -path ./.git -prune -o ! -type d "
 	    "-printf '%%p %%y %%m %%l\\n' | sort > ../$t.list && find . -path ./.git -prune -o "
