@@ -549,8 +549,8 @@ cs_merge(struct changeset *cs)
  * its own target (absolute escapes), at most LINK_HOPS_MAX links in all (past that the
  * kernel answers ELOOP: the path reaches nothing). Once a component does not exist (or
  * loops), the rest is resolved lexically. A component git treats as .git escapes.
- * Nothing is opened or read but link texts (readlinkat). Returns 0 with the resolved repository path in out, or -1
- * when the link escapes.
+ * Nothing is opened or read but link texts (readlinkat). Returns 0 with the resolved
+ * repository path in out, or -1 when the link escapes.
  */
 static int
 link_resolve(int mfd, const char *dir, const char *target, char *out, size_t outlen,
