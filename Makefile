@@ -9,7 +9,8 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean
+.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean \
+	soak-candidate
 
 all: build
 
@@ -46,6 +47,15 @@ integration: deps
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -L integration
+
+# The candidate property test with many more seeds than `make check` runs (50):
+# SEEDS=N SEED_BASE=M to choose; each seed is one real `egress-exec run` (root).
+SOAK_SEEDS ?= 1000
+soak-candidate: deps
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+	EGRESS_BINARY_DIR=$(abspath $(BUILD_SAN)) SEEDS=$(SOAK_SEEDS) SEED_BASE=$${SEED_BASE:-1001} \
+	  python3 integration/test_candidate_roundtrip.py
 
 # The main job: a confined worker reaching an allowlisted origin through egressd.
 demo: deps-demo build
@@ -89,6 +99,7 @@ bench-deps:
 # Full run (~10 min on an idle 2-core machine); writes the table into docs/performance.md.
 bench: bench-deps build
 	sh bench/run.sh $(BUILD)
+	sh bench/collector.sh $(BUILD)
 
 # Quick run (< 3 min): one round, small counts; prints the table, does not touch the docs.
 bench-quick: bench-deps build

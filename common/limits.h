@@ -83,6 +83,9 @@
 #define EGRESS_REPO_PATH_MAX       1024  /* one repository-relative path */
 #define EGRESS_GLOB_MAX            1024
 #define EGRESS_CHANGED_PATHS_MAX   100000
+#define EGRESS_MASK_GLOB_MAX       4096  /* entries one glob forbidden_paths masks (one
+                                          * mount each); more refuses the run */
+#define EGRESS_MASK_DEPTH_MAX      256   /* directory depth a glob mask walk enters */
 #define EGRESS_ENV_VARS_MAX        256
 #define EGRESS_ENV_NAME_MAX        128   /* one environment variable name */
 #define EGRESS_ENV_VALUE_MAX       32768 /* one environment value copied to a worker */
@@ -90,6 +93,10 @@
 #define EGRESS_CGROUP_FILE_MAX     65536 /* a cgroup control file read (cgroup.procs) */
 #define EGRESS_OBJECTIVE_MAX       (256 * 1024)
 #define EGRESS_DIFF_DEFAULT_MAX    (8 * 1024 * 1024)
+#define EGRESS_DIFF_FILE_MAX       (512ULL << 20) /* largest changed file a candidate diff
+                                                   * carries (read whole into memory and
+                                                   * deflated); larger: diff_too_large */
+#define EGRESS_DIFF_RATIO_MAX      64   /* ... and at most this many times diff_bytes */
 #define EGRESS_OUTPUT_DEFAULT_MAX  (1024 * 1024)
 #define EGRESS_DECISIONS_ARTIFACT_MAX (16 * 1024 * 1024) /* decisions.jsonl copied into a run's output */
 #define EGRESS_COLLECT_FILE_MAX    (2ULL << 30)     /* largest file the collector may write

@@ -123,6 +123,153 @@ bad:
 	return 0xdc00 + u[0];
 }
 
+/* ---------- git's reserved names (read-cache.c verify_path, utf8.c, path.c) ---------- */
+
+/* Next code point for HFS+ comparison: the ignorable ones skipped. 0 at the end of the
+ * component and for an invalid sequence (git's pick_one_utf8_char gives 0 there too). */
+static uint32_t
+next_hfs_cp(const char *s, size_t len, size_t *i)
+{
+	for (;;) {
+		uint32_t c;
+		size_t j = *i;
+
+		if (j >= len)
+			return 0;
+		c = next_cp(s, &j);
+		if (j > len || (c >= 0xdc80 && c <= 0xdcff)) {
+			*i = len;
+			return 0;
+		}
+		*i = j;
+		if ((c >= 0x200c && c <= 0x200f) || (c >= 0x202a && c <= 0x202e) ||
+		    (c >= 0x206a && c <= 0x206f) || c == 0xfeff)
+			continue;
+		return c;
+	}
+}
+
+/* HFS+: "." + needle (lowercase ASCII), ignoring case and ignorable code points. */
+static bool
+is_hfs_dot(const char *s, size_t len, const char *needle)
+{
+	size_t i = 0;
+
+	if (next_hfs_cp(s, len, &i) != '.')
+		return false;
+	for (; *needle; needle++) {
+		uint32_t c = next_hfs_cp(s, len, &i);
+		if (c > 127 || (c >= 'A' && c <= 'Z' ? c + 32 : c) != (uint32_t)*needle)
+			return false;
+	}
+	return next_hfs_cp(s, len, &i) == 0;
+}
+
+static char
+lower(char c)
+{
+	return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+}
+
+/* s[i..len) holds only spaces and periods up to the end or a ':' (a data stream). */
+static bool
+ntfs_tail(const char *s, size_t len, size_t i)
+{
+	for (; i < len; i++) {
+		if (s[i] == ':')
+			return true;
+		if (s[i] != ' ' && s[i] != '.')
+			return false;
+	}
+	return true;
+}
+
+/*
+ * NTFS: "." + name, the 6-character short name "name~1".."~4", or the fall-back 8.3 short
+ * name (shortprefix + "~" + digits), each followed by spaces/periods only (git's
+ * is_ntfs_dot_generic).
+ */
+static bool
+is_ntfs_dot(const char *s, size_t len, const char *name, const char *shortprefix)
+{
+	size_t nl = strlen(name), i;
+	bool tilde = false;
+
+	if (len >= nl + 1 && s[0] == '.') {
+		for (i = 0; i < nl && lower(s[i + 1]) == name[i]; i++)
+			;
+		if (i == nl)
+			return ntfs_tail(s, len, nl + 1);
+	}
+	if (len >= 8 && s[6] == '~' && s[7] >= '1' && s[7] <= '4') {
+		for (i = 0; i < 6 && lower(s[i]) == name[i]; i++)
+			;
+		if (i == 6)
+			return ntfs_tail(s, len, 8);
+	}
+	if (shortprefix == NULL || len < 8)
+		return false;
+	for (i = 0; i < 8; i++) {
+		if (tilde) {
+			if (s[i] < '0' || s[i] > '9')
+				return false;
+		} else if (s[i] == '~') {
+			if (++i >= 8 || s[i] < '1' || s[i] > '9')
+				return false;
+			tilde = true;
+		} else if (i >= 6 || (s[i] & 0x80) || lower(s[i]) != shortprefix[i]) {
+			return false;
+		}
+	}
+	return ntfs_tail(s, len, 8);
+}
+
+bool
+path_component_is_dotgit(const char *c, size_t len)
+{
+	if (len == 0)
+		return false;
+	/* "git~1": the 8.3 short name NTFS gives ".git" */
+	if (len >= 5 && lower(c[0]) == 'g' && lower(c[1]) == 'i' && lower(c[2]) == 't' &&
+	    c[3] == '~' && c[4] == '1' && ntfs_tail(c, len, 5))
+		return true;
+	return is_ntfs_dot(c, len, "git", NULL) || is_hfs_dot(c, len, "git");
+}
+
+bool
+path_has_dotgit(const char *path)
+{
+	for (const char *s = path;;) {
+		const char *e = strchr(s, '/');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+
+		if (path_component_is_dotgit(s, l))
+			return true;
+		if (e == NULL)
+			return false;
+		s = e + 1;
+	}
+}
+
+bool
+path_is_git_control_file(const char *path)
+{
+	static const struct { const char *name, *shortprefix; } f[] = {
+		{ "gitmodules", "gi7eba" }, { "gitattributes", "gi7d29" },
+		{ "gitignore", "gi250a" }, { "mailmap", "maba30" },
+	};
+	const char *base = strrchr(path, '/');
+	size_t len;
+
+	base = base ? base + 1 : path;
+	len = strlen(base);
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (is_ntfs_dot(base, len, f[i].name, f[i].shortprefix) ||
+		    is_hfs_dot(base, len, f[i].name))
+			return true;
+	return false;
+}
+
 /* ---------- compiling a pattern ---------- */
 
 enum tok_kind { TOK_LIT, TOK_ANY, TOK_STAR, TOK_CLASS };

@@ -45,6 +45,29 @@ enum path_err path_check(const char *p);
 const char *path_err_str(enum path_err e);
 
 /*
+ * git's own rules for names it treats as its repository directory, applied whatever the
+ * file system (core.protectNTFS and core.protectHFS both on, as git does by default on
+ * the systems where they matter, and as a reviewer on any system needs):
+ *   - ".git" in any case;
+ *   - NTFS: ".git" or the short name "git~1" followed only by spaces and periods, or by
+ *     ':' (an alternate data stream): ".git.", ".git ", "GIT~1", ".git::$INDEX_ALLOCATION";
+ *   - HFS+: ".git" with any of the code points HFS+ ignores (U+200C-U+200F,
+ *     U+202A-U+202E, U+206A-U+206F, U+FEFF) anywhere, any case: ".g\u200cit";
+ *     an invalid UTF-8 sequence right after ".git" counts as its end, as in git.
+ * path_component_is_dotgit judges one component of len bytes; path_has_dotgit every
+ * component of a '/'-separated path.
+ */
+bool path_component_is_dotgit(const char *c, size_t len);
+bool path_has_dotgit(const char *path);
+
+/*
+ * The last component of path names one of git's control files that git refuses as a
+ * symbolic link (.gitmodules, .gitattributes, .gitignore, .mailmap), under the same NTFS
+ * (including the 8.3 short names "gitmod~1", "gi7eba~1" ...) and HFS+ equivalences.
+ */
+bool path_is_git_control_file(const char *path);
+
+/*
  * True when pattern is usable: not NULL and at most EGRESS_GLOB_MAX bytes. Callers check
  * patterns when loading them, so that a too-long forbidden pattern is an error at load
  * time instead of a silent non-match.

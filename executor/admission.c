@@ -46,20 +46,6 @@ admission_free(struct admission *a)
 	strlist_free(&a->grant);
 }
 
-static bool
-has_git_component(const char *p)
-{
-	for (const char *s = p;;) {
-		const char *e = strchr(s, '/');
-		size_t l = e ? (size_t)(e - s) : strlen(s);
-		if (l == 4 && strncasecmp(s, ".git", 4) == 0)
-			return true;
-		if (e == NULL)
-			return false;
-		s = e + 1;
-	}
-}
-
 static void
 check_paths(struct admission *a, const struct workunit *wu, const char *what,
     const struct strlist *l)
@@ -72,8 +58,9 @@ check_paths(struct admission *a, const struct workunit *wu, const char *what,
 		} else if (strlen(l->v[i]) > EGRESS_GLOB_MAX) {
 			refuse(a, REASON_ADM_INVALID_PATH, "%s:%u: %s entry longer than %d bytes",
 			    wu->file, l->line, what, EGRESS_GLOB_MAX);
-		} else if (strcmp(what, "forbidden_paths") != 0 && has_git_component(l->v[i])) {
-			/* The repository's own metadata is never a write scope. */
+		} else if (strcmp(what, "forbidden_paths") != 0 && path_has_dotgit(l->v[i])) {
+			/* The repository's own metadata is never a write scope: .git in any case
+			 * and what NTFS or HFS+ would take for it (git's own rules). */
 			refuse(a, REASON_ADM_INVALID_PATH, "%s:%u: %s entry '%.200s' names .git",
 			    wu->file, l->line, what, l->v[i]);
 		}

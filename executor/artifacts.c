@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "executor/artifacts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -139,6 +140,7 @@ struct bbuf {
 	uint64_t wanted;        /* bytes offered in total (may exceed max) */
 	bool over;
 	bool oom;
+	bool nodata;            /* a binary change libgit2 printed without its data */
 };
 
 static int
@@ -166,14 +168,64 @@ bbuf_add(struct bbuf *b, const void *d, size_t n)
 	return 0;
 }
 
+/* An empty file created or deleted: git's header has no "---"/"+++" lines (there is no
+ * hunk); libgit2 writes them. Both apply; we write what git writes. */
+static bool
+hdr_without_names(const git_diff_delta *d)
+{
+	git_oid empty;
+
+	if (git_oid_fromstr(&empty, "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391") != 0)
+		return false;
+	if ((d->status == GIT_DELTA_ADDED || d->status == GIT_DELTA_UNTRACKED) &&
+	    (d->new_file.flags & GIT_DIFF_FLAG_VALID_ID) != 0 &&
+	    git_oid_equal(&d->new_file.id, &empty))
+		return true;
+	return d->status == GIT_DELTA_DELETED &&
+	    (d->old_file.flags & GIT_DIFF_FLAG_VALID_ID) != 0 &&
+	    git_oid_equal(&d->old_file.id, &empty);
+}
+
+/* The file header without its "--- " and "+++ " lines. */
+static int
+bbuf_add_hdr(struct bbuf *b, const char *p, size_t n)
+{
+	while (n > 0) {
+		const char *nl = memchr(p, '\n', n);
+		size_t l = nl ? (size_t)(nl - p) + 1 : n;
+
+		if (!(l >= 4 && (memcmp(p, "--- ", 4) == 0 || memcmp(p, "+++ ", 4) == 0)) &&
+		    bbuf_add(b, p, l) != 0)
+			return -1;
+		p += l;
+		n -= l;
+	}
+	return 0;
+}
+
 static int
 diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
     const git_diff_line *line, void *payload)
 {
 	struct bbuf *b = payload;
+	static const char nodata[] = "Binary files ";
 
-	(void)delta;
 	(void)hunk;
+	if (line->origin == GIT_DIFF_LINE_BINARY && line->content_len >= sizeof(nodata) - 1 &&
+	    memcmp(line->content, nodata, sizeof(nodata) - 1) == 0) {
+		/* libgit2 says "Binary files a/x and b/x differ" for a binary file whose mode
+		 * alone changed; git writes nothing there (the old/new mode lines say it all)
+		 * and git apply refuses the line. Any other such line would be a binary change
+		 * without its data: a patch that does not apply - refuse it. */
+		if ((delta->old_file.flags & delta->new_file.flags & GIT_DIFF_FLAG_VALID_ID) != 0 &&
+		    !git_oid_is_zero(&delta->old_file.id) &&
+		    git_oid_equal(&delta->old_file.id, &delta->new_file.id))
+			return 0;
+		b->nodata = true;
+		return GIT_EUSER;
+	}
+	if (line->origin == GIT_DIFF_LINE_FILE_HDR && hdr_without_names(delta))
+		return bbuf_add_hdr(b, line->content, line->content_len) != 0 ? GIT_EUSER : 0;
 	if (line->origin == GIT_DIFF_LINE_CONTEXT || line->origin == GIT_DIFF_LINE_ADDITION ||
 	    line->origin == GIT_DIFF_LINE_DELETION) {
 		char o = line->origin;
@@ -185,20 +237,55 @@ diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
 	return 0;
 }
 
+/* A changed file the diff cannot carry whole: refused before libgit2 loads it. */
+static const git_diff_delta *
+diff_oversized(git_diff *diff, uint64_t max_bytes)
+{
+	size_t n = git_diff_num_deltas(diff);
+	uint64_t cap = EGRESS_DIFF_FILE_MAX;
+
+	/* A file more than EGRESS_DIFF_RATIO_MAX times the bound would need its patch
+	 * compressed at least as well to fit; not worth reading it whole to find out. */
+	if (max_bytes <= cap / EGRESS_DIFF_RATIO_MAX)
+		cap = max_bytes * EGRESS_DIFF_RATIO_MAX;
+	for (size_t i = 0; i < n; i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+		if ((uint64_t)d->new_file.size > cap || (uint64_t)d->old_file.size > cap)
+			return d;
+	}
+	return NULL;
+}
+
 enum diff_outcome
 artifacts_write_diff(const char *out_dir, const char *repo_dir, const char *merged_dir,
     uint64_t max_bytes, struct artifact *a, uint64_t *needed, char *err, size_t errlen)
 {
 	git_repository *repo = NULL;
 	git_diff *diff = NULL;
+	const git_diff_delta *big;
 	struct bbuf b = { .max = max_bytes };
 	enum diff_outcome rc = DIFF_ERROR;
 	int grc;
 
 	memset(a, 0, sizeof(*a));
 	*needed = 0;
-	if (changes_diff(repo_dir, merged_dir, &repo, &diff, err, errlen) != 0)
+	if (changes_diff(repo_dir, merged_dir, CHANGES_DIFF_PATCH, &repo, &diff, err,
+	    errlen) != 0)
 		return DIFF_ERROR;
+	if ((big = diff_oversized(diff, max_bytes)) != NULL) {
+		char disp[256];
+		uint64_t sz = (uint64_t)(big->new_file.size > big->old_file.size ?
+		    big->new_file.size : big->old_file.size);
+		changes_path_display(big->new_file.path ? big->new_file.path :
+		    big->old_file.path, disp, sizeof(disp));
+		*needed = sz > max_bytes ? sz : max_bytes + 1;
+		snprintf(err, errlen, "%s is %llu bytes, more than a candidate of %llu bytes "
+		    "carries (at most %d times diff_bytes, and %llu)", disp, (unsigned long long)sz,
+		    (unsigned long long)max_bytes, EGRESS_DIFF_RATIO_MAX,
+		    (unsigned long long)EGRESS_DIFF_FILE_MAX);
+		rc = DIFF_TOO_LARGE;
+		goto out;
+	}
 	grc = git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_line_cb, &b);
 	if (b.over) {
 		*needed = b.wanted;
@@ -207,9 +294,10 @@ artifacts_write_diff(const char *out_dir, const char *repo_dir, const char *merg
 		rc = DIFF_TOO_LARGE;
 		goto out;
 	}
-	if (b.oom || grc != 0) {
+	if (b.oom || b.nodata || grc != 0) {
 		const git_error *e = git_error_last();
-		snprintf(err, errlen, "diff: %s", b.oom ? "out of memory" :
+		snprintf(err, errlen, "diff: %s", b.oom ? "out of memory" : b.nodata ?
+		    "libgit2 gave a binary change without its data (the patch would not apply)" :
 		    e && e->message ? e->message : "libgit2 error");
 		goto out;
 	}
@@ -340,4 +428,102 @@ artifact_to_json(const struct artifact *a)
 	if (o != NULL && a->truncated)
 		json_object_set_new(o, "truncated", json_true());
 	return o;
+}
+
+/* What egress-exec writes in an output folder (both modes); manifest.json first, so a
+ * folder being prepared never shows a verdict beside the wrong files. */
+static const char *const out_names[] = { "manifest.json", "result.json", "candidate.diff",
+	"stdout.log", "stderr.log", "decisions.jsonl", "egressd.log" };
+
+/* ".<artifact>.XXXXXX": artifact_write's temporary file, left by a killed run. */
+static bool
+out_is_temp(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (name[0] != '.' || n < 8 || name[n - 7] != '.')
+		return false;
+	for (size_t i = 0; i < EGRESS_NELEM(out_names); i++) {
+		size_t l = strlen(out_names[i]);
+		if (n == l + 8 && memcmp(name + 1, out_names[i], l) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool
+out_is_artifact(const char *name)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(out_names); i++)
+		if (strcmp(name, out_names[i]) == 0)
+			return true;
+	return out_is_temp(name);
+}
+
+int
+artifacts_prepare_out(const char *out_dir, char *err, size_t errlen)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	int dfd, rc = 0;
+
+	if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "output folder %s: %s", out_dir, strerror(errno));
+		return -1;
+	}
+	/* lstat: a symlink planted where the caller expected to create the folder (e.g.
+	 * under /tmp) would send root's and the collector's writes elsewhere. */
+	if (lstat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "output folder %s is not a directory (a symlink is refused)",
+		    out_dir);
+		return -1;
+	}
+	dfd = open(out_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || (d = fdopendir(dfd)) == NULL) {
+		snprintf(err, errlen, "output folder %s: %s", out_dir, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		return -1;
+	}
+	/* First pass: anything that is not one of our artifacts (a regular file by one of
+	 * our names) refuses the folder before anything is removed. */
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (!out_is_artifact(de->d_name) ||
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode)) {
+			char disp[256];
+			changes_path_display(de->d_name, disp, sizeof(disp));
+			snprintf(err, errlen, "output folder %s holds '%s', which is not an "
+			    "egress-exec artifact: give an empty or new folder", out_dir, disp);
+			rc = -1;
+			break;
+		}
+	}
+	if (rc == 0) {
+		/* Second pass: the previous run's artifacts go, the verdict first; a temporary
+		 * file of a killed run too. */
+		for (size_t i = 0; i < EGRESS_NELEM(out_names) && rc == 0; i++)
+			if (unlinkat(dfd, out_names[i], 0) != 0 && errno != ENOENT) {
+				snprintf(err, errlen, "remove %s/%s: %s", out_dir, out_names[i],
+				    strerror(errno));
+				rc = -1;
+			}
+		rewinddir(d);
+		while (rc == 0 && (de = readdir(d)) != NULL)
+			if (out_is_temp(de->d_name) && unlinkat(dfd, de->d_name, 0) != 0 &&
+			    errno != ENOENT) {
+				snprintf(err, errlen, "remove %s/%s: %s", out_dir, de->d_name,
+				    strerror(errno));
+				rc = -1;
+			}
+	}
+	if (rc == 0 && fsync(dfd) != 0) {
+		snprintf(err, errlen, "sync %s: %s", out_dir, strerror(errno));
+		rc = -1;
+	}
+	closedir(d);
+	return rc;
 }

@@ -32,6 +32,18 @@ struct artifact {
 
 #define ARTIFACT_TRUNC_MARKER "\n[egress-exec: output truncated at %llu bytes]\n"
 
+/*
+ * Make the output folder ready for a run, before anything runs: created (0755) when
+ * absent; refused when it is a symlink or not a directory, or when it holds anything but
+ * egress-exec's own artifacts (manifest.json, result.json, candidate.diff, stdout.log,
+ * stderr.log, decisions.jsonl, egressd.log, and their ".<name>.XXXXXX" temporaries), so
+ * a mistyped --out never deletes a person's files. The previous run's artifacts are then
+ * removed, manifest.json first, and the folder synced: from here on the folder holds only
+ * what this run writes, and a rejected run never leaves an older candidate.diff beside
+ * its manifest. Returns 0, or -1 with err (nothing removed when refused).
+ */
+int artifacts_prepare_out(const char *out_dir, char *err, size_t errlen);
+
 /* Write data as out_dir/name atomically (mode 0644). Returns 0 (a filled), -1 with err. */
 int artifact_write(const char *out_dir, const char *name, const void *data, size_t len,
     struct artifact *a, char *err, size_t errlen);
@@ -43,10 +55,14 @@ int artifact_sha256_file(const char *path, char out[65], uint64_t *size);
 enum diff_outcome { DIFF_WRITTEN = 0, DIFF_TOO_LARGE = 1, DIFF_ERROR = -1 };
 
 /*
- * Generate the unified diff of the original HEAD against the merged view (libgit2, binary
- * files marked "Binary files a/x and b/x differ") and write candidate.diff when it fits in
- * max_bytes. DIFF_TOO_LARGE: nothing written, *needed says how far generation got (more
- * than max_bytes). An empty change set gives an empty candidate.diff.
+ * Generate the diff of the original HEAD against the merged view (libgit2,
+ * changes_diff CHANGES_DIFF_PATCH: what `git apply --binary` on a clone of HEAD replays
+ * exactly - binary files as git binary patches with full index lines, modes, symlinks,
+ * type changes as deletion + addition, paths quoted as git quotes them) and write
+ * candidate.diff when it fits in max_bytes. DIFF_TOO_LARGE: nothing written, *needed says
+ * how far generation got (more than max_bytes), also - before anything is read - when
+ * one changed file is larger than EGRESS_DIFF_FILE_MAX or EGRESS_DIFF_RATIO_MAX times
+ * max_bytes. An empty change set gives an empty candidate.diff.
  */
 enum diff_outcome artifacts_write_diff(const char *out_dir, const char *repo_dir,
     const char *merged_dir, uint64_t max_bytes, struct artifact *a, uint64_t *needed,

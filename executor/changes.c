@@ -18,9 +18,13 @@
 #include <unistd.h>
 
 #include "common/limits.h"
+#include "common/pathglob.h"
 #include "common/util.h"
 
-#define UPPER_DEPTH_MAX 256
+/* libgit2 (1.5) reads a work tree at most 100 frames deep, the top included (its
+ * FILESYSTEM_MAX_DEPTH): a directory nested 99 deep is "too deep" for it. A worker that
+ * nests deeper gets a clean rejection instead of an error from inside the diff. */
+#define UPPER_DEPTH_MAX 98
 
 static void
 git_err(char *err, size_t errlen, const char *what)
@@ -64,7 +68,9 @@ cs_add(struct changeset *cs, const char *path, size_t plen, const char *old_path
 {
 	struct change *c;
 
-	if (cs->n >= EGRESS_CHANGED_PATHS_MAX)
+	/* Each path may be named twice (git and the upper layer) before cs_merge folds
+	 * them; the bound on distinct paths is checked after the merge. */
+	if (cs->n >= 2 * (size_t)EGRESS_CHANGED_PATHS_MAX)
 		return CHANGES_TOO_MANY;
 	if (cs->n == cs->cap) {
 		size_t ncap = cs->cap ? cs->cap * 2 : 64;
@@ -117,8 +123,8 @@ is_top_dotgit(const char *p)
 }
 
 int
-changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo_out,
-    git_diff **out, char *err, size_t errlen)
+changes_diff(const char *repo_dir, const char *merged_dir, enum changes_diff_mode mode,
+    git_repository **repo_out, git_diff **out, char *err, size_t errlen)
 {
 	git_repository *repo = NULL;
 	git_tree *tree = NULL;
@@ -164,10 +170,28 @@ changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo
 	}
 
 	opts.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS |
-	    GIT_DIFF_INCLUDE_IGNORED | GIT_DIFF_RECURSE_IGNORED_DIRS |
-	    GIT_DIFF_INCLUDE_TYPECHANGE | GIT_DIFF_INCLUDE_TYPECHANGE_TREES |
 	    GIT_DIFF_SHOW_UNTRACKED_CONTENT | GIT_DIFF_IGNORE_SUBMODULES |
 	    GIT_DIFF_DISABLE_PATHSPEC_MATCH;
+	if (mode == CHANGES_DIFF_STATUS) {
+		opts.flags |= GIT_DIFF_INCLUDE_IGNORED | GIT_DIFF_RECURSE_IGNORED_DIRS |
+		    GIT_DIFF_INCLUDE_TYPECHANGE | GIT_DIFF_INCLUDE_TYPECHANGE_TREES;
+	} else {
+		/*
+		 * The candidate is what `git apply --binary` replays on a clone of HEAD: binary
+		 * content as git binary patches, which git applies only with full object ids
+		 * on the index line; a type change (file <-> symlink <-> directory) as a
+		 * deletion and an addition (libgit2 splits it when typechanges are not asked
+		 * for), in path order, which git apply handles (removals before creations).
+		 * No rename detection: a rename is its deletion and its addition, so every
+		 * hunk is a whole, independently checkable file.
+		 */
+		opts.flags |= GIT_DIFF_SHOW_BINARY;
+		opts.id_abbrev = GIT_OID_HEXSZ;
+		/* libgit2 marks a blob above max_size binary without loading it, which would
+		 * print "Binary files differ": a patch that does not apply. The caller refuses
+		 * larger files before asking (EGRESS_DIFF_FILE_MAX). */
+		opts.max_size = (git_off_t)EGRESS_DIFF_FILE_MAX + 1;
+	}
 	opts.ignore_submodules = GIT_SUBMODULE_IGNORE_ALL;
 	/* Content-hashed comparison of HEAD against the work tree: the host index's stat
 	 * cache describes host files, not the merged view, and is not trusted. */
@@ -178,7 +202,7 @@ changes_diff(const char *repo_dir, const char *merged_dir, git_repository **repo
 	fopts.flags = GIT_DIFF_FIND_RENAMES | GIT_DIFF_FIND_FOR_UNTRACKED |
 	    GIT_DIFF_FIND_REMOVE_UNMODIFIED;
 	fopts.rename_limit = 1000;
-	if (git_diff_find_similar(diff, &fopts) != 0) {
+	if (mode == CHANGES_DIFF_STATUS && git_diff_find_similar(diff, &fopts) != 0) {
 		git_err(err, errlen, "find renames");
 		goto fail;
 	}
@@ -216,7 +240,8 @@ collect_git(const char *repo_dir, const char *merged_dir, struct changeset *cs, 
 	git_diff *diff = NULL;
 	size_t n;
 
-	if (changes_diff(repo_dir, merged_dir, &repo, &diff, err, errlen) != 0)
+	if (changes_diff(repo_dir, merged_dir, CHANGES_DIFF_STATUS, &repo, &diff, err,
+	    errlen) != 0)
 		return -1;
 	n = git_diff_num_deltas(diff);
 	for (size_t i = 0; i < n; i++) {
@@ -238,6 +263,9 @@ collect_git(const char *repo_dir, const char *merged_dir, struct changeset *cs, 
 		while (nl > 1 && np[nl - 1] == '/')
 			nl--;
 		int arc = cs_add(cs, np, nl, op, st, NULL);
+		if (arc == 0 && d->status != GIT_DELTA_DELETED &&
+		    d->new_file.mode == GIT_FILEMODE_LINK)
+			cs->v[cs->n - 1].is_link = true;
 		if (arc != 0) {
 			if (arc == CHANGES_TOO_MANY)
 				snprintf(err, errlen, "more than %d changed paths",
@@ -330,7 +358,8 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 	int rc = 0;
 
 	if (depth > UPPER_DEPTH_MAX) {
-		snprintf(w->err, w->errlen, "upper layer nested deeper than %d", UPPER_DEPTH_MAX);
+		snprintf(w->err, w->errlen, "directories nested deeper than %d (%s/...), more "
+		    "than git's library reads", UPPER_DEPTH_MAX, w->rel);
 		close(dfd);
 		return CHANGES_TOO_MANY;
 	}
@@ -344,7 +373,7 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 		struct stat st;
 		size_t nl, newlen;
 		const char *kind = NULL;
-		bool recurse = false;
+		bool recurse = false, new_dir = false;
 
 		errno = 0;
 		de = readdir(d);
@@ -389,8 +418,9 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 			kind = "deleted";
 		} else if (S_ISDIR(st.st_mode)) {
 			struct stat lst;
-			bool lower_dir = fstatat(w->lowerfd, w->rel, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(lst.st_mode);
+			bool lower_any = fstatat(w->lowerfd, w->rel, &lst, AT_SYMLINK_NOFOLLOW) == 0;
+			bool lower_dir = lower_any && S_ISDIR(lst.st_mode);
+			new_dir = !lower_any;
 			recurse = true;
 			if (is_opaque(w))
 				kind = "opaque";
@@ -404,7 +434,14 @@ walk_dir(struct upper_walk *w, int dfd, size_t rellen, unsigned depth)
 		} else {
 			kind = "special";
 		}
-		if (kind != NULL && (rc = cs_add(w->cs, w->rel, newlen, NULL, NULL, kind)) != 0) {
+		if (kind != NULL && (rc = cs_add(w->cs, w->rel, newlen, NULL, NULL, kind)) == 0) {
+			struct change *c = &w->cs->v[w->cs->n - 1];
+			c->is_dir = S_ISDIR(st.st_mode);
+			c->new_dir = new_dir;
+			c->is_link = S_ISLNK(st.st_mode);
+			c->special = strcmp(kind, "special") == 0;
+		}
+		if (rc != 0) {
 			if (rc == CHANGES_TOO_MANY)
 				snprintf(w->err, w->errlen, "more than %d changed paths",
 				    EGRESS_CHANGED_PATHS_MAX);
@@ -485,6 +522,10 @@ cs_merge(struct changeset *cs)
 				keep->git_status = c->git_status;
 			if (keep->upper_kind == NULL)
 				keep->upper_kind = c->upper_kind;
+			keep->is_dir |= c->is_dir;
+			keep->new_dir |= c->new_dir;
+			keep->is_link |= c->is_link;
+			keep->special |= c->special;
 			if (keep->old_path == NULL) {
 				keep->old_path = c->old_path;
 				c->old_path = NULL;
@@ -496,6 +537,121 @@ cs_merge(struct changeset *cs)
 		cs->v[++out] = *c;
 	}
 	cs->n = out + 1;
+}
+
+#define LINK_HOPS_MAX 40      /* as the kernel's ELOOP bound */
+
+/*
+ * Resolve target, a link's text, from the directory dir (a repository path, "" for the
+ * top) in the merged view at mfd, as the kernel would but never above the top: each
+ * component is appended; ".." drops the last one (dropping past the top escapes); a
+ * component that is a symbolic link in the merged view is replaced by the resolution of
+ * its own target (absolute escapes), at most LINK_HOPS_MAX links in all (past that the
+ * kernel answers ELOOP: the path reaches nothing). Once a component does not exist (or
+ * loops), the rest is resolved lexically. A component git treats as .git escapes.
+ * Nothing is opened or read but link texts (readlinkat). Returns 0 with the resolved
+ * repository path in out, or -1 when the link escapes.
+ */
+static int
+link_resolve(int mfd, const char *dir, const char *target, char *out, size_t outlen,
+    unsigned *hops)
+{
+	size_t clen = strlen(dir);
+	bool exists = true;
+	const char *s = target;
+
+	if (target[0] == '/' || target[0] == '\0' || clen >= outlen)
+		return -1;
+	memmove(out, dir, clen + 1);
+	while (*s) {
+		const char *e = strchr(s, '/');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+
+		if (l == 2 && s[0] == '.' && s[1] == '.') {
+			char *sl;
+
+			if (clen == 0)
+				return -1;
+			sl = strrchr(out, '/');
+			clen = sl ? (size_t)(sl - out) : 0;
+			out[clen] = '\0';
+		} else if (l > 0 && !(l == 1 && s[0] == '.')) {
+			size_t parent_len = clen;
+			struct stat st;
+
+			if (path_component_is_dotgit(s, l) || clen + 1 + l >= outlen)
+				return -1;
+			if (clen)
+				out[clen++] = '/';
+			memcpy(out + clen, s, l);
+			clen += l;
+			out[clen] = '\0';
+			if (exists && fstatat(mfd, out, &st, AT_SYMLINK_NOFOLLOW) != 0)
+				exists = false;
+			if (exists && S_ISLNK(st.st_mode)) {
+				char t[EGRESS_PATH_MAX], parent[EGRESS_PATH_MAX];
+				ssize_t r;
+
+				/* Past the bound the kernel refuses the path (ELOOP): nothing is
+				 * reached through it; the rest is resolved lexically. */
+				if (++*hops > LINK_HOPS_MAX) {
+					exists = false;
+					goto next;
+				}
+				r = readlinkat(mfd, out, t, sizeof(t) - 1);
+				if (r <= 0)
+					return -1;
+				t[r] = '\0';
+				memcpy(parent, out, parent_len);
+				parent[parent_len] = '\0';
+				if (link_resolve(mfd, parent, t, out, outlen, hops) != 0)
+					return -1;
+				clen = strlen(out);
+			}
+		}
+next:
+		if (e == NULL)
+			break;
+		s = e + 1;
+	}
+	return 0;
+}
+
+/* Mark every link the worker wrote that escapes (see changes.h). */
+static int
+links_check(const char *merged_dir, struct changeset *cs, char *err, size_t errlen)
+{
+	int mfd = -1;
+
+	for (size_t i = 0; i < cs->n; i++) {
+		struct change *c = &cs->v[i];
+		char t[EGRESS_PATH_MAX], dir[EGRESS_PATH_MAX], res[EGRESS_PATH_MAX];
+		const char *sl;
+		unsigned hops = 0;
+		ssize_t r;
+
+		if (!c->is_link)
+			continue;
+		if (mfd < 0 && (mfd = open(merged_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			snprintf(err, errlen, "open %s: %s", merged_dir, strerror(errno));
+			return -1;
+		}
+		r = readlinkat(mfd, c->path, t, sizeof(t) - 1);
+		if (r < 0) {
+			/* gone or replaced since the walk: nothing runs any more, so this is
+			 * the merged view disagreeing with its upper layer */
+			snprintf(err, errlen, "readlink %s: %s", c->path, strerror(errno));
+			close(mfd);
+			return -1;
+		}
+		t[r] = '\0';
+		sl = strrchr(c->path, '/');
+		snprintf(dir, sizeof(dir), "%.*s", sl ? (int)(sl - c->path) : 0, c->path);
+		c->link_escape = link_resolve(mfd, dir, t, res, sizeof(res), &hops) != 0;
+	}
+	if (mfd >= 0)
+		close(mfd);
+	return 0;
 }
 
 int
@@ -515,7 +671,18 @@ changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_
 	if (upper_dir != NULL && (rc = collect_upper(repo_dir, upper_dir, cs, err, errlen)) != 0) {
 		if (rc == CHANGES_UNSAFE || rc == CHANGES_UNSAFE_GIT) {
 			/* the upper layer alone names every write: report it, without git */
+			char lerr[256];
 			cs_merge(cs);
+			if (cs->n > EGRESS_CHANGED_PATHS_MAX) {
+				snprintf(err, errlen, "more than %d changed paths",
+				    EGRESS_CHANGED_PATHS_MAX);
+				rc = CHANGES_TOO_MANY;
+				goto fail;
+			}
+			if (links_check(merged_dir, cs, lerr, sizeof(lerr)) != 0) {
+				snprintf(err, errlen, "%s", lerr);
+				goto fail;
+			}
 			return rc;
 		}
 		goto fail;
@@ -523,6 +690,13 @@ changes_compute(const char *repo_dir, const char *merged_dir, const char *upper_
 	if ((rc = collect_git(repo_dir, merged_dir, cs, err, errlen)) != 0)
 		goto fail;
 	cs_merge(cs);
+	if (cs->n > EGRESS_CHANGED_PATHS_MAX) {
+		snprintf(err, errlen, "more than %d changed paths", EGRESS_CHANGED_PATHS_MAX);
+		rc = CHANGES_TOO_MANY;
+		goto fail;
+	}
+	if ((rc = links_check(merged_dir, cs, err, errlen)) != 0)
+		goto fail;
 	return 0;
 fail:
 	changes_free(cs);
@@ -611,4 +785,32 @@ changes_to_json(const struct changeset *cs)
 		json_array_append_new(a, o);
 	}
 	return a;
+}
+
+size_t
+changes_ignored_summary(const struct changeset *cs, char *buf, size_t len)
+{
+	size_t n = 0, o = 0, shown = 0;
+	char disp[256];
+
+	for (size_t i = 0; i < cs->n; i++)
+		if (cs->v[i].git_status != NULL && strcmp(cs->v[i].git_status, "ignored") == 0)
+			n++;
+	if (len == 0)
+		return n;
+	buf[0] = '\0';
+	if (n == 0)
+		return 0;
+	o = (size_t)snprintf(buf, len, "%zu changed path%s ignored by .gitignore, not in "
+	    "candidate.diff (in_diff false in manifest.json):", n, n == 1 ? " is" : "s are");
+	for (size_t i = 0; i < cs->n && shown < 5 && o < len; i++) {
+		if (cs->v[i].git_status == NULL || strcmp(cs->v[i].git_status, "ignored") != 0)
+			continue;
+		changes_path_display(cs->v[i].path, disp, sizeof(disp));
+		o += (size_t)snprintf(buf + o, len - o, "%s %s", shown ? "," : "", disp);
+		shown++;
+	}
+	if (n > shown && o < len)
+		snprintf(buf + o, len - o, ", ...");
+	return n;
 }

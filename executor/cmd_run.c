@@ -35,6 +35,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "executor/artifacts.h"
 #include "executor/collector.h"
 #include "executor/env.h"
 #include "executor/mounts.h"
@@ -615,6 +616,17 @@ cmd_run(int argc, char **argv)
 		fclose(f);
 	}
 
+	if (out != NULL) {
+		/* Empty, new, or only a previous run's artifacts, removed before anything runs
+		 * (executor/artifacts.h): no result of an earlier run can pass for this one's. */
+		char perr[EGRESS_PATH_MAX + 256];
+
+		if (artifacts_prepare_out(out, perr, sizeof(perr)) != 0) {
+			fprintf(stderr, "egress-exec run: --out: %s\n", perr);
+			free(prompt);
+			return EXEC_EXIT_USAGE;
+		}
+	}
 	mkdir("/run/egress-exec", 0700);
 	if (mkdtemp(run_dir) == NULL) {
 		log_warn("mkdtemp %s", run_dir);
@@ -705,7 +717,6 @@ cmd_run(int argc, char **argv)
 	if (res.err_len)
 		run_write_all(2, res.err, res.err_len);
 	if (out) {
-		mkdir(out, 0700);
 		collected = run_collect_out(&res, run_dir, out) == 0;
 	}
 	exitc = collected ? (int)sandbox_exit_code(res.reason) : EXEC_EXIT_INTERNAL;

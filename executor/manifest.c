@@ -171,6 +171,14 @@ manifest_build(const struct manifest_input *in)
 	json_object_set_new(m, "changed_paths", in->cs ? changes_to_json(in->cs) :
 	    json_null());
 	json_object_set_new(m, "scope", in->scope ? scope_to_json(in->scope) : json_null());
+	{
+		/* What the candidate leaves out, said where a reviewer looks. */
+		json_t *w = json_array();
+		char line[1024];
+		if (in->cs != NULL && changes_ignored_summary(in->cs, line, sizeof(line)) > 0)
+			json_array_append_new(w, json_string(line));
+		json_object_set_new(m, "warnings", w);
+	}
 	for (size_t i = 0; i < in->nartifacts; i++)
 		json_array_append_new(arts, artifact_to_json(&in->artifacts[i]));
 	json_object_set_new(m, "artifacts", arts);

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "executor/mounts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/pathglob.h"
 #include "common/util.h"
 
 const char *const mounts_denied_paths[] = {
@@ -441,6 +443,105 @@ mounts_mask(const char *work_host, const char *rel, char *err, size_t errlen)
 	return rc;
 }
 
+struct mask_walk {
+	const char *work_host;
+	const char *pattern;
+	char rel[EGRESS_REPO_PATH_MAX + 1];
+	unsigned visited, masked;
+	char *err;
+	size_t errlen;
+};
+
+/* One directory of the glob walk: every entry whose repository path matches is masked
+ * (a matching directory whole, not entered); other directories are entered ('*' crosses
+ * '/'). Never follows a symlink; the top-level .git is not entered (it is read-only and
+ * holds no work-tree path). Bounded in depth, entries visited and masks made. */
+static int
+mounts_mask_walk(struct mask_walk *w, int dfd, size_t rellen, unsigned depth)
+{
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (depth > EGRESS_MASK_DEPTH_MAX) {
+		close(dfd);
+		return mounts_err(w->err, w->errlen, 0, "forbidden glob %s: the repository nests "
+		    "deeper than %d directories; name the paths literally", w->pattern,
+		    EGRESS_MASK_DEPTH_MAX);
+	}
+	if ((d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return mounts_err(w->err, w->errlen, errno, "forbidden glob %s: read %s",
+		    w->pattern, rellen ? w->rel : ".");
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name), nlen = rellen + (rellen ? 1 : 0) + nl;
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (rellen == 0 && strcmp(de->d_name, ".git") == 0)
+			continue;
+		if (++w->visited > EGRESS_CHANGED_PATHS_MAX) {
+			rc = mounts_err(w->err, w->errlen, 0, "forbidden glob %s: more than %d "
+			    "entries in the repository to match it against; name the paths "
+			    "literally", w->pattern, EGRESS_CHANGED_PATHS_MAX);
+			break;
+		}
+		if (nlen > EGRESS_REPO_PATH_MAX)
+			continue;       /* no canonical path: nothing a pattern can name */
+		if (rellen)
+			w->rel[rellen] = '/';
+		memcpy(w->rel + rellen + (rellen ? 1 : 0), de->d_name, nl + 1);
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			rc = mounts_err(w->err, w->errlen, errno, "forbidden glob %s: stat %s",
+			    w->pattern, w->rel);
+			break;
+		}
+		if (glob_match(w->pattern, w->rel)) {
+			if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+				if (++w->masked > EGRESS_MASK_GLOB_MAX) {
+					rc = mounts_err(w->err, w->errlen, 0, "forbidden glob %s matches "
+					    "more than %d paths; forbid their directory instead",
+					    w->pattern, EGRESS_MASK_GLOB_MAX);
+					break;
+				}
+				rc = mounts_mask(w->work_host, w->rel, w->err, w->errlen);
+			}
+		} else if (S_ISDIR(st.st_mode)) {
+			int cfd = openat(dirfd(d), de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd < 0)
+				rc = mounts_err(w->err, w->errlen, errno, "forbidden glob %s: open %s",
+				    w->pattern, w->rel);
+			else
+				rc = mounts_mask_walk(w, cfd, nlen, depth + 1);
+		}
+		w->rel[rellen] = '\0';
+	}
+	closedir(d);
+	return rc;
+}
+
+/*
+ * A glob forbidden path: mask every existing repository entry it matches, as a literal
+ * one is masked (mounts_mask). Paths created later are the scope check's to refuse.
+ */
+static int
+mounts_mask_glob(const char *work_host, const char *pattern, char *err, size_t errlen)
+{
+	struct mask_walk w = { .work_host = work_host, .pattern = pattern, .err = err,
+		.errlen = errlen };
+	int dfd;
+
+	if (!glob_valid(pattern))
+		return mounts_err(err, errlen, 0, "forbidden glob is too long: %s", pattern);
+	dfd = open(work_host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return mounts_err(err, errlen, errno, "open %s", work_host);
+	return mounts_mask_walk(&w, dfd, 0, 0);
+}
+
 /*
  * Attach an idmapped clone of src at dst_fd/dst_path: open_tree(OPEN_TREE_CLONE) gives a
  * detached copy, mount_setattr(MOUNT_ATTR_IDMAP) sets the mapping (only allowed on a
@@ -506,7 +607,9 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 		}
 	}
 	for (size_t i = 0; s->forbidden_paths && s->forbidden_paths[i]; i++) {
-		if (mounts_mask(work_host, s->forbidden_paths[i], err, errlen) < 0)
+		const char *f = s->forbidden_paths[i];
+		if ((glob_is_pattern(f) ? mounts_mask_glob(work_host, f, err, errlen) :
+		    mounts_mask(work_host, f, err, errlen)) < 0)
 			return -1;
 	}
 	return 0;

@@ -27,7 +27,9 @@ struct mounts_spec {
 	const char *upper_dir;     /* overlay upper dir (from mounts_layer_create) */
 	const char *ovl_work_dir;  /* overlay work dir (same file system as upper_dir) */
 	const char *workdir;       /* absolute path of the repository inside: "/work" */
-	const char *const *forbidden_paths; /* repository-relative paths to mask, or NULL */
+	const char *const *forbidden_paths; /* repository-relative paths or globs to mask
+	                                     * (a glob: every existing entry it matches), or
+	                                     * NULL */
 	uint64_t tmp_bytes;        /* size of /tmp (and bound for /dev/shm) */
 	uid_t uid;                 /* sandbox user, for the generated passwd/group */
 	gid_t gid;

@@ -195,6 +195,8 @@ print_summary(const struct orch *r, bool read_outputs)
 		fprintf(stderr, "  %s (%zu changed path%s)\n", line, r->cs.n,
 		    r->cs.n == 1 ? "" : "s");
 	}
+	if (r->cs_valid && changes_ignored_summary(&r->cs, line, sizeof(line)) > 0)
+		fprintf(stderr, "  warning: %s\n", line);
 	for (size_t i = 0; i < r->narts; i++)
 		if (strcmp(r->arts[i].name, "candidate.diff") == 0)
 			fprintf(stderr, "  diff: %s/candidate.diff (%llu bytes)\n", r->out,
@@ -238,19 +240,18 @@ write_manifest(struct orch *r)
 	return 0;
 }
 
-/* NULL-terminated copy of the literal (non-glob) entries: the sandbox masks those; globs
- * are enforced by the scope check afterwards. */
+/* NULL-terminated copy of the forbidden entries: the sandbox masks every existing path
+ * they name (a glob: every entry it matches, executor/mounts.c); what the worker creates
+ * under them is the scope check's to refuse afterwards. */
 static const char **
-forbidden_literals(const struct strlist *l)
+forbidden_copy(const struct strlist *l)
 {
 	const char **v = calloc(l->n + 1, sizeof(*v));
-	size_t k = 0;
 
 	if (v == NULL)
 		return NULL;
 	for (size_t i = 0; i < l->n; i++)
-		if (!glob_is_pattern(l->v[i]))
-			v[k++] = l->v[i];
+		v[i] = l->v[i];
 	return v;
 }
 
@@ -288,7 +289,7 @@ run_sandbox(struct orch *r)
 
 	/* argv: the preset's fixed list, or just the executable. */
 	argv = calloc(r->p->argv.n + 2, sizeof(*argv));
-	forbid = forbidden_literals(&r->wu->forbidden_paths);
+	forbid = forbidden_copy(&r->wu->forbidden_paths);
 	if (argv == NULL || forbid == NULL) {
 		free(argv);
 		free(forbid);
@@ -474,9 +475,10 @@ collect(struct orch *r)
 			orch_set(r, EXEC_EXIT_OK, REASON_ALLOWED, "%s", "");
 			break;
 		case DIFF_TOO_LARGE:
-			orch_set(r, EXEC_EXIT_REJECTED, REASON_ARTIFACT_TOO_LARGE, "candidate.diff "
-			    "needs more than %llu bytes (bound %llu); the candidate is rejected whole",
-			    (unsigned long long)needed, (unsigned long long)r->adm.diff_bytes);
+			orch_set(r, EXEC_EXIT_REJECTED, REASON_DIFF_TOO_LARGE, "candidate.diff "
+			    "needs more than %llu bytes (bound %llu; %s); the candidate is rejected "
+			    "whole", (unsigned long long)needed,
+			    (unsigned long long)r->adm.diff_bytes, err);
 			break;
 		case DIFF_ERROR:
 			orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR, "candidate.diff: %s",
@@ -690,6 +692,15 @@ run_collector(struct orch *r)
 	cs.arg = r;
 	rc = collector_run(&cs, &res);
 	free(exe_real);
+	/* A candidate stands only beside an accepted verdict: a collector that failed, was
+	 * killed after writing candidate.diff, or ended on anything but success leaves none
+	 * (removing a name; the parent never opens what the collector wrote). */
+	if (rc != 0 || res.exit_code != EXEC_EXIT_OK) {
+		char dpath[EGRESS_PATH_MAX + 32];
+		snprintf(dpath, sizeof(dpath), "%s/candidate.diff", r->out);
+		if (unlink(dpath) != 0 && errno != ENOENT)
+			log_warn("remove %s", dpath);
+	}
 	if (rc != 0) {
 		r->collect_ms = res.wall_ms;
 		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "%s", res.message);
@@ -699,12 +710,17 @@ run_collector(struct orch *r)
 	r->exit_code = res.exit_code;
 	/* lstat only: the parent never opens what the collector wrote. */
 	if (lstat(mpath, &st) != 0 || !S_ISREG(st.st_mode)) {
+		char dpath[EGRESS_PATH_MAX + 32];
+		snprintf(dpath, sizeof(dpath), "%s/candidate.diff", r->out);
+		unlink(dpath);
 		orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "the collector exited "
 		    "with %d but left no manifest.json", res.exit_code);
 		return;
 	}
 	r->collected = true;
-	log_debug("collector: %llu ms", (unsigned long long)r->collect_ms);
+	/* After the collector's summary: the time it took (changed set, scope, diff,
+	 * manifest), for the person waiting and for bench/collector.sh. */
+	fprintf(stderr, "  collector: %llu ms\n", (unsigned long long)r->collect_ms);
 }
 
 static void
@@ -731,7 +747,7 @@ orchestrate_run(const struct orchestrate_opts *o)
 	unsigned char rnd[8];
 	char hex[17];
 	char *real;
-	struct stat st;
+	char err[EGRESS_PATH_MAX + 256];
 	int code;
 
 	memset(&r, 0, sizeof(r));
@@ -746,15 +762,10 @@ orchestrate_run(const struct orchestrate_opts *o)
 		    "required");
 		return EXEC_EXIT_USAGE;
 	}
-	if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
-		log_warn("output folder %s", o->out_dir);
-		return EXEC_EXIT_INTERNAL;
-	}
-	/* lstat: an output folder that is a symlink (planted where the caller expected to
-	 * create it, e.g. under /tmp) would send root's and the collector's writes elsewhere. */
-	if (lstat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		log_warnx("output folder %s is not a directory (a symlink is refused)",
-		    o->out_dir);
+	/* Empty, new, or holding only a previous run's artifacts (removed now): see
+	 * artifacts_prepare_out. */
+	if (artifacts_prepare_out(o->out_dir, err, sizeof(err)) != 0) {
+		log_warnx("%s", err);
 		return EXEC_EXIT_INTERNAL;
 	}
 	/* Absolute and canonical: the collector sees it at this path in its own root. */

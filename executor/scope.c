@@ -6,25 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/limits.h"
 #include "common/pathglob.h"
-
-static bool
-has_git_component(const char *p)
-{
-	for (const char *s = p;;) {
-		const char *e = strchr(s, '/');
-		size_t l = e ? (size_t)(e - s) : strlen(s);
-		/* Case-insensitive: on a case-folding checkout ".GIT" is the same directory. */
-		if (l == 4 && strncasecmp(s, ".git", 4) == 0)
-			return true;
-		if (e == NULL)
-			return false;
-		s = e + 1;
-	}
-}
 
 static bool
 matches_any(const struct strlist *l, const char *path)
@@ -40,13 +24,39 @@ scope_path(const char *path, const struct strlist *allowed, const struct strlist
 {
 	if (path == NULL || path_check(path) != PATH_OK)
 		return REASON_SCOPE_INVALID_PATH;
-	if (has_git_component(path))
+	/* git's own rules: ".git" in any case, and what NTFS or HFS+ would take for it */
+	if (path_has_dotgit(path))
 		return REASON_SCOPE_GIT_DIR;
 	if (matches_any(forbidden, path))
 		return REASON_SCOPE_FORBIDDEN;
 	if (!matches_any(allowed, path))
 		return REASON_SCOPE_VIOLATION;
 	return REASON_ALLOWED;
+}
+
+enum reason
+scope_change(const struct change *c, const struct strlist *allowed,
+    const struct strlist *forbidden)
+{
+	enum reason r = scope_path(c->path, allowed, forbidden);
+
+	/* A directory the worker made where the repository had nothing is not a change by
+	 * itself (git has no directories): the files in it are checked. It may still not be
+	 * made under a forbidden path. A directory that replaces something (an opaque one, or
+	 * one over a file - perhaps an ignored one git never reports deleted) is checked: it
+	 * deletes what was there. */
+	if (r == REASON_SCOPE_VIOLATION && c->new_dir && c->upper_kind != NULL &&
+	    strcmp(c->upper_kind, "written") == 0 && c->git_status == NULL)
+		r = REASON_ALLOWED;
+	if (r == REASON_SCOPE_INVALID_PATH || r == REASON_SCOPE_GIT_DIR)
+		return r;
+	if (c->special)
+		return REASON_SCOPE_SPECIAL_FILE;
+	if ((c->is_link || c->is_dir) && path_is_git_control_file(c->path))
+		return REASON_SCOPE_GIT_LINK;
+	if (c->is_link && c->link_escape)
+		return REASON_SYMLINK_ESCAPE;
+	return r;
 }
 
 static int
@@ -81,7 +91,8 @@ scope_check(const struct changeset *cs, const struct strlist *allowed,
 			enum reason r;
 			if (paths[k] == NULL)
 				continue;
-			r = scope_path(paths[k], allowed, forbidden);
+			r = k == 0 ? scope_change(&cs->v[i], allowed, forbidden) :
+			    scope_path(paths[k], allowed, forbidden);
 			if (r != REASON_ALLOWED && add_violation(out, &cap, paths[k], r) != 0) {
 				out->accepted = false;
 				return -1;

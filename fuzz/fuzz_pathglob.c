@@ -1,13 +1,18 @@
 /*
- * fuzz_pathglob - common/pathglob: glob_match, path_glob_match, path_check.
+ * fuzz_pathglob - common/pathglob: glob_match, path_glob_match, path_check, and git's
+ * reserved names (path_has_dotgit, path_is_git_control_file).
  *
  * Input: pattern, a NUL byte, name (no NUL: the name ends at the next NUL or the end).
  * Invariants: a pattern without metacharacters matches exactly the identical name (and,
  * through path_glob_match, names beneath it); "*" matches everything; "?" matches a name
  * of exactly one character; a path path_check accepts has no control characters, no
- * leading '/', and no "." or ".." components.
+ * leading '/', and no "." or ".." components. path_has_dotgit is true for a name with a
+ * ".git" component in any case, and for "x/" + name whenever for name; it is the OR of
+ * path_component_is_dotgit over the components.
  */
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +65,30 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!glob_match("*", name) || !glob_match("**", pat))
 		abort();
 	(void)glob_match(name, pat);        /* roles swapped: any bytes as a pattern */
+
+	{
+		/* git's reserved names: consistent with the components they are made of */
+		bool any = false, plain = false;
+		const char *c = name;
+		char pre[EGRESS_PATH_MAX + 80];
+
+		while (c != NULL) {
+			const char *sl = strchr(c, '/');
+			size_t cl = sl != NULL ? (size_t)(sl - c) : strlen(c);
+			if (path_component_is_dotgit(c, cl))
+				any = true;
+			if (cl == 4 && (c[0] == '.') && (c[1] | 32) == 'g' && (c[2] | 32) == 'i' &&
+			    (c[3] | 32) == 't')
+				plain = true;
+			c = sl != NULL ? sl + 1 : NULL;
+		}
+		if (path_has_dotgit(name) != any || (plain && !any))
+			abort();
+		snprintf(pre, sizeof(pre), "x/%s", name);
+		if (any && !path_has_dotgit(pre))
+			abort();
+		(void)path_is_git_control_file(name);
+	}
 
 	enum path_err e = path_check(name);
 	if (path_err_str(e) == NULL)

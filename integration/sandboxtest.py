@@ -259,3 +259,23 @@ def leftovers(ns, result):
     if os.path.exists(rd):
         left.append("run folder " + rd)
     return left
+
+
+KEEP_DIR = "/var/lib/egress-exec/killed"
+
+
+def forget_kept(cleanup_stdout):
+    """`egress-exec cleanup` keeps a killed run's evidence (decision log, egressd files,
+    state record) under KEEP_DIR and says "kept the evidence of RUN in DIR: ...". A test
+    that killed a run on purpose removes what was kept for it; returns the directories."""
+    if isinstance(cleanup_stdout, bytes):
+        cleanup_stdout = cleanup_stdout.decode(errors="replace")
+    dirs = []
+    for line in cleanup_stdout.splitlines():
+        if line.startswith("kept the evidence of ") and " in " + KEEP_DIR + "/" in line:
+            d = line.split(" in ", 1)[1].split(":", 1)[0]
+            if os.path.dirname(d) == KEEP_DIR and os.path.isdir(d):
+                shutil.rmtree(d, ignore_errors=True)
+                dirs.append(d)
+    return dirs
+

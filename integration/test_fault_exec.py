@@ -14,9 +14,14 @@ Expectations:
   it expires on its own: grant.list stops listing it within wall + 60 s (its lifetime) +
   slack, and its listener refuses connections after that.
 - next_run_works: a following run in the same namespace succeeds and leaves nothing.
+- kill9_evidence_kept: with a private egressd and a root-owned (idmapped) repository,
+  `egress-exec cleanup` moves the killed run's decision log (holding its request), egressd's
+  config and the state record to /var/lib/egress-exec/killed/<run folder>/, says so, and
+  removes everything else, lower/ included.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,6 +108,7 @@ def main():
             print("  left behind by kill -9: %s" % left)
             cp = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, st.EXE, "cleanup"],
                                 capture_output=True, timeout=60)
+            st.forget_kept(cp.stdout)
             check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout,
                                                                cp.stderr))
             if left:
@@ -133,10 +139,84 @@ def main():
             left = st.leftovers(L.ns_host, r)
             check(not left, "next run left: %s" % left)
 
+        def t_evidence_kept():
+            """kill -9 of a run with its own private egressd over a root-owned repository
+            (idmapped lower/): cleanup moves the decision log (holding this run's
+            record), egressd's log and config and the state record to the kept place,
+            reports it, and removes the rest, lower/ included."""
+            repo = os.path.join(L.workdir, "k9repo")
+            os.makedirs(repo, exist_ok=True)
+            with open(os.path.join(repo, "README"), "w") as f:
+                f.write("root-owned\n")
+            before = set(os.listdir(STATE)) if os.path.isdir(STATE) else set()
+            args = ["nsenter", "--net=/run/netns/" + L.ns_host, st.EXE, "run",
+                    "--allow", "http://origin.lab.test", "--wall", "60s",
+                    "--egressd-setting", "dns_server=198.51.100.53",
+                    "--egressd-setting", "allow_special_address=198.51.100.0/24",
+                    "--repo", repo, "--", "/bin/sh", "-c",
+                    "curl -s -o /dev/null http://origin.lab.test/k9evidence; exec sleep 300"]
+            p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            rec = {}
+
+            def recorded():
+                now = (set(os.listdir(STATE)) if os.path.isdir(STATE) else set()) - before
+                for cand in now:
+                    if cand.endswith(".tmp"):
+                        continue
+                    try:
+                        with open(os.path.join(STATE, cand)) as f:
+                            r = dict(ln.split("=", 1) for ln in f.read().splitlines()
+                                     if "=" in ln)
+                    except OSError:
+                        continue
+                    if r.get("pid") != str(p.pid):
+                        continue
+                    dec = os.path.join(r["run_dir"], "decisions.jsonl")
+                    try:
+                        with open(dec) as f:
+                            if "k9evidence" in f.read() and \
+                                    os.path.isdir(os.path.join(r["run_dir"], "lower")):
+                                rec.update(r, rid=cand)
+                                return True
+                    except OSError:
+                        pass
+                return p.poll() is not None
+
+            bounded_wait(recorded, 40, step=0.1)
+            if "rid" not in rec:
+                p.kill()
+                p.wait(timeout=10)
+                check(False, "the run did not record its request (rc %s): %r" %
+                      (p.poll(), p.stderr.read()[-600:]))
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+            p.stderr.close()
+            time.sleep(0.5)
+            rd = rec["run_dir"]
+            check(os.path.isdir(os.path.join(rd, "lower")), "lower/ gone before cleanup")
+            cp = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, st.EXE, "cleanup"],
+                                capture_output=True, timeout=60, text=True)
+            check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout,
+                                                               cp.stderr))
+            kept = os.path.join("/var/lib/egress-exec/killed", os.path.basename(rd))
+            try:
+                check(("kept the evidence of %s in %s" % (rec["rid"], kept)) in cp.stdout,
+                      "cleanup did not report the kept evidence: %r" % cp.stdout)
+                with open(os.path.join(kept, "decisions.jsonl")) as f:
+                    check("k9evidence" in f.read(), "the kept decision log lost the record")
+                for n in ("egressd.ini", "state"):
+                    check(os.path.isfile(os.path.join(kept, n)), "%s not kept" % n)
+                left = st.leftovers(L.ns_host, {"run_id": rec["rid"], "run_dir": rd})
+                check(not left, "leftovers after cleanup: %s" % left)
+                check(not os.path.exists(os.path.join(rd, "lower")), "lower/ left")
+            finally:
+                shutil.rmtree(kept, ignore_errors=True)
+
         res.run("kill9_worker_tree_dies", t_tree)
         res.run("kill9_cleanup_removes_leftovers", t_cleanup)
         res.run("kill9_grant_expires", t_grant_expires)
         res.run("next_run_works", t_next_run)
+        res.run("kill9_evidence_kept", t_evidence_kept)
     return res.finish()
 
 

@@ -66,6 +66,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
+import sandboxtest  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import egressd as ed  # noqa: E402
 from labtools import proxies, proxyclient  # noqa: E402
@@ -584,6 +585,7 @@ def t_private_egressd(L, real_bdir):
             os.kill(epid, signal.SIGKILL)
         cp = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, exe, "cleanup"],
                             capture_output=True, timeout=60)
+        sandboxtest.forget_kept(cp.stdout)   # the evidence cleanup kept of this run
     check(cp.returncode == 0, "cleanup rc=%d %r" % (cp.returncode, cp.stderr[-400:]))
 
 

@@ -206,10 +206,10 @@ def violations(c):
 
 # ---------------------------------------------------------------------------- cases
 
-# candidate.diff of t_accepted, byte for byte as egress-exec wrote it when it still
-# collected as root (libgit2's format; blob ids of the fixed contents).
+# candidate.diff of t_accepted, byte for byte (libgit2's format; full blob ids of the fixed
+# contents, as `git apply --binary` needs them for binary patches).
 ACCEPTED_DIFF = """diff --git a/README.md b/README.md
-index ce01362..2227cdd 100644
+index ce013625030ba8dba906f756967f9e9ca394464a..2227cddb7f6318ea735a1c4adb52f5cd36c5783c 100644
 --- a/README.md
 +++ b/README.md
 @@ -1 +1,2 @@
@@ -217,7 +217,7 @@ index ce01362..2227cdd 100644
 +more
 diff --git a/docs/new.md b/docs/new.md
 new file mode 100644
-index 0000000..3e75765
+index 0000000000000000000000000000000000000000..3e757656cf36eca53338e520d134963a44f793f8
 --- /dev/null
 +++ b/docs/new.md
 @@ -0,0 +1 @@
@@ -258,27 +258,172 @@ def t_accepted(c):
 
 
 def t_symlink_leak(c):
-    """The worker plants links to host files; the collector reads the merged view, but
-    the host files are not in its root: the diff carries the link text, never content."""
+    """The worker plants links to host files: each is a symlink_escape, the candidate is
+    rejected whole, and no host file's content reaches anything in the output folder."""
     secrets = [p for p in ("/etc/shadow", "/root/.bashrc", "/root/.profile", "/etc/gshadow")
                if os.path.isfile(p)]
     script = ["echo ok >> README.md"]
     for i, p in enumerate(secrets):
         script.append("ln -s %s docs/leak%d" % (p, i))
     script.append("ln -s /etc docs/leakdir")
+    script.append("ln -s ../../../etc/passwd docs/up")
+    script.append("ln -s ../.git/config docs/gitcfg")
     rc = c.run(workunit("\n".join(script)))
-    expect(c, rc, EX_OK, "accepted", "allowed")
-    d = c.artifact("candidate.diff").decode(errors="replace")
-    for i, p in enumerate(secrets):
-        check("+++ b/docs/leak%d" % i in d and "+" + p in d, "link %s not in the diff" % p)
-        with open(p, errors="replace") as f:
+    expect(c, rc, EX_REJECTED, "rejected", "symlink_escape")
+    want = {("docs/leak%d" % i, "symlink_escape") for i in range(len(secrets))}
+    want |= {("docs/leakdir", "symlink_escape"), ("docs/up", "symlink_escape"),
+             ("docs/gitcfg", "symlink_escape")}
+    check(violations(c) == want, violations(c))
+    check(c.artifact("candidate.diff") is None, "a rejected candidate has no diff")
+    check(not c.manifest["scope"]["accepted"], "scope.accepted agrees with the outcome")
+    check("symlink_escape docs/" in c.stderr, c.stderr[-600:])
+    blob = b"".join(c.artifact(n) or b"" for n in os.listdir(c.out))
+    for p in secrets:
+        with open(p, "rb") as f:
             for line in f:
                 line = line.strip()
-                # lines long enough to be content, not the link text itself
-                if len(line) > 8 and line != p:
-                    check(line not in d, "content of %s leaked into candidate.diff" % p)
-    check("new file mode 120000" in d and "+/etc\n" in d + "\n", d)
-    check("root:" not in d, "a root: line is in the diff")
+                if len(line) > 8 and line != p.encode():
+                    check(line not in blob, "content of %s leaked" % p)
+
+
+def t_symlink_inside(c):
+    """Negative twin of symlink_leak: links that stay inside the repository are kept and
+    applied as links."""
+    rc = c.run(workunit("ln -s ../README.md docs/readme\nln -s guide.md docs/g\n"
+                        "mkdir -p sub && ln -s .. sub/top && ln -s ../docs sub/docs"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    d = c.artifact("candidate.diff").decode()
+    check("new file mode 120000" in d and "+../README.md" in d and "+.." in d, d)
+    applied = apply_candidate(c)
+    check(os.readlink(os.path.join(applied, "docs/readme")) == "../README.md", "link target")
+    check(os.readlink(os.path.join(applied, "sub/top")) == "..", "link target")
+
+
+def apply_candidate(c):
+    """A fresh clone of the base with candidate.diff applied by git apply --binary."""
+    dst = os.path.join(c.dir, "applied")
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.path.join(c.dir, "gitconfig"))
+    with open(env["GIT_CONFIG_GLOBAL"], "w") as f:
+        f.write("[safe]\n\tdirectory = *\n")
+    subprocess.run(["git", "clone", "-q", c.repo, dst], check=True, env=env)
+    a = subprocess.run(["git", "-C", dst, "apply", "--binary",
+                        os.path.join(c.out, "candidate.diff")], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, env=env)
+    check(a.returncode == 0, "git apply: %s" % a.stdout.decode(errors="replace"))
+    return dst
+
+
+def t_glob_new_dirs(c):
+    """A glob scope covers files in directories the worker creates; the directories are
+    not paths of their own. The twin: a file outside the glob in the same new tree."""
+    rc = c.run(workunit("mkdir -p src/deep/er && echo 'x = 1' > src/deep/er/z.py\n"
+                        "echo 'y = 2' > src/y.py", allowed=["src/*.py"],
+                        forbidden=[]))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    applied = apply_candidate(c)
+    with open(os.path.join(applied, "src/deep/er/z.py")) as f:
+        check(f.read() == "x = 1\n", "z.py")
+    c2 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_twin")
+    rc = c2.run(workunit("mkdir -p src/deep && echo 'x = 1' > src/deep/z.py\n"
+                         "echo t > src/deep/notes.txt", allowed=["src/*.py"], forbidden=[]))
+    expect(c2, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c2) == {("src/deep/notes.txt", "scope_violation")}, violations(c2))
+
+
+def t_dir_over_ignored(c):
+    """Negative twin of glob_new_dirs: a directory made over an ignored file (which git
+    never reports deleted) is checked as a path: out of scope, rejected."""
+    p = os.path.join(c.repo, "out.log")
+    with open(p, "w") as f:
+        f.write("ignored build output\n")
+    os.lchown(p, WORKER_UID, WORKER_UID)
+    rc = c.run(workunit("rm out.log && mkdir out.log && echo x > out.log/y.txt\n"
+                        "echo ok >> README.md", allowed=["README.md", "*.txt"]))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(violations(c) == {("out.log", "scope_violation")}, violations(c))
+
+
+def t_special_file(c):
+    """A FIFO (in scope by name) rejects the candidate with its own reason; the scope
+    verdict and the summary say so too."""
+    rc = c.run(workunit("mkfifo docs/pipe\necho ok >> README.md\n"
+                        "python3 -c \"import socket; socket.socket(socket.AF_UNIX)"
+                        ".bind('docs/sock')\""))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_special_file")
+    check(violations(c) == {("docs/pipe", "scope_special_file"),
+                            ("docs/sock", "scope_special_file")}, violations(c))
+    check(not c.manifest["scope"]["accepted"], "scope.accepted agrees with the outcome")
+    check("scope: rejected" in c.stderr and "scope_special_file docs/pipe" in c.stderr,
+          c.stderr[-600:])
+    check(c.artifact("candidate.diff") is None, "no diff")
+
+
+def t_dotgit_names(c):
+    """Names git takes for .git on NTFS or HFS+ are scope_git_dir; .gitmodules as a link
+    is scope_git_link. The twin (a name git does not reserve) is accepted."""
+    names = ["docs/.git./x", "docs/.git /x", "docs/GIT~1/x", "docs/.g\u200cit/x",
+             "docs/.GIT\ufeff/x"]
+    script = ["mkdir -p '%s' && echo x > '%s'" % (os.path.dirname(n), n) for n in names]
+    script.append("ln -s README.md .gitmodules")
+    rc = c.run(workunit("\n".join(script), allowed=["*"], forbidden=[]))
+    # the outcome names the first violation by path order: .gitmodules
+    expect(c, rc, EX_REJECTED, "rejected", "scope_git_link")
+    v = violations(c)
+    for n in names:
+        check((n, "scope_git_dir") in v, "%s not refused: %s" % (n, v))
+    check((".gitmodules", "scope_git_link") in v, v)
+    c2 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_twin")
+    rc = c2.run(workunit("mkdir -p docs/.gitx docs/git~2 && echo x > docs/.gitx/y && "
+                         "echo y > docs/git~2/z && echo '[x]' > .gitmodules2",
+                         allowed=["*"], forbidden=[]))
+    expect(c2, rc, EX_OK, "accepted", "allowed")
+
+
+def t_ignored_warning(c):
+    """An in-scope ignored file is not in candidate.diff, never silently: in_diff false,
+    a warning in the summary and in manifest.json."""
+    rc = c.run(workunit("echo x > docs/build.log\necho ok >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    e = [p for p in c.manifest["changed_paths"] if p["path"] == "docs/build.log"]
+    check(e and e[0]["git"] == "ignored" and e[0]["in_diff"] is False, e)
+    check("docs/build.log" not in c.artifact("candidate.diff").decode(), "in the diff")
+    check("warning: 1 changed path is ignored" in c.stderr and "docs/build.log" in c.stderr,
+          c.stderr[-600:])
+    check(any("docs/build.log" in w for w in c.manifest["warnings"]), c.manifest["warnings"])
+
+
+def t_out_reused(c):
+    """A rejected run into the folder of an accepted one leaves no candidate.diff beside
+    its manifest; the accepted run's files are replaced at the start."""
+    rc = c.run(workunit("echo more >> README.md"))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    check(c.artifact("candidate.diff") is not None, "first run has a candidate")
+    rc = c.run(workunit("echo x >> Makefile"))
+    expect(c, rc, EX_REJECTED, "rejected", "scope_violation")
+    check(c.artifact("candidate.diff") is None, "the old candidate survived a rejected run")
+    names = sorted(os.listdir(c.out))
+    check(names == ["decisions.jsonl", "manifest.json", "stderr.log", "stdout.log"], names)
+
+
+def t_out_foreign(c):
+    """Negative twin of out_reused: a folder holding anything but egress-exec's artifacts
+    is refused before anything runs, and nothing in it is touched."""
+    os.makedirs(c.out)
+    for n, data in (("notes.txt", "mine\n"), ("manifest.json", "{}\n")):
+        with open(os.path.join(c.out, n), "w") as f:
+            f.write(data)
+    wu = os.path.join(c.dir, "wu.ini")
+    with open(wu, "w") as f:
+        f.write(workunit("echo ok >> README.md"))
+    p = subprocess.run([EXEC, "run", "--workunit", wu, "--preset", c.preset, "--repo", c.repo,
+                        "--out", c.out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    check(p.returncode == EX_INTERNAL, "rc %d %r" % (p.returncode, p.stderr[-300:]))
+    check(b"notes.txt" in p.stderr and b"not an egress-exec artifact" in p.stderr,
+          p.stderr[-300:])
+    check(sorted(os.listdir(c.out)) == ["manifest.json", "notes.txt"], os.listdir(c.out))
+    with open(os.path.join(c.out, "manifest.json")) as f:
+        check(f.read() == "{}\n", "manifest.json touched")
 
 
 def t_opaque_ignored(c):
@@ -381,6 +526,7 @@ def t_collector_killed(c):
     check(c.manifest["changed_paths"] is None and c.manifest["scope"] is None,
           "the parent reported a changed set")
     check(c.manifest["exit"]["started"], "worker exit info kept")
+    check(c.artifact("candidate.diff") is None, "a candidate beside collector_failed")
 
 
 def t_root_owned(c):
@@ -461,13 +607,89 @@ def t_scope_renamed(c):
 
 def t_scope_forbidden(c):
     # A literal forbidden path is masked inside the sandbox: the write fails there. A glob
-    # cannot be masked in advance; the scope check rejects what matches it.
+    # masks what exists when the run starts; a new file matching it is the scope check's.
     rc = c.run(workunit("echo leak > docs/secret/key2 || echo masked\n"
                         "echo leak > docs/x.key\necho ok >> README.md",
                         forbidden=["docs/secret", "docs/*.key"]))
     expect(c, rc, EX_REJECTED, "rejected", "scope_forbidden")
     check(violations(c) == {("docs/x.key", "scope_forbidden")}, violations(c))
     check(b"masked" in c.artifact("stdout.log"), c.artifact("stdout.log"))
+
+
+def t_forbidden_glob_masked(c):
+    """A glob forbidden path masks every existing file it matches, as a literal one does:
+    unreadable and unwritable in the sandbox. The twin: a file it does not match stays
+    readable. Committed content stays readable through the read-only .git (documented)."""
+    git = ["git", "-C", c.repo, "-c", "user.email=t@example.com", "-c", "user.name=t",
+           "-c", "safe.directory=*"]
+    for rel in ("docs/api.key", "docs/deep/er/db.key"):
+        p = os.path.join(c.repo, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write("SECRET-%s\n" % rel)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "keys"], check=True)
+    for root, dirs, fs in os.walk(c.repo):
+        for n in dirs + fs:
+            os.lchown(os.path.join(root, n), WORKER_UID, WORKER_UID)
+    rc = c.run(workunit("cat docs/api.key docs/deep/er/db.key 2>/dev/null || echo unreadable\n"
+                        "echo x >> docs/api.key 2>/dev/null || echo unwritable\n"
+                        "cat docs/guide.md | head -1\n"
+                        "git show HEAD:docs/api.key 2>/dev/null | head -c 6; echo\n"
+                        "echo ok >> README.md", forbidden=["*.key"]))
+    expect(c, rc, EX_OK, "accepted", "allowed")
+    out = c.artifact("stdout.log").decode()
+    print("  worker saw: %r" % out)
+    check("SECRET-docs/api" not in out and "SECRET-docs/deep" not in out, out)
+    check("unreadable" in out and "unwritable" in out, out)
+    check("guide" in out, "the twin (docs/guide.md) was not readable: %s" % out)
+    # what stays readable, as docs/sandbox.md says: the committed blob through .git
+    check(out.endswith("SECRET\n"), "git show HEAD:docs/api.key: %r" % out)
+
+
+BIG_PRESET = PRESET.replace("memory_bytes = 256M", "memory_bytes = 1G").replace(
+    "disk_bytes = 64M", "disk_bytes = 1G").replace("wall_seconds = 60", "wall_seconds = 300").replace(
+    "diff_bytes = 1M", "diff_bytes = 64M")
+
+
+def t_big_trees(c):
+    """Deep and big trees end cleanly (accepted within bounds, or rejected with a reason),
+    never internal_error: 100 directories deep (deeper than libgit2 reads: rejected, the
+    message says why), 50,000 new files (accepted, every one in candidate.diff), a 200 MiB
+    file (diff_too_large before it is read: over 64 x diff_bytes)."""
+    big = dict(wall_seconds="240", memory_bytes="768M", disk_bytes="768M", allowed=["*"],
+               forbidden=[])
+    rc = c.run(workunit("d=.; i=0; while [ $i -lt 100 ]; do d=$d/n$i; i=$((i+1)); done; "
+                        "mkdir -p $d && echo deep > $d/leaf.txt", **big), preset_text=BIG_PRESET)
+    expect(c, rc, EX_REJECTED, "rejected", "artifact_too_large")
+    check("nested deeper than 98" in c.manifest["outcome"]["message"], c.manifest["outcome"])
+    # the twin: 90 deep is within what git reads, and round-trips
+    c2 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_90")
+    rc = c2.run(workunit("d=.; i=0; while [ $i -lt 90 ]; do d=$d/n$i; i=$((i+1)); done; "
+                         "mkdir -p $d && echo deep > $d/leaf.txt", **big),
+                preset_text=BIG_PRESET)
+    expect(c2, rc, EX_OK, "accepted", "allowed")
+    applied = apply_candidate(c2)
+    check(os.path.isfile(os.path.join(applied, *["n%d" % i for i in range(90)], "leaf.txt")),
+          "the deep file did not apply")
+    c3 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_50k")
+    t0 = time.monotonic()
+    rc = c3.run(workunit("i=0; while [ $i -lt 500 ]; do mkdir -p gen/d$i; j=0; "
+                         "while [ $j -lt 100 ]; do echo $i.$j > gen/d$i/f$j; j=$((j+1)); done; "
+                         "i=$((i+1)); done", diff_bytes="64M", **big), preset_text=BIG_PRESET)
+    expect(c3, rc, EX_OK, "accepted", "allowed")
+    d = c3.artifact("candidate.diff")
+    check(d.count(b"\ndiff --git ") + 1 == 50000, "files in the diff: %d" %
+          (d.count(b"\ndiff --git ") + 1))
+    print("  50,000 files: run %.1f s; %s" % (time.monotonic() - t0, [
+        ln for ln in c3.stderr.splitlines() if "collector:" in ln]))
+    c4 = Case(os.path.dirname(c.dir), os.path.basename(c.dir) + "_200m")
+    rc = c4.run(workunit("head -c 209715200 /dev/zero > big.bin", diff_bytes="1M", **big),
+                preset_text=BIG_PRESET)
+    expect(c4, rc, EX_REJECTED, "rejected", "diff_too_large")
+    check("big.bin is 209715200 bytes" in c4.manifest["outcome"]["message"],
+          c4.manifest["outcome"])
+    check(c4.artifact("candidate.diff") is None, "never a truncated diff")
 
 
 def t_git_write(c):
@@ -483,7 +705,7 @@ def t_git_write(c):
 def t_diff_too_large(c):
     rc = c.run(workunit("head -c 20000 /dev/zero | tr '\\0' 'a' | fold -w 80 >> README.md",
                         diff_bytes="4K"))
-    expect(c, rc, EX_REJECTED, "rejected", "artifact_too_large")
+    expect(c, rc, EX_REJECTED, "rejected", "diff_too_large")
     check(c.artifact("candidate.diff") is None, "never a truncated diff")
     check(c.manifest["scope"]["accepted"], "scope was fine")
 
@@ -676,6 +898,11 @@ def main():
     passed = failed = 0
     cases = [(n, f, ()) for n, f in [
         ("accepted", t_accepted), ("symlink_leak", t_symlink_leak),
+        ("symlink_inside", t_symlink_inside), ("glob_new_dirs", t_glob_new_dirs),
+        ("special_file", t_special_file), ("dir_over_ignored", t_dir_over_ignored), ("dotgit_names", t_dotgit_names),
+        ("ignored_warning", t_ignored_warning), ("out_reused", t_out_reused),
+        ("out_foreign", t_out_foreign), ("forbidden_glob_masked", t_forbidden_glob_masked),
+        ("big_trees", t_big_trees),
         ("opaque_ignored", t_opaque_ignored), ("collector_killed", t_collector_killed),
         ("worktree", t_worktree), ("alternates", t_alternates),
         ("root_owned", t_root_owned),

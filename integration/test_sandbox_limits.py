@@ -338,6 +338,7 @@ def t_kill9_cleanup(ns, repo):
                         capture_output=True, timeout=60)
     check(cp.returncode == 0, "cleanup rc=%d %r %r" % (cp.returncode, cp.stdout, cp.stderr))
     check(rid.encode() in cp.stdout, "cleanup did not name the stale run: %r" % cp.stdout)
+    check(st.forget_kept(cp.stdout), "cleanup kept no evidence (state record) of the run")
     left = st.leftovers(ns, {"run_id": rid, "run_dir": rec["run_dir"]})
     check(not left, "leftovers after cleanup: %s" % left)
     check(repo.unchanged(), "host repository changed")

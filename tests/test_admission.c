@@ -500,7 +500,7 @@ test_refusals(void **state)
 	}
 	/* Paths that fail in both lists at once (allowed and filesystem_write stay equal). */
 	static const char *const bad_allowed[] = { ".git/hooks", "../docs", "/abs", "a/../b",
-		"src/.GIT" };
+		"src/.GIT", "src/.git.", "GIT~1/x", "src/.g\xe2\x80\x8cit" };
 	for (size_t i = 0; i < EGRESS_NELEM(bad_allowed); i++) {
 		char r1[128], r2[128];
 		snprintf(r1, sizeof(r1), "allowed_paths = %s\n", bad_allowed[i]);

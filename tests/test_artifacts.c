@@ -1,5 +1,5 @@
-/* test_artifacts.c - candidate.diff (bounded, binary marked), logs with the truncation
- * marker, decisions.jsonl filtering, atomic writes with sha256 (executor/artifacts). */
+/* test_artifacts.c - candidate.diff (bounded, exact: git apply --binary replays it, headers
+ * as git writes them), logs with the truncation marker, decisions.jsonl filtering, atomic writes with sha256 (executor/artifacts). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,7 +112,11 @@ test_diff(void **state)
 	assert_non_null(strstr(d, "diff --git a/README.md b/README.md"));
 	assert_non_null(strstr(d, "\n-hello\n+hello, world\n"));
 	assert_non_null(strstr(d, "+new file\n"));
-	assert_non_null(strstr(d, "Binary files a/blob.bin and b/blob.bin differ"));
+	/* A git binary patch with full object ids, never "Binary files differ". */
+	assert_non_null(strstr(d, "GIT binary patch"));
+	assert_null(strstr(d, "Binary files"));
+	assert_non_null(strstr(d, "index 8352675d67aed6625ece79af41c27fdb4ee2e867.."));
+	assert_null(strstr(d, "x.log"));
 	snprintf(path, sizeof(path), "%s/candidate.diff", out);
 	assert_int_equal(artifact_sha256_file(path, sha, &size), 0);
 	assert_string_equal(sha, a.sha256);
@@ -130,6 +134,61 @@ test_diff(void **state)
 	/* Exactly the size fits. */
 	assert_int_equal(artifacts_write_diff(out, repo, merged, len, &a, &needed, err,
 	    sizeof(err)), DIFF_WRITTEN);
+}
+
+
+/*
+ * Every kind of edit a worker makes, applied with `git apply --binary` to a fresh clone of
+ * the base: the clone must then equal the edited tree (type, bytes, mode, link target).
+ */
+static void
+test_diff_roundtrip(void **state)
+{
+	char rt[400], rtout[400], err[256], cmd[2048], work[512];
+	struct artifact a;
+	uint64_t needed = 0;
+
+	(void)state;
+	snprintf(rt, sizeof(rt), "%s/rt", root);
+	snprintf(rtout, sizeof(rtout), "%s/rtout", root);
+	sh("mkdir -p %s/base %s && cd %s/base && git init -q . && git config user.email t@x && "
+	    "git config user.name t && printf 'a\\nb\\n' > text && printf 'x\\000y' > bin && "
+	    "printf 'f\\n' > f2link && ln -s text link2file && mkdir d && printf 'in d\\n' > d/1 && "
+	    "printf 'file\\n' > f2dir && printf 'crlf\\r\\nline\\r\\n' > crlf && "
+	    "printf 'noeol' > noeol && printf 'exe\\n' > exe && printf 'gone\\n' > gone && "
+	    ": > empty && : > empty_gone && printf 'move me\\n' > mv_src && printf 'b\\000x' > binmode && "
+	    "chmod +x binmode && printf 'b\\000y' > binmode2 && "
+	    "git add -A && git commit -q -m base && cp -a . ../work", rt, rtout, rt);
+	/* the edits, in the work copy (playing the merged view) */
+	sh("cd %s/work && printf 'a\\nB\\n' > text && printf '\\000\\377\\000' > bin && "
+	    "rm f2link && ln -s d/1 f2link && rm link2file && printf 'now a file' > link2file && "
+	    "rm -r d && printf 'd was a dir\\n' > d && rm f2dir && mkdir -p f2dir/deep/er && "
+	    "printf 'x\\n' > f2dir/deep/er/y && printf 'crlf\\r\\nline2\\r\\n' > crlf && "
+	    "printf 'noeol2' > noeol && chmod +x exe && rm gone && : > empty2 && "
+	    "rm empty_gone && printf 'tail' >> empty && chmod -x binmode && chmod +x binmode2 && "
+	    "mv mv_src 'mv dst é' && mkdir -p 'sp ace/new dir' && "
+	    "printf '\\000\\000' > 'sp ace/new dir/b\"q\\\\' && ln -s ../text 'sp ace/ln' && "
+	    "printf 'tab' > \"$(printf 'x\\ty')\" && : > 'sp ace/z'", rt);
+	snprintf(cmd, sizeof(cmd), "%s/base", rt);
+	snprintf(work, sizeof(work), "%s/work", rt);
+	assert_int_equal(artifacts_write_diff(rtout, cmd, work, 1 << 20, &a, &needed, err,
+	    sizeof(err)), DIFF_WRITTEN);
+	sh("cd %s && git clone -q base clone && cd clone && "
+	    "git apply --binary %s/candidate.diff", rt, rtout);
+	/* Names quoted exactly as git quotes them: the header lines git itself writes for the
+	 * same change (everything staged, full index, no renames) are ours, in the same order. */
+	sh("cd %s && cp -a work gitview && cd gitview && git add -A && "
+	    "git diff --cached --binary --full-index --no-renames HEAD | "
+	    "grep -E '^(diff --git|--- |\\+\\+\\+ |(old|new|deleted file|new file) mode|index )' "
+	    "| sed 's/\t$//' > ../git.heads && grep -E '^(diff --git|--- |\\+\\+\\+ |"
+	    "(old|new|deleted file|new file) mode|index )' %s/candidate.diff | sed 's/\t$//' "
+	    "> ../ours.heads && { diff ../git.heads ../ours.heads >&2; "
+	    "cmp ../git.heads ../ours.heads; }", rt, rtout);
+	/* names, types, modes, link targets, contents (directories: only by their entries) */
+	sh("cd %s && for t in work clone; do (cd $t && find . -path ./.git -prune -o ! -type d "
+	    "-printf '%%p %%y %%m %%l\\n' | sort > ../$t.list && find . -path ./.git -prune -o "
+	    "-type f -print0 | sort -z | xargs -0 sha256sum > ../$t.sums); done && "
+	    "cmp work.list clone.list && cmp work.sums clone.sums", rt);
 }
 
 static void
@@ -212,6 +271,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_diff_roundtrip),
 		cmocka_unit_test(test_logs),
 		cmocka_unit_test(test_decisions),
 	};

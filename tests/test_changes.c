@@ -387,11 +387,53 @@ test_missing_head_object(void **state)
 	assert_non_null(strstr(err, "HEAD"));
 }
 
+/* Links the worker wrote: inside the repository kept, out of it or through .git marked
+ * (negative twins of each other). */
+static void
+test_link_escape(void **state)
+{
+	static const struct { const char *path, *target; bool escapes; } links[] = {
+		{ "l_in", "src/a.c", false },
+		{ "src/l_up", "../README.md", false },
+		{ "src/l_dangling", "../nowhere/x", false },
+		{ "src/l_dir", "..", false },
+		{ "l_abs", "/etc/passwd", true },
+		{ "src/l_out", "../../etc/passwd", true },
+		{ "l_dotdot", "..", true },
+		{ "l_git", ".git/config", true },
+		{ "src/l_git2", "../.GIT/config", true },
+		{ "l_gitntfs", "GIT~1/config", true },
+		{ "l_chain", "src/l_dir/../x", true },       /* src/l_dir is the top: ../x leaves */
+		{ "l_via_out", "src/l_out", true },          /* through an escaping link */
+		{ "l_loop1", "l_loop2", false },             /* a loop reaches nothing (ELOOP) */
+		{ "l_loop2", "l_loop1", false },
+		{ "l_empty_dotgit", "src/../.git", true },
+	};
+	struct changeset cs;
+	char err[512];
+
+	(void)state;
+	fresh_views();
+	sh("mkdir -p %s/src", upper);
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		sh("ln -s '%s' '%s/%s' && ln -s '%s' '%s/%s'", links[i].target, merged,
+		    links[i].path, links[i].target, upper, links[i].path);
+	assert_int_equal(changes_compute(repo, merged, upper, &cs, err, sizeof(err)), 0);
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		const struct change *c = must(&cs, links[i].path);
+		print_message("%s -> %s: %d\n", links[i].path, links[i].target, c->link_escape);
+		assert_true(c->is_link);
+		assert_int_equal(c->link_escape, links[i].escapes);
+	}
+	changes_free(&cs);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_git_statuses),
+		cmocka_unit_test(test_link_escape),
 		cmocka_unit_test(test_gitignore_trick),
 		cmocka_unit_test(test_upper_only),
 		cmocka_unit_test(test_unsafe_upper),

@@ -313,6 +313,47 @@ test_path_check(void **state)
 		assert_string_not_equal(path_err_str((enum path_err)e), "invalid path");
 }
 
+/* git's own .git rules (core.protectNTFS, core.protectHFS), with negative twins. */
+static void
+test_dotgit(void **state)
+{
+	static const char *const yes[] = {
+		".git", ".GIT", ".Git", "a/.git/b", ".git.", ".git ", ".git. . .", "GIT~1", "git~1",
+		"a/Git~1/x", ".git::$INDEX_ALLOCATION", ".git:x",
+		".g\xe2\x80\x8cit", "\xe2\x80\x8d.git", ".git\xef\xbb\xbf", ".G\xe2\x80\xaeIT",
+		".gi\xe2\x81\xaat", "a/.git\xe2\x80\x8f/b", ".git\xff",
+	};
+	static const char *const no[] = {
+		"git", ".gitx", ".gi", "x.git", ".git~1", "git~2", "GIT~11", ".gitignore",
+		"a/.gitmodules", ".g\xe2\x80\x8bit" /* U+200B is not ignorable */, "..git",
+		".git.x", "a.git/b", ".gi\xfft", "g.it",
+	};
+	static const char *const ctl_yes[] = {
+		".gitmodules", "a/.GITMODULES", ".gitmodules.", ".gitmodules ", "gitmod~1",
+		"GITMOD~4", "gi7eba~1", "gi7eba~9", ".gitattributes", "gitatt~2", "gi7d29~1",
+		".gitignore", "gitign~1", "gi250a~3", ".mailmap", "mailma~1", "maba30~2",
+		".g\xe2\x80\x8citmodules", "x/.gitignore::$DATA",
+	};
+	static const char *const ctl_no[] = {
+		".gitmodule", "gitmodules", ".gitmodulesx", "gitmod~5", "gi7eba~0", "a/.git",
+		".gitmodules/x", "gitmod~1x", ".mailmaps",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		if (!path_has_dotgit(yes[i]))
+			fail_msg("not .git: %s", yes[i]);
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (path_has_dotgit(no[i]))
+			fail_msg("taken for .git: %s", no[i]);
+	for (size_t i = 0; i < sizeof(ctl_yes) / sizeof(ctl_yes[0]); i++)
+		if (!path_is_git_control_file(ctl_yes[i]))
+			fail_msg("not a git control file: %s", ctl_yes[i]);
+	for (size_t i = 0; i < sizeof(ctl_no) / sizeof(ctl_no[0]); i++)
+		if (path_is_git_control_file(ctl_no[i]))
+			fail_msg("taken for a git control file: %s", ctl_no[i]);
+}
+
 int
 main(void)
 {
@@ -322,6 +363,7 @@ main(void)
 		cmocka_unit_test(test_glob_is_pattern),
 		cmocka_unit_test(test_path_glob_match),
 		cmocka_unit_test(test_path_check),
+		cmocka_unit_test(test_dotgit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

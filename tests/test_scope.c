@@ -43,6 +43,13 @@ test_paths(void **state)
 		{ "docs/.git/hooks/x", REASON_SCOPE_GIT_DIR },
 		{ "docs/.GIT/config", REASON_SCOPE_GIT_DIR },
 		{ "docs/.gitignore", REASON_ALLOWED },
+		/* what git takes for .git on NTFS and HFS+ */
+		{ "docs/.git./x", REASON_SCOPE_GIT_DIR },
+		{ "docs/.git ", REASON_SCOPE_GIT_DIR },
+		{ "docs/GIT~1/config", REASON_SCOPE_GIT_DIR },
+		{ "docs/.g\xe2\x80\x8cit/config", REASON_SCOPE_GIT_DIR },
+		{ "docs/.gitx", REASON_ALLOWED },
+		{ "docs/git~2", REASON_ALLOWED },
 		{ "/etc/passwd", REASON_SCOPE_INVALID_PATH },
 		{ "docs/../Makefile", REASON_SCOPE_INVALID_PATH },
 		{ "docs/./a", REASON_SCOPE_INVALID_PATH },
@@ -65,6 +72,7 @@ add(struct changeset *cs, const char *path, const char *old, const char *git,
 {
 	cs->v = reallocarray(cs->v, cs->n + 1, sizeof(*cs->v));
 	assert_non_null(cs->v);
+	memset(&cs->v[cs->n], 0, sizeof(cs->v[cs->n]));
 	cs->v[cs->n].path = strdup(path);
 	cs->v[cs->n].old_path = old ? strdup(old) : NULL;
 	cs->v[cs->n].git_status = git;
@@ -135,12 +143,55 @@ test_empty_allowed(void **state)
 	changes_free(&cs);
 }
 
+/* The entry's type decides: new directories are not paths of their own, special files,
+ * git control files that are links and escaping links are refused (negative twins). */
+static void
+test_types(void **state)
+{
+	struct change c;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.upper_kind = "written";
+	c.path = (char *)"newdir";                      /* a new directory outside scope */
+	c.is_dir = true;
+	c.new_dir = true;
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_ALLOWED);
+	c.new_dir = false;                              /* twin: over a (maybe ignored) file */
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_VIOLATION);
+	c.new_dir = true;
+	c.upper_kind = "opaque";                        /* twin: an opaque one deletes */
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_VIOLATION);
+	c.upper_kind = "written";
+	c.path = (char *)"docs/secret/sub";             /* twin: never under forbidden */
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_FORBIDDEN);
+	c.path = (char *)"newdir/.git";                 /* twin: never .git */
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_GIT_DIR);
+	c.is_dir = false;
+	c.path = (char *)"docs/fifo";
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_ALLOWED);
+	c.special = true;
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_SPECIAL_FILE);
+	c.special = false;
+	c.path = (char *)"docs/.gitmodules";
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_ALLOWED);
+	c.is_link = true;
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_GIT_LINK);
+	c.path = (char *)"docs/GITMOD~1";
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SCOPE_GIT_LINK);
+	c.path = (char *)"docs/link";
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_ALLOWED);
+	c.link_escape = true;
+	assert_int_equal(scope_change(&c, &allowed, &forbidden), REASON_SYMLINK_ESCAPE);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_verdict),
+		cmocka_unit_test(test_types),
 		cmocka_unit_test(test_empty_allowed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
