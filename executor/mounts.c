@@ -12,6 +12,7 @@
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -512,6 +513,51 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 	return 0;
 }
 
+/*
+ * The preset's read-only binds (robind.h; admission refused sensitive ones), each at the
+ * same path inside. Not recursive: a mount below a bound directory stays hidden. The
+ * path is checked again here, after admission, because a link could have been planted
+ * in between: realpath equal to the path means no component is a symbolic link.
+ */
+static int
+mounts_ro_binds(const char *root, const char *const *binds, char *err, size_t errlen)
+{
+	for (size_t i = 0; binds != NULL && binds[i] != NULL; i++) {
+		const char *src = binds[i];
+		char real[PATH_MAX], dst[EGRESS_PATH_MAX];
+		struct stat st;
+
+		if (realpath(src, real) == NULL || strcmp(real, src) != 0 ||
+		    stat(src, &st) < 0)
+			return mounts_err(err, errlen, errno, "ro_bind %s: changed since admission",
+			    src);
+		if (mounts_path(dst, root, src) < 0)
+			return mounts_err(err, errlen, 0, "ro_bind %s: path too long", src);
+		if (S_ISDIR(st.st_mode)) {
+			if (mounts_mkdir_p(root, src, err, errlen) < 0)
+				return -1;
+		} else if (S_ISREG(st.st_mode)) {
+			char parent[EGRESS_PATH_MAX];
+			char *slash;
+
+			snprintf(parent, sizeof(parent), "%s", src);
+			slash = strrchr(parent, '/');
+			if (slash != NULL && slash != parent) {
+				*slash = '\0';
+				if (mounts_mkdir_p(root, parent, err, errlen) < 0)
+					return -1;
+			}
+			if (mounts_touch(dst, err, errlen) < 0)
+				return -1;
+		} else {
+			return mounts_err(err, errlen, 0, "ro_bind %s: not a directory or file", src);
+		}
+		if (mounts_bind_ro(src, dst, false, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int
 mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 {
@@ -534,6 +580,8 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 	if (mounts_etc(root, s->uid, s->gid, err, errlen) < 0)
 		return -1;
 	if (mounts_dev(root, s->tmp_bytes, err, errlen) < 0)
+		return -1;
+	if (mounts_ro_binds(root, s->ro_binds, err, errlen) < 0)
 		return -1;
 
 	if (mounts_path(p, root, "/proc") < 0 || mkdir(p, 0555) < 0)

@@ -28,6 +28,7 @@ struct mounts_spec {
 	const char *ovl_work_dir;  /* overlay work dir (same file system as upper_dir) */
 	const char *workdir;       /* absolute path of the repository inside: "/work" */
 	const char *const *forbidden_paths; /* repository-relative paths to mask, or NULL */
+	const char *const *ro_binds; /* preset ro_bind host paths (admission checked them), or NULL */
 	uint64_t tmp_bytes;        /* size of /tmp (and bound for /dev/shm) */
 	uid_t uid;                 /* sandbox user, for the generated passwd/group */
 	gid_t gid;

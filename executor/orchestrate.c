@@ -313,6 +313,7 @@ run_sandbox(struct orch *r)
 	memset(&spec, 0, sizeof(spec));
 	spec.executable = r->p->executable;
 	spec.argv = argv;
+	spec.ro_binds = r->p->ro_binds.n ? (const char *const *)r->p->ro_binds.v : NULL;
 	spec.prompt_transport = r->adm.transport;
 	spec.prompt = r->wu->objective;
 	spec.prompt_flag = r->p->prompt_flag;

@@ -707,6 +707,7 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 	child.ms.ovl_work_dir = owork;
 	child.ms.workdir = spec->workdir;
 	child.ms.forbidden_paths = spec->forbidden_paths;
+	child.ms.ro_binds = spec->ro_binds;
 	child.ms.tmp_bytes = spec->limits.disk_bytes;
 	child.ms.uid = spec->uid;
 	child.ms.gid = spec->gid;
