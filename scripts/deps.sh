@@ -8,7 +8,8 @@ BUILD="build-essential cmake pkg-config clang llvm
  libmnl-dev libjansson-dev libidn2-dev libpsl-dev liburiparser-dev libcap-ng-dev
  libproxy-dev libkrb5-dev libcmocka-dev"
 RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git publicsuffix"
-TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user openssl procps psmisc chromium"
+TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user openssl procps psmisc chromium
+ nodejs"
 
 want=""
 for p in $BUILD $RUNTIME $TEST; do
@@ -16,6 +17,9 @@ for p in $BUILD $RUNTIME $TEST; do
 		want="$want $p"
 	fi
 done
+# npm installs the agent CLIs of the acceptance tests (scripts/install-agents.sh). Debian's
+# npm package only when no npm is there: a nodejs built with npm inside conflicts with it.
+command -v npm >/dev/null 2>&1 || want="$want npm"
 [ -z "$want" ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then
