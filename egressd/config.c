@@ -44,6 +44,7 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "route_timeout", 0 },
 	{ "egressd", "route_cache_ttl", 0 },
 	{ "egressd", "pac_copy", 0 },
+	{ "egressd", "wpad_domain", 0 },
 	{ "egressd", "pac_timeout", 0 },
 	{ "egressd", "pac_refresh", 0 },
 	{ "egressd", "proxy_credentials", 0 },
@@ -450,6 +451,16 @@ config_build(struct conf *cf, char *err, size_t errlen)
 				}
 				*dst = xstrdup(s);
 			}
+		}
+		if ((s = conf_get(cf, i, "wpad_domain", &line)) != NULL) {
+			struct host wh;
+			if (host_parse(s, strlen(s), HOST_NO_PORT, &wh) != HOST_OK ||
+			    wh.kind != HOST_NAME) {
+				snprintf(err, errlen, "%s:%u: wpad_domain: a DNS domain name",
+				    conf_file(cf), line);
+				goto fail;
+			}
+			c->route.wpad_domain = xstrdup(wh.name);
 		}
 		if (conf_get_duration_ms(cf, i, "route_timeout", 60000, c->route.timeout_ms,
 		    &c->route.timeout_ms, err, errlen) != 0 ||
