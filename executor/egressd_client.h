@@ -24,6 +24,7 @@
 #include "common/limits.h"
 
 #define EGRESSD_CLIENT_TIMEOUT_MS  5000
+#define EGRESSD_RUN_TOP           "/run/egress-exec"   /* where run folders live */
 #define EGRESSD_START_TIMEOUT_MS   10000   /* embedded egressd must answer status by then */
 #define EGRESSD_STOP_TIMEOUT_MS    5000    /* then SIGKILL */
 #define EGRESSD_GRANT_ID_LEN       (2 * EGRESS_GRANT_ID_BYTES)
