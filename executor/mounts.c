@@ -24,6 +24,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "executor/gitconfig.h"
 
 const char *const mounts_denied_paths[] = {
 	"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh",
@@ -469,6 +470,104 @@ mounts_attach_idmapped(const char *src, int userns_fd, uint64_t extra, const cha
 	return rc;
 }
 
+/*
+ * git inside: an overlay on the worker's .git (dst, already the read-only view of the
+ * host's .git) whose upper layer lives on a tmpfs of this mount namespace only — `git add`,
+ * `commit`, `stash`, `checkout -b` work, and all of it vanishes with the namespace: nothing
+ * reaches the host repository or the run's upper layer (the candidate stays the base commit
+ * against the final work tree). The tmpfs is mounted at a scratch point in the new root,
+ * used, then detached, so the worker cannot reach the upper layer except through .git. The
+ * config the worker sees is the host's sanitized (executor/gitconfig.h), written through
+ * the overlay (a copy-up) before anything runs. host_git is the host's .git (read as root).
+ */
+static int
+mounts_git_writable(const struct mounts_spec *s, const char *host_git, const char *dst,
+    char *err, size_t errlen)
+{
+	char layer[EGRESS_PATH_MAX], up[EGRESS_PATH_MAX], wk[EGRESS_PATH_MAX];
+	char opt[3 * EGRESS_PATH_MAX + 64], cfg[EGRESS_PATH_MAX];
+	uint64_t bytes = s->tmp_bytes < EGRESS_GIT_LAYER_MAX ? s->tmp_bytes : EGRESS_GIT_LAYER_MAX;
+	struct stat st;
+	char *text = NULL, *clean = NULL;
+	size_t cleanlen = 0;
+	unsigned changed = 0;
+	int rc = -1;
+
+	if (stat(dst, &st) < 0)
+		return mounts_err(err, errlen, errno, "stat %s", dst);
+	if (mounts_path(layer, s->root_dir, "/.egress-git") < 0 ||
+	    mounts_path(up, layer, "/upper") < 0 || mounts_path(wk, layer, "/work") < 0 ||
+	    mounts_path(cfg, host_git, "/config") < 0)
+		return mounts_err(err, errlen, 0, "path too long");
+	if (!mounts_option_path_ok(dst) || !mounts_option_path_ok(up) ||
+	    !mounts_option_path_ok(wk))
+		return mounts_err(err, errlen, 0, ".git overlay paths must not contain ',' ':' "
+		    "or '\\'");
+	if (mkdir(layer, 0700) < 0)
+		return mounts_err(err, errlen, errno, "mkdir %s", layer);
+	if (mounts_tmpfs(layer, bytes, 0700, MS_NOSUID | MS_NODEV, err, errlen) < 0)
+		return -1;
+	/* The upper root stands for .git itself: same owner and mode, so the worker (the
+	 * owner, or the idmapped owner) may create files in it. */
+	if (mkdir(up, st.st_mode & 07777) < 0 || chown(up, st.st_uid, st.st_gid) < 0 ||
+	    chmod(up, st.st_mode & 07777) < 0 || mkdir(wk, 0700) < 0) {
+		mounts_err(err, errlen, errno, "git layer dirs");
+		goto out;
+	}
+	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s", dst, up, wk);
+	if (mount("overlay", dst, "overlay", MS_NOSUID | MS_NODEV, opt) < 0) {
+		mounts_err(err, errlen, errno, "overlay on .git");
+		goto out;
+	}
+	/* The sanitized config, when there is one (bounded read of the host file). */
+	{
+		int fd = open(cfg, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat cs;
+
+		if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) &&
+		    cs.st_size <= GITCONFIG_MAX) {
+			ssize_t n;
+
+			text = malloc((size_t)cs.st_size + 1);
+			n = text ? read(fd, text, (size_t)cs.st_size) : -1;
+			if (n != cs.st_size) {
+				close(fd);
+				mounts_err(err, errlen, errno, "read %s", cfg);
+				goto out;
+			}
+			if (gitconfig_sanitize(text, (size_t)n, &clean, &cleanlen, &changed) != 0) {
+				close(fd);
+				mounts_err(err, errlen, 0, "sanitize %s", cfg);
+				goto out;
+			}
+		} else if (fd >= 0) {
+			close(fd);
+			mounts_err(err, errlen, 0, "%s: not a regular file of at most %d bytes",
+			    cfg, GITCONFIG_MAX);
+			goto out;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (clean != NULL) {
+		char inside[EGRESS_PATH_MAX];
+
+		if (mounts_path(inside, dst, "/config") < 0 ||
+		    mounts_write_file(inside, clean, err, errlen) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(text);
+	free(clean);
+	/* The overlay keeps its upper layer alive; the scratch mount point goes. */
+	if (umount2(layer, MNT_DETACH) < 0 && rc == 0)
+		rc = mounts_err(err, errlen, errno, "detach the git layer");
+	if (rmdir(layer) < 0 && rc == 0)
+		rc = mounts_err(err, errlen, errno, "rmdir %s", layer);
+	return rc;
+}
+
 static int
 mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, size_t errlen)
 {
@@ -505,6 +604,9 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 		} else if (mounts_bind_ro(g, p, false, err, errlen) < 0) {
 			return -1;
 		}
+		/* ... and writable on top of that, for git inside, when .git is a directory */
+		if (S_ISDIR(st.st_mode) && mounts_git_writable(s, g, p, err, errlen) < 0)
+			return -1;
 	}
 	for (size_t i = 0; s->forbidden_paths && s->forbidden_paths[i]; i++) {
 		if (mounts_mask(work_host, s->forbidden_paths[i], err, errlen) < 0)
