@@ -21,6 +21,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "executor/attest.h"
 #include "executor/cgroup.h"
@@ -295,14 +296,14 @@ doctor_route(struct doctor *d, const char *url, const char *const *settings)
 			    sizeof(err)) == 0) {
 				const char *st = json_string_value(json_object_get(rep, "status"));
 				const char *pac = json_string_value(json_object_get(rep, "pac"));
+				const char *src = json_string_value(json_object_get(rep, "source"));
 				char *ent = json_dumps(json_object_get(rep, "entries"), JSON_COMPACT);
 				bool ok = st != NULL && strcmp(st, "allowed") == 0;
 
 				doctor_row(d, "route.lookup", ok ? DOC_OK : DOC_DEGRADED, false,
 				    "hops to this destination are refused with the status shown; see "
 				    "docs/routing.md", "%s: %s via %s (source %s)%s%s", url,
-				    st ? st : "?", ent ? ent : "[]",
-				    json_string_value(json_object_get(rep, "source")) ?: "?",
+				    st ? st : "?", ent ? ent : "[]", src ? src : "?",
 				    pac && *pac ? "; " : "", pac ? pac : "");
 				free(ent);
 			} else {
@@ -311,27 +312,20 @@ doctor_route(struct doctor *d, const char *url, const char *const *settings)
 			}
 			json_decref(req);
 			json_decref(rep);
-			egressd_embedded_stop(&e);
 		}
+		/* stop also removes what start generated; then egressd's own files */
+		egressd_embedded_stop(&e);
 		{
-			char cmd[EGRESS_PATH_MAX + 16];
-			/* the private egressd's folder: config, log, credentials copy */
-			DIR *dd = opendir(dir);
-			struct dirent *de;
-			while (dd != NULL && (de = readdir(dd)) != NULL) {
-				if (de->d_name[0] == '.')
-					continue;
-				snprintf(cmd, sizeof(cmd), "%s/%s", dir, de->d_name);
-				if (unlink(cmd) != 0 && errno == EISDIR) {
-					char sub[EGRESS_PATH_MAX + 32];
-					snprintf(sub, sizeof(sub), "%s/egressd-pac.js", cmd);
-					unlink(sub);
-					rmdir(cmd);
-				}
+			static const char *const names[] = { "egressd.ini", "egressd.log",
+				"decisions.jsonl", "egressd.sock" };
+			char p[EGRESS_PATH_MAX + 32];
+
+			for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
+				snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+				unlink(p);
 			}
-			if (dd != NULL)
-				closedir(dd);
-			rmdir(dir);
+			if (rmdir(dir) != 0)
+				log_warn("doctor: rmdir %s", dir);
 		}
 	}
 }

@@ -5,6 +5,7 @@
 #include "executor/egressd_client.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -540,8 +541,10 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 		if (pw != NULL && !setting_given(settings, "user") &&
 		    ec_join(pdir, dir, "pac") == 0 && mkdir(pdir, 0700) == 0 &&
 		    chown(pdir, pw->pw_uid, pw->pw_gid) == 0 && chmod(dir, 0711) == 0 &&
-		    (strcmp(parent, EGRESSD_RUN_TOP) != 0 || chmod(parent, 0711) == 0))
+		    (strcmp(parent, EGRESSD_RUN_TOP) != 0 || chmod(parent, 0711) == 0)) {
 			fprintf(f, "pac_copy = %s/egressd-pac.js\n", pdir);
+			snprintf(e->pacdir, sizeof(e->pacdir), "%s", pdir);
+		}
 	}
 	if (!setting_given(settings, "proxy_credentials")) {
 		struct hostroute h;
@@ -557,8 +560,10 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 			return ec_err(err, errlen, 0, "proxy credentials for the private egressd: %s",
 			    e2);
 		}
-		if (w > 0)
+		if (w > 0) {
 			fprintf(f, "proxy_credentials = %s\n", cpath);
+			snprintf(e->creds, sizeof(e->creds), "%s", cpath);
+		}
 	}
 	if (fclose(f) != 0)
 		return ec_err(err, errlen, errno, "write %s", e->conf);
@@ -612,20 +617,57 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 	    "see %s", EGRESSD_START_TIMEOUT_MS, e->log);
 }
 
+/* What egressd_embedded_start made besides egressd's own files: the credentials file (and
+ * its password file) and the PAC directory with the copies egressd wrote there. */
+static void
+ec_remove_generated(struct egressd_embedded *e)
+{
+	if (e->creds[0] != '\0') {
+		char pw[EGRESS_PATH_MAX + 16];
+
+		snprintf(pw, sizeof(pw), "%s.password", e->creds);
+		unlink(e->creds);
+		unlink(pw);
+		e->creds[0] = '\0';
+	}
+	if (e->pacdir[0] != '\0') {
+		DIR *d = opendir(e->pacdir);
+		struct dirent *de;
+
+		while (d != NULL && (de = readdir(d)) != NULL) {
+			char p[EGRESS_PATH_MAX + 256];
+
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", e->pacdir, de->d_name);
+			unlink(p);
+		}
+		if (d != NULL)
+			closedir(d);
+		rmdir(e->pacdir);
+		e->pacdir[0] = '\0';
+	}
+}
+
 void
 egressd_embedded_stop(struct egressd_embedded *e)
 {
 	uint64_t deadline;
 	int wst;
 
-	if (e == NULL || e->pid <= 0)
+	if (e == NULL)
 		return;
+	if (e->pid <= 0) {
+		ec_remove_generated(e);
+		return;
+	}
 	kill(e->pid, SIGTERM);
 	deadline = mono_msec() + EGRESSD_STOP_TIMEOUT_MS;
 	while (mono_msec() < deadline) {
 		if (waitpid(e->pid, &wst, WNOHANG) == e->pid) {
 			e->pid = 0;
 			unlink(e->sock);
+			ec_remove_generated(e);
 			return;
 		}
 		usleep(20 * 1000);
@@ -634,4 +676,5 @@ egressd_embedded_stop(struct egressd_embedded *e)
 	waitpid(e->pid, &wst, 0);
 	e->pid = 0;
 	unlink(e->sock);
+	ec_remove_generated(e);
 }
