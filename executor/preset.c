@@ -69,6 +69,7 @@ preset_schema(struct conf_key *s)
 	K("preset", "model_connection", 0);
 	K("preset", "env_allowlist", CONF_LIST);
 	K("preset", "ro_bind", CONF_LIST);
+	K("preset", "java_proxy", 0);
 #undef K
 	n += ceilings_schema("ceilings", s + n, PRESET_SCHEMA_MAX - n);
 	return n;
@@ -152,6 +153,13 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 	}
 	if (p->argv.n > 256)
 		REFUSE("%s:%u: argv has more than 256 entries", name, p->argv.line);
+	v = conf_get(c, (size_t)sec, "java_proxy", &line);
+	if (v != NULL) {
+		if (strcmp(v, "yes") == 0)
+			p->java_proxy = true;
+		else if (strcmp(v, "no") != 0)
+			REFUSE("%s:%u: java_proxy must be yes or no", name, line);
+	}
 	/* Syntax only here; which paths may be shown is admission's (robind_check). */
 	if (p->ro_binds.n > ROBIND_MAX)
 		REFUSE("%s:%u: more than %d ro_bind entries", name, p->ro_binds.line, ROBIND_MAX);

@@ -73,12 +73,12 @@ def workunit():
                           allowed=["NOTES.md"], forbidden=["secrets"])
 
 
-def run(L, c, env_extra, settings=()):
+def run(L, c, env_extra, settings=(), preset=PRESET):
     wu = os.path.join(c.dir, "wu.ini")
     with open(wu, "w") as f:
         f.write(workunit())
     with open(c.preset, "w") as f:
-        f.write(PRESET)
+        f.write(preset)
     env = {k: v for k, v in os.environ.items()
            if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
            and not k.startswith("KRB5")}
@@ -129,7 +129,20 @@ def t_basic(L, top, sq):
     lines = sq.access_log_lines()[n:]
     check(any(USER in x and "origin.lab.test" in x for x in lines), "squid log %s" % lines)
     no_secret_anywhere(c)
-    check("proxy.lab.test" not in diff.split("code 200")[1], "the worker saw the host proxy")
+    envdump = diff.split("code 200")[1]
+    check("proxy.lab.test" not in envdump, "the worker saw the host proxy")
+    # every client family's proxy variable names the run's listener; nothing bypasses it;
+    # no JAVA_TOOL_OPTIONS unless the preset opts in
+    lines = {ln[1:].split("=", 1)[0]: ln[1:].split("=", 1)[1] for ln in envdump.splitlines()
+             if ln.startswith("+") and "=" in ln}
+    listener = lines.get("HTTPS_PROXY", "")
+    check(listener.startswith("http://169.254."), lines)
+    for name in ("HTTP_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
+                 "GRPC_PROXY", "grpc_proxy", "npm_config_proxy", "npm_config_https_proxy"):
+        check(lines.get(name) == listener, "%s=%r" % (name, lines.get(name)))
+    for name in ("NO_PROXY", "no_proxy", "npm_config_noproxy"):
+        check(lines.get(name) == "", "%s=%r" % (name, lines.get(name)))
+    check("JAVA_TOOL_OPTIONS" not in lines, lines)
 
 
 def t_negotiate(L, top, kdc, sq2):
@@ -250,6 +263,18 @@ def t_doctor(L, top):
           "upstream_auth_required" in a.get("detail", ""), a)
 
 
+def t_java_opt_in(L, top):
+    """A preset with java_proxy = yes: JAVA_TOOL_OPTIONS carries the listener for the JVM."""
+    c = local.Case(top, "java")
+    preset = PRESET.replace("network_policy = allowlisted\n",
+                            "network_policy = allowlisted\njava_proxy = yes\n")
+    rc, diff, recs = run(L, c, {}, preset=preset)
+    check(rc == 0, "exit %d\n%s" % (rc, c.stderr))
+    jl = [ln for ln in diff.splitlines() if ln.startswith("+JAVA_TOOL_OPTIONS=")]
+    check(jl and "-Dhttps.proxyHost=169.254." in jl[0] and "-Dhttps.proxyPort=" in jl[0] and
+          "-Dhttp.proxyHost=169.254." in jl[0], jl)
+
+
 def main():
     require_root()
     miss = proxies.missing_tools("squid")
@@ -274,6 +299,7 @@ def main():
                 R.run("wpad_unavailable_never_direct", t_wpad_unavailable, L, top)
                 R.run("wpad_found_operator_credentials", t_wpad_found, L, top, sq)
                 R.run("doctor_shows_route_and_auth", t_doctor, L, top)
+                R.run("java_proxy_opt_in", t_java_opt_in, L, top)
             finally:
                 sq.stop()
                 sq2.stop()
