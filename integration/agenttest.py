@@ -216,6 +216,17 @@ def t_edit(L, srv, top, agent, preset_text):
     diff = (c.artifact("candidate.diff") or b"").decode()
     check("+++ b/NOTES.md" in diff and "+Written by the agent under egress-exec." in diff,
           "candidate.diff: %r\n%s" % (diff, transcript(c)))
+    # the candidate applies to a fresh clone of the base
+    clone = os.path.join(c.dir, "clone")
+    gcfg = os.path.join(c.dir, "gitconfig")
+    with open(gcfg, "w") as f:
+        f.write("[safe]\n\tdirectory = *\n")   # the repository belongs to the worker uid
+    genv = dict(os.environ, GIT_CONFIG_GLOBAL=gcfg)
+    subprocess.run(["git", "clone", "-q", c.repo, clone], check=True, timeout=60, env=genv)
+    ap = subprocess.run(["git", "-C", clone, "apply", "--binary", "--check",
+                         os.path.join(c.out, "candidate.diff")], capture_output=True,
+                        timeout=60)
+    check(ap.returncode == 0, "candidate does not apply: %s" % ap.stderr)
     calls = srv.model_calls()[n0:]
     check(len(calls) >= 3, "model calls: %d" % len(calls))
     # The agent showed the model the output of the shell command it ran (README.md).
