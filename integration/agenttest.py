@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,7 +141,7 @@ def argv_lines(argv):
     return "".join("argv = %s\n" % a for a in argv)
 
 
-def preset_codex(binpath, ca):
+def preset_codex(binpath, ca, quiet=True):
     provider = ('model_providers.lab={name="lab",base_url="https://%s/v1",'
                 'env_key="LAB_MODEL_BEARER",wire_api="responses"}' % MODEL_NAME)
     argv = ["env"] + QUIET["codex"] + [
@@ -150,14 +151,17 @@ def preset_codex(binpath, ca):
         # The sandbox is egress-exec's: codex's own (Landlock/seccomp) would nest inside
         # it and needs privileges the worker does not have.
         "--dangerously-bypass-approvals-and-sandbox",
-        "-c", provider, "-c", "model_provider=lab", "-m", "lab-model"] + CODEX_QUIET_CONFIG + ["-"]
+        "-c", provider, "-c", "model_provider=lab", "-m", "lab-model"] + \
+        (CODEX_QUIET_CONFIG if quiet else []) + ["-"]
+    if not quiet:
+        argv = [a for a in argv if a not in QUIET["codex"]]
     return ("[preset]\nname = codex-lab\nexecutable = /usr/bin/env\n" + argv_lines(argv) +
             "ro_bind = %s\nro_bind = %s\n" % (os.path.join(CACHE, "codex"), ca) +
             PRESET_TAIL)
 
 
-def preset_claude(binpath, ca):
-    argv = ["env"] + QUIET["claude"] + [
+def preset_claude(binpath, ca, quiet=True):
+    argv = ["env"] + (QUIET["claude"] if quiet else []) + [
         "NODE_EXTRA_CA_CERTS=" + ca, "ANTHROPIC_BASE_URL=https://" + MODEL_NAME,
         "ANTHROPIC_API_KEY=" + LAB_KEY,
         binpath, "-p", "--model", "lab-model", "--allowedTools", "Bash", "Write"]
@@ -264,6 +268,27 @@ def t_escape(L, srv, top, agent, preset_text):
     return c
 
 
+def t_side_traffic(L, srv, top, agent, preset_text):
+    """Negative twin of the quiet presets: with telemetry and catalogue fetches left on,
+    every such call is refused by egressd (not_granted) and logged, the origin-less names
+    never resolve past egressd, and the run still finishes well within its budget."""
+    c = local.Case(top, agent + "-noisy")
+    t0 = time.monotonic()
+    rc = run_agent(L, c, preset_text, WORKUNIT.format(name=agent, model=MODEL_NAME), srv,
+                   "edit")
+    took = time.monotonic() - t0
+    o = c.manifest["outcome"]
+    check(rc == local.EX_OK and o["status"] == "accepted",
+          "exit %d, outcome %s\n%s" % (rc, o, transcript(c)))
+    check(took < 120, "the run took %.0fs: side calls hung it" % took)
+    recs = decisions(c)
+    other = [r for r in recs if r.get("dest") and r.get("dest") != "%s:443" % MODEL_NAME]
+    check(all(r.get("verdict") == "deny" and r.get("reason") == "not_granted"
+              for r in other if r.get("event") == "decision"), "other calls: %s" % other)
+    print("  %s side traffic refused and logged: %s (%.1fs)" % (
+        agent, sorted({r.get("dest") for r in other}) or "none attempted", took))
+
+
 def main(agent):
     require_root()
     if USE_MODEL_CONNECTION:
@@ -292,6 +317,10 @@ def main(agent):
                     preset_claude(binpath, ca_file)
                 R.run(agent + "_edit", t_edit, L, srv, top, agent, text)
                 R.run(agent + "_escape", t_escape, L, srv, top, agent, text)
+                noisy = preset_codex(binpath, ca_file, quiet=False) if agent == "codex" \
+                    else preset_claude(binpath, ca_file, quiet=False)
+                R.run(agent + "_side_traffic_refused", t_side_traffic, L, srv, top, agent,
+                      noisy)
                 unauth = [r for r in srv.requests if r[2].get("authorization") is None and
                           r[2].get("x-api-key") is None]
                 R.run(agent + "_no_unkeyed_calls", check, not unauth,
