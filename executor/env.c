@@ -382,12 +382,30 @@ env_is_proxy_convention(const char *kv, bool java)
 	for (size_t i = 0; i < EGRESS_NELEM(PROXY_EMPTY_VARS); i++)
 		if (strlen(PROXY_EMPTY_VARS[i]) == n && strncmp(kv, PROXY_EMPTY_VARS[i], n) == 0)
 			return true;
+	if (n == strlen("EGRESS_SSH_CONNECT") && strncmp(kv, "EGRESS_SSH_CONNECT", n) == 0)
+		return true;
 	return java && n == strlen("JAVA_TOOL_OPTIONS") &&
 	    strncmp(kv, "JAVA_TOOL_OPTIONS", n) == 0;
 }
 
+/*
+ * ssh has no HTTP proxy support of its own: its ProxyCommand runs this bash script, which
+ * opens a CONNECT tunnel through the listener named in HTTPS_PROXY and then relays stdin
+ * and stdout. bash's read takes one byte at a time from a socket, so nothing past the
+ * answer's head is consumed before the relay starts. A refusal prints egressd's reason.
+ */
+static const char SSH_CONNECT_SCRIPT[] =
+    "hp=${HTTPS_PROXY#*://}; hp=${hp%%/*}\n"
+    "exec 3<>\"/dev/tcp/${hp%:*}/${hp##*:}\" || exit 1\n"
+    "printf 'CONNECT %s:%s HTTP/1.1\\r\\nHost: %s:%s\\r\\n\\r\\n' \"$1\" \"$2\" \"$1\" \"$2\" >&3\n"
+    "read -r v c r <&3\n"
+    "if [ \"$c\" != 200 ]; then echo \"egress: CONNECT $1:$2 refused: $c ${r%$'\\r'}\" >&2; "
+    "exit 1; fi\n"
+    "while read -r l <&3; do [ -n \"${l%$'\\r'}\" ] || break; done\n"
+    "cat <&3 & exec cat >&3\n";
+
 int
-env_proxy_conventions(const char *proxy_url, bool java, char **out, size_t max)
+env_proxy_conventions(const char *proxy_url, bool java, bool ssh, char **out, size_t max)
 {
 	const char *hp = strstr(proxy_url, "://");
 	char host[EGRESS_HOSTPORT_MAX + 1];
@@ -410,6 +428,12 @@ env_proxy_conventions(const char *proxy_url, bool java, char **out, size_t max)
 	for (size_t i = 0; i < EGRESS_NELEM(PROXY_EMPTY_VARS); i++)
 		if (asprintf(&out[k++], "%s=", PROXY_EMPTY_VARS[i]) < 0)
 			goto fail;
+	/* tcp:// grants: git over ssh through the listener (the script is expanded by the
+	 * shell ssh runs the ProxyCommand with, never by git's) */
+	if (ssh && (asprintf(&out[k++], "EGRESS_SSH_CONNECT=%s", SSH_CONNECT_SCRIPT) < 0 ||
+	    asprintf(&out[k++], "GIT_SSH_COMMAND=ssh -o ProxyCommand=\"/bin/bash -c "
+	    "\\\"\\$EGRESS_SSH_CONNECT\\\" egress-ssh %%h %%p\"") < 0))
+		goto fail;
 	if (java && asprintf(&out[k++], "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=%.*s "
 	    "-Dhttp.proxyPort=%s -Dhttps.proxyHost=%.*s -Dhttps.proxyPort=%s "
 	    "-Dhttp.nonProxyHosts=", (int)(colon - host), host, colon + 1,

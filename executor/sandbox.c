@@ -392,8 +392,12 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url)
 			continue;
 		e[k++] = (char *)(uintptr_t)s->envp[i];
 	}
-	/* every client family's spelling of the proxy, all at this run's listener (env.h) */
-	if (proxy_url && env_proxy_conventions(proxy_url, s->java_proxy, e + k,
+	/* every client family's spelling of the proxy, all at this run's listener (env.h);
+	 * git over ssh when the grant has a tcp:// entry */
+	bool tcp = false;
+	for (size_t i = 0; s->allowlist && s->allowlist[i]; i++)
+		tcp = tcp || strncmp(s->allowlist[i], "tcp://", 6) == 0;
+	if (proxy_url && env_proxy_conventions(proxy_url, s->java_proxy, tcp, e + k,
 	    ENV_PROXY_CONVENTIONS_MAX + 1) < 0) {
 		free(e);
 		return NULL;

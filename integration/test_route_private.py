@@ -73,10 +73,10 @@ def workunit():
                           allowed=["NOTES.md"], forbidden=["secrets"])
 
 
-def run(L, c, env_extra, settings=(), preset=PRESET):
+def run(L, c, env_extra, settings=(), preset=PRESET, wu_text=None):
     wu = os.path.join(c.dir, "wu.ini")
     with open(wu, "w") as f:
-        f.write(workunit())
+        f.write(wu_text or workunit())
     with open(c.preset, "w") as f:
         f.write(preset)
     env = {k: v for k, v in os.environ.items()
@@ -275,6 +275,36 @@ def t_java_opt_in(L, top):
           "-Dhttp.proxyHost=169.254." in jl[0], jl)
 
 
+# git itself runs GIT_SSH_COMMAND (through sh, as git does); ssh's own settings from ~/.ssh
+SSH_SCRIPT = "\n".join([
+    "mkdir -p $HOME/.ssh",
+    "printf 'BatchMode yes\\nStrictHostKeyChecking no\\nUserKnownHostsFile /dev/null\\n"
+    "ConnectTimeout 10\\n' > $HOME/.ssh/config",
+    "for h in echo.lab.test echo2.lab.test; do timeout -k 1 5 git ls-remote ssh://git@$h:7/r.git "
+    "2>> NOTES.md; echo \"ssh $h exit $?\" >> NOTES.md; done"])
+
+
+def t_git_ssh(L, top):
+    """A tcp:// grant gives git over ssh a way through the listener (GIT_SSH_COMMAND with a
+    CONNECT ProxyCommand): ssh reaches the granted echo service (it is no ssh server, so
+    ssh then gives up), and the ungranted one is refused with egressd's reason."""
+    c = local.Case(top, "ssh")
+    n7, n2 = L.count("echo7"), L.count("echo2")
+    wu = local.workunit(SSH_SCRIPT, network="allowlist", destinations=["tcp://echo.lab.test:7"],
+                        allowed=["NOTES.md"], forbidden=["secrets"], wall_seconds="40")
+    rc, diff, recs = run(L, c, {}, wu_text=wu)
+    check(rc == 0, "exit %d\n%s" % (rc, c.stderr))
+    check(L.count("echo7") == n7 + 1, "the granted service saw %d connections\n%s\n%s" %
+          (L.count("echo7") - n7, diff, recs))
+    check(L.count("echo2") == n2, "the ungranted service saw a connection")
+    check("egress: CONNECT echo2.lab.test:7 refused: 403" in diff, diff)
+    check("refused" not in diff.split("ssh echo.lab.test exit")[0], diff)
+    ok = [r for r in recs if r.get("dest") == "echo.lab.test:7" and r.get("verdict")]
+    no = [r for r in recs if r.get("dest") == "echo2.lab.test:7" and r.get("verdict")]
+    check(ok and ok[0]["verdict"] == "allow", recs)
+    check(no and no[0]["verdict"] == "deny" and no[0]["reason"] == "not_granted", recs)
+
+
 def main():
     require_root()
     miss = proxies.missing_tools("squid")
@@ -300,6 +330,7 @@ def main():
                 R.run("wpad_found_operator_credentials", t_wpad_found, L, top, sq)
                 R.run("doctor_shows_route_and_auth", t_doctor, L, top)
                 R.run("java_proxy_opt_in", t_java_opt_in, L, top)
+                R.run("git_ssh_through_listener", t_git_ssh, L, top)
             finally:
                 sq.stop()
                 sq2.stop()

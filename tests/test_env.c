@@ -264,7 +264,7 @@ test_proxy_conventions(void **state)
 	int n;
 
 	(void)state;
-	n = env_proxy_conventions("http://169.254.10.1:3128", false, out,
+	n = env_proxy_conventions("http://169.254.10.1:3128", false, false, out,
 	    ENV_PROXY_CONVENTIONS_MAX + 1);
 	assert_true(n > 0 && n <= ENV_PROXY_CONVENTIONS_MAX);
 	assert_null(out[n]);
@@ -273,15 +273,18 @@ test_proxy_conventions(void **state)
 	assert_string_equal(env_get(out, "npm_config_https_proxy"), "http://169.254.10.1:3128");
 	assert_string_equal(env_get(out, "npm_config_noproxy"), "");
 	assert_null(env_get(out, "JAVA_TOOL_OPTIONS"));
+	assert_null(env_get(out, "GIT_SSH_COMMAND"));
 	for (int i = 0; i < n; i++)
 		assert_true(env_is_proxy_convention(out[i], false));
 	for (int i = 0; i < n; i++)
 		free(out[i]);
-	n = env_proxy_conventions("http://169.254.10.1:3128", true, out,
+	n = env_proxy_conventions("http://169.254.10.1:3128", true, true, out,
 	    ENV_PROXY_CONVENTIONS_MAX + 1);
 	assert_true(n > 0);
 	assert_non_null(strstr(env_get(out, "JAVA_TOOL_OPTIONS"),
 	    "-Dhttps.proxyHost=169.254.10.1 -Dhttps.proxyPort=3128"));
+	assert_non_null(strstr(env_get(out, "GIT_SSH_COMMAND"), "ProxyCommand="));
+	assert_non_null(strstr(env_get(out, "EGRESS_SSH_CONNECT"), "CONNECT %s:%s"));
 	for (int i = 0; i < n; i++)
 		free(out[i]);
 	/* a caller's JAVA_TOOL_OPTIONS is replaced only when the preset opts in */
@@ -289,8 +292,8 @@ test_proxy_conventions(void **state)
 	assert_true(env_is_proxy_convention("JAVA_TOOL_OPTIONS=-Xmx1g", true));
 	assert_false(env_is_proxy_convention("GRPC_PROXYX=1", false));
 	/* bad input, short output array */
-	assert_int_equal(env_proxy_conventions("169.254.10.1", false, out, 20), -1);
-	assert_int_equal(env_proxy_conventions("http://169.254.10.1:3128", false, out, 3), -1);
+	assert_int_equal(env_proxy_conventions("169.254.10.1", false, false, out, 20), -1);
+	assert_int_equal(env_proxy_conventions("http://169.254.10.1:3128", false, false, out, 3), -1);
 	/* never allowlistable */
 	assert_int_equal(env_name_check("grpc_proxy", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
 	assert_int_equal(env_name_check("npm_config_https_proxy", msg, sizeof(msg)),
