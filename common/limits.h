@@ -104,4 +104,8 @@
 #define EGRESS_COLLECT_WALL_MS     (10 * 60 * 1000) /* egress-exec's collector: changed set, diff,
                                             manifest of one run; killed after this */
 
+/* egress-exec: the tmpfs holding the worker's writes to .git (git add/commit inside; dropped
+ * with the sandbox), at most this or the run's disk budget, whichever is smaller. */
+#define EGRESS_GIT_LAYER_MAX       (256ULL * 1024 * 1024)
+
 #endif

@@ -117,6 +117,21 @@ count_labels(const char *name)
 }
 
 int
+pattern_public_suffix(const char *name)
+{
+	const psl_ctx_t *ctx = psl_get();
+
+	if (ctx == NULL)
+		return -1;
+	/* Same rule as wildcard entries: a single label is a suffix (the implicit "*" rule of
+	 * the list, applied by hand), and so is anything the list names, private section
+	 * included. */
+	if (count_labels(name) < 2)
+		return 1;
+	return psl_is_public_suffix2(ctx, name, PSL_TYPE_ANY | PSL_TYPE_NO_STAR_RULE) != 0;
+}
+
+int
 pattern_parse(const char *s, struct dest_pattern *out, const char **err)
 {
 	static const struct {

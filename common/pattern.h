@@ -43,6 +43,10 @@ const char *pattern_to_str(const struct dest_pattern *p, char *buf, size_t len);
 
 const char *scheme_str(enum dest_scheme s);
 
+/* Is the canonical name a public suffix (libpsl, private section included; a single label
+ * counts as one)? 1 yes, 0 no, -1 when no usable list is loaded (callers fail closed). */
+int pattern_public_suffix(const char *name);
+
 /*
  * Does pattern p admit a hop with this scheme to canonical host h (from host_parse) on
  * port? CONNECT hops are checked with SCHEME_HTTPS and match both https:// and tcp://

@@ -46,6 +46,7 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "route_timeout", 0 },
 	{ "egressd", "route_cache_ttl", 0 },
 	{ "egressd", "pac_copy", 0 },
+	{ "egressd", "wpad_domain", 0 },
 	{ "egressd", "pac_timeout", 0 },
 	{ "egressd", "pac_refresh", 0 },
 	{ "egressd", "proxy_credentials", 0 },
@@ -510,6 +511,13 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			}
 			*dst = xstrdup(s);
 		}
+	}
+	if ((s = conf_get(cf, i, "wpad_domain", &line)) != NULL) {
+		struct host wh;
+		if (host_parse(s, strlen(s), HOST_NO_PORT, &wh) != HOST_OK || wh.kind != HOST_NAME)
+			cerr_add(ce, line, "wpad_domain: a DNS domain name");
+		else
+			c->route.wpad_domain = xstrdup(wh.name);
 	}
 	if (conf_get_bool(cf, i, "splice", true, &b, e1, sizeof(e1)) != 0)
 		cerr_raw(ce, conf_line(cf, i, "splice"), e1);

@@ -15,6 +15,7 @@
 #include "common/conf.h"
 #include "common/limits.h"
 #include "common/util.h"
+#include "egressd/ccimport.h"
 
 static const struct conf_key schema[] = {
 	{ "proxy *", "scheme", CONF_REQUIRED },
@@ -23,6 +24,7 @@ static const struct conf_key schema[] = {
 	{ "proxy *", "password_file", 0 },
 	{ "proxy *", "keytab", 0 },
 	{ "proxy *", "ccache", 0 },
+	{ "proxy *", "ccache_import", 0 },
 	{ "proxy *", "principal", 0 },
 };
 
@@ -153,6 +155,7 @@ proxycreds_load(const char *path, int check_owner, char *err, size_t errlen)
 		const char *pwfile = conf_get(conf, i, "password_file", NULL);
 		unsigned line = conf_line(conf, i, "scheme");
 		struct proxycred *c = &out->v[out->n];
+		const char *imp;
 
 		if (label == NULL || label[0] == '\0')
 			continue;     /* keys outside [proxy ...] are refused by the schema */
@@ -183,6 +186,26 @@ proxycreds_load(const char *path, int check_owner, char *err, size_t errlen)
 		c->ccache = dup_opt(conf_get(conf, i, "ccache", NULL));
 		c->principal = dup_opt(conf_get(conf, i, "principal", NULL));
 		out->n++;
+		if ((imp = conf_get(conf, i, "ccache_import", NULL)) != NULL) {
+			char mem[256];
+
+			if (c->scheme != PROXY_AUTH_NEGOTIATE || c->ccache != NULL) {
+				snprintf(err, errlen, "%s:%u: ccache_import is for scheme = negotiate "
+				    "and excludes ccache", path, conf_line(conf, i, "ccache_import"));
+				goto fail;
+			}
+			/* Read now, while egressd may still read the person's cache (before the
+			 * privilege drop); afterwards only the memory copy is used. */
+			if (ccimport_to_memory(imp, mem, sizeof(mem), err, errlen) != 0) {
+				char e2[256];
+				snprintf(e2, sizeof(e2), "%s", err);
+				snprintf(err, errlen, "%s:%u: ccache_import: %s", path,
+				    conf_line(conf, i, "ccache_import"), e2);
+				goto fail;
+			}
+			if ((c->ccache = strdup(mem)) == NULL)
+				goto nomem;
+		}
 		if (pwfile != NULL) {
 			size_t pl;
 			char *pw;

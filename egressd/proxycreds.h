@@ -11,6 +11,8 @@
  *   password = s3cret         ; basic, ntlm (or password_file = /path, root-only)
  *   keytab = /etc/egressd/egressd.keytab   ; negotiate: client keytab (optional)
  *   ccache = FILE:/run/egressd/krb5cc     ; negotiate: credential cache (optional)
+ *   ccache_import = FILE:/tmp/krb5cc_1000 ; negotiate: copied into memory at load (before
+ *                                         ; the privilege drop); excludes ccache
  *   principal = egressd@CORP.EXAMPLE      ; negotiate: client principal (optional)
  *
  * Passwords are wiped from memory on free and are never logged; nothing in this module

@@ -25,6 +25,7 @@
 #include "egressd/routehelper.h"
 #include "egressd/routeproto.h"
 #include "egressd/upstream.h"
+#include "egressd/wpad.h"
 
 #ifndef EGRESS_LIBEXECDIR
 #define EGRESS_LIBEXECDIR "/usr/local/libexec/egress"
@@ -54,6 +55,12 @@ struct router {
 	struct gssauth *gss;
 	char pac_status[300];
 	struct route_req *reqs;
+	/* WPAD (a system route whose proxy variable is wpad://): candidates tried in order */
+	bool wpad;
+	char wpad_urls[WPAD_CANDIDATES_MAX][WPAD_URL_MAX];
+	size_t wpad_n, wpad_i;
+	struct event *wpad_ev;
+	struct resolver *res;
 };
 
 const char *
@@ -77,7 +84,9 @@ route_config_clear(struct route_config *c)
 	free(c->pac_copy);
 	free(c->credentials);
 	free(c->proxy_ca_file);
+	free(c->wpad_domain);
 	c->pac = c->proxy = c->helper = c->pac_copy = c->credentials = c->proxy_ca_file = NULL;
+	c->wpad_domain = NULL;
 }
 
 int
@@ -281,7 +290,8 @@ route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, ui
 		break;
 	case ROUTE_KIND_PAC:
 	case ROUTE_KIND_SYSTEM:
-		if (r->pf != NULL && !pacfetch_have_copy(r->pf)) {
+		/* No PAC yet (or WPAD found none): refused, never guessed, never direct. */
+		if ((r->pf != NULL && !pacfetch_have_copy(r->pf)) || (r->wpad && r->pf == NULL)) {
 			q->res.status = REASON_PAC_UNAVAILABLE;
 			break;
 		}
@@ -330,10 +340,56 @@ pac_updated(enum reason status, const char *detail, void *arg)
 		if (r->rh != NULL)
 			routehelper_reset(r->rh);
 	} else {
-		snprintf(r->pac_status, sizeof(r->pac_status), "PAC %s: %s (%s)",
-		    r->cfg.pac ? r->cfg.pac : "", detail,
+		snprintf(r->pac_status, sizeof(r->pac_status), "%sPAC %s: %s (%s)",
+		    r->wpad ? "WPAD " : "", r->cfg.pac ? r->cfg.pac : "", detail,
 		    pacfetch_have_copy(r->pf) ? "keeping the last good copy" : "no good copy");
+		/* WPAD: this candidate gave nothing; try the next, less specific one. The
+		 * fetcher cannot be freed from inside its own callback: next loop turn. */
+		if (r->wpad && !pacfetch_have_copy(r->pf) && r->wpad_i + 1 < r->wpad_n &&
+		    r->wpad_ev != NULL) {
+			struct timeval now = { 0, 0 };
+			evtimer_add(r->wpad_ev, &now);
+		}
 	}
+}
+
+static struct pacfetch *wpad_fetcher(struct router *r, char *err, size_t errlen);
+
+static void
+wpad_next(evutil_socket_t fd, short what, void *arg)
+{
+	struct router *r = arg;
+	char err[256];
+
+	(void)fd;
+	(void)what;
+	pacfetch_free(r->pf);
+	r->pf = NULL;
+	r->wpad_i++;
+	if (r->wpad_i >= r->wpad_n)
+		return;
+	r->pf = wpad_fetcher(r, err, sizeof(err));
+	if (r->pf == NULL)
+		log_warnx("WPAD %s: %s", r->wpad_urls[r->wpad_i], err);
+}
+
+/* A fetcher for the current WPAD candidate (the copy path and CA as for any PAC). */
+static struct pacfetch *
+wpad_fetcher(struct router *r, char *err, size_t errlen)
+{
+	const char *url = r->wpad_urls[r->wpad_i];
+	struct pacfetch_config pc = {
+		.url = url, .copy_path = r->cfg.pac_copy, .ca_file = r->cfg.proxy_ca_file,
+		.timeout_ms = (uint32_t)(r->cfg.pac_timeout_ms ? r->cfg.pac_timeout_ms : 10000),
+		.max_bytes = EGRESS_PAC_MAX, .max_redirects = 3,
+		.refresh_s = (uint32_t)(r->cfg.pac_refresh_ms / 1000), .retry_s = 30,
+	};
+
+	free(r->cfg.pac);
+	r->cfg.pac = strdup(url);
+	snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: fetching %s (candidate %zu of "
+	    "%zu)", url, r->wpad_i + 1, r->wpad_n);
+	return pacfetch_new(r->base, r->res, &pc, pac_updated, r, err, errlen);
 }
 
 /* Copy a local PAC file into the good-copy path (bounded, at start-up and reload). */
@@ -444,6 +500,7 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 	r->cfg.pac_copy = cfg->pac_copy ? strdup(cfg->pac_copy) : NULL;
 	r->cfg.credentials = cfg->credentials ? strdup(cfg->credentials) : NULL;
 	r->cfg.proxy_ca_file = cfg->proxy_ca_file ? strdup(cfg->proxy_ca_file) : NULL;
+	r->cfg.wpad_domain = cfg->wpad_domain ? strdup(cfg->wpad_domain) : NULL;
 	if (r->cfg.timeout_ms == 0)
 		r->cfg.timeout_ms = 5000;
 	if (r->cfg.upstream_timeout_ms == 0)
@@ -502,6 +559,12 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
 			if ((e = getenv(names[i])) == NULL || *e == '\0')
 				continue;
+			if (strncmp(e, "wpad:", 5) == 0) {
+				/* libproxy would run its own WPAD (blocking, failing open to
+				 * direct): egressd discovers and fetches the PAC itself. */
+				r->wpad = true;
+				continue;
+			}
 			if (strncmp(e, "pac+", 4) == 0) {
 				if (strncmp(e + 4, "file://", 7) == 0)
 					pac_file = e + 11;
@@ -514,8 +577,23 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		}
 		if (pac_url != NULL && r->cfg.pac == NULL)
 			r->cfg.pac = strdup(pac_url);
+		if (r->wpad && pac_url == NULL && pac_file == NULL) {
+			char dom[EGRESS_HOSTNAME_MAX + 1];
+
+			if (cfg->wpad_domain != NULL)
+				snprintf(dom, sizeof(dom), "%s", cfg->wpad_domain);
+			else if (wpad_search_domain("/etc/resolv.conf", dom, sizeof(dom)) != 0)
+				dom[0] = '\0';
+			r->wpad_n = dom[0] ? wpad_candidates(dom, r->wpad_urls, WPAD_CANDIDATES_MAX) : 0;
+			if (r->wpad_n == 0)
+				snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: no candidate "
+				    "(search domain %.200s); hops are refused with pac_unavailable",
+				    dom[0] ? dom : "unknown");
+		} else {
+			r->wpad = false;
+		}
 	}
-	if (pac_url != NULL || pac_file != NULL) {
+	if (pac_url != NULL || pac_file != NULL || r->wpad) {
 		if (r->cfg.pac_copy == NULL || r->cfg.pac_copy[0] != '/') {
 			snprintf(err, errlen, "pac_copy must be an absolute path");
 			goto fail;
@@ -544,6 +622,15 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		r->rh = routehelper_new(base, &hc, err, errlen);
 		r->cfg.helper = helper;
 		if (r->rh == NULL)
+			goto fail;
+	}
+	if (r->wpad && r->wpad_n > 0) {
+		r->res = res;
+		r->wpad_ev = evtimer_new(base, wpad_next, r);
+		if (r->wpad_ev == NULL)
+			goto nomem;
+		r->pf = wpad_fetcher(r, err, errlen);
+		if (r->pf == NULL)
 			goto fail;
 	}
 	if (pac_url != NULL) {
@@ -575,6 +662,8 @@ router_free(struct router *r)
 		return;
 	while (r->reqs != NULL)
 		req_unlink_free(r->reqs);
+	if (r->wpad_ev != NULL)
+		event_free(r->wpad_ev);
 	routehelper_free(r->rh);
 	pacfetch_free(r->pf);
 	proxycreds_free(r->creds);

@@ -8,7 +8,8 @@
  * Sources (egressd.ini `route`):
  *   direct            every hop goes straight to its pinned address
  *   system            libproxy with egressd's own environment (http_proxy, https_proxy,
- *                     no_proxy; a "pac+URL" value is fetched by egressd, see below)
+ *                     no_proxy; a "pac+URL" value is fetched by egressd, see below; a
+ *                     "wpad://" value is WPAD discovery by DNS, egressd/wpad.h)
  *   pac URL|FILE      a PAC file: an http(s) URL egressd fetches itself (pacfetch), or a
  *                     local file egressd copies; evaluated by libproxy in the helper
  *   proxy URL         one static upstream proxy (http://, https://, socks5://)
@@ -56,6 +57,7 @@ struct route_config {
 	char *credentials;          /* proxy credentials file (root-only), or NULL */
 	char *proxy_ca_file;        /* trust anchors for https:// proxies; NULL = system */
 	uint64_t upstream_timeout_ms; /* connect + handshake with an upstream proxy */
+	char *wpad_domain;          /* WPAD search domain; NULL = resolv.conf's (egressd/wpad) */
 };
 
 /* Parse the `route` value ("direct", "system", "pac URL|FILE", "proxy URL") into c->kind,

@@ -437,7 +437,9 @@ on_http_head(evutil_socket_t fd, short what, void *arg)
 		else
 			finish(u, REASON_UPSTREAM_AUTH_REQUIRED, false,
 			    "the proxy demands authentication (offers: %s) and the credentials file "
-			    "has no entry for it", u->res.offered[0] ? u->res.offered : "none");
+			    "has no entry for it: add one to proxy_credentials, or for Negotiate run "
+			    "kinit as the person running egress-exec", u->res.offered[0] ?
+			    u->res.offered : "none");
 		return;
 	}
 	finish(u, REASON_PROXY_REFUSED, false, "the proxy answered CONNECT with %d", r.status);

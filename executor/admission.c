@@ -3,16 +3,19 @@
  */
 #include "executor/admission.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/limits.h"
 #include "common/pathglob.h"
 #include "common/pattern.h"
 #include "common/util.h"
 #include "executor/env.h"
+#include "executor/robind.h"
 
 __attribute__((format(printf, 3, 4)))
 static void
@@ -293,6 +296,31 @@ wu_flag_word(enum wu_flag f)
 	return "false";
 }
 
+/* Preset read-only binds: operation authority, but never a sensitive location. Then the
+ * executable: found now, not after the whole budget ran in a view that lacks it. */
+static void
+check_binds(struct admission *a, const struct preset *p)
+{
+	char msg[384];
+	char *real;
+
+	for (size_t i = 0; i < p->ro_binds.n; i++) {
+		enum reason r = robind_check(p->ro_binds.v[i], msg, sizeof(msg));
+		if (r != REASON_ALLOWED)
+			refuse(a, r, "%s:%u: %s", p->file, p->ro_binds.line, msg);
+	}
+	real = realpath(p->executable, NULL);
+	if (real == NULL || access(real, X_OK) != 0)
+		refuse(a, REASON_ADM_EXECUTABLE_HIDDEN, "%s: executable %s: %s", p->file,
+		    p->executable, strerror(errno));
+	else if (!robind_visible(real, (const char *const *)p->ro_binds.v) ||
+	    !robind_visible(p->executable, (const char *const *)p->ro_binds.v))
+		refuse(a, REASON_ADM_EXECUTABLE_HIDDEN, "%s: executable %s (%s) is outside the "
+		    "sandbox's view: it shows /usr, /bin, /sbin, /lib* and the preset's ro_bind "
+		    "paths; add its directory as ro_bind", p->file, p->executable, real);
+	free(real);
+}
+
 bool
 admission_decide(const struct workunit *wu, const struct preset *p,
     const struct strlist *trusted, const char *const *caller_env, struct admission *out)
@@ -342,6 +370,7 @@ admission_decide(const struct workunit *wu, const struct preset *p,
 	}
 
 	check_env(out, p, caller_env);
+	check_binds(out, p);
 
 	if (!out->admitted)
 		strlist_free(&out->grant);

@@ -213,7 +213,10 @@ static void
 cleanup_run_dir(const char *dir)
 {
 	static const char *const names[] = { "egressd.sock", "egressd.ini.state", "repo", "root",
-		"layer", "merged", "lower", NULL };
+		"layer", "merged", "lower",
+		/* the private egressd's generated credentials (egressd_client.c) */
+		"proxy-credentials.ini", "proxy-credentials.ini.password",
+		"pac/egressd-pac.js", "pac", NULL };
 	char p[EGRESS_PATH_MAX];
 
 	if ((strncmp(dir, CLEANUP_RUN_PREFIX, strlen(CLEANUP_RUN_PREFIX)) != 0 &&

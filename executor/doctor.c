@@ -21,14 +21,19 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "executor/attest.h"
 #include "executor/cgroup.h"
 #include "executor/egressd_client.h"
+#include "executor/hostroute.h"
 #include "executor/sandbox.h"
 #include "executor/seccomp.h"
 
 #define DOCTOR_DEFAULT_CONTROL "/run/egressd/control.sock"
+#define DOCTOR_SETTINGS_MAX    32
+
+extern char **environ;
 
 enum doctor_state { DOC_OK, DOC_DEGRADED, DOC_MISSING };
 
@@ -243,6 +248,100 @@ doctor_libproxy(struct doctor *d)
 	globfree(&g);
 }
 
+/*
+ * The route a private egressd (egress-exec run without --egressd-control) will take, how it
+ * authenticates, and why (executor/hostroute.h). With url, a private egressd is started
+ * with exactly a run's configuration and asked, through its control socket, which route
+ * it takes for url: the same lookup a hop makes.
+ */
+static void
+doctor_route(struct doctor *d, const char *url, const char *const *settings)
+{
+	struct hostroute h;
+	const char *auth_hint = "run kinit as yourself (Negotiate), put user:password in your "
+	    "https_proxy, or ask the operator for " HOSTROUTE_OPERATOR_CREDENTIALS;
+
+	hostroute_plan(environ, &h);
+	if (h.var[0] == '\0')
+		doctor_row(d, "route.private_egressd", DOC_OK, false, "", "route = system: no proxy "
+		    "variable in this environment, so libproxy's system settings (none without a "
+		    "desktop session): allowed hops go direct");
+	else
+		doctor_row(d, "route.private_egressd", DOC_OK, false, "", "route = system: %s=%s "
+		    "(from this environment; egressd %s)", h.var, h.shown, h.pac ?
+		    "fetches the PAC itself, WPAD by DNS for wpad://" : "asks libproxy per destination");
+	if (h.scheme[0] != '\0')
+		doctor_row(d, "route.auth", DOC_OK, false, "", "%s for %s%s%s", h.scheme, h.proxy,
+		    strcmp(h.scheme, "negotiate") == 0 ? ", Kerberos cache " : "",
+		    strcmp(h.scheme, "negotiate") == 0 ? h.ccache : "");
+	else if (h.proxy[0] != '\0')
+		doctor_row(d, "route.auth", DOC_DEGRADED, false, auth_hint, "none for %s (%s%s%s): "
+		    "if it demands authentication, hops are refused with upstream_auth_required",
+		    h.proxy, h.auth_off ? "EGRESS_PROXY_AUTH=none" : h.by_address ?
+		    "named by address: no Negotiate" : h.ccache_why[0] ? h.ccache_why :
+		    "no credentials", h.operator_why[0] ? "; operator file: " : "", h.operator_why);
+	if (h.operator_file[0] != '\0' || h.operator_why[0] != '\0')
+		doctor_row(d, "route.operator_credentials", h.operator_file[0] ? DOC_OK :
+		    DOC_DEGRADED, false, "chown root and chmod 0600 the credentials file",
+		    "%s%s%s", h.operator_file[0] ? h.operator_file : "ignored: ", h.operator_why,
+		    h.operator_file[0] ? " (proxies a PAC or WPAD chooses authenticate from it)" :
+		    "");
+	hostroute_clear(&h);
+
+	if (url != NULL) {
+		char dir[] = EGRESSD_RUN_TOP "/doctor-XXXXXX", err[512];
+		struct egressd_embedded e;
+		json_t *req, *rep = NULL;
+
+		mkdir(EGRESSD_RUN_TOP, 0700);
+		if (mkdtemp(dir) == NULL) {
+			doctor_row(d, "route.lookup", DOC_MISSING, false, "run as root", "mkdtemp %s: %s",
+			    dir, strerror(errno));
+			return;
+		}
+		if (egressd_embedded_start(dir, settings, &e, err, sizeof(err)) != 0) {
+			doctor_row(d, "route.lookup", DOC_MISSING, false, "see the detail",
+			    "private egressd: %s", err);
+		} else {
+			req = json_pack("{s:s, s:s}", "op", "route", "url", url);
+			if (req != NULL && egressd_request(e.sock, req, &rep, 15000, err,
+			    sizeof(err)) == 0) {
+				const char *st = json_string_value(json_object_get(rep, "status"));
+				const char *pac = json_string_value(json_object_get(rep, "pac"));
+				const char *src = json_string_value(json_object_get(rep, "source"));
+				char *ent = json_dumps(json_object_get(rep, "entries"), JSON_COMPACT);
+				bool ok = st != NULL && strcmp(st, "allowed") == 0;
+
+				doctor_row(d, "route.lookup", ok ? DOC_OK : DOC_DEGRADED, false,
+				    "hops to this destination are refused with the status shown; see "
+				    "docs/routing.md", "%s: %s via %s (source %s)%s%s", url,
+				    st ? st : "?", ent ? ent : "[]", src ? src : "?",
+				    pac && *pac ? "; " : "", pac ? pac : "");
+				free(ent);
+			} else {
+				doctor_row(d, "route.lookup", DOC_MISSING, false, "see the detail",
+				    "route query: %s", err);
+			}
+			json_decref(req);
+			json_decref(rep);
+		}
+		/* stop also removes what start generated; then egressd's own files */
+		egressd_embedded_stop(&e);
+		{
+			static const char *const names[] = { "egressd.ini", "egressd.log",
+				"decisions.jsonl", "egressd.sock" };
+			char p[EGRESS_PATH_MAX + 32];
+
+			for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
+				snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+				unlink(p);
+			}
+			if (rmdir(dir) != 0)
+				log_warn("doctor: rmdir %s", dir);
+		}
+	}
+}
+
 static void
 doctor_print(struct doctor *d)
 {
@@ -276,12 +375,16 @@ cmd_doctor(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "egressd-control", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "route", required_argument, NULL, 'r' },
+		{ "egressd-setting", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct doctor d = { 0 };
 	struct attest_row rows[ATTEST__COUNT];
-	const char *control = DOCTOR_DEFAULT_CONTROL;
+	const char *control = DOCTOR_DEFAULT_CONTROL, *route_url = NULL;
+	const char *settings[DOCTOR_SETTINGS_MAX + 1] = { 0 };
+	size_t nset = 0;
 	int ch;
 
 	optind = 1;
@@ -289,11 +392,23 @@ cmd_doctor(int argc, char **argv)
 		switch (ch) {
 		case 'c': control = optarg; break;
 		case 'j': d.json = true; break;
+		case 'r': route_url = optarg; break;
+		case 's':
+			if (nset >= DOCTOR_SETTINGS_MAX || !egressd_setting_valid(optarg)) {
+				fprintf(stderr, "doctor: bad or too many --egressd-setting\n");
+				return EXEC_EXIT_USAGE;
+			}
+			settings[nset++] = optarg;
+			break;
 		case 'h':
 			printf("usage: egress-exec doctor [--egressd-control SOCK] [--json]\n"
+			    "                          [--route URL [--egressd-setting K=V ...]]\n"
 			    "One row per capability and dependency: ok, degraded or missing; required or\n"
 			    "warning; with a fix hint. Exit 0 when every required row is ok, %d "
-			    "otherwise.\n", EXEC_EXIT_CAPABILITY);
+			    "otherwise.\n"
+			    "The route rows say how a private egressd reaches destinations and\n"
+			    "authenticates; --route URL starts one and asks it (docs/routing.md).\n",
+			    EXEC_EXIT_CAPABILITY);
 			return EXEC_EXIT_OK;
 		default:
 			return EXEC_EXIT_USAGE;
@@ -334,6 +449,7 @@ cmd_doctor(int argc, char **argv)
 	doctor_userns(&d);
 	doctor_egressd(&d, control);
 	doctor_libproxy(&d);
+	doctor_route(&d, route_url, settings);
 	doctor_print(&d);
 	json_decref(d.rows);
 	return d.required_failed ? EXEC_EXIT_CAPABILITY : EXEC_EXIT_OK;

@@ -5,9 +5,11 @@
 #include "executor/egressd_client.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +24,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "executor/hostroute.h"
+
+extern char **environ;
 
 static int ec_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -466,6 +471,18 @@ ec_log_tail(const char *path, char *out, size_t outlen)
 	out[n] = '\0';
 }
 
+/* Did the caller give `key=...` among settings? */
+static bool
+setting_given(const char *const *settings, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (size_t i = 0; settings && settings[i]; i++)
+		if (strncmp(settings[i], key, n) == 0 && settings[i][n] == '=')
+			return true;
+	return false;
+}
+
 int
 egressd_embedded_start(const char *dir, const char *const *settings,
     struct egressd_embedded *e, char *err, size_t errlen)
@@ -501,6 +518,52 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 	for (size_t i = 0; settings && settings[i]; i++) {
 		const char *eq = strchr(settings[i], '=');
 		fprintf(f, "%.*s = %s\n", (int)(eq - settings[i]), settings[i], eq + 1);
+	}
+	/* The host route by default, authenticated as the person who ran egress-exec
+	 * (executor/hostroute.h); a setting given by the caller wins. */
+	if (!setting_given(settings, "route"))
+		fprintf(f, "route = system\n");
+	/* A PAC (pac+URL, WPAD) is written by egressd after its privilege drop and read by its
+	 * route helper, both as the account egressd drops to: give them a directory of their
+	 * own, reachable through the run folder (o+x only; the worker's mount namespace has
+	 * no /run/egress-exec at all). Only egress-exec's own top directory is opened up, never
+	 * an arbitrary parent. */
+	if (!setting_given(settings, "pac_copy")) {
+		char pdir[EGRESS_PATH_MAX], parent[EGRESS_PATH_MAX], *slash;
+		struct passwd *pw = getpwnam("egressd");
+
+		if (pw == NULL)
+			pw = getpwnam("nobody");
+		snprintf(parent, sizeof(parent), "%s", dir);
+		slash = strrchr(parent, '/');
+		if (slash != NULL && slash != parent)
+			*slash = '\0';
+		if (pw != NULL && !setting_given(settings, "user") &&
+		    ec_join(pdir, dir, "pac") == 0 && mkdir(pdir, 0700) == 0 &&
+		    chown(pdir, pw->pw_uid, pw->pw_gid) == 0 && chmod(dir, 0711) == 0 &&
+		    (strcmp(parent, EGRESSD_RUN_TOP) != 0 || chmod(parent, 0711) == 0)) {
+			fprintf(f, "pac_copy = %s/egressd-pac.js\n", pdir);
+			snprintf(e->pacdir, sizeof(e->pacdir), "%s", pdir);
+		}
+	}
+	if (!setting_given(settings, "proxy_credentials")) {
+		struct hostroute h;
+		char cpath[EGRESS_PATH_MAX], e2[256];
+		int w;
+
+		hostroute_plan(environ, &h);
+		w = ec_join(cpath, dir, "proxy-credentials.ini") < 0 ? -1 :
+		    hostroute_write_credentials(&h, cpath, e2, sizeof(e2));
+		hostroute_clear(&h);
+		if (w < 0) {
+			fclose(f);
+			return ec_err(err, errlen, 0, "proxy credentials for the private egressd: %s",
+			    e2);
+		}
+		if (w > 0) {
+			fprintf(f, "proxy_credentials = %s\n", cpath);
+			snprintf(e->creds, sizeof(e->creds), "%s", cpath);
+		}
 	}
 	if (fclose(f) != 0)
 		return ec_err(err, errlen, errno, "write %s", e->conf);
@@ -554,20 +617,57 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 	    "see %s", EGRESSD_START_TIMEOUT_MS, e->log);
 }
 
+/* What egressd_embedded_start made besides egressd's own files: the credentials file (and
+ * its password file) and the PAC directory with the copies egressd wrote there. */
+static void
+ec_remove_generated(struct egressd_embedded *e)
+{
+	if (e->creds[0] != '\0') {
+		char pw[EGRESS_PATH_MAX + 16];
+
+		snprintf(pw, sizeof(pw), "%s.password", e->creds);
+		unlink(e->creds);
+		unlink(pw);
+		e->creds[0] = '\0';
+	}
+	if (e->pacdir[0] != '\0') {
+		DIR *d = opendir(e->pacdir);
+		struct dirent *de;
+
+		while (d != NULL && (de = readdir(d)) != NULL) {
+			char p[EGRESS_PATH_MAX + 256];
+
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", e->pacdir, de->d_name);
+			unlink(p);
+		}
+		if (d != NULL)
+			closedir(d);
+		rmdir(e->pacdir);
+		e->pacdir[0] = '\0';
+	}
+}
+
 void
 egressd_embedded_stop(struct egressd_embedded *e)
 {
 	uint64_t deadline;
 	int wst;
 
-	if (e == NULL || e->pid <= 0)
+	if (e == NULL)
 		return;
+	if (e->pid <= 0) {
+		ec_remove_generated(e);
+		return;
+	}
 	kill(e->pid, SIGTERM);
 	deadline = mono_msec() + EGRESSD_STOP_TIMEOUT_MS;
 	while (mono_msec() < deadline) {
 		if (waitpid(e->pid, &wst, WNOHANG) == e->pid) {
 			e->pid = 0;
 			unlink(e->sock);
+			ec_remove_generated(e);
 			return;
 		}
 		usleep(20 * 1000);
@@ -576,4 +676,5 @@ egressd_embedded_stop(struct egressd_embedded *e)
 	waitpid(e->pid, &wst, 0);
 	e->pid = 0;
 	unlink(e->sock);
+	ec_remove_generated(e);
 }

@@ -24,6 +24,7 @@
 #include "common/limits.h"
 
 #define EGRESSD_CLIENT_TIMEOUT_MS  5000
+#define EGRESSD_RUN_TOP           "/run/egress-exec"   /* where run folders live */
 #define EGRESSD_START_TIMEOUT_MS   10000   /* embedded egressd must answer status by then */
 #define EGRESSD_STOP_TIMEOUT_MS    5000    /* then SIGKILL */
 #define EGRESSD_GRANT_ID_LEN       (2 * EGRESS_GRANT_ID_BYTES)
@@ -75,6 +76,8 @@ struct egressd_embedded {
 	char conf[EGRESS_PATH_MAX];         /* generated config */
 	char decisions[EGRESS_PATH_MAX];    /* its decision log */
 	char log[EGRESS_PATH_MAX];          /* its stderr */
+	char creds[EGRESS_PATH_MAX];        /* generated proxy credentials, "" when none */
+	char pacdir[EGRESS_PATH_MAX];       /* directory of its PAC copy, "" when none */
 };
 
 /*
@@ -94,7 +97,8 @@ int egressd_find_binary(char *out, size_t outlen);
 int egressd_embedded_start(const char *dir, const char *const *settings,
     struct egressd_embedded *e, char *err, size_t errlen);
 
-/* SIGTERM, wait up to EGRESSD_STOP_TIMEOUT_MS, then SIGKILL; reap. Accepts pid 0. */
+/* SIGTERM, wait up to EGRESSD_STOP_TIMEOUT_MS, then SIGKILL; reap; remove the generated
+ * credentials and the PAC directory. Accepts pid 0. */
 void egressd_embedded_stop(struct egressd_embedded *e);
 
 /* A setting for the embedded config: key [a-z_]+, '=', value without control characters. */

@@ -37,6 +37,7 @@ static const char *const FORBIDDEN_EXACT[] = {
 static const char *const RESERVED_EXACT[] = {
 	"HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "ALL_PROXY", "NO_PROXY", "RSYNC_PROXY",
 	"SOCKS_PROXY", "SOCKS5_PROXY", "GIT_PROXY_COMMAND", "WSS_PROXY", "WS_PROXY",
+	"GRPC_PROXY", "NPM_CONFIG_PROXY", "NPM_CONFIG_HTTPS_PROXY", "NPM_CONFIG_NOPROXY",
 };
 
 /* Prefixes: whole families of credential-bearing variables. */
@@ -553,4 +554,95 @@ env_get(char *const *envp, const char *name)
 		if (strncmp(envp[i], name, nl) == 0 && envp[i][nl] == '=')
 			return envp[i] + nl + 1;
 	return NULL;
+}
+
+/* The variables the sandbox sets for a networked worker (and removes from the preset's
+ * environment first): each client family's own spelling of "use this proxy". */
+static const char *const PROXY_URL_VARS[] = {
+	"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
+	"GRPC_PROXY", "grpc_proxy", "npm_config_proxy", "npm_config_https_proxy",
+};
+static const char *const PROXY_EMPTY_VARS[] = {
+	"NO_PROXY", "no_proxy", "npm_config_noproxy",
+};
+
+bool
+env_is_proxy_convention(const char *kv, bool java)
+{
+	size_t n = strcspn(kv, "=");
+
+	if (kv[n] != '=')
+		return false;
+	for (size_t i = 0; i < EGRESS_NELEM(PROXY_URL_VARS); i++)
+		if (strlen(PROXY_URL_VARS[i]) == n && strncmp(kv, PROXY_URL_VARS[i], n) == 0)
+			return true;
+	for (size_t i = 0; i < EGRESS_NELEM(PROXY_EMPTY_VARS); i++)
+		if (strlen(PROXY_EMPTY_VARS[i]) == n && strncmp(kv, PROXY_EMPTY_VARS[i], n) == 0)
+			return true;
+	if (n == strlen("EGRESS_SSH_CONNECT") && strncmp(kv, "EGRESS_SSH_CONNECT", n) == 0)
+		return true;
+	return java && n == strlen("JAVA_TOOL_OPTIONS") &&
+	    strncmp(kv, "JAVA_TOOL_OPTIONS", n) == 0;
+}
+
+/*
+ * ssh has no HTTP proxy support of its own: its ProxyCommand runs this bash script, which
+ * opens a CONNECT tunnel through the listener named in HTTPS_PROXY and then relays stdin
+ * and stdout. bash's read takes one byte at a time from a socket, so nothing past the
+ * answer's head is consumed before the relay starts. A refusal prints egressd's reason.
+ */
+static const char SSH_CONNECT_SCRIPT[] =
+    "hp=${HTTPS_PROXY#*://}; hp=${hp%%/*}\n"
+    "exec 3<>\"/dev/tcp/${hp%:*}/${hp##*:}\" || exit 1\n"
+    "printf 'CONNECT %s:%s HTTP/1.1\\r\\nHost: %s:%s\\r\\n\\r\\n' \"$1\" \"$2\" \"$1\" \"$2\" >&3\n"
+    "read -r v c r <&3\n"
+    "if [ \"$c\" != 200 ]; then echo \"egress: CONNECT $1:$2 refused: $c ${r%$'\\r'}\" >&2; "
+    "exit 1; fi\n"
+    "while read -r l <&3; do [ -n \"${l%$'\\r'}\" ] || break; done\n"
+    "cat <&3 & exec cat >&3\n";
+
+int
+env_proxy_conventions(const char *proxy_url, bool java, bool ssh, char **out, size_t max)
+{
+	const char *hp = strstr(proxy_url, "://");
+	char host[EGRESS_HOSTPORT_MAX + 1];
+	const char *colon;
+	size_t k = 0;
+
+	if (hp == NULL || max < ENV_PROXY_CONVENTIONS_MAX + 1)
+		return -1;
+	hp += 3;
+	if (strlen(hp) >= sizeof(host))
+		return -1;
+	snprintf(host, sizeof(host), "%s", hp);
+	host[strcspn(host, "/")] = '\0';
+	colon = strrchr(host, ':');
+	if (colon == NULL)
+		return -1;
+	for (size_t i = 0; i < EGRESS_NELEM(PROXY_URL_VARS); i++)
+		if (asprintf(&out[k++], "%s=%s", PROXY_URL_VARS[i], proxy_url) < 0)
+			goto fail;
+	for (size_t i = 0; i < EGRESS_NELEM(PROXY_EMPTY_VARS); i++)
+		if (asprintf(&out[k++], "%s=", PROXY_EMPTY_VARS[i]) < 0)
+			goto fail;
+	/* tcp:// grants: git over ssh through the listener (the script is expanded by the
+	 * shell ssh runs the ProxyCommand with, never by git's) */
+	if (ssh && (asprintf(&out[k++], "EGRESS_SSH_CONNECT=%s", SSH_CONNECT_SCRIPT) < 0 ||
+	    asprintf(&out[k++], "GIT_SSH_COMMAND=ssh -o ProxyCommand=\"/bin/bash -c "
+	    "\\\"\\$EGRESS_SSH_CONNECT\\\" egress-ssh %%h %%p\"") < 0))
+		goto fail;
+	if (java && asprintf(&out[k++], "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=%.*s "
+	    "-Dhttp.proxyPort=%s -Dhttps.proxyHost=%.*s -Dhttps.proxyPort=%s "
+	    "-Dhttp.nonProxyHosts=", (int)(colon - host), host, colon + 1,
+	    (int)(colon - host), host, colon + 1) < 0)
+		goto fail;
+	out[k] = NULL;
+	return (int)k;
+fail:
+	out[k - 1] = NULL;
+	for (size_t i = 0; i + 1 < k; i++) {
+		free(out[i]);
+		out[i] = NULL;
+	}
+	return -1;
 }

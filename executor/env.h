@@ -128,6 +128,23 @@ int env_file_parse(const char *name, const char *text, size_t len, char ***out, 
  * env_file_parse it. The same contract. */
 int env_file_load(const char *path, char ***out, char *err, size_t errlen);
 
+/*
+ * Proxy conventions (docs/sandbox.md "Environment"): for a networked worker the sandbox sets,
+ * all pointing at proxy_url ("http://IP:PORT", the run's listener): HTTP_PROXY, HTTPS_PROXY,
+ * ALL_PROXY, GRPC_PROXY (each also lower-case), npm_config_proxy, npm_config_https_proxy;
+ * empty NO_PROXY, no_proxy, npm_config_noproxy (nothing bypasses the listener); and with
+ * java (the preset's `java_proxy = yes`) JAVA_TOOL_OPTIONS with -Dhttp(s).proxyHost/Port;
+ * with ssh (the grant has a tcp:// entry) GIT_SSH_COMMAND, an ssh whose ProxyCommand opens
+ * a CONNECT tunnel through the listener with the bash script in EGRESS_SSH_CONNECT.
+ * env_proxy_conventions writes heap "NAME=VALUE" strings to out (NULL-terminated; max must
+ * be > ENV_PROXY_CONVENTIONS_MAX) and returns how many, or -1 (nothing left allocated).
+ * env_is_proxy_convention: does kv set one of those names (removed from the preset's
+ * environment first, so the worker's value is always the sandbox's)?
+ */
+#define ENV_PROXY_CONVENTIONS_MAX 16
+int env_proxy_conventions(const char *proxy_url, bool java, bool ssh, char **out, size_t max);
+bool env_is_proxy_convention(const char *kv, bool java);
+
 /* Free an array from env_build or env_file_parse (values are wiped). Accepts NULL. */
 void env_free(char **envp);
 

@@ -13,6 +13,7 @@
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@
 #include "common/log.h"
 #include "common/pathglob.h"
 #include "common/util.h"
+#include "executor/gitconfig.h"
 
 const char *const mounts_denied_paths[] = {
 	"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh",
@@ -569,6 +571,104 @@ mounts_attach_idmapped(const char *src, int userns_fd, uint64_t extra, const cha
 	return rc;
 }
 
+/*
+ * git inside: an overlay on the worker's .git (dst, already the read-only view of the
+ * host's .git) whose upper layer lives on a tmpfs of this mount namespace only — `git add`,
+ * `commit`, `stash`, `checkout -b` work, and all of it vanishes with the namespace: nothing
+ * reaches the host repository or the run's upper layer (the candidate stays the base commit
+ * against the final work tree). The tmpfs is mounted at a scratch point in the new root,
+ * used, then detached, so the worker cannot reach the upper layer except through .git. The
+ * config the worker sees is the host's sanitized (executor/gitconfig.h), written through
+ * the overlay (a copy-up) before anything runs. host_git is the host's .git (read as root).
+ */
+static int
+mounts_git_writable(const struct mounts_spec *s, const char *host_git, const char *dst,
+    char *err, size_t errlen)
+{
+	char layer[EGRESS_PATH_MAX], up[EGRESS_PATH_MAX], wk[EGRESS_PATH_MAX];
+	char opt[3 * EGRESS_PATH_MAX + 64], cfg[EGRESS_PATH_MAX];
+	uint64_t bytes = s->tmp_bytes < EGRESS_GIT_LAYER_MAX ? s->tmp_bytes : EGRESS_GIT_LAYER_MAX;
+	struct stat st;
+	char *text = NULL, *clean = NULL;
+	size_t cleanlen = 0;
+	unsigned changed = 0;
+	int rc = -1;
+
+	if (stat(dst, &st) < 0)
+		return mounts_err(err, errlen, errno, "stat %s", dst);
+	if (mounts_path(layer, s->root_dir, "/.egress-git") < 0 ||
+	    mounts_path(up, layer, "/upper") < 0 || mounts_path(wk, layer, "/work") < 0 ||
+	    mounts_path(cfg, host_git, "/config") < 0)
+		return mounts_err(err, errlen, 0, "path too long");
+	if (!mounts_option_path_ok(dst) || !mounts_option_path_ok(up) ||
+	    !mounts_option_path_ok(wk))
+		return mounts_err(err, errlen, 0, ".git overlay paths must not contain ',' ':' "
+		    "or '\\'");
+	if (mkdir(layer, 0700) < 0)
+		return mounts_err(err, errlen, errno, "mkdir %s", layer);
+	if (mounts_tmpfs(layer, bytes, 0700, MS_NOSUID | MS_NODEV, err, errlen) < 0)
+		return -1;
+	/* The upper root stands for .git itself: same owner and mode, so the worker (the
+	 * owner, or the idmapped owner) may create files in it. */
+	if (mkdir(up, st.st_mode & 07777) < 0 || chown(up, st.st_uid, st.st_gid) < 0 ||
+	    chmod(up, st.st_mode & 07777) < 0 || mkdir(wk, 0700) < 0) {
+		mounts_err(err, errlen, errno, "git layer dirs");
+		goto out;
+	}
+	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s", dst, up, wk);
+	if (mount("overlay", dst, "overlay", MS_NOSUID | MS_NODEV, opt) < 0) {
+		mounts_err(err, errlen, errno, "overlay on .git");
+		goto out;
+	}
+	/* The sanitized config, when there is one (bounded read of the host file). */
+	{
+		int fd = open(cfg, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		struct stat cs;
+
+		if (fd >= 0 && fstat(fd, &cs) == 0 && S_ISREG(cs.st_mode) &&
+		    cs.st_size <= GITCONFIG_MAX) {
+			ssize_t n;
+
+			text = malloc((size_t)cs.st_size + 1);
+			n = text ? read(fd, text, (size_t)cs.st_size) : -1;
+			if (n != cs.st_size) {
+				close(fd);
+				mounts_err(err, errlen, errno, "read %s", cfg);
+				goto out;
+			}
+			if (gitconfig_sanitize(text, (size_t)n, &clean, &cleanlen, &changed) != 0) {
+				close(fd);
+				mounts_err(err, errlen, 0, "sanitize %s", cfg);
+				goto out;
+			}
+		} else if (fd >= 0) {
+			close(fd);
+			mounts_err(err, errlen, 0, "%s: not a regular file of at most %d bytes",
+			    cfg, GITCONFIG_MAX);
+			goto out;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (clean != NULL) {
+		char inside[EGRESS_PATH_MAX];
+
+		if (mounts_path(inside, dst, "/config") < 0 ||
+		    mounts_write_file(inside, clean, err, errlen) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(text);
+	free(clean);
+	/* The overlay keeps its upper layer alive; the scratch mount point goes. */
+	if (umount2(layer, MNT_DETACH) < 0 && rc == 0)
+		rc = mounts_err(err, errlen, errno, "detach the git layer");
+	if (rmdir(layer) < 0 && rc == 0)
+		rc = mounts_err(err, errlen, errno, "rmdir %s", layer);
+	return rc;
+}
+
 static int
 mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, size_t errlen)
 {
@@ -605,11 +705,59 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 		} else if (mounts_bind_ro(g, p, false, err, errlen) < 0) {
 			return -1;
 		}
+		/* ... and writable on top of that, for git inside, when .git is a directory */
+		if (S_ISDIR(st.st_mode) && mounts_git_writable(s, g, p, err, errlen) < 0)
+			return -1;
 	}
 	for (size_t i = 0; s->forbidden_paths && s->forbidden_paths[i]; i++) {
 		const char *f = s->forbidden_paths[i];
 		if ((glob_is_pattern(f) ? mounts_mask_glob(work_host, f, err, errlen) :
 		    mounts_mask(work_host, f, err, errlen)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The preset's read-only binds (robind.h; admission refused sensitive ones), each at the
+ * same path inside. Not recursive: a mount below a bound directory stays hidden. The
+ * path is checked again here, after admission, because a link could have been planted
+ * in between: realpath equal to the path means no component is a symbolic link.
+ */
+static int
+mounts_ro_binds(const char *root, const char *const *binds, char *err, size_t errlen)
+{
+	for (size_t i = 0; binds != NULL && binds[i] != NULL; i++) {
+		const char *src = binds[i];
+		char real[PATH_MAX], dst[EGRESS_PATH_MAX];
+		struct stat st;
+
+		if (realpath(src, real) == NULL || strcmp(real, src) != 0 ||
+		    stat(src, &st) < 0)
+			return mounts_err(err, errlen, errno, "ro_bind %s: changed since admission",
+			    src);
+		if (mounts_path(dst, root, src) < 0)
+			return mounts_err(err, errlen, 0, "ro_bind %s: path too long", src);
+		if (S_ISDIR(st.st_mode)) {
+			if (mounts_mkdir_p(root, src, err, errlen) < 0)
+				return -1;
+		} else if (S_ISREG(st.st_mode)) {
+			char parent[EGRESS_PATH_MAX];
+			char *slash;
+
+			snprintf(parent, sizeof(parent), "%s", src);
+			slash = strrchr(parent, '/');
+			if (slash != NULL && slash != parent) {
+				*slash = '\0';
+				if (mounts_mkdir_p(root, parent, err, errlen) < 0)
+					return -1;
+			}
+			if (mounts_touch(dst, err, errlen) < 0)
+				return -1;
+		} else {
+			return mounts_err(err, errlen, 0, "ro_bind %s: not a directory or file", src);
+		}
+		if (mounts_bind_ro(src, dst, false, err, errlen) < 0)
 			return -1;
 	}
 	return 0;
@@ -637,6 +785,8 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 	if (mounts_etc(root, s->uid, s->gid, err, errlen) < 0)
 		return -1;
 	if (mounts_dev(root, s->tmp_bytes, err, errlen) < 0)
+		return -1;
+	if (mounts_ro_binds(root, s->ro_binds, err, errlen) < 0)
 		return -1;
 
 	if (mounts_path(p, root, "/proc") < 0 || mkdir(p, 0555) < 0)

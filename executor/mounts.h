@@ -30,6 +30,7 @@ struct mounts_spec {
 	const char *const *forbidden_paths; /* repository-relative paths or globs to mask
 	                                     * (a glob: every existing entry it matches), or
 	                                     * NULL */
+	const char *const *ro_binds; /* preset ro_bind host paths (admission checked them), or NULL */
 	uint64_t tmp_bytes;        /* size of /tmp (and bound for /dev/shm) */
 	uid_t uid;                 /* sandbox user, for the generated passwd/group */
 	gid_t gid;

@@ -46,6 +46,7 @@
 #include "executor/manifest.h"
 #include "executor/opaque.h"
 #include "executor/preset.h"
+#include "executor/repocheck.h"
 #include "executor/sandbox.h"
 #include "executor/scope.h"
 #include "executor/workunit.h"
@@ -313,6 +314,8 @@ run_sandbox(struct orch *r)
 	memset(&spec, 0, sizeof(spec));
 	spec.executable = r->p->executable;
 	spec.argv = argv;
+	spec.ro_binds = r->p->ro_binds.n ? (const char *const *)r->p->ro_binds.v : NULL;
+	spec.java_proxy = r->p->java_proxy;
 	spec.prompt_transport = r->adm.transport;
 	spec.prompt = r->wu->objective;
 	spec.prompt_flag = r->p->prompt_flag;
@@ -804,6 +807,22 @@ orchestrate_run(const struct orchestrate_opts *o)
 	}
 	snprintf(r.repo, sizeof(r.repo), "%s", real);
 	free(real);
+	/* A repository that cannot give a candidate is refused before the budget is spent; a
+	 * dirty one runs, but the person is told now (executor/repocheck.h). An unborn HEAD
+	 * stays allowed: the base is then the empty tree (changes.c). */
+	{
+		struct repocheck rk;
+
+		if (repocheck_inspect(r.repo, &rk) != 0 || !rk.worktree_root) {
+			orch_set(&r, EXEC_EXIT_ADMISSION, REASON_ADM_REPO_INVALID, "%s", rk.why);
+			goto out;
+		}
+		if (rk.dirty > 0)
+			log_warnx("repository %s has %zu uncommitted change(s) (%s%s): they will "
+			    "appear in the candidate as if the worker made them; commit or stash "
+			    "them first", r.repo, rk.dirty, rk.dirty_paths,
+			    rk.dirty > REPOCHECK_DIRTY_SHOWN ? ", ..." : "");
+	}
 
 	/* 2-3. Environment and the sandbox. */
 	if (run_sandbox(&r) != EXEC_EXIT_OK)

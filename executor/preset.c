@@ -10,6 +10,7 @@
 
 #include "common/limits.h"
 #include "common/util.h"
+#include "executor/robind.h"
 
 const char *
 preset_transport_str(enum preset_transport t)
@@ -47,6 +48,7 @@ preset_free(struct preset *p)
 	free(p->prompt_flag);
 	free(p->model_connection);
 	strlist_free(&p->env_allowlist);
+	strlist_free(&p->ro_binds);
 	free(p);
 }
 
@@ -67,6 +69,8 @@ preset_schema(struct conf_key *s)
 	K("preset", "network_policy", CONF_REQUIRED);
 	K("preset", "model_connection", 0);
 	K("preset", "env_allowlist", CONF_LIST);
+	K("preset", "ro_bind", CONF_LIST);
+	K("preset", "java_proxy", 0);
 #undef K
 	n += ceilings_schema("ceilings", s + n, PRESET_SCHEMA_MAX - n);
 	return n;
@@ -142,6 +146,7 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 
 	if (strlist_from_conf(c, (size_t)sec, "argv", &p->argv) != 0 ||
 	    strlist_from_conf(c, (size_t)sec, "env_allowlist", &p->env_allowlist) != 0 ||
+	    strlist_from_conf(c, (size_t)sec, "ro_bind", &p->ro_binds) != 0 ||
 	    p->name == NULL || p->executable == NULL) {
 		*why = REASON_INTERNAL_ERROR;
 		snprintf(err, errlen, "%s: out of memory", name);
@@ -149,6 +154,20 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 	}
 	if (p->argv.n > 256)
 		REFUSE("%s:%u: argv has more than 256 entries", name, p->argv.line);
+	v = conf_get(c, (size_t)sec, "java_proxy", &line);
+	if (v != NULL) {
+		if (strcmp(v, "yes") == 0)
+			p->java_proxy = true;
+		else if (strcmp(v, "no") != 0)
+			REFUSE("%s:%u: java_proxy must be yes or no", name, line);
+	}
+	/* Syntax only here; which paths may be shown is admission's (robind_check). */
+	if (p->ro_binds.n > ROBIND_MAX)
+		REFUSE("%s:%u: more than %d ro_bind entries", name, p->ro_binds.line, ROBIND_MAX);
+	for (size_t i = 0; i < p->ro_binds.n; i++)
+		if (!exec_path_valid(p->ro_binds.v[i]))
+			REFUSE("%s:%u: ro_bind must be an absolute path without . or .. components",
+			    name, p->ro_binds.line);
 
 	v = conf_get(c, (size_t)sec, "prompt_transport", &line);
 	if (v == NULL)

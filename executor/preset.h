@@ -6,7 +6,7 @@
  *
  * Like the WorkUnit loader this only parses; admission decides. Layout: one [preset]
  * section (name, executable, argv, prompt_transport, prompt_flag, network_policy,
- * model_connection, env_allowlist) and one [ceilings] section (docs/workunit.md).
+ * model_connection, env_allowlist, ro_bind, java_proxy) and one [ceilings] section (docs/workunit.md).
  *
  * Trusted model destinations (for network_policy = model_only) come from a separate file
  * owned by the connection layer: sections "[connection NAME]" with repeated
@@ -34,6 +34,8 @@ struct preset {
 	enum preset_net network;
 	char *model_connection;     /* for model_only: connection name in the trusted file */
 	struct strlist env_allowlist;
+	struct strlist ro_binds;    /* ro_bind: host paths shown read-only (robind.h rules) */
+	bool java_proxy;            /* java_proxy = yes: JAVA_TOOL_OPTIONS names the proxy */
 	struct ceilings ceilings;
 };
 

@@ -153,27 +153,25 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url)
 		n++;
 	if (n > EGRESS_ENV_VARS_MAX)
 		return NULL;
-	e = calloc(n + 8, sizeof(*e));
+	e = calloc(n + ENV_PROXY_CONVENTIONS_MAX + 2, sizeof(*e));
 	if (e == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (sb_is_proxy_var(s->envp[i]))
+		if (sb_is_proxy_var(s->envp[i]) || env_is_proxy_convention(s->envp[i],
+		    s->java_proxy))
 			continue;
 		e[k++] = (char *)(uintptr_t)s->envp[i];
 	}
-	if (proxy_url) {
-		static const char *const pv[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
-			"https_proxy" };
-		for (size_t i = 0; i < EGRESS_NELEM(pv); i++) {
-			if (asprintf(&e[k], "%s=%s", pv[i], proxy_url) < 0)
-				e[k] = NULL;
-			if (e[k])
-				k++;
-		}
-		e[k++] = (char *)"NO_PROXY=";
-		e[k++] = (char *)"no_proxy=";
+	/* every client family's spelling of the proxy, all at this run's listener (env.h);
+	 * git over ssh when the grant has a tcp:// entry */
+	bool tcp = false;
+	for (size_t i = 0; s->allowlist && s->allowlist[i]; i++)
+		tcp = tcp || strncmp(s->allowlist[i], "tcp://", 6) == 0;
+	if (proxy_url && env_proxy_conventions(proxy_url, s->java_proxy, tcp, e + k,
+	    ENV_PROXY_CONVENTIONS_MAX + 1) < 0) {
+		free(e);
+		return NULL;
 	}
-	e[k] = NULL;
 	return e;
 }
 
@@ -186,8 +184,7 @@ sb_envp_free(char **e, const struct sandbox_spec *s)
 		bool from_spec = false;
 		for (size_t j = 0; s->envp && s->envp[j] && !from_spec; j++)
 			from_spec = e[i] == s->envp[j];
-		if (!from_spec && strncmp(e[i], "NO_PROXY=", 9) != 0 &&
-		    strncmp(e[i], "no_proxy=", 9) != 0)
+		if (!from_spec)
 			free(e[i]);
 	}
 	free(e);
@@ -504,6 +501,7 @@ sb_setup_clone(struct sb_run *r)
 	c->ms.ovl_work_dir = r->owork;
 	c->ms.workdir = spec->workdir;
 	c->ms.forbidden_paths = spec->forbidden_paths;
+	c->ms.ro_binds = spec->ro_binds;
 	c->ms.tmp_bytes = spec->limits.disk_bytes;
 	c->ms.uid = spec->uid;
 	c->ms.gid = spec->gid;

@@ -41,6 +41,8 @@ struct sandbox_spec {
 	/* What runs (owned by the preset / caller, never by WorkUnit text). */
 	const char *executable;     /* absolute path, inside the sandbox's view (host /usr etc.) */
 	const char *const *argv;    /* argv[0] included, NULL-terminated */
+	const char *const *ro_binds; /* preset ro_bind paths (admission-checked), or NULL */
+	bool java_proxy;            /* preset java_proxy: JAVA_TOOL_OPTIONS names the listener */
 	enum prompt_transport prompt_transport;
 	const char *prompt;         /* stdin bytes, or the argument value */
 	const char *prompt_flag;    /* for PROMPT_ARGUMENT: "--prompt" (argv gets flag, prompt) */

@@ -26,7 +26,7 @@ RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git public
 DEMO="curl python3"
 # Peers and tools of the test suite, the fuzzers (clang) and the package build and check.
 TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user
- openssl procps psmisc chromium clang llvm debhelper lintian fakeroot dpkg-dev"
+ openssl procps psmisc chromium clang llvm debhelper lintian fakeroot dpkg-dev nodejs"
 BENCH="trafficserver tinyproxy squid bubblewrap linux-perf strace"
 # Services of the test and bench peers above: never enabled, never left running.
 PEER_SERVICES="squid danted krb5-kdc krb5-admin-server trafficserver tinyproxy"
@@ -63,6 +63,11 @@ for p in $pkgs; do
 		want="$want $p"
 	fi
 done
+# npm installs the agent CLIs of the acceptance tests (scripts/install-agents.sh). Debian's
+# npm package only when no npm is there: a nodejs built with npm inside conflicts with it.
+case "$set_" in
+test | all) command -v npm >/dev/null 2>&1 || want="$want npm" ;;
+esac
 [ -z "$want" ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

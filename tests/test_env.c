@@ -392,6 +392,51 @@ test_env_file(void **state)
 	unlink(path);
 }
 
+/* Proxy conventions beyond HTTP(S)_PROXY: all at the listener; reserved in allowlists. */
+static void
+test_proxy_conventions(void **state)
+{
+	char *out[ENV_PROXY_CONVENTIONS_MAX + 1];
+	char msg[256];
+	int n;
+
+	(void)state;
+	n = env_proxy_conventions("http://169.254.10.1:3128", false, false, out,
+	    ENV_PROXY_CONVENTIONS_MAX + 1);
+	assert_true(n > 0 && n <= ENV_PROXY_CONVENTIONS_MAX);
+	assert_null(out[n]);
+	assert_non_null(env_get(out, "ALL_PROXY"));
+	assert_string_equal(env_get(out, "grpc_proxy"), "http://169.254.10.1:3128");
+	assert_string_equal(env_get(out, "npm_config_https_proxy"), "http://169.254.10.1:3128");
+	assert_string_equal(env_get(out, "npm_config_noproxy"), "");
+	assert_null(env_get(out, "JAVA_TOOL_OPTIONS"));
+	assert_null(env_get(out, "GIT_SSH_COMMAND"));
+	for (int i = 0; i < n; i++)
+		assert_true(env_is_proxy_convention(out[i], false));
+	for (int i = 0; i < n; i++)
+		free(out[i]);
+	n = env_proxy_conventions("http://169.254.10.1:3128", true, true, out,
+	    ENV_PROXY_CONVENTIONS_MAX + 1);
+	assert_true(n > 0);
+	assert_non_null(strstr(env_get(out, "JAVA_TOOL_OPTIONS"),
+	    "-Dhttps.proxyHost=169.254.10.1 -Dhttps.proxyPort=3128"));
+	assert_non_null(strstr(env_get(out, "GIT_SSH_COMMAND"), "ProxyCommand="));
+	assert_non_null(strstr(env_get(out, "EGRESS_SSH_CONNECT"), "CONNECT %s:%s"));
+	for (int i = 0; i < n; i++)
+		free(out[i]);
+	/* a caller's JAVA_TOOL_OPTIONS is replaced only when the preset opts in */
+	assert_false(env_is_proxy_convention("JAVA_TOOL_OPTIONS=-Xmx1g", false));
+	assert_true(env_is_proxy_convention("JAVA_TOOL_OPTIONS=-Xmx1g", true));
+	assert_false(env_is_proxy_convention("GRPC_PROXYX=1", false));
+	/* bad input, short output array */
+	assert_int_equal(env_proxy_conventions("169.254.10.1", false, false, out, 20), -1);
+	assert_int_equal(env_proxy_conventions("http://169.254.10.1:3128", false, false, out, 3), -1);
+	/* never allowlistable */
+	assert_int_equal(env_name_check("grpc_proxy", msg, sizeof(msg)), REASON_ADM_ENV_FORBIDDEN);
+	assert_int_equal(env_name_check("npm_config_https_proxy", msg, sizeof(msg)),
+	    REASON_ADM_ENV_FORBIDDEN);
+}
+
 int
 main(void)
 {
@@ -406,6 +451,7 @@ main(void)
 		cmocka_unit_test(test_build_refusals),
 		cmocka_unit_test(test_build_bounds),
 		cmocka_unit_test(test_env_file),
+		cmocka_unit_test(test_proxy_conventions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
