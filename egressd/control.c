@@ -26,7 +26,7 @@
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 #include "egressd/listener.h"
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 #include "egressd/route.h"
 
 /* ---- decoding (pure) ---- */

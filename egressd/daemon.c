@@ -16,7 +16,7 @@
 #include "common/util.h"
 #include "egressd/control.h"
 #include "egressd/dlog.h"
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 #include "egressd/grants.h"
 #include "egressd/listener.h"
 #include "egressd/resolve.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 struct lchain {
 	FILE *f;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 #include "logfixture.h"
 
 static char *

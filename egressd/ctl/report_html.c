@@ -1,6 +1,6 @@
 /* report_html.c - the self-contained HTML audit report (inline CSS, inline SVG, no
  * scripts, no external resources). Contract: report_html.h. */
-#include "egressd/report_html.h"
+#include "egressd/ctl/report_html.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -19,10 +19,10 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "egressd/dlog_verify.h"
-#include "egressd/logexport.h"
-#include "egressd/logquery.h"
-#include "egressd/logsummary.h"
+#include "common/dlogchain.h"
+#include "egressd/ctl/logexport.h"
+#include "egressd/ctl/logquery.h"
+#include "egressd/ctl/logsummary.h"
 
 #define EXIT_BROKEN 1
 #define EXIT_USAGE  2

@@ -1,13 +1,13 @@
 /* logread.c - bounded reader of decision-log files for the audit commands.
  * Contract: logread.h. Record layout: docs/decision-log.md (checked by dlog_verify). */
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 static const char *
 jstr(json_t *o, const char *k)

@@ -1,6 +1,6 @@
 /* logexport.c - decision-log records as Squid native access.log lines.
  * Contract: logexport.h. Mapping: docs/audit.md. */
-#include "egressd/logexport.h"
+#include "egressd/ctl/logexport.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,7 +8,7 @@
 
 #include "common/limits.h"
 #include "common/reasons.h"
-#include "egressd/logquery.h"
+#include "egressd/ctl/logquery.h"
 
 #define EXIT_USAGE 2
 #define FIELD_MAX  (EGRESS_LOG_TARGET_MAX * 3 + 1)   /* a target fully %-encoded */

@@ -1,6 +1,6 @@
-/* dlog_verify.c - the one parser of decision-log lines and the chain verifier.
- * Format: docs/decision-log.md. Contract: dlog_verify.h. */
-#include "egressd/dlog_verify.h"
+/* dlogchain.c - the one parser of decision-log lines and the chain verifier.
+ * Format: docs/decision-log.md. Contract: dlogchain.h. */
+#include "common/dlogchain.h"
 
 #include <errno.h>
 #include <fcntl.h>

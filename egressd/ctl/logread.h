@@ -4,7 +4,7 @@
  *
  * Owns: the open file, one line buffer of EGRESS_LOG_RECORD_MAX + 1 bytes and the parsed
  * record of the current line. Lines are read with dlog_read_line and checked with
- * dlog_line_check (egressd/dlog_verify.h), so there is one parser of the record layout;
+ * dlog_line_check (common/dlogchain.h), so there is one parser of the record layout;
  * this module only adds the JSON object and typed accessors for the fields auditors ask
  * about. Every byte is hostile: nothing is sized from the file, malformed lines are
  * counted and skipped, not fatal.
@@ -12,7 +12,7 @@
  * The reader does NOT verify the chain (that is `egressctl log verify`): it checks each
  * record's own hash and flags records whose bytes do not match (hash_ok false) so callers
  * can warn that the file was edited.
- * Callers: egressd/logquery.c, logsummary.c, logexport.c, fuzz/fuzz_logread.c.
+ * Callers: egressd/ctl/logquery.c, logsummary.c, logexport.c, fuzz/fuzz_logread.c.
  */
 #ifndef EGRESS_LOGREAD_H
 #define EGRESS_LOGREAD_H

@@ -21,7 +21,7 @@
 #include <linux/landlock.h>
 #include <linux/netlink.h>
 
-#include "egressd/pacsandbox.h"
+#include "egressd/helper/pacsandbox.h"
 
 #define NOBODY 65534
 

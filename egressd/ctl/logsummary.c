@@ -1,7 +1,7 @@
 /* logsummary.c - egressctl log summary: per principal and destination aggregates of a
  * decision log, as text, JSON or a self-contained HTML report. Contract: logsummary.h.
  * Docs: docs/audit.md. */
-#include "egressd/logsummary.h"
+#include "egressd/ctl/logsummary.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,8 +10,8 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "egressd/logquery.h"
-#include "egressd/report_html.h"
+#include "egressd/ctl/logquery.h"
+#include "egressd/ctl/report_html.h"
 
 #define EXIT_USAGE 2
 
