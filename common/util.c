@@ -1,7 +1,9 @@
-/* util.c - checked number parsing, secret wiping, hex, clocks. */
+/* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all. */
 #include "common/util.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -95,4 +97,47 @@ uint64_t
 mono_msec(void)
 {
 	return mono_usec() / 1000u;
+}
+
+int
+errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+{
+	int keep = errno;
+	va_list ap;
+	size_t n;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+		if (saved_errno != 0) {
+			n = strlen(err);
+			if (n < errlen)
+				snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
+		}
+	}
+	errno = keep;
+	return -1;
+}
+
+int
+write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
 }

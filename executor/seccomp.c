@@ -150,21 +150,6 @@ seccomp_profile_entries(size_t *n)
 	return entries_cache;
 }
 
-static void
-errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static const uint64_t CLONE_NS_FLAGS[] = {
 	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 	CLONE_NEWCGROUP, CLONE_NEWTIME,
@@ -254,7 +239,7 @@ add_rules(scmp_filter_ctx ctx, const struct profile_rule *r, int nr, char *err, 
 		break;
 	}
 	if (rc != 0) {
-		errf(err, errlen, "seccomp: adding the rule for %s failed: %s", r->e.syscall,
+		errbuf_set(err, errlen, 0, "seccomp: adding the rule for %s failed: %s", r->e.syscall,
 		    strerror(-rc));
 		return -1;
 	}
@@ -271,7 +256,7 @@ seccomp_profile_build(char *err, size_t errlen)
 	int rc;
 
 	if (ctx == NULL) {
-		errf(err, errlen, "seccomp: seccomp_init failed (out of memory?)");
+		errbuf_set(err, errlen, 0, "seccomp: seccomp_init failed (out of memory?)");
 		return NULL;
 	}
 	/* Other architectures (i386 via int 0x80, x32) never reach the allow default: the
@@ -280,7 +265,7 @@ seccomp_profile_build(char *err, size_t errlen)
 	if (rc == 0)
 		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (rc != 0) {
-		errf(err, errlen, "seccomp: setting filter attributes failed: %s", strerror(-rc));
+		errbuf_set(err, errlen, 0, "seccomp: setting filter attributes failed: %s", strerror(-rc));
 		seccomp_release(ctx);
 		return NULL;
 	}
@@ -307,7 +292,7 @@ seccomp_profile_install(char *err, size_t errlen)
 	int rc;
 
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) {
-		errf(err, errlen, "seccomp: no_new_privs is not set; privs_drop must run first");
+		errbuf_set(err, errlen, 0, "seccomp: no_new_privs is not set; privs_drop must run first");
 		return -1;
 	}
 	ctx = seccomp_profile_build(err, errlen);
@@ -316,7 +301,7 @@ seccomp_profile_install(char *err, size_t errlen)
 	rc = seccomp_load(ctx);
 	seccomp_release(ctx);
 	if (rc != 0) {
-		errf(err, errlen, "seccomp: loading the filter failed: %s", strerror(-rc));
+		errbuf_set(err, errlen, 0, "seccomp: loading the filter failed: %s", strerror(-rc));
 		return -1;
 	}
 	return seccomp_profile_verify(err, errlen);
@@ -331,7 +316,7 @@ seccomp_profile_verify(char *err, size_t errlen)
 	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		errf(err, errlen, "seccomp: cannot open /proc/self/status: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "seccomp: cannot open /proc/self/status: %s", strerror(errno));
 		return -1;
 	}
 	while (len < sizeof(buf) - 1 &&
@@ -341,14 +326,14 @@ seccomp_profile_verify(char *err, size_t errlen)
 	buf[len] = '\0';
 	const char *p = strstr(buf, "\nSeccomp:");
 	if (p == NULL) {
-		errf(err, errlen, "seccomp: /proc/self/status has no Seccomp line");
+		errbuf_set(err, errlen, 0, "seccomp: /proc/self/status has no Seccomp line");
 		return -1;
 	}
 	p += strlen("\nSeccomp:");
 	while (*p == ' ' || *p == '\t')
 		p++;
 	if (p[0] != '2' || (p[1] != '\n' && p[1] != '\0')) {
-		errf(err, errlen, "seccomp: mode is not 2 (filter) after loading");
+		errbuf_set(err, errlen, 0, "seccomp: mode is not 2 (filter) after loading");
 		return -1;
 	}
 	return 0;
@@ -390,7 +375,7 @@ seccomp_profile_selftest(char *err, size_t errlen)
 	pid_t pid = fork();
 
 	if (pid < 0) {
-		errf(err, errlen, "seccomp self-test: fork failed: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "seccomp self-test: fork failed: %s", strerror(errno));
 		return -1;
 	}
 	if (pid == 0)
@@ -401,7 +386,7 @@ seccomp_profile_selftest(char *err, size_t errlen)
 		if (w == pid)
 			goto done;
 		if (w < 0 && errno != EINTR) {
-			errf(err, errlen, "seccomp self-test: waitpid: %s", strerror(errno));
+			errbuf_set(err, errlen, 0, "seccomp self-test: waitpid: %s", strerror(errno));
 			return -1;
 		}
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
@@ -410,15 +395,15 @@ seccomp_profile_selftest(char *err, size_t errlen)
 	kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	errf(err, errlen, "seccomp self-test: child did not finish within 5 s");
+	errbuf_set(err, errlen, 0, "seccomp self-test: child did not finish within 5 s");
 	return -1;
 done:
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFSIGNALED(status))
-		errf(err, errlen, "seccomp self-test: child killed by signal %d", WTERMSIG(status));
+		errbuf_set(err, errlen, 0, "seccomp self-test: child killed by signal %d", WTERMSIG(status));
 	else
-		errf(err, errlen, "seccomp self-test: check %d failed (10 nnp, 11 install, "
+		errbuf_set(err, errlen, 0, "seccomp self-test: check %d failed (10 nnp, 11 install, "
 		    "12 unshare, 13 mount, 14 netlink, 15 clone3, 16 inet socket)",
 		    WEXITSTATUS(status));
 	return -1;

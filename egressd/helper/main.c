@@ -31,6 +31,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/routeproto.h"
+#include "common/util.h"
 #include "egressd/helper/pacsandbox.h"
 
 /* The PAC copy egressd wrote (from http_proxy=pac+file://PATH), or NULL. */
@@ -74,22 +75,6 @@ pac_error_answer(char **proxies)
 	for (size_t i = 0; proxies != NULL && proxies[i] != NULL; i++)
 		if (strstr(proxies[i], PAC_ERROR_HOST) != NULL)
 			return 1;
-	return 0;
-}
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
 	return 0;
 }
 
