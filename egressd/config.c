@@ -112,15 +112,15 @@ config_user_valid(const char *s)
 	return true;
 }
 
-static char *
-xstrdup(const char *s)
-{
-	char *p = strdup(s);
-
-	if (p == NULL)
-		fatal("strdup");
-	return p;
-}
+/*
+ * Out of memory while building a configuration fails that load, never the daemon
+ * (CONTRIBUTING.md, "Out of memory"): at start-up egressd exits with the message, a
+ * SIGHUP reload keeps the running configuration. DUP_OR_OOM jumps to config_build's oom.
+ */
+#define DUP_OR_OOM(dst, src) do {                                                      \
+		if (((dst) = strdup(src)) == NULL)                                           \
+			goto oom;                                                            \
+	} while (0)
 
 void
 config_free(struct egressd_config *c)
@@ -168,10 +168,12 @@ list_json(const struct conf *cf, size_t sec, const char *key)
 	const char *const *v = conf_get_list(cf, sec, key, &n);
 	json_t *a = json_array();
 
-	if (a == NULL)
-		fatal("json_array");
-	for (size_t i = 0; v != NULL && i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
+	for (size_t i = 0; a != NULL && v != NULL && i < n; i++) {
+		if (json_array_append_new(a, json_string(v[i])) != 0) {
+			json_decref(a);
+			return NULL;      /* out of memory */
+		}
+	}
 	return a;
 }
 
@@ -202,26 +204,42 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *er
 	}
 	obj = json_object();
 	limits = json_object();
-	if (obj == NULL || limits == NULL)
-		fatal("json_object");
-	json_object_set_new(obj, "principal", json_string(label));
-	json_object_set_new(obj, "allow", list_json(cf, sec, "allow"));
-	json_object_set_new(obj, "allow_address", list_json(cf, sec, "allow_address"));
 	pin = conf_get(cf, sec, "pinning", NULL);
-	json_object_set_new(obj, "pinning", json_string(pin != NULL ? pin : "preferred"));
-	json_object_set_new(obj, "credential_origin", list_json(cf, sec, "credential_origin"));
-	json_object_set_new(limits, "connections", json_integer(conns));
-	json_object_set_new(limits, "bytes", json_integer((json_int_t)(bytes > INT64_MAX ?
-	    INT64_MAX : bytes)));
-	json_object_set_new(limits, "lifetime_s", json_integer((json_int_t)(lifetime_ms / 1000)));
-	json_object_set_new(obj, "limits", limits);
+	/* Every set is checked: a member lost to ENOMEM must not read as "absent". */
+	if (obj == NULL || limits == NULL ||
+	    json_object_set_new(obj, "principal", json_string(label)) != 0 ||
+	    json_object_set_new(obj, "allow", list_json(cf, sec, "allow")) != 0 ||
+	    json_object_set_new(obj, "allow_address", list_json(cf, sec, "allow_address")) != 0 ||
+	    json_object_set_new(obj, "pinning", json_string(pin != NULL ? pin : "preferred")) != 0 ||
+	    json_object_set_new(obj, "credential_origin",
+	    list_json(cf, sec, "credential_origin")) != 0 ||
+	    json_object_set_new(limits, "connections", json_integer(conns)) != 0 ||
+	    json_object_set_new(limits, "bytes", json_integer((json_int_t)(bytes > INT64_MAX ?
+	    INT64_MAX : bytes))) != 0 ||
+	    json_object_set_new(limits, "lifetime_s",
+	    json_integer((json_int_t)(lifetime_ms / 1000))) != 0 ||
+	    json_object_set_new(obj, "limits", json_incref(limits)) != 0) {
+		json_decref(obj);
+		json_decref(limits);
+		snprintf(err, errlen, "%s:%u: [grant %s]: out of memory", conf_file(cf), line,
+		    label);
+		return -1;
+	}
+	json_decref(limits);
 	out->grant = grant_from_json(obj, gerr, sizeof(gerr));
 	json_decref(obj);
 	if (out->grant == NULL) {
 		snprintf(err, errlen, "%s:%u: [grant %s]: %s", conf_file(cf), line, label, gerr);
 		return -1;
 	}
-	out->name = xstrdup(label);
+	out->name = strdup(label);
+	if (out->name == NULL) {
+		grant_free(out->grant);
+		out->grant = NULL;
+		snprintf(err, errlen, "%s:%u: [grant %s]: out of memory", conf_file(cf), line,
+		    label);
+		return -1;
+	}
 	out->line = line;
 	return 0;
 }
@@ -237,11 +255,13 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	size_t n;
 	const char *const *list;
 
-	if (c == NULL)
-		fatal("calloc");
-	c->path = xstrdup(conf_file(cf));
-	c->control_socket = xstrdup(CONFIG_DEFAULT_CONTROL);
-	c->decision_log = xstrdup(CONFIG_DEFAULT_DLOG);
+	if (c == NULL) {
+		snprintf(err, errlen, "%s: out of memory loading the configuration", conf_file(cf));
+		return NULL;
+	}
+	DUP_OR_OOM(c->path, conf_file(cf));
+	DUP_OR_OOM(c->control_socket, CONFIG_DEFAULT_CONTROL);
+	DUP_OR_OOM(c->decision_log, CONFIG_DEFAULT_DLOG);
 	c->log_sync = DLOG_SYNC_BATCH;
 	c->connect_timeout_ms = 10000;
 	c->header_timeout_ms = 10000;
@@ -275,7 +295,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 					    "shorter than 108 bytes, or none", conf_file(cf), line);
 					goto fail;
 				}
-				c->control_socket = xstrdup(s);
+				DUP_OR_OOM(c->control_socket, s);
 			}
 		}
 		if ((s = conf_get(cf, i, "decision_log", &line)) != NULL) {
@@ -285,7 +305,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 				goto fail;
 			}
 			free(c->decision_log);
-			c->decision_log = xstrdup(s);
+			DUP_OR_OOM(c->decision_log, s);
 		}
 		if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
 		    dlog_sync_parse(s, &c->log_sync) != 0) {
@@ -310,11 +330,13 @@ config_build(struct conf *cf, char *err, size_t errlen)
 				goto fail;
 			}
 			free(c->log_hmac_key);
-			c->log_hmac_key = xstrdup(s);
+			DUP_OR_OOM(c->log_hmac_key, s);
 		}
 		if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
 			free(c->log_syslog);
-			c->log_syslog = strcmp(s, "none") == 0 ? NULL : xstrdup(s);
+			c->log_syslog = NULL;
+			if (strcmp(s, "none") != 0)
+				DUP_OR_OOM(c->log_syslog, s);
 		}
 		if (conf_get_duration_ms(cf, i, "connect_timeout", HOUR_MS, c->connect_timeout_ms,
 		    &c->connect_timeout_ms, err, errlen) != 0 ||
@@ -366,7 +388,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			}
 			c->dns_servers = calloc(n, sizeof(char *));
 			if (c->dns_servers == NULL)
-				fatal("calloc");
+				goto oom;
 			for (size_t k = 0; k < n; k++) {
 				struct addr a;
 				struct sockaddr_storage ss;
@@ -381,7 +403,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 					    conf_line(cf, i, "dns_server"), list[k]);
 					goto fail;
 				}
-				c->dns_servers[k] = xstrdup(list[k]);
+				DUP_OR_OOM(c->dns_servers[k], list[k]);
 				c->ndns_servers++;
 			}
 		}
@@ -405,7 +427,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 				goto fail;
 			}
 			free(c->user);
-			c->user = xstrdup(s);
+			DUP_OR_OOM(c->user, s);
 			c->user_line = line;
 		}
 		if ((s = conf_get(cf, i, "metrics_listen", &line)) != NULL) {
@@ -448,7 +470,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 					    line, paths[k].key);
 					goto fail;
 				}
-				*dst = xstrdup(s);
+				DUP_OR_OOM(*dst, s);
 			}
 		}
 		if (conf_get_duration_ms(cf, i, "route_timeout", 60000, c->route.timeout_ms,
@@ -479,7 +501,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		size_t cap = dl + sizeof("/egressd-pac.js");
 		c->route.pac_copy = malloc(cap);
 		if (c->route.pac_copy == NULL)
-			fatal("malloc");
+			goto oom;
 		snprintf(c->route.pac_copy, cap, "%.*s/egressd-pac.js", (int)dl, c->decision_log);
 	}
 
@@ -495,7 +517,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		}
 		struct config_grant *ng = realloc(c->grants, (c->ngrants + 1) * sizeof(*ng));
 		if (ng == NULL)
-			fatal("realloc");
+			goto oom;
 		c->grants = ng;
 		memset(&c->grants[c->ngrants], 0, sizeof(c->grants[0]));
 		if (load_grant(cf, i, &c->grants[c->ngrants], err, errlen) != 0)
@@ -509,7 +531,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		struct config_listener *nl = realloc(c->listeners,
 		    (c->nlisteners + 1) * sizeof(*nl));
 		if (nl == NULL)
-			fatal("realloc");
+			goto oom;
 		c->listeners = nl;
 		struct config_listener *L = &c->listeners[c->nlisteners];
 		memset(L, 0, sizeof(*L));
@@ -534,10 +556,12 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			    conf_file(cf), line, label, s == NULL ? "" : s);
 			goto fail;
 		}
-		L->name = xstrdup(label);
-		L->grant_name = xstrdup(s);
+		L->name = strdup(label);
+		L->grant_name = strdup(s);
 		L->line = line;
-		c->nlisteners++;
+		c->nlisteners++;          /* counted first: config_free frees what was copied */
+		if (L->name == NULL || L->grant_name == NULL)
+			goto oom;
 	}
 	/* Sections other than the schema's are refused by conf already; a bare [listener]
 	 * or [grant] without a label would be an exact-name section: refuse it here. */
@@ -550,6 +574,8 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		}
 	}
 	return c;
+oom:
+	snprintf(err, errlen, "%s: out of memory loading the configuration", conf_file(cf));
 fail:
 	config_free(c);
 	return NULL;

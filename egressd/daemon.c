@@ -106,8 +106,12 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 	st->lgs = calloc(cfg->ngrants + 1, sizeof(*st->lgs));
 	st->moved = calloc(cfg->nlisteners + 1, sizeof(*st->moved));
 	st->moved_from = calloc(cfg->nlisteners + 1, sizeof(*st->moved_from));
-	if (st->lgs == NULL || st->moved == NULL || st->moved_from == NULL)
-		fatal("calloc");
+	if (st->lgs == NULL || st->moved == NULL || st->moved_from == NULL) {
+		/* A reload that cannot allocate keeps the running configuration. */
+		snprintf(err, errlen, "out of memory staging the configuration");
+		staged_abort(d, st);
+		return -1;
+	}
 	for (size_t i = 0; i < cfg->ngrants; i++) {
 		/* The config keeps its own copy; the registry gets a private one (immutable,
 		 * outlives the config across reloads). */
@@ -123,7 +127,10 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		/* grants_add takes the static lifetime 0 as "no expiry". */
 		struct lgrant *lg = grants_add(d->grants, g, false, cfg->grants[i].name, NULL);
 		if (lg == NULL) {
-			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+			if (errno == ENOSPC)
+				snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+			else
+				snprintf(err, errlen, "[grant %s]: out of memory", cfg->grants[i].name);
 			staged_abort(d, st);
 			return -1;
 		}
@@ -478,9 +485,14 @@ daemon_grant_add(struct daemon *d, struct grant *g, struct listener *l, const ch
 	struct lgrant *lg = grants_add(d->grants, g, true, NULL, ifname);
 
 	if (lg == NULL) {
+		bool full = errno == ENOSPC;
+
 		listener_free(l);
-		*code = "limit";
-		snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		*code = full ? "limit" : "internal";
+		if (full)
+			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		else
+			snprintf(err, errlen, "out of memory: this grant was not created");
 		return NULL;
 	}
 	lgrant_add_listener(lg, l);

@@ -3,6 +3,7 @@
  */
 #include "egressd/grants.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +76,16 @@ grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
 
 	if (r->n >= EGRESS_GRANTS_MAX) {
 		grant_free(g);
+		errno = ENOSPC;
 		return NULL;
 	}
+	/* Out of memory fails this grant, not the daemon (CONTRIBUTING.md, "Out of memory"). */
 	lg = calloc(1, sizeof(*lg));
-	if (lg == NULL)
-		fatal("calloc");
+	if (lg == NULL) {
+		grant_free(g);
+		errno = ENOMEM;
+		return NULL;
+	}
 	/* The id is a capability for revoke/list: 128 bits from the CSPRNG, never a counter. */
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		fatalx("RAND_bytes failed: cannot make grant ids");
@@ -96,8 +102,12 @@ grants_add(struct grants *r, struct grant *g, bool dynamic, const char *name,
 		struct timeval tv = { (time_t)g->lifetime_s, 0 };
 		lg->expires = lg->created + (time_t)g->lifetime_s;
 		lg->expiry = evtimer_new(r->base, lgrant_expire, lg);
-		if (lg->expiry == NULL)
-			fatal("evtimer_new");
+		if (lg->expiry == NULL) {
+			free(lg);
+			grant_free(g);
+			errno = ENOMEM;
+			return NULL;
+		}
 		evtimer_add(lg->expiry, &tv);
 	}
 	lg->next = r->head;

@@ -470,7 +470,7 @@ out_str(struct out *o, const char *s)
 }
 
 /* Shared by the origin-form and the proxy (absolute-form) builders. */
-#define FWD_VIA 0x100          /* internal: add "Via: 1.x egressd" (issue 7 builder) */
+#define FWD_VIA 0x100          /* internal: add "Via: 1.x egressd" (forwarding builder) */
 
 static size_t
 build_head(const struct http_request *req, bool absolute, const struct addr *pinned,

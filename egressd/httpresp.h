@@ -3,7 +3,7 @@
  * upstream proxy answering CONNECT). Pure: no I/O, no allocation beyond the caller's struct.
  *
  * Owns: nothing; the parsed struct points into the caller's buffer, valid while it lives.
- * Callers: egressd/upstream (CONNECT through a proxy), HTTP forwarding (issue 7).
+ * Callers: egressd/upstream (CONNECT through a proxy), HTTP forwarding (docs/redirects.md).
  * Hostile input: bounded by EGRESS_RESPONSE_HEAD_MAX and EGRESS_HEADER_COUNT_MAX; bare CR,
  * obs-fold, invalid token characters and malformed status lines are refused.
  */

@@ -107,7 +107,7 @@ struct session {
 	struct upstream_req *ureq;
 	struct upstream_result up;      /* the proxy exchange, for the record */
 	bool have_up;
-	/* issue 7: hop chains, redirects, credentials, keep-alive */
+	/* hop chains, redirects, credentials, keep-alive: docs/redirects.md */
 	unsigned hop_n;                 /* hops decided on this client connection so far */
 	char hop[64];                   /* this request's hop id, "<conn>/<n>" */
 	char parent_hop[64];            /* the redirect this request follows ("" = none) */
@@ -143,7 +143,7 @@ grant_gone(const struct lgrant *lg)
 	    lg->dead : REASON_ALLOWED;
 }
 
-/* ---- hops and the redirect memo (issue 7) ---- */
+/* ---- hops and the redirect memo (docs/redirects.md) ---- */
 
 /*
  * One memo for the daemon, keyed by grant id (egressd/redirmemo). It lives as long as the
@@ -602,7 +602,7 @@ escape_into(char *out, size_t outlen, const char *p, size_t n)
 }
 
 /*
- * The tunnel's response hook (issue 7): a 3xx with a Location is a new hop. Resolve it,
+ * The tunnel's response hook (docs/redirects.md): a 3xx with a Location is a new hop. Resolve it,
  * bound the chain, authorize it with this principal's grant, record the decision, and
  * remember an allowed one (credential stripping, chain links). Denied: the client gets
  * the refusal naming the target instead of the redirect.
@@ -1255,7 +1255,7 @@ step_route(struct session *s)
 /* ---- authorization ---- */
 
 /*
- * Issue 7: does this request follow a redirect egressd let through? The memo links the
+ * docs/redirects.md, "Hop chains": does this request follow a redirect egressd let through? The memo links the
  * record to it (parent_hop, chain depth) and, after a cross-origin redirect, makes the
  * request go without Authorization and Cookie unless the grant binds credentials to this
  * origin. It never grants anything: the hop is authorized below like any other.
@@ -1506,7 +1506,7 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 }
 
 /*
- * Keep-alive (issue 7): the tunnel delivered a framed response and handed the client
+ * Keep-alive (docs/redirects.md, "HTTP/1.1 forwarding"): the tunnel delivered a framed response and handed the client
  * socket back. The next request on it is a new hop: a fresh session (every per-request
  * field starts clean, nothing of the previous hop's authorization carries over) that
  * keeps the connection's identity (conn id, hop counter, principal, client address, the

@@ -137,7 +137,7 @@ struct dir {
 	bool want_head;
 	char *head;
 	size_t headlen;
-	/* http response body framing (upstream -> client, issue 7) */
+	/* http response body framing (upstream -> client, docs/redirects.md) */
 	int rbody;                  /* RB_* */
 	uint64_t rleft;
 	struct http_chunked rch;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The route helper's confinement keeps what PAC evaluation needs (issue 10).
+"""The route helper's confinement keeps what PAC evaluation needs (docs/SECURITY.md, "The libproxy/PAC helper").
 
 egressd-route-helper runs libproxy and the PAC script under egressd/helper/pacsandbox.h: UDP for
 glibc's stub resolver and NETLINK_ROUTE stay, every other socket (TCP, AF_UNIX, raw, ...)

@@ -521,7 +521,7 @@ test_refusal_format(void **st)
 	assert_int_equal(http_format_refusal(REASON_NOT_GRANTED, out, 20), 0);
 }
 
-/* ---- issue 7: the forwarding path's builders and the response framing ---- */
+/* ---- docs/redirects.md: the forwarding path's builders and the response framing ---- */
 
 static void
 test_request_head_issue7(void **st)
