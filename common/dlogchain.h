@@ -135,12 +135,6 @@ enum dlog_break dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *n
 /* Open path and dlog_verify_stream it. DLOG_BREAK_IO when it cannot be opened. */
 enum dlog_break dlog_verify_file(struct dlog_verify *v, const char *path);
 
-/*
- * Read one line of at most max bytes (without newline) into buf (max + 1 bytes).
- * Returns 1 for a complete line, 2 for a final line without newline, 0 at EOF, -1 when
- * the line exceeds max (the rest of that line is skipped), -2 on a read error.
- * *len gets the length. NUL bytes are kept (and later refused by the parser).
- */
-int dlog_read_line(FILE *f, char *buf, size_t max, size_t *len);
+/* Lines are read with line_read (common/util.h), bounded by EGRESS_LOG_RECORD_MAX. */
 
 #endif

@@ -2,6 +2,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,4 +141,31 @@ write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)w;
 	}
 	return 0;
+}
+
+int
+line_read(FILE *f, char *buf, size_t max, size_t *len)
+{
+	size_t n = 0;
+	bool over = false;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (c == '\n') {
+			*len = over ? max : n;
+			buf[*len] = '\0';
+			return over ? -1 : 1;
+		}
+		if (n < max)
+			buf[n++] = (char)c;
+		else
+			over = true;
+	}
+	if (ferror(f))
+		return -2;
+	*len = n;
+	buf[n] = '\0';
+	if (over)
+		return -1;
+	return n == 0 ? 0 : 2;
 }

@@ -6,6 +6,7 @@
 #define EGRESS_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -77,6 +78,15 @@ int errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
  * between fork and exec.
  */
 int write_all(int fd, const void *buf, size_t len);
+
+/*
+ * Read one line of at most max bytes (without newline) into buf (max + 1 bytes).
+ * Returns 1 for a complete line, 2 for a final line without newline, 0 at EOF, -1 when
+ * the line exceeds max (the rest of that line is skipped), -2 on a read error.
+ * *len gets the length. NUL bytes are kept (the caller's parser refuses them). The one
+ * bounded line reader for files: nothing is allocated from a length found in the file.
+ */
+int line_read(FILE *f, char *buf, size_t max, size_t *len);
 
 /* Monotonic clock in microseconds / milliseconds. */
 uint64_t mono_usec(void);

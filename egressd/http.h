@@ -141,17 +141,6 @@ int http_response_framing(const struct httpresp *r, bool head_request,
     enum http_resp_body *kind, uint64_t *len);
 
 /*
- * Response heads from origins. http_check_response looks for a complete head in buf:
- * INCOMPLETE (need more; ERROR with REASON_RESPONSE_TOO_LARGE past the limit), ERROR with
- * REASON_BAD_RESPONSE, or OK with *head_len and *status set. http_build_response_head
- * copies the status line and headers minus hop-by-hop ones, adding "Connection: close";
- * returns the length or 0 when out is too small.
- */
-enum http_parse http_check_response(const char *buf, size_t len, size_t *head_len,
-    int *status, enum reason *why);
-size_t http_build_response_head(const char *buf, size_t head_len, char *out, size_t outlen);
-
-/*
  * The client-visible refusal for reason r: "HTTP/1.1 <status> <phrase>", X-Egress-Reason,
  * Content-Type text/plain, Content-Length, Connection: close, and the one-line body
  * "<code>: <explanation>\n" from common/reasons.def. Returns the length, 0 when out is too

@@ -464,24 +464,31 @@ take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 	memcpy(d->head + d->headlen, p, n);
 	d->headlen += n;
 	for (;;) {
-		size_t head_len = 0;
-		int status = 0, kind = RB_NONE;
+		size_t head_len;
+		int status, kind = RB_NONE;
 		uint64_t blen = 0;
-		switch (http_check_response(d->head, d->headlen, &head_len, &status, why)) {
-		case HTTP_PARSE_INCOMPLETE:
+		/* The one response-head parser (egressd/httpresp.h), once over these bytes. */
+		switch (httpresp_parse(d->head, d->headlen, 0, &r)) {
+		case HTTPRESP_INCOMPLETE:
 			return 0;
-		case HTTP_PARSE_ERROR:
+		case HTTPRESP_TOO_LARGE:
+			*why = REASON_RESPONSE_TOO_LARGE;
 			return -1;
-		case HTTP_PARSE_OK:
+		case HTTPRESP_INVALID:
+			*why = REASON_BAD_RESPONSE;
+			return -1;
+		case HTTPRESP_OK:
 			break;
 		}
+		head_len = r.head_len;
+		status = r.status;
 		if (status == 407 && t->o.via_proxy) {
 			*why = t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
 			    REASON_UPSTREAM_AUTH_REQUIRED;
 			return -1;
 		}
-		if (httpresp_parse(d->head, head_len, 0, &r) != HTTPRESP_OK || status == 101) {
-			*why = REASON_BAD_RESPONSE;
+		if (status == 101) {
+			*why = REASON_BAD_RESPONSE;   /* no protocol switch through the forwarder */
 			return -1;
 		}
 		bool interim = status < 200;

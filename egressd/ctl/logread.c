@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/dlogchain.h"
+#include "common/util.h"
 
 static const char *
 jstr(json_t *o, const char *k)
@@ -236,7 +237,7 @@ logread_next(struct logread *r, struct logrec **rec)
 	for (;;) {
 		off_t start = r->follow ? ftello(r->f) : -1;
 
-		rc = dlog_read_line(r->f, r->buf, EGRESS_LOG_RECORD_MAX, &len);
+		rc = line_read(r->f, r->buf, EGRESS_LOG_RECORD_MAX, &len);
 		if (rc == 0) {
 			clearerr(r->f);  /* follow: later reads see appended bytes */
 			return 0;

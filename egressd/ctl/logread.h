@@ -3,7 +3,7 @@
  * commands: egressctl log query, log summary and log export.
  *
  * Owns: the open file, one line buffer of EGRESS_LOG_RECORD_MAX + 1 bytes and the parsed
- * record of the current line. Lines are read with dlog_read_line and checked with
+ * record of the current line. Lines are read with line_read (common/util.h) and checked with
  * dlog_line_check (common/dlogchain.h), so there is one parser of the record layout;
  * this module only adds the JSON object and typed accessors for the fields auditors ask
  * about. Every byte is hostile: nothing is sized from the file, malformed lines are
