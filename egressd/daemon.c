@@ -19,11 +19,13 @@
 #include "common/dlogchain.h"
 #include "egressd/grants.h"
 #include "egressd/listener.h"
+#include "egressd/redirmemo.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
 #include "egressd/tlsbridge.h"
 #include "egressd/session.h"
 #include "egressd/tunnel.h"
+#include "egressd/upool.h"
 
 
 /* One daemon per process: listeners carry their grant as arg, the daemon is implicit. */
@@ -206,7 +208,9 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	}
 	d->pipes = pipe_pool_new(EGRESS_SPLICE_PIPES_IDLE);  /* splice may be turned on by reload */
-	if (d->grants == NULL || d->pipes == NULL) {
+	d->memo = redirmemo_new(0);
+	d->upool = upool_new(base, 0);
+	if (d->grants == NULL || d->pipes == NULL || d->memo == NULL || d->upool == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -454,6 +458,8 @@ daemon_stop(struct daemon *d)
 	d->control = NULL;
 	metrics_server_free(d->metrics_srv);
 	d->metrics_srv = NULL;
+	upool_free(d->upool);            /* parked sockets hold grant references */
+	d->upool = NULL;
 	if (d->grants != NULL)
 		grants_kill_all(d->grants, REASON_CLOSE_SHUTDOWN);
 	grants_free(d->grants);
@@ -473,6 +479,7 @@ daemon_stop(struct daemon *d)
 	tlsbridge_shutdown_all();
 	dlog_close(d->dlog);
 	pipe_pool_free(d->pipes);
+	redirmemo_free(d->memo);
 	config_free(d->cfg);
 	memset(d, 0, sizeof(*d));
 }

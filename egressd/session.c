@@ -145,36 +145,6 @@ grant_gone(const struct lgrant *lg)
 
 /* ---- hops and the redirect memo (docs/redirects.md) ---- */
 
-/*
- * One memo for the daemon, keyed by grant id (egressd/redirmemo). It lives as long as the
- * process: bounded in principals and entries, and it never grants anything, so a memo
- * that outlives a grant only keeps stripping credentials a little longer.
- */
-static struct redirmemo *
-session_memo(void)
-{
-	static struct redirmemo *memo;
-
-	if (memo == NULL)
-		memo = redirmemo_new(0);
-	return memo;
-}
-
-/*
- * Idle upstream connections (egressd/upool): reused only by the same grant for the same
- * pinned address and port on the direct route, after the hop was authorized and checked
- * from scratch. Lives as long as the process, bounded.
- */
-static struct upool *
-session_pool(struct event_base *base)
-{
-	static struct upool *pool;
-
-	if (pool == NULL)
-		pool = upool_new(base, 0);
-	return pool;
-}
-
 /* This request's hop id, assigned on first use ("c-<boot>-<n>/<k>"). */
 static const char *
 hop_id(struct session *s)
@@ -512,7 +482,7 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 		if (s->freeing || !s->connected || s->via_proxy)
 			close(s->kept_ufd);
 		else
-			upool_put(session_pool(s->d->base), s->lg, &s->ac.kept[s->ci], s->req.port,
+			upool_put(s->d->upool, s->lg, &s->ac.kept[s->ci], s->req.port,
 			    s->kept_ufd);
 		s->kept_ufd = -1;
 	}
@@ -654,7 +624,7 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	}
 	(void)hop_id(s);                /* the request's id comes first */
 	snprintf(rhop, sizeof(rhop), "%s/%u", s->conn, ++s->hop_n);
-	if (rr == REASON_ALLOWED && redirmemo_record(session_memo(), s->lg->id, t->scheme,
+	if (rr == REASON_ALLOWED && redirmemo_record(s->d->memo, s->lg->id, t->scheme,
 	    &t->host, t->port, t->path, strlen(t->path), rhop, s->chain_depth + 1, cross,
 	    mono_msec()) != 0)
 		rr = REASON_INTERNAL_ERROR;     /* stripping could not be remembered */
@@ -1007,7 +977,7 @@ step_connect(struct session *s)
 	 * address: the pool's key is exactly that). */
 	if (s->req.method != HTTP_CONNECT && !s->via_proxy) {
 		for (size_t i = 0; i < s->ac.nkept; i++) {
-			int fd = upool_take(session_pool(s->d->base), s->lg, &s->ac.kept[i],
+			int fd = upool_take(s->d->upool, s->lg, &s->ac.kept[i],
 			    s->req.port);
 			if (fd >= 0) {
 				s->ufd = fd;
@@ -1267,7 +1237,7 @@ follow_memo(struct session *s)
 	struct redirmemo_hit hit;
 	bool connect = s->req.method == HTTP_CONNECT;
 
-	redirmemo_lookup(session_memo(), s->lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
+	redirmemo_lookup(s->d->memo, s->lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
 	    &s->req.host, s->req.port, connect ? NULL : s->req.path,
 	    connect ? 0 : s->req.path_len, mono_msec(), &hit);
 	if (hit.linked) {
