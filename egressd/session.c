@@ -2,6 +2,7 @@
  * session.c - per-connection state machine of egressd (see session.h for the order).
  */
 #include "egressd/session.h"
+#include "egressd/session_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,91 +39,6 @@
 #include "egressd/upool.h"
 #include "egressd/upstream.h"
 
-#define SELF_ADDRS_MAX 256
-/* Happy Eyeballs (RFC 8305, simplified): a new attempt to the next checked address starts
- * when the current ones have not connected within HE_DELAY_US, or at once when one fails;
- * at most HE_ATTEMPTS_MAX are in flight; the first to connect wins, the others are closed. */
-#define HE_ATTEMPTS_MAX 4
-#define HE_DELAY_US     250000
-
-enum sstate {
-	S_HEAD,         /* reading the request head */
-	S_ROUTE,        /* waiting for the route */
-	S_RESOLVE,      /* waiting for DNS */
-	S_CONNECT,      /* connecting upstream */
-	S_LOG,          /* waiting for the allow record */
-	S_TUNNEL,       /* relaying */
-	S_REFUSE,       /* writing a refusal, then close */
-};
-
-struct session {
-	struct grant_conn gc;           /* first: kill() gets this pointer */
-	struct daemon *d;
-	struct lgrant *lg;              /* our reference */
-	bool attached;
-	bool released;                  /* no longer counted in lg->nconns */
-	uint64_t id;
-	char conn[40];                  /* "c-<boot id>-<n>": unique across restarts */
-	enum sstate st;
-	int cfd;
-	struct bufferevent *cbev;
-	char client[EGRESS_HOSTPORT_MAX + 1];
-	struct event *timer;            /* header timeout, then refusal-flush timeout */
-	char *head;                     /* copy of the request head (req borrows it) */
-	struct http_request req;
-	bool parsed;
-	char reqline[EGRESS_LOG_TARGET_MAX + 1];  /* escaped first line, for malformed heads */
-	struct route_req *rreq;
-	struct resolve_req *dreq;
-	bool dns_counted;
-	struct dlog_ticket *ticket;
-	struct addr resolved[EGRESS_DNS_ADDRS_MAX];
-	size_t nresolved;
-	bool did_resolve;
-	bool routed;
-	struct addrcheck_result ac;
-	bool checked;
-	size_t ci;                      /* address being tried */
-	int ufd;
-	struct event *cev;              /* Happy Eyeballs stagger timer */
-	struct he_attempt {
-		struct session *s;
-		int fd;
-		size_t idx;             /* index into ac.kept */
-		struct event *ev;       /* NULL: slot free */
-	} he[HE_ATTEMPTS_MAX];
-	size_t nhe;
-	int last_err;
-	bool any_timeout;
-	uint64_t t0_us, resolve_us, connect_us, connect_start_us, connect_deadline_us;
-	bool connected;
-	struct tunnel *tun;
-	bool freeing;                   /* session_free is closing the tunnel */
-	uint64_t tunnel_start_us;
-	/* the host route: entries tried in order (failover only after connect/TLS failures) */
-	struct route_result route;
-	size_t ri;
-	bool via_proxy;                 /* the current entry is an upstream proxy */
-	bool pin_local;                 /* resolve and check locally, send the literal */
-	struct upstream_req *ureq;
-	struct upstream_result up;      /* the proxy exchange, for the record */
-	bool have_up;
-	/* hop chains, redirects, credentials, keep-alive: docs/redirects.md */
-	unsigned hop_n;                 /* hops decided on this client connection so far */
-	char hop[64];                   /* this request's hop id, "<conn>/<n>" */
-	char parent_hop[64];            /* the redirect this request follows ("" = none) */
-	unsigned chain_depth;           /* redirects before this request in its chain */
-	bool strip_creds;               /* forward without Authorization and Cookie */
-	bool creds_stripped;            /* ... and the request carried one of them */
-	bool client_kept;               /* the tunnel handed the client socket back */
-	bool keepalive_wait;            /* waiting for the next request on a kept connection */
-	char *carry;                    /* client bytes after this request (pipelined) */
-	size_t ncarry;
-	struct event *next_ev;          /* starts the next request outside tunnel_done */
-	bool up_reused;                 /* the upstream socket came from egressd/upool */
-	bool up_retried;                /* ... it failed at once and a fresh one was used */
-	int kept_ufd;                   /* the tunnel left this upstream socket open, or -1 */
-};
 
 static void session_free(struct session *s);
 static void refuse_event(struct bufferevent *bev, short what, void *arg);
@@ -145,130 +61,14 @@ grant_gone(const struct lgrant *lg)
 
 /* ---- hops and the redirect memo (docs/redirects.md) ---- */
 
-/* This request's hop id, assigned on first use ("c-<boot>-<n>/<k>"). */
-static const char *
-hop_id(struct session *s)
+/* ---- hops ---- */
+
+const char *
+session_hop_id(struct session *s)
 {
 	if (s->hop[0] == '\0')
 		snprintf(s->hop, sizeof(s->hop), "%s/%u", s->conn, ++s->hop_n);
 	return s->hop;
-}
-
-/* ---- decision records ---- */
-
-static json_t *
-addrs_json(const struct addr *a, size_t n)
-{
-	json_t *arr = json_array();
-	char buf[EGRESS_ADDRSTR_MAX];
-
-	for (size_t i = 0; arr != NULL && i < n; i++)
-		json_array_append_new(arr, json_string(addr_to_str(&a[i], buf, sizeof(buf))));
-	return arr;
-}
-
-static const char *
-hop_dest(const struct session *s, char *buf, size_t len)
-{
-	char hp[EGRESS_HOSTPORT_MAX + 1];
-	struct host h = s->req.host;
-
-	h.port = s->req.port;
-	snprintf(buf, len, "%s", host_to_str(&h, hp, sizeof(hp)));
-	return buf;
-}
-
-static json_t *
-decision_fields(struct session *s, bool allow, enum reason r)
-{
-	json_t *o = json_object();
-	char buf[EGRESS_HOSTPORT_MAX + 32];
-	char tgt[EGRESS_LOG_TARGET_MAX + 1];
-
-	if (o == NULL)
-		return NULL;
-	json_object_set_new(o, "conn", json_string(s->conn));
-	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
-	json_object_set_new(o, "grant_id", json_string(s->lg->id));
-	json_object_set_new(o, "client", json_string(s->client));
-	json_object_set_new(o, "hop", json_string(hop_id(s)));
-	json_object_set_new(o, "parent_hop", s->parent_hop[0] != '\0' ?
-	    json_string(s->parent_hop) : json_null());
-	json_object_set_new(o, "hop_kind", json_string(s->parsed &&
-	    s->req.method == HTTP_CONNECT ? "connect" : "request"));
-	json_object_set_new(o, "credentials_stripped", json_boolean(s->creds_stripped));
-	json_object_set_new(o, "upstream_reused", json_boolean(s->up_reused));
-	if (s->parsed) {
-		size_t n = s->req.target_len < EGRESS_LOG_TARGET_MAX ? s->req.target_len :
-		    EGRESS_LOG_TARGET_MAX;
-		/* The parser admitted only printable ASCII in the target. */
-		memcpy(tgt, s->req.target, n);
-		tgt[n] = '\0';
-		json_object_set_new(o, "method", json_string(http_method_str(s->req.method)));
-		json_object_set_new(o, "target", json_string(tgt));
-		json_object_set_new(o, "target_truncated",
-		    json_boolean(s->req.target_len > EGRESS_LOG_TARGET_MAX));
-		json_object_set_new(o, "dest", json_string(hop_dest(s, buf, sizeof(buf))));
-	} else {
-		json_object_set_new(o, "method", json_null());
-		json_object_set_new(o, "target", s->reqline[0] != '\0' ?
-		    json_string(s->reqline) : json_null());
-		json_object_set_new(o, "dest", json_null());
-	}
-	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
-	json_object_set_new(o, "reason", json_string(reason_str(r)));
-	if (s->routed && s->ri < s->route.n) {
-		char rb[EGRESS_HOSTPORT_MAX + 32];
-		json_object_set_new(o, "route", json_string(proxyurl_to_str(&s->route.entries[s->ri],
-		    rb, sizeof(rb))));
-		json_object_set_new(o, "route_source", json_string(s->route.source));
-	} else {
-		json_object_set_new(o, "route", json_null());
-		json_object_set_new(o, "route_source", json_null());
-	}
-	if (s->have_up && s->up.have_proxy_addr) {
-		char pb[EGRESS_ADDRSTR_MAX];
-		json_object_set_new(o, "proxy_addr", json_string(addr_to_str(&s->up.proxy_addr, pb,
-		    sizeof(pb))));
-		json_object_set_new(o, "proxy_status", s->up.proxy_status ?
-		    json_integer(s->up.proxy_status) : json_null());
-		json_object_set_new(o, "proxy_auth", s->up.auth ? json_string(s->up.auth) :
-		    json_null());
-	}
-	json_object_set_new(o, "resolved", addrs_json(s->resolved, s->nresolved));
-	if (s->connected && (!s->via_proxy || s->pin_local)) {
-		char ab[EGRESS_ADDRSTR_MAX];
-		json_object_set_new(o, "pinned", json_string(addr_to_str(&s->ac.kept[s->ci], ab,
-		    sizeof(ab))));
-	} else {
-		json_object_set_new(o, "pinned", json_null());
-	}
-	json_object_set_new(o, "classes_dropped", s->checked ?
-	    addrcheck_classes_json(s->ac.dropped_classes) : json_array());
-	json_object_set_new(o, "override", json_boolean(s->checked &&
-	    s->ac.lifted_override != 0));
-	/* attested: egressd itself resolved (or took the literal) and chose the address that
-	 * was connected to — directly, or as the literal sent to the proxy under pinning.
-	 * When an upstream proxy resolved the name, egressd cannot know the address. */
-	json_object_set_new(o, "attested", json_boolean(s->connected &&
-	    (!s->via_proxy || s->pin_local)));
-	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->resolve_us));
-	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->connect_us));
-	return o;
-}
-
-/* Fire-and-forget record (denials and close records have nothing waiting on them). */
-static void
-log_record(struct session *s, const char *event, json_t *fields)
-{
-	if (fields == NULL) {
-		log_warnx("conn %llu: out of memory building a %s record",
-		    (unsigned long long)s->id, event);
-		return;
-	}
-	if (dlog_append(s->d->dlog, event, fields, NULL, NULL, NULL) != 0)
-		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->id,
-		    event);
 }
 
 /* ---- life cycle ---- */
@@ -423,7 +223,7 @@ session_refuse(struct session *s, enum reason r)
 		s->lg->nconns--;
 		s->released = true;
 	}
-	log_record(s, "decision", decision_fields(s, false, r));
+	record_write(s, "decision", record_hop_decision(s, false, r));
 	metrics_decision(&s->d->stats, 0, r);
 	log_debug("conn %llu %s: deny %s", (unsigned long long)s->id, s->client, reason_str(r));
 	s->st = S_REFUSE;
@@ -471,7 +271,6 @@ static void
 tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 {
 	struct session *s = arg;
-	json_t *o = json_object();
 
 	s->tun = NULL;
 	if (!s->client_kept || s->freeing)
@@ -489,25 +288,9 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	if (s->up_retried)
 		log_info("conn %llu: hop %s: reused upstream connection was closed by the origin "
 		    "before any response; retried once on a fresh connection to the same pinned "
-		    "address", (unsigned long long)s->id, hop_id(s));
+		    "address", (unsigned long long)s->id, session_hop_id(s));
 	s->lg->ntunnels--;
-	if (o != NULL) {
-		char db[EGRESS_HOSTPORT_MAX + 32], ab[EGRESS_ADDRSTR_MAX];
-		json_object_set_new(o, "conn", json_string(s->conn));
-		json_object_set_new(o, "hop", json_string(hop_id(s)));
-		json_object_set_new(o, "principal", json_string(s->lg->g->principal));
-		json_object_set_new(o, "grant_id", json_string(s->lg->id));
-		json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
-		/* as in the decision: only an address egressd chose itself is "pinned" */
-		json_object_set_new(o, "pinned", s->connected && (!s->via_proxy || s->pin_local) ?
-		    json_string(addr_to_str(&s->ac.kept[s->ci], ab, sizeof(ab))) : json_null());
-		json_object_set_new(o, "reason", json_string(reason_str(why)));
-		json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
-		json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
-		json_object_set_new(o, "duration_us",
-		    json_integer((json_int_t)(mono_usec() - s->tunnel_start_us)));
-	}
-	log_record(s, "close", o);
+	record_write(s, "close", record_close(s, why, up, down));
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
 	if (s->freeing)
@@ -551,26 +334,6 @@ body_bytes(const struct http_request *req, const unsigned char *p, size_t n)
 	return 0;
 }
 
-/* Printable copy of origin bytes for a record (\xNN for anything else), cut to fit out;
- * returns how many input bytes it holds. */
-static size_t
-escape_into(char *out, size_t outlen, const char *p, size_t n)
-{
-	size_t o = 0, i;
-
-	for (i = 0; i < n && o + 5 < outlen; i++) {
-		unsigned char c = (unsigned char)p[i];
-		if (c >= 0x20 && c < 0x7f && c != '\\') {
-			out[o++] = (char)c;
-		} else {
-			snprintf(out + o, 5, "\\x%02x", c);
-			o += 4;
-		}
-	}
-	out[o] = '\0';
-	return i;
-}
-
 /*
  * The tunnel's response hook (docs/redirects.md): a 3xx with a Location is a new hop. Resolve it,
  * bound the chain, authorize it with this principal's grant, record the decision, and
@@ -589,8 +352,7 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	enum reason rr;
 	enum redirect_err e = REDIRECT_ERR_INTERNAL;
 	bool cross = false;
-	char rhop[64], lb[EGRESS_LOG_TARGET_MAX + 1];
-	json_t *o;
+	char rhop[64];
 
 	*nrefusal = 0;
 	if (!redirect_status_checked(r->status) || (li = httpresp_find(r, "location", 0)) < 0)
@@ -622,46 +384,14 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 		}
 		cross = !redirect_same_origin(t, &s->req.host, s->req.port);
 	}
-	(void)hop_id(s);                /* the request's id comes first */
+	(void)session_hop_id(s);                /* the request's id comes first */
 	snprintf(rhop, sizeof(rhop), "%s/%u", s->conn, ++s->hop_n);
 	if (rr == REASON_ALLOWED && redirmemo_record(s->d->memo, s->lg->id, t->scheme,
 	    &t->host, t->port, t->path, strlen(t->path), rhop, s->chain_depth + 1, cross,
 	    mono_msec()) != 0)
 		rr = REASON_INTERNAL_ERROR;     /* stripping could not be remembered */
-	o = json_object();
-	if (o != NULL) {
-		char db[EGRESS_HOSTPORT_MAX + 1];
-		bool resolved = t != NULL && e == REDIRECT_OK;
-		size_t kept = escape_into(lb, sizeof(lb), loc, loclen);
-		json_object_set_new(o, "conn", json_string(s->conn));
-		json_object_set_new(o, "principal", json_string(g->principal));
-		json_object_set_new(o, "grant_id", json_string(s->lg->id));
-		json_object_set_new(o, "client", json_string(s->client));
-		json_object_set_new(o, "hop", json_string(rhop));
-		json_object_set_new(o, "parent_hop", json_string(hop_id(s)));
-		json_object_set_new(o, "hop_kind", json_string("redirect"));
-		json_object_set_new(o, "method", json_string(http_method_str(s->req.method)));
-		json_object_set_new(o, "target", json_string(lb));
-		json_object_set_new(o, "target_truncated", json_boolean(kept < loclen));
-		if (resolved) {
-			struct host hh = t->host;
-			hh.port = t->port;
-			json_object_set_new(o, "dest", json_string(host_to_str(&hh, db, sizeof(db))));
-			json_object_set_new(o, "location", json_string(t->url));
-		} else {
-			json_object_set_new(o, "dest", json_null());
-			json_object_set_new(o, "location", json_null());
-		}
-		json_object_set_new(o, "status", json_integer(r->status));
-		json_object_set_new(o, "cross_origin", json_boolean(cross));
-		json_object_set_new(o, "chain_depth", json_integer(s->chain_depth + 1));
-		json_object_set_new(o, "verdict", json_string(rr == REASON_ALLOWED ? "allow" :
-		    "deny"));
-		json_object_set_new(o, "reason", json_string(reason_str(rr)));
-		json_object_set_new(o, "detail", detail != NULL ? json_string(detail) :
-		    json_null());
-	}
-	log_record(s, "decision", o);
+	record_write(s, "decision", record_redirect(s, r, t, t != NULL && e == REDIRECT_OK,
+	    rhop, loc, loclen, cross, rr, detail));
 	metrics_decision(&s->d->stats, rr == REASON_ALLOWED, rr);
 	log_debug("conn %llu: redirect %d to %s: %s", (unsigned long long)s->id, r->status,
 	    t != NULL && e == REDIRECT_OK ? t->url : "(unresolved)", reason_str(rr));
@@ -819,7 +549,7 @@ step_log_allow(struct session *s)
 		return;
 	}
 	s->st = S_LOG;
-	f = decision_fields(s, true, REASON_ALLOWED);
+	f = record_hop_decision(s, true, REASON_ALLOWED);
 	if (f == NULL || dlog_append(s->d->dlog, "decision", f, allow_logged, s,
 	    &s->ticket) != 0) {
 		s->ticket = NULL;

@@ -1,0 +1,134 @@
+/*
+ * session_int - struct session and what the files of one connection share: session.c (the
+ * step machine) and session_record.c (the decision-log records of a hop). Nobody else
+ * includes this header: the session's contract is session.h.
+ */
+#ifndef EGRESS_SESSION_INT_H
+#define EGRESS_SESSION_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/addr.h"
+#include "common/limits.h"
+#include "common/reasons.h"
+#include "egressd/addrcheck.h"
+#include "egressd/grants.h"
+#include "egressd/http.h"
+#include "egressd/route.h"
+#include "egressd/upstream.h"
+
+struct httpresp;
+struct redirect_target;
+
+#define SELF_ADDRS_MAX 256
+/* Happy Eyeballs (RFC 8305, simplified): a new attempt to the next checked address starts
+ * when the current ones have not connected within HE_DELAY_US, or at once when one fails;
+ * at most HE_ATTEMPTS_MAX are in flight; the first to connect wins, the others are closed. */
+#define HE_ATTEMPTS_MAX 4
+#define HE_DELAY_US     250000
+
+enum sstate {
+	S_HEAD,         /* reading the request head */
+	S_ROUTE,        /* waiting for the route */
+	S_RESOLVE,      /* waiting for DNS */
+	S_CONNECT,      /* connecting upstream */
+	S_LOG,          /* waiting for the allow record */
+	S_TUNNEL,       /* relaying */
+	S_REFUSE,       /* writing a refusal, then close */
+};
+
+struct session {
+	struct grant_conn gc;           /* first: kill() gets this pointer */
+	struct daemon *d;
+	struct lgrant *lg;              /* our reference */
+	bool attached;
+	bool released;                  /* no longer counted in lg->nconns */
+	uint64_t id;
+	char conn[40];                  /* "c-<boot id>-<n>": unique across restarts */
+	enum sstate st;
+	int cfd;
+	struct bufferevent *cbev;
+	char client[EGRESS_HOSTPORT_MAX + 1];
+	struct event *timer;            /* header timeout, then refusal-flush timeout */
+	char *head;                     /* copy of the request head (req borrows it) */
+	struct http_request req;
+	bool parsed;
+	char reqline[EGRESS_LOG_TARGET_MAX + 1];  /* escaped first line, for malformed heads */
+	struct route_req *rreq;
+	struct resolve_req *dreq;
+	bool dns_counted;
+	struct dlog_ticket *ticket;
+	struct addr resolved[EGRESS_DNS_ADDRS_MAX];
+	size_t nresolved;
+	bool did_resolve;
+	bool routed;
+	struct addrcheck_result ac;
+	bool checked;
+	size_t ci;                      /* address being tried */
+	int ufd;
+	struct event *cev;              /* Happy Eyeballs stagger timer */
+	struct he_attempt {
+		struct session *s;
+		int fd;
+		size_t idx;             /* index into ac.kept */
+		struct event *ev;       /* NULL: slot free */
+	} he[HE_ATTEMPTS_MAX];
+	size_t nhe;
+	int last_err;
+	bool any_timeout;
+	uint64_t t0_us, resolve_us, connect_us, connect_start_us, connect_deadline_us;
+	bool connected;
+	struct tunnel *tun;
+	bool freeing;                   /* session_free is closing the tunnel */
+	uint64_t tunnel_start_us;
+	/* the host route: entries tried in order (failover only after connect/TLS failures) */
+	struct route_result route;
+	size_t ri;
+	bool via_proxy;                 /* the current entry is an upstream proxy */
+	bool pin_local;                 /* resolve and check locally, send the literal */
+	struct upstream_req *ureq;
+	struct upstream_result up;      /* the proxy exchange, for the record */
+	bool have_up;
+	/* hop chains, redirects, credentials, keep-alive: docs/redirects.md */
+	unsigned hop_n;                 /* hops decided on this client connection so far */
+	char hop[64];                   /* this request's hop id, "<conn>/<n>" */
+	char parent_hop[64];            /* the redirect this request follows ("" = none) */
+	unsigned chain_depth;           /* redirects before this request in its chain */
+	bool strip_creds;               /* forward without Authorization and Cookie */
+	bool creds_stripped;            /* ... and the request carried one of them */
+	bool client_kept;               /* the tunnel handed the client socket back */
+	bool keepalive_wait;            /* waiting for the next request on a kept connection */
+	char *carry;                    /* client bytes after this request (pipelined) */
+	size_t ncarry;
+	struct event *next_ev;          /* starts the next request outside tunnel_done */
+	bool up_reused;                 /* the upstream socket came from egressd/upool */
+	bool up_retried;                /* ... it failed at once and a fresh one was used */
+	int kept_ufd;                   /* the tunnel left this upstream socket open, or -1 */
+};
+
+/* session.c */
+/* This request's hop id, assigned on first use ("c-<boot>-<n>/<k>"). */
+const char *session_hop_id(struct session *s);
+
+/*
+ * session_record.c: one builder per record kind (docs/decision-log.md). Each returns a
+ * new JSON object of the record's fields, or NULL on ENOMEM; record_write appends it.
+ */
+/* The decision on a hop the client asked for (allow: before the client hears 200). */
+json_t *record_hop_decision(struct session *s, bool allow, enum reason r);
+/* The decision on a redirect hop (a 3xx the origin sent): t resolved (resolved true) or
+ * not, the raw Location (loc, loclen) as a printable target either way. */
+json_t *record_redirect(struct session *s, const struct httpresp *r,
+    const struct redirect_target *t, bool resolved, const char *rhop, const char *loc,
+    size_t loclen, bool cross, enum reason rr, const char *detail);
+/* The end of a tunnel: why, bytes each way, duration. */
+json_t *record_close(struct session *s, enum reason why, uint64_t up, uint64_t down);
+/* Fire-and-forget append (denials and close records have nothing waiting on them);
+ * fields NULL (ENOMEM) or a refused append is logged. Steals fields. */
+void record_write(struct session *s, const char *event, json_t *fields);
+
+#endif
