@@ -66,9 +66,9 @@ grant_gone(const struct lgrant *lg)
 const char *
 session_hop_id(struct session *s)
 {
-	if (s->hop[0] == '\0')
-		snprintf(s->hop, sizeof(s->hop), "%s/%u", s->conn, ++s->hop_n);
-	return s->hop;
+	if (s->se_hop[0] == '\0')
+		snprintf(s->se_hop, sizeof(s->se_hop), "%s/%u", s->se_conn, ++s->se_hop_n);
+	return s->se_hop;
 }
 
 /* ---- life cycle ---- */
@@ -76,9 +76,9 @@ session_hop_id(struct session *s)
 static void
 session_detach(struct session *s)
 {
-	if (s->attached) {
-		lgrant_detach(s->lg, &s->gc);
-		s->attached = false;
+	if (s->se_attached) {
+		lgrant_detach(s->se_lg, &s->se_gc);
+		s->se_attached = false;
 	}
 }
 
@@ -87,52 +87,52 @@ static void
 he_close_all(struct session *s)
 {
 	for (size_t k = 0; k < HE_ATTEMPTS_MAX; k++) {
-		if (s->he[k].ev == NULL)
+		if (s->se_attempt[k].ev == NULL)
 			continue;
-		event_free(s->he[k].ev);
-		s->he[k].ev = NULL;
-		close(s->he[k].fd);
-		s->he[k].fd = -1;
+		event_free(s->se_attempt[k].ev);
+		s->se_attempt[k].ev = NULL;
+		close(s->se_attempt[k].fd);
+		s->se_attempt[k].fd = -1;
 	}
-	s->nhe = 0;
+	s->se_nattempt = 0;
 }
 
 static void
 cancel_pending(struct session *s)
 {
-	if (s->rreq != NULL) {
-		route_cancel(s->rreq);
-		s->rreq = NULL;
+	if (s->se_rreq != NULL) {
+		route_cancel(s->se_rreq);
+		s->se_rreq = NULL;
 	}
-	if (s->dreq != NULL) {
-		resolve_cancel(s->dreq);
-		s->dreq = NULL;
+	if (s->se_dreq != NULL) {
+		resolve_cancel(s->se_dreq);
+		s->se_dreq = NULL;
 	}
-	if (s->dns_counted) {
-		s->lg->dns_pending--;
-		s->dns_counted = false;
+	if (s->se_dns_counted) {
+		s->se_lg->dns_pending--;
+		s->se_dns_counted = false;
 	}
-	if (s->ticket != NULL) {
-		dlog_ticket_cancel(s->ticket);
-		s->ticket = NULL;
+	if (s->se_ticket != NULL) {
+		dlog_ticket_cancel(s->se_ticket);
+		s->se_ticket = NULL;
 	}
 	he_close_all(s);
-	if (s->cev != NULL) {
-		event_free(s->cev);
-		s->cev = NULL;
+	if (s->se_stagger_ev != NULL) {
+		event_free(s->se_stagger_ev);
+		s->se_stagger_ev = NULL;
 	}
-	if (s->ureq != NULL) {
-		upstream_cancel(s->ureq);
-		s->ureq = NULL;
+	if (s->se_ureq != NULL) {
+		upstream_cancel(s->se_ureq);
+		s->se_ureq = NULL;
 	}
-	if (s->up.proxy_authorization != NULL) {
-		secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
-		free(s->up.proxy_authorization);
-		s->up.proxy_authorization = NULL;
+	if (s->se_up.proxy_authorization != NULL) {
+		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
+		free(s->se_up.proxy_authorization);
+		s->se_up.proxy_authorization = NULL;
 	}
-	if (s->ufd >= 0) {
-		close(s->ufd);
-		s->ufd = -1;
+	if (s->se_ufd >= 0) {
+		close(s->se_ufd);
+		s->se_ufd = -1;
 	}
 }
 
@@ -140,28 +140,28 @@ static void
 session_free(struct session *s)
 {
 	cancel_pending(s);
-	if (s->tun != NULL) {
+	if (s->se_tun != NULL) {
 		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
-		struct tunnel *t = s->tun;
-		s->freeing = true;
+		struct tunnel *t = s->se_tun;
+		s->se_freeing = true;
 		tunnel_close(t, REASON_CLOSE_ERROR);
-		s->tun = NULL;
+		s->se_tun = NULL;
 	}
-	if (s->timer != NULL)
-		event_free(s->timer);
-	if (s->cbev != NULL)
-		bufferevent_free(s->cbev);
-	if (s->cfd >= 0)
-		close(s->cfd);
+	if (s->se_timer != NULL)
+		event_free(s->se_timer);
+	if (s->se_cbev != NULL)
+		bufferevent_free(s->se_cbev);
+	if (s->se_cfd >= 0)
+		close(s->se_cfd);
 	session_detach(s);
-	if (!s->released)
-		s->lg->nconns--;
-	lgrant_unref(s->lg);
-	s->d->nconns--;
-	free(s->head);
-	free(s->carry);
-	if (s->next_ev != NULL)
-		event_free(s->next_ev);
+	if (!s->se_released)
+		s->se_lg->nconns--;
+	lgrant_unref(s->se_lg);
+	s->se_d->nconns--;
+	free(s->se_head);
+	free(s->se_carry);
+	if (s->se_next_ev != NULL)
+		event_free(s->se_next_ev);
 	free(s);
 }
 
@@ -186,7 +186,7 @@ refuse_flushed(struct bufferevent *bev, void *arg)
 
 	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
 		return;
-	if (shutdown(s->cfd, SHUT_WR) != 0) {
+	if (shutdown(s->se_cfd, SHUT_WR) != 0) {
 		session_free(s);
 		return;
 	}
@@ -217,32 +217,32 @@ session_refuse(struct session *s, enum reason r)
 
 	cancel_pending(s);
 	session_detach(s);          /* a revoke walking the list must not see us again */
-	if (!s->released) {
+	if (!s->se_released) {
 		/* A refused connection no longer counts against its principal's limit while
 		 * the refusal drains (it still counts globally: it holds an fd). */
-		s->lg->nconns--;
-		s->released = true;
+		s->se_lg->nconns--;
+		s->se_released = true;
 	}
 	record_write(s, "decision", record_hop_decision(s, false, r));
-	metrics_decision(&s->d->stats, 0, r);
-	log_debug("conn %llu %s: deny %s", (unsigned long long)s->id, s->client, reason_str(r));
-	s->st = S_REFUSE;
+	metrics_decision(&s->se_d->stats, 0, r);
+	log_debug("conn %llu %s: deny %s", (unsigned long long)s->se_id, s->se_client, reason_str(r));
+	s->se_state = S_REFUSE;
 	n = http_format_refusal(r, buf, sizeof(buf));
-	if (s->cbev == NULL || n == 0) {
+	if (s->se_cbev == NULL || n == 0) {
 		session_free(s);
 		return;
 	}
-	bufferevent_disable(s->cbev, EV_READ);
-	bufferevent_setcb(s->cbev, NULL, refuse_flushed, refuse_event, s);
-	bufferevent_write(s->cbev, buf, n);
+	bufferevent_disable(s->se_cbev, EV_READ);
+	bufferevent_setcb(s->se_cbev, NULL, refuse_flushed, refuse_event, s);
+	bufferevent_write(s->se_cbev, buf, n);
 	/* Bounded: a client that does not read its refusal is dropped. */
-	event_free(s->timer);
-	s->timer = evtimer_new(s->d->base, refuse_timeout, s);
-	if (s->timer == NULL) {
+	event_free(s->se_timer);
+	s->se_timer = evtimer_new(s->se_d->base, refuse_timeout, s);
+	if (s->se_timer == NULL) {
 		session_free(s);
 		return;
 	}
-	evtimer_add(s->timer, &tv);
+	evtimer_add(s->se_timer, &tv);
 }
 
 /* grant_conn kill: revoke, expiry or drain end. */
@@ -252,17 +252,17 @@ session_kill(struct grant_conn *gc, enum reason why)
 	struct session *s = (struct session *)gc;
 
 	session_detach(s);
-	if (s->st == S_TUNNEL && s->tun != NULL) {
-		struct tunnel *t = s->tun;
+	if (s->se_state == S_TUNNEL && s->se_tun != NULL) {
+		struct tunnel *t = s->se_tun;
 		tunnel_close(t, why);          /* its callback logs the close and frees s */
 		return;
 	}
-	if (s->st == S_REFUSE) {
+	if (s->se_state == S_REFUSE) {
 		session_free(s);
 		return;
 	}
 	session_refuse(s, why == REASON_CLOSE_SHUTDOWN ? REASON_SHUTTING_DOWN :
-	    s->lg->dead == REASON_GRANT_EXPIRED ? REASON_GRANT_EXPIRED : REASON_GRANT_REVOKED);
+	    s->se_lg->dead == REASON_GRANT_EXPIRED ? REASON_GRANT_EXPIRED : REASON_GRANT_REVOKED);
 }
 
 /* ---- tunnel ---- */
@@ -272,38 +272,38 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 {
 	struct session *s = arg;
 
-	s->tun = NULL;
-	if (!s->client_kept || s->freeing)
-		s->cfd = -1;                /* the tunnel closed both sockets */
-	if (s->kept_ufd >= 0) {
+	s->se_tun = NULL;
+	if (!s->se_client_kept || s->se_freeing)
+		s->se_cfd = -1;                /* the tunnel closed both sockets */
+	if (s->se_kept_ufd >= 0) {
 		/* a framed HTTP/1.1 exchange left the upstream connection clean: park it for
 		 * this grant and this pinned address only */
-		if (s->freeing || !s->connected || s->via_proxy)
-			close(s->kept_ufd);
+		if (s->se_freeing || !s->se_connected || s->se_via_proxy)
+			close(s->se_kept_ufd);
 		else
-			upool_put(s->d->upool, s->lg, &s->ac.kept[s->ci], s->req.port,
-			    s->kept_ufd);
-		s->kept_ufd = -1;
+			upool_put(s->se_d->upool, s->se_lg, &s->se_ac.kept[s->se_addr_i], s->se_req.port,
+			    s->se_kept_ufd);
+		s->se_kept_ufd = -1;
 	}
-	if (s->up_retried)
+	if (s->se_up_retried)
 		log_info("conn %llu: hop %s: reused upstream connection was closed by the origin "
 		    "before any response; retried once on a fresh connection to the same pinned "
-		    "address", (unsigned long long)s->id, session_hop_id(s));
-	s->lg->ntunnels--;
+		    "address", (unsigned long long)s->se_id, session_hop_id(s));
+	s->se_lg->ntunnels--;
 	record_write(s, "close", record_close(s, why, up, down));
-	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->id,
+	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->se_id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
-	if (s->freeing)
+	if (s->se_freeing)
 		return;
-	if (s->client_kept && s->cfd >= 0 && s->next_ev != NULL) {
+	if (s->se_client_kept && s->se_cfd >= 0 && s->se_next_ev != NULL) {
 		/* Keep-alive: the next request is a new hop, read outside this callback (the
 		 * tunnel is freed when we return). */
-		s->st = S_HEAD;
-		s->parsed = false;      /* a refusal before the next head is a hop of its own */
-		s->hop[0] = '\0';
-		s->parent_hop[0] = '\0';
-		s->creds_stripped = false;
-		event_active(s->next_ev, EV_TIMEOUT, 0);
+		s->se_state = S_HEAD;
+		s->se_parsed = false;      /* a refusal before the next head is a hop of its own */
+		s->se_hop[0] = '\0';
+		s->se_parent_hop[0] = '\0';
+		s->se_creds_stripped = false;
+		event_active(s->se_next_ev, EV_TIMEOUT, 0);
 		return;
 	}
 	session_free(s);
@@ -344,7 +344,7 @@ static enum reason
 session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, void *arg)
 {
 	struct session *s = arg;
-	const struct grant *g = s->lg->g;
+	const struct grant *g = s->se_lg->g;
 	struct redirect_target *t;
 	const char *detail = NULL, *loc;
 	size_t loclen;
@@ -365,35 +365,35 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	} else if (httpresp_find(r, "location", 1) >= 0) {
 		rr = REASON_REDIRECT_INVALID;
 		detail = "more than one Location";
-	} else if ((e = redirect_resolve(loc, loclen, &s->req.host, s->req.port, s->req.path,
-	    s->req.path_len, t)) != REDIRECT_OK) {
+	} else if ((e = redirect_resolve(loc, loclen, &s->se_req.host, s->se_req.port, s->se_req.path,
+	    s->se_req.path_len, t)) != REDIRECT_OK) {
 		rr = redirect_err_reason(e);
 		detail = redirect_err_str(e);
-	} else if (s->chain_depth + 1 > EGRESS_REDIRECT_CHAIN_MAX) {
+	} else if (s->se_chain_depth + 1 > EGRESS_REDIRECT_CHAIN_MAX) {
 		rr = REASON_REDIRECT_LOOP;
 	} else {
-		rr = redirect_authorize(g, t, &g->allow_address, &s->d->cfg->allow_special,
+		rr = redirect_authorize(g, t, &g->allow_address, &s->se_d->cfg->allow_special,
 		    &detail);
 		if (rr == REASON_ALLOWED && t->host.kind != HOST_NAME) {
 			struct addr self[SELF_ADDRS_MAX];
-			size_t nself = grants_self_addrs(s->d->grants, self, SELF_ADDRS_MAX);
+			size_t nself = grants_self_addrs(s->se_d->grants, self, SELF_ADDRS_MAX);
 			if (addrcheck_is_self(&t->host.addr, self, nself)) {
 				rr = REASON_REDIRECT_DENIED;
 				detail = "egressd's own address";
 			}
 		}
-		cross = !redirect_same_origin(t, &s->req.host, s->req.port);
+		cross = !redirect_same_origin(t, &s->se_req.host, s->se_req.port);
 	}
 	(void)session_hop_id(s);                /* the request's id comes first */
-	snprintf(rhop, sizeof(rhop), "%s/%u", s->conn, ++s->hop_n);
-	if (rr == REASON_ALLOWED && redirmemo_record(s->d->memo, s->lg->id, t->scheme,
-	    &t->host, t->port, t->path, strlen(t->path), rhop, s->chain_depth + 1, cross,
+	snprintf(rhop, sizeof(rhop), "%s/%u", s->se_conn, ++s->se_hop_n);
+	if (rr == REASON_ALLOWED && redirmemo_record(s->se_d->memo, s->se_lg->id, t->scheme,
+	    &t->host, t->port, t->path, strlen(t->path), rhop, s->se_chain_depth + 1, cross,
 	    mono_msec()) != 0)
 		rr = REASON_INTERNAL_ERROR;     /* stripping could not be remembered */
 	record_write(s, "decision", record_redirect(s, r, t, t != NULL && e == REDIRECT_OK,
 	    rhop, loc, loclen, cross, rr, detail));
-	metrics_decision(&s->d->stats, rr == REASON_ALLOWED, rr);
-	log_debug("conn %llu: redirect %d to %s: %s", (unsigned long long)s->id, r->status,
+	metrics_decision(&s->se_d->stats, rr == REASON_ALLOWED, rr);
+	log_debug("conn %llu: redirect %d to %s: %s", (unsigned long long)s->se_id, r->status,
 	    t != NULL && e == REDIRECT_OK ? t->url : "(unresolved)", reason_str(rr));
 	if (rr != REASON_ALLOWED) {
 		const char *tg = t != NULL && e == REDIRECT_OK ? t->url : loc;
@@ -409,42 +409,42 @@ static void
 start_tunnel(struct session *s)
 {
 	static const char ok200[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
-	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer *in = bufferevent_get_input(s->se_cbev);
 	size_t npending = evbuffer_get_length(in);
 	unsigned char *pending = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
 	struct tunnel_opts o;
 	char *fwd = NULL;
 	size_t nfwd = 0;
-	int ufd = s->ufd;
+	int ufd = s->se_ufd;
 
 	memset(&o, 0, sizeof(o));
-	o.splice = s->d->cfg->splice;
-	o.idle_ms = s->d->cfg->idle_timeout_ms;
-	o.lifetime_ms = s->d->cfg->tunnel_max_lifetime_ms;
-	o.bytes_total = &s->lg->bytes;
-	o.bytes_limit = s->lg->g->max_bytes;   /* the budget holds inside a tunnel too */
-	o.bytes_up_total = &s->d->stats.bytes_up;
-	o.bytes_down_total = &s->d->stats.bytes_down;
-	if (s->req.method != HTTP_CONNECT) {
+	o.splice = s->se_d->cfg->splice;
+	o.idle_ms = s->se_d->cfg->idle_timeout_ms;
+	o.lifetime_ms = s->se_d->cfg->tunnel_max_lifetime_ms;
+	o.bytes_total = &s->se_lg->bytes;
+	o.bytes_limit = s->se_lg->g->max_bytes;   /* the budget holds inside a tunnel too */
+	o.bytes_up_total = &s->se_d->stats.bytes_up;
+	o.bytes_down_total = &s->se_d->stats.bytes_down;
+	if (s->se_req.method != HTTP_CONNECT) {
 		size_t cap = EGRESS_REQUEST_HEAD_MAX + 4096;
-		bool proxy_form = s->via_proxy && s->have_up &&
-		    s->route.entries[s->ri].kind != PROXY_SOCKS5;
+		bool proxy_form = s->se_via_proxy && s->se_have_up &&
+		    s->se_route.entries[s->se_route_i].kind != PROXY_SOCKS5;
 		/* only direct HTTP/1.1 connections to the pinned address are ever pooled */
-		bool pool_ok = !s->via_proxy && s->req.minor == 1;
+		bool pool_ok = !s->se_via_proxy && s->se_req.minor == 1;
 		int flags = (proxy_form ? HTTP_FWD_PROXY_FORM : 0) |
-		    (s->strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0) |
+		    (s->se_strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0) |
 		    (pool_ok ? HTTP_FWD_KEEPALIVE : 0);
 		fwd = malloc(cap);
 		if (fwd != NULL)
 			/* Under pinning the URL names the checked address: the proxy connects to it
 			 * and does not resolve the name itself (Host still names it). */
-			nfwd = http_build_request_head(&s->req, flags,
-			    s->pin_local ? &s->ac.kept[0] : NULL, s->up.proxy_authorization, NULL,
+			nfwd = http_build_request_head(&s->se_req, flags,
+			    s->se_pin_local ? &s->se_ac.kept[0] : NULL, s->se_up.proxy_authorization, NULL,
 			    fwd, cap);
-		if (s->up.proxy_authorization != NULL) {
-			secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
-			free(s->up.proxy_authorization);
-			s->up.proxy_authorization = NULL;
+		if (s->se_up.proxy_authorization != NULL) {
+			secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
+			free(s->se_up.proxy_authorization);
+			s->se_up.proxy_authorization = NULL;
 		}
 		if (fwd == NULL || nfwd == 0) {
 			free(fwd);
@@ -452,65 +452,65 @@ start_tunnel(struct session *s)
 			return;
 		}
 		o.via_proxy = proxy_form;
-		o.proxy_auth_sent = proxy_form && s->up.auth != NULL;
+		o.proxy_auth_sent = proxy_form && s->se_up.auth != NULL;
 		o.http = true;
-		o.req_body = s->req.body == HTTP_BODY_LENGTH ? 1 :
-		    s->req.body == HTTP_BODY_CHUNKED ? 2 : 0;
-		o.req_body_len = s->req.content_length;
-		o.head_request = s->req.method == HTTP_HEAD;
+		o.req_body = s->se_req.body == HTTP_BODY_LENGTH ? 1 :
+		    s->se_req.body == HTTP_BODY_CHUNKED ? 2 : 0;
+		o.req_body_len = s->se_req.content_length;
+		o.head_request = s->se_req.method == HTTP_HEAD;
 		o.keep_upstream = pool_ok;
-		o.upstream_kept_fd = &s->kept_ufd;
-		s->kept_ufd = -1;
+		o.upstream_kept_fd = &s->se_kept_ufd;
+		s->se_kept_ufd = -1;
 		/* A reused connection the origin closed just as it was reused: a bodiless request
 		 * is sent again once on a fresh connection to the same pinned address. */
-		if (s->up_reused && s->req.body == HTTP_BODY_NONE &&
-		    (s->req.method == HTTP_GET || s->req.method == HTTP_HEAD ||
-		    s->req.method == HTTP_OPTIONS || s->req.method == HTTP_DELETE)) {
-			o.retry_salen = addr_to_sockaddr(&s->ac.kept[s->ci], s->req.port,
+		if (s->se_up_reused && s->se_req.body == HTTP_BODY_NONE &&
+		    (s->se_req.method == HTTP_GET || s->se_req.method == HTTP_HEAD ||
+		    s->se_req.method == HTTP_OPTIONS || s->se_req.method == HTTP_DELETE)) {
+			o.retry_salen = addr_to_sockaddr(&s->se_ac.kept[s->se_addr_i], s->se_req.port,
 			    &o.retry_sa);
-			o.retried = &s->up_retried;
+			o.retried = &s->se_up_retried;
 		}
 		o.on_response = session_on_response;
 		/* Client keep-alive (HTTP/1.1 without Connection: close): bytes after this
 		 * request's body are the next request, a new hop: keep them for it. */
-		if (!s->req.conn_close && s->req.minor == 1 && s->next_ev == NULL)
-			s->next_ev = evtimer_new(s->d->base, session_next, s);
-		if (!s->req.conn_close && s->req.minor == 1 && s->next_ev != NULL) {
-			long nb = body_bytes(&s->req, pending, npending);
+		if (!s->se_req.conn_close && s->se_req.minor == 1 && s->se_next_ev == NULL)
+			s->se_next_ev = evtimer_new(s->se_d->base, session_next, s);
+		if (!s->se_req.conn_close && s->se_req.minor == 1 && s->se_next_ev != NULL) {
+			long nb = body_bytes(&s->se_req, pending, npending);
 			if (nb >= 0 && (size_t)nb < npending) {
-				s->carry = malloc(npending - (size_t)nb);
-				if (s->carry != NULL) {
-					memcpy(s->carry, pending + nb, npending - (size_t)nb);
-					s->ncarry = npending - (size_t)nb;
+				s->se_carry = malloc(npending - (size_t)nb);
+				if (s->se_carry != NULL) {
+					memcpy(s->se_carry, pending + nb, npending - (size_t)nb);
+					s->se_ncarry = npending - (size_t)nb;
 				}
 			}
-			if (nb >= 0 && (s->carry != NULL || (size_t)nb == npending)) {
+			if (nb >= 0 && (s->se_carry != NULL || (size_t)nb == npending)) {
 				npending = (size_t)nb;
 				o.keep_client = true;
-				o.client_kept = &s->client_kept;
+				o.client_kept = &s->se_client_kept;
 			}
 		}
 	}
-	s->tunnel_start_us = mono_usec();
-	s->tun = tunnel_new(s->d->base, s->d->pipes, s->cfd, ufd,
-	    s->req.method == HTTP_CONNECT ? ok200 : NULL,
-	    s->req.method == HTTP_CONNECT ? sizeof(ok200) - 1 : 0,
+	s->se_tunnel_start_us = mono_usec();
+	s->se_tun = tunnel_new(s->se_d->base, s->se_d->pipes, s->se_cfd, ufd,
+	    s->se_req.method == HTTP_CONNECT ? ok200 : NULL,
+	    s->se_req.method == HTTP_CONNECT ? sizeof(ok200) - 1 : 0,
 	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
 	if (fwd != NULL)
 		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
 	free(fwd);
-	if (s->tun == NULL) {
+	if (s->se_tun == NULL) {
 		session_refuse(s, errno == EINVAL ? REASON_BAD_FRAMING : REASON_INTERNAL_ERROR);
 		return;
 	}
 	/* The tunnel owns both sockets now. */
-	s->ufd = -1;
-	bufferevent_free(s->cbev);
-	s->cbev = NULL;
-	if (s->timer != NULL)
-		event_del(s->timer);
-	s->st = S_TUNNEL;
-	s->lg->ntunnels++;
+	s->se_ufd = -1;
+	bufferevent_free(s->se_cbev);
+	s->se_cbev = NULL;
+	if (s->se_timer != NULL)
+		event_del(s->se_timer);
+	s->se_state = S_TUNNEL;
+	s->se_lg->ntunnels++;
 }
 
 /* ---- allow record ---- */
@@ -520,22 +520,22 @@ allow_logged(int err, void *arg)
 {
 	struct session *s = arg;
 
-	s->ticket = NULL;
+	s->se_ticket = NULL;
 	if (err != 0) {
 		/* Never an allow without its record. */
 		log_warnx("conn %llu: allow record not written (%s): refusing",
-		    (unsigned long long)s->id, strerror(err));
-		s->connected = false;
-		close(s->ufd);
-		s->ufd = -1;
+		    (unsigned long long)s->se_id, strerror(err));
+		s->se_connected = false;
+		close(s->se_ufd);
+		s->se_ufd = -1;
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
-	if (grant_gone(s->lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(s->lg));
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	metrics_decision(&s->d->stats, 1, REASON_ALLOWED);
+	metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
 	start_tunnel(s);
 }
 
@@ -544,18 +544,18 @@ step_log_allow(struct session *s)
 {
 	json_t *f;
 
-	if (grant_gone(s->lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(s->lg));
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	s->st = S_LOG;
+	s->se_state = S_LOG;
 	f = record_hop_decision(s, true, REASON_ALLOWED);
-	if (f == NULL || dlog_append(s->d->dlog, "decision", f, allow_logged, s,
-	    &s->ticket) != 0) {
-		s->ticket = NULL;
-		s->connected = false;
-		close(s->ufd);
-		s->ufd = -1;
+	if (f == NULL || dlog_append(s->se_d->dlog, "decision", f, allow_logged, s,
+	    &s->se_ticket) != 0) {
+		s->se_ticket = NULL;
+		s->se_connected = false;
+		close(s->se_ufd);
+		s->se_ufd = -1;
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 	}
 }
@@ -569,18 +569,18 @@ static void
 connect_failed_all(struct session *s)
 {
 	he_close_all(s);
-	if (s->cev != NULL)
-		evtimer_del(s->cev);
-	if (s->ri + 1 < s->route.n) {
+	if (s->se_stagger_ev != NULL)
+		evtimer_del(s->se_stagger_ev);
+	if (s->se_route_i + 1 < s->se_route.n) {
 		/* the route lists a fallback: a connect failure may move on to it */
 		log_info("conn %llu: direct connect failed; trying route entry %zu",
-		    (unsigned long long)s->id, s->ri + 2);
-		s->ri++;
+		    (unsigned long long)s->se_id, s->se_route_i + 2);
+		s->se_route_i++;
 		try_route_entry(s);
 		return;
 	}
-	session_refuse(s, s->any_timeout ? REASON_CONNECT_TIMEOUT :
-	    s->last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
+	session_refuse(s, s->se_any_timeout ? REASON_CONNECT_TIMEOUT :
+	    s->se_last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
 }
 
 static void
@@ -593,34 +593,34 @@ he_done(evutil_socket_t fd, short what, void *arg)
 
 	event_free(a->ev);
 	a->ev = NULL;
-	s->nhe--;
+	s->se_nattempt--;
 	if (what & EV_TIMEOUT) {
 		err = ETIMEDOUT;
-		s->any_timeout = true;
+		s->se_any_timeout = true;
 	} else if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
 		err = errno;
 	}
 	if (err == 0) {
 		/* The winner: pinned is exactly this checked address. */
-		s->ufd = a->fd;
+		s->se_ufd = a->fd;
 		a->fd = -1;
-		s->ci = a->idx;
+		s->se_addr_i = a->idx;
 		he_close_all(s);
-		evtimer_del(s->cev);
-		s->connected = true;
-		s->connect_us = mono_usec() - s->connect_start_us;
-		metrics_observe(&s->d->stats.connect, s->connect_us);
+		evtimer_del(s->se_stagger_ev);
+		s->se_connected = true;
+		s->se_connect_us = mono_usec() - s->se_connect_start_us;
+		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
 		step_log_allow(s);
 		return;
 	}
-	s->last_err = err;
+	s->se_last_err = err;
 	close(a->fd);
 	a->fd = -1;
-	if (s->ci < s->ac.nkept && mono_usec() < s->connect_deadline_us) {
+	if (s->se_addr_i < s->se_ac.nkept && mono_usec() < s->se_connect_deadline_us) {
 		he_start(s);                    /* a failure moves on at once */
 		return;
 	}
-	if (s->nhe == 0)
+	if (s->se_nattempt == 0)
 		connect_failed_all(s);
 }
 
@@ -642,86 +642,86 @@ he_start(struct session *s)
 	uint64_t now;
 	int fd;
 
-	while (s->ci < s->ac.nkept && s->nhe < HE_ATTEMPTS_MAX) {
+	while (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
 		now = mono_usec();
-		if (now >= s->connect_deadline_us) {
-			s->any_timeout = true;
+		if (now >= s->se_connect_deadline_us) {
+			s->se_any_timeout = true;
 			break;
 		}
-		size_t idx = s->ci++;
-		sl = addr_to_sockaddr(&s->ac.kept[idx], s->req.port, &ss);
+		size_t idx = s->se_addr_i++;
+		sl = addr_to_sockaddr(&s->se_ac.kept[idx], s->se_req.port, &ss);
 		if (sl == 0)
 			continue;
 		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
-			s->last_err = errno;
-			log_warn("conn %llu: socket", (unsigned long long)s->id);
+			s->se_last_err = errno;
+			log_warn("conn %llu: socket", (unsigned long long)s->se_id);
 			break;
 		}
 		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-			s->last_err = errno;
+			s->se_last_err = errno;
 			close(fd);
 			continue;
 		}
 		size_t k = 0;
-		while (s->he[k].ev != NULL)
+		while (s->se_attempt[k].ev != NULL)
 			k++;                    /* nhe < HE_ATTEMPTS_MAX: a slot is free */
-		uint64_t left = s->connect_deadline_us - now;
+		uint64_t left = s->se_connect_deadline_us - now;
 		struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
-		s->he[k].s = s;
-		s->he[k].fd = fd;
-		s->he[k].idx = idx;
-		s->he[k].ev = event_new(s->d->base, fd, EV_WRITE, he_done, &s->he[k]);
-		if (s->he[k].ev == NULL) {
+		s->se_attempt[k].s = s;
+		s->se_attempt[k].fd = fd;
+		s->se_attempt[k].idx = idx;
+		s->se_attempt[k].ev = event_new(s->se_d->base, fd, EV_WRITE, he_done, &s->se_attempt[k]);
+		if (s->se_attempt[k].ev == NULL) {
 			close(fd);
-			s->he[k].fd = -1;
+			s->se_attempt[k].fd = -1;
 			session_refuse(s, REASON_INTERNAL_ERROR);
 			return;
 		}
-		event_add(s->he[k].ev, &tv);
-		s->nhe++;
-		if (s->ci < s->ac.nkept && s->nhe < HE_ATTEMPTS_MAX) {
+		event_add(s->se_attempt[k].ev, &tv);
+		s->se_nattempt++;
+		if (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
 			uint64_t d = left < HE_DELAY_US ? left : HE_DELAY_US;
 			struct timeval st = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
-			evtimer_add(s->cev, &st);
+			evtimer_add(s->se_stagger_ev, &st);
 		}
 		return;
 	}
-	if (s->nhe == 0)
+	if (s->se_nattempt == 0)
 		connect_failed_all(s);
 }
 
 static void
 step_connect(struct session *s)
 {
-	if (!dlog_writable(s->d->dlog)) {
+	if (!dlog_writable(s->se_d->dlog)) {
 		/* Do not even open the upstream connection when it could not be recorded. */
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
-	s->st = S_CONNECT;
-	s->ci = 0;
-	s->connect_start_us = mono_usec();
+	s->se_state = S_CONNECT;
+	s->se_addr_i = 0;
+	s->se_connect_start_us = mono_usec();
 	/* Plain HTTP on the direct route: an idle connection this grant left to one of the
 	 * addresses just checked saves the connect (never another grant's, never another
 	 * address: the pool's key is exactly that). */
-	if (s->req.method != HTTP_CONNECT && !s->via_proxy) {
-		for (size_t i = 0; i < s->ac.nkept; i++) {
-			int fd = upool_take(s->d->upool, s->lg, &s->ac.kept[i],
-			    s->req.port);
+	if (s->se_req.method != HTTP_CONNECT && !s->se_via_proxy) {
+		for (size_t i = 0; i < s->se_ac.nkept; i++) {
+			int fd = upool_take(s->se_d->upool, s->se_lg, &s->se_ac.kept[i],
+			    s->se_req.port);
 			if (fd >= 0) {
-				s->ufd = fd;
-				s->ci = i;
-				s->connected = true;
-				s->up_reused = true;
-				s->connect_us = 0;
+				s->se_ufd = fd;
+				s->se_addr_i = i;
+				s->se_connected = true;
+				s->se_up_reused = true;
+				s->se_connect_us = 0;
 				step_log_allow(s);
 				return;
 			}
 		}
 	}
-	s->connect_deadline_us = s->connect_start_us + s->d->cfg->connect_timeout_ms * 1000;
-	if (s->cev == NULL && (s->cev = evtimer_new(s->d->base, he_stagger, s)) == NULL) {
+	s->se_connect_deadline_us = s->se_connect_start_us + s->se_d->cfg->connect_timeout_ms * 1000;
+	if (s->se_stagger_ev == NULL && (s->se_stagger_ev = evtimer_new(s->se_d->base, he_stagger, s)) == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
@@ -734,13 +734,13 @@ static void
 step_check(struct session *s, const struct addr *in, size_t n)
 {
 	struct addr self[SELF_ADDRS_MAX];
-	size_t nself = grants_self_addrs(s->d->grants, self, SELF_ADDRS_MAX);
+	size_t nself = grants_self_addrs(s->se_d->grants, self, SELF_ADDRS_MAX);
 	struct addr cand[EGRESS_DNS_ADDRS_MAX];
 	size_t ncand = 0;
 	enum reason r;
 
-	if (nself < SELF_ADDRS_MAX && s->d->cfg->has_metrics)
-		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->d->cfg->metrics_addr);
+	if (nself < SELF_ADDRS_MAX && s->se_d->cfg->has_metrics)
+		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->se_d->cfg->metrics_addr);
 	/* egressd's own listeners are never a destination, whatever the grant or the class
 	 * override says: take them out first, so the refusal names the real reason. */
 	for (size_t i = 0; i < n && i < EGRESS_DNS_ADDRS_MAX; i++)
@@ -750,27 +750,27 @@ step_check(struct session *s, const struct addr *in, size_t n)
 		session_refuse(s, REASON_SELF_ADDRESS);
 		return;
 	}
-	if (s->req.host.kind != HOST_NAME)
-		r = addrcheck_literal(&cand[0], &s->lg->g->allow_address,
-		    &s->d->cfg->allow_special, &s->ac);
+	if (s->se_req.host.kind != HOST_NAME)
+		r = addrcheck_literal(&cand[0], &s->se_lg->g->allow_address,
+		    &s->se_d->cfg->allow_special, &s->se_ac);
 	else
-		r = addrcheck_filter(cand, ncand, &s->lg->g->allow_address,
-		    &s->d->cfg->allow_special, &s->ac);
-	s->checked = true;
+		r = addrcheck_filter(cand, ncand, &s->se_lg->g->allow_address,
+		    &s->se_d->cfg->allow_special, &s->se_ac);
+	s->se_checked = true;
 	if (r != REASON_ALLOWED) {
 		session_refuse(s, r);
 		return;
 	}
-	if (s->ac.lifted_override != 0) {
+	if (s->se_ac.lifted_override != 0) {
 		char cb[128];
 		/* per hop at debug level only: the record says override: true, and egressd
 		 * names the override once at start-up */
 		log_debug("conn %llu: allow_special_address override lifted class(es) %s for %s",
-		    (unsigned long long)s->id, addrcheck_classes_str(s->ac.lifted_override, cb,
-		    sizeof(cb)), s->req.host.name);
+		    (unsigned long long)s->se_id, addrcheck_classes_str(s->se_ac.lifted_override, cb,
+		    sizeof(cb)), s->se_req.host.name);
 	}
-	if (s->via_proxy) {
-		step_proxy(s, &s->ac.kept[0]);
+	if (s->se_via_proxy) {
+		step_proxy(s, &s->se_ac.kept[0]);
 		return;
 	}
 	step_connect(s);
@@ -783,53 +783,53 @@ resolved(const struct resolve_answer *ans, void *arg)
 {
 	struct session *s = arg;
 
-	s->dreq = NULL;
-	if (s->dns_counted) {
-		s->lg->dns_pending--;
-		s->dns_counted = false;
+	s->se_dreq = NULL;
+	if (s->se_dns_counted) {
+		s->se_lg->dns_pending--;
+		s->se_dns_counted = false;
 	}
-	s->did_resolve = true;
-	s->resolve_us = ans->duration_us;
-	metrics_observe(&s->d->stats.dns, ans->duration_us);
+	s->se_did_resolve = true;
+	s->se_resolve_us = ans->duration_us;
+	metrics_observe(&s->se_d->stats.dns, ans->duration_us);
 	if (ans->status != REASON_ALLOWED) {
-		if (s->via_proxy) {
+		if (s->se_via_proxy) {
 			/* The grant requires pinning, and egressd could not resolve the name itself:
 			 * sending the name to the proxy would be an unattested hop. */
 			log_info("conn %llu: pinning required for %s but local resolution failed (%s); "
-			    "refusing instead of letting the proxy resolve", (unsigned long long)s->id,
-			    s->req.host.name, reason_str(ans->status));
+			    "refusing instead of letting the proxy resolve", (unsigned long long)s->se_id,
+			    s->se_req.host.name, reason_str(ans->status));
 			session_refuse(s, REASON_PINNING_UNAVAILABLE);
 			return;
 		}
 		session_refuse(s, ans->status);
 		return;
 	}
-	s->nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs : EGRESS_DNS_ADDRS_MAX;
-	memcpy(s->resolved, ans->addrs, s->nresolved * sizeof(s->resolved[0]));
-	step_check(s, s->resolved, s->nresolved);
+	s->se_nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs : EGRESS_DNS_ADDRS_MAX;
+	memcpy(s->se_resolved, ans->addrs, s->se_nresolved * sizeof(s->se_resolved[0]));
+	step_check(s, s->se_resolved, s->se_nresolved);
 }
 
 static void
 step_resolve(struct session *s)
 {
-	if (s->req.host.kind != HOST_NAME) {
-		s->resolved[0] = s->req.host.addr;
-		s->nresolved = 1;
-		step_check(s, s->resolved, 1);
+	if (s->se_req.host.kind != HOST_NAME) {
+		s->se_resolved[0] = s->se_req.host.addr;
+		s->se_nresolved = 1;
+		step_check(s, s->se_resolved, 1);
 		return;
 	}
-	if (s->lg->dns_pending >= s->d->cfg->max_dns_pending) {
+	if (s->se_lg->dns_pending >= s->se_d->cfg->max_dns_pending) {
 		session_refuse(s, REASON_LIMIT_DNS_PENDING);
 		return;
 	}
-	s->st = S_RESOLVE;
-	s->dreq = resolver_lookup(s->d->resolver, s->req.host.name, resolved, s);
-	if (s->dreq == NULL) {
+	s->se_state = S_RESOLVE;
+	s->se_dreq = resolver_lookup(s->se_d->resolver, s->se_req.host.name, resolved, s);
+	if (s->se_dreq == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	s->lg->dns_pending++;
-	s->dns_counted = true;
+	s->se_lg->dns_pending++;
+	s->se_dns_counted = true;
 }
 
 /* ---- route ---- */
@@ -841,27 +841,27 @@ proxied(const struct upstream_result *r, void *arg)
 {
 	struct session *s = arg;
 
-	s->ureq = NULL;
-	if (s->up.proxy_authorization != NULL) {
-		secret_wipe(s->up.proxy_authorization, strlen(s->up.proxy_authorization));
-		free(s->up.proxy_authorization);
+	s->se_ureq = NULL;
+	if (s->se_up.proxy_authorization != NULL) {
+		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
+		free(s->se_up.proxy_authorization);
 	}
-	s->up = *r;
-	s->have_up = true;
-	s->connect_us = mono_usec() - s->connect_start_us;
+	s->se_up = *r;
+	s->se_have_up = true;
+	s->se_connect_us = mono_usec() - s->se_connect_start_us;
 	if (r->status == REASON_ALLOWED) {
-		s->ufd = r->fd;
-		s->connected = true;
-		s->ci = 0;
-		metrics_observe(&s->d->stats.connect, s->connect_us);
+		s->se_ufd = r->fd;
+		s->se_connected = true;
+		s->se_addr_i = 0;
+		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
 		step_log_allow(s);
 		return;
 	}
-	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->id, s->ri + 1,
+	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->se_id, s->se_route_i + 1,
 	    r->detail);
-	if (r->failover_ok && s->ri + 1 < s->route.n) {
-		s->ri++;
-		s->have_up = false;
+	if (r->failover_ok && s->se_route_i + 1 < s->se_route.n) {
+		s->se_route_i++;
+		s->se_have_up = false;
 		try_route_entry(s);
 		return;
 	}
@@ -871,30 +871,30 @@ proxied(const struct upstream_result *r, void *arg)
 static void
 step_proxy(struct session *s, const struct addr *pinned)
 {
-	const struct proxy_route *via = &s->route.entries[s->ri];
+	const struct proxy_route *via = &s->se_route.entries[s->se_route_i];
 	struct upstream_params p;
 
-	if (!dlog_writable(s->d->dlog)) {
+	if (!dlog_writable(s->se_d->dlog)) {
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
 	memset(&p, 0, sizeof(p));
 	p.via = via;
-	p.target_name = s->req.host.name;
+	p.target_name = s->se_req.host.name;
 	p.target_addr = pinned;
-	p.target_port = s->req.port;
-	p.cred = proxycreds_find(router_credentials(s->d->router), &via->proxy);
-	p.res = s->d->resolver;
-	p.gss = router_gssauth(s->d->router);
-	p.tls = router_tls_ctx(s->d->router);
-	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->d->router);
+	p.target_port = s->se_req.port;
+	p.cred = proxycreds_find(router_credentials(s->se_d->router), &via->proxy);
+	p.res = s->se_d->resolver;
+	p.gss = router_gssauth(s->se_d->router);
+	p.tls = router_tls_ctx(s->se_d->router);
+	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->se_d->router);
 	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly
 	 * refuse CONNECT to port 80); SOCKS5 carries it as a TCP stream like CONNECT. */
-	p.forward = s->req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
-	s->st = S_CONNECT;
-	s->connect_start_us = mono_usec();
-	s->ureq = upstream_connect(s->d->base, &p, proxied, s);
-	if (s->ureq == NULL)
+	p.forward = s->se_req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
+	s->se_state = S_CONNECT;
+	s->se_connect_start_us = mono_usec();
+	s->se_ureq = upstream_connect(s->se_d->base, &p, proxied, s);
+	if (s->se_ureq == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 }
 
@@ -903,18 +903,18 @@ step_proxy(struct session *s, const struct addr *pinned)
 static void
 try_route_entry(struct session *s)
 {
-	const struct proxy_route *e = &s->route.entries[s->ri];
+	const struct proxy_route *e = &s->se_route.entries[s->se_route_i];
 
-	s->via_proxy = e->kind != PROXY_DIRECT;
+	s->se_via_proxy = e->kind != PROXY_DIRECT;
 	/* Pinning through a proxy: resolve and check locally, send the checked literal. An IP
 	 * literal destination is always sent as itself (after the class check). */
-	s->pin_local = s->via_proxy && (s->lg->g->pinning == PINNING_REQUIRED ||
-	    s->req.host.kind != HOST_NAME);
-	if (!s->via_proxy || s->pin_local) {
-		if (s->did_resolve || s->checked) {
+	s->se_pin_local = s->se_via_proxy && (s->se_lg->g->pinning == PINNING_REQUIRED ||
+	    s->se_req.host.kind != HOST_NAME);
+	if (!s->se_via_proxy || s->se_pin_local) {
+		if (s->se_did_resolve || s->se_checked) {
 			/* already resolved and checked for an earlier entry: reuse, never re-resolve */
-			if (s->via_proxy)
-				step_proxy(s, &s->ac.kept[0]);
+			if (s->se_via_proxy)
+				step_proxy(s, &s->se_ac.kept[0]);
 			else
 				step_connect(s);
 			return;
@@ -930,25 +930,25 @@ routed(const struct route_result *res, void *arg)
 {
 	struct session *s = arg;
 
-	s->rreq = NULL;
+	s->se_rreq = NULL;
 	if (res->status != REASON_ALLOWED || res->n == 0) {
 		session_refuse(s, res->status != REASON_ALLOWED ? res->status :
 		    REASON_ROUTE_UNAVAILABLE);
 		return;
 	}
-	s->route = *res;
-	s->ri = 0;
-	s->routed = true;
+	s->se_route = *res;
+	s->se_route_i = 0;
+	s->se_routed = true;
 	try_route_entry(s);
 }
 
 static void
 step_route(struct session *s)
 {
-	s->st = S_ROUTE;
-	s->rreq = route_lookup(s->d->router, s->req.scheme, &s->req.host, s->req.port,
+	s->se_state = S_ROUTE;
+	s->se_rreq = route_lookup(s->se_d->router, s->se_req.scheme, &s->se_req.host, s->se_req.port,
 	    routed, s);
-	if (s->rreq == NULL)
+	if (s->se_rreq == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 }
 
@@ -963,58 +963,58 @@ step_route(struct session *s)
 static void
 follow_memo(struct session *s)
 {
-	const struct grant *g = s->lg->g;
+	const struct grant *g = s->se_lg->g;
 	struct redirmemo_hit hit;
-	bool connect = s->req.method == HTTP_CONNECT;
+	bool connect = s->se_req.method == HTTP_CONNECT;
 
-	redirmemo_lookup(s->d->memo, s->lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
-	    &s->req.host, s->req.port, connect ? NULL : s->req.path,
-	    connect ? 0 : s->req.path_len, mono_msec(), &hit);
+	redirmemo_lookup(s->se_d->memo, s->se_lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
+	    &s->se_req.host, s->se_req.port, connect ? NULL : s->se_req.path,
+	    connect ? 0 : s->se_req.path_len, mono_msec(), &hit);
 	if (hit.linked) {
-		memcpy(s->parent_hop, hit.parent_hop, sizeof(s->parent_hop));
-		s->chain_depth = hit.depth;
+		memcpy(s->se_parent_hop, hit.parent_hop, sizeof(s->se_parent_hop));
+		s->se_chain_depth = hit.depth;
 	}
 	if (connect || !hit.strip ||
-	    grant_credentials_bound(g, SCHEME_HTTP, &s->req.host, s->req.port))
+	    grant_credentials_bound(g, SCHEME_HTTP, &s->se_req.host, s->se_req.port))
 		return;
-	s->strip_creds = true;
-	for (size_t i = 0; i < s->req.nheaders; i++) {
-		const struct http_header *h = &s->req.headers[i];
+	s->se_strip_creds = true;
+	for (size_t i = 0; i < s->se_req.nheaders; i++) {
+		const struct http_header *h = &s->se_req.headers[i];
 		if ((h->name_len == 13 && strncasecmp(h->name, "authorization", 13) == 0) ||
 		    (h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0))
-			s->creds_stripped = true;
+			s->se_creds_stripped = true;
 	}
 }
 
 static void
 authorize(struct session *s)
 {
-	const struct grant *g = s->lg->g;
+	const struct grant *g = s->se_lg->g;
 
 	follow_memo(s);
 
-	if (grant_gone(s->lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(s->lg));
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	if (s->d->draining) {
+	if (s->se_d->draining) {
 		session_refuse(s, REASON_SHUTTING_DOWN);
 		return;
 	}
-	if (s->req.method != HTTP_CONNECT && s->req.upgrade) {
+	if (s->se_req.method != HTTP_CONNECT && s->se_req.upgrade) {
 		session_refuse(s, REASON_UPGRADE_REFUSED);
 		return;
 	}
-	if (!grant_allows(g, s->req.scheme, &s->req.host, s->req.port, NULL)) {
-		session_refuse(s, s->req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
+	if (!grant_allows(g, s->se_req.scheme, &s->se_req.host, s->se_req.port, NULL)) {
+		session_refuse(s, s->se_req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
 		    REASON_IP_LITERAL_NOT_GRANTED);
 		return;
 	}
-	if (g->max_bytes > 0 && s->lg->bytes >= g->max_bytes) {
+	if (g->max_bytes > 0 && s->se_lg->bytes >= g->max_bytes) {
 		session_refuse(s, REASON_LIMIT_BYTES);
 		return;
 	}
-	if (!dlog_writable(s->d->dlog)) {
+	if (!dlog_writable(s->se_d->dlog)) {
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
@@ -1033,13 +1033,13 @@ keep_reqline(struct session *s, const unsigned char *p, size_t n)
 		if (o + 5 > EGRESS_LOG_TARGET_MAX)
 			break;
 		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
-			s->reqline[o++] = (char)p[i];
+			s->se_reqline[o++] = (char)p[i];
 		} else {
-			snprintf(s->reqline + o, 5, "\\x%02x", p[i]);
+			snprintf(s->se_reqline + o, 5, "\\x%02x", p[i]);
 			o += 4;
 		}
 	}
-	s->reqline[o] = '\0';
+	s->se_reqline[o] = '\0';
 }
 
 static void
@@ -1054,7 +1054,7 @@ head_read(struct bufferevent *bev, void *arg)
 	enum reason why;
 	enum http_parse pr;
 
-	if (s->st != S_HEAD)
+	if (s->se_state != S_HEAD)
 		return;
 	tmp = malloc(sizeof(*tmp));
 	if (p == NULL || tmp == NULL) {
@@ -1076,22 +1076,22 @@ head_read(struct bufferevent *bev, void *arg)
 	/* Keep our own copy of the head (the request borrows it), leave the rest queued. */
 	size_t hl = tmp->head_len;
 	free(tmp);
-	s->head = malloc(hl);
-	if (s->head == NULL) {
+	s->se_head = malloc(hl);
+	if (s->se_head == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	evbuffer_remove(in, s->head, hl);
-	if (http_parse_request(s->head, hl, &s->req, &why) != HTTP_PARSE_OK) {
+	evbuffer_remove(in, s->se_head, hl);
+	if (http_parse_request(s->se_head, hl, &s->se_req, &why) != HTTP_PARSE_OK) {
 		session_refuse(s, REASON_INTERNAL_ERROR);   /* cannot happen: same bytes */
 		return;
 	}
-	s->parsed = true;
+	s->se_parsed = true;
 	bufferevent_disable(bev, EV_READ);
-	event_del(s->timer);
-	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->id, s->client,
-	    http_method_str(s->req.method), (int)(s->req.target_len > 200 ? 200 :
-	    s->req.target_len), s->req.target);
+	event_del(s->se_timer);
+	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
+	    http_method_str(s->se_req.method), (int)(s->se_req.target_len > 200 ? 200 :
+	    s->se_req.target_len), s->se_req.target);
 	authorize(s);
 }
 
@@ -1101,7 +1101,7 @@ head_event(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	/* The client left before a complete head: there is no hop to decide. */
-	if (s->st == S_HEAD)
+	if (s->se_state == S_HEAD)
 		session_free(s);
 }
 
@@ -1110,11 +1110,11 @@ head_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->st != S_HEAD)
+	if (s->se_state != S_HEAD)
 		return;
 	/* An idle kept-alive connection that sent nothing more has no hop to decide. */
-	if (s->keepalive_wait && s->cbev != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0) {
+	if (s->se_keepalive_wait && s->se_cbev != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(s->se_cbev)) == 0) {
 		session_free(s);
 		return;
 	}
@@ -1127,7 +1127,7 @@ pending_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->st == S_HEAD)
+	if (s->se_state == S_HEAD)
 		session_free(s);
 }
 
@@ -1145,38 +1145,38 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 		close(fd);
 		return;
 	}
-	s->d = d;
-	s->lg = lg;
+	s->se_d = d;
+	s->se_lg = lg;
 	lgrant_ref(lg);
 	lg->nconns++;
 	lg->total_conns++;
 	d->nconns++;
 	d->stats.connections_total++;
-	s->id = ++d->next_conn_id;
-	snprintf(s->conn, sizeof(s->conn), "c-%08x-%llu", d->boot_id,
-	    (unsigned long long)s->id);
-	s->cfd = fd;
-	s->ufd = -1;
-	s->kept_ufd = -1;
-	s->t0_us = mono_usec();
-	s->gc.kill = session_kill;
-	lgrant_attach(lg, &s->gc);
-	s->attached = true;
+	s->se_id = ++d->next_conn_id;
+	snprintf(s->se_conn, sizeof(s->se_conn), "c-%08x-%llu", d->boot_id,
+	    (unsigned long long)s->se_id);
+	s->se_cfd = fd;
+	s->se_ufd = -1;
+	s->se_kept_ufd = -1;
+	s->se_t0_us = mono_usec();
+	s->se_gc.kill = session_kill;
+	lgrant_attach(lg, &s->se_gc);
+	s->se_attached = true;
 	addr_from_sockaddr(&a, peer);
 	port = ntohs(peer->sa_family == AF_INET6 ?
 	    ((const struct sockaddr_in6 *)peer)->sin6_port :
 	    ((const struct sockaddr_in *)peer)->sin_port);
-	snprintf(s->client, sizeof(s->client), peer->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+	snprintf(s->se_client, sizeof(s->se_client), peer->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
 	    addr_to_str(&a, ab, sizeof(ab)), port);
 	(void)peerlen;
 
-	s->cbev = bufferevent_socket_new(d->base, fd, 0);
-	s->timer = evtimer_new(d->base, head_timeout, s);
-	if (s->cbev == NULL || s->timer == NULL) {
+	s->se_cbev = bufferevent_socket_new(d->base, fd, 0);
+	s->se_timer = evtimer_new(d->base, head_timeout, s);
+	if (s->se_cbev == NULL || s->se_timer == NULL) {
 		session_free(s);
 		return;
 	}
-	s->st = S_HEAD;
+	s->se_state = S_HEAD;
 	/* Checks that need no request: the refusal still names this principal. */
 	if (d->draining) {
 		session_refuse(s, REASON_SHUTTING_DOWN);
@@ -1196,12 +1196,12 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	}
 	/* Accept only a bounded head before the decision; the parser enforces limits, the
 	 * watermark keeps libevent from reading further ahead. */
-	bufferevent_setwatermark(s->cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(s->cbev, head_read, NULL, head_event, s);
-	bufferevent_enable(s->cbev, EV_READ);
+	bufferevent_setwatermark(s->se_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(s->se_cbev, head_read, NULL, head_event, s);
+	bufferevent_enable(s->se_cbev, EV_READ);
 	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
 	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(s->timer, &tv);
+	evtimer_add(s->se_timer, &tv);
 	(void)pending_event;
 }
 
@@ -1217,76 +1217,76 @@ session_next(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 	struct session *n = calloc(1, sizeof(*n));
-	struct daemon *d = s->d;
+	struct daemon *d = s->se_d;
 	struct timeval tv;
 
 	cancel_pending(s);
-	log_debug("conn %llu: next request (%zu bytes pipelined)", (unsigned long long)s->id,
-	    s->ncarry);
-	if (n == NULL || s->cfd < 0 || s->tun != NULL) {
+	log_debug("conn %llu: next request (%zu bytes pipelined)", (unsigned long long)s->se_id,
+	    s->se_ncarry);
+	if (n == NULL || s->se_cfd < 0 || s->se_tun != NULL) {
 		free(n);
 		session_free(s);
 		return;
 	}
-	n->d = d;
-	n->lg = s->lg;                  /* the reference moves to n */
-	n->id = s->id;
-	memcpy(n->conn, s->conn, sizeof(n->conn));
-	memcpy(n->client, s->client, sizeof(n->client));
-	n->hop_n = s->hop_n;
-	n->cfd = s->cfd;
-	n->ufd = -1;
-	n->kept_ufd = -1;
-	n->t0_us = mono_usec();
-	n->carry = steal_pointer(&s->carry);
-	n->ncarry = s->ncarry;
-	n->keepalive_wait = true;
-	n->gc.kill = session_kill;
+	n->se_d = d;
+	n->se_lg = s->se_lg;                  /* the reference moves to n */
+	n->se_id = s->se_id;
+	memcpy(n->se_conn, s->se_conn, sizeof(n->se_conn));
+	memcpy(n->se_client, s->se_client, sizeof(n->se_client));
+	n->se_hop_n = s->se_hop_n;
+	n->se_cfd = s->se_cfd;
+	n->se_ufd = -1;
+	n->se_kept_ufd = -1;
+	n->se_t0_us = mono_usec();
+	n->se_carry = steal_pointer(&s->se_carry);
+	n->se_ncarry = s->se_ncarry;
+	n->se_keepalive_wait = true;
+	n->se_gc.kill = session_kill;
 	session_detach(s);
-	lgrant_attach(n->lg, &n->gc);
-	n->attached = true;
+	lgrant_attach(n->se_lg, &n->se_gc);
+	n->se_attached = true;
 	/* s goes without closing the socket or touching the counts n inherited */
-	if (s->timer != NULL)
-		event_free(s->timer);
-	if (s->cbev != NULL)
-		bufferevent_free(s->cbev);
-	event_free(s->next_ev);
-	free(s->head);
+	if (s->se_timer != NULL)
+		event_free(s->se_timer);
+	if (s->se_cbev != NULL)
+		bufferevent_free(s->se_cbev);
+	event_free(s->se_next_ev);
+	free(s->se_head);
 	free(s);
 
-	n->st = S_HEAD;
-	n->cbev = bufferevent_socket_new(d->base, n->cfd, 0);
-	n->timer = evtimer_new(d->base, head_timeout, n);
-	if (n->cbev == NULL || n->timer == NULL) {
+	n->se_state = S_HEAD;
+	n->se_cbev = bufferevent_socket_new(d->base, n->se_cfd, 0);
+	n->se_timer = evtimer_new(d->base, head_timeout, n);
+	if (n->se_cbev == NULL || n->se_timer == NULL) {
 		session_free(n);
 		return;
 	}
-	if (grant_gone(n->lg) != REASON_ALLOWED || d->draining) {
+	if (grant_gone(n->se_lg) != REASON_ALLOWED || d->draining) {
 		session_free(n);        /* no new hop starts; the client simply reconnects */
 		return;
 	}
-	bufferevent_setwatermark(n->cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(n->cbev, head_read, NULL, head_event, n);
-	if (n->carry != NULL) {
+	bufferevent_setwatermark(n->se_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(n->se_cbev, head_read, NULL, head_event, n);
+	if (n->se_carry != NULL) {
 		/* a socket bufferevent keeps the end of its input frozen for everybody but
 		 * itself: thaw it for the bytes already read from this socket */
-		struct evbuffer *in = bufferevent_get_input(n->cbev);
+		struct evbuffer *in = bufferevent_get_input(n->se_cbev);
 		int rc = evbuffer_unfreeze(in, 0);
 		if (rc == 0)
-			rc = evbuffer_add(in, n->carry, n->ncarry);
+			rc = evbuffer_add(in, n->se_carry, n->se_ncarry);
 		(void)evbuffer_freeze(in, 0);
-		free(n->carry);
-		n->carry = NULL;
-		n->ncarry = 0;
+		free(n->se_carry);
+		n->se_carry = NULL;
+		n->se_ncarry = 0;
 		if (rc != 0) {
 			session_free(n);
 			return;
 		}
 	}
-	bufferevent_enable(n->cbev, EV_READ);
+	bufferevent_enable(n->se_cbev, EV_READ);
 	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
 	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(n->timer, &tv);
-	if (evbuffer_get_length(bufferevent_get_input(n->cbev)) > 0)
-		head_read(n->cbev, n);
+	evtimer_add(n->se_timer, &tv);
+	if (evbuffer_get_length(bufferevent_get_input(n->se_cbev)) > 0)
+		head_read(n->se_cbev, n);
 }

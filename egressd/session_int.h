@@ -42,72 +42,73 @@ enum sstate {
 };
 
 struct session {
-	struct grant_conn gc;           /* first: kill() gets this pointer */
-	struct daemon *d;
-	struct lgrant *lg;              /* our reference */
-	bool attached;
-	bool released;                  /* no longer counted in lg->nconns */
-	uint64_t id;
-	char conn[40];                  /* "c-<boot id>-<n>": unique across restarts */
-	enum sstate st;
-	int cfd;
-	struct bufferevent *cbev;
-	char client[EGRESS_HOSTPORT_MAX + 1];
-	struct event *timer;            /* header timeout, then refusal-flush timeout */
-	char *head;                     /* copy of the request head (req borrows it) */
-	struct http_request req;
-	bool parsed;
-	char reqline[EGRESS_LOG_TARGET_MAX + 1];  /* escaped first line, for malformed heads */
-	struct route_req *rreq;
-	struct resolve_req *dreq;
-	bool dns_counted;
-	struct dlog_ticket *ticket;
-	struct addr resolved[EGRESS_DNS_ADDRS_MAX];
-	size_t nresolved;
-	bool did_resolve;
-	bool routed;
-	struct addrcheck_result ac;
-	bool checked;
-	size_t ci;                      /* address being tried */
-	int ufd;
-	struct event *cev;              /* Happy Eyeballs stagger timer */
+	struct grant_conn se_gc;        /* first: kill() gets this pointer */
+	struct daemon *se_d;
+	struct lgrant *se_lg;           /* our reference */
+	bool se_attached;
+	bool se_released;               /* no longer counted in lg->nconns */
+	uint64_t se_id;
+	char se_conn[40];               /* "c-<boot id>-<n>": unique across restarts */
+	enum sstate se_state;
+	int se_cfd;
+	struct bufferevent *se_cbev;
+	char se_client[EGRESS_HOSTPORT_MAX + 1];
+	struct event *se_timer;         /* header timeout, then refusal-flush timeout */
+	char *se_head;                  /* copy of the request head (req borrows it) */
+	struct http_request se_req;
+	bool se_parsed;
+	char se_reqline[EGRESS_LOG_TARGET_MAX + 1]; /* escaped first line, for malformed heads */
+	struct route_req *se_rreq;
+	struct resolve_req *se_dreq;
+	bool se_dns_counted;
+	struct dlog_ticket *se_ticket;
+	struct addr se_resolved[EGRESS_DNS_ADDRS_MAX];
+	size_t se_nresolved;
+	bool se_did_resolve;
+	bool se_routed;
+	struct addrcheck_result se_ac;
+	bool se_checked;
+	size_t se_addr_i;               /* address being tried */
+	int se_ufd;
+	struct event *se_stagger_ev;    /* Happy Eyeballs stagger timer */
 	struct he_attempt {
 		struct session *s;
 		int fd;
 		size_t idx;             /* index into ac.kept */
 		struct event *ev;       /* NULL: slot free */
-	} he[HE_ATTEMPTS_MAX];
-	size_t nhe;
-	int last_err;
-	bool any_timeout;
-	uint64_t t0_us, resolve_us, connect_us, connect_start_us, connect_deadline_us;
-	bool connected;
-	struct tunnel *tun;
-	bool freeing;                   /* session_free is closing the tunnel */
-	uint64_t tunnel_start_us;
+	} se_attempt[HE_ATTEMPTS_MAX];
+	size_t se_nattempt;
+	int se_last_err;
+	bool se_any_timeout;
+	uint64_t se_t0_us, se_resolve_us, se_connect_us;
+	uint64_t se_connect_start_us, se_connect_deadline_us;
+	bool se_connected;
+	struct tunnel *se_tun;
+	bool se_freeing;                /* session_free is closing the tunnel */
+	uint64_t se_tunnel_start_us;
 	/* the host route: entries tried in order (failover only after connect/TLS failures) */
-	struct route_result route;
-	size_t ri;
-	bool via_proxy;                 /* the current entry is an upstream proxy */
-	bool pin_local;                 /* resolve and check locally, send the literal */
-	struct upstream_req *ureq;
-	struct upstream_result up;      /* the proxy exchange, for the record */
-	bool have_up;
+	struct route_result se_route;
+	size_t se_route_i;
+	bool se_via_proxy;              /* the current entry is an upstream proxy */
+	bool se_pin_local;              /* resolve and check locally, send the literal */
+	struct upstream_req *se_ureq;
+	struct upstream_result se_up;   /* the proxy exchange, for the record */
+	bool se_have_up;
 	/* hop chains, redirects, credentials, keep-alive: docs/redirects.md */
-	unsigned hop_n;                 /* hops decided on this client connection so far */
-	char hop[64];                   /* this request's hop id, "<conn>/<n>" */
-	char parent_hop[64];            /* the redirect this request follows ("" = none) */
-	unsigned chain_depth;           /* redirects before this request in its chain */
-	bool strip_creds;               /* forward without Authorization and Cookie */
-	bool creds_stripped;            /* ... and the request carried one of them */
-	bool client_kept;               /* the tunnel handed the client socket back */
-	bool keepalive_wait;            /* waiting for the next request on a kept connection */
-	char *carry;                    /* client bytes after this request (pipelined) */
-	size_t ncarry;
-	struct event *next_ev;          /* starts the next request outside tunnel_done */
-	bool up_reused;                 /* the upstream socket came from egressd/upool */
-	bool up_retried;                /* ... it failed at once and a fresh one was used */
-	int kept_ufd;                   /* the tunnel left this upstream socket open, or -1 */
+	unsigned se_hop_n;              /* hops decided on this client connection so far */
+	char se_hop[64];                /* this request's hop id, "<conn>/<n>" */
+	char se_parent_hop[64];         /* the redirect this request follows ("" = none) */
+	unsigned se_chain_depth;        /* redirects before this request in its chain */
+	bool se_strip_creds;            /* forward without Authorization and Cookie */
+	bool se_creds_stripped;         /* ... and the request carried one of them */
+	bool se_client_kept;            /* the tunnel handed the client socket back */
+	bool se_keepalive_wait;         /* waiting for the next request on a kept connection */
+	char *se_carry;                 /* client bytes after this request (pipelined) */
+	size_t se_ncarry;
+	struct event *se_next_ev;       /* starts the next request outside tunnel_done */
+	bool se_up_reused;              /* the upstream socket came from egressd/upool */
+	bool se_up_retried;             /* ... it failed at once and a fresh one was used */
+	int se_kept_ufd;                /* the tunnel left this upstream socket open, or -1 */
 };
 
 /* session.c */

@@ -52,9 +52,9 @@ static const char *
 hop_dest(const struct session *s, char *buf, size_t len)
 {
 	char hp[EGRESS_HOSTPORT_MAX + 1];
-	struct host h = s->req.host;
+	struct host h = s->se_req.host;
 
-	h.port = s->req.port;
+	h.port = s->se_req.port;
 	snprintf(buf, len, "%s", host_to_str(&h, hp, sizeof(hp)));
 	return buf;
 }
@@ -68,7 +68,7 @@ hop_dest(const struct session *s, char *buf, size_t len)
 static bool
 attested(const struct session *s)
 {
-	return s->connected && (!s->via_proxy || s->pin_local);
+	return s->se_connected && (!s->se_via_proxy || s->se_pin_local);
 }
 
 static json_t *
@@ -76,7 +76,7 @@ pinned_json(const struct session *s)
 {
 	char ab[EGRESS_ADDRSTR_MAX];
 
-	return attested(s) ? json_string(addr_to_str(&s->ac.kept[s->ci], ab, sizeof(ab))) :
+	return attested(s) ? json_string(addr_to_str(&s->se_ac.kept[s->se_addr_i], ab, sizeof(ab))) :
 	    json_null();
 }
 
@@ -89,11 +89,11 @@ record_begin(const struct session *s, bool with_client)
 
 	if (o == NULL)
 		return NULL;
-	json_object_set_new(o, "conn", json_string(s->conn));
-	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
-	json_object_set_new(o, "grant_id", json_string(s->lg->id));
+	json_object_set_new(o, "conn", json_string(s->se_conn));
+	json_object_set_new(o, "principal", json_string(s->se_lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->se_lg->id));
 	if (with_client)
-		json_object_set_new(o, "client", json_string(s->client));
+		json_object_set_new(o, "client", json_string(s->se_client));
 	return o;
 }
 
@@ -116,56 +116,56 @@ record_hop_decision(struct session *s, bool allow, enum reason r)
 	o = record_begin(s, true);
 	if (o == NULL)
 		return NULL;
-	hop_fields(o, session_hop_id(s), s->parent_hop[0] != '\0' ? s->parent_hop : NULL,
-	    s->parsed && s->req.method == HTTP_CONNECT ? "connect" : "request");
-	json_object_set_new(o, "credentials_stripped", json_boolean(s->creds_stripped));
-	json_object_set_new(o, "upstream_reused", json_boolean(s->up_reused));
-	if (s->parsed) {
-		size_t n = s->req.target_len < EGRESS_LOG_TARGET_MAX ? s->req.target_len :
+	hop_fields(o, session_hop_id(s), s->se_parent_hop[0] != '\0' ? s->se_parent_hop : NULL,
+	    s->se_parsed && s->se_req.method == HTTP_CONNECT ? "connect" : "request");
+	json_object_set_new(o, "credentials_stripped", json_boolean(s->se_creds_stripped));
+	json_object_set_new(o, "upstream_reused", json_boolean(s->se_up_reused));
+	if (s->se_parsed) {
+		size_t n = s->se_req.target_len < EGRESS_LOG_TARGET_MAX ? s->se_req.target_len :
 		    EGRESS_LOG_TARGET_MAX;
 		/* The parser admitted only printable ASCII in the target. */
-		memcpy(tgt, s->req.target, n);
+		memcpy(tgt, s->se_req.target, n);
 		tgt[n] = '\0';
-		json_object_set_new(o, "method", json_string(http_method_str(s->req.method)));
+		json_object_set_new(o, "method", json_string(http_method_str(s->se_req.method)));
 		json_object_set_new(o, "target", json_string(tgt));
 		json_object_set_new(o, "target_truncated",
-		    json_boolean(s->req.target_len > EGRESS_LOG_TARGET_MAX));
+		    json_boolean(s->se_req.target_len > EGRESS_LOG_TARGET_MAX));
 		json_object_set_new(o, "dest", json_string(hop_dest(s, buf, sizeof(buf))));
 	} else {
 		json_object_set_new(o, "method", json_null());
-		json_object_set_new(o, "target", s->reqline[0] != '\0' ?
-		    json_string(s->reqline) : json_null());
+		json_object_set_new(o, "target", s->se_reqline[0] != '\0' ?
+		    json_string(s->se_reqline) : json_null());
 		json_object_set_new(o, "dest", json_null());
 	}
 	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_str(r)));
-	if (s->routed && s->ri < s->route.n) {
+	if (s->se_routed && s->se_route_i < s->se_route.n) {
 		char rb[EGRESS_HOSTPORT_MAX + 32];
-		json_object_set_new(o, "route", json_string(proxyurl_to_str(&s->route.entries[s->ri],
+		json_object_set_new(o, "route", json_string(proxyurl_to_str(&s->se_route.entries[s->se_route_i],
 		    rb, sizeof(rb))));
-		json_object_set_new(o, "route_source", json_string(s->route.source));
+		json_object_set_new(o, "route_source", json_string(s->se_route.source));
 	} else {
 		json_object_set_new(o, "route", json_null());
 		json_object_set_new(o, "route_source", json_null());
 	}
-	if (s->have_up && s->up.have_proxy_addr) {
+	if (s->se_have_up && s->se_up.have_proxy_addr) {
 		char pb[EGRESS_ADDRSTR_MAX];
-		json_object_set_new(o, "proxy_addr", json_string(addr_to_str(&s->up.proxy_addr, pb,
+		json_object_set_new(o, "proxy_addr", json_string(addr_to_str(&s->se_up.proxy_addr, pb,
 		    sizeof(pb))));
-		json_object_set_new(o, "proxy_status", s->up.proxy_status ?
-		    json_integer(s->up.proxy_status) : json_null());
-		json_object_set_new(o, "proxy_auth", s->up.auth ? json_string(s->up.auth) :
+		json_object_set_new(o, "proxy_status", s->se_up.proxy_status ?
+		    json_integer(s->se_up.proxy_status) : json_null());
+		json_object_set_new(o, "proxy_auth", s->se_up.auth ? json_string(s->se_up.auth) :
 		    json_null());
 	}
-	json_object_set_new(o, "resolved", addrs_json(s->resolved, s->nresolved));
+	json_object_set_new(o, "resolved", addrs_json(s->se_resolved, s->se_nresolved));
 	json_object_set_new(o, "pinned", pinned_json(s));
-	json_object_set_new(o, "classes_dropped", s->checked ?
-	    addrcheck_classes_json(s->ac.dropped_classes) : json_array());
-	json_object_set_new(o, "override", json_boolean(s->checked &&
-	    s->ac.lifted_override != 0));
+	json_object_set_new(o, "classes_dropped", s->se_checked ?
+	    addrcheck_classes_json(s->se_ac.dropped_classes) : json_array());
+	json_object_set_new(o, "override", json_boolean(s->se_checked &&
+	    s->se_ac.lifted_override != 0));
 	json_object_set_new(o, "attested", json_boolean(attested(s)));
-	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->resolve_us));
-	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->connect_us));
+	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->se_resolve_us));
+	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->se_connect_us));
 	return o;
 }
 
@@ -181,7 +181,7 @@ record_redirect(struct session *s, const struct httpresp *r,
 	if (o == NULL)
 		return NULL;
 	hop_fields(o, rhop, session_hop_id(s), "redirect");
-	json_object_set_new(o, "method", json_string(http_method_str(s->req.method)));
+	json_object_set_new(o, "method", json_string(http_method_str(s->se_req.method)));
 	json_object_set_new(o, "target", json_string(lb));
 	json_object_set_new(o, "target_truncated", json_boolean(kept < loclen));
 	if (resolved) {
@@ -195,7 +195,7 @@ record_redirect(struct session *s, const struct httpresp *r,
 	}
 	json_object_set_new(o, "status", json_integer(r->status));
 	json_object_set_new(o, "cross_origin", json_boolean(cross));
-	json_object_set_new(o, "chain_depth", json_integer(s->chain_depth + 1));
+	json_object_set_new(o, "chain_depth", json_integer(s->se_chain_depth + 1));
 	json_object_set_new(o, "verdict", json_string(rr == REASON_ALLOWED ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_str(rr)));
 	json_object_set_new(o, "detail", detail != NULL ? json_string(detail) : json_null());
@@ -217,7 +217,7 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 	json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
 	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
 	json_object_set_new(o, "duration_us",
-	    json_integer((json_int_t)(mono_usec() - s->tunnel_start_us)));
+	    json_integer((json_int_t)(mono_usec() - s->se_tunnel_start_us)));
 	return o;
 }
 
@@ -226,10 +226,10 @@ record_write(struct session *s, const char *event, json_t *fields)
 {
 	if (fields == NULL) {
 		log_warnx("conn %llu: out of memory building a %s record",
-		    (unsigned long long)s->id, event);
+		    (unsigned long long)s->se_id, event);
 		return;
 	}
-	if (dlog_append(s->d->dlog, event, fields, NULL, NULL, NULL) != 0)
-		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->id,
+	if (dlog_append(s->se_d->dlog, event, fields, NULL, NULL, NULL) != 0)
+		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->se_id,
 		    event);
 }
