@@ -798,13 +798,20 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *don
 size_t
 http_format_refusal(enum reason r, char *out, size_t outlen)
 {
+	return http_format_refusal_detail(r, NULL, out, outlen);
+}
+
+size_t
+http_format_refusal_detail(enum reason r, const char *detail, char *out, size_t outlen)
+{
 	int status = reason_http_status(r);
-	char body[400];
+	char body[1024];
 	int bl, n;
 
-	if (status <= 0 || status == 200)
+	if (status <= 0 || status == 200 || out == NULL)
 		return 0;
-	bl = snprintf(body, sizeof(body), "%s: %s\n", reason_str(r), reason_text(r));
+	bl = snprintf(body, sizeof(body), "%s: %s%s%s\n", reason_str(r), reason_text(r),
+	    detail != NULL ? ": " : "", detail != NULL ? detail : "");
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		return 0;
 	n = snprintf(out, outlen, "HTTP/1.1 %d %s\r\nX-Egress-Reason: %s\r\n"

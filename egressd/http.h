@@ -147,6 +147,11 @@ int http_response_framing(const struct httpresp *r, bool head_request,
  * small (512 bytes always suffice) or r has no HTTP status.
  */
 size_t http_format_refusal(enum reason r, char *out, size_t outlen);
+/* The same with ": <detail>" after the explanation in the body (detail printable, caller-
+ * escaped; NULL = none): the one formatter of client refusals (redirect refusals name
+ * their target this way). */
+size_t http_format_refusal_detail(enum reason r, const char *detail, char *out,
+    size_t outlen);
 
 /*
  * Streaming chunked-body framer: finds where a chunked body ends without changing it (the
