@@ -17,21 +17,9 @@
 bool
 grant_principal_valid(const char *s)
 {
-	size_t i;
-
-	if (s == NULL)
-		return false;
-	for (i = 0; s[i] != '\0'; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (i >= EGRESS_PRINCIPAL_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '.' || c == '_' || c == '-'))
-			return false;
-	}
 	/* "." and ".." are path components, not names: the label may end up in a path. */
-	return i > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+	return label_valid(s, EGRESS_PRINCIPAL_MAX) && strcmp(s, ".") != 0 &&
+	    strcmp(s, "..") != 0;
 }
 
 /* A JSON string without embedded NUL (jansson can carry "\u0000" in a string). */

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/limits.h"
 #include "common/util.h"
@@ -377,4 +378,18 @@ path_glob_match(const char *pattern, const char *name)
 		return false;
 	n = strlen(pattern);
 	return n > 0 && strncmp(name, pattern, n) == 0 && name[n] == '/';
+}
+
+bool
+pathglob_has_git_component(const char *p)
+{
+	for (const char *s = p;;) {
+		const char *e = strchr(s, '/');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+		if (l == 4 && strncasecmp(s, ".git", 4) == 0)
+			return true;
+		if (e == NULL)
+			return false;
+		s = e + 1;
+	}
 }

@@ -58,4 +58,8 @@ bool path_glob_match(const char *pattern, const char *name);
 /* True when pattern contains glob metacharacters. */
 bool glob_is_pattern(const char *pattern);
 
+/* Does the canonical path p have a component named ".git" in any letter case (on a
+ * case-folding checkout ".GIT" is the same directory)? Pure. */
+bool pathglob_has_git_component(const char *p);
+
 #endif

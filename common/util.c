@@ -169,3 +169,22 @@ line_read(FILE *f, char *buf, size_t max, size_t *len)
 		return -1;
 	return n == 0 ? 0 : 2;
 }
+
+bool
+label_valid(const char *s, size_t max)
+{
+	size_t i;
+
+	if (s == NULL)
+		return false;
+	for (i = 0; s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (i >= max)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}

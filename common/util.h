@@ -5,6 +5,7 @@
 #ifndef EGRESS_UTIL_H
 #define EGRESS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -87,6 +88,10 @@ int write_all(int fd, const void *buf, size_t len);
  * bounded line reader for files: nothing is allocated from a length found in the file.
  */
 int line_read(FILE *f, char *buf, size_t max, size_t *len);
+
+/* A name people and paths both carry (principal labels, preset and WorkUnit ids, user
+ * names): 1 to max characters of A-Z a-z 0-9 . _ -. Pure; s may be NULL (false). */
+bool label_valid(const char *s, size_t max);
 
 /* Monotonic clock in microseconds / milliseconds. */
 uint64_t mono_usec(void);

@@ -99,17 +99,7 @@ config_parse_sockaddr(const char *s, bool allow_port0, struct sockaddr_storage *
 bool
 config_user_valid(const char *s)
 {
-	size_t n = s != NULL ? strlen(s) : 0;
-
-	if (n == 0 || n > CONFIG_USER_MAX || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
+	return s != NULL && s[0] != '-' && label_valid(s, CONFIG_USER_MAX);
 }
 
 /*

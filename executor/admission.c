@@ -46,20 +46,6 @@ admission_free(struct admission *a)
 	strlist_free(&a->grant);
 }
 
-static bool
-has_git_component(const char *p)
-{
-	for (const char *s = p;;) {
-		const char *e = strchr(s, '/');
-		size_t l = e ? (size_t)(e - s) : strlen(s);
-		if (l == 4 && strncasecmp(s, ".git", 4) == 0)
-			return true;
-		if (e == NULL)
-			return false;
-		s = e + 1;
-	}
-}
-
 static void
 check_paths(struct admission *a, const struct workunit *wu, const char *what,
     const struct strlist *l)
@@ -72,7 +58,7 @@ check_paths(struct admission *a, const struct workunit *wu, const char *what,
 		} else if (strlen(l->v[i]) > EGRESS_GLOB_MAX) {
 			refuse(a, REASON_ADM_INVALID_PATH, "%s:%u: %s entry longer than %d bytes",
 			    wu->file, l->line, what, EGRESS_GLOB_MAX);
-		} else if (strcmp(what, "forbidden_paths") != 0 && has_git_component(l->v[i])) {
+		} else if (strcmp(what, "forbidden_paths") != 0 && pathglob_has_git_component(l->v[i])) {
 			/* The repository's own metadata is never a write scope. */
 			refuse(a, REASON_ADM_INVALID_PATH, "%s:%u: %s entry '%.200s' names .git",
 			    wu->file, l->line, what, l->v[i]);

@@ -12,21 +12,6 @@
 #include "common/pathglob.h"
 
 static bool
-has_git_component(const char *p)
-{
-	for (const char *s = p;;) {
-		const char *e = strchr(s, '/');
-		size_t l = e ? (size_t)(e - s) : strlen(s);
-		/* Case-insensitive: on a case-folding checkout ".GIT" is the same directory. */
-		if (l == 4 && strncasecmp(s, ".git", 4) == 0)
-			return true;
-		if (e == NULL)
-			return false;
-		s = e + 1;
-	}
-}
-
-static bool
 matches_any(const struct strlist *l, const char *path)
 {
 	for (size_t i = 0; l != NULL && i < l->n; i++)
@@ -40,7 +25,7 @@ scope_path(const char *path, const struct strlist *allowed, const struct strlist
 {
 	if (path == NULL || path_check(path) != PATH_OK)
 		return REASON_SCOPE_INVALID_PATH;
-	if (has_git_component(path))
+	if (pathglob_has_git_component(path))
 		return REASON_SCOPE_GIT_DIR;
 	if (matches_any(forbidden, path))
 		return REASON_SCOPE_FORBIDDEN;
