@@ -358,3 +358,34 @@ logread_opt(int argc, char **argv, int *i, const char *name, const char **val)
 	*i += 2;
 	return 1;
 }
+
+int
+logread_each(const char *const *files, size_t n,
+    int (*fn)(const struct logrec *rec, void *arg),
+    void (*after)(const struct logread *r, void *arg), void *arg)
+{
+	for (size_t f = 0; f < n; f++) {
+		struct logread r;
+		struct logrec *rec;
+		int k;
+
+		if (logread_open(&r, files[f]) != 0) {
+			fprintf(stderr, "egressctl: %s: %s\n", files[f], strerror(errno));
+			return -1;
+		}
+		while ((k = logread_next(&r, &rec)) == 1) {
+			if (fn(rec, arg) != 0) {
+				k = -1;
+				break;
+			}
+		}
+		if (after != NULL)
+			after(&r, arg);
+		if (k < 0)
+			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
+		logread_close(&r);
+		if (k < 0)
+			return -1;
+	}
+	return 0;
+}

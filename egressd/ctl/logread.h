@@ -102,6 +102,17 @@ int logread_check_rotation(struct logread *r);
 void logread_close(struct logread *r);
 
 /*
+ * Read every record of files[0..n) in order ("-" is stdin): fn(rec, arg) for each (0 to
+ * go on, -1 to stop with an error), then after(r, arg) (may be NULL) at the end of each
+ * file before it is closed. An unopenable file or a read error is reported on stderr as
+ * "egressctl: <file>: ..." and ends the walk. Returns 0, or -1. The one file loop of the
+ * readers that take whole files (log summary, log export).
+ */
+int logread_each(const char *const *files, size_t n,
+    int (*fn)(const struct logrec *rec, void *arg),
+    void (*after)(const struct logread *r, void *arg), void *arg);
+
+/*
  * RFC 3339 date-time ("2026-11-30T09:14:07Z", "...07.5+01:00", lowercase t/z, or a space
  * for T) or a date alone ("2026-11-30" = midnight UTC) to microseconds since the epoch.
  * Returns 0 or -1.
