@@ -26,11 +26,12 @@
 #include "common/proxyurl.h"
 
 /*
- * The marker and the sentinel of egressd's PAC wrapper. Every copy egressd (egressd/pacfetch.c) hands to
- * libproxy is the operator's PAC followed by a wrapper that re-binds FindProxyForURL to a
- * function calling the original inside try/catch: an exception, or a result that is not a
- * non-empty string, returns "PROXY <PAC_ERROR_HOST>:1" — libproxy alone would answer
- * direct:// (fail open). The helper (egressd/helper/main.c) turns that sentinel into an error, and refuses a copy
+ * The marker and the sentinel of egressd's PAC wrapper. Every copy egressd
+ * (egressd/pacfetch.c) hands to libproxy is the operator's PAC followed by a wrapper that
+ * re-binds FindProxyForURL to a function calling the original inside try/catch: an
+ * exception, or a result that is not a non-empty string, returns
+ * "PROXY <PAC_ERROR_HOST>:1" — libproxy alone would answer direct:// (fail open). The
+ * helper (egressd/helper/main.c) turns that sentinel into an error, and refuses a copy
  * without the marker (not written by egressd).
  */
 #define PAC_WRAPPER_MARKER "/* egressd-pac-wrapper v1 */"

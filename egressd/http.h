@@ -98,7 +98,8 @@ size_t http_build_proxy_head(const struct http_request *req, const struct addr *
     const char *proxy_auth, char *out, size_t outlen);
 
 /*
- * The forwarded request head (docs/redirects.md, "HTTP/1.1 forwarding"; what egressd/session uses): as
+ * The forwarded request head (docs/redirects.md, "HTTP/1.1 forwarding"; what
+ * egressd/session uses): as
  * http_build_forward_head, or with HTTP_FWD_PROXY_FORM as http_build_proxy_head (pinned
  * and proxy_auth are used only then), and also "Via: 1.x egressd" after the client's own
  * Via lines. HTTP_FWD_STRIP_CREDENTIALS drops Authorization and Cookie (the request goes

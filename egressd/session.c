@@ -1,5 +1,8 @@
 /*
- * session.c - per-connection state machine of egressd (see session.h for the order).
+ * session.c - the per-connection step machine of egressd, written in the order a request
+ * travels (session.h states it): accept and request head, authorization, route (upstream
+ * proxies), resolve, address check, connect, allow record, tunnel; then the keep-alive
+ * hand-off and the life cycle (free, refuse, kill). Its records are session_record.c.
  */
 #include "egressd/session.h"
 #include "egressd/session_int.h"
@@ -40,12 +43,45 @@
 #include "egressd/upstream.h"
 
 
-static void session_free(struct session *s);
-static void refuse_event(struct bufferevent *bev, short what, void *arg);
-static void session_refuse(struct session *s, enum reason r);
-static void step_route(struct session *s);
+/* The steps, in the order a request travels (each calls the next); then the keep-alive
+ * hand-off and the life cycle shared by all of them. */
+static enum reason grant_gone(const struct lgrant *lg);
+static void keep_reqline(struct session *s, const unsigned char *p, size_t n);
+static void head_read(struct bufferevent *bev, void *arg);
+static void head_event(struct bufferevent *bev, short what, void *arg);
+static void head_timeout(evutil_socket_t fd, short what, void *arg);
+static void pending_event(struct bufferevent *bev, short what, void *arg);
+static void follow_memo(struct session *s);
+static void authorize(struct session *s);
 static void try_route_entry(struct session *s);
+static void routed(const struct route_result *res, void *arg);
+static void step_route(struct session *s);
+static void proxied(const struct upstream_result *r, void *arg);
 static void step_proxy(struct session *s, const struct addr *pinned);
+static void resolved(const struct resolve_answer *ans, void *arg);
+static void step_resolve(struct session *s);
+static void step_check(struct session *s, const struct addr *in, size_t n);
+static void connect_failed_all(struct session *s);
+static void he_done(evutil_socket_t fd, short what, void *arg);
+static void he_stagger(evutil_socket_t fd, short what, void *arg);
+static void step_connect(struct session *s);
+static void allow_logged(int err, void *arg);
+static void step_log_allow(struct session *s);
+static void tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg);
+static long body_bytes(const struct http_request *req, const unsigned char *p, size_t n);
+static enum reason session_on_response(const struct httpresp *r, char *refusal,
+    size_t *nrefusal, void *arg);
+static void start_tunnel(struct session *s);
+static void session_detach(struct session *s);
+static void he_close_all(struct session *s);
+static void cancel_pending(struct session *s);
+static void session_free(struct session *s);
+static void refuse_drain(struct bufferevent *bev, void *arg);
+static void refuse_flushed(struct bufferevent *bev, void *arg);
+static void refuse_event(struct bufferevent *bev, short what, void *arg);
+static void refuse_timeout(evutil_socket_t fd, short what, void *arg);
+static void session_refuse(struct session *s, enum reason r);
+static void session_kill(struct grant_conn *gc, enum reason why);
 
 /*
  * Has the grant been taken away (revoked, expired)? A static grant replaced by a reload is
@@ -59,8 +95,6 @@ grant_gone(const struct lgrant *lg)
 	    lg->dead : REASON_ALLOWED;
 }
 
-/* ---- hops and the redirect memo (docs/redirects.md) ---- */
-
 /* ---- hops ---- */
 
 const char *
@@ -71,198 +105,696 @@ session_hop_id(struct session *s)
 	return s->se_hop;
 }
 
-/* ---- life cycle ---- */
+/* ---- request head ---- */
 
+/* Printable, escaped copy of the first line for the record of a malformed head. */
 static void
-session_detach(struct session *s)
+keep_reqline(struct session *s, const unsigned char *p, size_t n)
 {
-	if (s->se_attached) {
-		lgrant_detach(s->se_lg, &s->se_gc);
-		s->se_attached = false;
-	}
-}
+	size_t o = 0;
 
-/* Close every connect attempt still in flight. */
-static void
-he_close_all(struct session *s)
-{
-	for (size_t k = 0; k < HE_ATTEMPTS_MAX; k++) {
-		if (s->se_attempt[k].ev == NULL)
-			continue;
-		event_free(s->se_attempt[k].ev);
-		s->se_attempt[k].ev = NULL;
-		close(s->se_attempt[k].fd);
-		s->se_attempt[k].fd = -1;
+	for (size_t i = 0; i < n && p[i] != '\r' && p[i] != '\n'; i++) {
+		if (o + 5 > EGRESS_LOG_TARGET_MAX)
+			break;
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
+			s->se_reqline[o++] = (char)p[i];
+		} else {
+			snprintf(s->se_reqline + o, 5, "\\x%02x", p[i]);
+			o += 4;
+		}
 	}
-	s->se_nattempt = 0;
+	s->se_reqline[o] = '\0';
 }
 
 static void
-cancel_pending(struct session *s)
+head_read(struct bufferevent *bev, void *arg)
 {
-	if (s->se_rreq != NULL) {
-		route_cancel(s->se_rreq);
-		s->se_rreq = NULL;
+	struct session *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in);
+	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
+	unsigned char *p = evbuffer_pullup(in, (ev_ssize_t)look);
+	struct http_request *tmp;
+	enum reason why;
+	enum http_parse pr;
+
+	if (s->se_state != S_HEAD)
+		return;
+	tmp = malloc(sizeof(*tmp));
+	if (p == NULL || tmp == NULL) {
+		free(tmp);
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
 	}
-	if (s->se_dreq != NULL) {
-		resolve_cancel(s->se_dreq);
-		s->se_dreq = NULL;
+	pr = http_parse_request((const char *)p, look, tmp, &why);
+	if (pr == HTTP_PARSE_INCOMPLETE) {
+		free(tmp);
+		return;
 	}
+	if (pr == HTTP_PARSE_ERROR) {
+		free(tmp);
+		keep_reqline(s, p, look);
+		session_refuse(s, why);
+		return;
+	}
+	/* Keep our own copy of the head (the request borrows it), leave the rest queued. */
+	size_t hl = tmp->head_len;
+	free(tmp);
+	s->se_head = malloc(hl);
+	if (s->se_head == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	evbuffer_remove(in, s->se_head, hl);
+	if (http_parse_request(s->se_head, hl, &s->se_req, &why) != HTTP_PARSE_OK) {
+		session_refuse(s, REASON_INTERNAL_ERROR);   /* cannot happen: same bytes */
+		return;
+	}
+	s->se_parsed = true;
+	bufferevent_disable(bev, EV_READ);
+	event_del(s->se_timer);
+	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
+	    http_method_str(s->se_req.method), (int)(s->se_req.target_len > 200 ? 200 :
+	    s->se_req.target_len), s->se_req.target);
+	authorize(s);
+}
+
+static void
+head_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	/* The client left before a complete head: there is no hop to decide. */
+	if (s->se_state == S_HEAD)
+		session_free(s);
+}
+
+static void
+head_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->se_state != S_HEAD)
+		return;
+	/* An idle kept-alive connection that sent nothing more has no hop to decide. */
+	if (s->se_keepalive_wait && s->se_cbev != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(s->se_cbev)) == 0) {
+		session_free(s);
+		return;
+	}
+	session_refuse(s, REASON_HEADER_TIMEOUT);
+}
+
+/* While the decision is pending the client may close: notice it and stop. */
+static void
+pending_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->se_state == S_HEAD)
+		session_free(s);
+}
+
+void
+session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *peer,
+    socklen_t peerlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct addr a;
+	char ab[EGRESS_ADDRSTR_MAX];
+	uint16_t port;
+	struct timeval tv;
+
+	if (s == NULL) {
+		close(fd);
+		return;
+	}
+	s->se_d = d;
+	s->se_lg = lg;
+	lgrant_ref(lg);
+	lg->nconns++;
+	lg->total_conns++;
+	d->nconns++;
+	d->stats.connections_total++;
+	s->se_id = ++d->next_conn_id;
+	snprintf(s->se_conn, sizeof(s->se_conn), "c-%08x-%llu", d->boot_id,
+	    (unsigned long long)s->se_id);
+	s->se_cfd = fd;
+	s->se_ufd = -1;
+	s->se_kept_ufd = -1;
+	s->se_t0_us = mono_usec();
+	s->se_gc.kill = session_kill;
+	lgrant_attach(lg, &s->se_gc);
+	s->se_attached = true;
+	addr_from_sockaddr(&a, peer);
+	port = ntohs(peer->sa_family == AF_INET6 ?
+	    ((const struct sockaddr_in6 *)peer)->sin6_port :
+	    ((const struct sockaddr_in *)peer)->sin_port);
+	snprintf(s->se_client, sizeof(s->se_client), peer->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+	    addr_to_str(&a, ab, sizeof(ab)), port);
+	(void)peerlen;
+
+	s->se_cbev = bufferevent_socket_new(d->base, fd, 0);
+	s->se_timer = evtimer_new(d->base, head_timeout, s);
+	if (s->se_cbev == NULL || s->se_timer == NULL) {
+		session_free(s);
+		return;
+	}
+	s->se_state = S_HEAD;
+	/* Checks that need no request: the refusal still names this principal. */
+	if (d->draining) {
+		session_refuse(s, REASON_SHUTTING_DOWN);
+		return;
+	}
+	if (d->nconns > d->cfg->max_connections) {
+		session_refuse(s, REASON_LIMIT_CONNECTIONS);
+		return;
+	}
+	if (lg->nconns > lg->g->max_connections) {
+		session_refuse(s, REASON_LIMIT_PRINCIPAL);
+		return;
+	}
+	if (grant_gone(lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(lg));
+		return;
+	}
+	/* Accept only a bounded head before the decision; the parser enforces limits, the
+	 * watermark keeps libevent from reading further ahead. */
+	bufferevent_setwatermark(s->se_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(s->se_cbev, head_read, NULL, head_event, s);
+	bufferevent_enable(s->se_cbev, EV_READ);
+	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
+	evtimer_add(s->se_timer, &tv);
+	(void)pending_event;
+}
+
+/* ---- authorization ---- */
+
+/*
+ * docs/redirects.md, "Hop chains": does this request follow a redirect egressd let
+ * through? The memo links the
+ * record to it (parent_hop, chain depth) and, after a cross-origin redirect, makes the
+ * request go without Authorization and Cookie unless the grant binds credentials to this
+ * origin. It never grants anything: the hop is authorized below like any other.
+ */
+static void
+follow_memo(struct session *s)
+{
+	const struct grant *g = s->se_lg->g;
+	struct redirmemo_hit hit;
+	bool connect = s->se_req.method == HTTP_CONNECT;
+
+	redirmemo_lookup(s->se_d->memo, s->se_lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
+	    &s->se_req.host, s->se_req.port, connect ? NULL : s->se_req.path,
+	    connect ? 0 : s->se_req.path_len, mono_msec(), &hit);
+	if (hit.linked) {
+		memcpy(s->se_parent_hop, hit.parent_hop, sizeof(s->se_parent_hop));
+		s->se_chain_depth = hit.depth;
+	}
+	if (connect || !hit.strip ||
+	    grant_credentials_bound(g, SCHEME_HTTP, &s->se_req.host, s->se_req.port))
+		return;
+	s->se_strip_creds = true;
+	for (size_t i = 0; i < s->se_req.nheaders; i++) {
+		const struct http_header *h = &s->se_req.headers[i];
+		if ((h->name_len == 13 && strncasecmp(h->name, "authorization", 13) == 0) ||
+		    (h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0))
+			s->se_creds_stripped = true;
+	}
+}
+
+static void
+authorize(struct session *s)
+{
+	const struct grant *g = s->se_lg->g;
+
+	follow_memo(s);
+
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
+		return;
+	}
+	if (s->se_d->draining) {
+		session_refuse(s, REASON_SHUTTING_DOWN);
+		return;
+	}
+	if (s->se_req.method != HTTP_CONNECT && s->se_req.upgrade) {
+		session_refuse(s, REASON_UPGRADE_REFUSED);
+		return;
+	}
+	if (!grant_allows(g, s->se_req.scheme, &s->se_req.host, s->se_req.port, NULL)) {
+		session_refuse(s, s->se_req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
+		    REASON_IP_LITERAL_NOT_GRANTED);
+		return;
+	}
+	if (g->max_bytes > 0 && s->se_lg->bytes >= g->max_bytes) {
+		session_refuse(s, REASON_LIMIT_BYTES);
+		return;
+	}
+	if (!dlog_writable(s->se_d->dlog)) {
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	step_route(s);
+}
+
+/* ---- route ---- */
+
+static void
+try_route_entry(struct session *s)
+{
+	const struct proxy_route *e = &s->se_route.entries[s->se_route_i];
+
+	s->se_via_proxy = e->kind != PROXY_DIRECT;
+	/* Pinning through a proxy: resolve and check locally, send the checked literal. An IP
+	 * literal destination is always sent as itself (after the class check). */
+	s->se_pin_local = s->se_via_proxy && (s->se_lg->g->pinning == PINNING_REQUIRED ||
+	    s->se_req.host.kind != HOST_NAME);
+	if (!s->se_via_proxy || s->se_pin_local) {
+		if (s->se_did_resolve || s->se_checked) {
+			/* already resolved and checked for an earlier entry: reuse, never re-resolve */
+			if (s->se_via_proxy)
+				step_proxy(s, &s->se_ac.kept[0]);
+			else
+				step_connect(s);
+			return;
+		}
+		step_resolve(s);
+		return;
+	}
+	step_proxy(s, NULL);
+}
+
+static void
+routed(const struct route_result *res, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_rreq = NULL;
+	if (res->status != REASON_ALLOWED || res->n == 0) {
+		session_refuse(s, res->status != REASON_ALLOWED ? res->status :
+		    REASON_ROUTE_UNAVAILABLE);
+		return;
+	}
+	s->se_route = *res;
+	s->se_route_i = 0;
+	s->se_routed = true;
+	try_route_entry(s);
+}
+
+static void
+step_route(struct session *s)
+{
+	s->se_state = S_ROUTE;
+	s->se_rreq = route_lookup(s->se_d->router, s->se_req.scheme, &s->se_req.host, s->se_req.port,
+	    routed, s);
+	if (s->se_rreq == NULL)
+		session_refuse(s, REASON_INTERNAL_ERROR);
+}
+
+/* ---- upstream proxies ---- */
+
+static void
+proxied(const struct upstream_result *r, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_ureq = NULL;
+	if (s->se_up.proxy_authorization != NULL) {
+		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
+		free(s->se_up.proxy_authorization);
+	}
+	s->se_up = *r;
+	s->se_have_up = true;
+	s->se_connect_us = mono_usec() - s->se_connect_start_us;
+	if (r->status == REASON_ALLOWED) {
+		s->se_ufd = r->fd;
+		s->se_connected = true;
+		s->se_addr_i = 0;
+		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
+		step_log_allow(s);
+		return;
+	}
+	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->se_id, s->se_route_i + 1,
+	    r->detail);
+	if (r->failover_ok && s->se_route_i + 1 < s->se_route.n) {
+		s->se_route_i++;
+		s->se_have_up = false;
+		try_route_entry(s);
+		return;
+	}
+	session_refuse(s, r->status);
+}
+
+static void
+step_proxy(struct session *s, const struct addr *pinned)
+{
+	const struct proxy_route *via = &s->se_route.entries[s->se_route_i];
+	struct upstream_params p;
+
+	if (!dlog_writable(s->se_d->dlog)) {
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	memset(&p, 0, sizeof(p));
+	p.via = via;
+	p.target_name = s->se_req.host.name;
+	p.target_addr = pinned;
+	p.target_port = s->se_req.port;
+	p.cred = proxycreds_find(router_credentials(s->se_d->router), &via->proxy);
+	p.res = s->se_d->resolver;
+	p.gss = router_gssauth(s->se_d->router);
+	p.tls = router_tls_ctx(s->se_d->router);
+	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->se_d->router);
+	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly
+	 * refuse CONNECT to port 80); SOCKS5 carries it as a TCP stream like CONNECT. */
+	p.forward = s->se_req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
+	s->se_state = S_CONNECT;
+	s->se_connect_start_us = mono_usec();
+	s->se_ureq = upstream_connect(s->se_d->base, &p, proxied, s);
+	if (s->se_ureq == NULL)
+		session_refuse(s, REASON_INTERNAL_ERROR);
+}
+
+/* ---- resolve ---- */
+
+static void
+resolved(const struct resolve_answer *ans, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_dreq = NULL;
 	if (s->se_dns_counted) {
 		s->se_lg->dns_pending--;
 		s->se_dns_counted = false;
 	}
-	if (s->se_ticket != NULL) {
-		dlog_ticket_cancel(s->se_ticket);
-		s->se_ticket = NULL;
+	s->se_did_resolve = true;
+	s->se_resolve_us = ans->duration_us;
+	metrics_observe(&s->se_d->stats.dns, ans->duration_us);
+	if (ans->status != REASON_ALLOWED) {
+		if (s->se_via_proxy) {
+			/* The grant requires pinning, and egressd could not resolve the name itself:
+			 * sending the name to the proxy would be an unattested hop. */
+			log_info("conn %llu: pinning required for %s but local resolution failed (%s); "
+			    "refusing instead of letting the proxy resolve", (unsigned long long)s->se_id,
+			    s->se_req.host.name, reason_str(ans->status));
+			session_refuse(s, REASON_PINNING_UNAVAILABLE);
+			return;
+		}
+		session_refuse(s, ans->status);
+		return;
 	}
+	s->se_nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs : EGRESS_DNS_ADDRS_MAX;
+	memcpy(s->se_resolved, ans->addrs, s->se_nresolved * sizeof(s->se_resolved[0]));
+	step_check(s, s->se_resolved, s->se_nresolved);
+}
+
+static void
+step_resolve(struct session *s)
+{
+	if (s->se_req.host.kind != HOST_NAME) {
+		s->se_resolved[0] = s->se_req.host.addr;
+		s->se_nresolved = 1;
+		step_check(s, s->se_resolved, 1);
+		return;
+	}
+	if (s->se_lg->dns_pending >= s->se_d->cfg->max_dns_pending) {
+		session_refuse(s, REASON_LIMIT_DNS_PENDING);
+		return;
+	}
+	s->se_state = S_RESOLVE;
+	s->se_dreq = resolver_lookup(s->se_d->resolver, s->se_req.host.name, resolved, s);
+	if (s->se_dreq == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	s->se_lg->dns_pending++;
+	s->se_dns_counted = true;
+}
+
+/* ---- address check ---- */
+
+static void
+step_check(struct session *s, const struct addr *in, size_t n)
+{
+	struct addr self[SELF_ADDRS_MAX];
+	size_t nself = grants_self_addrs(s->se_d->grants, self, SELF_ADDRS_MAX);
+	struct addr cand[EGRESS_DNS_ADDRS_MAX];
+	size_t ncand = 0;
+	enum reason r;
+
+	if (nself < SELF_ADDRS_MAX && s->se_d->cfg->has_metrics)
+		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->se_d->cfg->metrics_addr);
+	/* egressd's own listeners are never a destination, whatever the grant or the class
+	 * override says: take them out first, so the refusal names the real reason. */
+	for (size_t i = 0; i < n && i < EGRESS_DNS_ADDRS_MAX; i++)
+		if (!addrcheck_is_self(&in[i], self, nself))
+			cand[ncand++] = in[i];
+	if (ncand == 0) {
+		session_refuse(s, REASON_SELF_ADDRESS);
+		return;
+	}
+	if (s->se_req.host.kind != HOST_NAME)
+		r = addrcheck_literal(&cand[0], &s->se_lg->g->allow_address,
+		    &s->se_d->cfg->allow_special, &s->se_ac);
+	else
+		r = addrcheck_filter(cand, ncand, &s->se_lg->g->allow_address,
+		    &s->se_d->cfg->allow_special, &s->se_ac);
+	s->se_checked = true;
+	if (r != REASON_ALLOWED) {
+		session_refuse(s, r);
+		return;
+	}
+	if (s->se_ac.lifted_override != 0) {
+		char cb[128];
+		/* per hop at debug level only: the record says override: true, and egressd
+		 * names the override once at start-up */
+		log_debug("conn %llu: allow_special_address override lifted class(es) %s for %s",
+		    (unsigned long long)s->se_id, addrcheck_classes_str(s->se_ac.lifted_override, cb,
+		    sizeof(cb)), s->se_req.host.name);
+	}
+	if (s->se_via_proxy) {
+		step_proxy(s, &s->se_ac.kept[0]);
+		return;
+	}
+	step_connect(s);
+}
+
+/* ---- connect ---- */
+
+static void he_start(struct session *s);
+
+/* Every checked address failed: fail over to the next route entry, or refuse. */
+static void
+connect_failed_all(struct session *s)
+{
 	he_close_all(s);
-	if (s->se_stagger_ev != NULL) {
-		event_free(s->se_stagger_ev);
-		s->se_stagger_ev = NULL;
+	if (s->se_stagger_ev != NULL)
+		evtimer_del(s->se_stagger_ev);
+	if (s->se_route_i + 1 < s->se_route.n) {
+		/* the route lists a fallback: a connect failure may move on to it */
+		log_info("conn %llu: direct connect failed; trying route entry %zu",
+		    (unsigned long long)s->se_id, s->se_route_i + 2);
+		s->se_route_i++;
+		try_route_entry(s);
+		return;
 	}
-	if (s->se_ureq != NULL) {
-		upstream_cancel(s->se_ureq);
-		s->se_ureq = NULL;
-	}
-	if (s->se_up.proxy_authorization != NULL) {
-		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
-		free(s->se_up.proxy_authorization);
-		s->se_up.proxy_authorization = NULL;
-	}
-	if (s->se_ufd >= 0) {
-		close(s->se_ufd);
-		s->se_ufd = -1;
-	}
+	session_refuse(s, s->se_any_timeout ? REASON_CONNECT_TIMEOUT :
+	    s->se_last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
 }
 
 static void
-session_free(struct session *s)
+he_done(evutil_socket_t fd, short what, void *arg)
 {
-	cancel_pending(s);
-	if (s->se_tun != NULL) {
-		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
-		struct tunnel *t = s->se_tun;
-		s->se_freeing = true;
-		tunnel_close(t, REASON_CLOSE_ERROR);
-		s->se_tun = NULL;
+	struct he_attempt *a = arg;
+	struct session *s = a->s;
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	event_free(a->ev);
+	a->ev = NULL;
+	s->se_nattempt--;
+	if (what & EV_TIMEOUT) {
+		err = ETIMEDOUT;
+		s->se_any_timeout = true;
+	} else if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+		err = errno;
 	}
-	if (s->se_timer != NULL)
-		event_free(s->se_timer);
-	if (s->se_cbev != NULL)
-		bufferevent_free(s->se_cbev);
-	if (s->se_cfd >= 0)
-		close(s->se_cfd);
-	session_detach(s);
-	if (!s->se_released)
-		s->se_lg->nconns--;
-	lgrant_unref(s->se_lg);
-	s->se_d->nconns--;
-	free(s->se_head);
-	free(s->se_carry);
-	if (s->se_next_ev != NULL)
-		event_free(s->se_next_ev);
-	free(s);
+	if (err == 0) {
+		/* The winner: pinned is exactly this checked address. */
+		s->se_ufd = a->fd;
+		a->fd = -1;
+		s->se_addr_i = a->idx;
+		he_close_all(s);
+		evtimer_del(s->se_stagger_ev);
+		s->se_connected = true;
+		s->se_connect_us = mono_usec() - s->se_connect_start_us;
+		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
+		step_log_allow(s);
+		return;
+	}
+	s->se_last_err = err;
+	close(a->fd);
+	a->fd = -1;
+	if (s->se_addr_i < s->se_ac.nkept && mono_usec() < s->se_connect_deadline_us) {
+		he_start(s);                    /* a failure moves on at once */
+		return;
+	}
+	if (s->se_nattempt == 0)
+		connect_failed_all(s);
 }
 
 static void
-refuse_drain(struct bufferevent *bev, void *arg)
+he_stagger(evutil_socket_t fd, short what, void *arg)
 {
-	struct evbuffer *in = bufferevent_get_input(bev);
-
-	evbuffer_drain(in, evbuffer_get_length(in));
+	he_start(arg);
 }
 
 /*
- * The refusal is written: half-close and read (discarding) until the client closes or the
- * refusal timer fires. Closing with unread request bytes (a body, a pipelined request)
- * would make the kernel send a reset that can destroy the refusal before the client
- * read it (the "lingering close" of HTTP servers).
+ * Start the next attempt(s) to the checked addresses in order (pinning: only these, never
+ * re-resolving), each bounded by the overall connect deadline.
  */
 static void
-refuse_flushed(struct bufferevent *bev, void *arg)
+he_start(struct session *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	uint64_t now;
+	int fd;
+
+	while (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
+		now = mono_usec();
+		if (now >= s->se_connect_deadline_us) {
+			s->se_any_timeout = true;
+			break;
+		}
+		size_t idx = s->se_addr_i++;
+		sl = addr_to_sockaddr(&s->se_ac.kept[idx], s->se_req.port, &ss);
+		if (sl == 0)
+			continue;
+		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			s->se_last_err = errno;
+			log_warn("conn %llu: socket", (unsigned long long)s->se_id);
+			break;
+		}
+		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
+			s->se_last_err = errno;
+			close(fd);
+			continue;
+		}
+		size_t k = 0;
+		while (s->se_attempt[k].ev != NULL)
+			k++;                    /* nhe < HE_ATTEMPTS_MAX: a slot is free */
+		uint64_t left = s->se_connect_deadline_us - now;
+		struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
+		s->se_attempt[k].s = s;
+		s->se_attempt[k].fd = fd;
+		s->se_attempt[k].idx = idx;
+		s->se_attempt[k].ev = event_new(s->se_d->base, fd, EV_WRITE, he_done, &s->se_attempt[k]);
+		if (s->se_attempt[k].ev == NULL) {
+			close(fd);
+			s->se_attempt[k].fd = -1;
+			session_refuse(s, REASON_INTERNAL_ERROR);
+			return;
+		}
+		event_add(s->se_attempt[k].ev, &tv);
+		s->se_nattempt++;
+		if (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
+			uint64_t d = left < HE_DELAY_US ? left : HE_DELAY_US;
+			struct timeval st = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
+			evtimer_add(s->se_stagger_ev, &st);
+		}
+		return;
+	}
+	if (s->se_nattempt == 0)
+		connect_failed_all(s);
+}
+
+static void
+step_connect(struct session *s)
+{
+	if (!dlog_writable(s->se_d->dlog)) {
+		/* Do not even open the upstream connection when it could not be recorded. */
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	s->se_state = S_CONNECT;
+	s->se_addr_i = 0;
+	s->se_connect_start_us = mono_usec();
+	/* Plain HTTP on the direct route: an idle connection this grant left to one of the
+	 * addresses just checked saves the connect (never another grant's, never another
+	 * address: the pool's key is exactly that). */
+	if (s->se_req.method != HTTP_CONNECT && !s->se_via_proxy) {
+		for (size_t i = 0; i < s->se_ac.nkept; i++) {
+			int fd = upool_take(s->se_d->upool, s->se_lg, &s->se_ac.kept[i],
+			    s->se_req.port);
+			if (fd >= 0) {
+				s->se_ufd = fd;
+				s->se_addr_i = i;
+				s->se_connected = true;
+				s->se_up_reused = true;
+				s->se_connect_us = 0;
+				step_log_allow(s);
+				return;
+			}
+		}
+	}
+	s->se_connect_deadline_us = s->se_connect_start_us + s->se_d->cfg->connect_timeout_ms * 1000;
+	if (s->se_stagger_ev == NULL &&
+	    (s->se_stagger_ev = evtimer_new(s->se_d->base, he_stagger, s)) == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	he_start(s);
+}
+
+/* ---- allow record ---- */
+
+static void
+allow_logged(int err, void *arg)
 {
 	struct session *s = arg;
 
-	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
-		return;
-	if (shutdown(s->se_cfd, SHUT_WR) != 0) {
-		session_free(s);
+	s->se_ticket = NULL;
+	if (err != 0) {
+		/* Never an allow without its record. */
+		log_warnx("conn %llu: allow record not written (%s): refusing",
+		    (unsigned long long)s->se_id, strerror(err));
+		s->se_connected = false;
+		close(s->se_ufd);
+		s->se_ufd = -1;
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
-	refuse_drain(bev, s);
-	bufferevent_setcb(bev, refuse_drain, NULL, refuse_event, s);
-	bufferevent_enable(bev, EV_READ);
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
+		return;
+	}
+	metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
+	start_tunnel(s);
 }
 
 static void
-refuse_event(struct bufferevent *bev, short what, void *arg)
+step_log_allow(struct session *s)
 {
-	session_free(arg);
-}
+	json_t *f;
 
-static void
-refuse_timeout(evutil_socket_t fd, short what, void *arg)
-{
-	session_free(arg);
-}
-
-/* Log the denial, answer the client with the reason, close when written. */
-static void
-session_refuse(struct session *s, enum reason r)
-{
-	char buf[512];
-	size_t n;
-	struct timeval tv = { 2, 0 };
-
-	cancel_pending(s);
-	session_detach(s);          /* a revoke walking the list must not see us again */
-	if (!s->se_released) {
-		/* A refused connection no longer counts against its principal's limit while
-		 * the refusal drains (it still counts globally: it holds an fd). */
-		s->se_lg->nconns--;
-		s->se_released = true;
-	}
-	record_write(s, "decision", record_hop_decision(s, false, r));
-	metrics_decision(&s->se_d->stats, 0, r);
-	log_debug("conn %llu %s: deny %s", (unsigned long long)s->se_id, s->se_client, reason_str(r));
-	s->se_state = S_REFUSE;
-	n = http_format_refusal(r, buf, sizeof(buf));
-	if (s->se_cbev == NULL || n == 0) {
-		session_free(s);
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	bufferevent_disable(s->se_cbev, EV_READ);
-	bufferevent_setcb(s->se_cbev, NULL, refuse_flushed, refuse_event, s);
-	bufferevent_write(s->se_cbev, buf, n);
-	/* Bounded: a client that does not read its refusal is dropped. */
-	event_free(s->se_timer);
-	s->se_timer = evtimer_new(s->se_d->base, refuse_timeout, s);
-	if (s->se_timer == NULL) {
-		session_free(s);
-		return;
+	s->se_state = S_LOG;
+	f = record_hop_decision(s, true, REASON_ALLOWED);
+	if (f == NULL || dlog_append(s->se_d->dlog, "decision", f, allow_logged, s,
+	    &s->se_ticket) != 0) {
+		s->se_ticket = NULL;
+		s->se_connected = false;
+		close(s->se_ufd);
+		s->se_ufd = -1;
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 	}
-	evtimer_add(s->se_timer, &tv);
-}
-
-/* grant_conn kill: revoke, expiry or drain end. */
-static void
-session_kill(struct grant_conn *gc, enum reason why)
-{
-	struct session *s = (struct session *)gc;
-
-	session_detach(s);
-	if (s->se_state == S_TUNNEL && s->se_tun != NULL) {
-		struct tunnel *t = s->se_tun;
-		tunnel_close(t, why);          /* its callback logs the close and frees s */
-		return;
-	}
-	if (s->se_state == S_REFUSE) {
-		session_free(s);
-		return;
-	}
-	session_refuse(s, why == REASON_CLOSE_SHUTDOWN ? REASON_SHUTTING_DOWN :
-	    s->se_lg->dead == REASON_GRANT_EXPIRED ? REASON_GRANT_EXPIRED : REASON_GRANT_REVOKED);
 }
 
 /* ---- tunnel ---- */
@@ -513,700 +1045,11 @@ start_tunnel(struct session *s)
 	s->se_lg->ntunnels++;
 }
 
-/* ---- allow record ---- */
-
-static void
-allow_logged(int err, void *arg)
-{
-	struct session *s = arg;
-
-	s->se_ticket = NULL;
-	if (err != 0) {
-		/* Never an allow without its record. */
-		log_warnx("conn %llu: allow record not written (%s): refusing",
-		    (unsigned long long)s->se_id, strerror(err));
-		s->se_connected = false;
-		close(s->se_ufd);
-		s->se_ufd = -1;
-		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
-		return;
-	}
-	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(s->se_lg));
-		return;
-	}
-	metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
-	start_tunnel(s);
-}
-
-static void
-step_log_allow(struct session *s)
-{
-	json_t *f;
-
-	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(s->se_lg));
-		return;
-	}
-	s->se_state = S_LOG;
-	f = record_hop_decision(s, true, REASON_ALLOWED);
-	if (f == NULL || dlog_append(s->se_d->dlog, "decision", f, allow_logged, s,
-	    &s->se_ticket) != 0) {
-		s->se_ticket = NULL;
-		s->se_connected = false;
-		close(s->se_ufd);
-		s->se_ufd = -1;
-		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
-	}
-}
-
-/* ---- connect ---- */
-
-static void he_start(struct session *s);
-
-/* Every checked address failed: fail over to the next route entry, or refuse. */
-static void
-connect_failed_all(struct session *s)
-{
-	he_close_all(s);
-	if (s->se_stagger_ev != NULL)
-		evtimer_del(s->se_stagger_ev);
-	if (s->se_route_i + 1 < s->se_route.n) {
-		/* the route lists a fallback: a connect failure may move on to it */
-		log_info("conn %llu: direct connect failed; trying route entry %zu",
-		    (unsigned long long)s->se_id, s->se_route_i + 2);
-		s->se_route_i++;
-		try_route_entry(s);
-		return;
-	}
-	session_refuse(s, s->se_any_timeout ? REASON_CONNECT_TIMEOUT :
-	    s->se_last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
-}
-
-static void
-he_done(evutil_socket_t fd, short what, void *arg)
-{
-	struct he_attempt *a = arg;
-	struct session *s = a->s;
-	int err = 0;
-	socklen_t el = sizeof(err);
-
-	event_free(a->ev);
-	a->ev = NULL;
-	s->se_nattempt--;
-	if (what & EV_TIMEOUT) {
-		err = ETIMEDOUT;
-		s->se_any_timeout = true;
-	} else if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
-		err = errno;
-	}
-	if (err == 0) {
-		/* The winner: pinned is exactly this checked address. */
-		s->se_ufd = a->fd;
-		a->fd = -1;
-		s->se_addr_i = a->idx;
-		he_close_all(s);
-		evtimer_del(s->se_stagger_ev);
-		s->se_connected = true;
-		s->se_connect_us = mono_usec() - s->se_connect_start_us;
-		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
-		step_log_allow(s);
-		return;
-	}
-	s->se_last_err = err;
-	close(a->fd);
-	a->fd = -1;
-	if (s->se_addr_i < s->se_ac.nkept && mono_usec() < s->se_connect_deadline_us) {
-		he_start(s);                    /* a failure moves on at once */
-		return;
-	}
-	if (s->se_nattempt == 0)
-		connect_failed_all(s);
-}
-
-static void
-he_stagger(evutil_socket_t fd, short what, void *arg)
-{
-	he_start(arg);
-}
+/* ---- keep-alive: the next request on a kept client connection ---- */
 
 /*
- * Start the next attempt(s) to the checked addresses in order (pinning: only these, never
- * re-resolving), each bounded by the overall connect deadline.
- */
-static void
-he_start(struct session *s)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	uint64_t now;
-	int fd;
-
-	while (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
-		now = mono_usec();
-		if (now >= s->se_connect_deadline_us) {
-			s->se_any_timeout = true;
-			break;
-		}
-		size_t idx = s->se_addr_i++;
-		sl = addr_to_sockaddr(&s->se_ac.kept[idx], s->se_req.port, &ss);
-		if (sl == 0)
-			continue;
-		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			s->se_last_err = errno;
-			log_warn("conn %llu: socket", (unsigned long long)s->se_id);
-			break;
-		}
-		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-			s->se_last_err = errno;
-			close(fd);
-			continue;
-		}
-		size_t k = 0;
-		while (s->se_attempt[k].ev != NULL)
-			k++;                    /* nhe < HE_ATTEMPTS_MAX: a slot is free */
-		uint64_t left = s->se_connect_deadline_us - now;
-		struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
-		s->se_attempt[k].s = s;
-		s->se_attempt[k].fd = fd;
-		s->se_attempt[k].idx = idx;
-		s->se_attempt[k].ev = event_new(s->se_d->base, fd, EV_WRITE, he_done, &s->se_attempt[k]);
-		if (s->se_attempt[k].ev == NULL) {
-			close(fd);
-			s->se_attempt[k].fd = -1;
-			session_refuse(s, REASON_INTERNAL_ERROR);
-			return;
-		}
-		event_add(s->se_attempt[k].ev, &tv);
-		s->se_nattempt++;
-		if (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
-			uint64_t d = left < HE_DELAY_US ? left : HE_DELAY_US;
-			struct timeval st = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
-			evtimer_add(s->se_stagger_ev, &st);
-		}
-		return;
-	}
-	if (s->se_nattempt == 0)
-		connect_failed_all(s);
-}
-
-static void
-step_connect(struct session *s)
-{
-	if (!dlog_writable(s->se_d->dlog)) {
-		/* Do not even open the upstream connection when it could not be recorded. */
-		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
-		return;
-	}
-	s->se_state = S_CONNECT;
-	s->se_addr_i = 0;
-	s->se_connect_start_us = mono_usec();
-	/* Plain HTTP on the direct route: an idle connection this grant left to one of the
-	 * addresses just checked saves the connect (never another grant's, never another
-	 * address: the pool's key is exactly that). */
-	if (s->se_req.method != HTTP_CONNECT && !s->se_via_proxy) {
-		for (size_t i = 0; i < s->se_ac.nkept; i++) {
-			int fd = upool_take(s->se_d->upool, s->se_lg, &s->se_ac.kept[i],
-			    s->se_req.port);
-			if (fd >= 0) {
-				s->se_ufd = fd;
-				s->se_addr_i = i;
-				s->se_connected = true;
-				s->se_up_reused = true;
-				s->se_connect_us = 0;
-				step_log_allow(s);
-				return;
-			}
-		}
-	}
-	s->se_connect_deadline_us = s->se_connect_start_us + s->se_d->cfg->connect_timeout_ms * 1000;
-	if (s->se_stagger_ev == NULL && (s->se_stagger_ev = evtimer_new(s->se_d->base, he_stagger, s)) == NULL) {
-		session_refuse(s, REASON_INTERNAL_ERROR);
-		return;
-	}
-	he_start(s);
-}
-
-/* ---- address check ---- */
-
-static void
-step_check(struct session *s, const struct addr *in, size_t n)
-{
-	struct addr self[SELF_ADDRS_MAX];
-	size_t nself = grants_self_addrs(s->se_d->grants, self, SELF_ADDRS_MAX);
-	struct addr cand[EGRESS_DNS_ADDRS_MAX];
-	size_t ncand = 0;
-	enum reason r;
-
-	if (nself < SELF_ADDRS_MAX && s->se_d->cfg->has_metrics)
-		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->se_d->cfg->metrics_addr);
-	/* egressd's own listeners are never a destination, whatever the grant or the class
-	 * override says: take them out first, so the refusal names the real reason. */
-	for (size_t i = 0; i < n && i < EGRESS_DNS_ADDRS_MAX; i++)
-		if (!addrcheck_is_self(&in[i], self, nself))
-			cand[ncand++] = in[i];
-	if (ncand == 0) {
-		session_refuse(s, REASON_SELF_ADDRESS);
-		return;
-	}
-	if (s->se_req.host.kind != HOST_NAME)
-		r = addrcheck_literal(&cand[0], &s->se_lg->g->allow_address,
-		    &s->se_d->cfg->allow_special, &s->se_ac);
-	else
-		r = addrcheck_filter(cand, ncand, &s->se_lg->g->allow_address,
-		    &s->se_d->cfg->allow_special, &s->se_ac);
-	s->se_checked = true;
-	if (r != REASON_ALLOWED) {
-		session_refuse(s, r);
-		return;
-	}
-	if (s->se_ac.lifted_override != 0) {
-		char cb[128];
-		/* per hop at debug level only: the record says override: true, and egressd
-		 * names the override once at start-up */
-		log_debug("conn %llu: allow_special_address override lifted class(es) %s for %s",
-		    (unsigned long long)s->se_id, addrcheck_classes_str(s->se_ac.lifted_override, cb,
-		    sizeof(cb)), s->se_req.host.name);
-	}
-	if (s->se_via_proxy) {
-		step_proxy(s, &s->se_ac.kept[0]);
-		return;
-	}
-	step_connect(s);
-}
-
-/* ---- resolve ---- */
-
-static void
-resolved(const struct resolve_answer *ans, void *arg)
-{
-	struct session *s = arg;
-
-	s->se_dreq = NULL;
-	if (s->se_dns_counted) {
-		s->se_lg->dns_pending--;
-		s->se_dns_counted = false;
-	}
-	s->se_did_resolve = true;
-	s->se_resolve_us = ans->duration_us;
-	metrics_observe(&s->se_d->stats.dns, ans->duration_us);
-	if (ans->status != REASON_ALLOWED) {
-		if (s->se_via_proxy) {
-			/* The grant requires pinning, and egressd could not resolve the name itself:
-			 * sending the name to the proxy would be an unattested hop. */
-			log_info("conn %llu: pinning required for %s but local resolution failed (%s); "
-			    "refusing instead of letting the proxy resolve", (unsigned long long)s->se_id,
-			    s->se_req.host.name, reason_str(ans->status));
-			session_refuse(s, REASON_PINNING_UNAVAILABLE);
-			return;
-		}
-		session_refuse(s, ans->status);
-		return;
-	}
-	s->se_nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs : EGRESS_DNS_ADDRS_MAX;
-	memcpy(s->se_resolved, ans->addrs, s->se_nresolved * sizeof(s->se_resolved[0]));
-	step_check(s, s->se_resolved, s->se_nresolved);
-}
-
-static void
-step_resolve(struct session *s)
-{
-	if (s->se_req.host.kind != HOST_NAME) {
-		s->se_resolved[0] = s->se_req.host.addr;
-		s->se_nresolved = 1;
-		step_check(s, s->se_resolved, 1);
-		return;
-	}
-	if (s->se_lg->dns_pending >= s->se_d->cfg->max_dns_pending) {
-		session_refuse(s, REASON_LIMIT_DNS_PENDING);
-		return;
-	}
-	s->se_state = S_RESOLVE;
-	s->se_dreq = resolver_lookup(s->se_d->resolver, s->se_req.host.name, resolved, s);
-	if (s->se_dreq == NULL) {
-		session_refuse(s, REASON_INTERNAL_ERROR);
-		return;
-	}
-	s->se_lg->dns_pending++;
-	s->se_dns_counted = true;
-}
-
-/* ---- route ---- */
-
-/* ---- upstream proxies ---- */
-
-static void
-proxied(const struct upstream_result *r, void *arg)
-{
-	struct session *s = arg;
-
-	s->se_ureq = NULL;
-	if (s->se_up.proxy_authorization != NULL) {
-		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
-		free(s->se_up.proxy_authorization);
-	}
-	s->se_up = *r;
-	s->se_have_up = true;
-	s->se_connect_us = mono_usec() - s->se_connect_start_us;
-	if (r->status == REASON_ALLOWED) {
-		s->se_ufd = r->fd;
-		s->se_connected = true;
-		s->se_addr_i = 0;
-		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
-		step_log_allow(s);
-		return;
-	}
-	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->se_id, s->se_route_i + 1,
-	    r->detail);
-	if (r->failover_ok && s->se_route_i + 1 < s->se_route.n) {
-		s->se_route_i++;
-		s->se_have_up = false;
-		try_route_entry(s);
-		return;
-	}
-	session_refuse(s, r->status);
-}
-
-static void
-step_proxy(struct session *s, const struct addr *pinned)
-{
-	const struct proxy_route *via = &s->se_route.entries[s->se_route_i];
-	struct upstream_params p;
-
-	if (!dlog_writable(s->se_d->dlog)) {
-		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
-		return;
-	}
-	memset(&p, 0, sizeof(p));
-	p.via = via;
-	p.target_name = s->se_req.host.name;
-	p.target_addr = pinned;
-	p.target_port = s->se_req.port;
-	p.cred = proxycreds_find(router_credentials(s->se_d->router), &via->proxy);
-	p.res = s->se_d->resolver;
-	p.gss = router_gssauth(s->se_d->router);
-	p.tls = router_tls_ctx(s->se_d->router);
-	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->se_d->router);
-	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly
-	 * refuse CONNECT to port 80); SOCKS5 carries it as a TCP stream like CONNECT. */
-	p.forward = s->se_req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
-	s->se_state = S_CONNECT;
-	s->se_connect_start_us = mono_usec();
-	s->se_ureq = upstream_connect(s->se_d->base, &p, proxied, s);
-	if (s->se_ureq == NULL)
-		session_refuse(s, REASON_INTERNAL_ERROR);
-}
-
-/* ---- route ---- */
-
-static void
-try_route_entry(struct session *s)
-{
-	const struct proxy_route *e = &s->se_route.entries[s->se_route_i];
-
-	s->se_via_proxy = e->kind != PROXY_DIRECT;
-	/* Pinning through a proxy: resolve and check locally, send the checked literal. An IP
-	 * literal destination is always sent as itself (after the class check). */
-	s->se_pin_local = s->se_via_proxy && (s->se_lg->g->pinning == PINNING_REQUIRED ||
-	    s->se_req.host.kind != HOST_NAME);
-	if (!s->se_via_proxy || s->se_pin_local) {
-		if (s->se_did_resolve || s->se_checked) {
-			/* already resolved and checked for an earlier entry: reuse, never re-resolve */
-			if (s->se_via_proxy)
-				step_proxy(s, &s->se_ac.kept[0]);
-			else
-				step_connect(s);
-			return;
-		}
-		step_resolve(s);
-		return;
-	}
-	step_proxy(s, NULL);
-}
-
-static void
-routed(const struct route_result *res, void *arg)
-{
-	struct session *s = arg;
-
-	s->se_rreq = NULL;
-	if (res->status != REASON_ALLOWED || res->n == 0) {
-		session_refuse(s, res->status != REASON_ALLOWED ? res->status :
-		    REASON_ROUTE_UNAVAILABLE);
-		return;
-	}
-	s->se_route = *res;
-	s->se_route_i = 0;
-	s->se_routed = true;
-	try_route_entry(s);
-}
-
-static void
-step_route(struct session *s)
-{
-	s->se_state = S_ROUTE;
-	s->se_rreq = route_lookup(s->se_d->router, s->se_req.scheme, &s->se_req.host, s->se_req.port,
-	    routed, s);
-	if (s->se_rreq == NULL)
-		session_refuse(s, REASON_INTERNAL_ERROR);
-}
-
-/* ---- authorization ---- */
-
-/*
- * docs/redirects.md, "Hop chains": does this request follow a redirect egressd let through? The memo links the
- * record to it (parent_hop, chain depth) and, after a cross-origin redirect, makes the
- * request go without Authorization and Cookie unless the grant binds credentials to this
- * origin. It never grants anything: the hop is authorized below like any other.
- */
-static void
-follow_memo(struct session *s)
-{
-	const struct grant *g = s->se_lg->g;
-	struct redirmemo_hit hit;
-	bool connect = s->se_req.method == HTTP_CONNECT;
-
-	redirmemo_lookup(s->se_d->memo, s->se_lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
-	    &s->se_req.host, s->se_req.port, connect ? NULL : s->se_req.path,
-	    connect ? 0 : s->se_req.path_len, mono_msec(), &hit);
-	if (hit.linked) {
-		memcpy(s->se_parent_hop, hit.parent_hop, sizeof(s->se_parent_hop));
-		s->se_chain_depth = hit.depth;
-	}
-	if (connect || !hit.strip ||
-	    grant_credentials_bound(g, SCHEME_HTTP, &s->se_req.host, s->se_req.port))
-		return;
-	s->se_strip_creds = true;
-	for (size_t i = 0; i < s->se_req.nheaders; i++) {
-		const struct http_header *h = &s->se_req.headers[i];
-		if ((h->name_len == 13 && strncasecmp(h->name, "authorization", 13) == 0) ||
-		    (h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0))
-			s->se_creds_stripped = true;
-	}
-}
-
-static void
-authorize(struct session *s)
-{
-	const struct grant *g = s->se_lg->g;
-
-	follow_memo(s);
-
-	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(s->se_lg));
-		return;
-	}
-	if (s->se_d->draining) {
-		session_refuse(s, REASON_SHUTTING_DOWN);
-		return;
-	}
-	if (s->se_req.method != HTTP_CONNECT && s->se_req.upgrade) {
-		session_refuse(s, REASON_UPGRADE_REFUSED);
-		return;
-	}
-	if (!grant_allows(g, s->se_req.scheme, &s->se_req.host, s->se_req.port, NULL)) {
-		session_refuse(s, s->se_req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
-		    REASON_IP_LITERAL_NOT_GRANTED);
-		return;
-	}
-	if (g->max_bytes > 0 && s->se_lg->bytes >= g->max_bytes) {
-		session_refuse(s, REASON_LIMIT_BYTES);
-		return;
-	}
-	if (!dlog_writable(s->se_d->dlog)) {
-		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
-		return;
-	}
-	step_route(s);
-}
-
-/* ---- request head ---- */
-
-/* Printable, escaped copy of the first line for the record of a malformed head. */
-static void
-keep_reqline(struct session *s, const unsigned char *p, size_t n)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n && p[i] != '\r' && p[i] != '\n'; i++) {
-		if (o + 5 > EGRESS_LOG_TARGET_MAX)
-			break;
-		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
-			s->se_reqline[o++] = (char)p[i];
-		} else {
-			snprintf(s->se_reqline + o, 5, "\\x%02x", p[i]);
-			o += 4;
-		}
-	}
-	s->se_reqline[o] = '\0';
-}
-
-static void
-head_read(struct bufferevent *bev, void *arg)
-{
-	struct session *s = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t len = evbuffer_get_length(in);
-	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
-	unsigned char *p = evbuffer_pullup(in, (ev_ssize_t)look);
-	struct http_request *tmp;
-	enum reason why;
-	enum http_parse pr;
-
-	if (s->se_state != S_HEAD)
-		return;
-	tmp = malloc(sizeof(*tmp));
-	if (p == NULL || tmp == NULL) {
-		free(tmp);
-		session_refuse(s, REASON_INTERNAL_ERROR);
-		return;
-	}
-	pr = http_parse_request((const char *)p, look, tmp, &why);
-	if (pr == HTTP_PARSE_INCOMPLETE) {
-		free(tmp);
-		return;
-	}
-	if (pr == HTTP_PARSE_ERROR) {
-		free(tmp);
-		keep_reqline(s, p, look);
-		session_refuse(s, why);
-		return;
-	}
-	/* Keep our own copy of the head (the request borrows it), leave the rest queued. */
-	size_t hl = tmp->head_len;
-	free(tmp);
-	s->se_head = malloc(hl);
-	if (s->se_head == NULL) {
-		session_refuse(s, REASON_INTERNAL_ERROR);
-		return;
-	}
-	evbuffer_remove(in, s->se_head, hl);
-	if (http_parse_request(s->se_head, hl, &s->se_req, &why) != HTTP_PARSE_OK) {
-		session_refuse(s, REASON_INTERNAL_ERROR);   /* cannot happen: same bytes */
-		return;
-	}
-	s->se_parsed = true;
-	bufferevent_disable(bev, EV_READ);
-	event_del(s->se_timer);
-	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
-	    http_method_str(s->se_req.method), (int)(s->se_req.target_len > 200 ? 200 :
-	    s->se_req.target_len), s->se_req.target);
-	authorize(s);
-}
-
-static void
-head_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct session *s = arg;
-
-	/* The client left before a complete head: there is no hop to decide. */
-	if (s->se_state == S_HEAD)
-		session_free(s);
-}
-
-static void
-head_timeout(evutil_socket_t fd, short what, void *arg)
-{
-	struct session *s = arg;
-
-	if (s->se_state != S_HEAD)
-		return;
-	/* An idle kept-alive connection that sent nothing more has no hop to decide. */
-	if (s->se_keepalive_wait && s->se_cbev != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->se_cbev)) == 0) {
-		session_free(s);
-		return;
-	}
-	session_refuse(s, REASON_HEADER_TIMEOUT);
-}
-
-/* While the decision is pending the client may close: notice it and stop. */
-static void
-pending_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct session *s = arg;
-
-	if (s->se_state == S_HEAD)
-		session_free(s);
-}
-
-void
-session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *peer,
-    socklen_t peerlen)
-{
-	struct session *s = calloc(1, sizeof(*s));
-	struct addr a;
-	char ab[EGRESS_ADDRSTR_MAX];
-	uint16_t port;
-	struct timeval tv;
-
-	if (s == NULL) {
-		close(fd);
-		return;
-	}
-	s->se_d = d;
-	s->se_lg = lg;
-	lgrant_ref(lg);
-	lg->nconns++;
-	lg->total_conns++;
-	d->nconns++;
-	d->stats.connections_total++;
-	s->se_id = ++d->next_conn_id;
-	snprintf(s->se_conn, sizeof(s->se_conn), "c-%08x-%llu", d->boot_id,
-	    (unsigned long long)s->se_id);
-	s->se_cfd = fd;
-	s->se_ufd = -1;
-	s->se_kept_ufd = -1;
-	s->se_t0_us = mono_usec();
-	s->se_gc.kill = session_kill;
-	lgrant_attach(lg, &s->se_gc);
-	s->se_attached = true;
-	addr_from_sockaddr(&a, peer);
-	port = ntohs(peer->sa_family == AF_INET6 ?
-	    ((const struct sockaddr_in6 *)peer)->sin6_port :
-	    ((const struct sockaddr_in *)peer)->sin_port);
-	snprintf(s->se_client, sizeof(s->se_client), peer->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
-	    addr_to_str(&a, ab, sizeof(ab)), port);
-	(void)peerlen;
-
-	s->se_cbev = bufferevent_socket_new(d->base, fd, 0);
-	s->se_timer = evtimer_new(d->base, head_timeout, s);
-	if (s->se_cbev == NULL || s->se_timer == NULL) {
-		session_free(s);
-		return;
-	}
-	s->se_state = S_HEAD;
-	/* Checks that need no request: the refusal still names this principal. */
-	if (d->draining) {
-		session_refuse(s, REASON_SHUTTING_DOWN);
-		return;
-	}
-	if (d->nconns > d->cfg->max_connections) {
-		session_refuse(s, REASON_LIMIT_CONNECTIONS);
-		return;
-	}
-	if (lg->nconns > lg->g->max_connections) {
-		session_refuse(s, REASON_LIMIT_PRINCIPAL);
-		return;
-	}
-	if (grant_gone(lg) != REASON_ALLOWED) {
-		session_refuse(s, grant_gone(lg));
-		return;
-	}
-	/* Accept only a bounded head before the decision; the parser enforces limits, the
-	 * watermark keeps libevent from reading further ahead. */
-	bufferevent_setwatermark(s->se_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(s->se_cbev, head_read, NULL, head_event, s);
-	bufferevent_enable(s->se_cbev, EV_READ);
-	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(s->se_timer, &tv);
-	(void)pending_event;
-}
-
-/*
- * Keep-alive (docs/redirects.md, "HTTP/1.1 forwarding"): the tunnel delivered a framed response and handed the client
+ * Keep-alive (docs/redirects.md, "HTTP/1.1 forwarding"): the tunnel delivered a framed
+ * response and handed the client
  * socket back. The next request on it is a new hop: a fresh session (every per-request
  * field starts clean, nothing of the previous hop's authorization carries over) that
  * keeps the connection's identity (conn id, hop counter, principal, client address, the
@@ -1289,4 +1132,198 @@ session_next(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(n->se_timer, &tv);
 	if (evbuffer_get_length(bufferevent_get_input(n->se_cbev)) > 0)
 		head_read(n->se_cbev, n);
+}
+
+/* ---- life cycle ---- */
+
+static void
+session_detach(struct session *s)
+{
+	if (s->se_attached) {
+		lgrant_detach(s->se_lg, &s->se_gc);
+		s->se_attached = false;
+	}
+}
+
+/* Close every connect attempt still in flight. */
+static void
+he_close_all(struct session *s)
+{
+	for (size_t k = 0; k < HE_ATTEMPTS_MAX; k++) {
+		if (s->se_attempt[k].ev == NULL)
+			continue;
+		event_free(s->se_attempt[k].ev);
+		s->se_attempt[k].ev = NULL;
+		close(s->se_attempt[k].fd);
+		s->se_attempt[k].fd = -1;
+	}
+	s->se_nattempt = 0;
+}
+
+static void
+cancel_pending(struct session *s)
+{
+	if (s->se_rreq != NULL) {
+		route_cancel(s->se_rreq);
+		s->se_rreq = NULL;
+	}
+	if (s->se_dreq != NULL) {
+		resolve_cancel(s->se_dreq);
+		s->se_dreq = NULL;
+	}
+	if (s->se_dns_counted) {
+		s->se_lg->dns_pending--;
+		s->se_dns_counted = false;
+	}
+	if (s->se_ticket != NULL) {
+		dlog_ticket_cancel(s->se_ticket);
+		s->se_ticket = NULL;
+	}
+	he_close_all(s);
+	if (s->se_stagger_ev != NULL) {
+		event_free(s->se_stagger_ev);
+		s->se_stagger_ev = NULL;
+	}
+	if (s->se_ureq != NULL) {
+		upstream_cancel(s->se_ureq);
+		s->se_ureq = NULL;
+	}
+	if (s->se_up.proxy_authorization != NULL) {
+		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
+		free(s->se_up.proxy_authorization);
+		s->se_up.proxy_authorization = NULL;
+	}
+	if (s->se_ufd >= 0) {
+		close(s->se_ufd);
+		s->se_ufd = -1;
+	}
+}
+
+static void
+session_free(struct session *s)
+{
+	cancel_pending(s);
+	if (s->se_tun != NULL) {
+		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
+		struct tunnel *t = s->se_tun;
+		s->se_freeing = true;
+		tunnel_close(t, REASON_CLOSE_ERROR);
+		s->se_tun = NULL;
+	}
+	if (s->se_timer != NULL)
+		event_free(s->se_timer);
+	if (s->se_cbev != NULL)
+		bufferevent_free(s->se_cbev);
+	if (s->se_cfd >= 0)
+		close(s->se_cfd);
+	session_detach(s);
+	if (!s->se_released)
+		s->se_lg->nconns--;
+	lgrant_unref(s->se_lg);
+	s->se_d->nconns--;
+	free(s->se_head);
+	free(s->se_carry);
+	if (s->se_next_ev != NULL)
+		event_free(s->se_next_ev);
+	free(s);
+}
+
+static void
+refuse_drain(struct bufferevent *bev, void *arg)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/*
+ * The refusal is written: half-close and read (discarding) until the client closes or the
+ * refusal timer fires. Closing with unread request bytes (a body, a pipelined request)
+ * would make the kernel send a reset that can destroy the refusal before the client
+ * read it (the "lingering close" of HTTP servers).
+ */
+static void
+refuse_flushed(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+		return;
+	if (shutdown(s->se_cfd, SHUT_WR) != 0) {
+		session_free(s);
+		return;
+	}
+	refuse_drain(bev, s);
+	bufferevent_setcb(bev, refuse_drain, NULL, refuse_event, s);
+	bufferevent_enable(bev, EV_READ);
+}
+
+static void
+refuse_event(struct bufferevent *bev, short what, void *arg)
+{
+	session_free(arg);
+}
+
+static void
+refuse_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	session_free(arg);
+}
+
+/* Log the denial, answer the client with the reason, close when written. */
+static void
+session_refuse(struct session *s, enum reason r)
+{
+	char buf[512];
+	size_t n;
+	struct timeval tv = { 2, 0 };
+
+	cancel_pending(s);
+	session_detach(s);          /* a revoke walking the list must not see us again */
+	if (!s->se_released) {
+		/* A refused connection no longer counts against its principal's limit while
+		 * the refusal drains (it still counts globally: it holds an fd). */
+		s->se_lg->nconns--;
+		s->se_released = true;
+	}
+	record_write(s, "decision", record_hop_decision(s, false, r));
+	metrics_decision(&s->se_d->stats, 0, r);
+	log_debug("conn %llu %s: deny %s", (unsigned long long)s->se_id, s->se_client, reason_str(r));
+	s->se_state = S_REFUSE;
+	n = http_format_refusal(r, buf, sizeof(buf));
+	if (s->se_cbev == NULL || n == 0) {
+		session_free(s);
+		return;
+	}
+	bufferevent_disable(s->se_cbev, EV_READ);
+	bufferevent_setcb(s->se_cbev, NULL, refuse_flushed, refuse_event, s);
+	bufferevent_write(s->se_cbev, buf, n);
+	/* Bounded: a client that does not read its refusal is dropped. */
+	event_free(s->se_timer);
+	s->se_timer = evtimer_new(s->se_d->base, refuse_timeout, s);
+	if (s->se_timer == NULL) {
+		session_free(s);
+		return;
+	}
+	evtimer_add(s->se_timer, &tv);
+}
+
+/* grant_conn kill: revoke, expiry or drain end. */
+static void
+session_kill(struct grant_conn *gc, enum reason why)
+{
+	struct session *s = (struct session *)gc;
+
+	session_detach(s);
+	if (s->se_state == S_TUNNEL && s->se_tun != NULL) {
+		struct tunnel *t = s->se_tun;
+		tunnel_close(t, why);          /* its callback logs the close and frees s */
+		return;
+	}
+	if (s->se_state == S_REFUSE) {
+		session_free(s);
+		return;
+	}
+	session_refuse(s, why == REASON_CLOSE_SHUTDOWN ? REASON_SHUTTING_DOWN :
+	    s->se_lg->dead == REASON_GRANT_EXPIRED ? REASON_GRANT_EXPIRED : REASON_GRANT_REVOKED);
 }
