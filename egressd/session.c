@@ -42,7 +42,6 @@
 #include "egressd/upool.h"
 #include "egressd/upstream.h"
 
-
 /* The steps, in the order a request travels (each calls the next); then the keep-alive
  * hand-off and the life cycle shared by all of them. */
 static enum reason grant_gone(const struct lgrant *lg);
@@ -64,6 +63,7 @@ static void step_check(struct session *s, const struct addr *in, size_t n);
 static void connect_failed_all(struct session *s);
 static void he_done(evutil_socket_t fd, short what, void *arg);
 static void he_stagger(evutil_socket_t fd, short what, void *arg);
+static void he_start(struct session *s);
 static void step_connect(struct session *s);
 static void allow_logged(int err, void *arg);
 static void step_log_allow(struct session *s);
@@ -582,8 +582,6 @@ step_check(struct session *s, const struct addr *in, size_t n)
 }
 
 /* ---- connect ---- */
-
-static void he_start(struct session *s);
 
 /* Every checked address failed: fail over to the next route entry, or refuse. */
 static void
