@@ -27,6 +27,7 @@
 #include "common/reasons.h"
 #include "common/util.h"
 #include "egressd/addrcheck.h"
+#include "egressd/connector.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 #include "egressd/grants.h"
@@ -61,9 +62,7 @@ static void resolved(const struct resolve_answer *ans, void *arg);
 static void step_resolve(struct session *s);
 static void step_check(struct session *s, const struct addr *in, size_t n);
 static void connect_failed_all(struct session *s);
-static void he_done(evutil_socket_t fd, short what, void *arg);
-static void he_stagger(evutil_socket_t fd, short what, void *arg);
-static void he_start(struct session *s);
+static void connected(const struct connector_result *r, void *arg);
 static void step_connect(struct session *s);
 static void allow_logged(int err, void *arg);
 static void step_log_allow(struct session *s);
@@ -73,7 +72,6 @@ static enum reason session_on_response(const struct httpresp *r, char *refusal,
     size_t *nrefusal, void *arg);
 static void start_tunnel(struct session *s);
 static void session_detach(struct session *s);
-static void he_close_all(struct session *s);
 static void cancel_pending(struct session *s);
 static void session_free(struct session *s);
 static void refuse_drain(struct bufferevent *bev, void *arg);
@@ -587,9 +585,6 @@ step_check(struct session *s, const struct addr *in, size_t n)
 static void
 connect_failed_all(struct session *s)
 {
-	he_close_all(s);
-	if (s->se_stagger_ev != NULL)
-		evtimer_del(s->se_stagger_ev);
 	if (s->se_route_i + 1 < s->se_route.n) {
 		/* the route lists a fallback: a connect failure may move on to it */
 		log_info("conn %llu: direct connect failed; trying route entry %zu",
@@ -602,112 +597,25 @@ connect_failed_all(struct session *s)
 	    s->se_last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
 }
 
+/* The connector's end: the winner is exactly one checked address (pinned). */
 static void
-he_done(evutil_socket_t fd, short what, void *arg)
+connected(const struct connector_result *r, void *arg)
 {
-	struct he_attempt *a = arg;
-	struct session *s = a->s;
-	int err = 0;
-	socklen_t el = sizeof(err);
+	struct session *s = arg;
 
-	event_free(a->ev);
-	a->ev = NULL;
-	s->se_nattempt--;
-	if (what & EV_TIMEOUT) {
-		err = ETIMEDOUT;
-		s->se_any_timeout = true;
-	} else if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
-		err = errno;
-	}
-	if (err == 0) {
-		/* The winner: pinned is exactly this checked address. */
-		s->se_ufd = a->fd;
-		a->fd = -1;
-		s->se_addr_i = a->idx;
-		he_close_all(s);
-		evtimer_del(s->se_stagger_ev);
-		s->se_connected = true;
-		s->se_connect_us = mono_usec() - s->se_connect_start_us;
-		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
-		step_log_allow(s);
-		return;
-	}
-	s->se_last_err = err;
-	close(a->fd);
-	a->fd = -1;
-	if (s->se_addr_i < s->se_ac.nkept && mono_usec() < s->se_connect_deadline_us) {
-		he_start(s);                    /* a failure moves on at once */
-		return;
-	}
-	if (s->se_nattempt == 0)
+	s->se_connector = NULL;         /* it frees itself */
+	if (r->fd < 0) {
+		s->se_last_err = r->err;
+		s->se_any_timeout = r->timed_out;
 		connect_failed_all(s);
-}
-
-static void
-he_stagger(evutil_socket_t fd, short what, void *arg)
-{
-	he_start(arg);
-}
-
-/*
- * Start the next attempt(s) to the checked addresses in order (pinning: only these, never
- * re-resolving), each bounded by the overall connect deadline.
- */
-static void
-he_start(struct session *s)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	uint64_t now;
-	int fd;
-
-	while (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
-		now = mono_usec();
-		if (now >= s->se_connect_deadline_us) {
-			s->se_any_timeout = true;
-			break;
-		}
-		size_t idx = s->se_addr_i++;
-		sl = addr_to_sockaddr(&s->se_ac.kept[idx], s->se_req.port, &ss);
-		if (sl == 0)
-			continue;
-		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			s->se_last_err = errno;
-			log_warn("conn %llu: socket", (unsigned long long)s->se_id);
-			break;
-		}
-		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-			s->se_last_err = errno;
-			close(fd);
-			continue;
-		}
-		size_t k = 0;
-		while (s->se_attempt[k].ev != NULL)
-			k++;                    /* nhe < HE_ATTEMPTS_MAX: a slot is free */
-		uint64_t left = s->se_connect_deadline_us - now;
-		struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
-		s->se_attempt[k].s = s;
-		s->se_attempt[k].fd = fd;
-		s->se_attempt[k].idx = idx;
-		s->se_attempt[k].ev = event_new(s->se_d->base, fd, EV_WRITE, he_done, &s->se_attempt[k]);
-		if (s->se_attempt[k].ev == NULL) {
-			close(fd);
-			s->se_attempt[k].fd = -1;
-			session_refuse(s, REASON_INTERNAL_ERROR);
-			return;
-		}
-		event_add(s->se_attempt[k].ev, &tv);
-		s->se_nattempt++;
-		if (s->se_addr_i < s->se_ac.nkept && s->se_nattempt < HE_ATTEMPTS_MAX) {
-			uint64_t d = left < HE_DELAY_US ? left : HE_DELAY_US;
-			struct timeval st = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
-			evtimer_add(s->se_stagger_ev, &st);
-		}
 		return;
 	}
-	if (s->se_nattempt == 0)
-		connect_failed_all(s);
+	s->se_ufd = r->fd;
+	s->se_addr_i = r->idx;
+	s->se_connected = true;
+	s->se_connect_us = mono_usec() - s->se_connect_start_us;
+	metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
+	step_log_allow(s);
 }
 
 static void
@@ -739,13 +647,13 @@ step_connect(struct session *s)
 			}
 		}
 	}
-	s->se_connect_deadline_us = s->se_connect_start_us + s->se_d->cfg->connect_timeout_ms * 1000;
-	if (s->se_stagger_ev == NULL &&
-	    (s->se_stagger_ev = evtimer_new(s->se_d->base, he_stagger, s)) == NULL) {
+	struct connector_opts co = { .max_inflight = HE_ATTEMPTS_MAX, .stagger_us = HE_DELAY_US,
+		.deadline_us = s->se_connect_start_us + s->se_d->cfg->connect_timeout_ms * 1000 };
+	/* Only the checked addresses, in order, never re-resolving (pinning). */
+	s->se_connector = connector_start(s->se_d->base, s->se_ac.kept, s->se_ac.nkept,
+	    s->se_req.port, &co, connected, NULL, s);
+	if (s->se_connector == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);
-		return;
-	}
-	he_start(s);
 }
 
 /* ---- allow record ---- */
@@ -1143,21 +1051,6 @@ session_detach(struct session *s)
 	}
 }
 
-/* Close every connect attempt still in flight. */
-static void
-he_close_all(struct session *s)
-{
-	for (size_t k = 0; k < HE_ATTEMPTS_MAX; k++) {
-		if (s->se_attempt[k].ev == NULL)
-			continue;
-		event_free(s->se_attempt[k].ev);
-		s->se_attempt[k].ev = NULL;
-		close(s->se_attempt[k].fd);
-		s->se_attempt[k].fd = -1;
-	}
-	s->se_nattempt = 0;
-}
-
 static void
 cancel_pending(struct session *s)
 {
@@ -1177,11 +1070,8 @@ cancel_pending(struct session *s)
 		dlog_ticket_cancel(s->se_ticket);
 		s->se_ticket = NULL;
 	}
-	he_close_all(s);
-	if (s->se_stagger_ev != NULL) {
-		event_free(s->se_stagger_ev);
-		s->se_stagger_ev = NULL;
-	}
+	connector_free(s->se_connector);
+	s->se_connector = NULL;
 	if (s->se_ureq != NULL) {
 		upstream_cancel(s->se_ureq);
 		s->se_ureq = NULL;

@@ -21,13 +21,13 @@
 #include "egressd/route.h"
 #include "egressd/upstream.h"
 
+struct connector;
 struct httpresp;
 struct redirect_target;
 
 #define SELF_ADDRS_MAX 256
-/* Happy Eyeballs (RFC 8305, simplified): a new attempt to the next checked address starts
- * when the current ones have not connected within HE_DELAY_US, or at once when one fails;
- * at most HE_ATTEMPTS_MAX are in flight; the first to connect wins, the others are closed. */
+/* Happy Eyeballs for the checked addresses (egressd/connector): a new attempt every
+ * HE_DELAY_US, or at once when one fails; at most HE_ATTEMPTS_MAX in flight. */
 #define HE_ATTEMPTS_MAX 4
 #define HE_DELAY_US     250000
 
@@ -70,18 +70,11 @@ struct session {
 	bool se_checked;
 	size_t se_addr_i;               /* address being tried */
 	int se_ufd;
-	struct event *se_stagger_ev;    /* Happy Eyeballs stagger timer */
-	struct he_attempt {
-		struct session *s;
-		int fd;
-		size_t idx;             /* index into ac.kept */
-		struct event *ev;       /* NULL: slot free */
-	} se_attempt[HE_ATTEMPTS_MAX];
-	size_t se_nattempt;
+	struct connector *se_connector; /* connecting to the checked addresses */
 	int se_last_err;
 	bool se_any_timeout;
 	uint64_t se_t0_us, se_resolve_us, se_connect_us;
-	uint64_t se_connect_start_us, se_connect_deadline_us;
+	uint64_t se_connect_start_us;
 	bool se_connected;
 	struct tunnel *se_tun;
 	bool se_freeing;                /* session_free is closing the tunnel */
