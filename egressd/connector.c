@@ -211,7 +211,8 @@ connector_start(struct event_base *base, const struct addr *addrs, size_t n, uin
 		return NULL;
 	c->base = base;
 	c->n = n < EGRESS_DNS_ADDRS_MAX ? n : EGRESS_DNS_ADDRS_MAX;
-	memcpy(c->addrs, addrs, c->n * sizeof(addrs[0]));
+	if (c->n > 0)
+		memcpy(c->addrs, addrs, c->n * sizeof(addrs[0]));
 	c->port = port;
 	c->o = *o;
 	if (c->o.max_inflight == 0)
