@@ -234,6 +234,29 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *er
 	return 0;
 }
 
+/* key (when present) must be an absolute path shorter than EGRESS_PATH_MAX; it replaces
+ * *dst. 0, -1 with err, -2 out of memory. */
+static int
+abs_path_key(const struct conf *cf, size_t sec, const char *key, char **dst, char *err,
+    size_t errlen)
+{
+	unsigned line;
+	const char *s = conf_get(cf, sec, key, &line);
+	char *v;
+
+	if (s == NULL)
+		return 0;
+	if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
+		snprintf(err, errlen, "%s:%u: %s: an absolute path", conf_file(cf), line, key);
+		return -1;
+	}
+	if ((v = strdup(s)) == NULL)
+		return -2;
+	free(*dst);
+	*dst = v;
+	return 0;
+}
+
 static struct egressd_config *
 config_build(struct conf *cf, char *err, size_t errlen)
 {
@@ -244,6 +267,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	long sec;
 	size_t n;
 	const char *const *list;
+	int rc = 0;
 
 	if (c == NULL) {
 		snprintf(err, errlen, "%s: out of memory loading the configuration", conf_file(cf));
@@ -288,15 +312,9 @@ config_build(struct conf *cf, char *err, size_t errlen)
 				DUP_OR_OOM(c->control_socket, s);
 			}
 		}
-		if ((s = conf_get(cf, i, "decision_log", &line)) != NULL) {
-			if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
-				snprintf(err, errlen, "%s:%u: decision_log: an absolute path",
-				    conf_file(cf), line);
-				goto fail;
-			}
-			free(c->decision_log);
-			DUP_OR_OOM(c->decision_log, s);
-		}
+		if ((rc = abs_path_key(cf, i, "decision_log", &c->decision_log, err,
+		    errlen)) != 0)
+			goto fail_or_oom;
 		if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
 		    dlog_sync_parse(s, &c->log_sync) != 0) {
 			snprintf(err, errlen, "%s:%u: log_sync: always, batch or none", conf_file(cf),
@@ -313,15 +331,9 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			    conf_file(cf), 2 * EGRESS_LOG_RECORD_MAX);
 			goto fail;
 		}
-		if ((s = conf_get(cf, i, "log_hmac_key", &line)) != NULL) {
-			if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
-				snprintf(err, errlen, "%s:%u: log_hmac_key: an absolute path",
-				    conf_file(cf), line);
-				goto fail;
-			}
-			free(c->log_hmac_key);
-			DUP_OR_OOM(c->log_hmac_key, s);
-		}
+		if ((rc = abs_path_key(cf, i, "log_hmac_key", &c->log_hmac_key, err,
+		    errlen)) != 0)
+			goto fail_or_oom;
 		if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
 			free(c->log_syslog);
 			c->log_syslog = NULL;
@@ -564,6 +576,9 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		}
 	}
 	return c;
+fail_or_oom:
+	if (rc != -2)
+		goto fail;
 oom:
 	snprintf(err, errlen, "%s: out of memory loading the configuration", conf_file(cf));
 fail:
