@@ -24,14 +24,16 @@ deps-runtime:
 deps-demo:
 	@sh scripts/deps.sh demo
 
-# Plain optimized build (no sanitizers).
+# Plain optimized build (no sanitizers, no test seams: EGRESS_TESTING=OFF); what install
+# installs.
 build: deps-build
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
+	  -DEGRESS_TESTING=OFF >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The whole suite under ASan+UBSan: unit tests, integration tests, fuzz smoke.
 check: deps
-	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -39,12 +41,12 @@ check: deps
 	$(MAKE) --no-print-directory fuzz-smoke
 
 unit: deps
-	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -L unit -j $(JOBS)
 
 integration: deps
-	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON >/dev/null
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -L integration
 
@@ -87,7 +89,7 @@ fuzz-smoke: deps
 	sh scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
 
 fuzz: deps
-	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_FUZZ=ON >/dev/null
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_FUZZ=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_FUZZ) -j $(JOBS)
 	sh scripts/fuzz.sh $(BUILD_FUZZ) 600
 
@@ -110,7 +112,7 @@ bench-idle: bench-deps build
 	sh bench/idle_hold.sh $(BUILD)
 
 valgrind: deps
-	cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug -DEGRESS_TESTING=ON >/dev/null
 	cmake --build build-vg -j $(JOBS)
 	sh scripts/valgrind.sh build-vg
 

@@ -64,21 +64,6 @@ struct load_state {
 	size_t errlen;
 };
 
-static void
-errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* First error wins: later ones are usually consequences. */
 static void
 load_fail(struct load_state *st, unsigned line, const char *fmt, ...)
@@ -96,7 +81,7 @@ load_fail(struct load_state *st, unsigned line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	errf(st->err, st->errlen, "%s:%u: %s", st->c->file, line, msg);
+	errbuf_set(st->err, st->errlen, 0, "%s:%u: %s", st->c->file, line, msg);
 }
 
 /* ---------- schema ---------- */
@@ -466,16 +451,16 @@ conf_load_string(const char *name, const char *text, size_t len,
 	struct conf *c;
 	int rc;
 
-	errf(err, errlen, "%s", "");
+	errbuf_set(err, errlen, 0, "%s", "");
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
-		errf(err, errlen, "%s: out of memory", name != NULL ? name : "(string)");
+		errbuf_set(err, errlen, 0, "%s: out of memory", name != NULL ? name : "(string)");
 		return NULL;
 	}
 	c->file = strdup(name != NULL ? name : "(string)");
 	if (c->file == NULL) {
 		free(c);
-		errf(err, errlen, "out of memory");
+		errbuf_set(err, errlen, 0, "out of memory");
 		return NULL;
 	}
 	memset(&st, 0, sizeof(st));
@@ -539,30 +524,30 @@ conf_load(const char *path, const struct conf_key *schema, size_t nschema, char 
 	size_t len = 0;
 
 	if (path == NULL) {
-		errf(err, errlen, "(null): no path");
+		errbuf_set(err, errlen, 0, "(null): no path");
 		return NULL;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		errf(err, errlen, "%s: %s", path, strerror(errno));
+		errbuf_set(err, errlen, 0, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &sb) != 0) {
-		errf(err, errlen, "%s: %s", path, strerror(errno));
+		errbuf_set(err, errlen, 0, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (!S_ISREG(sb.st_mode)) {
-		errf(err, errlen, "%s: not a regular file", path);
+		errbuf_set(err, errlen, 0, "%s: not a regular file", path);
 		return NULL;
 	}
 	if (sb.st_size > EGRESS_CONF_FILE_MAX) {
-		errf(err, errlen, "%s:0: larger than %d bytes", path, EGRESS_CONF_FILE_MAX);
+		errbuf_set(err, errlen, 0, "%s:0: larger than %d bytes", path, EGRESS_CONF_FILE_MAX);
 		return NULL;
 	}
 	/* Read at most one byte past the limit: the file may grow after fstat. */
 	buf = malloc(EGRESS_CONF_FILE_MAX + 1);
 	if (buf == NULL) {
-		errf(err, errlen, "%s: out of memory", path);
+		errbuf_set(err, errlen, 0, "%s: out of memory", path);
 		return NULL;
 	}
 	while (len < EGRESS_CONF_FILE_MAX + 1) {
@@ -571,7 +556,7 @@ conf_load(const char *path, const struct conf_key *schema, size_t nschema, char 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			errf(err, errlen, "%s: %s", path, strerror(errno));
+			errbuf_set(err, errlen, 0, "%s: %s", path, strerror(errno));
 			return NULL;
 		}
 		if (r == 0)
@@ -792,7 +777,7 @@ conf_get_bool(const struct conf *c, size_t sec, const char *key, bool def, bool 
 		return 0;
 	}
 	if (conf_parse_bool(v, out) != 0) {
-		errf(err, errlen, "%s:%u: %s: expected true/false/yes/no/on/off/1/0, got '%s'",
+		errbuf_set(err, errlen, 0, "%s:%u: %s: expected true/false/yes/no/on/off/1/0, got '%s'",
 		    c->file, line, key, v);
 		return -1;
 	}
@@ -812,7 +797,7 @@ conf_get_int(const struct conf *c, size_t sec, const char *key, long long min,
 		return 0;
 	}
 	if (num_parse(v, min, max, out, &why) != 0) {
-		errf(err, errlen, "%s:%u: %s: %s integer '%s' (allowed %lld..%lld)", c->file,
+		errbuf_set(err, errlen, 0, "%s:%u: %s: %s integer '%s' (allowed %lld..%lld)", c->file,
 		    line, key, why != NULL ? why : "invalid", v, min, max);
 		return -1;
 	}
@@ -831,7 +816,7 @@ conf_get_size(const struct conf *c, size_t sec, const char *key, uint64_t max,
 		return 0;
 	}
 	if (conf_parse_size(v, max, out) != 0) {
-		errf(err, errlen, "%s:%u: %s: bad size '%s' (a number with optional K/M/G/T, "
+		errbuf_set(err, errlen, 0, "%s:%u: %s: bad size '%s' (a number with optional K/M/G/T, "
 		    "at most %llu bytes)", c->file, line, key, v, (unsigned long long)max);
 		return -1;
 	}
@@ -850,7 +835,7 @@ conf_get_duration_ms(const struct conf *c, size_t sec, const char *key, uint64_t
 		return 0;
 	}
 	if (conf_parse_duration_ms(v, max_ms, out) != 0) {
-		errf(err, errlen, "%s:%u: %s: bad duration '%s' (a number with ms/s/m/h, "
+		errbuf_set(err, errlen, 0, "%s:%u: %s: bad duration '%s' (a number with ms/s/m/h, "
 		    "at most %llu ms)", c->file, line, key, v, (unsigned long long)max_ms);
 		return -1;
 	}

@@ -14,39 +14,12 @@
 
 #include "common/util.h"
 
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 bool
 grant_principal_valid(const char *s)
 {
-	size_t i;
-
-	if (s == NULL)
-		return false;
-	for (i = 0; s[i] != '\0'; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (i >= EGRESS_PRINCIPAL_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '.' || c == '_' || c == '-'))
-			return false;
-	}
 	/* "." and ".." are path components, not names: the label may end up in a path. */
-	return i > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+	return label_valid(s, EGRESS_PRINCIPAL_MAX) && strcmp(s, ".") != 0 &&
+	    strcmp(s, "..") != 0;
 }
 
 /* A JSON string without embedded NUL (jansson can carry "\u0000" in a string). */
@@ -74,19 +47,19 @@ parse_patterns(const json_t *arr, const char *key, bool http_only, struct dest_p
 	*out = NULL;
 	*nout = 0;
 	if (!json_is_array(arr)) {
-		seterr(err, errlen, "%s: must be an array of strings", key);
+		errbuf_set(err, errlen, 0, "%s: must be an array of strings", key);
 		return -1;
 	}
 	n = json_array_size(arr);
 	if (n > EGRESS_GRANT_ENTRIES_MAX) {
-		seterr(err, errlen, "%s: more than %d entries", key, EGRESS_GRANT_ENTRIES_MAX);
+		errbuf_set(err, errlen, 0, "%s: more than %d entries", key, EGRESS_GRANT_ENTRIES_MAX);
 		return -1;
 	}
 	if (n == 0)
 		return 0;
 	v = calloc(n, sizeof(*v));
 	if (v == NULL) {
-		seterr(err, errlen, "%s: out of memory", key);
+		errbuf_set(err, errlen, 0, "%s: out of memory", key);
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
@@ -94,17 +67,17 @@ parse_patterns(const json_t *arr, const char *key, bool http_only, struct dest_p
 		const char *perr = NULL;
 
 		if (s == NULL) {
-			seterr(err, errlen, "%s[%zu]: must be a string without NUL", key, i);
+			errbuf_set(err, errlen, 0, "%s[%zu]: must be a string without NUL", key, i);
 			goto fail;
 		}
 		if (pattern_parse(s, &v[i], &perr) != 0) {
-			seterr(err, errlen, "%s[%zu]: %s", key, i, perr);
+			errbuf_set(err, errlen, 0, "%s[%zu]: %s", key, i, perr);
 			goto fail;
 		}
 		/* Credentials are HTTP headers: binding them to a raw tcp:// origin means
 		 * nothing and would only widen what a redirect may carry. */
 		if (http_only && v[i].scheme == SCHEME_TCP) {
-			seterr(err, errlen, "%s[%zu]: must be an https:// or http:// origin", key, i);
+			errbuf_set(err, errlen, 0, "%s[%zu]: must be an https:// or http:// origin", key, i);
 			goto fail;
 		}
 	}
@@ -122,12 +95,12 @@ parse_cidrs(const json_t *arr, struct cidr_set *set, char *err, size_t errlen)
 	size_t n, i;
 
 	if (!json_is_array(arr)) {
-		seterr(err, errlen, "allow_address: must be an array of strings");
+		errbuf_set(err, errlen, 0, "allow_address: must be an array of strings");
 		return -1;
 	}
 	n = json_array_size(arr);
 	if (n > EGRESS_GRANT_CIDRS_MAX) {
-		seterr(err, errlen, "allow_address: more than %d entries", EGRESS_GRANT_CIDRS_MAX);
+		errbuf_set(err, errlen, 0, "allow_address: more than %d entries", EGRESS_GRANT_CIDRS_MAX);
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
@@ -135,11 +108,11 @@ parse_cidrs(const json_t *arr, struct cidr_set *set, char *err, size_t errlen)
 		const char *cerr = NULL;
 
 		if (s == NULL) {
-			seterr(err, errlen, "allow_address[%zu]: must be a string without NUL", i);
+			errbuf_set(err, errlen, 0, "allow_address[%zu]: must be a string without NUL", i);
 			return -1;
 		}
 		if (cidr_set_add_str(set, s, &cerr) != 0) {
-			seterr(err, errlen, "allow_address[%zu]: %s", i,
+			errbuf_set(err, errlen, 0, "allow_address[%zu]: %s", i,
 			    cerr != NULL ? cerr : "invalid or too many entries");
 			return -1;
 		}
@@ -155,12 +128,12 @@ get_int(const json_t *v, const char *key, long long min, long long max, long lon
 	json_int_t x;
 
 	if (!json_is_integer(v)) {
-		seterr(err, errlen, "limits.%s: must be an integer", key);
+		errbuf_set(err, errlen, 0, "limits.%s: must be an integer", key);
 		return -1;
 	}
 	x = json_integer_value(v);
 	if (x < min || x > max) {
-		seterr(err, errlen, "limits.%s: must be from %lld to %lld", key, min, max);
+		errbuf_set(err, errlen, 0, "limits.%s: must be from %lld to %lld", key, min, max);
 		return -1;
 	}
 	*out = x;
@@ -175,7 +148,7 @@ parse_limits(const json_t *obj, struct grant *g, char *err, size_t errlen)
 	long long x;
 
 	if (!json_is_object(obj)) {
-		seterr(err, errlen, "limits: must be an object");
+		errbuf_set(err, errlen, 0, "limits: must be an object");
 		return -1;
 	}
 	json_object_foreach((json_t *)(uintptr_t)obj, key, v) {
@@ -192,7 +165,7 @@ parse_limits(const json_t *obj, struct grant *g, char *err, size_t errlen)
 				return -1;
 			g->lifetime_s = (uint32_t)x;
 		} else {
-			seterr(err, errlen, "limits: unknown key \"%.64s\"", key);
+			errbuf_set(err, errlen, 0, "limits: unknown key \"%.64s\"", key);
 			return -1;
 		}
 	}
@@ -210,12 +183,12 @@ grant_from_json(const json_t *obj, char *err, size_t errlen)
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
 	if (!json_is_object(obj)) {
-		seterr(err, errlen, "grant: must be a JSON object");
+		errbuf_set(err, errlen, 0, "grant: must be a JSON object");
 		return NULL;
 	}
 	g = calloc(1, sizeof(*g));
 	if (g == NULL) {
-		seterr(err, errlen, "grant: out of memory");
+		errbuf_set(err, errlen, 0, "grant: out of memory");
 		return NULL;
 	}
 	g->pinning = PINNING_PREFERRED;
@@ -229,7 +202,7 @@ grant_from_json(const json_t *obj, char *err, size_t errlen)
 			const char *s = json_cstr(v);
 
 			if (s == NULL || !grant_principal_valid(s)) {
-				seterr(err, errlen, "principal: must be 1-%d characters of "
+				errbuf_set(err, errlen, 0, "principal: must be 1-%d characters of "
 				    "[A-Za-z0-9._-] (not \".\" or \"..\")", EGRESS_PRINCIPAL_MAX);
 				goto fail;
 			}
@@ -251,7 +224,7 @@ grant_from_json(const json_t *obj, char *err, size_t errlen)
 			} else if (s != NULL && strcmp(s, "required") == 0) {
 				g->pinning = PINNING_REQUIRED;
 			} else {
-				seterr(err, errlen, "pinning: must be \"preferred\" or \"required\"");
+				errbuf_set(err, errlen, 0, "pinning: must be \"preferred\" or \"required\"");
 				goto fail;
 			}
 		} else if (strcmp(key, "credential_origin") == 0) {
@@ -263,16 +236,16 @@ grant_from_json(const json_t *obj, char *err, size_t errlen)
 				goto fail;
 		} else {
 			/* Unknown keys are errors: a misspelt restriction must not vanish. */
-			seterr(err, errlen, "grant: unknown key \"%.64s\"", key);
+			errbuf_set(err, errlen, 0, "grant: unknown key \"%.64s\"", key);
 			goto fail;
 		}
 	}
 	if (!have_principal) {
-		seterr(err, errlen, "principal: missing");
+		errbuf_set(err, errlen, 0, "principal: missing");
 		goto fail;
 	}
 	if (!have_allow) {
-		seterr(err, errlen, "allow: missing");
+		errbuf_set(err, errlen, 0, "allow: missing");
 		goto fail;
 	}
 	return g;

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/limits.h"
 #include "common/util.h"

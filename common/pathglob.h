@@ -81,4 +81,5 @@ bool path_glob_match(const char *pattern, const char *name);
 /* True when pattern contains glob metacharacters. */
 bool glob_is_pattern(const char *pattern);
 
+
 #endif

@@ -1,7 +1,10 @@
-/* util.c - checked number parsing, secret wiping, hex, clocks. */
+/* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all. */
 #include "common/util.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -95,4 +98,93 @@ uint64_t
 mono_msec(void)
 {
 	return mono_usec() / 1000u;
+}
+
+int
+errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+{
+	int keep = errno;
+	va_list ap;
+	size_t n;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+		if (saved_errno != 0) {
+			n = strlen(err);
+			if (n < errlen)
+				snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
+		}
+	}
+	errno = keep;
+	return -1;
+}
+
+int
+write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int
+line_read(FILE *f, char *buf, size_t max, size_t *len)
+{
+	size_t n = 0;
+	bool over = false;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (c == '\n') {
+			*len = over ? max : n;
+			buf[*len] = '\0';
+			return over ? -1 : 1;
+		}
+		if (n < max)
+			buf[n++] = (char)c;
+		else
+			over = true;
+	}
+	if (ferror(f))
+		return -2;
+	*len = n;
+	buf[n] = '\0';
+	if (over)
+		return -1;
+	return n == 0 ? 0 : 2;
+}
+
+bool
+label_valid(const char *s, size_t max)
+{
+	size_t i;
+
+	if (s == NULL)
+		return false;
+	for (i = 0; s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (i >= max)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return i > 0;
 }

@@ -1,10 +1,13 @@
 /*
- * util - tiny helpers every module may use: TESTABLE, cleanup attributes, checked numbers.
+ * util - tiny helpers every module may use: TESTABLE, cleanup attributes, checked numbers,
+ * the error-buffer convention, write_all.
  */
 #ifndef EGRESS_UTIL_H
 #define EGRESS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -58,6 +61,37 @@ void secret_wipe(void *p, size_t n);
 
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void hex_encode(const unsigned char *in, size_t n, char *out);
+
+/*
+ * The error-buffer convention of the whole project: a function that can fail takes
+ * (char *err, size_t errlen) and, on failure, leaves one line there for a person.
+ * errbuf_set formats into err (nothing when err is NULL or errlen is 0) and, when
+ * saved_errno is not 0, appends ": <strerror(saved_errno)>". Always returns -1, so a
+ * helper can end with `return errbuf_set(err, errlen, errno, "open %s", path);`.
+ * errno is preserved.
+ */
+int errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * Write all len bytes to fd, retrying after EINTR and short writes. Returns 0, or -1 with
+ * errno (EIO when write(2) returned 0). Async-signal-safe (only write(2)), so usable
+ * between fork and exec.
+ */
+int write_all(int fd, const void *buf, size_t len);
+
+/*
+ * Read one line of at most max bytes (without newline) into buf (max + 1 bytes).
+ * Returns 1 for a complete line, 2 for a final line without newline, 0 at EOF, -1 when
+ * the line exceeds max (the rest of that line is skipped), -2 on a read error.
+ * *len gets the length. NUL bytes are kept (the caller's parser refuses them). The one
+ * bounded line reader for files: nothing is allocated from a length found in the file.
+ */
+int line_read(FILE *f, char *buf, size_t max, size_t *len);
+
+/* A name people and paths both carry (principal labels, preset and WorkUnit ids, user
+ * names): 1 to max characters of A-Z a-z 0-9 . _ -. Pure; s may be NULL (false). */
+bool label_valid(const char *s, size_t max);
 
 /* Monotonic clock in microseconds / milliseconds. */
 uint64_t mono_usec(void);

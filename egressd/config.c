@@ -102,28 +102,18 @@ config_parse_sockaddr(const char *s, bool allow_port0, struct sockaddr_storage *
 bool
 config_user_valid(const char *s)
 {
-	size_t n = s != NULL ? strlen(s) : 0;
-
-	if (n == 0 || n > CONFIG_USER_MAX || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
+	return s != NULL && s[0] != '-' && label_valid(s, CONFIG_USER_MAX);
 }
 
-static char *
-xstrdup(const char *s)
-{
-	char *p = strdup(s);
-
-	if (p == NULL)
-		fatal("strdup");
-	return p;
-}
+/*
+ * Out of memory while building a configuration fails that load, never the daemon
+ * (CONTRIBUTING.md, "Out of memory"): at start-up egressd exits with the message, a
+ * SIGHUP reload keeps the running configuration. DUP_OR_OOM jumps to config_build's oom.
+ */
+#define DUP_OR_OOM(dst, src) do {                                                      \
+		if (((dst) = strdup(src)) == NULL)                                           \
+			goto oom;                                                            \
+	} while (0)
 
 void
 config_free(struct egressd_config *c)
@@ -179,7 +169,19 @@ struct cerrs {
 		char msg[512];
 	} v[CONFIG_ERRORS_MAX];
 	size_t dropped;
+	bool oom;                       /* a copy failed: the load fails, not the daemon */
 };
+
+/* strdup that marks the load as out of memory instead of dying (CONTRIBUTING.md). */
+static char *
+cdup(struct cerrs *ce, const char *s)
+{
+	char *v = strdup(s);
+
+	if (v == NULL)
+		ce->oom = true;
+	return v;
+}
 
 static void cerr_add(struct cerrs *ce, unsigned line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -257,10 +259,12 @@ list_json(const struct conf *cf, size_t sec, const char *key)
 	const char *const *v = conf_get_list(cf, sec, key, &n);
 	json_t *a = json_array();
 
-	if (a == NULL)
-		fatal("json_array");
-	for (size_t i = 0; v != NULL && i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
+	for (size_t i = 0; a != NULL && v != NULL && i < n; i++) {
+		if (json_array_append_new(a, json_string(v[i])) != 0) {
+			json_decref(a);
+			return NULL;      /* out of memory */
+		}
+	}
 	return a;
 }
 
@@ -295,19 +299,27 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct c
 		return -1;
 	obj = json_object();
 	limits = json_object();
-	if (obj == NULL || limits == NULL)
-		fatal("json_object");
-	json_object_set_new(obj, "principal", json_string(label));
-	json_object_set_new(obj, "allow", list_json(cf, sec, "allow"));
-	json_object_set_new(obj, "allow_address", list_json(cf, sec, "allow_address"));
 	pin = conf_get(cf, sec, "pinning", NULL);
-	json_object_set_new(obj, "pinning", json_string(pin != NULL ? pin : "preferred"));
-	json_object_set_new(obj, "credential_origin", list_json(cf, sec, "credential_origin"));
-	json_object_set_new(limits, "connections", json_integer(conns));
-	json_object_set_new(limits, "bytes", json_integer((json_int_t)(bytes > INT64_MAX ?
-	    INT64_MAX : bytes)));
-	json_object_set_new(limits, "lifetime_s", json_integer((json_int_t)(lifetime_ms / 1000)));
-	json_object_set_new(obj, "limits", limits);
+	/* Every set is checked: a member lost to ENOMEM must not read as "absent". */
+	if (obj == NULL || limits == NULL ||
+	    json_object_set_new(obj, "principal", json_string(label)) != 0 ||
+	    json_object_set_new(obj, "allow", list_json(cf, sec, "allow")) != 0 ||
+	    json_object_set_new(obj, "allow_address", list_json(cf, sec, "allow_address")) != 0 ||
+	    json_object_set_new(obj, "pinning", json_string(pin != NULL ? pin : "preferred")) != 0 ||
+	    json_object_set_new(obj, "credential_origin",
+	    list_json(cf, sec, "credential_origin")) != 0 ||
+	    json_object_set_new(limits, "connections", json_integer(conns)) != 0 ||
+	    json_object_set_new(limits, "bytes", json_integer((json_int_t)(bytes > INT64_MAX ?
+	    INT64_MAX : bytes))) != 0 ||
+	    json_object_set_new(limits, "lifetime_s",
+	    json_integer((json_int_t)(lifetime_ms / 1000))) != 0 ||
+	    json_object_set_new(obj, "limits", json_incref(limits)) != 0) {
+		json_decref(obj);
+		json_decref(limits);
+		ce->oom = true;
+		return -1;
+	}
+	json_decref(limits);
 	out->grant = grant_from_json(obj, gerr, sizeof(gerr));
 	json_decref(obj);
 	if (out->grant == NULL) {
@@ -322,7 +334,13 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct c
 		cerr_add(ce, at != 0 ? at : sline, "[grant %s]: %s", label, gerr);
 		return -1;
 	}
-	out->name = xstrdup(label);
+	out->name = strdup(label);
+	if (out->name == NULL) {
+		grant_free(out->grant);
+		out->grant = NULL;
+		ce->oom = true;
+		return -1;
+	}
 	out->line = line;
 	return 0;
 }
@@ -348,7 +366,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			    "or none");
 		} else {
 			free(c->control_socket);
-			c->control_socket = xstrdup(s);
+			c->control_socket = cdup(ce, s);
 		}
 	}
 	if ((s = conf_get(cf, i, "decision_log", &line)) != NULL) {
@@ -356,14 +374,14 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			cerr_add(ce, line, "decision_log: an absolute path");
 		} else {
 			free(c->decision_log);
-			c->decision_log = xstrdup(s);
+			c->decision_log = cdup(ce, s);
 		}
 	}
 	if ((s = conf_get(cf, i, "state_file", &line)) != NULL) {
 		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX)
 			cerr_add(ce, line, "state_file: an absolute path");
 		else
-			c->state_file = xstrdup(s);
+			c->state_file = cdup(ce, s);
 	}
 	if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
 	    dlog_sync_parse(s, &c->log_sync) != 0)
@@ -381,12 +399,12 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			cerr_add(ce, line, "log_hmac_key: an absolute path");
 		} else {
 			free(c->log_hmac_key);
-			c->log_hmac_key = xstrdup(s);
+			c->log_hmac_key = cdup(ce, s);
 		}
 	}
 	if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
 		free(c->log_syslog);
-		c->log_syslog = strcmp(s, "none") == 0 ? NULL : xstrdup(s);
+		c->log_syslog = strcmp(s, "none") == 0 ? NULL : cdup(ce, s);
 	}
 	{
 		/* A zero timeout would mean "never" in libevent: refuse it, say what to do. */
@@ -436,8 +454,10 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 		    RESOLVE_SERVERS_MAX);
 	} else if (list != NULL && n > 0) {
 		c->dns_servers = calloc(n, sizeof(char *));
-		if (c->dns_servers == NULL)
-			fatal("calloc");
+		if (c->dns_servers == NULL) {
+			ce->oom = true;
+			return;
+		}
 		for (size_t k = 0; k < n; k++) {
 			struct addr a;
 			struct sockaddr_storage ss;
@@ -451,7 +471,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 				    "an address or address:port", list[k]);
 				continue;
 			}
-			c->dns_servers[c->ndns_servers++] = xstrdup(list[k]);
+			c->dns_servers[c->ndns_servers++] = cdup(ce, list[k]);
 		}
 	}
 	list = conf_get_list(cf, i, "allow_special_address", &n);
@@ -470,7 +490,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			    "'.', '_', '-', at most %d bytes)", CONFIG_USER_MAX);
 		} else {
 			free(c->user);
-			c->user = xstrdup(s);
+			c->user = cdup(ce, s);
 			c->user_line = line;
 		}
 	}
@@ -509,7 +529,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 				cerr_add(ce, line, "%s: an absolute path", paths[k].key);
 				continue;
 			}
-			*dst = xstrdup(s);
+			*dst = cdup(ce, s);
 		}
 	}
 	if ((s = conf_get(cf, i, "wpad_domain", &line)) != NULL) {
@@ -517,7 +537,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 		if (host_parse(s, strlen(s), HOST_NO_PORT, &wh) != HOST_OK || wh.kind != HOST_NAME)
 			cerr_add(ce, line, "wpad_domain: a DNS domain name");
 		else
-			c->route.wpad_domain = xstrdup(wh.name);
+			c->route.wpad_domain = cdup(ce, wh.name);
 	}
 	if (conf_get_bool(cf, i, "splice", true, &b, e1, sizeof(e1)) != 0)
 		cerr_raw(ce, conf_line(cf, i, "splice"), e1);
@@ -534,12 +554,16 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	unsigned line;
 	long sec;
 
-	if (c == NULL || ce == NULL)
-		fatal("calloc");
+	if (c == NULL || ce == NULL) {
+		snprintf(err, errlen, "%s: out of memory loading the configuration", conf_file(cf));
+		free(c);
+		free(ce);
+		return NULL;
+	}
 	ce->cf = cf;
-	c->path = xstrdup(conf_file(cf));
-	c->control_socket = xstrdup(CONFIG_DEFAULT_CONTROL);
-	c->decision_log = xstrdup(CONFIG_DEFAULT_DLOG);
+	DUP_OR_OOM(c->path, conf_file(cf));
+	DUP_OR_OOM(c->control_socket, CONFIG_DEFAULT_CONTROL);
+	DUP_OR_OOM(c->decision_log, CONFIG_DEFAULT_DLOG);
 	c->log_sync = DLOG_SYNC_BATCH;
 	c->connect_timeout_ms = 10000;
 	c->header_timeout_ms = 10000;
@@ -562,6 +586,8 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	sec = conf_find_section(cf, "egressd");
 	if (sec >= 0)
 		load_main(cf, (size_t)sec, c, ce);
+	if (ce->oom)
+		goto oom;
 	if (c->route.pac_copy == NULL) {
 		/* The fetched PAC's good copy lives beside the decision log by default. */
 		const char *slash = strrchr(c->decision_log, '/');
@@ -569,7 +595,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		size_t cap = dl + sizeof("/egressd-pac.js");
 		c->route.pac_copy = malloc(cap);
 		if (c->route.pac_copy == NULL)
-			fatal("malloc");
+			goto oom;
 		snprintf(c->route.pac_copy, cap, "%.*s/egressd-pac.js", (int)dl, c->decision_log);
 	}
 	if (c->state_file == NULL) {
@@ -578,7 +604,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		size_t cap = strlen(c->path) + sizeof(".state");
 		c->state_file = malloc(cap);
 		if (c->state_file == NULL)
-			fatal("malloc");
+			goto oom;
 		snprintf(c->state_file, cap, "%s.state", c->path);
 	}
 
@@ -593,7 +619,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		}
 		struct config_grant *ng = realloc(c->grants, (c->ngrants + 1) * sizeof(*ng));
 		if (ng == NULL)
-			fatal("realloc");
+			goto oom;
 		c->grants = ng;
 		memset(&c->grants[c->ngrants], 0, sizeof(c->grants[0]));
 		if (load_grant(cf, i, &c->grants[c->ngrants], ce) != 0)
@@ -608,7 +634,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		    (c->nlisteners + 1) * sizeof(*nl));
 		bool bad = false;
 		if (nl == NULL)
-			fatal("realloc");
+			goto oom;
 		c->listeners = nl;
 		struct config_listener *L = &c->listeners[c->nlisteners];
 		memset(L, 0, sizeof(*L));
@@ -642,10 +668,12 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		}
 		if (bad)
 			continue;
-		L->name = xstrdup(label);
-		L->grant_name = xstrdup(s);
+		L->name = cdup(ce, label);
+		L->grant_name = cdup(ce, s);
 		L->line = line;
-		c->nlisteners++;
+		c->nlisteners++;          /* counted first: config_free frees what was copied */
+		if (L->name == NULL || L->grant_name == NULL)
+			goto oom;
 	}
 	/* Sections other than the schema's are refused by conf already; a bare [listener]
 	 * or [grant] without a label would be an exact-name section: refuse it here. */
@@ -655,6 +683,8 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		    strncmp(nm, "grant ", 6) != 0 && strncmp(nm, "listener ", 9) != 0)
 			cerr_add(ce, conf_section_line(cf, i), "unknown section [%s]", nm);
 	}
+	if (ce->oom)
+		goto oom;
 	if (ce->n > 0 || ce->dropped > 0) {
 		cerr_report(ce, err, errlen);
 		free(ce);
@@ -663,6 +693,12 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	}
 	free(ce);
 	return c;
+
+oom:
+	snprintf(err, errlen, "%s: out of memory loading the configuration", conf_file(cf));
+	free(ce);
+	config_free(c);
+	return NULL;
 }
 
 struct egressd_config *

@@ -28,7 +28,7 @@
 #include "egressd/grantstate.h"
 #include "egressd/listener.h"
 #include "egressd/notify.h"
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 #include "egressd/route.h"
 
 /* ---- decoding (pure) ---- */

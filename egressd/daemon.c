@@ -16,15 +16,17 @@
 #include "common/util.h"
 #include "egressd/control.h"
 #include "egressd/dlog.h"
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 #include "egressd/grants.h"
 #include "egressd/grantstate.h"
 #include "egressd/listener.h"
+#include "egressd/redirmemo.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
 #include "egressd/tlsbridge.h"
 #include "egressd/session.h"
 #include "egressd/tunnel.h"
+#include "egressd/upool.h"
 
 
 /* One daemon per process: listeners carry their grant as arg, the daemon is implicit. */
@@ -142,8 +144,12 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 	st->kept = calloc(cfg->ngrants + 1, sizeof(*st->kept));
 	st->park = calloc(nold + 1, sizeof(*st->park));
 	st->added = calloc(cfg->nlisteners + 1, sizeof(*st->added));
-	if (st->lgs == NULL || st->kept == NULL || st->park == NULL || st->added == NULL)
-		fatal("calloc");
+	if (st->lgs == NULL || st->kept == NULL || st->park == NULL || st->added == NULL) {
+		/* A reload that cannot allocate keeps the running configuration. */
+		snprintf(err, errlen, "out of memory staging the configuration");
+		staged_abort(d, st);
+		return -1;
+	}
 	for (struct lgrant *lg = reuse ? grants_first(d->grants) : NULL; lg != NULL;
 	    lg = lg->next) {
 		if (lg->dynamic)
@@ -175,8 +181,12 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		const struct grantstate_entry *ge;
 		struct lgrant *lg;
 
-		if (grant_static_id(g, id) != 0)
-			fatalx("out of memory making a static grant id");
+		if (grant_static_id(g, id) != 0) {
+			snprintf(err, errlen, "[grant %s]: out of memory", cfg->grants[i].name);
+			grant_free(g);
+			staged_abort(d, st);
+			return -1;
+		}
 		ge = d->gstate != NULL ? grantstate_get(d->gstate, id) : NULL;
 		if (ge != NULL && ge->revoked != 0) {
 			log_info("static grant %s (principal %s) stays revoked (since %lld): change "
@@ -205,7 +215,11 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		} else {
 			lg = grants_add_static(d->grants, g, cfg->grants[i].name, issued);
 			if (lg == NULL) {
-				snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+				if (errno == ENOSPC)
+					snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+				else
+					snprintf(err, errlen, "[grant %s]: out of memory",
+					    cfg->grants[i].name);
 				staged_abort(d, st);
 				return -1;
 			}
@@ -313,7 +327,9 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	}
 	d->pipes = pipe_pool_new(EGRESS_SPLICE_PIPES_IDLE);  /* splice may be turned on by reload */
-	if (d->grants == NULL || d->pipes == NULL) {
+	d->memo = redirmemo_new(0);
+	d->upool = upool_new(base, 0);
+	if (d->grants == NULL || d->pipes == NULL || d->memo == NULL || d->upool == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -572,6 +588,8 @@ daemon_stop(struct daemon *d)
 	d->control = NULL;
 	metrics_server_free(d->metrics_srv);
 	d->metrics_srv = NULL;
+	upool_free(d->upool);            /* parked sockets hold grant references */
+	d->upool = NULL;
 	if (d->grants != NULL)
 		grants_kill_all(d->grants, REASON_CLOSE_SHUTDOWN);
 	grants_free(d->grants);
@@ -592,6 +610,7 @@ daemon_stop(struct daemon *d)
 	dlog_close(d->dlog);
 	grantstate_free(d->gstate);
 	pipe_pool_free(d->pipes);
+	redirmemo_free(d->memo);
 	config_free(d->cfg);
 	memset(d, 0, sizeof(*d));
 }
@@ -604,9 +623,14 @@ daemon_grant_add(struct daemon *d, struct grant *g, struct listener *l, const ch
 	struct lgrant *lg = grants_add(d->grants, g, true, NULL, ifname);
 
 	if (lg == NULL) {
+		bool full = errno == ENOSPC;
+
 		listener_free(l);
-		*code = "limit";
-		snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		*code = full ? "limit" : "internal";
+		if (full)
+			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		else
+			snprintf(err, errlen, "out of memory: this grant was not created");
 		return NULL;
 	}
 	lgrant_add_listener(lg, l);

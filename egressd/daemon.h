@@ -40,6 +40,14 @@ struct daemon {
 	struct control *control;
 	struct metrics_server *metrics_srv;
 	struct pipe_pool *pipes;
+	/* Shared by every session, as long as the daemon runs (bounded, grant-keyed):
+	 * redirects egressd let through (egressd/redirmemo; it never grants anything, so an
+	 * entry outliving its grant only keeps stripping credentials a little longer), and
+	 * idle upstream connections for plain-HTTP forwarding (egressd/upool; reused only by
+	 * the same grant for the same pinned address and port, after the hop was authorized
+	 * and checked from scratch). */
+	struct redirmemo *memo;
+	struct upool *upool;
 	struct metrics_stats stats;
 	uint32_t nconns;                    /* live client connections */
 	uint64_t next_conn_id;

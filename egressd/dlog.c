@@ -22,7 +22,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/dlog_syslog.h"
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 #define DLOG_DEFAULT_BATCH_MS   5
 #define DLOG_DEFAULT_QUEUE_MAX  4096

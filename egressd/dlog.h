@@ -4,7 +4,7 @@
  * Owns: the log file descriptor, a writer thread that does all file I/O, the bounded
  * queue between the event loop and that thread, and every struct dlog_ticket until its
  * callback has returned or it was cancelled. The record format is specified in
- * docs/decision-log.md; the reader/verifier is egressd/dlog_verify.h.
+ * docs/decision-log.md; the record format, chain hash and verifier are common/dlogchain.h.
  * Callers: egressd on its event-loop thread (every function here except as noted must be
  * called from the thread that runs the event_base given to dlog_open).
  *
@@ -40,10 +40,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/dlogchain.h"   /* DLOG_SCHEMA_VERSION, DLOG_HASH_HEX, struct dlog_key */
 #include "common/limits.h"
-
-#define DLOG_SCHEMA_VERSION 1
-#define DLOG_HASH_HEX       64   /* hex characters of a SHA-256 */
 
 struct event_base;
 struct dlog;
@@ -70,7 +68,7 @@ struct dlog_config {
 	uint64_t max_bytes;     /* rotate when a write would take the file past this size
 	                           (egressd.ini log_max_bytes); 0 = never (SIGUSR1 only) */
 	const struct dlog_key *key;  /* HMAC key (copied; egressd.ini log_hmac_key); NULL =
-	                           plain SHA-256 chain. See dlog_verify.h. */
+	                           plain SHA-256 chain. See common/dlogchain.h. */
 	const char *syslog_target;  /* mirror each written record to syslog (RFC 5424,
 	                           egressd/dlog_syslog.h): "unix:/dev/log", "udp:IP:PORT";
 	                           NULL = none (egressd.ini log_syslog) */

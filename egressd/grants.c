@@ -3,6 +3,7 @@
  */
 #include "egressd/grants.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,11 +101,16 @@ add(struct grants *r, struct grant *g, bool dynamic, const char *name, const cha
 
 	if (r->n >= EGRESS_GRANTS_MAX) {
 		grant_free(g);
+		errno = ENOSPC;
 		return NULL;
 	}
+	/* Out of memory fails this grant, not the daemon (CONTRIBUTING.md, "Out of memory"). */
 	lg = calloc(1, sizeof(*lg));
-	if (lg == NULL)
-		fatal("calloc");
+	if (lg == NULL) {
+		grant_free(g);
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (dynamic) {
 		/* The id is a capability for revoke/list: 128 bits from the CSPRNG, never a
 		 * counter. */
@@ -112,7 +118,10 @@ add(struct grants *r, struct grant *g, bool dynamic, const char *name, const cha
 			fatalx("RAND_bytes failed: cannot make grant ids");
 		hex_encode(raw, sizeof(raw), lg->id);
 	} else if (grant_static_id(g, lg->id) != 0) {
-		fatalx("out of memory making a static grant id");
+		free(lg);
+		grant_free(g);
+		errno = ENOMEM;
+		return NULL;
 	}
 	lg->refs = 1;
 	lg->g = g;
@@ -127,8 +136,12 @@ add(struct grants *r, struct grant *g, bool dynamic, const char *name, const cha
 		lg->expires = lg->created + (time_t)g->lifetime_s;
 		struct timeval tv = { lg->expires > now ? lg->expires - now : 0, 0 };
 		lg->expiry = evtimer_new(r->base, lgrant_expire, lg);
-		if (lg->expiry == NULL)
-			fatal("evtimer_new");
+		if (lg->expiry == NULL) {
+			free(lg);
+			grant_free(g);
+			errno = ENOMEM;
+			return NULL;
+		}
 		evtimer_add(lg->expiry, &tv);
 	}
 	lg->next = r->head;

@@ -470,7 +470,7 @@ out_str(struct out *o, const char *s)
 }
 
 /* Shared by the origin-form and the proxy (absolute-form) builders. */
-#define FWD_VIA 0x100          /* internal: add "Via: 1.x egressd" (issue 7 builder) */
+#define FWD_VIA 0x100          /* internal: add "Via: 1.x egressd" (forwarding builder) */
 
 static size_t
 build_head(const struct http_request *req, bool absolute, const struct addr *pinned,
@@ -661,107 +661,6 @@ http_response_framing(const struct httpresp *r, bool head_request,
 	return 0;
 }
 
-enum http_parse
-http_check_response(const char *buf, size_t len, size_t *head_len, int *status,
-    enum reason *why)
-{
-	size_t off = 0;
-	long e;
-	size_t nh = 0;
-
-	*why = REASON_BAD_RESPONSE;
-	for (;;) {
-		e = line_end(buf, len, off);
-		if (e == -2)
-			return HTTP_PARSE_ERROR;
-		if (e == -1) {
-			if (len > EGRESS_RESPONSE_HEAD_MAX) {
-				*why = REASON_RESPONSE_TOO_LARGE;
-				return HTTP_PARSE_ERROR;
-			}
-			return HTTP_PARSE_INCOMPLETE;
-		}
-		if ((size_t)e + 2 > EGRESS_RESPONSE_HEAD_MAX || ++nh > EGRESS_HEADER_COUNT_MAX + 1) {
-			*why = REASON_RESPONSE_TOO_LARGE;
-			return HTTP_PARSE_ERROR;
-		}
-		size_t ln = (size_t)e - off;
-		const char *l = buf + off;
-		if (off == 0) {
-			/* "HTTP/1.x NNN[ reason]" */
-			if (ln < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') ||
-			    l[8] != ' ' || l[9] < '1' || l[9] > '5' || l[10] < '0' || l[10] > '9' ||
-			    l[11] < '0' || l[11] > '9' || (ln > 12 && l[12] != ' '))
-				return HTTP_PARSE_ERROR;
-			*status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
-			for (size_t i = 12; i < ln; i++)
-				if (!is_field_char((unsigned char)l[i]))
-					return HTTP_PARSE_ERROR;
-		} else if (ln == 0) {
-			*head_len = (size_t)e + 2;
-			*why = REASON_ALLOWED;
-			return HTTP_PARSE_OK;
-		} else {
-			const char *colon = memchr(l, ':', ln);
-			if (l[0] == ' ' || l[0] == '\t' || colon == NULL || colon == l)
-				return HTTP_PARSE_ERROR;
-			for (const char *q = l; q < colon; q++)
-				if (!is_tchar((unsigned char)*q))
-					return HTTP_PARSE_ERROR;
-			for (const char *q = colon + 1; q < l + ln; q++)
-				if (!is_field_char((unsigned char)*q))
-					return HTTP_PARSE_ERROR;
-		}
-		off = (size_t)e + 2;
-	}
-}
-
-size_t
-http_build_response_head(const char *buf, size_t head_len, char *out, size_t outlen)
-{
-	struct out o = { out, 0, outlen, false };
-	struct http_header hs[EGRESS_HEADER_COUNT_MAX];
-	size_t n = 0, off;
-	const char *nl = memchr(buf, '\n', head_len);
-
-	if (nl == NULL || head_len < 4)
-		return 0;
-	out_add(&o, buf, (size_t)(nl - buf) + 1);
-	off = (size_t)(nl - buf) + 1;
-	/* Collect headers (the head was checked by http_check_response). */
-	while (off + 2 <= head_len && n < EGRESS_HEADER_COUNT_MAX) {
-		const char *l = buf + off;
-		const char *le = memchr(l, '\r', head_len - off);
-		if (le == NULL || le == l)
-			break;
-		const char *colon = memchr(l, ':', (size_t)(le - l));
-		if (colon == NULL)
-			return 0;
-		const char *v = colon + 1, *ve = le;
-		while (v < ve && (*v == ' ' || *v == '\t'))
-			v++;
-		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-			ve--;
-		hs[n].name = l;
-		hs[n].name_len = (size_t)(colon - l);
-		hs[n].value = v;
-		hs[n].value_len = (size_t)(ve - v);
-		n++;
-		off = (size_t)(le - buf) + 2;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (http_is_hop_header(hs[i].name, hs[i].name_len) ||
-		    named_by_connection(hs, n, hs[i].name, hs[i].name_len))
-			continue;
-		out_add(&o, hs[i].name, hs[i].name_len);
-		out_str(&o, ": ");
-		out_add(&o, hs[i].value, hs[i].value_len);
-		out_str(&o, "\r\n");
-	}
-	out_str(&o, "Connection: close\r\n\r\n");
-	return o.overflow ? 0 : o.len;
-}
-
 /* Chunked framer states. */
 enum { CH_SIZE, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LF,
 	CH_DONE };
@@ -899,13 +798,20 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *don
 size_t
 http_format_refusal(enum reason r, char *out, size_t outlen)
 {
+	return http_format_refusal_detail(r, NULL, out, outlen);
+}
+
+size_t
+http_format_refusal_detail(enum reason r, const char *detail, char *out, size_t outlen)
+{
 	int status = reason_http_status(r);
-	char body[400];
+	char body[1024];
 	int bl, n;
 
-	if (status <= 0 || status == 200)
+	if (status <= 0 || status == 200 || out == NULL)
 		return 0;
-	bl = snprintf(body, sizeof(body), "%s: %s\n", reason_str(r), reason_text(r));
+	bl = snprintf(body, sizeof(body), "%s: %s%s%s\n", reason_str(r), reason_text(r),
+	    detail != NULL ? ": " : "", detail != NULL ? detail : "");
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		return 0;
 	n = snprintf(out, outlen, "HTTP/1.1 %d %s\r\nX-Egress-Reason: %s\r\n"

@@ -98,7 +98,8 @@ size_t http_build_proxy_head(const struct http_request *req, const struct addr *
     const char *proxy_auth, char *out, size_t outlen);
 
 /*
- * The forwarded request head of issue 7 (what egressd/session uses): as
+ * The forwarded request head (docs/redirects.md, "HTTP/1.1 forwarding"; what
+ * egressd/session uses): as
  * http_build_forward_head, or with HTTP_FWD_PROXY_FORM as http_build_proxy_head (pinned
  * and proxy_auth are used only then), and also "Via: 1.x egressd" after the client's own
  * Via lines. HTTP_FWD_STRIP_CREDENTIALS drops Authorization and Cookie (the request goes
@@ -141,23 +142,17 @@ int http_response_framing(const struct httpresp *r, bool head_request,
     enum http_resp_body *kind, uint64_t *len);
 
 /*
- * Response heads from origins. http_check_response looks for a complete head in buf:
- * INCOMPLETE (need more; ERROR with REASON_RESPONSE_TOO_LARGE past the limit), ERROR with
- * REASON_BAD_RESPONSE, or OK with *head_len and *status set. http_build_response_head
- * copies the status line and headers minus hop-by-hop ones, adding "Connection: close";
- * returns the length or 0 when out is too small.
- */
-enum http_parse http_check_response(const char *buf, size_t len, size_t *head_len,
-    int *status, enum reason *why);
-size_t http_build_response_head(const char *buf, size_t head_len, char *out, size_t outlen);
-
-/*
  * The client-visible refusal for reason r: "HTTP/1.1 <status> <phrase>", X-Egress-Reason,
  * Content-Type text/plain, Content-Length, Connection: close, and the one-line body
  * "<code>: <explanation>\n" from common/reasons.def. Returns the length, 0 when out is too
  * small (512 bytes always suffice) or r has no HTTP status.
  */
 size_t http_format_refusal(enum reason r, char *out, size_t outlen);
+/* The same with ": <detail>" after the explanation in the body (detail printable, caller-
+ * escaped; NULL = none): the one formatter of client refusals (redirect refusals name
+ * their target this way). */
+size_t http_format_refusal_detail(enum reason r, const char *detail, char *out,
+    size_t outlen);
 
 /*
  * Streaming chunked-body framer: finds where a chunked body ends without changing it (the

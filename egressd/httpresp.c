@@ -66,8 +66,9 @@ httpresp_parse(const char *buf, size_t len, size_t limit, struct httpresp *out)
 		size_t ll = (size_t)e - 1;  /* line length without CRLF */
 		const char *l = buf;
 
+		/* Status 100-599 (RFC 9110 15): a first digit past 5 is not HTTP. */
 		if (ll < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') ||
-		    l[8] != ' ' || l[9] < '1' || l[9] > '9' || l[10] < '0' || l[10] > '9' ||
+		    l[8] != ' ' || l[9] < '1' || l[9] > '5' || l[10] < '0' || l[10] > '9' ||
 		    l[11] < '0' || l[11] > '9')
 			return HTTPRESP_INVALID;
 		if (ll > 12 && l[12] != ' ')

@@ -1,9 +1,13 @@
 /*
- * httpresp - strict parser for an HTTP/1.x response head from an upstream (an origin or an
- * upstream proxy answering CONNECT). Pure: no I/O, no allocation beyond the caller's struct.
+ * httpresp - the one parser of an HTTP/1.x response head from an upstream (an origin, an
+ * upstream proxy answering CONNECT, a PAC server). Pure: no I/O, no allocation beyond the
+ * caller's struct. One rule set for every caller: "HTTP/1.0" or "HTTP/1.1", a status of
+ * 100-599, a reason phrase of VCHAR/obs-text/SP/HTAB, CRLF line ends only, token names,
+ * no obs-fold.
  *
  * Owns: nothing; the parsed struct points into the caller's buffer, valid while it lives.
- * Callers: egressd/upstream (CONNECT through a proxy), HTTP forwarding (issue 7).
+ * Callers: egressd/upstream (CONNECT through a proxy), egressd/tunnel (HTTP forwarding,
+ * docs/redirects.md), egressd/pacfetch. Fuzzed by fuzz_httpresp and fuzz_respframe.
  * Hostile input: bounded by EGRESS_RESPONSE_HEAD_MAX and EGRESS_HEADER_COUNT_MAX; bare CR,
  * obs-fold, invalid token characters and malformed status lines are refused.
  */
@@ -24,7 +28,7 @@ struct httpresp_header {
 
 struct httpresp {
 	int minor;          /* HTTP/1.minor: 0 or 1 */
-	int status;         /* 100-999 */
+	int status;         /* 100-599 */
 	const char *phrase;
 	size_t phrase_len;
 	size_t head_len;    /* bytes of the head including the final CRLFCRLF */

@@ -129,21 +129,6 @@ static const char pac_wrapper[] =
     "  return r;\n"
     "};\n";
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int
 pac_install_copy(const char *path, const char *body, size_t len)
 {

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/reasons.h"
+#include "common/routeproto.h"  /* PAC_WRAPPER_MARKER, PAC_ERROR_HOST */
 
 struct event_base;
 struct resolver;
@@ -57,16 +58,8 @@ const char *pacfetch_last_error(const struct pacfetch *p);
 /* Checks the body is plausibly a PAC file (non-empty, text, defines FindProxyForURL). */
 bool pacfetch_body_plausible(const char *body, size_t len);
 
-/*
- * The marker and the sentinel of egressd's PAC wrapper. Every copy egressd hands to
- * libproxy is the operator's PAC followed by a wrapper that re-binds FindProxyForURL to a
- * function calling the original inside try/catch: an exception, or a result that is not a
- * non-empty string, returns "PROXY <PAC_ERROR_HOST>:1" — libproxy alone would answer
- * direct:// (fail open). The helper turns that sentinel into an error, and refuses a copy
- * without the marker (not written by egressd).
- */
-#define PAC_WRAPPER_MARKER "/* egressd-pac-wrapper v1 */"
-#define PAC_ERROR_HOST     "egress-pac-error.invalid"
+/* The PAC wrapper's marker and sentinel (PAC_WRAPPER_MARKER, PAC_ERROR_HOST) are part of
+ * the contract with the route helper: common/routeproto.h. */
 
 /* Write body + the wrapper to path atomically (temp file, rename; no fsync: a torn copy
  * lacks the wrapper marker and is refused by the helper), mode 0644 so the unprivileged

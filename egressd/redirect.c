@@ -11,6 +11,7 @@
 #include "common/addr.h"
 #include "common/util.h"
 #include "egressd/addrcheck.h"
+#include "egressd/http.h"
 
 const char *
 redirect_err_str(enum redirect_err e)
@@ -315,13 +316,9 @@ redirect_format_refusal(enum reason r, const char *target, size_t target_len,
     const char *detail, char *out, size_t outlen)
 {
 	char tgt[400 + 1];      /* keeps the whole refusal well under 1024 bytes */
+	char line[600];
 	size_t o = 0;
-	int status = reason_http_status(r);
-	char body[1024];
-	int bn, n;
 
-	if (status <= 0 || out == NULL)
-		return 0;
 	/* The target is the origin's bytes: printable ASCII only, escaped, bounded. */
 	for (size_t i = 0; target != NULL && i < target_len && o + 4 < sizeof(tgt); i++) {
 		unsigned char c = (unsigned char)target[i];
@@ -333,15 +330,7 @@ redirect_format_refusal(enum reason r, const char *target, size_t target_len,
 		}
 	}
 	tgt[o] = '\0';
-	bn = snprintf(body, sizeof(body), "%s: %s: %s%s%s%s\n", reason_str(r), reason_text(r),
-	    o > 0 ? tgt : "(none)", detail != NULL ? " (" : "", detail != NULL ? detail : "",
-	    detail != NULL ? ")" : "");
-	if (bn < 0 || (size_t)bn >= sizeof(body))
-		return 0;
-	n = snprintf(out, outlen, "HTTP/1.1 %d %s\r\nX-Egress-Reason: %s\r\n"
-	    "Content-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-	    status, reason_http_phrase(status), reason_str(r), bn, body);
-	if (n < 0 || (size_t)n >= outlen)
-		return 0;
-	return (size_t)n;
+	snprintf(line, sizeof(line), "%s%s%s%s", o > 0 ? tgt : "(none)",
+	    detail != NULL ? " (" : "", detail != NULL ? detail : "", detail != NULL ? ")" : "");
+	return http_format_refusal_detail(r, line, out, outlen);
 }

@@ -1,6 +1,6 @@
 /*
  * redirect - resolve an origin's redirect Location against the request URL and decide
- * whether the principal's grant admits the place it points to (issue 7).
+ * whether the principal's grant admits the place it points to (docs/redirects.md).
  *
  * Owns: nothing beyond the caller's structs (no allocation that outlives a call).
  * Callers: egressd/session (before a 3xx response to an absolute-form request is passed

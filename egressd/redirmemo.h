@@ -1,5 +1,6 @@
 /*
- * redirmemo - a short memory of the redirects egressd let through, per principal (issue 7).
+ * redirmemo - a short memory of the redirects egressd let through, per principal
+ * (docs/redirects.md).
  *
  * Owns: struct redirmemo and its entries (redirmemo_free accepts NULL). Callers:
  * egressd/session (records an allowed redirect; looks a new hop up), tests/test_redirmemo.

@@ -23,7 +23,7 @@
 #include "egressd/pacfetch.h"
 #include "egressd/proxycreds.h"
 #include "egressd/routehelper.h"
-#include "egressd/routeproto.h"
+#include "common/routeproto.h"
 #include "egressd/upstream.h"
 #include "egressd/wpad.h"
 

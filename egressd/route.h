@@ -32,7 +32,7 @@
 #include "common/limits.h"
 #include "common/pattern.h"
 #include "common/reasons.h"
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 
 struct event_base;
 struct resolver;

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "common/reasons.h"
-#include "egressd/routeproto.h"
+#include "common/routeproto.h"
 
 struct event_base;
 struct routehelper;

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/scfilter.h"
 #include "common/util.h"
 
 #if defined(__has_include)
@@ -55,13 +56,9 @@
 #endif
 #endif
 
-struct sc_entry {
-	const char *name;
-	const char *why;
-};
 
 /* Allowed as they are (arguments unchecked). */
-static const struct sc_entry allowed[] = {
+static const struct scf_rule allowed[] = {
 	/* moving bytes: sockets, pipes, the decision log, the PAC copy */
 	{ "read", "sockets, pipes, the route helper's replies, files at reload" },
 	{ "write", "sockets, pipes, the decision log, stderr" },
@@ -223,7 +220,7 @@ static const struct sc_entry allowed[] = {
 
 /* Kill the process: no egressd code path makes these calls; an attacker would. (Keyrings
  * are not here: a Kerberos KEYRING: credential cache would use them; they get EPERM.) */
-static const struct sc_entry killed[] = {
+static const struct scf_rule killed[] = {
 #ifndef SANDBOX_UNDER_SANITIZER
 	{ "ptrace", "inspect or control another process" },
 	{ "process_vm_readv", "read another process's memory" },
@@ -270,14 +267,6 @@ static const struct sc_entry killed[] = {
 };
 
 static int
-sc_resolve(const char *name)
-{
-	int nr = seccomp_syscall_resolve_name(name);
-
-	return nr == __NR_SCMP_ERROR ? -1 : nr;
-}
-
-static int
 filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
 	static const int families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
@@ -285,39 +274,23 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 	static const unsigned long ioctls[] = { FIONREAD, FIONBIO, FIOCLEX, FIONCLEX, TCGETS };
 	int nr, rc;
 
-	for (size_t i = 0; i < EGRESS_NELEM(allowed); i++) {
-		if ((nr = sc_resolve(allowed[i].name)) < 0)
-			continue;   /* not a system call on this architecture */
-		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) != 0) {
-			snprintf(err, errlen, "seccomp rule %s: %s", allowed[i].name, strerror(-rc));
-			return -1;
-		}
-	}
-	for (size_t i = 0; i < EGRESS_NELEM(killed); i++) {
-		if ((nr = sc_resolve(killed[i].name)) < 0)
-			continue;
-		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0)) != 0) {
-			snprintf(err, errlen, "seccomp rule %s: %s", killed[i].name, strerror(-rc));
-			return -1;
-		}
-	}
+	if (scf_add_table(ctx, SCMP_ACT_ALLOW, allowed, EGRESS_NELEM(allowed), err, errlen) != 0 ||
+	    scf_add_table(ctx, SCMP_ACT_KILL_PROCESS, killed, EGRESS_NELEM(killed), err,
+	    errlen) != 0)
+		return -1;
 	/* ioctl: only what libevent and stdio ask (measured: FIONREAD, FIONBIO); never
 	 * TIOCSTI or other terminal/device requests. */
 	for (size_t i = 0; i < EGRESS_NELEM(ioctls); i++) {
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 		    SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i], 0));
-		if (rc != 0) {
-			snprintf(err, errlen, "seccomp rule ioctl: %s", strerror(-rc));
-			return -1;
-		}
+		if (rc != 0)
+			return scf_rule_failed("ioctl", rc, err, errlen);
 	}
 	/* clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc fall
 	 * back to clone(2), whose flags it can. */
-	if ((nr = sc_resolve("clone3")) >= 0 &&
-	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) != 0) {
-		snprintf(err, errlen, "seccomp rule clone3: %s", strerror(-rc));
-		return -1;
-	}
+	if ((nr = scf_resolve("clone3")) >= 0 &&
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) != 0)
+		return scf_rule_failed("clone3", rc, err, errlen);
 	/* clone for threads and the route helper; never a new namespace. */
 	rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
 	    SCMP_A0(SCMP_CMP_MASKED_EQ, (scmp_datum_t)(CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID |
@@ -326,10 +299,8 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(vfork), 0);
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fork), 0);
-	if (rc != 0) {
-		snprintf(err, errlen, "seccomp rule clone: %s", strerror(-rc));
-		return -1;
-	}
+	if (rc != 0)
+		return scf_rule_failed("clone", rc, err, errlen);
 	/* socket: the families egressd uses (control socket and stderr logging; IPv4/IPv6;
 	 * netlink for interface lookups), and among those never a raw or packet socket. */
 	for (size_t i = 0; i < EGRESS_NELEM(families); i++) {
@@ -338,10 +309,8 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0),
 			    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL,
 			    (scmp_datum_t)types[j]));
-			if (rc != 0) {
-				snprintf(err, errlen, "seccomp rule socket: %s", strerror(-rc));
-				return -1;
-			}
+			if (rc != 0)
+				return scf_rule_failed("socket", rc, err, errlen);
 		}
 	}
 	/* netlink route sockets only raw-typed: glibc's if_nametoindex/getifaddrs use
@@ -350,42 +319,28 @@ filter_build(scmp_filter_ctx ctx, char *err, size_t errlen)
 	    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)AF_NETLINK, 0),
 	    SCMP_A1(SCMP_CMP_MASKED_EQ, SOCK_TYPE_MASK_KERNEL, (scmp_datum_t)SOCK_RAW),
 	    SCMP_A2(SCMP_CMP_EQ, 0 /* NETLINK_ROUTE */, 0));
-	if (rc != 0) {
-		snprintf(err, errlen, "seccomp rule netlink: %s", strerror(-rc));
-		return -1;
-	}
+	if (rc != 0)
+		return scf_rule_failed("netlink", rc, err, errlen);
 	return 0;
 }
 
 int
 sandbox_egressd_filter(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
-	int rc;
+	/* An allow list. The decision-log writer thread (and any GSS thread) already runs:
+	 * every thread gets the filter, or none does. */
+	static const struct scf_spec spec = { .default_action = SCMP_ACT_ERRNO(EPERM),
+		.tsync = true };
+	scmp_filter_ctx ctx = scf_new(&spec, err, errlen);
 
-	if (ctx == NULL) {
-		snprintf(err, errlen, "seccomp_init failed");
+	if (ctx == NULL)
 		return -1;
-	}
-	/* The decision-log writer thread (and any GSS thread) already runs: every thread
-	 * gets the filter, or none does. */
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-	if (rc != 0) {
-		snprintf(err, errlen, "seccomp TSYNC: %s", strerror(-rc));
-		seccomp_release(ctx);
-		return -1;
-	}
 	if (filter_build(ctx, err, errlen) != 0) {
 		seccomp_release(ctx);
 		return -1;
 	}
-	rc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	if (rc != 0) {
-		snprintf(err, errlen, "seccomp_load: %s%s", strerror(-rc),
-		    rc == -EACCES ? " (no_new_privs is not set)" : "");
+	if (scf_load(ctx, err, errlen) != 0)
 		return -1;
-	}
 	if (!sandbox_egressd_filtered()) {
 		snprintf(err, errlen, "seccomp filter not in effect after loading it");
 		return -1;
@@ -439,11 +394,7 @@ read_status(char *buf, size_t len)
 bool
 sandbox_egressd_filtered(void)
 {
-	char buf[4096], v[32];
-
-	if (read_status(buf, sizeof(buf)) != 0)
-		return false;
-	return status_field(buf, "Seccomp", v, sizeof(v)) != NULL && strcmp(v, "2") == 0;
+	return scf_active();
 }
 
 int

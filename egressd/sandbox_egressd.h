@@ -1,5 +1,6 @@
 /*
- * sandbox_egressd - egressd's own least privilege (issue 10), applied once, after start-up.
+ * sandbox_egressd - egressd's own least privilege (docs/SECURITY.md, "Privilege design:
+ * egressd"), applied once, after start-up.
  *
  * Owns: dropping egressd to a dedicated unprivileged user with no capabilities, and
  * egressd's seccomp allow-list (the system calls it uses, each with its reason, in

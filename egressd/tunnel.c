@@ -1,6 +1,8 @@
 /*
  * tunnel.c - two pumps (client->upstream, upstream->client) over raw non-blocking fds,
- * each through a pooled pipe (splice) or a bounded buffer (copy).
+ * each through a pooled pipe (splice) or a bounded buffer (copy). Moving bytes only: the
+ * HTTP/1.1 exchange of the forwarding mode (response heads, body framing, keep-alive,
+ * the retry) is relay_http.c.
  */
 #define _GNU_SOURCE
 #include "egressd/tunnel.h"
@@ -20,8 +22,8 @@
 #include "common/util.h"
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
+#include "egressd/tunnel_int.h"
 
-#define TUNNEL_BUF      16384
 #define TUNNEL_SPLICE   65536
 #define TUNNEL_ROUNDS   16      /* I/O rounds per callback before yielding to the loop */
 
@@ -113,71 +115,7 @@ pipe_put(struct pipe_pool *p, int fds[2], bool empty)
 
 /* ---- tunnel ---- */
 
-struct tunnel;
-
-struct dir {
-	struct tunnel *t;
-	bool up;                    /* client -> upstream */
-	int src, dst;
-	struct event *rev, *wev;
-	bool use_pipe;
-	int pipe[2];
-	size_t inpipe;
-	char *buf;                  /* copy buffer / pending bytes */
-	size_t nocount;             /* leading bytes that are egressd's own (the 200 line):
-	                               not bytes the destination sent, so not counted */
-	size_t boff, blen, bcap;
-	bool eof, done;
-	uint64_t bytes;
-	/* http request body framing (client -> upstream) */
-	int body;
-	uint64_t body_left;
-	struct http_chunked ch;
-	/* http response head (upstream -> client) */
-	bool want_head;
-	char *head;
-	size_t headlen;
-	/* http response body framing (upstream -> client, issue 7) */
-	int rbody;                  /* RB_* */
-	uint64_t rleft;
-	struct http_chunked rch;
-	bool resp_done;             /* the whole response is in buf (or was written) */
-	bool final_started;         /* a final response head was queued for the client */
-};
-
-enum { RB_NONE = HTTP_RESP_NONE, RB_LENGTH = HTTP_RESP_LENGTH, RB_CHUNKED = HTTP_RESP_CHUNKED,
-	RB_CLOSE = HTTP_RESP_CLOSE };
-
-struct tunnel {
-	struct event_base *base;
-	struct pipe_pool *pool;
-	int cfd, ufd;
-	struct dir d[2];            /* 0: client->upstream, 1: upstream->client */
-	struct event *timer;
-	struct tunnel_opts o;
-	uint64_t start_ms, last_ms;
-	tunnel_done_cb cb;
-	void *arg;
-	enum reason first_close;
-	bool closing;
-	bool over_budget;
-	bool keep;                  /* the final response may leave the client connection open */
-	bool keep_cfd;              /* hand the client socket back instead of closing it */
-	bool keep_ufd;              /* ... and the upstream socket (keep_upstream) */
-	bool resp_reusable;         /* HTTP/1.1 final response without Connection: close */
-	bool up_dirty;              /* the origin sent bytes after the framed response */
-	bool up_any;                /* the origin sent at least one byte on this socket */
-	bool retried;               /* the one retry on a fresh connection was made */
-	char *rhead;                /* the forwarded head, kept for that retry */
-	size_t nrhead;
-	bool client_eof;
-	char *refusal;              /* on_response's refusal, sent instead of the response */
-	size_t nrefusal;
-};
-
 static void dir_run(struct dir *d);
-static void ev_read(evutil_socket_t fd, short what, void *arg);
-static void ev_write(evutil_socket_t fd, short what, void *arg);
 
 static void
 tunnel_free(struct tunnel *t)
@@ -219,7 +157,7 @@ tunnel_free(struct tunnel *t)
 	free(t);
 }
 
-static void
+void
 tunnel_end(struct tunnel *t, enum reason why)
 {
 	if (t->closing)
@@ -394,8 +332,8 @@ flush_pipe(struct dir *d)
 	return 1;
 }
 
-static bool
-ensure_buf(struct dir *d, size_t cap)
+bool
+tunnel_dir_reserve(struct dir *d, size_t cap)
 {
 	if (d->bcap >= cap)
 		return true;
@@ -407,243 +345,13 @@ ensure_buf(struct dir *d, size_t cap)
 	return true;
 }
 
-/* How many of n response bytes belong to the body; sets resp_done at its end. -1: bad
- * chunked framing. */
-static long
-frame_body(struct dir *d, const char *p, size_t n)
-{
-	bool done = false;
-	long k;
-
-	switch (d->rbody) {
-	case RB_NONE:
-		d->resp_done = true;
-		if (n > 0)
-			d->t->up_dirty = true;
-		return 0;
-	case RB_LENGTH:
-		if (n > d->rleft) {
-			n = (size_t)d->rleft;
-			d->t->up_dirty = true;
-		}
-		d->rleft -= n;
-		if (d->rleft == 0)
-			d->resp_done = true;
-		return (long)n;
-	case RB_CHUNKED:
-		k = http_chunked_feed(&d->rch, p, n, &done);
-		if (k >= 0 && done)
-			d->resp_done = true;
-		if (k >= 0 && (size_t)k < n)
-			d->t->up_dirty = true;
-		return k;
-	default:
-		return (long)n;
-	}
-}
-
-/* Response head handling (HTTP mode, upstream->client): accumulate, check, pass interim
- * heads on, judge the final one (on_response), rebuild it, frame what follows. */
-static int
-take_head(struct dir *d, const char *p, size_t n, enum reason *why)
-{
-	struct tunnel *t = d->t;
-	struct httpresp r;
-	long li;
-
-	/* room for a whole head plus one read: no byte of a recv is ever dropped */
-	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1)) ==
-	    NULL) {
-		*why = REASON_INTERNAL_ERROR;
-		return -1;
-	}
-	if (n > EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1 - d->headlen) {
-		*why = REASON_RESPONSE_TOO_LARGE;
-		return -1;
-	}
-	memcpy(d->head + d->headlen, p, n);
-	d->headlen += n;
-	for (;;) {
-		size_t head_len = 0;
-		int status = 0, kind = RB_NONE;
-		uint64_t blen = 0;
-		switch (http_check_response(d->head, d->headlen, &head_len, &status, why)) {
-		case HTTP_PARSE_INCOMPLETE:
-			return 0;
-		case HTTP_PARSE_ERROR:
-			return -1;
-		case HTTP_PARSE_OK:
-			break;
-		}
-		if (status == 407 && t->o.via_proxy) {
-			*why = t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
-			    REASON_UPSTREAM_AUTH_REQUIRED;
-			return -1;
-		}
-		if (httpresp_parse(d->head, head_len, 0, &r) != HTTPRESP_OK || status == 101) {
-			*why = REASON_BAD_RESPONSE;
-			return -1;
-		}
-		bool interim = status < 200;
-		if (!interim) {
-			enum http_resp_body rb;
-			if (http_response_framing(&r, t->o.head_request, &rb, &blen) != 0) {
-				*why = REASON_BAD_RESPONSE;
-				return -1;
-			}
-			kind = (int)rb;
-			if (t->o.on_response != NULL) {
-				char ref[TUNNEL_REFUSAL_MAX];
-				size_t nref = 0;
-				enum reason rr = t->o.on_response(&r, ref, &nref, t->arg);
-				if (rr != REASON_ALLOWED) {
-					if (nref > 0 && nref <= sizeof(ref) &&
-					    (t->refusal = malloc(nref)) != NULL) {
-						memcpy(t->refusal, ref, nref);
-						t->nrefusal = nref;
-					}
-					*why = rr;
-					return -1;
-				}
-			}
-		}
-		bool keep = !interim && t->o.keep_client && kind != RB_CLOSE;
-		size_t rest = d->headlen - head_len;
-		if (!ensure_buf(d, d->blen + EGRESS_RESPONSE_HEAD_MAX + 512 + rest)) {
-			*why = REASON_INTERNAL_ERROR;
-			return -1;
-		}
-		size_t m = http_build_client_response(&r, keep, d->buf + d->blen,
-		    d->bcap - d->blen - rest);
-		if (m == 0) {
-			*why = REASON_RESPONSE_TOO_LARGE;
-			return -1;
-		}
-		d->blen += m;
-		if (interim) {
-			memmove(d->head, d->head + head_len, rest);
-			d->headlen = rest;
-			if (rest == 0)
-				return 0;
-			continue;
-		}
-		d->final_started = true;
-		d->want_head = false;
-		t->keep = keep;
-		t->resp_reusable = r.minor == 1;
-		for (size_t i = 0; (li = httpresp_find(&r, "connection", i)) >= 0; i++)
-			if (httpresp_value_has_token(r.headers[li].value, r.headers[li].value_len,
-			    "close"))
-				t->resp_reusable = false;
-		d->rbody = kind;
-		d->rleft = blen;
-		http_chunked_init(&d->rch);
-		long k = frame_body(d, d->head + head_len, rest);
-		if (k < 0) {
-			*why = REASON_BAD_RESPONSE;
-			return -1;
-		}
-		memcpy(d->buf + d->blen, d->head + head_len, (size_t)k);
-		d->blen += (size_t)k;
-		free(d->head);
-		d->head = NULL;
-		d->headlen = 0;
-		return 1;
-	}
-}
-
-/* The response was delivered: the exchange is over. The client connection stays open
- * only when it can carry another request: keep-alive asked for, the response framed and
- * the whole request body forwarded. */
-static void
-response_delivered(struct tunnel *t)
-{
-	struct dir *c2u = &t->d[0];
-
-	bool sent = c2u->body == 0 && c2u->boff == c2u->blen && c2u->inpipe == 0;
-
-	if (t->keep && !t->client_eof && sent) {
-		t->keep_cfd = true;
-		if (t->o.client_kept != NULL)
-			*t->o.client_kept = true;
-	}
-	if (t->o.keep_upstream && t->resp_reusable && !t->up_dirty && sent &&
-	    t->d[1].rbody != RB_CLOSE) {
-		t->keep_ufd = true;
-		if (t->o.upstream_kept_fd != NULL)
-			*t->o.upstream_kept_fd = t->ufd;
-	}
-	tunnel_end(t, REASON_CLOSE_UPSTREAM);
-}
-
-/*
- * The reused upstream socket failed before the origin said anything: it closed the idle
- * connection as egressd reused it (a race no client can avoid). The request has no body,
- * so the forwarded head still in the client->upstream buffer is the whole request: send
- * it once more on a fresh connection to the same pinned address. False when that is not
- * allowed or not possible (the caller fails as before).
- */
-static bool
-retry_fresh(struct tunnel *t)
-{
-	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
-	struct event *rev, *wev;
-	int fd;
-
-	if (t->o.retry_salen == 0 || t->retried || t->up_any || t->closing ||
-	    t->o.req_body != 0 || c2u->body != 0 || u2c->final_started || u2c->headlen != 0 ||
-	    t->rhead == NULL || !ensure_buf(c2u, t->nrhead))
-		return false;
-	t->retried = true;
-	fd = socket(t->o.retry_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	if (connect(fd, (const struct sockaddr *)&t->o.retry_sa, t->o.retry_salen) != 0 &&
-	    errno != EINPROGRESS) {
-		close(fd);
-		return false;
-	}
-	rev = event_new(t->base, fd, EV_READ, ev_read, u2c);
-	wev = event_new(t->base, fd, EV_WRITE, ev_write, c2u);
-	if (rev == NULL || wev == NULL) {
-		if (rev != NULL)
-			event_free(rev);
-		if (wev != NULL)
-			event_free(wev);
-		close(fd);
-		return false;
-	}
-	log_debug("tunnel: reused upstream connection closed before any response byte; "
-	    "retrying the request once on a fresh connection to the same pinned address");
-	event_free(u2c->rev);
-	event_free(c2u->wev);
-	u2c->rev = rev;
-	c2u->wev = wev;
-	close(t->ufd);
-	t->ufd = fd;
-	u2c->src = fd;
-	c2u->dst = fd;
-	if (t->o.retried != NULL)
-		*t->o.retried = true;
-	memcpy(c2u->buf, t->rhead, t->nrhead);  /* the whole head again */
-	c2u->boff = 0;
-	c2u->blen = t->nrhead;
-	c2u->done = false;
-	c2u->eof = false;
-	u2c->eof = false;
-	u2c->done = false;
-	t->last_ms = mono_msec();
-	event_add(c2u->wev, NULL);  /* writable once connected */
-	event_add(u2c->rev, NULL);
-	return true;
-}
-
 static void
 dir_fail(struct dir *d, enum reason why)
 {
 	struct tunnel *t = d->t;
 
-	if ((why == REASON_UPSTREAM_RESET || why == REASON_CLOSE_UPSTREAM) && retry_fresh(t))
+	if ((why == REASON_UPSTREAM_RESET || why == REASON_CLOSE_UPSTREAM) &&
+	    relay_http_retry_fresh(t))
 		return;
 	/* the fresh connection failed too, before any response: the origin is unreachable
 	 * now, as the first failure said */
@@ -700,7 +408,7 @@ dir_run(struct dir *d)
 			return;
 		}
 		if (!d->up && t->o.http && d->resp_done) {
-			response_delivered(t);
+			relay_http_delivered(t);
 			return;
 		}
 		if (d->up && t->o.http && d->body == 0) {
@@ -739,7 +447,7 @@ dir_run(struct dir *d)
 			d->inpipe = (size_t)n;
 			continue;
 		}
-		if (!ensure_buf(d, TUNNEL_BUF)) {
+		if (!tunnel_dir_reserve(d, TUNNEL_BUF)) {
 			dir_fail(d, REASON_CLOSE_ERROR);
 			return;
 		}
@@ -801,13 +509,13 @@ dir_run(struct dir *d)
 			char tmp[TUNNEL_BUF];
 			memcpy(tmp, d->buf, (size_t)n);
 			d->blen = 0;
-			r = take_head(d, tmp, (size_t)n, &why);
+			r = relay_http_take_head(d, tmp, (size_t)n, &why);
 			if (r < 0) {
 				dir_fail(d, why);
 				return;
 			}
 		} else if (!d->up && t->o.http) {
-			long k = frame_body(d, d->buf, (size_t)n);
+			long k = relay_http_frame_body(d, d->buf, (size_t)n);
 			if (k < 0) {
 				dir_fail(d, REASON_BAD_RESPONSE);
 				return;
@@ -819,14 +527,14 @@ dir_run(struct dir *d)
 	event_active(d->rev, EV_READ, 0);
 }
 
-static void
-ev_read(evutil_socket_t fd, short what, void *arg)
+void
+tunnel_ev_read(evutil_socket_t fd, short what, void *arg)
 {
 	dir_run(arg);
 }
 
-static void
-ev_write(evutil_socket_t fd, short what, void *arg)
+void
+tunnel_ev_write(evutil_socket_t fd, short what, void *arg)
 {
 	dir_run(arg);
 }
@@ -867,14 +575,14 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		d->dst = i == 0 ? ufd : cfd;
 		d->pipe[0] = d->pipe[1] = -1;
 		d->use_pipe = t->o.splice;
-		d->rev = event_new(base, d->src, EV_READ, ev_read, d);
-		d->wev = event_new(base, d->dst, EV_WRITE, ev_write, d);
+		d->rev = event_new(base, d->src, EV_READ, tunnel_ev_read, d);
+		d->wev = event_new(base, d->dst, EV_WRITE, tunnel_ev_write, d);
 		if (d->rev == NULL || d->wev == NULL)
 			goto fail;
 		if (npre > 0) {
 			/* exactly what is pre-sent (the 39-byte 200 line): an idle spliced tunnel
 			 * should not hold a 16 KiB copy buffer it never uses */
-			if (!ensure_buf(d, npre))
+			if (!tunnel_dir_reserve(d, npre))
 				goto fail;
 			memcpy(d->buf, pre, npre);
 			d->blen = npre;
@@ -919,7 +627,7 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		}
 	}
 	if (npending > 0) {
-		if (!ensure_buf(c2u, c2u->blen + npending > TUNNEL_BUF ? c2u->blen + npending :
+		if (!tunnel_dir_reserve(c2u, c2u->blen + npending > TUNNEL_BUF ? c2u->blen + npending :
 		    TUNNEL_BUF))
 			goto fail;
 		memcpy(c2u->buf + c2u->blen, pending, npending);

@@ -71,9 +71,10 @@ struct tunnel_opts {
 	bool via_proxy;
 	bool proxy_auth_sent;
 	/*
-	 * Issue 7. The response is framed (RFC 9112 6.3): no body for HEAD, 1xx, 204 and 304;
-	 * Content-Length; chunked (framed by http_chunked_feed, passed unchanged); otherwise
-	 * until the origin closes. A response with both Transfer-Encoding and Content-Length,
+	 * docs/redirects.md ("HTTP/1.1 forwarding"), egressd/relay_http.c. The response is
+	 * framed (RFC 9112 6.3): no body for HEAD, 1xx, 204 and 304; Content-Length;
+	 * chunked (framed by http_chunked_feed, passed unchanged); otherwise until the
+	 * origin closes. A response with both Transfer-Encoding and Content-Length,
 	 * differing Content-Lengths or chunked not last is 502 bad_response; 101 too (no
 	 * upgrade is ever forwarded). 1xx interim heads (100 Continue for Expect) are rebuilt
 	 * and passed on, then the final head is awaited. Every head is rebuilt by

@@ -1,5 +1,6 @@
 /*
- * upool - idle upstream connections kept for reuse by plain-HTTP forwarding (issue 7).
+ * upool - idle upstream connections kept for reuse by plain-HTTP forwarding
+ * (docs/redirects.md, "HTTP/1.1 forwarding").
  *
  * Owns: every parked socket and its watch event (upool_free closes them; accepts NULL).
  * Callers: egressd/session only (direct route, absolute-form HTTP). Single-threaded.

@@ -15,6 +15,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/connector.h"
 #include "egressd/gssauth.h"
 #include "egressd/httpresp.h"
 #include "egressd/resolve.h"
@@ -42,8 +43,9 @@ struct upstream_req {
 	struct resolve_req *rreq;
 	struct gss_req *greq;
 	struct tlsbridge *tb;
+	struct connector *conn;       /* connecting to the proxy's addresses */
 	struct addr addrs[EGRESS_DNS_ADDRS_MAX];
-	size_t naddrs, next_addr;
+	size_t naddrs;
 	uint64_t start_us;
 	/* outgoing bytes of the current step */
 	uint8_t out[EGRESS_REQUEST_HEAD_MAX];
@@ -63,7 +65,7 @@ struct upstream_req {
 };
 
 static void step_send(struct upstream_req *u);
-static void connect_next(struct upstream_req *u);
+static void connect_proxy(struct upstream_req *u);
 
 size_t
 upstream_connect_head(const char *target_name, const struct addr *target_addr, uint16_t port,
@@ -105,6 +107,8 @@ cleanup(struct upstream_req *u)
 		event_free(u->later);
 		u->later = NULL;
 	}
+	connector_free(u->conn);
+	u->conn = NULL;
 	if (u->rreq) {
 		resolve_cancel(u->rreq);
 		u->rreq = NULL;
@@ -737,67 +741,63 @@ on_tls(int app_fd, const char *err, void *arg)
 	begin_protocol(u);
 }
 
+/* One of the proxy's addresses failed; the record names the address being tried (the
+ * next one, one at a time), as it did before the connector took over. */
 static void
-on_connected(evutil_socket_t fd, short what, void *arg)
+proxy_addr_failed(size_t idx, int err, void *arg)
 {
 	struct upstream_req *u = arg;
-	int err = 0;
-	socklen_t el = sizeof(err);
+	char a[EGRESS_ADDRSTR_MAX];
 
-	(void)what;
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-		err = errno;
-	if (err != 0) {
-		char a[EGRESS_ADDRSTR_MAX];
-		log_info("proxy %s at %s: %s", u->p.via->proxy.name,
-		    addr_to_str(&u->res.proxy_addr, a, sizeof(a)), strerror(err));
-		close(u->fd);
-		u->fd = -1;
-		connect_next(u);
+	log_info("proxy %s at %s: %s", u->p.via->proxy.name,
+	    addr_to_str(&u->addrs[idx], a, sizeof(a)), strerror(err));
+	u->res.proxy_addr = u->addrs[idx + 1 < u->naddrs ? idx + 1 : idx];
+	u->res.have_proxy_addr = true;
+}
+
+static void
+proxy_connected(const struct connector_result *r, void *arg)
+{
+	struct upstream_req *u = arg;
+
+	u->conn = NULL;                 /* it frees itself */
+	if (r->fd < 0) {
+		if (r->local_error)
+			finish(u, REASON_INTERNAL_ERROR, false, "socket: %s", strerror(r->err));
+		else
+			finish(u, REASON_PROXY_UNREACHABLE, true, "cannot connect to the proxy %s",
+			    u->p.via->proxy.name);
 		return;
 	}
-	event_free(u->ev);
-	u->ev = NULL;
+	u->res.proxy_addr = u->addrs[r->idx];
+	u->res.have_proxy_addr = true;
 	if (u->p.via->kind == PROXY_HTTPS) {
-		int sfd = u->fd;
-		u->fd = -1;
 		u->st = UP_TLS;
-		u->tb = tlsbridge_new(u->base, sfd, u->p.tls, &u->p.via->proxy, on_tls, u);
+		u->tb = tlsbridge_new(u->base, r->fd, u->p.tls, &u->p.via->proxy, on_tls, u);
 		if (u->tb == NULL)
 			finish(u, REASON_PROXY_TLS_FAILED, true, "cannot set up TLS to the proxy");
 		return;
 	}
+	u->fd = r->fd;
 	begin_protocol(u);
 }
 
+/* The proxy's addresses one at a time (egressd/connector), within the request's deadline
+ * (on_deadline). Route infrastructure: no address-class check. */
 static void
-connect_next(struct upstream_req *u)
+connect_proxy(struct upstream_req *u)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
+	static const struct connector_opts one_at_a_time = { .max_inflight = 1 };
 
 	u->st = UP_CONNECT;
-	if (u->next_addr >= u->naddrs) {
-		finish(u, REASON_PROXY_UNREACHABLE, true, "cannot connect to the proxy %s",
-		    u->p.via->proxy.name);
-		return;
+	if (u->naddrs > 0) {
+		u->res.proxy_addr = u->addrs[0];
+		u->res.have_proxy_addr = true;
 	}
-	u->res.proxy_addr = u->addrs[u->next_addr];
-	u->res.have_proxy_addr = true;
-	sl = addr_to_sockaddr(&u->addrs[u->next_addr], u->p.via->proxy.port, &ss);
-	u->next_addr++;
-	u->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (u->fd < 0) {
-		finish(u, REASON_INTERNAL_ERROR, false, "socket: %s", strerror(errno));
-		return;
-	}
-	if (connect(u->fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-		close(u->fd);
-		u->fd = -1;
-		connect_next(u);
-		return;
-	}
-	arm(u, EV_WRITE, on_connected);
+	u->conn = connector_start(u->base, u->addrs, u->naddrs, u->p.via->proxy.port,
+	    &one_at_a_time, proxy_connected, proxy_addr_failed, u);
+	if (u->conn == NULL)
+		finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
 }
 
 static void
@@ -815,8 +815,7 @@ on_proxy_resolved(const struct resolve_answer *ans, void *arg)
 	 * addresses); the address used is reported for the log. */
 	u->naddrs = ans->naddrs;
 	memcpy(u->addrs, ans->addrs, ans->naddrs * sizeof(ans->addrs[0]));
-	u->next_addr = 0;
-	connect_next(u);
+	connect_proxy(u);
 }
 
 static void
@@ -847,7 +846,7 @@ on_later(evutil_socket_t fd, short what, void *arg)
 	if (u->p.via->proxy.kind != HOST_NAME) {
 		u->addrs[0] = u->p.via->proxy.addr;
 		u->naddrs = 1;
-		connect_next(u);
+		connect_proxy(u);
 		return;
 	}
 	u->rreq = resolver_lookup(u->p.res, u->p.via->proxy.name, on_proxy_resolved, u);

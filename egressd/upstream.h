@@ -32,7 +32,7 @@
 #include "common/addr.h"
 #include "common/reasons.h"
 #include "egressd/proxycreds.h"
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 
 struct event_base;
 struct resolver;

@@ -369,8 +369,7 @@ artifacts_write_decisions(const char *out_dir, const char *decisions_path,
 	struct bbuf b = { .max = EGRESS_DECISIONS_ARTIFACT_MAX };
 	FILE *f;
 	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	size_t n;
 	bool cut = false;
 	int rc;
 
@@ -381,17 +380,20 @@ artifacts_write_decisions(const char *out_dir, const char *decisions_path,
 		snprintf(err, errlen, "decision log %s: %s", decisions_path, strerror(errno));
 		return -1;
 	}
-	while ((n = getline(&line, &cap, f)) > 0) {
-		/* A record longer than the log's own maximum is not one of ours. */
-		if ((size_t)n > EGRESS_LOG_RECORD_MAX + 1)
+	line = malloc(EGRESS_LOG_RECORD_MAX + 1);
+	if (line == NULL) {
+		fclose(f);
+		snprintf(err, errlen, "decisions: out of memory");
+		return -1;
+	}
+	/* 1: a line, 2: a last line without newline, -1: longer than the log's own maximum
+	 * (not one of ours: skipped), 0: end, -2: read error (ends the copy, as at EOF). */
+	while ((rc = line_read(f, line, EGRESS_LOG_RECORD_MAX, &n)) != 0 && rc != -2) {
+		if (rc < 0 || n == 0)
 			continue;
-		if (!record_matches(line, (size_t)n, principal, grant_id))
+		if (!record_matches(line, n, principal, grant_id))
 			continue;
-		if (bbuf_add(&b, line, (size_t)n) != 0) {
-			cut = !b.oom;
-			break;
-		}
-		if (line[n - 1] != '\n' && bbuf_add(&b, "\n", 1) != 0) {
+		if (bbuf_add(&b, line, n) != 0 || bbuf_add(&b, "\n", 1) != 0) {
 			cut = !b.oom;
 			break;
 		}

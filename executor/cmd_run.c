@@ -253,20 +253,6 @@ run_result_json(const struct sandbox_result *r, bool with_upper)
 	return o;
 }
 
-static void
-run_write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 static int
 run_copy_file(const char *src, const char *dst)
 {
@@ -282,7 +268,7 @@ run_copy_file(const char *src, const char *dst)
 		return -1;
 	}
 	while ((n = read(in, buf, sizeof(buf))) > 0)
-		run_write_all(out, buf, (size_t)n);
+		(void)write_all(out, buf, (size_t)n);
 	close(in);
 	close(out);
 	return 0;
@@ -713,9 +699,9 @@ cmd_run(int argc, char **argv)
 
 	rc = sandbox_run(&spec, &res);
 	if (res.out_len)
-		run_write_all(1, res.out, res.out_len);
+		(void)write_all(1, res.out, res.out_len);
 	if (res.err_len)
-		run_write_all(2, res.err, res.err_len);
+		(void)write_all(2, res.err, res.err_len);
 	if (out) {
 		collected = run_collect_out(&res, run_dir, out) == 0;
 	}

@@ -34,6 +34,7 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/scfilter.h"
 #include "common/util.h"
 #include "executor/sandbox.h"
 
@@ -278,41 +279,25 @@ cfilter_add(scmp_filter_ctx ctx, const struct cfilter_entry *e, int nr, uint64_t
 static int
 cfilter_install(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	/* A deny list; another architecture's calls kill (common/scfilter). */
+	static const struct scf_spec spec = { .default_action = SCMP_ACT_ALLOW,
+		.badarch_kill = true };
+	scmp_filter_ctx ctx = scf_new(&spec, err, errlen);
 	uint64_t self = (uint64_t)getpid();
 	int rc;
 
-	if (ctx == NULL) {
-		snprintf(err, errlen, "seccomp_init failed");
+	if (ctx == NULL)
 		return -1;
-	}
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	if (rc != 0) {
-		snprintf(err, errlen, "seccomp attributes: %s", strerror(-rc));
-		seccomp_release(ctx);
-		return -1;
-	}
 	for (size_t i = 0; i < EGRESS_NELEM(CFILTER); i++) {
-		int nr = seccomp_syscall_resolve_name(CFILTER[i].syscall);
-		/* newer than libseccomp 2.5.4's table: by its (all-architecture) number */
-		if (nr == __NR_SCMP_ERROR && strcmp(CFILTER[i].syscall, "fchmodat2") == 0)
-			nr = 452;
-		if (nr == __NR_SCMP_ERROR)
+		int nr = scf_resolve(CFILTER[i].syscall);
+		if (nr < 0)
 			continue;   /* not a system call here: nothing to call */
 		if ((rc = cfilter_add(ctx, &CFILTER[i], nr, self)) != 0) {
-			snprintf(err, errlen, "seccomp rule for %s: %s", CFILTER[i].syscall,
-			    strerror(-rc));
 			seccomp_release(ctx);
-			return -1;
+			return scf_rule_failed(CFILTER[i].syscall, rc, err, errlen);
 		}
 	}
-	rc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	if (rc != 0) {
-		snprintf(err, errlen, "seccomp_load: %s", strerror(-rc));
-		return -1;
-	}
-	return 0;
+	return scf_load(ctx, err, errlen);
 }
 
 /* ------------------------------------------------------------------ the child */

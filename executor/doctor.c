@@ -21,6 +21,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/ctlclient.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "executor/attest.h"
@@ -304,7 +305,7 @@ doctor_route(struct doctor *d, const char *url, const char *const *settings)
 			    "private egressd: %s", err);
 		} else {
 			req = json_pack("{s:s, s:s}", "op", "route", "url", url);
-			if (req != NULL && egressd_request(e.sock, req, &rep, 15000, err,
+			if (req != NULL && ctlclient_request(e.sock, req, -1, &rep, 15000, err,
 			    sizeof(err)) == 0) {
 				const char *st = json_string_value(json_object_get(rep, "status"));
 				const char *pac = json_string_value(json_object_get(rep, "pac"));

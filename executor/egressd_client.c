@@ -22,33 +22,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/ctlclient.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "executor/hostroute.h"
 
 extern char **environ;
-
-static int ec_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-ec_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
-{
-	va_list ap;
-	size_t n;
-
-	if (err == NULL || errlen == 0)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	if (saved_errno) {
-		n = strlen(err);
-		if (n < errlen)
-			snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
-	}
-	return -1;
-}
 
 bool
 egressd_grant_id_valid(const char *s)
@@ -80,165 +59,6 @@ egressd_setting_valid(const char *kv)
 	return strlen(kv) < EGRESS_CONF_LINE_MAX;
 }
 
-static int
-ec_wait(int fd, short ev, uint64_t deadline)
-{
-	for (;;) {
-		uint64_t now = mono_msec();
-		struct pollfd p = { fd, ev, 0 };
-		int r;
-
-		if (now >= deadline) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		r = poll(&p, 1, (int)(deadline - now));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		return 0;
-	}
-}
-
-/* Send buf (n bytes); the first chunk carries pass_fd (SCM_RIGHTS) when it is >= 0. */
-static int
-ec_send(int fd, const char *buf, size_t n, int pass_fd, uint64_t deadline)
-{
-	size_t off = 0;
-
-	while (off < n) {
-		ssize_t w;
-
-		if (ec_wait(fd, POLLOUT, deadline) < 0)
-			return -1;
-		if (pass_fd >= 0) {
-			union {
-				struct cmsghdr h;
-				char b[CMSG_SPACE(sizeof(int))];
-			} cbuf;
-			struct iovec iov = { (void *)(uintptr_t)buf, n };
-			struct msghdr mh;
-			struct cmsghdr *cm;
-
-			memset(&cbuf, 0, sizeof(cbuf));
-			memset(&mh, 0, sizeof(mh));
-			mh.msg_iov = &iov;
-			mh.msg_iovlen = 1;
-			mh.msg_control = cbuf.b;
-			mh.msg_controllen = sizeof(cbuf.b);
-			cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-			w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-			if (w > 0)
-				pass_fd = -1;   /* the fd went with the first bytes */
-		} else
-			w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
-		if (w < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (w < 0)
-			return -1;
-		off += (size_t)w;
-	}
-	return 0;
-}
-
-int
-egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned timeout_ms,
-    char *err, size_t errlen)
-{
-	return egressd_request_fd(sock_path, req, -1, reply, timeout_ms, err, errlen);
-}
-
-int
-egressd_request_fd(const char *sock_path, json_t *req, int pass_fd, json_t **reply,
-    unsigned timeout_ms, char *err, size_t errlen)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	uint64_t deadline = mono_msec() + (timeout_ms ? timeout_ms : EGRESSD_CLIENT_TIMEOUT_MS);
-	_cleanup_free_ char *line = NULL, *in = NULL;
-	_cleanup_fd_ int fd = -1;
-	size_t len, inlen = 0;
-	json_error_t jerr;
-	int soerr = 0;
-	socklen_t sl = sizeof(soerr);
-
-	*reply = NULL;
-	if (sock_path == NULL || strlen(sock_path) >= sizeof(sun.sun_path))
-		return ec_err(err, errlen, 0, "control socket path too long");
-	memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
-	line = json_dumps(req, JSON_COMPACT);
-	if (line == NULL)
-		return ec_err(err, errlen, ENOMEM, "encode request");
-	len = strlen(line);
-	if (len + 1 > EGRESS_CONTROL_LINE_MAX)
-		return ec_err(err, errlen, 0, "request too long");
-	{
-		char *nl = realloc(line, len + 2);
-		if (nl == NULL)
-			return ec_err(err, errlen, ENOMEM, "encode request");
-		line = nl;
-		line[len++] = '\n';
-		line[len] = '\0';
-	}
-
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return ec_err(err, errlen, errno, "socket");
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		if (errno != EINPROGRESS && errno != EAGAIN)
-			return ec_err(err, errlen, errno, "connect %s", sock_path);
-		if (ec_wait(fd, POLLOUT, deadline) < 0)
-			return ec_err(err, errlen, errno, "connect %s", sock_path);
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr)
-			return ec_err(err, errlen, soerr, "connect %s", sock_path);
-	}
-	/* Send the line and its newline (with the fd, if one is passed). */
-	if (ec_send(fd, line, len, pass_fd, deadline) < 0)
-		return ec_err(err, errlen, errno, "send to %s", sock_path);
-	/* Read one line, bounded: grow as bytes arrive, never past the protocol limit. */
-	in = malloc(EGRESS_CONTROL_LINE_MAX + 1);
-	if (in == NULL)
-		return ec_err(err, errlen, ENOMEM, "reply buffer");
-	for (;;) {
-		ssize_t r;
-		char *nl;
-
-		if (inlen >= EGRESS_CONTROL_LINE_MAX)
-			return ec_err(err, errlen, 0, "reply from %s exceeds %d bytes", sock_path,
-			    EGRESS_CONTROL_LINE_MAX);
-		if (ec_wait(fd, POLLIN, deadline) < 0)
-			return ec_err(err, errlen, errno, "reply from %s", sock_path);
-		r = recv(fd, in + inlen, EGRESS_CONTROL_LINE_MAX - inlen, 0);
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (r < 0)
-			return ec_err(err, errlen, errno, "reply from %s", sock_path);
-		if (r == 0)
-			return ec_err(err, errlen, 0, "egressd closed the control connection");
-		nl = memchr(in + inlen, '\n', (size_t)r);
-		inlen += (size_t)r;
-		if (nl) {
-			inlen = (size_t)(nl - in);
-			break;
-		}
-	}
-	*reply = json_loadb(in, inlen, JSON_REJECT_DUPLICATES, &jerr);
-	if (*reply == NULL || !json_is_object(*reply)) {
-		json_decref(*reply);
-		*reply = NULL;
-		return ec_err(err, errlen, 0, "egressd reply is not a JSON object");
-	}
-	return 0;
-}
-
 /* Turn an {"ok": false, "error": ..., "message": ...} reply into err. */
 static int
 ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
@@ -246,7 +66,7 @@ ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
 	const char *code = json_string_value(json_object_get(reply, "error"));
 	const char *msg = json_string_value(json_object_get(reply, "message"));
 
-	return ec_err(err, errlen, 0, "egressd refused %s: %.64s%s%.200s", what,
+	return errbuf_set(err, errlen, 0, "egressd refused %s: %.64s%s%.200s", what,
 	    code ? code : "unknown", msg ? ": " : "", msg ? msg : "");
 }
 
@@ -269,7 +89,7 @@ egressd_grant_create_fd(const char *sock_path, const char *principal,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
 	if (listen_fd < 0)
-		return ec_err(err, errlen, 0, "no listening socket to pass");
+		return errbuf_set(err, errlen, 0, "no listening socket to pass");
 	return ec_grant_create(sock_path, principal, allow, NULL, listen_fd, ifname, lifetime_s,
 	    grant_id, listen_out, err, errlen);
 }
@@ -285,7 +105,7 @@ ec_grant_create(const char *sock_path, const char *principal, const char *const 
 	int rc = -1;
 
 	if (lifetime_s == 0)
-		return ec_err(err, errlen, 0, "a dynamic grant needs a lifetime");
+		return errbuf_set(err, errlen, 0, "a dynamic grant needs a lifetime");
 	list = json_array();
 	for (size_t i = 0; allow && allow[i]; i++)
 		json_array_append_new(list, json_string(allow[i]));
@@ -301,8 +121,8 @@ ec_grant_create(const char *sock_path, const char *principal, const char *const 
 		req = json_pack("{s:s, s:i, s:o, s:s, s:s}", "op", "grant.create", "id", 1,
 		    "grant", grant, "listen", listen, "interface", ifname);
 	if (req == NULL)
-		return ec_err(err, errlen, ENOMEM, "grant request");
-	if (egressd_request_fd(sock_path, req, listen_fd, &reply, 0, err, errlen) < 0)
+		return errbuf_set(err, errlen, ENOMEM, "grant request");
+	if (ctlclient_request(sock_path, req, listen_fd, &reply, 0, err, errlen) < 0)
 		goto out;
 	if (!json_is_true(json_object_get(reply, "ok"))) {
 		ec_refused(reply, "grant.create", err, errlen);
@@ -311,7 +131,7 @@ ec_grant_create(const char *sock_path, const char *principal, const char *const 
 	gid = json_string_value(json_object_get(reply, "grant_id"));
 	lis = json_string_value(json_object_get(reply, "listen"));
 	if (!egressd_grant_id_valid(gid) || lis == NULL || strlen(lis) > EGRESS_HOSTPORT_MAX) {
-		ec_err(err, errlen, 0, "egressd grant.create reply lacks a valid grant_id/listen");
+		errbuf_set(err, errlen, 0, "egressd grant.create reply lacks a valid grant_id/listen");
 		goto out;
 	}
 	memcpy(grant_id, gid, EGRESSD_GRANT_ID_LEN + 1);
@@ -332,8 +152,8 @@ egressd_grant_revoke(const char *sock_path, const char *grant_id, char *err, siz
 
 	req = json_pack("{s:s, s:s}", "op", "grant.revoke", "grant_id", grant_id);
 	if (req == NULL)
-		return ec_err(err, errlen, ENOMEM, "revoke request");
-	if (egressd_request(sock_path, req, &reply, 0, err, errlen) == 0) {
+		return errbuf_set(err, errlen, ENOMEM, "revoke request");
+	if (ctlclient_request(sock_path, req, -1, &reply, 0, err, errlen) == 0) {
 		code = json_string_value(json_object_get(reply, "error"));
 		if (json_is_true(json_object_get(reply, "ok")) ||
 		    (code && strcmp(code, "unknown_grant") == 0))
@@ -354,8 +174,8 @@ egressd_status(const char *sock_path, json_t **status, char *err, size_t errlen)
 
 	*status = NULL;
 	if (req == NULL)
-		return ec_err(err, errlen, ENOMEM, "status request");
-	rc = egressd_request(sock_path, req, status, 2000, err, errlen);
+		return errbuf_set(err, errlen, ENOMEM, "status request");
+	rc = ctlclient_request(sock_path, req, -1, status, 2000, err, errlen);
 	json_decref(req);
 	if (rc == 0 && !json_is_true(json_object_get(*status, "ok"))) {
 		ec_refused(*status, "status", err, errlen);
@@ -495,22 +315,22 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 
 	memset(e, 0, sizeof(*e));
 	if (egressd_find_binary(bin, sizeof(bin)) < 0)
-		return ec_err(err, errlen, 0, "no egressd binary found (set EGRESS_EGRESSD, or "
+		return errbuf_set(err, errlen, 0, "no egressd binary found (set EGRESS_EGRESSD, or "
 		    "pass --egressd-control for a running one)");
 	if (ec_join(e->sock, dir, "egressd.sock") < 0 || ec_join(e->conf, dir, "egressd.ini") < 0 ||
 	    ec_join(e->decisions, dir, "decisions.jsonl") < 0 ||
 	    ec_join(e->log, dir, "egressd.log") < 0 ||
 	    strlen(e->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return ec_err(err, errlen, 0, "run folder path too long for a control socket");
+		return errbuf_set(err, errlen, 0, "run folder path too long for a control socket");
 	for (size_t i = 0; settings && settings[i]; i++)
 		if (!egressd_setting_valid(settings[i]))
-			return ec_err(err, errlen, 0, "invalid egressd setting (want key=value)");
+			return errbuf_set(err, errlen, 0, "invalid egressd setting (want key=value)");
 
 	fd = open(e->conf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
 		if (fd >= 0)
 			close(fd);
-		return ec_err(err, errlen, errno, "write %s", e->conf);
+		return errbuf_set(err, errlen, errno, "write %s", e->conf);
 	}
 	fprintf(f, "; generated by egress-exec for one run\n[egressd]\n"
 	    "control_socket = %s\ndecision_log = %s\ndrain_timeout = 1s\n",
@@ -557,7 +377,7 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 		hostroute_clear(&h);
 		if (w < 0) {
 			fclose(f);
-			return ec_err(err, errlen, 0, "proxy credentials for the private egressd: %s",
+			return errbuf_set(err, errlen, 0, "proxy credentials for the private egressd: %s",
 			    e2);
 		}
 		if (w > 0) {
@@ -566,15 +386,15 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 		}
 	}
 	if (fclose(f) != 0)
-		return ec_err(err, errlen, errno, "write %s", e->conf);
+		return errbuf_set(err, errlen, errno, "write %s", e->conf);
 
 	logfd = open(e->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (logfd < 0)
-		return ec_err(err, errlen, errno, "open %s", e->log);
+		return errbuf_set(err, errlen, errno, "open %s", e->log);
 	pid = fork();
 	if (pid < 0) {
 		close(logfd);
-		return ec_err(err, errlen, errno, "fork egressd");
+		return errbuf_set(err, errlen, errno, "fork egressd");
 	}
 	if (pid == 0) {
 		int nul = open("/dev/null", O_RDWR);
@@ -603,7 +423,7 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 
 			e->pid = 0;
 			ec_log_tail(e->log, tail, sizeof(tail));
-			return ec_err(err, errlen, 0, "embedded egressd exited at start-up "
+			return errbuf_set(err, errlen, 0, "embedded egressd exited at start-up "
 			    "(status %d): %s", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1, tail);
 		}
 		if (egressd_status(e->sock, &st, NULL, 0) == 0) {
@@ -613,7 +433,7 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 		usleep(50 * 1000);
 	}
 	egressd_embedded_stop(e);
-	return ec_err(err, errlen, 0, "embedded egressd did not answer status within %u ms; "
+	return errbuf_set(err, errlen, 0, "embedded egressd did not answer status within %u ms; "
 	    "see %s", EGRESSD_START_TIMEOUT_MS, e->log);
 }
 

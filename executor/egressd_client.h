@@ -2,8 +2,9 @@
  * egressd_client - egress-exec's side of egressd's control socket (docs/control.md), and
  * the embedded egressd started for one run when no running egressd is configured.
  *
- * Owns: one connection per request (connect, one JSON line out, one bounded JSON line
- * back, close), and the embedded egressd process (its generated config, control socket
+ * Owns: the grant operations egress-exec needs (each one request through
+ * common/ctlclient.h: one connection, one JSON line out, one bounded JSON line back), and
+ * the embedded egressd process (its generated config, control socket
  * and decision log live in the run folder).
  * Callers: executor/sandbox.c (grant.create / grant.revoke around a run),
  * executor/doctor.c (status), executor/attest.c.
@@ -23,23 +24,10 @@
 
 #include "common/limits.h"
 
-#define EGRESSD_CLIENT_TIMEOUT_MS  5000
 #define EGRESSD_RUN_TOP           "/run/egress-exec"   /* where run folders live */
 #define EGRESSD_START_TIMEOUT_MS   10000   /* embedded egressd must answer status by then */
 #define EGRESSD_STOP_TIMEOUT_MS    5000    /* then SIGKILL */
 #define EGRESSD_GRANT_ID_LEN       (2 * EGRESS_GRANT_ID_BYTES)
-
-/*
- * Send req (one JSON object) to the control socket at sock_path and read one reply line.
- * Returns 0 with *reply (new reference) when a well-formed object came back whatever its
- * "ok"; -1 with err on connect/IO/timeout/parse failure.
- */
-int egressd_request(const char *sock_path, json_t *req, json_t **reply, unsigned timeout_ms,
-    char *err, size_t errlen);
-/* The same, passing pass_fd (when >= 0) with the request's first bytes (SCM_RIGHTS); the
- * caller keeps its own copy of the fd and closes it. */
-int egressd_request_fd(const char *sock_path, json_t *req, int pass_fd, json_t **reply,
-    unsigned timeout_ms, char *err, size_t errlen);
 
 /*
  * grant.create for exactly `allow` (NULL-terminated), principal label `principal`, bound to

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 int
 init_status_code(int wstatus)
 {
@@ -19,22 +21,6 @@ init_status_code(int wstatus)
 	if (WIFSIGNALED(wstatus))
 		return 128 + WTERMSIG(wstatus);
 	return 255;
-}
-
-static void
-init_write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
 }
 
 void
@@ -100,7 +86,7 @@ init_run(int (*worker_fn)(void *), void *arg, int status_fd, const int *close_fd
 			break;
 	}
 	if (status_fd >= 0) {
-		init_write_all(status_fd, &wstatus, sizeof(wstatus));
+		(void)write_all(status_fd, &wstatus, sizeof(wstatus));
 		close(status_fd);
 	}
 	/* Leaving pid 1 makes the kernel kill whatever the worker left in the namespace. */

@@ -37,26 +37,6 @@ const char *const mounts_denied_paths[] = {
 	NULL
 };
 
-static int mounts_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-mounts_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
-{
-	va_list ap;
-	size_t n;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	if (saved_errno) {
-		n = strlen(err);
-		if (n < errlen)
-			snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
-	}
-	return -1;
-}
-
 bool
 mounts_relpath_ok(const char *p)
 {
@@ -119,9 +99,9 @@ mounts_bind_ro(const char *src, const char *dst, bool allow_dev, char *err, size
 	if (!allow_dev)
 		fl |= MS_NODEV;
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-		return mounts_err(err, errlen, errno, "bind %s", src);
+		return errbuf_set(err, errlen, errno, "bind %s", src);
 	if (mount(NULL, dst, NULL, fl, NULL) < 0)
-		return mounts_err(err, errlen, errno, "remount read-only %s", dst);
+		return errbuf_set(err, errlen, errno, "remount read-only %s", dst);
 	return 0;
 }
 
@@ -148,7 +128,7 @@ mounts_tmpfs(const char *dst, uint64_t bytes, unsigned mode, unsigned long flags
 	snprintf(opt, sizeof(opt), "size=%llu,nr_inodes=%llu,mode=%04o",
 	    (unsigned long long)bytes, (unsigned long long)mounts_inodes_for(bytes), mode);
 	if (mount("tmpfs", dst, "tmpfs", flags, opt) < 0)
-		return mounts_err(err, errlen, errno, "tmpfs %s", dst);
+		return errbuf_set(err, errlen, errno, "tmpfs %s", dst);
 	return 0;
 }
 
@@ -159,7 +139,7 @@ mounts_write_file(const char *path, const char *text, char *err, size_t errlen)
 	size_t len = strlen(text);
 
 	if (fd < 0)
-		return mounts_err(err, errlen, errno, "create %s", path);
+		return errbuf_set(err, errlen, errno, "create %s", path);
 	while (len > 0) {
 		ssize_t n = write(fd, text, len);
 		if (n < 0 && errno == EINTR)
@@ -167,7 +147,7 @@ mounts_write_file(const char *path, const char *text, char *err, size_t errlen)
 		if (n <= 0) {
 			int e = errno;
 			close(fd);
-			return mounts_err(err, errlen, e, "write %s", path);
+			return errbuf_set(err, errlen, e, "write %s", path);
 		}
 		text += n;
 		len -= (size_t)n;
@@ -183,7 +163,7 @@ mounts_touch(const char *path, char *err, size_t errlen)
 	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
 
 	if (fd < 0)
-		return mounts_err(err, errlen, errno, "create %s", path);
+		return errbuf_set(err, errlen, errno, "create %s", path);
 	close(fd);
 	return 0;
 }
@@ -197,17 +177,17 @@ mounts_mkdir_p(const char *root, const char *abs, char *err, size_t errlen)
 	char *c;
 
 	if (mounts_path(path, root, abs) < 0)
-		return mounts_err(err, errlen, 0, "path too long: %s", abs);
+		return errbuf_set(err, errlen, 0, "path too long: %s", abs);
 	for (c = path + rl + 1; *c; c++) {
 		if (*c != '/')
 			continue;
 		*c = '\0';
 		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			return mounts_err(err, errlen, errno, "mkdir %s", path);
+			return errbuf_set(err, errlen, errno, "mkdir %s", path);
 		*c = '/';
 	}
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return mounts_err(err, errlen, errno, "mkdir %s", path);
+		return errbuf_set(err, errlen, errno, "mkdir %s", path);
 	return 0;
 }
 
@@ -226,25 +206,25 @@ mounts_system_dirs(const char *root, char *err, size_t errlen)
 		if (lstat(dirs[i], &st) < 0) {
 			if (errno == ENOENT)
 				continue;
-			return mounts_err(err, errlen, errno, "lstat %s", dirs[i]);
+			return errbuf_set(err, errlen, errno, "lstat %s", dirs[i]);
 		}
 		if (mounts_path(dst, root, dirs[i]) < 0)
-			return mounts_err(err, errlen, 0, "path too long");
+			return errbuf_set(err, errlen, 0, "path too long");
 		if (S_ISLNK(st.st_mode)) {
 			char target[PATH_MAX];
 			ssize_t n = readlink(dirs[i], target, sizeof(target) - 1);
 
 			if (n < 0)
-				return mounts_err(err, errlen, errno, "readlink %s", dirs[i]);
+				return errbuf_set(err, errlen, errno, "readlink %s", dirs[i]);
 			target[n] = '\0';
 			if (symlink(target, dst) < 0)
-				return mounts_err(err, errlen, errno, "symlink %s", dst);
+				return errbuf_set(err, errlen, errno, "symlink %s", dst);
 			continue;
 		}
 		if (!S_ISDIR(st.st_mode))
 			continue;
 		if (mkdir(dst, 0755) < 0)
-			return mounts_err(err, errlen, errno, "mkdir %s", dst);
+			return errbuf_set(err, errlen, errno, "mkdir %s", dst);
 		if (mounts_bind_ro(dirs[i], dst, false, err, errlen) < 0)
 			return -1;
 	}
@@ -263,7 +243,7 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
 	char etc[EGRESS_PATH_MAX], p[EGRESS_PATH_MAX], text[512];
 
 	if (mounts_path(etc, root, "/etc") < 0 || mkdir(etc, 0755) < 0)
-		return mounts_err(err, errlen, errno, "mkdir /etc");
+		return errbuf_set(err, errlen, errno, "mkdir /etc");
 	if (mounts_tmpfs(etc, 1024 * 1024, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC, err, errlen) < 0)
 		return -1;
 
@@ -295,7 +275,7 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
 		if (lstat(binds[i], &st) < 0)
 			continue;
 		if (mounts_path(p, root, binds[i]) < 0)
-			return mounts_err(err, errlen, 0, "path too long");
+			return errbuf_set(err, errlen, 0, "path too long");
 		if (S_ISLNK(st.st_mode)) {
 			char target[PATH_MAX];
 			ssize_t n = readlink(binds[i], target, sizeof(target) - 1);
@@ -304,12 +284,12 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
 				continue;
 			target[n] = '\0';
 			if (symlink(target, p) < 0)
-				return mounts_err(err, errlen, errno, "symlink %s", p);
+				return errbuf_set(err, errlen, errno, "symlink %s", p);
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {
 			if (mkdir(p, 0755) < 0)
-				return mounts_err(err, errlen, errno, "mkdir %s", p);
+				return errbuf_set(err, errlen, errno, "mkdir %s", p);
 		} else if (S_ISREG(st.st_mode)) {
 			if (mounts_touch(p, err, errlen) < 0)
 				return -1;
@@ -321,7 +301,7 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
 	}
 	if (mount(NULL, etc, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    NULL) < 0)
-		return mounts_err(err, errlen, errno, "remount /etc read-only");
+		return errbuf_set(err, errlen, errno, "remount /etc read-only");
 	return 0;
 }
 
@@ -337,38 +317,38 @@ mounts_dev(const char *root, uint64_t shm_bytes, char *err, size_t errlen)
 	char dev[EGRESS_PATH_MAX], p[EGRESS_PATH_MAX], src[64];
 
 	if (mounts_path(dev, root, "/dev") < 0 || mkdir(dev, 0755) < 0)
-		return mounts_err(err, errlen, errno, "mkdir /dev");
+		return errbuf_set(err, errlen, errno, "mkdir /dev");
 	if (mounts_tmpfs(dev, 64 * 1024, 0755, MS_NOSUID | MS_NOEXEC, err, errlen) < 0)
 		return -1;
 	for (size_t i = 0; devs[i]; i++) {
 		if (snprintf(src, sizeof(src), "/dev/%s", devs[i]) >= (int)sizeof(src) ||
 		    snprintf(p, sizeof(p), "%s/%s", dev, devs[i]) >= (int)sizeof(p))
-			return mounts_err(err, errlen, 0, "path too long");
+			return errbuf_set(err, errlen, 0, "path too long");
 		if (mounts_touch(p, err, errlen) < 0)
 			return -1;
 		/* Device nodes keep working on a nodev-free bind; writes to null/zero/full are
 		 * harmless, so the bind stays read-write (a read-only bind would refuse them). */
 		if (mount(src, p, NULL, MS_BIND, NULL) < 0)
-			return mounts_err(err, errlen, errno, "bind %s", src);
+			return errbuf_set(err, errlen, errno, "bind %s", src);
 		if (mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC, NULL) < 0)
-			return mounts_err(err, errlen, errno, "remount %s", p);
+			return errbuf_set(err, errlen, errno, "remount %s", p);
 	}
 	for (size_t i = 0; i < EGRESS_NELEM(links); i++) {
 		if (snprintf(p, sizeof(p), "%s/%s", dev, links[i][1]) >= (int)sizeof(p))
-			return mounts_err(err, errlen, 0, "path too long");
+			return errbuf_set(err, errlen, 0, "path too long");
 		if (symlink(links[i][0], p) < 0)
-			return mounts_err(err, errlen, errno, "symlink %s", p);
+			return errbuf_set(err, errlen, errno, "symlink %s", p);
 	}
 	if (mounts_path(p, dev, "/shm") < 0)
-		return mounts_err(err, errlen, 0, "path too long");
+		return errbuf_set(err, errlen, 0, "path too long");
 	if (mkdir(p, 01777) < 0)
-		return mounts_err(err, errlen, errno, "mkdir /dev/shm");
+		return errbuf_set(err, errlen, errno, "mkdir /dev/shm");
 	if (shm_bytes > 16ull * 1024 * 1024)
 		shm_bytes = 16ull * 1024 * 1024;
 	if (mounts_tmpfs(p, shm_bytes, 01777, MS_NOSUID | MS_NODEV | MS_NOEXEC, err, errlen) < 0)
 		return -1;
 	if (mount(NULL, dev, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
-		return mounts_err(err, errlen, errno, "remount /dev read-only");
+		return errbuf_set(err, errlen, errno, "remount /dev read-only");
 	return 0;
 }
 
@@ -389,12 +369,12 @@ mounts_mask_file(int target_fd, char *err, size_t errlen)
 	int rc = 0;
 
 	if (tree < 0)
-		return mounts_err(err, errlen, errno, "open_tree /dev/null");
+		return errbuf_set(err, errlen, errno, "open_tree /dev/null");
 	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		rc = mounts_err(err, errlen, errno, "mount_setattr read-only");
+		rc = errbuf_set(err, errlen, errno, "mount_setattr read-only");
 	else if (syscall(SYS_move_mount, tree, "", target_fd, "",
 	    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		rc = mounts_err(err, errlen, errno, "move_mount mask");
+		rc = errbuf_set(err, errlen, errno, "move_mount mask");
 	close(tree);
 	return rc;
 }
@@ -417,20 +397,20 @@ mounts_mask(const char *work_host, const char *rel, char *err, size_t errlen)
 	int dirfd, fd, rc;
 
 	if (!mounts_relpath_ok(rel))
-		return mounts_err(err, errlen, 0, "forbidden path is not canonical: %s", rel);
+		return errbuf_set(err, errlen, 0, "forbidden path is not canonical: %s", rel);
 	dirfd = open(work_host, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
-		return mounts_err(err, errlen, errno, "open %s", work_host);
+		return errbuf_set(err, errlen, errno, "open %s", work_host);
 	fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 	close(dirfd);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ELOOP || errno == EXDEV || errno == ENOTDIR)
 			return 0;
-		return mounts_err(err, errlen, errno, "open forbidden path %s", rel);
+		return errbuf_set(err, errlen, errno, "open forbidden path %s", rel);
 	}
 	if (fstat(fd, &st) < 0) {
 		close(fd);
-		return mounts_err(err, errlen, errno, "stat %s", rel);
+		return errbuf_set(err, errlen, errno, "stat %s", rel);
 	}
 	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
 	if (S_ISDIR(st.st_mode)) {
@@ -467,13 +447,13 @@ mounts_mask_walk(struct mask_walk *w, int dfd, size_t rellen, unsigned depth)
 
 	if (depth > EGRESS_MASK_DEPTH_MAX) {
 		close(dfd);
-		return mounts_err(w->err, w->errlen, 0, "forbidden glob %s: the repository nests "
+		return errbuf_set(w->err, w->errlen, 0, "forbidden glob %s: the repository nests "
 		    "deeper than %d directories; name the paths literally", w->pattern,
 		    EGRESS_MASK_DEPTH_MAX);
 	}
 	if ((d = fdopendir(dfd)) == NULL) {
 		close(dfd);
-		return mounts_err(w->err, w->errlen, errno, "forbidden glob %s: read %s",
+		return errbuf_set(w->err, w->errlen, errno, "forbidden glob %s: read %s",
 		    w->pattern, rellen ? w->rel : ".");
 	}
 	while (rc == 0 && (de = readdir(d)) != NULL) {
@@ -485,7 +465,7 @@ mounts_mask_walk(struct mask_walk *w, int dfd, size_t rellen, unsigned depth)
 		if (rellen == 0 && strcmp(de->d_name, ".git") == 0)
 			continue;
 		if (++w->visited > EGRESS_CHANGED_PATHS_MAX) {
-			rc = mounts_err(w->err, w->errlen, 0, "forbidden glob %s: more than %d "
+			rc = errbuf_set(w->err, w->errlen, 0, "forbidden glob %s: more than %d "
 			    "entries in the repository to match it against; name the paths "
 			    "literally", w->pattern, EGRESS_CHANGED_PATHS_MAX);
 			break;
@@ -496,14 +476,14 @@ mounts_mask_walk(struct mask_walk *w, int dfd, size_t rellen, unsigned depth)
 			w->rel[rellen] = '/';
 		memcpy(w->rel + rellen + (rellen ? 1 : 0), de->d_name, nl + 1);
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			rc = mounts_err(w->err, w->errlen, errno, "forbidden glob %s: stat %s",
+			rc = errbuf_set(w->err, w->errlen, errno, "forbidden glob %s: stat %s",
 			    w->pattern, w->rel);
 			break;
 		}
 		if (glob_match(w->pattern, w->rel)) {
 			if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
 				if (++w->masked > EGRESS_MASK_GLOB_MAX) {
-					rc = mounts_err(w->err, w->errlen, 0, "forbidden glob %s matches "
+					rc = errbuf_set(w->err, w->errlen, 0, "forbidden glob %s matches "
 					    "more than %d paths; forbid their directory instead",
 					    w->pattern, EGRESS_MASK_GLOB_MAX);
 					break;
@@ -514,7 +494,7 @@ mounts_mask_walk(struct mask_walk *w, int dfd, size_t rellen, unsigned depth)
 			int cfd = openat(dirfd(d), de->d_name,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (cfd < 0)
-				rc = mounts_err(w->err, w->errlen, errno, "forbidden glob %s: open %s",
+				rc = errbuf_set(w->err, w->errlen, errno, "forbidden glob %s: open %s",
 				    w->pattern, w->rel);
 			else
 				rc = mounts_mask_walk(w, cfd, nlen, depth + 1);
@@ -537,10 +517,10 @@ mounts_mask_glob(const char *work_host, const char *pattern, char *err, size_t e
 	int dfd;
 
 	if (!glob_valid(pattern))
-		return mounts_err(err, errlen, 0, "forbidden glob is too long: %s", pattern);
+		return errbuf_set(err, errlen, 0, "forbidden glob is too long: %s", pattern);
 	dfd = open(work_host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return mounts_err(err, errlen, errno, "open %s", work_host);
+		return errbuf_set(err, errlen, errno, "open %s", work_host);
 	return mounts_mask_walk(&w, dfd, 0, 0);
 }
 
@@ -561,12 +541,12 @@ mounts_attach_idmapped(const char *src, int userns_fd, uint64_t extra, const cha
 	int rc = 0;
 
 	if (tree < 0)
-		return mounts_err(err, errlen, errno, "open_tree %s", src);
+		return errbuf_set(err, errlen, errno, "open_tree %s", src);
 	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		rc = mounts_err(err, errlen, errno, "idmap %s (file system without idmapped "
+		rc = errbuf_set(err, errlen, errno, "idmap %s (file system without idmapped "
 		    "mounts?)", src);
 	else if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		rc = mounts_err(err, errlen, errno, "attach idmapped %s", src);
+		rc = errbuf_set(err, errlen, errno, "attach idmapped %s", src);
 	close(tree);
 	return rc;
 }
@@ -595,29 +575,29 @@ mounts_git_writable(const struct mounts_spec *s, const char *host_git, const cha
 	int rc = -1;
 
 	if (stat(dst, &st) < 0)
-		return mounts_err(err, errlen, errno, "stat %s", dst);
+		return errbuf_set(err, errlen, errno, "stat %s", dst);
 	if (mounts_path(layer, s->root_dir, "/.egress-git") < 0 ||
 	    mounts_path(up, layer, "/upper") < 0 || mounts_path(wk, layer, "/work") < 0 ||
 	    mounts_path(cfg, host_git, "/config") < 0)
-		return mounts_err(err, errlen, 0, "path too long");
+		return errbuf_set(err, errlen, 0, "path too long");
 	if (!mounts_option_path_ok(dst) || !mounts_option_path_ok(up) ||
 	    !mounts_option_path_ok(wk))
-		return mounts_err(err, errlen, 0, ".git overlay paths must not contain ',' ':' "
+		return errbuf_set(err, errlen, 0, ".git overlay paths must not contain ',' ':' "
 		    "or '\\'");
 	if (mkdir(layer, 0700) < 0)
-		return mounts_err(err, errlen, errno, "mkdir %s", layer);
+		return errbuf_set(err, errlen, errno, "mkdir %s", layer);
 	if (mounts_tmpfs(layer, bytes, 0700, MS_NOSUID | MS_NODEV, err, errlen) < 0)
 		return -1;
 	/* The upper root stands for .git itself: same owner and mode, so the worker (the
 	 * owner, or the idmapped owner) may create files in it. */
 	if (mkdir(up, st.st_mode & 07777) < 0 || chown(up, st.st_uid, st.st_gid) < 0 ||
 	    chmod(up, st.st_mode & 07777) < 0 || mkdir(wk, 0700) < 0) {
-		mounts_err(err, errlen, errno, "git layer dirs");
+		errbuf_set(err, errlen, errno, "git layer dirs");
 		goto out;
 	}
 	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s", dst, up, wk);
 	if (mount("overlay", dst, "overlay", MS_NOSUID | MS_NODEV, opt) < 0) {
-		mounts_err(err, errlen, errno, "overlay on .git");
+		errbuf_set(err, errlen, errno, "overlay on .git");
 		goto out;
 	}
 	/* The sanitized config, when there is one (bounded read of the host file). */
@@ -633,17 +613,17 @@ mounts_git_writable(const struct mounts_spec *s, const char *host_git, const cha
 			n = text ? read(fd, text, (size_t)cs.st_size) : -1;
 			if (n != cs.st_size) {
 				close(fd);
-				mounts_err(err, errlen, errno, "read %s", cfg);
+				errbuf_set(err, errlen, errno, "read %s", cfg);
 				goto out;
 			}
 			if (gitconfig_sanitize(text, (size_t)n, &clean, &cleanlen, &changed) != 0) {
 				close(fd);
-				mounts_err(err, errlen, 0, "sanitize %s", cfg);
+				errbuf_set(err, errlen, 0, "sanitize %s", cfg);
 				goto out;
 			}
 		} else if (fd >= 0) {
 			close(fd);
-			mounts_err(err, errlen, 0, "%s: not a regular file of at most %d bytes",
+			errbuf_set(err, errlen, 0, "%s: not a regular file of at most %d bytes",
 			    cfg, GITCONFIG_MAX);
 			goto out;
 		}
@@ -663,9 +643,9 @@ out:
 	free(clean);
 	/* The overlay keeps its upper layer alive; the scratch mount point goes. */
 	if (umount2(layer, MNT_DETACH) < 0 && rc == 0)
-		rc = mounts_err(err, errlen, errno, "detach the git layer");
+		rc = errbuf_set(err, errlen, errno, "detach the git layer");
 	if (rmdir(layer) < 0 && rc == 0)
-		rc = mounts_err(err, errlen, errno, "rmdir %s", layer);
+		rc = errbuf_set(err, errlen, errno, "rmdir %s", layer);
 	return rc;
 }
 
@@ -677,11 +657,11 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 
 	if (!mounts_option_path_ok(s->repo_dir) || !mounts_option_path_ok(s->upper_dir) ||
 	    !mounts_option_path_ok(s->ovl_work_dir))
-		return mounts_err(err, errlen, 0,
+		return errbuf_set(err, errlen, 0,
 		    "overlay paths must be absolute without ',' ':' or '\\'");
 	if (s->idmap_fd >= 0) {
 		if (!mounts_option_path_ok(s->lower_dir))
-			return mounts_err(err, errlen, 0, "invalid lower dir");
+			return errbuf_set(err, errlen, 0, "invalid lower dir");
 		if (mounts_attach_idmapped(s->repo_dir, s->idmap_fd, 0, s->lower_dir, err,
 		    errlen) < 0)
 			return -1;
@@ -689,12 +669,12 @@ mounts_overlay(const struct mounts_spec *s, const char *work_host, char *err, si
 	snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s,workdir=%s",
 	    s->idmap_fd >= 0 ? s->lower_dir : s->repo_dir, s->upper_dir, s->ovl_work_dir);
 	if (mount("overlay", work_host, "overlay", MS_NOSUID | MS_NODEV, opt) < 0)
-		return mounts_err(err, errlen, errno, "overlay on %s", s->workdir);
+		return errbuf_set(err, errlen, errno, "overlay on %s", s->workdir);
 
 	/* .git read-only: bind the host's own .git over it, so no write reaches even the
 	 * upper layer. */
 	if (mounts_path(g, s->repo_dir, "/.git") < 0 || mounts_path(p, work_host, "/.git") < 0)
-		return mounts_err(err, errlen, 0, "path too long");
+		return errbuf_set(err, errlen, 0, "path too long");
 	if (lstat(g, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
 		/* With an idmapped repository .git is idmapped too, so git inside sees the
 		 * work tree and .git owned by the same user (no "dubious ownership"). */
@@ -734,10 +714,10 @@ mounts_ro_binds(const char *root, const char *const *binds, char *err, size_t er
 
 		if (realpath(src, real) == NULL || strcmp(real, src) != 0 ||
 		    stat(src, &st) < 0)
-			return mounts_err(err, errlen, errno, "ro_bind %s: changed since admission",
+			return errbuf_set(err, errlen, errno, "ro_bind %s: changed since admission",
 			    src);
 		if (mounts_path(dst, root, src) < 0)
-			return mounts_err(err, errlen, 0, "ro_bind %s: path too long", src);
+			return errbuf_set(err, errlen, 0, "ro_bind %s: path too long", src);
 		if (S_ISDIR(st.st_mode)) {
 			if (mounts_mkdir_p(root, src, err, errlen) < 0)
 				return -1;
@@ -755,7 +735,7 @@ mounts_ro_binds(const char *root, const char *const *binds, char *err, size_t er
 			if (mounts_touch(dst, err, errlen) < 0)
 				return -1;
 		} else {
-			return mounts_err(err, errlen, 0, "ro_bind %s: not a directory or file", src);
+			return errbuf_set(err, errlen, 0, "ro_bind %s: not a directory or file", src);
 		}
 		if (mounts_bind_ro(src, dst, false, err, errlen) < 0)
 			return -1;
@@ -771,13 +751,13 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 
 	if (s->workdir == NULL || s->workdir[0] != '/' || strcmp(s->workdir, "/") == 0 ||
 	    !mounts_relpath_ok(s->workdir + 1))
-		return mounts_err(err, errlen, 0, "workdir must be an absolute canonical path");
+		return errbuf_set(err, errlen, 0, "workdir must be an absolute canonical path");
 	if (!mounts_workdir_ok(s->workdir))
-		return mounts_err(err, errlen, 0, "workdir %s would cover a system directory",
+		return errbuf_set(err, errlen, 0, "workdir %s would cover a system directory",
 		    s->workdir);
 	/* Nothing we mount may propagate back to the host, nor host mounts into us. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return mounts_err(err, errlen, errno, "make / private");
+		return errbuf_set(err, errlen, errno, "make / private");
 	if (mounts_tmpfs(root, 16 * 1024 * 1024, 0755, MS_NOSUID | MS_NODEV, err, errlen) < 0)
 		return -1;
 	if (mounts_system_dirs(root, err, errlen) < 0)
@@ -790,35 +770,35 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 		return -1;
 
 	if (mounts_path(p, root, "/proc") < 0 || mkdir(p, 0555) < 0)
-		return mounts_err(err, errlen, errno, "mkdir /proc");
+		return errbuf_set(err, errlen, errno, "mkdir /proc");
 	/* A fresh proc instance: it shows the pid namespace of the mounting process (us). */
 	if (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		return mounts_err(err, errlen, errno, "mount /proc");
+		return errbuf_set(err, errlen, errno, "mount /proc");
 
 	if (mounts_path(p, root, "/tmp") < 0 || mkdir(p, 01777) < 0)
-		return mounts_err(err, errlen, errno, "mkdir /tmp");
+		return errbuf_set(err, errlen, errno, "mkdir /tmp");
 	if (mounts_tmpfs(p, s->tmp_bytes, 01777, MS_NOSUID | MS_NODEV, err, errlen) < 0)
 		return -1;
 
 	if (mounts_mkdir_p(root, s->workdir, err, errlen) < 0)
 		return -1;
 	if (mounts_path(p, root, s->workdir) < 0)
-		return mounts_err(err, errlen, 0, "path too long");
+		return errbuf_set(err, errlen, 0, "path too long");
 	if (mounts_overlay(s, p, err, errlen) < 0)
 		return -1;
 
 	/* pivot_root(".", ".") stacks the old root on top of the new one; detaching it
 	 * leaves only the new root (runc's trick: no directory for the old root needed). */
 	if (chdir(root) < 0)
-		return mounts_err(err, errlen, errno, "chdir new root");
+		return errbuf_set(err, errlen, errno, "chdir new root");
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
-		return mounts_err(err, errlen, errno, "pivot_root");
+		return errbuf_set(err, errlen, errno, "pivot_root");
 	if (umount2(".", MNT_DETACH) < 0)
-		return mounts_err(err, errlen, errno, "detach old root");
+		return errbuf_set(err, errlen, errno, "detach old root");
 	if (chdir("/") < 0)
-		return mounts_err(err, errlen, errno, "chdir /");
+		return errbuf_set(err, errlen, errno, "chdir /");
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-		return mounts_err(err, errlen, errno, "remount / read-only");
+		return errbuf_set(err, errlen, errno, "remount / read-only");
 	return 0;
 }
 
@@ -836,30 +816,30 @@ mounts_verify(const char *workdir, char *err, size_t errlen)
 		struct stat st;
 
 		if (lstat(mounts_denied_paths[i], &st) == 0 || errno != ENOENT)
-			return mounts_err(err, errlen, 0, "mandatory denial %s is visible",
+			return errbuf_set(err, errlen, 0, "mandatory denial %s is visible",
 			    mounts_denied_paths[i]);
 	}
 	/* Root ignores permissions but not a read-only mount: EROFS proves the mount flag. */
 	for (size_t i = 0; ro_probes[i]; i++) {
 		if (mkdir(ro_probes[i], 0700) == 0) {
 			rmdir(ro_probes[i]);
-			return mounts_err(err, errlen, 0, "%s is writable", ro_probes[i]);
+			return errbuf_set(err, errlen, 0, "%s is writable", ro_probes[i]);
 		}
 		if (errno != EROFS)
-			return mounts_err(err, errlen, errno, "write probe %s", ro_probes[i]);
+			return errbuf_set(err, errlen, errno, "write probe %s", ro_probes[i]);
 	}
 	/* Our /proc is our pid namespace's: we are pid 1 in it. */
 	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return mounts_err(err, errlen, errno, "open /proc/self/stat");
+		return errbuf_set(err, errlen, errno, "open /proc/self/stat");
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 2 || buf[0] != '1' || buf[1] != ' ')
-		return mounts_err(err, errlen, 0, "/proc does not show the sandbox pid namespace");
+		return errbuf_set(err, errlen, 0, "/proc does not show the sandbox pid namespace");
 	{
 		struct stat st;
 		if (stat(workdir, &st) < 0 || !S_ISDIR(st.st_mode))
-			return mounts_err(err, errlen, errno, "workdir %s missing", workdir);
+			return errbuf_set(err, errlen, errno, "workdir %s missing", workdir);
 	}
 	return 0;
 }
@@ -871,19 +851,19 @@ mounts_layer_create(const char *layer_dir, uint64_t bytes, const char *repo_dir,
 	struct stat st;
 
 	if (stat(repo_dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return mounts_err(err, errlen, errno, "repository %s", repo_dir);
+		return errbuf_set(err, errlen, errno, "repository %s", repo_dir);
 	if (mkdir(layer_dir, 0700) < 0 && errno != EEXIST)
-		return mounts_err(err, errlen, errno, "mkdir %s", layer_dir);
+		return errbuf_set(err, errlen, errno, "mkdir %s", layer_dir);
 	if (mounts_tmpfs(layer_dir, bytes, 0700, MS_NOSUID | MS_NODEV, err, errlen) < 0)
 		return -1;
 	if (mounts_path(upper_out, layer_dir, "/upper") < 0 ||
 	    mounts_path(work_out, layer_dir, "/work") < 0)
-		return mounts_err(err, errlen, 0, "path too long");
+		return errbuf_set(err, errlen, 0, "path too long");
 	if (mkdir(upper_out, st.st_mode & 07777) < 0 || mkdir(work_out, 0700) < 0)
-		return mounts_err(err, errlen, errno, "mkdir in %s", layer_dir);
+		return errbuf_set(err, errlen, errno, "mkdir in %s", layer_dir);
 	/* The merged root takes its attributes from the upper dir: mirror the repository's. */
 	if (chown(upper_out, st.st_uid, st.st_gid) < 0 || chmod(upper_out, st.st_mode & 07777) < 0)
-		return mounts_err(err, errlen, errno, "chown %s", upper_out);
+		return errbuf_set(err, errlen, errno, "chown %s", upper_out);
 	return 0;
 }
 
@@ -891,7 +871,7 @@ int
 mounts_layer_owner(const char *upper_dir, uid_t uid, gid_t gid, char *err, size_t errlen)
 {
 	if (chown(upper_dir, uid, gid) < 0)
-		return mounts_err(err, errlen, errno, "chown %s", upper_dir);
+		return errbuf_set(err, errlen, errno, "chown %s", upper_dir);
 	return 0;
 }
 
@@ -922,11 +902,11 @@ mounts_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
 	int st;
 
 	if (pipe2(go, O_CLOEXEC) < 0)
-		return mounts_err(err, errlen, errno, "pipe");
+		return errbuf_set(err, errlen, errno, "pipe");
 	if (pipe2(ready, O_CLOEXEC) < 0) {
 		close(go[0]);
 		close(go[1]);
-		return mounts_err(err, errlen, errno, "pipe");
+		return errbuf_set(err, errlen, errno, "pipe");
 	}
 	pid = fork();
 	if (pid == 0) {
@@ -946,19 +926,19 @@ mounts_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
 	if (pid < 0) {
 		close(go[1]);
 		close(ready[0]);
-		return mounts_err(err, errlen, errno, "fork");
+		return errbuf_set(err, errlen, errno, "fork");
 	}
 	if (read(ready[0], &c, 1) != 1) {
-		mounts_err(err, errlen, 0, "unshare(CLONE_NEWUSER) failed (user namespaces "
+		errbuf_set(err, errlen, 0, "unshare(CLONE_NEWUSER) failed (user namespaces "
 		    "disabled? see egress-exec doctor)");
 	} else if (mounts_write_map(pid, "uid_map", (unsigned)from_uid, (unsigned)to_uid) < 0 ||
 	    mounts_write_map(pid, "gid_map", (unsigned)from_gid, (unsigned)to_gid) < 0) {
-		mounts_err(err, errlen, errno, "write the id maps");
+		errbuf_set(err, errlen, errno, "write the id maps");
 	} else {
 		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
-			mounts_err(err, errlen, errno, "open %s", path);
+			errbuf_set(err, errlen, errno, "open %s", path);
 	}
 	close(go[1]);   /* the helper exits; the fd keeps the namespace alive */
 	close(ready[0]);
@@ -984,13 +964,13 @@ mounts_merged_create(const char *merged_dir, const char *upper_dir, const char *
 	char opt[2 * EGRESS_PATH_MAX + 32];
 
 	if (!mounts_option_path_ok(upper_dir) || !mounts_option_path_ok(repo_dir))
-		return mounts_err(err, errlen, 0, "overlay paths must not contain ',' ':' or '\\'");
+		return errbuf_set(err, errlen, 0, "overlay paths must not contain ',' ':' or '\\'");
 	if (mkdir(merged_dir, 0700) < 0 && errno != EEXIST)
-		return mounts_err(err, errlen, errno, "mkdir %s", merged_dir);
+		return errbuf_set(err, errlen, errno, "mkdir %s", merged_dir);
 	/* Two lower layers and no upper: overlayfs mounts it read-only by construction. */
 	snprintf(opt, sizeof(opt), "lowerdir=%s:%s", upper_dir, repo_dir);
 	if (mount("overlay", merged_dir, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opt) < 0)
-		return mounts_err(err, errlen, errno, "merged view %s", merged_dir);
+		return errbuf_set(err, errlen, errno, "merged view %s", merged_dir);
 	return 0;
 }
 

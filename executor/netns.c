@@ -34,28 +34,6 @@
 #define NETNS_NL_REQ  8192
 #define NETNS_NL_RECV 32768
 
-static int netns_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-netns_err(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
-{
-	va_list ap;
-	size_t n;
-
-	if (err == NULL || errlen == 0)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	if (saved_errno) {
-		n = strlen(err);
-		if (n < errlen)
-			snprintf(err + n, errlen - n, ": %s", strerror(saved_errno));
-	}
-	return -1;
-}
-
 int
 netns_pool_parse(const char *s, struct netns_pool *out)
 {
@@ -131,11 +109,11 @@ netns_nl_open(char *err, size_t errlen)
 	struct timeval tv = { NETNS_NL_TIMEOUT_MS / 1000, (NETNS_NL_TIMEOUT_MS % 1000) * 1000 };
 
 	if (nl == NULL) {
-		netns_err(err, errlen, errno, "netlink socket");
+		errbuf_set(err, errlen, errno, "netlink socket");
 		return NULL;
 	}
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		netns_err(err, errlen, errno, "netlink bind");
+		errbuf_set(err, errlen, errno, "netlink bind");
 		mnl_socket_close(nl);
 		return NULL;
 	}
@@ -344,31 +322,31 @@ netns_veth_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 
 	memset(out, 0, sizeof(*out));
 	if (tag == NULL || strlen(tag) != 8)
-		return netns_err(err, errlen, 0, "veth tag must be 8 characters");
+		return errbuf_set(err, errlen, 0, "veth tag must be 8 characters");
 	snprintf(out->host_if, sizeof(out->host_if), "%s%sh", NETNS_IF_PREFIX, tag);
 	snprintf(out->worker_if, sizeof(out->worker_if), "%s", NETNS_WORKER_IF);
 
 	used.v = calloc(NETNS_USED_MAX, sizeof(*used.v));
 	if (used.v == NULL)
-		return netns_err(err, errlen, ENOMEM, "address list");
+		return errbuf_set(err, errlen, ENOMEM, "address list");
 	/* Two runs starting together must not pick the same pair: pick + assign under one
 	 * lock; the address is in the namespace before the lock is released. */
 	mkdir("/run/egress-exec", 0700);
 	lockfd = open(NETNS_LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (lockfd < 0 || flock(lockfd, LOCK_EX) < 0) {
-		netns_err(err, errlen, errno, "lock %s", NETNS_LOCK_PATH);
+		errbuf_set(err, errlen, errno, "lock %s", NETNS_LOCK_PATH);
 		goto out;
 	}
 	nl = netns_nl_open(err, errlen);
 	if (nl == NULL)
 		goto out;
 	if (netns_addrs_read(nl, &used) < 0) {
-		netns_err(err, errlen, errno, "read addresses");
+		errbuf_set(err, errlen, errno, "read addresses");
 		goto out;
 	}
 	seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)mono_usec();
 	if (netns_pick_pair(pool, used.v, used.n, seed, &net) < 0) {
-		netns_err(err, errlen, 0, "address pool exhausted");
+		errbuf_set(err, errlen, 0, "address pool exhausted");
 		goto out;
 	}
 	out->net = net;
@@ -376,38 +354,38 @@ netns_veth_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 	netns_quad(net + 2, out->worker_addr);
 
 	if (netns_veth_add(nl, out->host_if, out->worker_if, child_pid) < 0) {
-		netns_err(err, errlen, errno, "create veth %s", out->host_if);
+		errbuf_set(err, errlen, errno, "create veth %s", out->host_if);
 		goto out;
 	}
 	created = true;
 	out->host_ifindex = (int)if_nametoindex(out->host_if);
 	if (out->host_ifindex == 0) {
-		netns_err(err, errlen, errno, "veth %s missing after create", out->host_if);
+		errbuf_set(err, errlen, errno, "veth %s missing after create", out->host_if);
 		goto out;
 	}
 	if (netns_ipv6_off(out->host_if) < 0) {
-		netns_err(err, errlen, errno, "disable IPv6 on %s", out->host_if);
+		errbuf_set(err, errlen, errno, "disable IPv6 on %s", out->host_if);
 		goto out;
 	}
 	if (netns_addr_add(nl, out->host_ifindex, net + 1, 30) < 0) {
-		netns_err(err, errlen, errno, "address on %s", out->host_if);
+		errbuf_set(err, errlen, errno, "address on %s", out->host_if);
 		goto out;
 	}
 	if (netns_link_up(nl, out->host_ifindex) < 0) {
-		netns_err(err, errlen, errno, "bring %s up", out->host_if);
+		errbuf_set(err, errlen, errno, "bring %s up", out->host_if);
 		goto out;
 	}
 	/* Read back: the address is on the link now. */
 	used.n = 0;
 	if (netns_addrs_read(nl, &used) < 0) {
-		netns_err(err, errlen, errno, "read addresses back");
+		errbuf_set(err, errlen, errno, "read addresses back");
 		goto out;
 	}
 	for (size_t i = 0; i < used.n && rc < 0; i++)
 		if (used.v[i] == net + 1)
 			rc = 0;
 	if (rc < 0)
-		netns_err(err, errlen, 0, "address %s not present after adding it", out->host_addr);
+		errbuf_set(err, errlen, 0, "address %s not present after adding it", out->host_addr);
 out:
 	if (rc < 0 && created && nl)
 		netns_link_del(nl, out->host_if);
@@ -517,33 +495,33 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 		return -1;
 	lo = (int)if_nametoindex("lo");
 	if (lo == 0 || netns_link_up(nl, lo) < 0) {
-		netns_err(err, errlen, errno, "bring lo up");
+		errbuf_set(err, errlen, errno, "bring lo up");
 		goto out;
 	}
 	if (link != NULL) {
 		int idx = (int)if_nametoindex(link->worker_if);
 
 		if (idx == 0) {
-			netns_err(err, errlen, errno, "%s missing in the worker namespace",
+			errbuf_set(err, errlen, errno, "%s missing in the worker namespace",
 			    link->worker_if);
 			goto out;
 		}
 		if (netns_ipv6_off(link->worker_if) < 0) {
-			netns_err(err, errlen, errno, "disable IPv6 on %s", link->worker_if);
+			errbuf_set(err, errlen, errno, "disable IPv6 on %s", link->worker_if);
 			goto out;
 		}
 		if (netns_addr_add(nl, idx, link->net + 2, 30) < 0) {
-			netns_err(err, errlen, errno, "address on %s", link->worker_if);
+			errbuf_set(err, errlen, errno, "address on %s", link->worker_if);
 			goto out;
 		}
 		if (netns_link_up(nl, idx) < 0) {
-			netns_err(err, errlen, errno, "bring %s up", link->worker_if);
+			errbuf_set(err, errlen, errno, "bring %s up", link->worker_if);
 			goto out;
 		}
 	}
 	/* Verify: only lo (and our link) exist, and nothing routes beyond the /30. */
 	if (netns_links_read(nl, &links) < 0) {
-		netns_err(err, errlen, errno, "list links");
+		errbuf_set(err, errlen, errno, "list links");
 		goto out;
 	}
 	for (size_t i = 0; i < links.n; i++) {
@@ -551,23 +529,23 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 			continue;
 		if (link != NULL && strcmp(links.names[i], link->worker_if) == 0)
 			continue;
-		netns_err(err, errlen, 0, "unexpected link %s in the worker namespace",
+		errbuf_set(err, errlen, 0, "unexpected link %s in the worker namespace",
 		    links.names[i]);
 		goto out;
 	}
 	if (links.overflow || links.n != (link ? 2u : 1u)) {
-		netns_err(err, errlen, 0, "worker namespace has %zu links", links.n);
+		errbuf_set(err, errlen, 0, "worker namespace has %zu links", links.n);
 		goto out;
 	}
 	nlh = netns_nl_req(buf, RTM_GETROUTE, NLM_F_DUMP);
 	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 	rtm->rtm_family = AF_INET;
 	if (netns_nl_talk(nl, nlh, netns_route_cb, &routes) < 0) {
-		netns_err(err, errlen, errno, "list routes");
+		errbuf_set(err, errlen, errno, "list routes");
 		goto out;
 	}
 	if (routes.has_default) {
-		netns_err(err, errlen, 0, "the worker namespace has a default route");
+		errbuf_set(err, errlen, 0, "the worker namespace has a default route");
 		goto out;
 	}
 	rc = 0;
@@ -605,15 +583,15 @@ netns_probe_veth(char *err, size_t errlen)
 	mnl_attr_nest_end(nlh, data);
 	mnl_attr_nest_end(nlh, linkinfo);
 	if (netns_nl_talk(nl, nlh, NULL, NULL) < 0) {
-		netns_err(err, errlen, errno, "create a veth pair");
+		errbuf_set(err, errlen, errno, "create a veth pair");
 		goto out;
 	}
 	if (if_nametoindex("egxprobe0") == 0 || if_nametoindex("egxprobe1") == 0) {
-		netns_err(err, errlen, 0, "veth pair missing after create");
+		errbuf_set(err, errlen, 0, "veth pair missing after create");
 		goto out;
 	}
 	if (netns_link_del(nl, "egxprobe0") < 0 || if_nametoindex("egxprobe1") != 0) {
-		netns_err(err, errlen, errno, "delete the veth pair");
+		errbuf_set(err, errlen, errno, "delete the veth pair");
 		goto out;
 	}
 	rc = 0;
@@ -645,15 +623,15 @@ netns_link_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 	*nsfd = *listen_fd = -1;
 	home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (home < 0)
-		return netns_err(err, errlen, errno, "open /proc/self/ns/net");
+		return errbuf_set(err, errlen, errno, "open /proc/self/ns/net");
 	if (unshare(CLONE_NEWNET) != 0) {
-		netns_err(err, errlen, errno, "unshare a link namespace");
+		errbuf_set(err, errlen, errno, "unshare a link namespace");
 		close(home);
 		return -1;
 	}
 	ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (ns < 0) {
-		netns_err(err, errlen, errno, "open the link namespace");
+		errbuf_set(err, errlen, errno, "open the link namespace");
 		goto fail;
 	}
 	if (netns_veth_create(pool, child_pid, tag, out, err, errlen) < 0)
@@ -661,7 +639,7 @@ netns_link_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 	veth = true;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		netns_err(err, errlen, errno, "listener socket");
+		errbuf_set(err, errlen, errno, "listener socket");
 		goto fail;
 	}
 	memset(&sin, 0, sizeof(sin));
@@ -672,7 +650,7 @@ netns_link_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 	    (socklen_t)strlen(out->host_if) + 1) != 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 || listen(fd, 511) != 0) {
-		netns_err(err, errlen, errno, "listener on %s:%u dev %s", out->host_addr,
+		errbuf_set(err, errlen, errno, "listener on %s:%u dev %s", out->host_addr,
 		    (unsigned)port, out->host_if);
 		goto fail;
 	}
@@ -752,13 +730,13 @@ netns_cleanup_leftovers(bool (*keep)(const char *ifname, void *arg), void *arg,
 	l.names = calloc(l.max, IFNAMSIZ);
 	if (l.names == NULL) {
 		mnl_socket_close(nl);
-		return netns_err(err, errlen, ENOMEM, "link list");
+		return errbuf_set(err, errlen, ENOMEM, "link list");
 	}
 	nlh = netns_nl_req(buf, RTM_GETLINK, NLM_F_DUMP);
 	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	if (netns_nl_talk(nl, nlh, netns_all_link_cb, &l) < 0) {
-		rc = netns_err(err, errlen, errno, "list links");
+		rc = errbuf_set(err, errlen, errno, "list links");
 		goto out;
 	}
 	for (size_t i = 0; i < l.n; i++) {
@@ -767,7 +745,7 @@ netns_cleanup_leftovers(bool (*keep)(const char *ifname, void *arg), void *arg,
 		if (keep && keep(l.names[i], arg))
 			continue;
 		if (netns_link_del(nl, l.names[i]) < 0 && errno != ENODEV) {
-			rc = netns_err(err, errlen, errno, "delete %s", l.names[i]);
+			rc = errbuf_set(err, errlen, errno, "delete %s", l.names[i]);
 			continue;
 		}
 		if (removed)

@@ -76,22 +76,6 @@ preset_schema(struct conf_key *s)
 	return n;
 }
 
-static bool
-name_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* An absolute path with no ".", ".." or empty components and no control characters:
  * the preset names exactly one file, never something resolved relative to a cwd. */
 static bool
@@ -134,7 +118,7 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 		REFUSE("%s: the [preset] section is required", name);
 
 	v = conf_get(c, (size_t)sec, "name", &line);
-	if (v == NULL || !name_valid(v))
+	if (v == NULL || !label_valid(v, 64))
 		REFUSE("%s:%u: name must be 1-64 characters of A-Z a-z 0-9 . _ -", name, line);
 	p->name = strdup(v);
 
@@ -215,7 +199,7 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 		if (p->network != PN_MODEL_ONLY)
 			REFUSE("%s:%u: model_connection is only for network_policy = model_only",
 			    name, line);
-		if (!name_valid(v))
+		if (!label_valid(v, 64))
 			REFUSE("%s:%u: model_connection must be a connection name", name, line);
 		if ((p->model_connection = strdup(v)) == NULL) {
 			*why = REASON_INTERNAL_ERROR;

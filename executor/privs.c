@@ -24,21 +24,6 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
-static void
-errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 struct rl {
 	int res;
 	const char *name;
@@ -63,20 +48,20 @@ static int
 spec_check(const struct privs_spec *spec, char *err, size_t errlen)
 {
 	if (spec == NULL) {
-		errf(err, errlen, "privs: no spec");
+		errbuf_set(err, errlen, 0, "privs: no spec");
 		return -1;
 	}
 	/* Running the worker as root (or with root's group) is never what a caller means. */
 	if (spec->uid == 0 || spec->gid == 0) {
-		errf(err, errlen, "privs: the worker uid/gid must not be 0");
+		errbuf_set(err, errlen, 0, "privs: the worker uid/gid must not be 0");
 		return -1;
 	}
 	if (spec->uid == (uid_t)-1 || spec->gid == (gid_t)-1) {
-		errf(err, errlen, "privs: the worker uid/gid must not be -1");
+		errbuf_set(err, errlen, 0, "privs: the worker uid/gid must not be -1");
 		return -1;
 	}
 	if (spec->fsize_bytes == 0 || spec->open_files == 0) {
-		errf(err, errlen, "privs: the file size and open-files limits must be nonzero");
+		errbuf_set(err, errlen, 0, "privs: the file size and open-files limits must be nonzero");
 		return -1;
 	}
 	return 0;
@@ -96,7 +81,7 @@ privs_drop(const struct privs_spec *spec, char *err, size_t errlen)
 	for (size_t i = 0; i < nrl; i++) {
 		struct rlimit r = { rls[i].value, rls[i].value };
 		if (setrlimit(rls[i].res, &r) != 0) {
-			errf(err, errlen, "privs: setrlimit(%s, %llu): %s", rls[i].name,
+			errbuf_set(err, errlen, 0, "privs: setrlimit(%s, %llu): %s", rls[i].name,
 			    (unsigned long long)rls[i].value, strerror(errno));
 			return -1;
 		}
@@ -104,7 +89,7 @@ privs_drop(const struct privs_spec *spec, char *err, size_t errlen)
 	/* 2. no_new_privs: nothing exec'd later can gain privileges (setuid binaries, file
 	 * capabilities), and the seccomp filter can be loaded unprivileged. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-		errf(err, errlen, "privs: PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		return -1;
 	}
 	/* 3. Bounding set (needs CAP_SETPCAP: do it while root) and ambient set. Without the
@@ -112,42 +97,42 @@ privs_drop(const struct privs_spec *spec, char *err, size_t errlen)
 	 * (no_new_privs blocks that too: two locks on one door). */
 	capng_clear(CAPNG_SELECT_ALL);
 	if (capng_apply(CAPNG_SELECT_BOUNDS) != 0) {
-		errf(err, errlen, "privs: clearing the capability bounding set failed (needs "
+		errbuf_set(err, errlen, 0, "privs: clearing the capability bounding set failed (needs "
 		    "CAP_SETPCAP)");
 		return -1;
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
-		errf(err, errlen, "privs: clearing the ambient capabilities: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: clearing the ambient capabilities: %s", strerror(errno));
 		return -1;
 	}
 	/* Keep-caps off so the uid change below clears the permitted and effective sets. */
 	if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0) {
-		errf(err, errlen, "privs: PR_SET_KEEPCAPS 0: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: PR_SET_KEEPCAPS 0: %s", strerror(errno));
 		return -1;
 	}
 	/* 4. Identity: groups first (needs CAP_SETGID, lost with the uid), then gid, then uid. */
 	groups[0] = spec->gid;
 	if (setgroups(1, groups) != 0) {
-		errf(err, errlen, "privs: setgroups: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: setgroups: %s", strerror(errno));
 		return -1;
 	}
 	if (setresgid(spec->gid, spec->gid, spec->gid) != 0) {
-		errf(err, errlen, "privs: setresgid(%u): %s", (unsigned)spec->gid, strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: setresgid(%u): %s", (unsigned)spec->gid, strerror(errno));
 		return -1;
 	}
 	if (setresuid(spec->uid, spec->uid, spec->uid) != 0) {
-		errf(err, errlen, "privs: setresuid(%u): %s", (unsigned)spec->uid, strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: setresuid(%u): %s", (unsigned)spec->uid, strerror(errno));
 		return -1;
 	}
 	/* 5. Whatever survived (a securebits setting we did not expect): clear it. Dropping
 	 * is always allowed. */
 	capng_clear(CAPNG_SELECT_CAPS);
 	if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
-		errf(err, errlen, "privs: clearing effective/permitted/inheritable failed");
+		errbuf_set(err, errlen, 0, "privs: clearing effective/permitted/inheritable failed");
 		return -1;
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
-		errf(err, errlen, "privs: clearing the ambient capabilities: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "privs: clearing the ambient capabilities: %s", strerror(errno));
 		return -1;
 	}
 	/* 6. Prove it. */
@@ -218,34 +203,34 @@ privs_verify(const struct privs_spec *spec, char *err, size_t errlen)
 	if (spec_check(spec, err, errlen) != 0)
 		return -1;
 	if (privs_read_status(buf, sizeof(buf)) != 0) {
-		errf(err, errlen, "privs: cannot read /proc/self/status");
+		errbuf_set(err, errlen, 0, "privs: cannot read /proc/self/status");
 		return -1;
 	}
 	for (size_t i = 0; i < EGRESS_NELEM(capkeys); i++) {
 		if (!field_is(buf, capkeys[i], "0000000000000000")) {
-			errf(err, errlen, "privs: %s is not zero after the drop", capkeys[i]);
+			errbuf_set(err, errlen, 0, "privs: %s is not zero after the drop", capkeys[i]);
 			return -1;
 		}
 	}
 	if (!field_is(buf, "NoNewPrivs", "1")) {
-		errf(err, errlen, "privs: NoNewPrivs is not 1");
+		errbuf_set(err, errlen, 0, "privs: NoNewPrivs is not 1");
 		return -1;
 	}
 	if (getresuid(&ru, &eu, &su) != 0 || ru != spec->uid || eu != spec->uid ||
 	    su != spec->uid) {
-		errf(err, errlen, "privs: uid is not %u (real, effective and saved)",
+		errbuf_set(err, errlen, 0, "privs: uid is not %u (real, effective and saved)",
 		    (unsigned)spec->uid);
 		return -1;
 	}
 	if (getresgid(&rg, &eg, &sg) != 0 || rg != spec->gid || eg != spec->gid ||
 	    sg != spec->gid) {
-		errf(err, errlen, "privs: gid is not %u (real, effective and saved)",
+		errbuf_set(err, errlen, 0, "privs: gid is not %u (real, effective and saved)",
 		    (unsigned)spec->gid);
 		return -1;
 	}
 	ng = getgroups((int)EGRESS_NELEM(groups), groups);
 	if (ng < 0 || ng > 1 || (ng == 1 && groups[0] != spec->gid)) {
-		errf(err, errlen, "privs: supplementary groups are not empty or {%u}",
+		errbuf_set(err, errlen, 0, "privs: supplementary groups are not empty or {%u}",
 		    (unsigned)spec->gid);
 		return -1;
 	}
@@ -254,7 +239,7 @@ privs_verify(const struct privs_spec *spec, char *err, size_t errlen)
 		struct rlimit r;
 		if (getrlimit(rls[i].res, &r) != 0 || r.rlim_cur != rls[i].value ||
 		    r.rlim_max != rls[i].value) {
-			errf(err, errlen, "privs: %s is not %llu (soft and hard)", rls[i].name,
+			errbuf_set(err, errlen, 0, "privs: %s is not %llu (soft and hard)", rls[i].name,
 			    (unsigned long long)rls[i].value);
 			return -1;
 		}

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/scfilter.h"
 #include "common/util.h"
 
 #ifndef CLONE_NEWTIME
@@ -150,21 +151,6 @@ seccomp_profile_entries(size_t *n)
 	return entries_cache;
 }
 
-static void
-errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static const uint64_t CLONE_NS_FLAGS[] = {
 	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 	CLONE_NEWCGROUP, CLONE_NEWTIME,
@@ -254,7 +240,7 @@ add_rules(scmp_filter_ctx ctx, const struct profile_rule *r, int nr, char *err, 
 		break;
 	}
 	if (rc != 0) {
-		errf(err, errlen, "seccomp: adding the rule for %s failed: %s", r->e.syscall,
+		errbuf_set(err, errlen, 0, "seccomp: adding the rule for %s failed: %s", r->e.syscall,
 		    strerror(-rc));
 		return -1;
 	}
@@ -267,31 +253,20 @@ TESTABLE scmp_filter_ctx seccomp_profile_build(char *err, size_t errlen);
 TESTABLE scmp_filter_ctx
 seccomp_profile_build(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int rc;
-
-	if (ctx == NULL) {
-		errf(err, errlen, "seccomp: seccomp_init failed (out of memory?)");
-		return NULL;
-	}
 	/* Other architectures (i386 via int 0x80, x32) never reach the allow default: the
-	 * filter holds the native arch only and anything else kills the process. */
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	if (rc == 0)
-		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-	if (rc != 0) {
-		errf(err, errlen, "seccomp: setting filter attributes failed: %s", strerror(-rc));
-		seccomp_release(ctx);
+	 * filter holds the native arch only and anything else kills the process. A binary
+	 * search over syscall numbers instead of a linear chain: every worker syscall runs
+	 * the filter (common/scfilter). */
+	static const struct scf_spec spec = { .default_action = SCMP_ACT_ALLOW,
+		.tsync = true, .badarch_kill = true, .optimize = true };
+	scmp_filter_ctx ctx = scf_new(&spec, err, errlen);
+
+	if (ctx == NULL)
 		return NULL;
-	}
-	/* A binary search over syscall numbers instead of a linear chain: every worker
-	 * syscall runs the filter. Only speed is at stake, so an old libseccomp without the
-	 * attribute is fine. */
-	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	for (size_t i = 0; i < EGRESS_NELEM(PROFILE); i++) {
-		int nr = seccomp_syscall_resolve_name(PROFILE[i].e.syscall);
-		if (nr == __NR_SCMP_ERROR)
-			continue; /* unknown to libseccomp on every arch: nothing to call */
+		int nr = scf_resolve(PROFILE[i].e.syscall);
+		if (nr < 0)
+			continue; /* not a system call here: nothing to call */
 		if (add_rules(ctx, &PROFILE[i], nr, err, errlen) != 0) {
 			seccomp_release(ctx);
 			return NULL;
@@ -304,53 +279,22 @@ int
 seccomp_profile_install(char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx;
-	int rc;
 
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) {
-		errf(err, errlen, "seccomp: no_new_privs is not set; privs_drop must run first");
+		errbuf_set(err, errlen, 0, "seccomp: no_new_privs is not set; privs_drop must run first");
 		return -1;
 	}
 	ctx = seccomp_profile_build(err, errlen);
-	if (ctx == NULL)
+	if (ctx == NULL || scf_load(ctx, err, errlen) != 0)
 		return -1;
-	rc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	if (rc != 0) {
-		errf(err, errlen, "seccomp: loading the filter failed: %s", strerror(-rc));
-		return -1;
-	}
 	return seccomp_profile_verify(err, errlen);
 }
 
 int
 seccomp_profile_verify(char *err, size_t errlen)
 {
-	char buf[4096];
-	ssize_t n;
-	size_t len = 0;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0) {
-		errf(err, errlen, "seccomp: cannot open /proc/self/status: %s", strerror(errno));
-		return -1;
-	}
-	while (len < sizeof(buf) - 1 &&
-	    (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
-	const char *p = strstr(buf, "\nSeccomp:");
-	if (p == NULL) {
-		errf(err, errlen, "seccomp: /proc/self/status has no Seccomp line");
-		return -1;
-	}
-	p += strlen("\nSeccomp:");
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (p[0] != '2' || (p[1] != '\n' && p[1] != '\0')) {
-		errf(err, errlen, "seccomp: mode is not 2 (filter) after loading");
-		return -1;
-	}
+	if (!scf_active())
+		return errbuf_set(err, errlen, 0, "seccomp: mode is not 2 (filter) after loading");
 	return 0;
 }
 
@@ -390,7 +334,7 @@ seccomp_profile_selftest(char *err, size_t errlen)
 	pid_t pid = fork();
 
 	if (pid < 0) {
-		errf(err, errlen, "seccomp self-test: fork failed: %s", strerror(errno));
+		errbuf_set(err, errlen, 0, "seccomp self-test: fork failed: %s", strerror(errno));
 		return -1;
 	}
 	if (pid == 0)
@@ -401,7 +345,7 @@ seccomp_profile_selftest(char *err, size_t errlen)
 		if (w == pid)
 			goto done;
 		if (w < 0 && errno != EINTR) {
-			errf(err, errlen, "seccomp self-test: waitpid: %s", strerror(errno));
+			errbuf_set(err, errlen, 0, "seccomp self-test: waitpid: %s", strerror(errno));
 			return -1;
 		}
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
@@ -410,15 +354,15 @@ seccomp_profile_selftest(char *err, size_t errlen)
 	kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	errf(err, errlen, "seccomp self-test: child did not finish within 5 s");
+	errbuf_set(err, errlen, 0, "seccomp self-test: child did not finish within 5 s");
 	return -1;
 done:
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFSIGNALED(status))
-		errf(err, errlen, "seccomp self-test: child killed by signal %d", WTERMSIG(status));
+		errbuf_set(err, errlen, 0, "seccomp self-test: child killed by signal %d", WTERMSIG(status));
 	else
-		errf(err, errlen, "seccomp self-test: check %d failed (10 nnp, 11 install, "
+		errbuf_set(err, errlen, 0, "seccomp self-test: check %d failed (10 nnp, 11 install, "
 		    "12 unshare, 13 mount, 14 netlink, 15 clone3, 16 inet socket)",
 		    WEXITSTATUS(status));
 	return -1;

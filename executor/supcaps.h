@@ -1,5 +1,5 @@
 /*
- * supcaps - the capabilities egress-exec's supervisor keeps (issue 10).
+ * supcaps - the capabilities egress-exec's supervisor keeps (docs/SECURITY.md, "Privilege design: egress-exec").
  *
  * Owns: the one list of capabilities that building, supervising and tearing down a sandbox
  * need (docs/SECURITY.md "egress-exec" table, step by step). Callers: executor/main.c,

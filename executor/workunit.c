@@ -240,22 +240,6 @@ workunit_free(struct workunit *wu)
 	free(wu);
 }
 
-static bool
-id_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 64)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
-}
-
 static enum wu_flag
 flag_get(const struct conf *c, long sec, const char *key, unsigned *line)
 {
@@ -408,7 +392,7 @@ wu_from_conf(struct conf *c, const char *name, const char *base_dir, enum reason
 
 	if (top < 0 || (v = conf_get(c, (size_t)top, "id", &line)) == NULL)
 		REFUSE(REASON_ADM_INVALID_FILE, "%s: 'id' is required", name);
-	if (!id_valid(v))
+	if (!label_valid(v, 64))
 		REFUSE(REASON_ADM_INVALID_FILE,
 		    "%s:%u: id must be 1-64 characters of A-Z a-z 0-9 . _ -", name, line);
 	if ((wu->id = strdup(v)) == NULL)

@@ -1,6 +1,6 @@
 /*
  * fuzz_dlog_reader - the decision-log line parser and chain verifier
- * (egressd/dlog_verify.c) over arbitrary bytes: a log file is hostile input to egressctl
+ * (common/dlogchain.c) over arbitrary bytes: a log file is hostile input to egressctl
  * and to dlog_open, which continues the chain from a file's last record.
  */
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_logread - the audit reader (egressd/logread.c) and everything that consumes its
+ * fuzz_logread - the audit reader (egressd/ctl/logread.c) and everything that consumes its
  * records over arbitrary bytes: the query filter and table printer, the summary
  * aggregation with its HTML report, and the Squid export. A log file handed to an
  * auditor is hostile input: a record with a wrong hash is still read (flagged), so the
@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "egressd/logexport.h"
-#include "egressd/logquery.h"
-#include "egressd/logread.h"
-#include "egressd/logsummary.h"
-#include "egressd/report_html.h"
+#include "egressd/ctl/logexport.h"
+#include "egressd/ctl/logquery.h"
+#include "egressd/ctl/logread.h"
+#include "egressd/ctl/logsummary.h"
+#include "egressd/ctl/report_html.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* libFuzzer: the HTTP forwarding path's response framing (issue 7): a response head as
+/* libFuzzer: the HTTP forwarding path's response framing (docs/redirects.md): a response head as
  * httpresp parses it, its framing (http_response_framing), the head egressd rebuilds for
  * the client (http_build_client_response), and the chunked framer over what follows. */
 #include <stdbool.h>

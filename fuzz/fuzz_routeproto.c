@@ -3,7 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "egressd/routeproto.h"
+#include "common/routeproto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""grant.create with a passed listener (listen_fd, SCM_RIGHTS), issue 10.
+"""grant.create with a passed listener (listen_fd, SCM_RIGHTS), docs/control.md.
 
 egress-exec makes a run's listener in the run's own link namespace and passes it to
 egressd, which then binds nothing itself. Expectations: a listening TCP socket passed with

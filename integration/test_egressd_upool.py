@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 7, keep-alive on the upstream side: plain-HTTP requests of one grant to the same
+"""Keep-alive on the upstream side (docs/redirects.md, "HTTP/1.1 forwarding"):
+plain-HTTP requests of one grant to the same
 pinned address and port reuse one idle upstream connection; another principal never
 does; a connection is not reused after "Connection: close", after the idle limit, or
 after its grant is revoked; an origin that closes the idle connection just as it is

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault test (issue 10): kill -9 of egress-exec in the middle of a networked run.
+"""Fault test (docs/SECURITY.md, "What the fault tests prove"): kill -9 of egress-exec in the middle of a networked run.
 
 egress-exec runs in the lab's host namespace (nsenter --net, not `ip netns exec`, which
 would hide the cgroup hierarchy) against the lab's egressd (--egressd-control), with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault tests (issue 10): the decision log under faults. Each check states its expectation.
+"""Fault tests (docs/SECURITY.md, "What the fault tests prove"): the decision log under faults. Each check states its expectation.
 
 - log_disk_full: the decision log lives on a 512 KiB tmpfs mounted under the lab workdir
   (never the real disk), owned by the account egressd drops to (as docs/SECURITY.md sets up

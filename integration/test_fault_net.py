@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault tests (issue 10): network faults around egressd. Each check states its expectation.
+"""Fault tests (docs/SECURITY.md, "What the fault tests prove"): network faults around egressd. Each check states its expectation.
 
 - origin_dies_mid_tunnel: an origin resets its connection in the middle of a tunnel; that
   tunnel closes, its close record names a reason (upstream_closed or io_error), and another

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault tests (issue 10): the PAC route helper hangs or crashes. route = pac FILE whose
+"""Fault tests (docs/SECURITY.md, "What the fault tests prove"): the PAC route helper hangs or crashes. route = pac FILE whose
 FindProxyForURL loops forever for *.loop.test and answers DIRECT for the rest.
 
 - helper_hangs: a hop to a.loop.test is refused (504 route_timeout) within route_timeout +

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""egressd least privilege (issue 10): the drop is egressd's default and only mode as root.
+"""egressd least privilege (docs/SECURITY.md, "Privilege design: egressd"): the drop is egressd's default and only mode as root.
 Expectations:
 
 - default_drop_without_u: egressd started as root WITHOUT -u or [egressd] user (this lab's

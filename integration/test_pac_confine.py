@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The route helper's confinement keeps what PAC evaluation needs (issue 10).
+"""The route helper's confinement keeps what PAC evaluation needs (docs/SECURITY.md, "The libproxy/PAC helper").
 
-egressd-route-helper runs libproxy and the PAC script under egressd/pacsandbox.h: UDP for
+egressd-route-helper runs libproxy and the PAC script under egressd/helper/pacsandbox.h: UDP for
 glibc's stub resolver and NETLINK_ROUTE stay, every other socket (TCP, AF_UNIX, raw, ...)
 fails. The unit test (unit.test_pacsandbox) proves the refusals; this test proves that a
 PAC using dnsResolve()/isInNet()/isResolvable()/myIpAddress() still gets real DNS answers
 under that filter. The helper is started as root in the lab's host namespace, in a private
 mount namespace whose /etc/resolv.conf names the lab's DNS server (nothing outside the
-lab is queried), and asked over its line protocol (egressd/routeproto.h).
+lab is queried), and asked over its line protocol (common/routeproto.h).
 
 Expectations: a name resolving into 198.51.100.0/24 gets the "inside" proxy, one resolving
 into 203.0.113.0/24 the "other" proxy, an NXDOMAIN name the "unresolved" answer; the lab DNS

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 7 in the lab: redirects are re-authorized before the client sees them, credentials
+"""docs/redirects.md in the lab: redirects are re-authorized before the client sees them, credentials
 do not follow a cross-origin redirect (unless the grant binds them), hop chains are in the
 decision log, and plain-HTTP forwarding is complete enough for keep-alive clients (framed
 bodies, HEAD, 1xx, pipelining where every request is its own hop).

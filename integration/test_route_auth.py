@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Upstream proxy Basic authentication, and credentials that never reach a worker (issue 4).
+"""Upstream proxy Basic authentication, and credentials that never reach a worker (docs/routing.md).
 
 A real squid demands Basic (password file made with `openssl passwd -apr1`). Checks: with
 a root-only credentials file (0600, root) the tunnel works and squid logs the user; without

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A hostile or broken upstream HTTP proxy (issue 4: every byte from an upstream proxy is
+"""A hostile or broken upstream HTTP proxy (docs/routing.md: every byte from an upstream proxy is
 hostile; bounded time; distinct reasons).
 
 A scripted proxy plays one answer per case. Checks: bytes the proxy sends right after its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""https:// upstream proxies: TLS to the proxy, verified (issue 4).
+"""https:// upstream proxies: TLS to the proxy, verified (docs/routing.md).
 
 The lab puts a TLS front (python ssl, certificate from a throw-away lab CA for
 tls.lab.test) before a real squid. Checks: with proxy_ca_file = the lab CA the tunnel

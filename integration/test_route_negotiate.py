@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Negotiate (SPNEGO/Kerberos) to an upstream squid against a local MIT KDC (issue 4).
+"""Negotiate (SPNEGO/Kerberos) to an upstream squid against a local MIT KDC (docs/routing.md).
 
 The lab builds a throw-away realm LAB.TEST (kdb5_util, kadmin.local, krb5kdc inside the
 inet namespace, every file in the lab workdir; KRB5_CONFIG / KRB5_KDC_PROFILE point at

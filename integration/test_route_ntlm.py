@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""NTLM to an upstream proxy: three legs on ONE connection (issue 4, item 9).
+"""NTLM to an upstream proxy: three legs on ONE connection (docs/routing.md, "Upstream proxy authentication").
 
 squid's ntlm_fake_auth emits a malformed CHALLENGE (its TargetName offset is garbage), which
 a real NTLM client (gss-ntlmssp) rightly refuses, so this lab runs its own NTLM proxy: it

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""egressd's host route through a PAC file and a real squid (issue 4).
+"""egressd's host route through a PAC file and a real squid (docs/routing.md).
 
 A PAC routes *.proxied.test through squid (proxy.lab.test:3128) and the rest DIRECT.
 Checks: both routes appear in the decision log (route = proxy URL, attested false, vs

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A PAC that cannot be fetched denies — never direct (issue 4).
+"""A PAC that cannot be fetched denies — never direct (docs/routing.md).
 
 Checks: a PAC URL answering 404 with no good copy denies with pac_unavailable (the origin
 sees nothing) instead of going direct; a good copy survives a later 404 of the same URL

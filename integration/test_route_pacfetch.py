@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""egressd's own PAC fetch: bounds and refresh (issue 4).
+"""egressd's own PAC fetch: bounds and refresh (docs/routing.md).
 
 Checks: the fetch refuses a captive-portal HTML page, a body over the size bound and too
 many redirects (pac_unavailable, never direct), and follows a redirect within the bound; a

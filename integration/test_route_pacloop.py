@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A PAC whose evaluation fails denies within the deadline (issue 4).
+"""A PAC whose evaluation fails denies within the deadline (docs/routing.md).
 
 Checks: a PAC whose evaluation never ends (`while(true){}`) denies with route_timeout
 within route_timeout, and egressd keeps serving another principal meanwhile (control

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A sandboxed worker (egress-exec) behind egressd whose route needs proxy credentials
-(issue 4: "the worker never sees any credential — its environment and its traffic").
+(docs/routing.md: "the worker never sees any credential — its environment and its traffic").
 
 egressd's route is a Basic-authenticating squid; the credential lives only in egressd's
 root-only credentials file. The worker (egress-exec run, in the lab's host namespace)

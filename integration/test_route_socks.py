@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`route = proxy URL`: one static upstream, SOCKS5 through a real dante and HTTP through a
-real squid (issue 4).
+real squid (docs/routing.md).
 
 Checks: socks5:// through dante works for tunnels and plain HTTP (decision: route
 socks5://..., attested false, dante logs the name); under pinning = required egressd sends

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`route = system`: libproxy with egressd's own environment (issue 4).
+"""`route = system`: libproxy with egressd's own environment (docs/routing.md).
 
 Checks: https_proxy / http_proxy with no_proxy route through squid and direct as libproxy
 says (route_source "system"); a `pac+http://` value is fetched by egressd itself (the PAC

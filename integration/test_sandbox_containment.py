@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Containment: a worker trying forbidden things from inside `egress-exec run --net none`
-(issue 5 item 6): host secrets, writes outside the writable paths / into .git / into system
+(docs/sandbox.md, docs/SECURITY.md "Sandbox"): host secrets, writes outside the writable paths / into .git / into system
 directories, namespace and kernel-attack syscalls, raw/packet/netlink sockets, TIOCSTI, host
 processes. The host repository is byte-for-byte unchanged after every test, and nothing of
 the run is left behind."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Resource bounds of `egress-exec run` (issue 5 item 6): fork bomb, memory balloon, disk
+"""Resource bounds of `egress-exec run` (docs/sandbox.md, the cgroup step): fork bomb, memory balloon, disk
 fill, CPU spin on more CPUs than granted, sleeping past the wall budget, a setsid daemon
 that outlives its parent, a stdout flood. Each run ends bounded, says why, leaves nothing
 behind, and the host repository is unchanged."""

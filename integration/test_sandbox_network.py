@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Network confinement of `egress-exec run` inside the lab's host namespace (issue 5 items
-2 and 6): the worker reaches only its own egressd listener over its veth, with exactly its
+"""Network confinement of `egress-exec run` inside the lab's host namespace (docs/sandbox.md,
+network steps): the worker reaches only its own egressd listener over its veth, with exactly its
 grant; no direct route, no UDP DNS; a wildcard service in egressd's namespace is out of
 reach (the veth's host end lives in the run's own link namespace); two workers with different grants at once cannot use
 each other's grant or see each other's files; the grant is revoked and the veth removed

@@ -1,7 +1,7 @@
 /* logfixture.h - build decision-log chains for the audit tests (test_log*.c,
  * test_report_html.c): records with chosen times and fields, hashed exactly as
  * egressd/dlog.c does (docs/decision-log.md "The chain: exact bytes"), with the fields in
- * the order egressd/session.c emits them. Header-only: each test includes it once. */
+ * the order egressd/session_record.c emits them. Header-only: each test includes it once. */
 #ifndef EGRESS_TEST_LOGFIXTURE_H
 #define EGRESS_TEST_LOGFIXTURE_H
 
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 struct lchain {
 	FILE *f;
@@ -55,7 +55,7 @@ lchain_add(struct lchain *c, const char *time, const char *event, const char *fi
 	return blen - 1 + 75 + 1;
 }
 
-/* A decision record as egressd/session.c writes it (direct route unless route given;
+/* A decision record as egressd/session_record.c writes it (direct route unless route given;
  * a denial is never attested: nothing was connected). */
 static inline void
 lchain_decision(struct lchain *c, const char *time, const char *conn, const char *principal,

@@ -17,7 +17,7 @@
 
 #include "common/util.h"
 #include "egressd/dlog.h"
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 struct fix {
 	char dir[64];

@@ -23,6 +23,7 @@
 
 #include "common/limits.h"
 #include "common/util.h"
+#include "common/ctlclient.h"
 #include "executor/egressd_client.h"
 
 static char sock_path[108];
@@ -282,7 +283,7 @@ test_reply_too_long(void **state)
 	assert_non_null(big);
 	memset(big, 'x', len);   /* no newline at all */
 	p = serve(big, len, 0);
-	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	assert_int_equal(ctlclient_request(sock_path, req, -1, &reply, 2000, err, sizeof(err)), -1);
 	assert_null(reply);
 	assert_non_null(strstr(err, "exceeds"));
 	reap(p);
@@ -302,24 +303,24 @@ test_timeout_and_garbage(void **state)
 	/* never answers: bounded by the deadline */
 	p = serve("", 0, 3000);
 	t0 = mono_msec();
-	assert_int_equal(egressd_request(sock_path, req, &reply, 300, err, sizeof(err)), -1);
+	assert_int_equal(ctlclient_request(sock_path, req, -1, &reply, 300, err, sizeof(err)), -1);
 	assert_true(mono_msec() - t0 < 2000);
 	reap(p);
 	/* closes without a newline */
 	p = serve("{\"ok\": true}", 12, 0);
-	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	assert_int_equal(ctlclient_request(sock_path, req, -1, &reply, 2000, err, sizeof(err)), -1);
 	reap(p);
 	/* not an object */
 	p = serve("[1,2]\n", 6, 0);
-	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	assert_int_equal(ctlclient_request(sock_path, req, -1, &reply, 2000, err, sizeof(err)), -1);
 	reap(p);
 	/* duplicate keys are refused */
 	p = serve("{\"ok\": true, \"ok\": false}\n", 26, 0);
-	assert_int_equal(egressd_request(sock_path, req, &reply, 2000, err, sizeof(err)), -1);
+	assert_int_equal(ctlclient_request(sock_path, req, -1, &reply, 2000, err, sizeof(err)), -1);
 	reap(p);
 	/* nobody listening */
 	unlink(sock_path);
-	assert_int_equal(egressd_request(sock_path, req, &reply, 500, err, sizeof(err)), -1);
+	assert_int_equal(ctlclient_request(sock_path, req, -1, &reply, 500, err, sizeof(err)), -1);
 	json_decref(req);
 }
 

@@ -1,7 +1,7 @@
 /*
  * test_host - canonical destination host[:port] (common/host).
  *
- * Every refused form named in common/host.h and issue 2 has a negative case below, each
+ * Every refused form named in common/host.h has a negative case below, each
  * next to the positive twin it could be confused with.
  */
 #include <stdarg.h>

@@ -401,49 +401,6 @@ test_forward_head(void **st)
 
 /* ---------- response head ---------- */
 
-static void
-test_response(void **st)
-{
-	const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-H\r\n"
-	    "X-H: 1\r\nKeep-Alive: timeout=5\r\nX-Ok: 2\r\n\r\nhi";
-	size_t hl = 0;
-	int status = 0;
-	enum reason why;
-	char out[1024];
-	size_t n;
-
-	assert_int_equal(http_check_response(r, 10, &hl, &status, &why), HTTP_PARSE_INCOMPLETE);
-	assert_int_equal(http_check_response(r, strlen(r), &hl, &status, &why), HTTP_PARSE_OK);
-	assert_int_equal(status, 200);
-	assert_int_equal(hl, strlen(r) - 2);
-	n = http_build_response_head(r, hl, out, sizeof(out));
-	assert_true(n > 0);
-	out[n] = '\0';
-	assert_string_equal(out, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Ok: 2\r\n"
-	    "Connection: close\r\n\r\n");
-
-	assert_int_equal(http_check_response("HTTP/1.1 20 OK\r\n\r\n", 18, &hl, &status, &why),
-	    HTTP_PARSE_ERROR);
-	assert_int_equal(why, REASON_BAD_RESPONSE);
-	assert_int_equal(http_check_response("SSH-2.0-x\r\n\r\n", 13, &hl, &status, &why),
-	    HTTP_PARSE_ERROR);
-	assert_int_equal(http_check_response("HTTP/1.1 200 OK\r\nA\r\n\r\n", 22, &hl, &status,
-	    &why), HTTP_PARSE_ERROR);
-	assert_int_equal(http_check_response("HTTP/1.1 200 OK\nA: b\n\n", 22, &hl, &status,
-	    &why), HTTP_PARSE_ERROR);
-	{
-		size_t big = EGRESS_RESPONSE_HEAD_MAX + 10;
-		char *b = malloc(big);
-		assert_non_null(b);
-		memcpy(b, "HTTP/1.1 200 OK\r\nX: ", 20);
-		memset(b + 20, 'a', big - 20);
-		assert_int_equal(http_check_response(b, big, &hl, &status, &why),
-		    HTTP_PARSE_ERROR);
-		assert_int_equal(why, REASON_RESPONSE_TOO_LARGE);
-		free(b);
-	}
-}
-
 /* ---------- chunked framer ---------- */
 
 static void
@@ -521,7 +478,7 @@ test_refusal_format(void **st)
 	assert_int_equal(http_format_refusal(REASON_NOT_GRANTED, out, 20), 0);
 }
 
-/* ---- issue 7: the forwarding path's builders and the response framing ---- */
+/* ---- docs/redirects.md: the forwarding path's builders and the response framing ---- */
 
 static void
 test_request_head_issue7(void **st)
@@ -662,7 +619,6 @@ main(void)
 		cmocka_unit_test(test_refuse_framing),
 		cmocka_unit_test(test_refuse_too_large),
 		cmocka_unit_test(test_forward_head),
-		cmocka_unit_test(test_response),
 		cmocka_unit_test(test_chunked),
 		cmocka_unit_test(test_refusal_format),
 		cmocka_unit_test(test_request_head_issue7),

@@ -77,6 +77,8 @@ test_invalid(void **state)
 		"HTTP/1.1 20 OK\r\n\r\n",
 		"HTTP/1.1 099 OK\r\n\r\n",
 		"HTTP/1.1 2000 OK\r\n\r\n",
+		"HTTP/1.1 600 Nope\r\n\r\n",          /* status past 599 */
+		"HTTP/1.1 999 Nope\r\n\r\n",
 		"HTTP/1.1  200 OK\r\n\r\n",
 		"HTTP/1.1 200 OK\n\r\n",              /* bare LF */
 		"HTTP/1.1 200 OK\r\nA: b\rc\r\n\r\n",   /* bare CR */

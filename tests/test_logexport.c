@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/logexport.h"
-#include "egressd/logread.h"
+#include "egressd/ctl/logexport.h"
+#include "egressd/ctl/logread.h"
 #include "logfixture.h"
 
 /* One parsed access.log line: the 10 whitespace-separated fields of Squid's native

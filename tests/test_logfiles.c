@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egressd/dlog_verify.h"
-#include "egressd/logfiles.h"
+#include "common/dlogchain.h"
+#include "egressd/ctl/logfiles.h"
 #include "logfixture.h"
 
 struct fix {

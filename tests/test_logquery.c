@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egressd/logquery.h"
-#include "egressd/logread.h"
+#include "egressd/ctl/logquery.h"
+#include "egressd/ctl/logread.h"
 #include "logfixture.h"
 
 struct fix {

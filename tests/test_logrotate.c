@@ -20,8 +20,8 @@
 #include "common/util.h"
 #include "egressd/config.h"
 #include "egressd/dlog.h"
-#include "egressd/dlog_verify.h"
-#include "egressd/logread.h"
+#include "common/dlogchain.h"
+#include "egressd/ctl/logread.h"
 
 struct fix {
 	char dir[64];

@@ -2,7 +2,7 @@
  * egressd puts in a decision-log record must be documented in a table row of the schema.
  *
  * The member names are taken from the code that builds the records: every
- * json_object_set_new(o, "NAME", ...) in egressd/session.c (decision and close fields)
+ * json_object_set_new(o, "NAME", ...) in egressd/session_record.c (decision and close fields)
  * and the members dlog.c adds itself (v, time, seq, event, prev, hash). Reading the
  * source (rather than a list kept in this test) is the point: a field added to
  * session.c without a row in the schema fails here. The audit fixture's records
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 #include "logfixture.h"
 
 static char *
@@ -101,8 +101,8 @@ scan_names(const char *src, char names[][64], size_t n, size_t max)
 static void
 test_session_fields_documented(void **state)
 {
-	/* session.c builds decision and close records; dlog.c builds rotate records */
-	char *src = slurp_src("egressd/session.c"), *dsrc = slurp_src("egressd/dlog.c");
+	/* session_record.c builds decision and close records; dlog.c builds rotate records */
+	char *src = slurp_src("egressd/session_record.c"), *dsrc = slurp_src("egressd/dlog.c");
 	char *doc = slurp_src("docs/decision-log.md");
 	char names[512][64];
 	size_t n = 0, nd;

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/logread.h"
-#include "egressd/logsummary.h"
+#include "egressd/ctl/logread.h"
+#include "egressd/ctl/logsummary.h"
 #include "logfixture.h"
 
 /* Summarize a log held in memory. */

@@ -20,7 +20,7 @@
 
 #include "egressd/dlog.h"
 #include "egressd/dlog_syslog.h"
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 
 static void
 test_format(void **state)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
 #include "logfixture.h"
 
 #define NREC 10

@@ -1,5 +1,5 @@
 /*
- * Unit tests for egressd/pacsandbox (the route helper's confinement): under the filter a
+ * Unit tests for egressd/helper/pacsandbox (the route helper's confinement): under the filter a
  * UDP socket, a NETLINK_ROUTE socket and a socketpair still work and /etc/hosts resolution
  * still answers (what PAC evaluation needs), while TCP, raw, AF_UNIX, AF_PACKET, other
  * netlink families, listen, exec, unshare and every change to a file (write opens, create,
@@ -32,7 +32,7 @@
 
 #include <linux/netlink.h>
 
-#include "egressd/pacsandbox.h"
+#include "egressd/helper/pacsandbox.h"
 
 /* In the child: exit with the failing line (1..255 range folded, never 0). */
 #define CHILD_CHECK(c) do { if (!(c)) _exit((__LINE__ % 254) + 1); } while (0)

@@ -1,4 +1,4 @@
-/* Unit tests for egressd/proxyurl: route entries from proxy URLs. */
+/* Unit tests for common/proxyurl: route entries from proxy URLs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 
 static int
 parse(const char *s, struct proxy_route *e)

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "egressd/logread.h"
-#include "egressd/logsummary.h"
-#include "egressd/report_html.h"
+#include "egressd/ctl/logread.h"
+#include "egressd/ctl/logsummary.h"
+#include "egressd/ctl/report_html.h"
 #include "logfixture.h"
 
 #define CHROMIUM_TIMEOUT_MS 90000

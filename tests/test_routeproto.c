@@ -1,4 +1,4 @@
-/* Unit tests for egressd/routeproto: egressd <-> route helper line protocol. */
+/* Unit tests for common/routeproto: egressd <-> route helper line protocol. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "egressd/routeproto.h"
+#include "common/routeproto.h"
 
 static int
 reply(const char *s, struct routeproto_reply *r)

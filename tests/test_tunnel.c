@@ -501,7 +501,7 @@ test_http_interim(void **st)
 	fx_close(&f);
 }
 
-/* ---- issue 7: framed responses, keep-alive hand-back, response hook ---- */
+/* ---- docs/redirects.md: framed responses, keep-alive hand-back, response hook ---- */
 
 static void
 test_http_keep_client(void **st)

@@ -1,4 +1,4 @@
-"""Real upstream proxies and route fixtures for the lab (issue 4), all inside the lab's
+"""Real upstream proxies and route fixtures for the lab (docs/routing.md), all inside the lab's
 `inet` namespace: squid (no auth, Basic, Negotiate against a local MIT KDC), dante (SOCKS5,
 no auth), and PAC fixtures (served by the lab's HTTP origin, as a file, and a server that
 accepts and never answers).

@@ -4,13 +4,13 @@
  * Why a separate process: libproxy 0.4 can block forever (a stalled PAC server, a looping
  * script), serializes lookups behind one mutex, is unsafe from several threads, and runs
  * PAC JavaScript from the network. egressd talks to this helper over stdin/stdout with the
- * line protocol of egressd/routeproto.h, gives each lookup a deadline, and kills and
+ * line protocol of common/routeproto.h, gives each lookup a deadline, and kills and
  * restarts the helper when one is missed. egressd fetches the PAC itself and hands it to
  * libproxy as pac+file:// (set in this process's environment by egressd), so libproxy
  * never fetches anything on its own.
  *
  * Confinement, in order: privileges dropped (to nobody when started as root), every fd but
- * 0, 1, 2 closed, no_new_privs, a Landlock read allow-list (egressd/pacsandbox.h: the
+ * 0, 1, 2 closed, no_new_privs, a Landlock read allow-list (egressd/helper/pacsandbox.h: the
  * libraries, the resolver's files, /proc, the PAC copy; nothing written anywhere), then the
  * seccomp filter: no network beyond what PAC evaluation needs (UDP for the stub resolver,
  * NETLINK_ROUTE), no server, no exec, ptrace, mounts, namespaces, modules, bpf, keyrings.
@@ -31,9 +31,9 @@
 
 #include "common/limits.h"
 #include "common/log.h"
-#include "egressd/pacfetch.h"
-#include "egressd/pacsandbox.h"
-#include "egressd/routeproto.h"
+#include "common/routeproto.h"
+#include "common/util.h"
+#include "egressd/helper/pacsandbox.h"
 
 /* The PAC copy egressd wrote (from http_proxy=pac+file://PATH), or NULL. */
 static const char *pac_path;
@@ -76,22 +76,6 @@ pac_error_answer(char **proxies)
 	for (size_t i = 0; proxies != NULL && proxies[i] != NULL; i++)
 		if (strstr(proxies[i], PAC_ERROR_HOST) != NULL)
 			return 1;
-	return 0;
-}
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
 	return 0;
 }
 

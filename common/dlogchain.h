@@ -1,21 +1,26 @@
 /*
- * dlog_verify - read and verify decision log files (the chain written by egressd/dlog).
+ * dlogchain - the decision-log record format and its hash chain: parse and self-check one
+ * line, compute a record's (optionally HMAC-keyed) hash, verify files (the chain written by
+ * egressd/dlog.c). Knows nothing of the daemon.
  *
  * Owns: the one parser of a decision-log line, used by the verifier, by dlog_open (to
  * continue the chain from the last record of an existing file) and by egressctl. Every
  * byte of a log file is treated as hostile: lines are bounded by EGRESS_LOG_RECORD_MAX,
  * nothing is allocated from a length found in the file.
- * Callers: egressctl (log verify), egressd/dlog.c, fuzz/fuzz_dlog_reader.c.
+ * Callers: egressctl (log verify, egressd/ctl/), egressd/dlog.c, fuzz/fuzz_dlog_reader.c.
  */
-#ifndef EGRESS_DLOG_VERIFY_H
-#define EGRESS_DLOG_VERIFY_H
+#ifndef EGRESS_DLOGCHAIN_H
+#define EGRESS_DLOGCHAIN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "egressd/dlog.h"
+#include "common/limits.h"
+
+#define DLOG_SCHEMA_VERSION 1
+#define DLOG_HASH_HEX       64   /* hex characters of a SHA-256 */
 
 /* The genesis prev: 64 zero hex digits. */
 extern const char dlog_zero_hash[DLOG_HASH_HEX + 1];
@@ -130,12 +135,6 @@ enum dlog_break dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *n
 /* Open path and dlog_verify_stream it. DLOG_BREAK_IO when it cannot be opened. */
 enum dlog_break dlog_verify_file(struct dlog_verify *v, const char *path);
 
-/*
- * Read one line of at most max bytes (without newline) into buf (max + 1 bytes).
- * Returns 1 for a complete line, 2 for a final line without newline, 0 at EOF, -1 when
- * the line exceeds max (the rest of that line is skipped), -2 on a read error.
- * *len gets the length. NUL bytes are kept (and later refused by the parser).
- */
-int dlog_read_line(FILE *f, char *buf, size_t max, size_t *len);
+/* Lines are read with line_read (common/util.h), bounded by EGRESS_LOG_RECORD_MAX. */
 
 #endif

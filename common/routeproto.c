@@ -1,5 +1,5 @@
 /* routeproto.c - egressd <-> route helper line protocol (see routeproto.h). */
-#include "egressd/routeproto.h"
+#include "common/routeproto.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* dlog_verify.c - the one parser of decision-log lines and the chain verifier.
- * Format: docs/decision-log.md. Contract: dlog_verify.h. */
-#include "egressd/dlog_verify.h"
+/* dlogchain.c - the one parser of decision-log lines and the chain verifier.
+ * Format: docs/decision-log.md. Contract: dlogchain.h. */
+#include "common/dlogchain.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -384,33 +384,6 @@ dlog_verify_init(struct dlog_verify *v, bool continued)
 	memcpy(v->prev, dlog_zero_hash, sizeof(v->prev));
 }
 
-int
-dlog_read_line(FILE *f, char *buf, size_t max, size_t *len)
-{
-	size_t n = 0;
-	bool over = false;
-	int c;
-
-	while ((c = getc_unlocked(f)) != EOF) {
-		if (c == '\n') {
-			*len = over ? max : n;
-			buf[*len] = '\0';
-			return over ? -1 : 1;
-		}
-		if (n < max)
-			buf[n++] = (char)c;
-		else
-			over = true;
-	}
-	if (ferror(f))
-		return -2;
-	*len = n;
-	buf[n] = '\0';
-	if (over)
-		return -1;
-	return n == 0 ? 0 : 2;
-}
-
 static enum dlog_break
 verify_break(struct dlog_verify *v, enum dlog_break kind, uint64_t line, uint64_t seq,
     const char *name, const char *msg)
@@ -431,7 +404,7 @@ seq_appears_later(FILE *f, char *buf, const struct dlog_key *key, uint64_t want)
 	size_t len;
 	int rc;
 
-	while ((rc = dlog_read_line(f, buf, EGRESS_LOG_RECORD_MAX, &len)) != 0) {
+	while ((rc = line_read(f, buf, EGRESS_LOG_RECORD_MAX, &len)) != 0) {
 		if (rc < -1)
 			return false;
 		if (rc < 0)
@@ -465,7 +438,7 @@ dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *name)
 	v->message[0] = '\0';
 	if (buf == NULL)
 		return verify_break(v, DLOG_BREAK_IO, 0, 0, name, "out of memory");
-	while ((rc = dlog_read_line(f, buf, EGRESS_LOG_RECORD_MAX, &len)) != 0) {
+	while ((rc = line_read(f, buf, EGRESS_LOG_RECORD_MAX, &len)) != 0) {
 		enum dlog_line_status ls;
 
 		line++;

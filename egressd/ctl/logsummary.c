@@ -1,7 +1,7 @@
 /* logsummary.c - egressctl log summary: per principal and destination aggregates of a
  * decision log, as text, JSON or a self-contained HTML report. Contract: logsummary.h.
  * Docs: docs/audit.md. */
-#include "egressd/logsummary.h"
+#include "egressd/ctl/logsummary.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,8 +10,8 @@
 
 #include "common/limits.h"
 #include "common/util.h"
-#include "egressd/logquery.h"
-#include "egressd/report_html.h"
+#include "egressd/ctl/logquery.h"
+#include "egressd/ctl/report_html.h"
 
 #define EXIT_USAGE 2
 
@@ -412,12 +412,32 @@ logsummary_print_text(FILE *out, json_t *sum)
 
 /* ---- command ---- */
 
+struct summary_walk {
+	struct logsummary *s;
+	const struct logquery_filter *q;
+};
+
+static int
+summary_one(const struct logrec *rec, void *arg)
+{
+	struct summary_walk *w = arg;
+
+	return logquery_match(w->q, rec) ? logsummary_add(w->s, rec) : 0;
+}
+
+static void
+summary_counters(const struct logread *r, void *arg)
+{
+	logsummary_add_counters(((struct summary_walk *)arg)->s, r);
+}
+
 int
 logsummary_cli(int argc, char **argv)
 {
 	const char *format = "text", *output = NULL, *title = "egress decision log audit";
 	struct logsummary *s = NULL;
 	struct logquery_opts o;
+	struct summary_walk sa;
 	char **rest = NULL, err[256];
 	int nrest = 0, rc = 1, i = 0;
 	FILE *out = stdout;
@@ -462,28 +482,10 @@ logsummary_cli(int argc, char **argv)
 	}
 	if ((s = logsummary_new()) == NULL)
 		goto out;
-	for (size_t f = 0; f < o.nfiles; f++) {
-		struct logread r;
-		struct logrec *rec;
-		int n;
-
-		if (logread_open(&r, o.files[f]) != 0) {
-			fprintf(stderr, "egressctl: %s: %s\n", o.files[f], strerror(errno));
-			goto out;
-		}
-		while ((n = logread_next(&r, &rec)) == 1) {
-			if (logquery_match(&o.q, rec) && logsummary_add(s, rec) != 0) {
-				n = -1;
-				break;
-			}
-		}
-		logsummary_add_counters(s, &r);
-		if (n < 0)
-			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
-		logread_close(&r);
-		if (n < 0)
-			goto out;
-	}
+	sa.s = s;
+	sa.q = &o.q;
+	if (logread_each(o.files, o.nfiles, summary_one, summary_counters, &sa) != 0)
+		goto out;
 	sum = logsummary_finish(s);
 	if (output != NULL && strcmp(output, "-") != 0) {
 		out = fopen(output, "we");

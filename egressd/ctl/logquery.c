@@ -1,6 +1,6 @@
 /* logquery.c - egressctl log query: filter decision-log records, JSON Lines or a table,
  * optionally following the live file. Contract: logquery.h. Docs: docs/audit.md. */
-#include "egressd/logquery.h"
+#include "egressd/ctl/logquery.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "egressd/logfiles.h"
+#include "egressd/ctl/logfiles.h"
 
 #define EXIT_USAGE 2
 

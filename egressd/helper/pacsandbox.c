@@ -21,7 +21,10 @@
 #include <linux/landlock.h>
 #include <linux/netlink.h>
 
-#include "egressd/pacsandbox.h"
+#include "egressd/helper/pacsandbox.h"
+
+#include "common/scfilter.h"
+#include "common/util.h"
 
 #define NOBODY 65534
 
@@ -46,51 +49,49 @@ pacsandbox_drop(char *err, size_t errlen)
 }
 
 /* Calls a PAC evaluator never makes; each fails with EPERM. */
-static const int pac_denied[] = {
-	SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(ptrace),
-	SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
-	SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot),
-	SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
-	SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key),
-	SCMP_SYS(init_module), SCMP_SYS(finit_module), SCMP_SYS(delete_module),
-	SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load), SCMP_SYS(reboot),
-	SCMP_SYS(swapon), SCMP_SYS(swapoff), SCMP_SYS(userfaultfd),
-	SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register),
-	SCMP_SYS(open_by_handle_at), SCMP_SYS(name_to_handle_at),
-	SCMP_SYS(pidfd_getfd), SCMP_SYS(fanotify_init),
+static const struct scf_rule pac_denied[] = {
+	{ "execve", NULL }, { "execveat", NULL }, { "ptrace", NULL },
+	{ "process_vm_readv", NULL }, { "process_vm_writev", NULL },
+	{ "mount", NULL }, { "umount2", NULL }, { "pivot_root", NULL }, { "chroot", NULL },
+	{ "unshare", NULL }, { "setns", NULL }, { "bpf", NULL }, { "perf_event_open", NULL },
+	{ "keyctl", NULL }, { "add_key", NULL }, { "request_key", NULL },
+	{ "init_module", NULL }, { "finit_module", NULL }, { "delete_module", NULL },
+	{ "kexec_load", NULL }, { "kexec_file_load", NULL }, { "reboot", NULL },
+	{ "swapon", NULL }, { "swapoff", NULL }, { "userfaultfd", NULL },
+	{ "io_uring_setup", NULL }, { "io_uring_enter", NULL }, { "io_uring_register", NULL },
+	{ "open_by_handle_at", NULL }, { "name_to_handle_at", NULL },
+	{ "pidfd_getfd", NULL }, { "fanotify_init", NULL },
 	/* No server of any kind, and no socket file: bind is refused outright (its fd 0/1
 	 * is an AF_UNIX socket, and a bound path would create an inode wherever the egressd
 	 * user may write — the decision-log directory). glibc's netlink helpers then fail
 	 * and fall back (getaddrinfo still answers; integ.test_pac_confine). */
-	SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(bind),
+	{ "listen", NULL }, { "accept", NULL }, { "accept4", NULL }, { "bind", NULL },
 	/* No hold over egressd (same uid after its drop) or another process: signals and
 	 * limits are confined to the helper itself by the rules in rules_self(). */
-	SCMP_SYS(tkill), SCMP_SYS(pidfd_open), SCMP_SYS(pidfd_send_signal),
-	SCMP_SYS(ioprio_set), SCMP_SYS(process_madvise), SCMP_SYS(kcmp),
+	{ "tkill", NULL }, { "pidfd_open", NULL }, { "pidfd_send_signal", NULL },
+	{ "ioprio_set", NULL }, { "process_madvise", NULL }, { "kcmp", NULL },
 	/* Nor over files through fds it holds (stderr is egressd's): no truncation,
 	 * punching, or locks that would block egressd's own (the log's lock). */
-	SCMP_SYS(ftruncate), SCMP_SYS(fallocate), SCMP_SYS(flock),
+	{ "ftruncate", NULL }, { "fallocate", NULL }, { "flock", NULL },
 	/* No file is changed: after egressd's drop the helper shares the egressd user's uid,
 	 * which owns the decision-log directory and the PAC copy. */
-	SCMP_SYS(creat), SCMP_SYS(openat2), SCMP_SYS(truncate),
-	SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(rmdir),
-	SCMP_SYS(rename), SCMP_SYS(renameat), SCMP_SYS(renameat2),
-	SCMP_SYS(link), SCMP_SYS(linkat), SCMP_SYS(symlink), SCMP_SYS(symlinkat),
-	SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(mknod), SCMP_SYS(mknodat),
-	SCMP_SYS(chmod), SCMP_SYS(fchmod), SCMP_SYS(fchmodat),
-	SCMP_SYS(chown), SCMP_SYS(fchown), SCMP_SYS(lchown), SCMP_SYS(fchownat),
-	SCMP_SYS(utime), SCMP_SYS(utimes), SCMP_SYS(utimensat), SCMP_SYS(futimesat),
-	SCMP_SYS(setxattr), SCMP_SYS(lsetxattr), SCMP_SYS(fsetxattr),
-	SCMP_SYS(removexattr), SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr),
+	{ "creat", NULL }, { "openat2", NULL }, { "truncate", NULL },
+	{ "unlink", NULL }, { "unlinkat", NULL }, { "rmdir", NULL },
+	{ "rename", NULL }, { "renameat", NULL }, { "renameat2", NULL },
+	{ "link", NULL }, { "linkat", NULL }, { "symlink", NULL }, { "symlinkat", NULL },
+	{ "mkdir", NULL }, { "mkdirat", NULL }, { "mknod", NULL }, { "mknodat", NULL },
+	{ "chmod", NULL }, { "fchmod", NULL }, { "fchmodat", NULL },
+	{ "chown", NULL }, { "fchown", NULL }, { "lchown", NULL }, { "fchownat", NULL },
+	{ "utime", NULL }, { "utimes", NULL }, { "utimensat", NULL }, { "futimesat", NULL },
+	{ "setxattr", NULL }, { "lsetxattr", NULL }, { "fsetxattr", NULL },
+	{ "removexattr", NULL }, { "lremovexattr", NULL }, { "fremovexattr", NULL },
 };
 
-/* System calls newer than libseccomp 2.5.4's table, by their (all-architecture) number:
- * each changes a file. */
-static const int pac_denied_raw[] = {
-	452,    /* fchmodat2 */
-	463,    /* setxattrat */
-	466,    /* removexattrat */
-	469,    /* file_setattr */
+/* System calls newer than libseccomp 2.5.4's table (common/scfilter resolves them by
+ * number): each changes a file. */
+static const struct scf_rule pac_denied_new[] = {
+	{ "fchmodat2", NULL }, { "setxattrat", NULL }, { "removexattrat", NULL },
+	{ "file_setattr", NULL },
 };
 
 /* fcntl commands that take a lock or lease (a lock on the decision log blocks egressd). */
@@ -218,34 +219,30 @@ rules_socket(scmp_filter_ctx ctx)
 int
 pacsandbox_filter(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int rc = 0;
+	/* A deny list; every thread, should libproxy ever start one before the filter. */
+	static const struct scf_spec spec = { .default_action = SCMP_ACT_ALLOW, .tsync = true };
+	scmp_filter_ctx ctx = scf_new(&spec, err, errlen);
+	int rc;
 
-	if (ctx == NULL) {
-		snprintf(err, errlen, "seccomp_init failed");
+	if (ctx == NULL)
+		return -1;
+	if (scf_add_table(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied, EGRESS_NELEM(pac_denied), err,
+	    errlen) != 0 ||
+	    scf_add_table(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied_new,
+	    EGRESS_NELEM(pac_denied_new), err, errlen) != 0) {
+		seccomp_release(ctx);
 		return -1;
 	}
-	/* every thread, should libproxy ever start one before the filter */
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-	for (size_t i = 0; i < sizeof(pac_denied) / sizeof(pac_denied[0]) && rc == 0; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied[i], 0);
-	for (size_t i = 0; i < sizeof(pac_denied_raw) / sizeof(pac_denied_raw[0]) && rc == 0;
-	    i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pac_denied_raw[i], 0);
-	if (rc == 0)
-		rc = rules_self(ctx);
+	rc = rules_self(ctx);
 	if (rc == 0)
 		rc = rules_socket(ctx);
 	if (rc == 0)
 		rc = rules_open(ctx);
-	if (rc == 0)
-		rc = seccomp_load(ctx);
-	seccomp_release(ctx);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot install the seccomp filter: %s", strerror(-rc));
-		return -1;
+		seccomp_release(ctx);
+		return scf_rule_failed("(argument rules)", rc, err, errlen);
 	}
-	return 0;
+	return scf_load(ctx, err, errlen);
 }
 
 /* Landlock rights newer than Debian 12's header. */

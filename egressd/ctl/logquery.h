@@ -4,7 +4,7 @@
  * Lines (the original bytes, hash included, for jq) or an aligned table; optionally
  * follow the file like `tail -F` (rotation is followed by reopening the path).
  *
- * Owns nothing beyond one call. Reads with egressd/logread. Documented in docs/audit.md.
+ * Owns nothing beyond one call. Reads with egressd/ctl/logread. Documented in docs/audit.md.
  * Callers: egressctl (logquery_cli), tests/test_logquery.c.
  */
 #ifndef EGRESS_LOGQUERY_H
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 
 #define LOGQUERY_FILES_MAX        64
 #define LOGQUERY_INTERVAL_MIN_MS  50

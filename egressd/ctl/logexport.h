@@ -19,7 +19,7 @@
 
 #include <stdio.h>
 
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 
 struct logexport;
 

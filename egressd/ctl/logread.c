@@ -1,13 +1,14 @@
 /* logread.c - bounded reader of decision-log files for the audit commands.
  * Contract: logread.h. Record layout: docs/decision-log.md (checked by dlog_verify). */
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "egressd/dlog_verify.h"
+#include "common/dlogchain.h"
+#include "common/util.h"
 
 static const char *
 jstr(json_t *o, const char *k)
@@ -236,7 +237,7 @@ logread_next(struct logread *r, struct logrec **rec)
 	for (;;) {
 		off_t start = r->follow ? ftello(r->f) : -1;
 
-		rc = dlog_read_line(r->f, r->buf, EGRESS_LOG_RECORD_MAX, &len);
+		rc = line_read(r->f, r->buf, EGRESS_LOG_RECORD_MAX, &len);
 		if (rc == 0) {
 			clearerr(r->f);  /* follow: later reads see appended bytes */
 			return 0;
@@ -356,4 +357,35 @@ logread_opt(int argc, char **argv, int *i, const char *name, const char **val)
 	*val = argv[*i + 1];
 	*i += 2;
 	return 1;
+}
+
+int
+logread_each(const char *const *files, size_t n,
+    int (*fn)(const struct logrec *rec, void *arg),
+    void (*after)(const struct logread *r, void *arg), void *arg)
+{
+	for (size_t f = 0; f < n; f++) {
+		struct logread r;
+		struct logrec *rec;
+		int k;
+
+		if (logread_open(&r, files[f]) != 0) {
+			fprintf(stderr, "egressctl: %s: %s\n", files[f], strerror(errno));
+			return -1;
+		}
+		while ((k = logread_next(&r, &rec)) == 1) {
+			if (fn(rec, arg) != 0) {
+				k = -1;
+				break;
+			}
+		}
+		if (after != NULL)
+			after(&r, arg);
+		if (k < 0)
+			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
+		logread_close(&r);
+		if (k < 0)
+			return -1;
+	}
+	return 0;
 }

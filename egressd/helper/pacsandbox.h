@@ -16,7 +16,7 @@
  * xattrs): after egressd's drop the helper shares the egressd user's uid, which owns the
  * decision-log directory and the PAC copy.
  *
- * Owns: nothing. Callers: route_helper_main.c (after no_new_privs), tests.
+ * Owns: nothing. Callers: egressd/helper/main.c (after no_new_privs), tests.
  */
 #ifndef EGRESS_PACSANDBOX_H
 #define EGRESS_PACSANDBOX_H

@@ -1,6 +1,6 @@
 /* logexport.c - decision-log records as Squid native access.log lines.
  * Contract: logexport.h. Mapping: docs/audit.md. */
-#include "egressd/logexport.h"
+#include "egressd/ctl/logexport.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,7 +8,7 @@
 
 #include "common/limits.h"
 #include "common/reasons.h"
-#include "egressd/logquery.h"
+#include "egressd/ctl/logquery.h"
 
 #define EXIT_USAGE 2
 #define FIELD_MAX  (EGRESS_LOG_TARGET_MAX * 3 + 1)   /* a target fully %-encoded */
@@ -238,12 +238,40 @@ logexport_finish(struct logexport *x)
 	free(x);
 }
 
+struct export_walk {
+	struct logexport *x;
+	const struct logquery_filter *q;
+};
+
+static int
+export_one(const struct logrec *rec, void *arg)
+{
+	struct export_walk *w = arg;
+
+	/* closes carry no verdict or route: let them through so the hop they end gets its
+	 * bytes; the filter applies to the decision */
+	if (strcmp(rec->event, "close") != 0 && !logquery_match(w->q, rec))
+		return 0;
+	return logexport_add(w->x, rec);
+}
+
+static void
+export_warn(const struct logread *r, void *arg)
+{
+	(void)arg;
+	if (r->bad_hash > 0)
+		fprintf(stderr, "egressctl: %s: WARNING: %llu record(s) do not match their own "
+		    "hash (edited): run egressctl log verify\n", r->name,
+		    (unsigned long long)r->bad_hash);
+}
+
 int
 logexport_cli(int argc, char **argv)
 {
 	const char *format = NULL;
 	struct logexport *x = NULL;
 	struct logquery_opts o;
+	struct export_walk xa;
 	char **rest, err[256];
 	int nrest = 0, i = 0, rc = 1;
 
@@ -275,34 +303,10 @@ logexport_cli(int argc, char **argv)
 	}
 	if ((x = logexport_new(stdout)) == NULL)
 		goto out;
-	for (size_t f = 0; f < o.nfiles; f++) {
-		struct logread r;
-		struct logrec *rec;
-		int n;
-
-		if (logread_open(&r, o.files[f]) != 0) {
-			fprintf(stderr, "egressctl: %s: %s\n", o.files[f], strerror(errno));
-			goto out;
-		}
-		while ((n = logread_next(&r, &rec)) == 1) {
-			/* closes carry no verdict or route: let them through so the hop they
-			 * end gets its bytes; the filter applies to the decision */
-			if ((strcmp(rec->event, "close") == 0 || logquery_match(&o.q, rec)) &&
-			    logexport_add(x, rec) != 0) {
-				n = -1;
-				break;
-			}
-		}
-		if (r.bad_hash > 0)
-			fprintf(stderr, "egressctl: %s: WARNING: %llu record(s) do not match "
-			    "their own hash (edited): run egressctl log verify\n", r.name,
-			    (unsigned long long)r.bad_hash);
-		if (n < 0)
-			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
-		logread_close(&r);
-		if (n < 0)
-			goto out;
-	}
+	xa.x = x;
+	xa.q = &o.q;
+	if (logread_each(o.files, o.nfiles, export_one, export_warn, &xa) != 0)
+		goto out;
 	rc = 0;
 	goto out;
 usage:

@@ -1,5 +1,5 @@
 /* logfiles.c - the decision-log files the log commands read, in chain order (logfiles.h). */
-#include "egressd/logfiles.h"
+#include "egressd/ctl/logfiles.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 
 #include "common/limits.h"
 #include "egressd/config.h"
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 
 /* More rotated files than this in one directory is not a log set egressctl reads at once. */
 #define LOGFILES_SCAN_MAX 4096

@@ -9,26 +9,23 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "common/ctlclient.h"
 #include "common/limits.h"
 #include "common/util.h"
-#include "egressd/dlog_verify.h"
-#include "egressd/logexport.h"
-#include "egressd/logfiles.h"
-#include "egressd/logquery.h"
-#include "egressd/logsummary.h"
+#include "common/dlogchain.h"
+#include "egressd/ctl/logexport.h"
+#include "egressd/ctl/logfiles.h"
+#include "egressd/ctl/logquery.h"
+#include "egressd/ctl/logsummary.h"
 
 #define EXIT_BROKEN 1
 #define EXIT_USAGE  2
 #define CONTROL_DEFAULT "/run/egressd/control.sock"
-#define CONTROL_TIMEOUT_MS 5000
 
 struct ctl {
 	const char *sock;
@@ -236,89 +233,21 @@ cmd_log_export(struct ctl *c, int argc, char **argv)
 
 /* ---- control socket ---- */
 
-/* One request, one reply line. Returns the parsed reply or NULL (message printed). */
+/* One request, one reply line (common/ctlclient.h). Returns the parsed reply or NULL
+ * (message printed). */
 static json_t *
 control_call(struct ctl *c, json_t *req)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	char *line = NULL, *buf = NULL;
-	size_t len = 0, off = 0;
-	uint64_t deadline = mono_msec() + CONTROL_TIMEOUT_MS;
+	char err[512];
 	json_t *reply = NULL;
-	json_error_t jerr;
-	int fd = -1;
 
-	if (strlen(c->sock) >= sizeof(sun.sun_path)) {
-		fprintf(stderr, "egressctl: socket path too long: %s\n", c->sock);
-		goto out;
+	if (ctlclient_request(c->sock, req, -1, &reply, CTLCLIENT_TIMEOUT_MS, err,
+	    sizeof(err)) != 0) {
+		fprintf(stderr, "egressctl: %s%s\n", err,
+		    errno == ENOENT || errno == ECONNREFUSED || errno == EACCES ?
+		    " (is egressd running? are you root?)" : "");
+		return NULL;
 	}
-	memcpy(sun.sun_path, c->sock, strlen(c->sock) + 1);
-	line = json_dumps(req, JSON_COMPACT);
-	if (line == NULL)
-		goto out;
-	len = strlen(line);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		fprintf(stderr, "egressctl: cannot connect to %s: %s (is egressd running? "
-		    "are you root?)\n", c->sock, strerror(errno));
-		goto out;
-	}
-	while (off < len + 1) {
-		ssize_t w = off < len ? write(fd, line + off, len - off) : write(fd, "\n", 1);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			fprintf(stderr, "egressctl: write to %s: %s\n", c->sock, strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
-	}
-	buf = malloc(EGRESS_CONTROL_LINE_MAX + 1);
-	if (buf == NULL)
-		goto out;
-	off = 0;
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		uint64_t now = mono_msec();
-		ssize_t r;
-		char *nl;
-
-		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0) {
-			fprintf(stderr, "egressctl: no reply from %s within %d ms\n", c->sock,
-			    CONTROL_TIMEOUT_MS);
-			goto out;
-		}
-		r = read(fd, buf + off, EGRESS_CONTROL_LINE_MAX - off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			fprintf(stderr, "egressctl: %s closed the connection\n", c->sock);
-			goto out;
-		}
-		nl = memchr(buf + off, '\n', (size_t)r);
-		off += (size_t)r;
-		if (nl != NULL) {
-			off = (size_t)(nl - buf);
-			break;
-		}
-		if (off >= EGRESS_CONTROL_LINE_MAX) {
-			fprintf(stderr, "egressctl: reply longer than %d bytes\n",
-			    EGRESS_CONTROL_LINE_MAX);
-			goto out;
-		}
-	}
-	reply = json_loadb(buf, off, JSON_REJECT_DUPLICATES, &jerr);
-	if (reply == NULL || !json_is_object(reply)) {
-		fprintf(stderr, "egressctl: malformed reply: %s\n", jerr.text);
-		json_decref(reply);
-		reply = NULL;
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	free(line);
-	free(buf);
 	return reply;
 }
 

@@ -1,6 +1,6 @@
 /* proxyurl.c - route entries from proxy URLs (see proxyurl.h). */
 #define _GNU_SOURCE
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
 
 #include "common/util.h"
 

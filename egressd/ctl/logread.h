@@ -3,8 +3,8 @@
  * commands: egressctl log query, log summary and log export.
  *
  * Owns: the open file, one line buffer of EGRESS_LOG_RECORD_MAX + 1 bytes and the parsed
- * record of the current line. Lines are read with dlog_read_line and checked with
- * dlog_line_check (egressd/dlog_verify.h), so there is one parser of the record layout;
+ * record of the current line. Lines are read with line_read (common/util.h) and checked with
+ * dlog_line_check (common/dlogchain.h), so there is one parser of the record layout;
  * this module only adds the JSON object and typed accessors for the fields auditors ask
  * about. Every byte is hostile: nothing is sized from the file, malformed lines are
  * counted and skipped, not fatal.
@@ -12,7 +12,7 @@
  * The reader does NOT verify the chain (that is `egressctl log verify`): it checks each
  * record's own hash and flags records whose bytes do not match (hash_ok false) so callers
  * can warn that the file was edited.
- * Callers: egressd/logquery.c, logsummary.c, logexport.c, fuzz/fuzz_logread.c.
+ * Callers: egressd/ctl/logquery.c, logsummary.c, logexport.c, fuzz/fuzz_logread.c.
  */
 #ifndef EGRESS_LOGREAD_H
 #define EGRESS_LOGREAD_H
@@ -100,6 +100,17 @@ int logread_check_rotation(struct logread *r);
 
 /* Close (if owned) and free. Accepts a zeroed or closed reader. */
 void logread_close(struct logread *r);
+
+/*
+ * Read every record of files[0..n) in order ("-" is stdin): fn(rec, arg) for each (0 to
+ * go on, -1 to stop with an error), then after(r, arg) (may be NULL) at the end of each
+ * file before it is closed. An unopenable file or a read error is reported on stderr as
+ * "egressctl: <file>: ..." and ends the walk. Returns 0, or -1. The one file loop of the
+ * readers that take whole files (log summary, log export).
+ */
+int logread_each(const char *const *files, size_t n,
+    int (*fn)(const struct logrec *rec, void *arg),
+    void (*after)(const struct logread *r, void *arg), void *arg);
 
 /*
  * RFC 3339 date-time ("2026-11-30T09:14:07Z", "...07.5+01:00", lowercase t/z, or a space

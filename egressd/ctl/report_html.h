@@ -1,12 +1,12 @@
 /*
  * report_html - one self-contained HTML audit report from a log summary
- * (egressd/logsummary.h): inline CSS and inline SVG charts (decisions over time, top
+ * (egressd/ctl/logsummary.h): inline CSS and inline SVG charts (decisions over time, top
  * destinations, denials by reason) and the per-principal and per-destination tables.
  *
  * Self-contained means the file needs nothing else: no scripts, no fonts, no images, no
  * network; a Content-Security-Policy of default-src 'none' makes the browser refuse any
  * fetch even if a future edit added one. Every string from the log is HTML-escaped (a
- * principal or destination is hostile input). Callers: egressd/logsummary.c,
+ * principal or destination is hostile input). Callers: egressd/ctl/logsummary.c,
  * tests/test_report_html.c.
  */
 #ifndef EGRESS_REPORT_HTML_H

@@ -12,7 +12,8 @@
  * replies as hostile input: bounded line, bounded entry count, every entry re-validated; a
  * reply with any invalid entry is unusable as a whole (route_unavailable), never trimmed
  * to what happens to parse.
- * Owns: nothing. Callers: egressd/routehelper (egressd side), route_helper_main (helper).
+ * Owns: nothing. Callers: egressd/routehelper.c (egressd side), egressd/helper/main.c
+ * (the helper). Knows nothing of either program.
  */
 #ifndef EGRESS_ROUTEPROTO_H
 #define EGRESS_ROUTEPROTO_H
@@ -22,7 +23,19 @@
 
 #include "common/limits.h"
 #include "common/pattern.h"
-#include "egressd/proxyurl.h"
+#include "common/proxyurl.h"
+
+/*
+ * The marker and the sentinel of egressd's PAC wrapper. Every copy egressd
+ * (egressd/pacfetch.c) hands to libproxy is the operator's PAC followed by a wrapper that
+ * re-binds FindProxyForURL to a function calling the original inside try/catch: an
+ * exception, or a result that is not a non-empty string, returns
+ * "PROXY <PAC_ERROR_HOST>:1" — libproxy alone would answer direct:// (fail open). The
+ * helper (egressd/helper/main.c) turns that sentinel into an error, and refuses a copy
+ * without the marker (not written by egressd).
+ */
+#define PAC_WRAPPER_MARKER "/* egressd-pac-wrapper v1 */"
+#define PAC_ERROR_HOST     "egress-pac-error.invalid"
 
 struct routeproto_reply {
 	uint64_t id;

@@ -3,7 +3,7 @@
  * per principal and destination: decisions, allows, denials by reason, bytes (from close
  * records), first and last seen, routes used, unattested share; plus a per-minute
  * timeline and totals. Output as text, JSON, or one self-contained HTML report
- * (egressd/report_html.h).
+ * (egressd/ctl/report_html.h).
  *
  * Owns: the summary, a jansson object (schema below) built incrementally; bounded by
  * EGRESS_AUDIT_KEYS_MAX distinct keys per map (later keys count under "(other)") and
@@ -28,7 +28,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "egressd/logread.h"
+#include "egressd/ctl/logread.h"
 
 /* Keys no principal, destination or reason can take (they are not valid ones). */
 #define LOGSUMMARY_OTHER   "(other)"

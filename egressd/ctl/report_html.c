@@ -1,6 +1,6 @@
 /* report_html.c - the self-contained HTML audit report (inline CSS, inline SVG, no
  * scripts, no external resources). Contract: report_html.h. */
-#include "egressd/report_html.h"
+#include "egressd/ctl/report_html.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -214,10 +214,13 @@ bar_chart(FILE *out, const char *id, const char *title, struct bar *bars, size_t
 	fputs("</svg>\n", out);
 }
 
+/* A bar per member of the summary's object key (none when it is missing), each valued by
+ * value(); the chart shows at most top of them (0: all). */
 static void
-destinations_chart(FILE *out, json_t *sum)
+map_chart(FILE *out, json_t *sum, const char *key, const char *id, const char *title,
+    void (*value)(json_t *v, struct bar *b), size_t top)
 {
-	json_t *map = json_object_get(sum, "destinations"), *v;
+	json_t *map = json_object_get(sum, key), *v;
 	size_t n = json_object_size(map), i = 0;
 	struct bar *bars = calloc(n > 0 ? n : 1, sizeof(*bars));
 	const char *k;
@@ -227,30 +230,38 @@ destinations_chart(FILE *out, json_t *sum)
 	json_object_foreach(map, k, v) {
 		if (i >= n)
 			break;
-		bars[i++] = (struct bar){ k, jint(v, "allow"), jint(v, "deny") };
+		bars[i] = (struct bar){ k, 0, 0 };
+		value(v, &bars[i++]);
 	}
-	bar_chart(out, "chart-destinations", "top destinations", bars, i,
-	    REPORT_TOP_DESTINATIONS);
+	bar_chart(out, id, title, bars, i, top != 0 ? top : n);
 	free(bars);
+}
+
+static void
+destination_value(json_t *v, struct bar *b)
+{
+	b->allow = jint(v, "allow");
+	b->deny = jint(v, "deny");
+}
+
+static void
+denial_value(json_t *v, struct bar *b)
+{
+	b->deny = (long long)json_integer_value(v);
+}
+
+static void
+destinations_chart(FILE *out, json_t *sum)
+{
+	map_chart(out, sum, "destinations", "chart-destinations", "top destinations",
+	    destination_value, REPORT_TOP_DESTINATIONS);
 }
 
 static void
 denials_chart(FILE *out, json_t *sum)
 {
-	json_t *map = json_object_get(sum, "denials_by_reason"), *v;
-	size_t n = json_object_size(map), i = 0;
-	struct bar *bars = calloc(n > 0 ? n : 1, sizeof(*bars));
-	const char *k;
-
-	if (bars == NULL)
-		return;
-	json_object_foreach(map, k, v) {
-		if (i >= n)
-			break;
-		bars[i++] = (struct bar){ k, 0, (long long)json_integer_value(v) };
-	}
-	bar_chart(out, "chart-denials", "denials by reason", bars, i, n);
-	free(bars);
+	map_chart(out, sum, "denials_by_reason", "chart-denials", "denials by reason",
+	    denial_value, 0);
 }
 
 /* ---- tables ---- */

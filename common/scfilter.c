@@ -1,0 +1,114 @@
+/* scfilter.c - seccomp tables and their installer (see scfilter.h). */
+#include "common/scfilter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+scmp_filter_ctx
+scf_new(const struct scf_spec *spec, char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_init(spec->default_action);
+	int rc = 0;
+
+	if (ctx == NULL) {
+		errbuf_set(err, errlen, 0, "seccomp_init failed (out of memory?)");
+		return NULL;
+	}
+	if (spec->badarch_kill)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (rc == 0 && spec->tsync)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	if (rc != 0) {
+		errbuf_set(err, errlen, 0, "seccomp: setting filter attributes failed: %s",
+		    strerror(-rc));
+		seccomp_release(ctx);
+		return NULL;
+	}
+	/* Only speed is at stake: an old libseccomp without the attribute is fine. */
+	if (spec->optimize)
+		(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	return ctx;
+}
+
+/* Newer than libseccomp 2.5.4 (Debian 12): numbered alike on every architecture. */
+static const struct {
+	const char *name;
+	int nr;
+} scf_newer[] = {
+	{ "fchmodat2", 452 }, { "setxattrat", 463 }, { "removexattrat", 466 },
+	{ "file_setattr", 469 },
+};
+
+int
+scf_resolve(const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+
+	if (nr != __NR_SCMP_ERROR)
+		return nr < 0 ? -1 : nr;   /* negative: a pseudo number, not a call here */
+	for (size_t i = 0; i < EGRESS_NELEM(scf_newer); i++)
+		if (strcmp(scf_newer[i].name, name) == 0)
+			return scf_newer[i].nr;
+	return -1;
+}
+
+int
+scf_rule_failed(const char *what, int rc, char *err, size_t errlen)
+{
+	return errbuf_set(err, errlen, 0, "seccomp rule %s: %s", what, strerror(-rc));
+}
+
+int
+scf_add_table(scmp_filter_ctx ctx, uint32_t action, const struct scf_rule *rows, size_t n,
+    char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		int nr = scf_resolve(rows[i].name);
+		int rc;
+
+		if (nr < 0)
+			continue;   /* not a system call on this architecture */
+		if ((rc = seccomp_rule_add(ctx, action, nr, 0)) != 0)
+			return scf_rule_failed(rows[i].name, rc, err, errlen);
+	}
+	return 0;
+}
+
+int
+scf_load(scmp_filter_ctx ctx, char *err, size_t errlen)
+{
+	int rc = seccomp_load(ctx);
+
+	seccomp_release(ctx);
+	if (rc != 0)
+		return errbuf_set(err, errlen, 0, "seccomp_load: %s%s", strerror(-rc),
+		    rc == -EACCES ? " (no_new_privs is not set)" : "");
+	return 0;
+}
+
+bool
+scf_active(void)
+{
+	char buf[4096];
+	size_t len = 0;
+	ssize_t n;
+	const char *p;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = '\0';
+	if ((p = strstr(buf, "\nSeccomp:")) == NULL)
+		return false;
+	p += strlen("\nSeccomp:");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return p[0] == '2' && (p[1] == '\n' || p[1] == '\0');
+}

@@ -1,0 +1,65 @@
+/*
+ * scfilter - the one seccomp table type and installer of egress.
+ *
+ * Four filters use it: the worker's (executor/seccomp.c), the collector's
+ * (executor/collector.c), egressd's own (egressd/sandbox_egressd.c) and the route
+ * helper's (egressd/helper/pacsandbox.c). Each keeps its table and the reason of every
+ * row in its own file (what a process may do is that process's business); what they share
+ * is here: the row type of a table of calls named with a reason, resolving a name (with the
+ * number of a call newer than libseccomp's table), creating the context with its
+ * attributes, adding a table under one action, loading, and reading back that the kernel
+ * filters this process.
+ *
+ * Owns nothing beyond one call; the caller owns the context between scf_new and scf_load
+ * (scf_load releases it, also on failure; seccomp_release it yourself when not loading).
+ * Knows nothing of the programs. Errors: -1 (or NULL) with one line in err.
+ */
+#ifndef EGRESS_SCFILTER_H
+#define EGRESS_SCFILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <seccomp.h>
+
+/* One row of a table: a system call by name, and why the table treats it so (NULL when
+ * the table's comments give the reason per group). */
+struct scf_rule {
+	const char *name;
+	const char *why;
+};
+
+struct scf_spec {
+	uint32_t default_action;    /* SCMP_ACT_ALLOW for a deny list, an errno for an allow list */
+	bool tsync;                 /* every thread of the process, or the load fails */
+	bool badarch_kill;          /* a call through another architecture's ABI kills */
+	bool optimize;              /* binary search over numbers (speed only; best effort) */
+};
+
+/* A context with spec's default action and attributes; NULL with err. */
+scmp_filter_ctx scf_new(const struct scf_spec *spec, char *err, size_t errlen);
+
+/* The number of name here, or -1 when it is not a system call on this architecture
+ * (nothing can call it: no rule needed). Calls newer than libseccomp 2.5.4's table
+ * (fchmodat2, setxattrat, removexattrat, file_setattr) resolve to their number, which is
+ * the same on every architecture. */
+int scf_resolve(const char *name);
+
+/* Add every row of rows[0..n) under action, without argument checks. Rows whose call
+ * does not exist here are skipped. Returns 0, or -1 with "seccomp rule <name>: ..." */
+int scf_add_table(scmp_filter_ctx ctx, uint32_t action, const struct scf_rule *rows,
+    size_t n, char *err, size_t errlen);
+
+/* Format a failed seccomp_rule_add* (rc < 0) for what; returns -1. */
+int scf_rule_failed(const char *what, int rc, char *err, size_t errlen);
+
+/* Load ctx into the kernel and release it (always). Returns 0, or -1 with err (EACCES:
+ * no_new_privs is not set). */
+int scf_load(scmp_filter_ctx ctx, char *err, size_t errlen);
+
+/* True when /proc/self/status says this process runs under a seccomp filter (mode 2):
+ * the read-back after scf_load. */
+bool scf_active(void);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * relay_http.c - the HTTP/1.1 exchange of the tunnel's forwarding mode (tunnel_opts.http):
+ * the response head is parsed once (egressd/httpresp), judged (407 through a proxy, 101,
+ * the session's on_response hook), rebuilt for the client; the body is framed (RFC 9112
+ * 6.3); a delivered response may keep the client and upstream connections; a reused
+ * upstream connection that closed before any response byte is retried once on a fresh one.
+ * Moving the bytes is tunnel.c's; the internals both share are tunnel_int.h.
+ */
+#include "egressd/tunnel_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/http.h"
+#include "egressd/httpresp.h"
+
+/* How many of n response bytes belong to the body; sets resp_done at its end. -1: bad
+ * chunked framing. */
+long
+relay_http_frame_body(struct dir *d, const char *p, size_t n)
+{
+	bool done = false;
+	long k;
+
+	switch (d->rbody) {
+	case RB_NONE:
+		d->resp_done = true;
+		if (n > 0)
+			d->t->up_dirty = true;
+		return 0;
+	case RB_LENGTH:
+		if (n > d->rleft) {
+			n = (size_t)d->rleft;
+			d->t->up_dirty = true;
+		}
+		d->rleft -= n;
+		if (d->rleft == 0)
+			d->resp_done = true;
+		return (long)n;
+	case RB_CHUNKED:
+		k = http_chunked_feed(&d->rch, p, n, &done);
+		if (k >= 0 && done)
+			d->resp_done = true;
+		if (k >= 0 && (size_t)k < n)
+			d->t->up_dirty = true;
+		return k;
+	default:
+		return (long)n;
+	}
+}
+
+/* Response head handling (HTTP mode, upstream->client): accumulate, check, pass interim
+ * heads on, judge the final one (on_response), rebuild it, frame what follows. */
+int
+relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
+{
+	struct tunnel *t = d->t;
+	struct httpresp r;
+	long li;
+
+	/* room for a whole head plus one read: no byte of a recv is ever dropped */
+	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1)) ==
+	    NULL) {
+		*why = REASON_INTERNAL_ERROR;
+		return -1;
+	}
+	if (n > EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1 - d->headlen) {
+		*why = REASON_RESPONSE_TOO_LARGE;
+		return -1;
+	}
+	memcpy(d->head + d->headlen, p, n);
+	d->headlen += n;
+	for (;;) {
+		size_t head_len;
+		int status, kind = RB_NONE;
+		uint64_t blen = 0;
+		/* The one response-head parser (egressd/httpresp.h), once over these bytes. */
+		switch (httpresp_parse(d->head, d->headlen, 0, &r)) {
+		case HTTPRESP_INCOMPLETE:
+			return 0;
+		case HTTPRESP_TOO_LARGE:
+			*why = REASON_RESPONSE_TOO_LARGE;
+			return -1;
+		case HTTPRESP_INVALID:
+			*why = REASON_BAD_RESPONSE;
+			return -1;
+		case HTTPRESP_OK:
+			break;
+		}
+		head_len = r.head_len;
+		status = r.status;
+		if (status == 407 && t->o.via_proxy) {
+			*why = t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
+			    REASON_UPSTREAM_AUTH_REQUIRED;
+			return -1;
+		}
+		if (status == 101) {
+			*why = REASON_BAD_RESPONSE;   /* no protocol switch through the forwarder */
+			return -1;
+		}
+		bool interim = status < 200;
+		if (!interim) {
+			enum http_resp_body rb;
+			if (http_response_framing(&r, t->o.head_request, &rb, &blen) != 0) {
+				*why = REASON_BAD_RESPONSE;
+				return -1;
+			}
+			kind = (int)rb;
+			if (t->o.on_response != NULL) {
+				char ref[TUNNEL_REFUSAL_MAX];
+				size_t nref = 0;
+				enum reason rr = t->o.on_response(&r, ref, &nref, t->arg);
+				if (rr != REASON_ALLOWED) {
+					if (nref > 0 && nref <= sizeof(ref) &&
+					    (t->refusal = malloc(nref)) != NULL) {
+						memcpy(t->refusal, ref, nref);
+						t->nrefusal = nref;
+					}
+					*why = rr;
+					return -1;
+				}
+			}
+		}
+		bool keep = !interim && t->o.keep_client && kind != RB_CLOSE;
+		size_t rest = d->headlen - head_len;
+		if (!tunnel_dir_reserve(d, d->blen + EGRESS_RESPONSE_HEAD_MAX + 512 + rest)) {
+			*why = REASON_INTERNAL_ERROR;
+			return -1;
+		}
+		size_t m = http_build_client_response(&r, keep, d->buf + d->blen,
+		    d->bcap - d->blen - rest);
+		if (m == 0) {
+			*why = REASON_RESPONSE_TOO_LARGE;
+			return -1;
+		}
+		d->blen += m;
+		if (interim) {
+			memmove(d->head, d->head + head_len, rest);
+			d->headlen = rest;
+			if (rest == 0)
+				return 0;
+			continue;
+		}
+		d->final_started = true;
+		d->want_head = false;
+		t->keep = keep;
+		t->resp_reusable = r.minor == 1;
+		for (size_t i = 0; (li = httpresp_find(&r, "connection", i)) >= 0; i++)
+			if (httpresp_value_has_token(r.headers[li].value, r.headers[li].value_len,
+			    "close"))
+				t->resp_reusable = false;
+		d->rbody = kind;
+		d->rleft = blen;
+		http_chunked_init(&d->rch);
+		long k = relay_http_frame_body(d, d->head + head_len, rest);
+		if (k < 0) {
+			*why = REASON_BAD_RESPONSE;
+			return -1;
+		}
+		memcpy(d->buf + d->blen, d->head + head_len, (size_t)k);
+		d->blen += (size_t)k;
+		free(d->head);
+		d->head = NULL;
+		d->headlen = 0;
+		return 1;
+	}
+}
+
+/* The response was delivered: the exchange is over. The client connection stays open
+ * only when it can carry another request: keep-alive asked for, the response framed and
+ * the whole request body forwarded. */
+void
+relay_http_delivered(struct tunnel *t)
+{
+	struct dir *c2u = &t->d[0];
+
+	bool sent = c2u->body == 0 && c2u->boff == c2u->blen && c2u->inpipe == 0;
+
+	if (t->keep && !t->client_eof && sent) {
+		t->keep_cfd = true;
+		if (t->o.client_kept != NULL)
+			*t->o.client_kept = true;
+	}
+	if (t->o.keep_upstream && t->resp_reusable && !t->up_dirty && sent &&
+	    t->d[1].rbody != RB_CLOSE) {
+		t->keep_ufd = true;
+		if (t->o.upstream_kept_fd != NULL)
+			*t->o.upstream_kept_fd = t->ufd;
+	}
+	tunnel_end(t, REASON_CLOSE_UPSTREAM);
+}
+
+/*
+ * The reused upstream socket failed before the origin said anything: it closed the idle
+ * connection as egressd reused it (a race no client can avoid). The request has no body,
+ * so the forwarded head still in the client->upstream buffer is the whole request: send
+ * it once more on a fresh connection to the same pinned address. False when that is not
+ * allowed or not possible (the caller fails as before).
+ */
+bool
+relay_http_retry_fresh(struct tunnel *t)
+{
+	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
+	struct event *rev, *wev;
+	int fd;
+
+	if (t->o.retry_salen == 0 || t->retried || t->up_any || t->closing ||
+	    t->o.req_body != 0 || c2u->body != 0 || u2c->final_started || u2c->headlen != 0 ||
+	    t->rhead == NULL || !tunnel_dir_reserve(c2u, t->nrhead))
+		return false;
+	t->retried = true;
+	fd = socket(t->o.retry_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (const struct sockaddr *)&t->o.retry_sa, t->o.retry_salen) != 0 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		return false;
+	}
+	rev = event_new(t->base, fd, EV_READ, tunnel_ev_read, u2c);
+	wev = event_new(t->base, fd, EV_WRITE, tunnel_ev_write, c2u);
+	if (rev == NULL || wev == NULL) {
+		if (rev != NULL)
+			event_free(rev);
+		if (wev != NULL)
+			event_free(wev);
+		close(fd);
+		return false;
+	}
+	log_debug("tunnel: reused upstream connection closed before any response byte; "
+	    "retrying the request once on a fresh connection to the same pinned address");
+	event_free(u2c->rev);
+	event_free(c2u->wev);
+	u2c->rev = rev;
+	c2u->wev = wev;
+	close(t->ufd);
+	t->ufd = fd;
+	u2c->src = fd;
+	c2u->dst = fd;
+	if (t->o.retried != NULL)
+		*t->o.retried = true;
+	memcpy(c2u->buf, t->rhead, t->nrhead);  /* the whole head again */
+	c2u->boff = 0;
+	c2u->blen = t->nrhead;
+	c2u->done = false;
+	c2u->eof = false;
+	u2c->eof = false;
+	u2c->done = false;
+	t->last_ms = mono_msec();
+	event_add(c2u->wev, NULL);  /* writable once connected */
+	event_add(u2c->rev, NULL);
+	return true;
+}

@@ -1,0 +1,235 @@
+/*
+ * session_record.c - the decision-log records of one hop, one builder per kind: the
+ * decision on a requested hop, the decision on a redirect hop, the close of a tunnel
+ * (docs/decision-log.md has the schema). The fields they share are written once
+ * (record_begin, hop_fields, pinned_json). Contract: session_int.h.
+ */
+#include "egressd/session_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/host.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/dlog.h"
+#include "egressd/daemon.h"
+#include "egressd/httpresp.h"
+#include "egressd/redirect.h"
+
+/* Printable copy of origin bytes for a record (\xNN for anything else), cut to fit out;
+ * returns how many input bytes it holds. */
+static size_t
+escape_into(char *out, size_t outlen, const char *p, size_t n)
+{
+	size_t o = 0, i;
+
+	for (i = 0; i < n && o + 5 < outlen; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[o++] = (char)c;
+		} else {
+			snprintf(out + o, 5, "\\x%02x", c);
+			o += 4;
+		}
+	}
+	out[o] = '\0';
+	return i;
+}
+
+static json_t *
+addrs_json(const struct addr *a, size_t n)
+{
+	json_t *arr = json_array();
+	char buf[EGRESS_ADDRSTR_MAX];
+
+	for (size_t i = 0; arr != NULL && i < n; i++)
+		json_array_append_new(arr, json_string(addr_to_str(&a[i], buf, sizeof(buf))));
+	return arr;
+}
+
+static const char *
+hop_dest(const struct session *s, char *buf, size_t len)
+{
+	char hp[EGRESS_HOSTPORT_MAX + 1];
+	struct host h = s->se_req.host;
+
+	h.port = s->se_req.port;
+	snprintf(buf, len, "%s", host_to_str(&h, hp, sizeof(hp)));
+	return buf;
+}
+
+/*
+ * attested: egressd itself resolved (or took the literal) and chose the address that was
+ * connected to — directly, or as the literal sent to the proxy under pinning. When an
+ * upstream proxy resolved the name, egressd cannot know the address (DESIGN rule 3).
+ * Only such an address is "pinned", in the decision and in the close record alike.
+ */
+static bool
+attested(const struct session *s)
+{
+	return s->se_connected && (!s->se_via_proxy || s->se_pin_local);
+}
+
+static json_t *
+pinned_json(const struct session *s)
+{
+	char ab[EGRESS_ADDRSTR_MAX];
+
+	return attested(s) ? json_string(addr_to_str(&s->se_ac.kept[s->se_addr_i], ab, sizeof(ab))) :
+	    json_null();
+}
+
+/* The fields every record of a hop starts with: the connection and whose authority it
+ * ran under; with_client adds the client's address (decisions). NULL on ENOMEM. */
+static json_t *
+record_begin(const struct session *s, bool with_client)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "conn", json_string(s->se_conn));
+	json_object_set_new(o, "principal", json_string(s->se_lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->se_lg->id));
+	if (with_client)
+		json_object_set_new(o, "client", json_string(s->se_client));
+	return o;
+}
+
+/* A decision's place in its hop chain (docs/redirects.md, "Hop chains"). */
+static void
+hop_fields(json_t *o, const char *hop, const char *parent, const char *kind)
+{
+	json_object_set_new(o, "hop", json_string(hop));
+	json_object_set_new(o, "parent_hop", parent != NULL ? json_string(parent) : json_null());
+	json_object_set_new(o, "hop_kind", json_string(kind));
+}
+
+json_t *
+record_hop_decision(struct session *s, bool allow, enum reason r)
+{
+	json_t *o;
+	char buf[EGRESS_HOSTPORT_MAX + 32];
+	char tgt[EGRESS_LOG_TARGET_MAX + 1];
+
+	o = record_begin(s, true);
+	if (o == NULL)
+		return NULL;
+	hop_fields(o, session_hop_id(s), s->se_parent_hop[0] != '\0' ? s->se_parent_hop : NULL,
+	    s->se_parsed && s->se_req.method == HTTP_CONNECT ? "connect" : "request");
+	json_object_set_new(o, "credentials_stripped", json_boolean(s->se_creds_stripped));
+	json_object_set_new(o, "upstream_reused", json_boolean(s->se_up_reused));
+	if (s->se_parsed) {
+		size_t n = s->se_req.target_len < EGRESS_LOG_TARGET_MAX ? s->se_req.target_len :
+		    EGRESS_LOG_TARGET_MAX;
+		/* The parser admitted only printable ASCII in the target. */
+		memcpy(tgt, s->se_req.target, n);
+		tgt[n] = '\0';
+		json_object_set_new(o, "method", json_string(http_method_str(s->se_req.method)));
+		json_object_set_new(o, "target", json_string(tgt));
+		json_object_set_new(o, "target_truncated",
+		    json_boolean(s->se_req.target_len > EGRESS_LOG_TARGET_MAX));
+		json_object_set_new(o, "dest", json_string(hop_dest(s, buf, sizeof(buf))));
+	} else {
+		json_object_set_new(o, "method", json_null());
+		json_object_set_new(o, "target", s->se_reqline[0] != '\0' ?
+		    json_string(s->se_reqline) : json_null());
+		json_object_set_new(o, "dest", json_null());
+	}
+	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_str(r)));
+	if (s->se_routed && s->se_route_i < s->se_route.n) {
+		char rb[EGRESS_HOSTPORT_MAX + 32];
+		json_object_set_new(o, "route", json_string(proxyurl_to_str(&s->se_route.entries[s->se_route_i],
+		    rb, sizeof(rb))));
+		json_object_set_new(o, "route_source", json_string(s->se_route.source));
+	} else {
+		json_object_set_new(o, "route", json_null());
+		json_object_set_new(o, "route_source", json_null());
+	}
+	if (s->se_have_up && s->se_up.have_proxy_addr) {
+		char pb[EGRESS_ADDRSTR_MAX];
+		json_object_set_new(o, "proxy_addr", json_string(addr_to_str(&s->se_up.proxy_addr, pb,
+		    sizeof(pb))));
+		json_object_set_new(o, "proxy_status", s->se_up.proxy_status ?
+		    json_integer(s->se_up.proxy_status) : json_null());
+		json_object_set_new(o, "proxy_auth", s->se_up.auth ? json_string(s->se_up.auth) :
+		    json_null());
+	}
+	json_object_set_new(o, "resolved", addrs_json(s->se_resolved, s->se_nresolved));
+	json_object_set_new(o, "pinned", pinned_json(s));
+	json_object_set_new(o, "classes_dropped", s->se_checked ?
+	    addrcheck_classes_json(s->se_ac.dropped_classes) : json_array());
+	json_object_set_new(o, "override", json_boolean(s->se_checked &&
+	    s->se_ac.lifted_override != 0));
+	json_object_set_new(o, "attested", json_boolean(attested(s)));
+	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->se_resolve_us));
+	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->se_connect_us));
+	return o;
+}
+
+json_t *
+record_redirect(struct session *s, const struct httpresp *r,
+    const struct redirect_target *t, bool resolved, const char *rhop, const char *loc,
+    size_t loclen, bool cross, enum reason rr, const char *detail)
+{
+	char db[EGRESS_HOSTPORT_MAX + 1], lb[EGRESS_LOG_TARGET_MAX + 1];
+	size_t kept = escape_into(lb, sizeof(lb), loc, loclen);
+	json_t *o = record_begin(s, true);
+
+	if (o == NULL)
+		return NULL;
+	hop_fields(o, rhop, session_hop_id(s), "redirect");
+	json_object_set_new(o, "method", json_string(http_method_str(s->se_req.method)));
+	json_object_set_new(o, "target", json_string(lb));
+	json_object_set_new(o, "target_truncated", json_boolean(kept < loclen));
+	if (resolved) {
+		struct host hh = t->host;
+		hh.port = t->port;
+		json_object_set_new(o, "dest", json_string(host_to_str(&hh, db, sizeof(db))));
+		json_object_set_new(o, "location", json_string(t->url));
+	} else {
+		json_object_set_new(o, "dest", json_null());
+		json_object_set_new(o, "location", json_null());
+	}
+	json_object_set_new(o, "status", json_integer(r->status));
+	json_object_set_new(o, "cross_origin", json_boolean(cross));
+	json_object_set_new(o, "chain_depth", json_integer(s->se_chain_depth + 1));
+	json_object_set_new(o, "verdict", json_string(rr == REASON_ALLOWED ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_str(rr)));
+	json_object_set_new(o, "detail", detail != NULL ? json_string(detail) : json_null());
+	return o;
+}
+
+json_t *
+record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
+{
+	char db[EGRESS_HOSTPORT_MAX + 32];
+	json_t *o = record_begin(s, false);
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "hop", json_string(session_hop_id(s)));
+	json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
+	json_object_set_new(o, "pinned", pinned_json(s));
+	json_object_set_new(o, "reason", json_string(reason_str(why)));
+	json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
+	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
+	json_object_set_new(o, "duration_us",
+	    json_integer((json_int_t)(mono_usec() - s->se_tunnel_start_us)));
+	return o;
+}
+
+void
+record_write(struct session *s, const char *event, json_t *fields)
+{
+	if (fields == NULL) {
+		log_warnx("conn %llu: out of memory building a %s record",
+		    (unsigned long long)s->se_id, event);
+		return;
+	}
+	if (dlog_append(s->se_d->dlog, event, fields, NULL, NULL, NULL) != 0)
+		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->se_id,
+		    event);
+}

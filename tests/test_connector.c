@@ -1,0 +1,205 @@
+/*
+ * test_connector - egressd/connector: the first address that answers wins, in order;
+ * a refused address moves on at once; none answering is a failure with the last error;
+ * the deadline ends it; the callback never runs inside connector_start.
+ * Loopback only: a listening socket, and ports nothing listens on.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <event2/event.h>
+
+#include "common/util.h"
+#include "egressd/connector.h"
+
+struct outcome {
+	bool called;
+	struct connector_result r;
+	size_t nfailed;
+	struct event_base *base;
+};
+
+static void
+done(const struct connector_result *r, void *arg)
+{
+	struct outcome *o = arg;
+
+	assert_false(o->called);        /* exactly once */
+	o->called = true;
+	o->r = *r;
+	event_base_loopbreak(o->base);
+}
+
+static void
+failed(size_t idx, int err, void *arg)
+{
+	(void)idx;
+	(void)err;
+	((struct outcome *)arg)->nfailed++;
+}
+
+static struct addr
+loopback(void)
+{
+	struct addr a;
+
+	assert_int_equal(addr_parse_literal("127.0.0.1", 9, &a), ADDR_LIT_V4);
+	return a;
+}
+
+/* A listening socket on 127.0.0.1; its port in *port. */
+static int
+listener(uint16_t *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* A port nothing listens on: bound, then closed. */
+static uint16_t
+dead_port(void)
+{
+	uint16_t p;
+	int fd = listener(&p);
+
+	close(fd);
+	return p;
+}
+
+static void
+run(struct outcome *o)
+{
+	struct timeval tv = { 5, 0 };
+
+	event_base_loopexit(o->base, &tv);  /* bounded: the test fails rather than hangs */
+	event_base_dispatch(o->base);
+	assert_true(o->called);
+}
+
+static void
+test_first_answer_wins(void **st)
+{
+	struct outcome o = { .base = event_base_new() };
+	uint16_t port;
+	int lfd = listener(&port);
+	struct addr a[3] = { loopback(), loopback(), loopback() };
+	struct connector_opts co = { .max_inflight = 4, .stagger_us = 250000,
+		.deadline_us = mono_usec() + 5000000 };
+	struct connector *c;
+
+	(void)st;
+	c = connector_start(o.base, a, 3, port, &co, done, failed, &o);
+	assert_non_null(c);
+	assert_false(o.called);         /* never from inside connector_start */
+	run(&o);
+	assert_true(o.r.fd >= 0);
+	assert_int_equal(o.r.idx, 0);   /* in order: the first address answered */
+	close(o.r.fd);
+	close(lfd);
+	event_base_free(o.base);
+}
+
+static void
+test_refused_moves_on(void **st)
+{
+	struct outcome o = { .base = event_base_new() };
+	uint16_t port;
+	int lfd = listener(&port);
+	struct addr a[2] = { loopback(), loopback() };
+	struct connector_opts co = { .max_inflight = 1 };   /* one at a time, no deadline */
+	struct connector *c;
+
+	(void)st;
+	/* the same address twice, but the listener closes before the first attempt runs:
+	 * both are refused, and each refusal is reported */
+	close(lfd);
+	c = connector_start(o.base, a, 2, port, &co, done, failed, &o);
+	assert_non_null(c);
+	run(&o);
+	assert_int_equal(o.r.fd, -1);
+	assert_int_equal(o.r.err, ECONNREFUSED);
+	assert_false(o.r.timed_out);
+	assert_false(o.r.local_error);
+	assert_int_equal(o.nfailed, 2);
+	event_base_free(o.base);
+}
+
+static void
+test_empty_list_fails(void **st)
+{
+	struct outcome o = { .base = event_base_new() };
+	struct connector_opts co = { .max_inflight = 1 };
+
+	(void)st;
+	assert_non_null(connector_start(o.base, NULL, 0, dead_port(), &co, done, NULL, &o));
+	run(&o);
+	assert_int_equal(o.r.fd, -1);
+	assert_int_equal(o.nfailed, 0);
+	event_base_free(o.base);
+}
+
+static void
+test_deadline_passed(void **st)
+{
+	struct outcome o = { .base = event_base_new() };
+	struct addr a[1] = { loopback() };
+	struct connector_opts co = { .max_inflight = 1, .deadline_us = 1 };  /* long gone */
+
+	(void)st;
+	assert_non_null(connector_start(o.base, a, 1, dead_port(), &co, done, NULL, &o));
+	run(&o);
+	assert_int_equal(o.r.fd, -1);
+	assert_true(o.r.timed_out);
+	event_base_free(o.base);
+}
+
+static void
+test_free_cancels(void **st)
+{
+	struct outcome o = { .base = event_base_new() };
+	uint16_t port;
+	int lfd = listener(&port);
+	struct addr a[1] = { loopback() };
+	struct connector_opts co = { .max_inflight = 1 };
+	struct connector *c = connector_start(o.base, a, 1, port, &co, done, NULL, &o);
+	struct timeval tv = { 0, 200000 };
+
+	(void)st;
+	assert_non_null(c);
+	connector_free(c);
+	event_base_loopexit(o.base, &tv);
+	event_base_dispatch(o.base);
+	assert_false(o.called);         /* cancelled: done never runs */
+	close(lfd);
+	event_base_free(o.base);
+	connector_free(NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_first_answer_wins),
+		cmocka_unit_test(test_refused_moves_on),
+		cmocka_unit_test(test_empty_list_fails),
+		cmocka_unit_test(test_deadline_passed),
+		cmocka_unit_test(test_free_cancels),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
