@@ -21,7 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sched.h>
 #include <seccomp.h>
+
+/* Namespace flags the filters compare clone's argument against; older headers lack the
+ * newest. */
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
 
 /* One row of a table: a system call by name, and why the table treats it so (NULL when
  * the table's comments give the reason per group). */

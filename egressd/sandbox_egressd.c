@@ -40,12 +40,6 @@
 #endif
 #endif
 
-#ifndef CLONE_NEWCGROUP
-#define CLONE_NEWCGROUP 0x02000000
-#endif
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
 #define SOCK_TYPE_MASK_KERNEL 0xfULL   /* include/linux/net.h SOCK_TYPE_MASK */
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -42,12 +42,6 @@
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-#ifndef CLONE_NEWCGROUP
-#define CLONE_NEWCGROUP 0x02000000
-#endif
 
 /* The one capability the collector keeps, and why: see collector.h. */
 #define COLLECTOR_KEPT_CAP CAP_DAC_OVERRIDE

@@ -35,12 +35,6 @@
 #include "common/scfilter.h"
 #include "common/util.h"
 
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-#ifndef CLONE_NEWCGROUP
-#define CLONE_NEWCGROUP 0x02000000
-#endif
 #ifndef SOCK_PACKET
 #define SOCK_PACKET 10
 #endif
