@@ -256,60 +256,78 @@ np_run(struct ns_probe *p, bool with_network, const char *probe_dir)
 	}
 }
 
-static int
-attest_ns_probe(bool with_network, struct ns_probe *out)
-{
+/* The namespace probe runs in a child; _start forks it (the other probes run meanwhile),
+ * _finish collects its report. */
+struct ns_probe_run {
 	char dir[64];
+	int rd;
+	pid_t pid;
+};
+
+static int
+attest_ns_probe_start(bool with_network, struct ns_probe_run *nr, struct ns_probe *out)
+{
 	int pp[2];
-	pid_t c;
-	int st;
-	ssize_t n = 0;
-	struct pollfd pfd;
 
 	memset(out, 0, sizeof(*out));
+	nr->rd = -1;
+	nr->pid = -1;
 	mkdir("/run/egress-exec", 0700);
-	snprintf(dir, sizeof(dir), "/run/egress-exec/probe-%d", (int)getpid());
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+	snprintf(nr->dir, sizeof(nr->dir), "/run/egress-exec/probe-%d", (int)getpid());
+	if (mkdir(nr->dir, 0700) < 0 && errno != EEXIST) {
 		np_err(out->ns_err, "mkdir /run/egress-exec/probe", errno);
 		return -1;
 	}
 	if (pipe2(pp, O_CLOEXEC) < 0) {
-		rmdir(dir);
+		rmdir(nr->dir);
 		return -1;
 	}
 	fflush(NULL);
-	c = fork();
-	if (c == 0) {
+	nr->pid = fork();
+	if (nr->pid == 0) {
 		struct ns_probe p;
 
 		close(pp[0]);
 		memset(&p, 0, sizeof(p));
-		np_run(&p, with_network, dir);
+		np_run(&p, with_network, nr->dir);
 		if (write(pp[1], &p, sizeof(p)) != (ssize_t)sizeof(p))
 			_exit(1);
 		_exit(0);
 	}
 	close(pp[1]);
-	if (c < 0) {
+	if (nr->pid < 0) {
 		close(pp[0]);
-		rmdir(dir);
+		rmdir(nr->dir);
 		return -1;
 	}
-	pfd = (struct pollfd){ pp[0], POLLIN, 0 };
+	nr->rd = pp[0];
+	return 0;
+}
+
+static int
+attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out)
+{
+	struct pollfd pfd;
+	ssize_t n = 0;
+	int st;
+
+	if (nr->pid < 0)
+		return -1;
+	pfd = (struct pollfd){ nr->rd, POLLIN, 0 };
 	if (poll(&pfd, 1, ATTEST_PROBE_TIMEOUT_MS) == 1) {
 		size_t got = 0;
 		while (got < sizeof(*out)) {
-			n = read(pp[0], (char *)out + got, sizeof(*out) - got);
+			n = read(nr->rd, (char *)out + got, sizeof(*out) - got);
 			if (n <= 0)
 				break;
 			got += (size_t)n;
 		}
 		n = (ssize_t)got;
 	}
-	kill(c, SIGKILL);
-	waitpid(c, &st, 0);
-	close(pp[0]);
-	rmdir(dir);
+	kill(nr->pid, SIGKILL);
+	waitpid(nr->pid, &st, 0);
+	close(nr->rd);
+	rmdir(nr->dir);
 	if (n != (ssize_t)sizeof(*out)) {
 		memset(out, 0, sizeof(*out));
 		np_err(out->ns_err, "namespace probe did not report", 0);
@@ -326,11 +344,19 @@ attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
 	struct cgroup *cg = NULL;
 	const struct cgroup_applied *ap = NULL;
 	struct ns_probe np;
+	struct ns_probe_run nr;
+	pid_t sec_pid;
 	char cgerr[256] = "", secerr[256] = "", id[CGROUP_RUN_ID_MAX];
 	bool cg_ok, sec_ok, env_ok, all = true;
 	static unsigned seq;
 
 	memset(rows, 0, sizeof(struct attest_row) * ATTEST__COUNT);
+
+	/* The three slow probes run at the same time: the seccomp self-test and the
+	 * namespace probe in children of their own, the cgroup probe here. Each still checks
+	 * everything it checked when they ran one after another; only the waiting overlaps. */
+	sec_pid = seccomp_profile_selftest_start(secerr, sizeof(secerr));
+	attest_ns_probe_start(with_network, &nr, &np);
 
 	/* cgroup: probe, then a throwaway group whose limits are written and read back */
 	cg_ok = cgroup_probe(NULL, &cp) == 0;
@@ -342,8 +368,9 @@ attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
 	} else {
 		snprintf(cgerr, sizeof(cgerr), "%s", cp.detail);
 	}
-	attest_ns_probe(with_network, &np);
-	sec_ok = seccomp_profile_selftest(secerr, sizeof(secerr)) == 0;
+	attest_ns_probe_finish(&nr, &np);
+	sec_ok = sec_pid > 0 && seccomp_profile_selftest_finish(sec_pid, secerr,
+	    sizeof(secerr)) == 0;
 	env_ok = env_name_check("GITHUB_TOKEN", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
 	    env_name_check("AWS_SECRET_ACCESS_KEY", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
 	    env_value_check("DOCKER_HOST", "unix:///var/run/docker.sock", NULL, 0) ==

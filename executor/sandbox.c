@@ -2,17 +2,19 @@
  * sandbox - the ordered steps of one confined run (docs/sandbox.md is the same list):
  *
  *  supervisor                                   child (pid 1 of the new namespaces)
+ *  4. embedded egressd spawned (when networked
+ *     and no control socket was given); it starts
+ *     while steps 1-6 run, waited for in step 7
  *  1. attest the nine capabilities
  *  2. cgroup: create, limits, read back
  *  3. overlay layer tmpfs (upper + work)
- *  4. embedded egressd (when networked and no
- *     control socket was given)
  *  5. clone NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET ----> waits on the sync pipe
  *  6. attach the child to the cgroup
  *  7. link netns of the run's own: veth pair
  *     (peer straight into the child's netns),
- *     host address, listener; grant.create
- *     passes the listener to egressd
+ *     host address, listener; egressd ready
+ *     (readiness pipe); grant.create passes
+ *     the listener to egressd
  *  8. "go" + link description ------------------> 9.  unshare(NEWCGROUP): its root is ours
  *                                                  10. lo (+ eth0 address) up, verified
  *                                                  11. hostname; mounts: new root, overlay,
@@ -66,10 +68,12 @@
 #include "executor/privs.h"
 #include "executor/sandbox_state.h"
 #include "executor/sandbox_child.h"
+#include "executor/procwait.h"
 #include "executor/seccomp.h"
 
 #define SB_SETUP_TIMEOUT_MS  30000  /* child setup (mounts, net) until the worker execs */
 #define SB_DRAIN_TIMEOUT_MS  2000   /* pipes after the cgroup is dead */
+#define SB_REAP_TIMEOUT_MS   5000   /* init after the cgroup is dead */
 #define SB_GRANT_MARGIN_S    60     /* grant lifetime = wall budget + this */
 #define SB_PROXY_PORT        3128   /* egressd's listener in the run's link namespace */
 #define SB_ARGV_MAX          4096
@@ -451,7 +455,11 @@ sb_setup_layer(struct sb_run *r)
 	return 0;
 }
 
-/* 4. egressd: the given control socket, or a private one for this run. */
+/* 4. egressd: the given control socket, or a private one for this run. The private one is
+ * only spawned here, before attestation, and waited for in step 7 just before the grant:
+ * its start-up (the longest step) overlaps attestation, cgroup, layer and clone. Starting
+ * the trusted proxy early grants nothing: the grant still follows a passed attestation,
+ * and teardown stops egressd whatever step fails. */
 static int
 sb_setup_egressd(struct sb_run *r)
 {
@@ -465,7 +473,7 @@ sb_setup_egressd(struct sb_run *r)
 		r->control = spec->egressd_control;
 		return 0;
 	}
-	if (egressd_embedded_start(spec->run_dir, spec->egressd_settings, &r->emb, r->err,
+	if (egressd_embedded_spawn(spec->run_dir, spec->egressd_settings, &r->emb, r->err,
 	    sizeof(r->err)) < 0)
 		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "embedded egressd: %s", r->err);
 	r->control = r->emb.sock;
@@ -522,6 +530,10 @@ sb_setup_clone(struct sb_run *r)
 	c->err_wr = r->errp[1];
 	c->in_rd = r->inp[0];
 
+	/* The worker only installs the filter: compiled here once (attestation already did,
+	 * so this returns at once), inherited by the child with its memory. */
+	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "%s", r->err);
 	fflush(NULL);
 	r->pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, 0);
@@ -566,6 +578,11 @@ sb_setup_go(struct sb_run *r)
 		    &r->listen_fd, r->err, sizeof(r->err)) < 0)
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", r->err);
 		r->veth_made = true;
+		/* The private egressd spawned in step 4: ready (bounded wait) before the grant. */
+		if (r->emb.pid > 0 && r->emb.ready_rd >= 0 &&
+		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0)
+			return sb_fail(res, REASON_CAPABILITY_MISSING, "embedded egressd: %s",
+			    r->err);
 		grc = egressd_grant_create_fd(r->control, spec->principal ? spec->principal :
 		    r->run_id, spec->allowlist, r->listen_fd, r->link.host_if,
 		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, r->listen, r->err,
@@ -633,8 +650,9 @@ sb_setup(struct sb_run *r)
 {
 	if (sb_validate(r->spec, r->res) < 0)
 		return -1;
-	if (sb_setup_attest(r) < 0 || sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 ||
-	    sb_setup_egressd(r) < 0 || sb_setup_clone(r) < 0 || sb_setup_go(r) < 0)
+	/* egressd first: it only spawns here and is waited for in sb_setup_go. */
+	if (sb_setup_egressd(r) < 0 || sb_setup_attest(r) < 0 || sb_setup_cgroup(r) < 0 ||
+	    sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0 || sb_setup_go(r) < 0)
 		return -1;
 	return sb_setup_wait_exec(r);
 }
@@ -755,14 +773,10 @@ sb_teardown(struct sb_run *r)
 		}
 	}
 	if (r->pid > 0 && !r->child_reaped) {
-		/* Bounded: the cgroup is dead, so init is gone or going. */
-		uint64_t until = mono_msec() + 5000;
-		while (!r->child_reaped && mono_msec() < until) {
-			if (waitpid(r->pid, &r->wstatus, WNOHANG) == r->pid)
-				r->child_reaped = true;
-			else
-				usleep(10000);
-		}
+		/* Bounded: the cgroup is dead, so init is gone or going; woken by its pidfd
+		 * the moment it exits (no sleep steps). */
+		r->child_reaped = procwait_pidfd(r->pid, r->pidfd, &r->wstatus,
+		    SB_REAP_TIMEOUT_MS) == 1;
 		if (!r->child_reaped) {
 			kill(r->pid, SIGKILL);
 			r->child_reaped = waitpid(r->pid, &r->wstatus, 0) == r->pid;
