@@ -336,27 +336,52 @@ attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out)
 	return 0;
 }
 
+/* The children started by attest_begin, collected by attest_end. */
+struct attest_pending {
+	bool with_network;
+	pid_t sec_pid;
+	struct ns_probe_run nr;
+	struct ns_probe np;
+	char secerr[256];
+};
+
+struct attest_pending *
+attest_begin(bool with_network)
+{
+	struct attest_pending *ap = calloc(1, sizeof(*ap));
+
+	if (ap == NULL)
+		return NULL;
+	ap->with_network = with_network;
+	/* The slow probes run at the same time as each other and as whatever the caller
+	 * does until attest_end: the seccomp self-test and the namespace probe in children of
+	 * their own, the cgroup probe in attest_end. Each checks everything it checked when
+	 * they ran one after another; only the waiting overlaps. */
+	ap->sec_pid = seccomp_profile_selftest_start(ap->secerr, sizeof(ap->secerr));
+	attest_ns_probe_start(with_network, &ap->nr, &ap->np);
+	return ap;
+}
+
 bool
-attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
+attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 {
 	struct cgroup_probe cp;
 	struct cgroup_limits lim = { 500, 64ull * 1024 * 1024, 16 };
 	struct cgroup *cg = NULL;
 	const struct cgroup_applied *ap = NULL;
 	struct ns_probe np;
-	struct ns_probe_run nr;
-	pid_t sec_pid;
+	bool with_network;
 	char cgerr[256] = "", secerr[256] = "", id[CGROUP_RUN_ID_MAX];
 	bool cg_ok, sec_ok, env_ok, all = true;
 	static unsigned seq;
 
 	memset(rows, 0, sizeof(struct attest_row) * ATTEST__COUNT);
-
-	/* The three slow probes run at the same time: the seccomp self-test and the
-	 * namespace probe in children of their own, the cgroup probe here. Each still checks
-	 * everything it checked when they ran one after another; only the waiting overlaps. */
-	sec_pid = seccomp_profile_selftest_start(secerr, sizeof(secerr));
-	attest_ns_probe_start(with_network, &nr, &np);
+	if (pend == NULL) {
+		for (int c = 0; c < ATTEST__COUNT; c++)
+			row_set(&rows[c], false, "attestation", "out of memory starting the probes");
+		return false;
+	}
+	with_network = pend->with_network;
 
 	/* cgroup: probe, then a throwaway group whose limits are written and read back */
 	cg_ok = cgroup_probe(NULL, &cp) == 0;
@@ -368,9 +393,12 @@ attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
 	} else {
 		snprintf(cgerr, sizeof(cgerr), "%s", cp.detail);
 	}
-	attest_ns_probe_finish(&nr, &np);
-	sec_ok = sec_pid > 0 && seccomp_profile_selftest_finish(sec_pid, secerr,
+	np = pend->np;
+	attest_ns_probe_finish(&pend->nr, &np);
+	snprintf(secerr, sizeof(secerr), "%s", pend->secerr);
+	sec_ok = pend->sec_pid > 0 && seccomp_profile_selftest_finish(pend->sec_pid, secerr,
 	    sizeof(secerr)) == 0;
+	free(pend);
 	env_ok = env_name_check("GITHUB_TOKEN", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
 	    env_name_check("AWS_SECRET_ACCESS_KEY", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
 	    env_value_check("DOCKER_HOST", "unix:///var/run/docker.sock", NULL, 0) ==
@@ -445,6 +473,12 @@ attest_rows_json(const struct attest_row rows[ATTEST__COUNT])
 		json_object_set_new(o, attest_names[i], json_pack("{s:b, s:s, s:s}", "attested",
 		    rows[i].attested, "mechanism", rows[i].mechanism, "detail", rows[i].detail));
 	return o;
+}
+
+bool
+attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
+{
+	return attest_end(attest_begin(with_network), rows);
 }
 
 bool

@@ -2,13 +2,16 @@
  * sandbox - the ordered steps of one confined run (docs/sandbox.md is the same list):
  *
  *  supervisor                                   child (pid 1 of the new namespaces)
+ *  1a. run id, state record
  *  4. embedded egressd spawned (when networked
  *     and no control socket was given); it starts
  *     while steps 1-6 run, waited for in step 7
- *  1. attest the nine capabilities
+ *  1. attestation probes started (children)
  *  2. cgroup: create, limits, read back
  *  3. overlay layer tmpfs (upper + work)
  *  5. clone NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET ----> waits on the sync pipe
+ *  1b. attestation collected: all nine, or no
+ *     run (the child gets EOF and leaves)
  *  6. attach the child to the cgroup
  *  7. link netns of the run's own: veth pair
  *     (peer straight into the child's netns),
@@ -314,6 +317,8 @@ struct sb_run {
 	char layer[EGRESS_PATH_MAX], rootdir[EGRESS_PATH_MAX], upper[EGRESS_PATH_MAX];
 	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX], lowerdir[EGRESS_PATH_MAX];
 	bool state_written;             /* the sandbox_state record exists */
+	struct attest_pending *attesting;  /* step 1: probes running */
+	bool attest_started;
 	struct cgroup *cg;              /* step 2 */
 	bool layer_made;                /* step 3: teardown removes the layer */
 	int idmap_fd;                   /* step 3: user namespace of the idmapped lower layer */
@@ -359,26 +364,16 @@ sb_close(int *fd)
 	*fd = -1;
 }
 
-/* 1. Attestation (every capability this run needs, verified now, or no run), the run's
- * names and its state record. */
+/* 1a. The run's names and its state record (first, so `egress-exec cleanup` finds whatever
+ * a kill -9 leaves, including a private egressd's folder). */
 static int
-sb_setup_attest(struct sb_run *r)
+sb_setup_ids(struct sb_run *r)
 {
 	const struct sandbox_spec *spec = r->spec;
 	struct sandbox_result *res = r->res;
 	struct sandbox_state st;
 	unsigned char rnd[4];
-	json_t *att = NULL;
-	bool ok;
 
-	ok = sandbox_attest(spec->net == SANDBOX_NET_ALLOWLIST, &att);
-	res->attestation = att;
-	if (!ok) {
-		char missing[480];
-
-		attest_missing(att, missing, sizeof(missing));
-		return sb_fail(res, REASON_CAPABILITY_MISSING, "missing capabilities: %s", missing);
-	}
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return sb_fail(res, REASON_INTERNAL_ERROR, "getrandom failed");
 	hex_encode(rnd, sizeof(rnd), r->tag);
@@ -388,7 +383,6 @@ sb_setup_attest(struct sb_run *r)
 	    sb_join(r->merged, spec->run_dir, "merged") < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "run_dir path too long");
 
-	/* State record first, so `egress-exec cleanup` finds whatever a kill -9 leaves. */
 	memset(&st, 0, sizeof(st));
 	snprintf(st.run_id, sizeof(st.run_id), "%s", r->run_id);
 	snprintf(st.run_dir, sizeof(st.run_dir), "%s", spec->run_dir);
@@ -397,6 +391,44 @@ sb_setup_attest(struct sb_run *r)
 	if (sandbox_state_write(&st, r->err, sizeof(r->err)) < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "%s", r->err);
 	r->state_written = true;
+	return 0;
+}
+
+/* 1. Attestation: every capability this run needs, verified now, or no run. The probes
+ * start here (attest_begin) and are collected in sb_setup_attest_end, after the clone and
+ * before anything is granted or the child is told "go": steps 2, 3 and 5 overlap them.
+ * Nothing those steps make is usable by a worker before the attestation passed (the
+ * child only waits on the sync pipe; teardown undoes it all on a failure). */
+static int
+sb_setup_attest_begin(struct sb_run *r)
+{
+	/* The filter is compiled once, here, before any child is forked (seccomp.h). */
+	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
+		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "%s", r->err);
+	r->attesting = attest_begin(r->spec->net == SANDBOX_NET_ALLOWLIST);
+	r->attest_started = true;
+	return 0;
+}
+
+static int
+sb_setup_attest_end(struct sb_run *r)
+{
+	struct sandbox_result *res = r->res;
+	struct attest_row rows[ATTEST__COUNT];
+	bool ok;
+
+	if (!r->attest_started)
+		return 0;
+	ok = attest_end(r->attesting, rows);
+	r->attesting = NULL;
+	r->attest_started = false;
+	res->attestation = attest_rows_json(rows);
+	if (!ok || res->attestation == NULL) {
+		char missing[480];
+
+		attest_missing(res->attestation, missing, sizeof(missing));
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "missing capabilities: %s", missing);
+	}
 	return 0;
 }
 
@@ -530,10 +562,8 @@ sb_setup_clone(struct sb_run *r)
 	c->err_wr = r->errp[1];
 	c->in_rd = r->inp[0];
 
-	/* The worker only installs the filter: compiled here once (attestation already did,
-	 * so this returns at once), inherited by the child with its memory. */
-	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
-		return sb_fail(res, REASON_CAPABILITY_MISSING, "%s", r->err);
+	/* The worker inherits the filter compiled in step 1 with its memory and only
+	 * installs it. */
 	fflush(NULL);
 	r->pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, 0);
@@ -650,9 +680,11 @@ sb_setup(struct sb_run *r)
 {
 	if (sb_validate(r->spec, r->res) < 0)
 		return -1;
-	/* egressd first: it only spawns here and is waited for in sb_setup_go. */
-	if (sb_setup_egressd(r) < 0 || sb_setup_attest(r) < 0 || sb_setup_cgroup(r) < 0 ||
-	    sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0 || sb_setup_go(r) < 0)
+	/* egressd first: it only spawns here and is waited for in sb_setup_go. The
+	 * attestation probes run from sb_setup_attest_begin to sb_setup_attest_end. */
+	if (sb_setup_ids(r) < 0 || sb_setup_egressd(r) < 0 || sb_setup_attest_begin(r) < 0 ||
+	    sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0 ||
+	    sb_setup_attest_end(r) < 0 || sb_setup_go(r) < 0)
 		return -1;
 	return sb_setup_wait_exec(r);
 }
@@ -761,6 +793,17 @@ sb_teardown(struct sb_run *r)
 	struct cgroup_usage usage;
 
 	sb_close(&r->syncp[1]);    /* a child still waiting for "go": EOF makes it leave */
+	if (r->attest_started) {
+		/* A step failed while the probes ran: collect them (bounded), and keep what
+		 * they found in the result. */
+		struct attest_row rows[ATTEST__COUNT];
+
+		(void)attest_end(r->attesting, rows);
+		r->attesting = NULL;
+		r->attest_started = false;
+		if (res->attestation == NULL)
+			res->attestation = attest_rows_json(rows);
+	}
 	if (r->cg) {
 		if (cgroup_kill(r->cg, 0, r->err, sizeof(r->err)) < 0)
 			log_warnx("sandbox %s: cgroup kill: %s", r->run_id, r->err);
