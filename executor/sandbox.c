@@ -417,8 +417,8 @@ sb_setup_attest_end(struct sb_run *r)
 	struct attest_row rows[ATTEST__COUNT];
 	bool ok;
 
-	if (!r->attest_started)
-		return 0;
+	if (!r->attest_started)   /* fail closed: no attestation, no run */
+		return sb_fail(res, REASON_INTERNAL_ERROR, "attestation was not started");
 	ok = attest_end(r->attesting, rows);
 	r->attesting = NULL;
 	r->attest_started = false;
