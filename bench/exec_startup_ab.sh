@@ -21,11 +21,13 @@ TMP=$(mktemp -d /tmp/egress-spawn.XXXXXX); chmod 755 "$TMP"
 REPO=$TMP/repo; mkdir -p "$REPO" "$TMP/ctl" "$OUT"
 cp "$EGSTAMP" "$REPO/egstamp"; chown -R 65534:65534 "$REPO"; chmod 755 "$REPO" "$REPO/egstamp"
 printf '[egressd]\ncontrol_socket = %s\ndecision_log = %s\n' "$TMP/ctl/control.sock" "$TMP/ctl/decisions.jsonl" > "$TMP/ctl/egressd.ini"
+# shellcheck disable=SC2034  # the SP_* are read through eval in run()
 setb() { EXEC=$1/executor/egress-exec; EGRESSD=$1/egressd/egressd
 SP_exec_nonet="$EXEC run --repo $REPO --"
 SP_exec_net="$EXEC run --repo $REPO --allow https://bench.example.com --"
 SP_exec_netd="$EXEC run --repo $REPO --egressd-control $TMP/ctl/control.sock --allow https://bench.example.com --"
 }
+# shellcheck disable=SC2034  # read through eval in run()
 SP_bwrap="$BWRAP --unshare-all --ro-bind / / --"
 block=$(( (N + 4) / 5 ))
 run() { # variant worker raw
@@ -60,7 +62,7 @@ pf() { awk -v c="$2" '$c > 0 { print $c / 1e6 }' "$1" | sort -g | awk -v p="$3" 
 td() { awk '$2 > 0 { print ($1 - $2) / 1e6 }' "$1" | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.1f", v[int(0.5 * (NR - 1) + 1.5)] }'; }
 bw=$(pf "$OUT/bwrap.stamp" 2 0.5)
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-for v in bwrap $(for nb in "$@"; do for v in exec_nonet exec_netd exec_net; do echo ${nb%%=*}.$v; done; done); do
+for v in bwrap $(for nb in "$@"; do for x in exec_nonet exec_netd exec_net; do echo "${nb%%=*}.$x"; done; done); do
 	f=$(pf "$OUT/$v.stamp" 2 0.5)
 	echo "$v first_p50=$f p90=$(pf "$OUT/$v.stamp" 2 0.9) x_bwrap=$(awk -v a=$f -v b=$bw 'BEGIN{printf "%.1f", a/b}') teardown_p50=$(td "$OUT/$v.stamp") whole_p50=$(pf "$OUT/$v.stamp" 1 0.5) runs=$(wc -l < "$OUT/$v.stamp")"
 done
