@@ -350,6 +350,27 @@ check_readable_as(const struct sandbox_egressd_user *su, const char *const *path
 	return -1;
 }
 
+/*
+ * Readiness for a parent that started this egressd (egress-exec's private egressd): when
+ * EGRESSD_READY_FD names an open descriptor, egressd writes one byte to it once it serves
+ * (listeners, control socket, privilege drop, filter all done) and closes it, so the parent
+ * wakes then instead of polling `status`. At start-up the descriptor is made close-on-exec
+ * (no helper inherits it) and the variable removed; an unusable value is ignored (the
+ * parent then times out and says so). Returns the descriptor or -1.
+ */
+static int
+ready_fd_take(void)
+{
+	const char *v = getenv("EGRESSD_READY_FD"), *es;
+	long long fd = -1;
+
+	if (v == NULL || num_parse(v, 3, 65535, &fd, &es) != 0 ||
+	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
+		fd = -1;
+	unsetenv("EGRESSD_READY_FD");
+	return (int)fd;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -362,7 +383,7 @@ main(int argc, char **argv)
 	struct event *ev_hup, *ev_term, *ev_int, *ev_usr1;
 	struct daemon d;
 	char err[2048];
-	int ch;
+	int ch, ready_fd;
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 't' },
@@ -380,6 +401,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "egressd: %s\n", err);
 		return 1;
 	}
+	ready_fd = ready_fd_take();
 	while ((ch = getopt_long(argc, argv, "c:tdfu:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -557,6 +579,11 @@ main(int argc, char **argv)
 	/* Listeners, control socket and decision log exist, privileges are dropped and the
 	 * filter is in force: only now may `systemctl start` return. */
 	notify_ready("running");
+	if (ready_fd >= 0) {
+		if (write(ready_fd, "R", 1) != 1)
+			log_warn("readiness descriptor");
+		close(ready_fd);
+	}
 	event_base_dispatch(base);
 
 	log_info("egressd exiting");

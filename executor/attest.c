@@ -256,60 +256,78 @@ np_run(struct ns_probe *p, bool with_network, const char *probe_dir)
 	}
 }
 
-static int
-attest_ns_probe(bool with_network, struct ns_probe *out)
-{
+/* The namespace probe runs in a child; _start forks it (the other probes run meanwhile),
+ * _finish collects its report. */
+struct ns_probe_run {
 	char dir[64];
+	int rd;
+	pid_t pid;
+};
+
+static int
+attest_ns_probe_start(bool with_network, struct ns_probe_run *nr, struct ns_probe *out)
+{
 	int pp[2];
-	pid_t c;
-	int st;
-	ssize_t n = 0;
-	struct pollfd pfd;
 
 	memset(out, 0, sizeof(*out));
+	nr->rd = -1;
+	nr->pid = -1;
 	mkdir("/run/egress-exec", 0700);
-	snprintf(dir, sizeof(dir), "/run/egress-exec/probe-%d", (int)getpid());
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+	snprintf(nr->dir, sizeof(nr->dir), "/run/egress-exec/probe-%d", (int)getpid());
+	if (mkdir(nr->dir, 0700) < 0 && errno != EEXIST) {
 		np_err(out->ns_err, "mkdir /run/egress-exec/probe", errno);
 		return -1;
 	}
 	if (pipe2(pp, O_CLOEXEC) < 0) {
-		rmdir(dir);
+		rmdir(nr->dir);
 		return -1;
 	}
 	fflush(NULL);
-	c = fork();
-	if (c == 0) {
+	nr->pid = fork();
+	if (nr->pid == 0) {
 		struct ns_probe p;
 
 		close(pp[0]);
 		memset(&p, 0, sizeof(p));
-		np_run(&p, with_network, dir);
+		np_run(&p, with_network, nr->dir);
 		if (write(pp[1], &p, sizeof(p)) != (ssize_t)sizeof(p))
 			_exit(1);
 		_exit(0);
 	}
 	close(pp[1]);
-	if (c < 0) {
+	if (nr->pid < 0) {
 		close(pp[0]);
-		rmdir(dir);
+		rmdir(nr->dir);
 		return -1;
 	}
-	pfd = (struct pollfd){ pp[0], POLLIN, 0 };
+	nr->rd = pp[0];
+	return 0;
+}
+
+static int
+attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out)
+{
+	struct pollfd pfd;
+	ssize_t n = 0;
+	int st;
+
+	if (nr->pid < 0)
+		return -1;
+	pfd = (struct pollfd){ nr->rd, POLLIN, 0 };
 	if (poll(&pfd, 1, ATTEST_PROBE_TIMEOUT_MS) == 1) {
 		size_t got = 0;
 		while (got < sizeof(*out)) {
-			n = read(pp[0], (char *)out + got, sizeof(*out) - got);
+			n = read(nr->rd, (char *)out + got, sizeof(*out) - got);
 			if (n <= 0)
 				break;
 			got += (size_t)n;
 		}
 		n = (ssize_t)got;
 	}
-	kill(c, SIGKILL);
-	waitpid(c, &st, 0);
-	close(pp[0]);
-	rmdir(dir);
+	kill(nr->pid, SIGKILL);
+	waitpid(nr->pid, &st, 0);
+	close(nr->rd);
+	rmdir(nr->dir);
 	if (n != (ssize_t)sizeof(*out)) {
 		memset(out, 0, sizeof(*out));
 		np_err(out->ns_err, "namespace probe did not report", 0);
@@ -318,19 +336,52 @@ attest_ns_probe(bool with_network, struct ns_probe *out)
 	return 0;
 }
 
+/* The children started by attest_begin, collected by attest_end. */
+struct attest_pending {
+	bool with_network;
+	pid_t sec_pid;
+	struct ns_probe_run nr;
+	struct ns_probe np;
+	char secerr[256];
+};
+
+struct attest_pending *
+attest_begin(bool with_network)
+{
+	struct attest_pending *ap = calloc(1, sizeof(*ap));
+
+	if (ap == NULL)
+		return NULL;
+	ap->with_network = with_network;
+	/* The slow probes run at the same time as each other and as whatever the caller
+	 * does until attest_end: the seccomp self-test and the namespace probe in children of
+	 * their own, the cgroup probe in attest_end. Each checks everything it checked when
+	 * they ran one after another; only the waiting overlaps. */
+	ap->sec_pid = seccomp_profile_selftest_start(ap->secerr, sizeof(ap->secerr));
+	attest_ns_probe_start(with_network, &ap->nr, &ap->np);
+	return ap;
+}
+
 bool
-attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
+attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 {
 	struct cgroup_probe cp;
 	struct cgroup_limits lim = { 500, 64ull * 1024 * 1024, 16 };
 	struct cgroup *cg = NULL;
 	const struct cgroup_applied *ap = NULL;
 	struct ns_probe np;
+	bool with_network;
 	char cgerr[256] = "", secerr[256] = "", id[CGROUP_RUN_ID_MAX];
 	bool cg_ok, sec_ok, env_ok, all = true;
 	static unsigned seq;
 
 	memset(rows, 0, sizeof(struct attest_row) * ATTEST__COUNT);
+	if (pend == NULL) {
+		for (int c = 0; c < ATTEST__COUNT; c++)
+			row_set(&rows[c], false, "attestation", "out of memory starting the probes");
+		return false;
+	}
+	with_network = pend->with_network;
 
 	/* cgroup: probe, then a throwaway group whose limits are written and read back */
 	cg_ok = cgroup_probe(NULL, &cp) == 0;
@@ -342,8 +393,12 @@ attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
 	} else {
 		snprintf(cgerr, sizeof(cgerr), "%s", cp.detail);
 	}
-	attest_ns_probe(with_network, &np);
-	sec_ok = seccomp_profile_selftest(secerr, sizeof(secerr)) == 0;
+	np = pend->np;
+	attest_ns_probe_finish(&pend->nr, &np);
+	snprintf(secerr, sizeof(secerr), "%s", pend->secerr);
+	sec_ok = pend->sec_pid > 0 && seccomp_profile_selftest_finish(pend->sec_pid, secerr,
+	    sizeof(secerr)) == 0;
+	free(pend);
 	env_ok = env_name_check("GITHUB_TOKEN", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
 	    env_name_check("AWS_SECRET_ACCESS_KEY", NULL, 0) == REASON_ADM_ENV_FORBIDDEN &&
 	    env_value_check("DOCKER_HOST", "unix:///var/run/docker.sock", NULL, 0) ==
@@ -418,6 +473,12 @@ attest_rows_json(const struct attest_row rows[ATTEST__COUNT])
 		json_object_set_new(o, attest_names[i], json_pack("{s:b, s:s, s:s}", "attested",
 		    rows[i].attested, "mechanism", rows[i].mechanism, "detail", rows[i].detail));
 	return o;
+}
+
+bool
+attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT])
+{
+	return attest_end(attest_begin(with_network), rows);
 }
 
 bool

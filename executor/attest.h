@@ -42,6 +42,17 @@ const char *attest_cap_name(enum attest_cap c);
 /* Run every probe; rows[c] for each capability. Returns true when all are attested. */
 bool attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT]);
 
+/*
+ * attest_probe_all in two halves, so a caller can prepare other things while the probes
+ * run: attest_begin forks the seccomp self-test and the namespace probe children and
+ * returns at once (NULL when out of memory; attest_end then fails every row);
+ * attest_end runs the cgroup probe, collects both children (bounded waits), frees the
+ * handle and fills rows as attest_probe_all does. Every begin must be ended exactly once.
+ */
+struct attest_pending;
+struct attest_pending *attest_begin(bool with_network);
+bool attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT]);
+
 /* {"<cap>": {"attested": b, "mechanism": s, "detail": s}, ...}; new reference. */
 json_t *attest_rows_json(const struct attest_row rows[ATTEST__COUNT]);
 

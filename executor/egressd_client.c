@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "executor/hostroute.h"
+#include "executor/procwait.h"
 
 extern char **environ;
 
@@ -304,16 +305,16 @@ setting_given(const char *const *settings, const char *key)
 }
 
 int
-egressd_embedded_start(const char *dir, const char *const *settings,
+egressd_embedded_spawn(const char *dir, const char *const *settings,
     struct egressd_embedded *e, char *err, size_t errlen)
 {
 	char bin[PATH_MAX];
 	FILE *f;
-	int fd, logfd;
+	int fd, logfd, ready[2];
 	pid_t pid;
-	uint64_t deadline;
 
 	memset(e, 0, sizeof(*e));
+	e->ready_rd = -1;
 	if (egressd_find_binary(bin, sizeof(bin)) < 0)
 		return errbuf_set(err, errlen, 0, "no egressd binary found (set EGRESS_EGRESSD, or "
 		    "pass --egressd-control for a running one)");
@@ -391,13 +392,27 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 	logfd = open(e->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (logfd < 0)
 		return errbuf_set(err, errlen, errno, "open %s", e->log);
+	/* Readiness: egressd writes one byte to this pipe when it serves (egressd/main.c,
+	 * EGRESSD_READY_FD), so no status polling; EOF without the byte means it died. */
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		close(logfd);
+		return errbuf_set(err, errlen, errno, "pipe");
+	}
 	pid = fork();
 	if (pid < 0) {
 		close(logfd);
+		close(ready[0]);
+		close(ready[1]);
 		return errbuf_set(err, errlen, errno, "fork egressd");
 	}
 	if (pid == 0) {
 		int nul = open("/dev/null", O_RDWR);
+		char num[16];
+
+		/* The write end alone crosses the exec (its close-on-exec flag cleared). */
+		snprintf(num, sizeof(num), "%d", ready[1]);
+		if (fcntl(ready[1], F_SETFD, 0) < 0 || setenv("EGRESSD_READY_FD", num, 1) < 0)
+			_exit(127);
 
 		/* If egress-exec dies, its private egressd goes too. egressd drops root after
 		 * its start-up; the kernel clears this signal on that credential change and
@@ -412,29 +427,70 @@ egressd_embedded_start(const char *dir, const char *const *settings,
 		_exit(127);
 	}
 	close(logfd);
+	close(ready[1]);
 	e->pid = pid;
-	deadline = mono_msec() + EGRESSD_START_TIMEOUT_MS;
-	while (mono_msec() < deadline) {
-		json_t *st = NULL;
-		int wst;
+	e->ready_rd = ready[0];
+	return 0;
+}
 
-		if (waitpid(pid, &wst, WNOHANG) == pid) {
-			char tail[200];
+int
+egressd_embedded_ready(struct egressd_embedded *e, char *err, size_t errlen)
+{
+	uint64_t deadline = mono_msec() + EGRESSD_START_TIMEOUT_MS;
+	json_t *st = NULL;
+	char b = 0;
+	ssize_t n = -1;
 
+	/* Woken by the readiness byte, or by EOF when egressd ends before it serves. */
+	while (e->ready_rd >= 0) {
+		struct pollfd p = { e->ready_rd, POLLIN, 0 };
+		uint64_t now = mono_msec();
+
+		if (now >= deadline)
+			break;
+		if (poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+			break;
+		if (p.revents) {
+			do {
+				n = read(e->ready_rd, &b, 1);
+			} while (n < 0 && errno == EINTR);
+			break;
+		}
+	}
+	if (e->ready_rd >= 0)
+		close(e->ready_rd);
+	e->ready_rd = -1;
+	/* The byte says egressd serves; one status round trip proves its control socket
+	 * answers, as before. */
+	if (n == 1 && egressd_status(e->sock, &st, NULL, 0) == 0) {
+		json_decref(st);
+		return 0;
+	}
+	/* Not ready. EOF (or a status that failed): it is ending; say how, with its last
+	 * log line. Otherwise the deadline passed: stop it. */
+	if (n >= 0) {
+		char tail[200];
+		int wst = 0;
+
+		if (procwait_deadline(e->pid, &wst, EGRESSD_EXIT_GRACE_MS) == 1) {
 			e->pid = 0;
 			ec_log_tail(e->log, tail, sizeof(tail));
 			return errbuf_set(err, errlen, 0, "embedded egressd exited at start-up "
 			    "(status %d): %s", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1, tail);
 		}
-		if (egressd_status(e->sock, &st, NULL, 0) == 0) {
-			json_decref(st);
-			return 0;
-		}
-		usleep(50 * 1000);
 	}
 	egressd_embedded_stop(e);
-	return errbuf_set(err, errlen, 0, "embedded egressd did not answer status within %u ms; "
+	return errbuf_set(err, errlen, 0, "embedded egressd did not become ready within %u ms; "
 	    "see %s", EGRESSD_START_TIMEOUT_MS, e->log);
+}
+
+int
+egressd_embedded_start(const char *dir, const char *const *settings,
+    struct egressd_embedded *e, char *err, size_t errlen)
+{
+	if (egressd_embedded_spawn(dir, settings, e, err, errlen) < 0)
+		return -1;
+	return egressd_embedded_ready(e, err, errlen);
 }
 
 /* What egressd_embedded_start made besides egressd's own files: the credentials file (and
@@ -472,25 +528,24 @@ ec_remove_generated(struct egressd_embedded *e)
 void
 egressd_embedded_stop(struct egressd_embedded *e)
 {
-	uint64_t deadline;
 	int wst;
 
 	if (e == NULL)
 		return;
+	if (e->ready_rd >= 0)
+		close(e->ready_rd);
+	e->ready_rd = -1;
 	if (e->pid <= 0) {
 		ec_remove_generated(e);
 		return;
 	}
 	kill(e->pid, SIGTERM);
-	deadline = mono_msec() + EGRESSD_STOP_TIMEOUT_MS;
-	while (mono_msec() < deadline) {
-		if (waitpid(e->pid, &wst, WNOHANG) == e->pid) {
-			e->pid = 0;
-			unlink(e->sock);
-			ec_remove_generated(e);
-			return;
-		}
-		usleep(20 * 1000);
+	/* Woken at its exit (pidfd), not on a 20 ms tick. */
+	if (procwait_deadline(e->pid, &wst, EGRESSD_STOP_TIMEOUT_MS) == 1) {
+		e->pid = 0;
+		unlink(e->sock);
+		ec_remove_generated(e);
+		return;
 	}
 	kill(e->pid, SIGKILL);
 	waitpid(e->pid, &wst, 0);

@@ -27,6 +27,7 @@
 #define EGRESSD_RUN_TOP           "/run/egress-exec"   /* where run folders live */
 #define EGRESSD_START_TIMEOUT_MS   10000   /* embedded egressd must answer status by then */
 #define EGRESSD_STOP_TIMEOUT_MS    5000    /* then SIGKILL */
+#define EGRESSD_EXIT_GRACE_MS      1000    /* an egressd that closed its readiness pipe */
 #define EGRESSD_GRANT_ID_LEN       (2 * EGRESS_GRANT_ID_BYTES)
 
 /*
@@ -66,6 +67,7 @@ struct egressd_embedded {
 	char log[EGRESS_PATH_MAX];          /* its stderr */
 	char creds[EGRESS_PATH_MAX];        /* generated proxy credentials, "" when none */
 	char pacdir[EGRESS_PATH_MAX];       /* directory of its PAC copy, "" when none */
+	int ready_rd;                       /* readiness pipe until ready; -1 after */
 };
 
 /*
@@ -76,10 +78,23 @@ struct egressd_embedded {
 int egressd_find_binary(char *out, size_t outlen);
 
 /*
+ * The two halves of egressd_embedded_start, so the caller can prepare the sandbox while
+ * egressd starts: _spawn writes the config and forks egressd with the write end of a
+ * readiness pipe (EGRESSD_READY_FD) and returns at once (0, or -1 with err); _ready waits,
+ * bounded by EGRESSD_START_TIMEOUT_MS, for egressd's readiness byte (woken by it, or by
+ * EOF when egressd dies), then checks that `status` answers. Returns 0, or -1 with err
+ * (the process is stopped again). egressd_embedded_stop also undoes a _spawn without
+ * _ready.
+ */
+int egressd_embedded_spawn(const char *dir, const char *const *settings,
+    struct egressd_embedded *e, char *err, size_t errlen);
+int egressd_embedded_ready(struct egressd_embedded *e, char *err, size_t errlen);
+
+/*
  * Start a private egressd for one run: config in dir/egressd.ini (control socket
  * dir/egressd.sock, decision log dir/decisions.jsonl, plus each "key=value" of settings,
  * NULL-terminated, in [egressd]: e.g. dns_server or allow_special_address for a lab),
- * stderr to dir/egressd.log; wait (bounded) until `status` answers. Returns 0, or -1 with
+ * stderr to dir/egressd.log; wait (bounded) until it is ready and `status` answers. Returns 0, or -1 with
  * err (the process is stopped again).
  */
 int egressd_embedded_start(const char *dir, const char *const *settings,

@@ -2,17 +2,22 @@
  * sandbox - the ordered steps of one confined run (docs/sandbox.md is the same list):
  *
  *  supervisor                                   child (pid 1 of the new namespaces)
- *  1. attest the nine capabilities
+ *  1a. run id, state record
+ *  4. embedded egressd spawned (when networked
+ *     and no control socket was given); it starts
+ *     while steps 1-6 run, waited for in step 7
+ *  1. attestation probes started (children)
  *  2. cgroup: create, limits, read back
  *  3. overlay layer tmpfs (upper + work)
- *  4. embedded egressd (when networked and no
- *     control socket was given)
  *  5. clone NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET ----> waits on the sync pipe
  *  6. attach the child to the cgroup
+ *  1b. attestation collected: all nine, or no
+ *     run (the child gets EOF and leaves)
  *  7. link netns of the run's own: veth pair
  *     (peer straight into the child's netns),
- *     host address, listener; grant.create
- *     passes the listener to egressd
+ *     host address, listener; egressd ready
+ *     (readiness pipe); grant.create passes
+ *     the listener to egressd
  *  8. "go" + link description ------------------> 9.  unshare(NEWCGROUP): its root is ours
  *                                                  10. lo (+ eth0 address) up, verified
  *                                                  11. hostname; mounts: new root, overlay,
@@ -66,10 +71,12 @@
 #include "executor/privs.h"
 #include "executor/sandbox_state.h"
 #include "executor/sandbox_child.h"
+#include "executor/procwait.h"
 #include "executor/seccomp.h"
 
 #define SB_SETUP_TIMEOUT_MS  30000  /* child setup (mounts, net) until the worker execs */
 #define SB_DRAIN_TIMEOUT_MS  2000   /* pipes after the cgroup is dead */
+#define SB_REAP_TIMEOUT_MS   5000   /* init after the cgroup is dead */
 #define SB_GRANT_MARGIN_S    60     /* grant lifetime = wall budget + this */
 #define SB_PROXY_PORT        3128   /* egressd's listener in the run's link namespace */
 #define SB_ARGV_MAX          4096
@@ -307,6 +314,8 @@ struct sb_run {
 	char layer[EGRESS_PATH_MAX], rootdir[EGRESS_PATH_MAX], upper[EGRESS_PATH_MAX];
 	char owork[EGRESS_PATH_MAX], merged[EGRESS_PATH_MAX], lowerdir[EGRESS_PATH_MAX];
 	bool state_written;             /* the sandbox_state record exists */
+	struct attest_pending *attesting;  /* step 1: probes running */
+	bool attest_started;
 	struct cgroup *cg;              /* step 2 */
 	bool layer_made;                /* step 3: teardown removes the layer */
 	int idmap_fd;                   /* step 3: user namespace of the idmapped lower layer */
@@ -352,26 +361,16 @@ sb_close(int *fd)
 	*fd = -1;
 }
 
-/* 1. Attestation (every capability this run needs, verified now, or no run), the run's
- * names and its state record. */
+/* 1a. The run's names and its state record (first, so `egress-exec cleanup` finds whatever
+ * a kill -9 leaves, including a private egressd's folder). */
 static int
-sb_setup_attest(struct sb_run *r)
+sb_setup_ids(struct sb_run *r)
 {
 	const struct sandbox_spec *spec = r->spec;
 	struct sandbox_result *res = r->res;
 	struct sandbox_state st;
 	unsigned char rnd[4];
-	json_t *att = NULL;
-	bool ok;
 
-	ok = sandbox_attest(spec->net == SANDBOX_NET_ALLOWLIST, &att);
-	res->attestation = att;
-	if (!ok) {
-		char missing[480];
-
-		attest_missing(att, missing, sizeof(missing));
-		return sb_fail(res, REASON_CAPABILITY_MISSING, "missing capabilities: %s", missing);
-	}
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return sb_fail(res, REASON_INTERNAL_ERROR, "getrandom failed");
 	hex_encode(rnd, sizeof(rnd), r->tag);
@@ -381,7 +380,6 @@ sb_setup_attest(struct sb_run *r)
 	    sb_join(r->merged, spec->run_dir, "merged") < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "run_dir path too long");
 
-	/* State record first, so `egress-exec cleanup` finds whatever a kill -9 leaves. */
 	memset(&st, 0, sizeof(st));
 	snprintf(st.run_id, sizeof(st.run_id), "%s", r->run_id);
 	snprintf(st.run_dir, sizeof(st.run_dir), "%s", spec->run_dir);
@@ -390,6 +388,44 @@ sb_setup_attest(struct sb_run *r)
 	if (sandbox_state_write(&st, r->err, sizeof(r->err)) < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "%s", r->err);
 	r->state_written = true;
+	return 0;
+}
+
+/* 1. Attestation: every capability this run needs, verified now, or no run. The probes
+ * start here (attest_begin) and are collected in sb_setup_attest_end, after the clone and
+ * before anything is granted or the child is told "go": steps 2, 3 and 5 overlap them.
+ * Nothing those steps make is usable by a worker before the attestation passed (the
+ * child only waits on the sync pipe; teardown undoes it all on a failure). */
+static int
+sb_setup_attest_begin(struct sb_run *r)
+{
+	/* The filter is compiled once, here, before any child is forked (seccomp.h). */
+	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
+		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "%s", r->err);
+	r->attesting = attest_begin(r->spec->net == SANDBOX_NET_ALLOWLIST);
+	r->attest_started = true;
+	return 0;
+}
+
+static int
+sb_setup_attest_end(struct sb_run *r)
+{
+	struct sandbox_result *res = r->res;
+	struct attest_row rows[ATTEST__COUNT];
+	bool ok;
+
+	if (!r->attest_started)   /* fail closed: no attestation, no run */
+		return sb_fail(res, REASON_INTERNAL_ERROR, "attestation was not started");
+	ok = attest_end(r->attesting, rows);
+	r->attesting = NULL;
+	r->attest_started = false;
+	res->attestation = attest_rows_json(rows);
+	if (!ok || res->attestation == NULL) {
+		char missing[480];
+
+		attest_missing(res->attestation, missing, sizeof(missing));
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "missing capabilities: %s", missing);
+	}
 	return 0;
 }
 
@@ -448,7 +484,11 @@ sb_setup_layer(struct sb_run *r)
 	return 0;
 }
 
-/* 4. egressd: the given control socket, or a private one for this run. */
+/* 4. egressd: the given control socket, or a private one for this run. The private one is
+ * only spawned here, before attestation, and waited for in step 7 just before the grant:
+ * its start-up (the longest step) overlaps attestation, cgroup, layer and clone. Starting
+ * the trusted proxy early grants nothing: the grant still follows a passed attestation,
+ * and teardown stops egressd whatever step fails. */
 static int
 sb_setup_egressd(struct sb_run *r)
 {
@@ -462,7 +502,7 @@ sb_setup_egressd(struct sb_run *r)
 		r->control = spec->egressd_control;
 		return 0;
 	}
-	if (egressd_embedded_start(spec->run_dir, spec->egressd_settings, &r->emb, r->err,
+	if (egressd_embedded_spawn(spec->run_dir, spec->egressd_settings, &r->emb, r->err,
 	    sizeof(r->err)) < 0)
 		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "embedded egressd: %s", r->err);
 	r->control = r->emb.sock;
@@ -520,6 +560,8 @@ sb_setup_clone(struct sb_run *r)
 	c->err_wr = r->errp[1];
 	c->in_rd = r->inp[0];
 
+	/* The worker inherits the filter compiled in step 1 with its memory and only
+	 * installs it. */
 	fflush(NULL);
 	r->pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, 0);
@@ -540,11 +582,16 @@ sb_setup_clone(struct sb_run *r)
 	r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
 	if (r->pidfd < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "pidfd_open: %s", strerror(errno));
+	/* 6. Attach the child to the cgroup before it does anything (no step runs outside the
+	 * limits). Right after the clone, while the attestation probes still run: on cgroup
+	 * v1 the first cgroup.procs write waits for an RCU grace period (measured 9-15 ms
+	 * under load), which now overlaps them. */
+	if (cgroup_attach(r->cg, r->pid, r->err, sizeof(r->err)) < 0)
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: %s", r->err);
 	return 0;
 }
 
-/* 6-8. Attach the child to the cgroup before it does anything (no step runs outside the
- * limits); 7. network: the run's own link namespace (only the veth's host end and
+/* 7-8. (6, the cgroup attach, ends sb_setup_clone.) 7. network: the run's own link namespace (only the veth's host end and
  * egressd's listener live there), the peer straight into the child's namespace, then the
  * grant with the listener passed to egressd; 8. "go" and the environment. */
 static int
@@ -555,8 +602,6 @@ sb_setup_go(struct sb_run *r)
 	struct sandbox_go go;
 	int grc;
 
-	if (cgroup_attach(r->cg, r->pid, r->err, sizeof(r->err)) < 0)
-		return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: %s", r->err);
 	memset(&go, 0, sizeof(go));
 	go.ok = 1;
 	if (spec->net == SANDBOX_NET_ALLOWLIST) {
@@ -564,6 +609,11 @@ sb_setup_go(struct sb_run *r)
 		    &r->listen_fd, r->err, sizeof(r->err)) < 0)
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", r->err);
 		r->veth_made = true;
+		/* The private egressd spawned in step 4: ready (bounded wait) before the grant. */
+		if (r->emb.pid > 0 && r->emb.ready_rd >= 0 &&
+		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0)
+			return sb_fail(res, REASON_CAPABILITY_MISSING, "embedded egressd: %s",
+			    r->err);
 		grc = egressd_grant_create_fd(r->control, spec->principal ? spec->principal :
 		    r->run_id, spec->allowlist, r->listen_fd, r->link.host_if,
 		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, r->listen, r->err,
@@ -631,8 +681,11 @@ sb_setup(struct sb_run *r)
 {
 	if (sb_validate(r->spec, r->res) < 0)
 		return -1;
-	if (sb_setup_attest(r) < 0 || sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 ||
-	    sb_setup_egressd(r) < 0 || sb_setup_clone(r) < 0 || sb_setup_go(r) < 0)
+	/* egressd first: it only spawns here and is waited for in sb_setup_go. The
+	 * attestation probes run from sb_setup_attest_begin to sb_setup_attest_end. */
+	if (sb_setup_ids(r) < 0 || sb_setup_egressd(r) < 0 || sb_setup_attest_begin(r) < 0 ||
+	    sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0 ||
+	    sb_setup_attest_end(r) < 0 || sb_setup_go(r) < 0)
 		return -1;
 	return sb_setup_wait_exec(r);
 }
@@ -741,6 +794,17 @@ sb_teardown(struct sb_run *r)
 	struct cgroup_usage usage;
 
 	sb_close(&r->syncp[1]);    /* a child still waiting for "go": EOF makes it leave */
+	if (r->attest_started) {
+		/* A step failed while the probes ran: collect them (bounded), and keep what
+		 * they found in the result. */
+		struct attest_row rows[ATTEST__COUNT];
+
+		(void)attest_end(r->attesting, rows);
+		r->attesting = NULL;
+		r->attest_started = false;
+		if (res->attestation == NULL)
+			res->attestation = attest_rows_json(rows);
+	}
 	if (r->cg) {
 		if (cgroup_kill(r->cg, 0, r->err, sizeof(r->err)) < 0)
 			log_warnx("sandbox %s: cgroup kill: %s", r->run_id, r->err);
@@ -753,14 +817,10 @@ sb_teardown(struct sb_run *r)
 		}
 	}
 	if (r->pid > 0 && !r->child_reaped) {
-		/* Bounded: the cgroup is dead, so init is gone or going. */
-		uint64_t until = mono_msec() + 5000;
-		while (!r->child_reaped && mono_msec() < until) {
-			if (waitpid(r->pid, &r->wstatus, WNOHANG) == r->pid)
-				r->child_reaped = true;
-			else
-				usleep(10000);
-		}
+		/* Bounded: the cgroup is dead, so init is gone or going; woken by its pidfd
+		 * the moment it exits (no sleep steps). */
+		r->child_reaped = procwait_pidfd(r->pid, r->pidfd, &r->wstatus,
+		    SB_REAP_TIMEOUT_MS) == 1;
 		if (!r->child_reaped) {
 			kill(r->pid, SIGKILL);
 			r->child_reaped = waitpid(r->pid, &r->wstatus, 0) == r->pid;

@@ -22,7 +22,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -34,6 +37,7 @@
 
 #include "common/scfilter.h"
 #include "common/util.h"
+#include "executor/procwait.h"
 
 #ifndef SOCK_PACKET
 #define SOCK_PACKET 10
@@ -269,18 +273,78 @@ seccomp_profile_build(char *err, size_t errlen)
 	return ctx;
 }
 
+/*
+ * The compiled program, once per process. libseccomp's compile (rule database, then BPF
+ * generation) is the slow half of an install; the filter's inputs are all static (PROFILE
+ * and the build's libseccomp/arch), so a program compiled once in the supervisor is
+ * exactly what a compile in the worker would produce. The supervisor compiles it before
+ * the attestation self-test and before the sandbox clone; both children inherit it with
+ * their copy of memory and only install it. Nothing is stored on disk or shared across
+ * runs, so no other process can substitute it.
+ */
+static struct sock_filter prog_insns[BPF_MAXINSNS];
+static unsigned short prog_len;
+
+int
+seccomp_profile_prepare(char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx;
+	int fd, rc;
+	off_t size;
+
+	if (prog_len > 0)
+		return 0;
+	ctx = seccomp_profile_build(err, errlen);
+	if (ctx == NULL)
+		return -1;
+	fd = memfd_create("egress-seccomp", MFD_CLOEXEC);
+	if (fd < 0) {
+		errbuf_set(err, errlen, 0, "seccomp: memfd_create: %s", strerror(errno));
+		seccomp_release(ctx);
+		return -1;
+	}
+	rc = seccomp_export_bpf(ctx, fd);
+	seccomp_release(ctx);
+	size = rc == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+	if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+	    size > (off_t)sizeof(prog_insns)) {
+		errbuf_set(err, errlen, 0, "seccomp: exporting the compiled filter failed (%s, %lld bytes)",
+		    rc != 0 ? strerror(-rc) : "size", (long long)size);
+		close(fd);
+		return -1;
+	}
+	if (pread(fd, prog_insns, (size_t)size, 0) != (ssize_t)size) {
+		errbuf_set(err, errlen, 0, "seccomp: reading the compiled filter back failed");
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	prog_len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+	return 0;
+}
+
 int
 seccomp_profile_install(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx;
+	struct sock_fprog fprog;
+	long rc;
 
 	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) {
 		errbuf_set(err, errlen, 0, "seccomp: no_new_privs is not set; privs_drop must run first");
 		return -1;
 	}
-	ctx = seccomp_profile_build(err, errlen);
-	if (ctx == NULL || scf_load(ctx, err, errlen) != 0)
+	if (seccomp_profile_prepare(err, errlen) != 0)
 		return -1;
+	fprog.len = prog_len;
+	fprog.filter = prog_insns;
+	/* What seccomp_load does with SCMP_FLTATR_CTL_TSYNC: one filter for every thread
+	 * (a positive return names a thread that could not be synchronized). */
+	rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
+	if (rc != 0) {
+		errbuf_set(err, errlen, 0, "seccomp: loading the filter failed: %s", rc > 0 ?
+		    "a thread could not be synchronized" : strerror(errno));
+		return -1;
+	}
 	return seccomp_profile_verify(err, errlen);
 }
 
@@ -321,36 +385,43 @@ selftest_child(void)
 	return 0;
 }
 
-int
-seccomp_profile_selftest(char *err, size_t errlen)
+pid_t
+seccomp_profile_selftest_start(char *err, size_t errlen)
 {
-	int status = 0;
-	pid_t pid = fork();
+	pid_t pid;
 
+	/* Compiled here, so the child and, later, the worker only install. */
+	if (seccomp_profile_prepare(err, errlen) != 0)
+		return -1;
+	pid = fork();
 	if (pid < 0) {
 		errbuf_set(err, errlen, 0, "seccomp self-test: fork failed: %s", strerror(errno));
 		return -1;
 	}
 	if (pid == 0)
 		_exit(selftest_child());
-	/* Bounded wait: poll waitpid for at most 5 s, then kill. */
-	for (int i = 0; i < 500; i++) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			goto done;
-		if (w < 0 && errno != EINTR) {
-			errbuf_set(err, errlen, 0, "seccomp self-test: waitpid: %s", strerror(errno));
-			return -1;
-		}
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
+	return pid;
+}
+
+int
+seccomp_profile_selftest_finish(pid_t pid, char *err, size_t errlen)
+{
+	int status = 0, rc;
+
+	/* Bounded: at most SECCOMP_SELFTEST_TIMEOUT_MS, woken by the child's exit. */
+	rc = procwait_deadline(pid, &status, SECCOMP_SELFTEST_TIMEOUT_MS);
+	if (rc < 0) {
+		errbuf_set(err, errlen, 0, "seccomp self-test: waitpid: %s", strerror(errno));
+		return -1;
 	}
-	kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	errbuf_set(err, errlen, 0, "seccomp self-test: child did not finish within 5 s");
-	return -1;
-done:
+	if (rc == 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		errbuf_set(err, errlen, 0, "seccomp self-test: child did not finish within %d ms",
+		    SECCOMP_SELFTEST_TIMEOUT_MS);
+		return -1;
+	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFSIGNALED(status))
@@ -360,4 +431,14 @@ done:
 		    "12 unshare, 13 mount, 14 netlink, 15 clone3, 16 inet socket)",
 		    WEXITSTATUS(status));
 	return -1;
+}
+
+int
+seccomp_profile_selftest(char *err, size_t errlen)
+{
+	pid_t pid = seccomp_profile_selftest_start(err, errlen);
+
+	if (pid < 0)
+		return -1;
+	return seccomp_profile_selftest_finish(pid, err, errlen);
 }

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* One entry of the profile, for docs, doctor and tests. All strings static. */
 struct seccomp_profile_entry {
@@ -30,13 +31,24 @@ struct seccomp_profile_entry {
 const struct seccomp_profile_entry *seccomp_profile_entries(size_t *n);
 
 /*
- * Build and load the filter into the calling thread (SCMP_FLTATR_CTL_TSYNC: all threads).
+ * Compile the filter once for this process (libseccomp, exported as BPF into a static
+ * buffer); later calls return at once. Call it in the supervisor before forking, so the
+ * self-test child and the worker inherit the compiled program and only install it (the
+ * inputs are all static, so the program is the one a compile in the child would give).
+ * Returns 0, or -1 with err filled. Allocates (libseccomp).
+ */
+int seccomp_profile_prepare(char *err, size_t errlen);
+
+/*
+ * Load the filter (compiled by seccomp_profile_prepare, compiling now if it was not) into
+ * the calling thread with seccomp(2) and SECCOMP_FILTER_FLAG_TSYNC (all threads), then
+ * read the mode back (seccomp_profile_verify).
  * Requires no_new_privs already set (privs_drop sets it); refuses otherwise (checked with
  * PR_GET_NO_NEW_PRIVS), because without it loading needs CAP_SYS_ADMIN and a later setuid
  * exec could shed the filter's intent. A syscall name unknown on this architecture is
  * skipped (it cannot be called natively); any other failure to add a rule fails the whole
  * install. Returns 0, or -1 with err filled.
- * Allocates (libseccomp): call it in the forked child before exec, not from a signal handler.
+ * Allocates when nothing was prepared: not from a signal handler.
  */
 int seccomp_profile_install(char *err, size_t errlen);
 
@@ -47,8 +59,19 @@ int seccomp_profile_verify(char *err, size_t errlen);
  * Fork a child that sets no_new_privs, installs the profile, verifies mode 2 and tries a
  * few calls that must now fail (unshare, mount, socket(AF_NETLINK), clone3) and one that
  * must work (socket AF_INET stream). Returns 0 when all behaved, -1 with err otherwise.
- * Bounded: the child is waited for at most 5 s, then killed. For doctor and attestation.
+ * Bounded: the child is waited for (on its pidfd, no sleep steps) at most
+ * SECCOMP_SELFTEST_TIMEOUT_MS, then killed. For doctor and attestation.
  */
 int seccomp_profile_selftest(char *err, size_t errlen);
+
+/*
+ * The same in two halves, so attestation can run its other probes while the child works:
+ * _start compiles (seccomp_profile_prepare) and forks, returning the child's pid or -1 with
+ * err; _finish waits for that child (bounded as above) and returns 0 or -1 with err.
+ * Every started child must be finished.
+ */
+#define SECCOMP_SELFTEST_TIMEOUT_MS 5000
+pid_t seccomp_profile_selftest_start(char *err, size_t errlen);
+int seccomp_profile_selftest_finish(pid_t pid, char *err, size_t errlen);
 
 #endif
