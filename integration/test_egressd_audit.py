@@ -102,13 +102,16 @@ def make_traffic(L, d, st):
     h = L.http(0, "GET", "http://ok.lab.test/")
     check(h.status == 200, "%r" % h)
     st["allow"] += 1
+    h = L.http(0, "GET", "http://ok.lab.test/no/such/page")   # the origin answers 404
+    check(h.status == 404, "%r" % h)
+    st["allow"] += 1
     for _ in range(200):
         refused(L.connect(0, "no.lab.test:443"), 403, "not_granted")
         st["deny"] += 1
         if len(files_of(d)) >= 3:
             break
     # every record on disk: closes and denials are written without anyone waiting
-    want = st["allow"] + st["deny"] + st["tunnels"] + 1     # + the GET's close
+    want = st["allow"] + st["deny"] + st["tunnels"] + 2     # + the GETs' closes
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         recs = [r for p in files_of(d) for r in records_of(p, racing=True)]
@@ -174,7 +177,7 @@ def t_summary_counts(L, d, st):
     p = s["principals"][PRINCIPAL]
     check(p["deny"] == st["deny"] and p["allow"] == st["allow"], "summary %s" % p)
     check(p["denials_by_reason"] == {"not_granted": st["deny"]}, "%s" % p)
-    check(p["closes"] == st["tunnels"] + 1 and p["bytes_up"] >= 2000, "%s" % p)
+    check(p["closes"] == st["tunnels"] + 2 and p["bytes_up"] >= 2000, "%s" % p)
     check(p["unattested_share"] == 0.0, "%s" % p)
     html = os.path.join(L.workdir, "audit.html")
     rc, out, err = d.egressctl("log", "summary", "--format", "html", "-o", html, *files)
@@ -193,7 +196,12 @@ def t_squid_export(L, d, st):
     codes = [x.split()[3] for x in lines]
     check(codes.count("TCP_DENIED/403") == st["deny"], "denied lines")
     check(codes.count("TCP_TUNNEL/200") == st["tunnels"], "tunnel lines")
-    check(codes.count("TCP_MISS/200") == 1, "GET line")
+    # the origin's status from the close record: an origin 404 is not TCP_MISS/200
+    check(codes.count("TCP_MISS/200") == 1, "GET 200 line: %r" % codes)
+    check(codes.count("TCP_MISS/404") == 1, "GET 404 line: %r" % codes)
+    closes = [r for p in files_of(d) for r in records_of(p)
+              if r.get("event") == "close" and "status" in r]
+    check(sorted(r["status"] for r in closes) == [200, 404], "close status: %r" % closes)
     check(all(x.split()[7] == PRINCIPAL for x in lines), "user field")
 
 

@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "common/dlogchain.h"
 #include "egressd/ctl/logexport.h"
+#include "egressd/ctl/loggrants.h"
 #include "egressd/ctl/logquery.h"
 #include "egressd/ctl/logsummary.h"
 
@@ -49,12 +50,14 @@ static int cmd_route(struct ctl *c, int argc, char **argv);
 static int cmd_log_query(struct ctl *c, int argc, char **argv);
 static int cmd_log_summary(struct ctl *c, int argc, char **argv);
 static int cmd_log_export(struct ctl *c, int argc, char **argv);
+static int cmd_log_grants(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "log", "verify", cmd_log_verify, "log verify [--continued] [--key FILE] FILE... (- = stdin)" },
 	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow] FILE..." },
 	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [filters as for query] FILE..." },
 	{ "log", "export", cmd_log_export, "log export --format squid FILE..." },
+	{ "log", "grants", cmd_log_grants, "log grants --at TIME [--principal P] [--json] FILE...   (grants in service at TIME)" },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "show", cmd_grant_show, "grant show GRANT_ID   (the whole authority set)" },
@@ -150,6 +153,13 @@ cmd_log_summary(struct ctl *c, int argc, char **argv)
 {
 	(void)c;
 	return logsummary_cli(argc, argv);
+}
+
+static int
+cmd_log_grants(struct ctl *c, int argc, char **argv)
+{
+	(void)c;
+	return loggrants_cli(argc, argv);
 }
 
 static int

@@ -1,6 +1,7 @@
 /* logquery.c - egressctl log query: filter decision-log records, JSON Lines or a table,
  * optionally following the live file. Contract: logquery.h. Docs: docs/audit.md. */
 #include "egressd/ctl/logquery.h"
+#include "egressd/ctl/timearg.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -80,15 +81,17 @@ logquery_parse_args(struct logquery_opts *o, int argc, char **argv, char *err,
 			continue;
 		}
 		if ((rc = logread_opt(argc, argv, &i, "since", &val)) != 0) {
-			if (rc < 0 || logread_time_parse(val, &o->q.since_us) != 0)
-				return usage_err(err, errlen, "--since takes an RFC 3339 time",
+			if (rc < 0 || timearg_parse(val, timearg_now_us(), &o->q.since_us) != 0)
+				return usage_err(err, errlen, "--since takes 1h, 30m, 2d, "
+				    "'2026-12-01 20:07' (UTC) or an RFC 3339 time",
 				    rc > 0 ? val : NULL);
 			o->q.has_since = true;
 			continue;
 		}
 		if ((rc = logread_opt(argc, argv, &i, "until", &val)) != 0) {
-			if (rc < 0 || logread_time_parse(val, &o->q.until_us) != 0)
-				return usage_err(err, errlen, "--until takes an RFC 3339 time",
+			if (rc < 0 || timearg_parse(val, timearg_now_us(), &o->q.until_us) != 0)
+				return usage_err(err, errlen, "--until takes 1h, 30m, 2d, "
+				    "'2026-12-01 20:07' (UTC) or an RFC 3339 time",
 				    rc > 0 ? val : NULL);
 			o->q.has_until = true;
 			continue;
