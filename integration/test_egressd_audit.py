@@ -8,6 +8,7 @@ docs/decision-log.md; the syslog mirror (log_syslog) delivers every record as an
 message carrying the file's exact line."""
 
 import glob
+import gzip
 import json
 import os
 import re
@@ -169,6 +170,34 @@ def t_query_counts(L, d, st):
     check(len(out.splitlines()) == st["tunnels"], "echo closes: %s" % out)
 
 
+def t_gz_rotated(L, d, st):
+    """logrotate's compress: the oldest rotated file as .gz reads and verifies like the
+    plain one; negative twins: a cut .gz and a gzip bomb are errors, not shorter logs."""
+    files = files_of(d)
+    gz = os.path.join(L.workdir, os.path.basename(files[0]) + ".gz")
+    with open(files[0], "rb") as f, gzip.open(gz, "wb") as g:
+        g.write(f.read())
+    rc, out, err = d.egressctl("log", "verify", "--key", st["key"], gz, *files[1:])
+    check(rc == 0 and "intact" in out, "verify with .gz: %s %s" % (out, err))
+    rc, out, err = d.egressctl("log", "query", "--principal", PRINCIPAL, "--verdict", "deny",
+                               gz, *files[1:])
+    check(rc == 0 and len(out.splitlines()) == st["deny"], "query with .gz: %s" % err)
+    with open(gz, "rb") as f:
+        data = f.read()
+    cut = gz + ".cut.gz"
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) // 2])
+    rc, out, err = d.egressctl("log", "verify", "--key", st["key"], cut, *files[1:])
+    check(rc == 1 and "corrupt or cut gzip" in out, "cut .gz: %s %s" % (out, err))
+    bomb = os.path.join(L.workdir, "bomb.jsonl.gz")
+    with gzip.open(bomb, "wb", compresslevel=9) as g:
+        for _ in range(64):
+            g.write(b"\0" * (1 << 20))
+    rc, out, err = d.egressctl("log", "summary", "--format", "json", bomb)
+    check(rc == 1 and "decompression bomb" in err, "bomb: %s %s" % (out[:200], err))
+    os.unlink(bomb)
+
+
 def t_summary_counts(L, d, st):
     files = files_of(d)
     rc, out, err = d.egressctl("log", "summary", "--format", "json", *files)
@@ -262,6 +291,7 @@ def main():
                              ("rotation_continues_chain", t_rotation_chain),
                              ("verify_keyed_chain", t_verify_keyed),
                              ("query_counts", t_query_counts),
+                             ("gz_rotated_files", t_gz_rotated),
                              ("summary_counts", t_summary_counts),
                              ("squid_export", t_squid_export),
                              ("fields_documented", t_fields_documented),

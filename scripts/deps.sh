@@ -6,7 +6,7 @@ set -eu
 BUILD="build-essential cmake pkg-config clang llvm
  libevent-dev libssl-dev libc-ares-dev libseccomp-dev libgit2-dev libinih-dev
  libmnl-dev libjansson-dev libidn2-dev libpsl-dev liburiparser-dev libcap-ng-dev
- libproxy-dev libkrb5-dev libcmocka-dev"
+ libproxy-dev libkrb5-dev libcmocka-dev zlib1g-dev"
 RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git publicsuffix"
 TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user openssl procps psmisc chromium"
 

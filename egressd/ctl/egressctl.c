@@ -18,6 +18,7 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "common/dlogchain.h"
+#include "egressd/ctl/gzread.h"
 #include "egressd/ctl/logexport.h"
 #include "egressd/ctl/logextract.h"
 #include "egressd/ctl/loggrants.h"
@@ -170,7 +171,7 @@ log_verify_files(bool continued, const struct dlog_key *key, int argc, char **ar
 	/* several files are one chain, in the order given (rotated logs, oldest first) */
 	for (; i < argc; i++) {
 		enum dlog_break b = strcmp(argv[i], "-") == 0 ?
-		    dlog_verify_stream(&v, stdin, "<stdin>") : dlog_verify_file(&v, argv[i]);
+		    dlog_verify_stream(&v, stdin, "<stdin>") : gzread_verify_file(&v, argv[i]);
 
 		if (b != DLOG_INTACT) {
 			printf("BROKEN %s\n", v.message);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "egressd/ctl/gzread.h"
 
 #define TRUNC_MARKER "{\"egress_exec\":\"truncated\""
 
@@ -276,7 +277,7 @@ check_against(const struct xset *xs, const char *const *sys, size_t nsys,
 	char why[256];
 
 	for (size_t fi = 0; fi < nsys; fi++) {
-		FILE *f = fopen(sys[fi], "re");
+		FILE *f = gzread_open(sys[fi]);
 		uint64_t lineno = 0;
 		size_t n;
 		int rc;
@@ -355,7 +356,7 @@ logextract_verify(FILE *ext, const char *name, const struct dlog_key *key,
 		dlog_verify_init(&v, true);
 		v.key = key;
 		for (size_t i = 0; i < nsys && b == DLOG_INTACT; i++)
-			b = dlog_verify_file(&v, sys[i]);
+			b = gzread_verify_file(&v, sys[i]);
 		if (b != DLOG_INTACT) {
 			res->kind = b;
 			snprintf(res->message, sizeof(res->message), "system log: %s", v.message);

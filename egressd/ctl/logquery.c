@@ -1,6 +1,7 @@
 /* logquery.c - egressctl log query: filter decision-log records, JSON Lines or a table,
  * optionally following the live file. Contract: logquery.h. Docs: docs/audit.md. */
 #include "egressd/ctl/logquery.h"
+#include "egressd/ctl/gzread.h"
 #include "egressd/ctl/timearg.h"
 
 #include <errno.h>
@@ -245,7 +246,8 @@ logquery_run(const struct logquery_opts *o, FILE *out, FILE *errf)
 				}
 			}
 			if (rc < 0) {
-				fprintf(errf, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
+				fprintf(errf, "egressctl: %s: read error: %s\n", r.name,
+				    gzread_strerror(errno));
 				logread_close(&r);
 				return -1;
 			}

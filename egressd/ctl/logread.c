@@ -1,6 +1,7 @@
 /* logread.c - bounded reader of decision-log files for the audit commands.
  * Contract: logread.h. Record layout: docs/decision-log.md (checked by dlog_verify). */
 #include "egressd/ctl/logread.h"
+#include "egressd/ctl/gzread.h"
 
 #include <errno.h>
 #include <string.h>
@@ -202,7 +203,7 @@ logread_open(struct logread *r, const char *path)
 	}
 	if (reader_init(r, path) != 0)
 		return -1;
-	r->f = fopen(path, "re");
+	r->f = gzread_open(path);     /* rotated files may be gzip-compressed */
 	if (r->f == NULL) {
 		int e = errno;
 
@@ -382,7 +383,8 @@ logread_each(const char *const *files, size_t n,
 		if (after != NULL)
 			after(&r, arg);
 		if (k < 0)
-			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
+			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name,
+			    gzread_strerror(errno));
 		logread_close(&r);
 		if (k < 0)
 			return -1;
