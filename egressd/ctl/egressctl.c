@@ -57,10 +57,10 @@ static int cmd_log_grants(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "log", "verify", cmd_log_verify, "log verify [--continued] [--key FILE] FILE... (- = stdin)" },
-	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow] FILE..." },
+	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--key FILE] [--table] [--follow] FILE..." },
 	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [filters as for query] FILE..." },
 	{ "log", "export", cmd_log_export, "log export --format squid FILE..." },
-	{ "log", "grants", cmd_log_grants, "log grants --at TIME [--principal P] [--json] FILE...   (grants in service at TIME)" },
+	{ "log", "grants", cmd_log_grants, "log grants --at TIME [--principal P] [--key FILE] [--json] FILE...   (grants in service at TIME)" },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "show", cmd_grant_show, "grant show GRANT_ID   (the whole authority set)" },

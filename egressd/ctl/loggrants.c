@@ -236,6 +236,18 @@ loggrants_cli(int argc, char **argv)
 			at = val;
 			continue;
 		}
+		if ((r = logread_opt(argc, argv, &i, "key", &val)) != 0) {
+			char kerr[256];
+
+			if (r < 0)
+				goto usage;
+			if (logread_load_key(val, kerr, sizeof(kerr)) != 0) {
+				fprintf(stderr, "egressctl: --key %s\n", kerr);
+				free(files);
+				return EXIT_USAGE;
+			}
+			continue;
+		}
 		if ((r = logread_opt(argc, argv, &i, "principal", &val)) != 0) {
 			if (r < 0)
 				goto usage;
@@ -269,7 +281,8 @@ loggrants_cli(int argc, char **argv)
 	}
 	if (w.g->skipped_edited > 0)
 		fprintf(stderr, "egressctl: WARNING: %llu record(s) do not match their own hash "
-		    "(edited) and were not believed: run egressctl log verify\n",
+		    "(edited, or a keyed log read without --key) and were not believed: run egressctl "
+		    "log verify\n",
 		    (unsigned long long)w.g->skipped_edited);
 	if (!loggrants_anchored(w.g))
 		fprintf(stderr, "egressctl: WARNING: no start or grant record at or before %s in "
@@ -297,7 +310,8 @@ out:
 	free(files);
 	return rc;
 usage:
-	fprintf(stderr, "usage: egressctl log grants --at TIME [--principal P] [--json] FILE...\n"
+	fprintf(stderr, "usage: egressctl log grants --at TIME [--principal P] [--key FILE] "
+	    "[--json] FILE...\n"
 	    "  TIME: 1h, 30m, 2d (ago), '2026-12-01 20:07' (UTC) or RFC 3339\n");
 	free(files);
 	return EXIT_USAGE;

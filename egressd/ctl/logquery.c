@@ -75,6 +75,15 @@ logquery_parse_args(struct logquery_opts *o, int argc, char **argv, char *err,
 		}
 		if (done)
 			continue;
+		if ((rc = logread_opt(argc, argv, &i, "key", &val)) != 0) {
+			char kerr[256];
+
+			if (rc < 0)
+				return usage_err(err, errlen, "--key needs a file", NULL);
+			if (logread_load_key(val, kerr, sizeof(kerr)) != 0)
+				return usage_err(err, errlen, "--key", kerr);
+			continue;
+		}
 		if ((rc = logread_opt(argc, argv, &i, "attested", &val)) != 0) {
 			if (rc < 0 || (strcmp(val, "yes") != 0 && strcmp(val, "no") != 0))
 				return usage_err(err, errlen, "--attested takes yes or no", NULL);

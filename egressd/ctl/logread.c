@@ -118,6 +118,18 @@ logrec_clear(struct logrec *rec)
 	memset(rec, 0, sizeof(*rec));
 }
 
+static struct dlog_key logread_keybuf;
+static const struct dlog_key *logread_key;   /* NULL: plain SHA-256 chain */
+
+int
+logread_load_key(const char *path, char *err, size_t errlen)
+{
+	if (dlog_key_load(path, false, &logread_keybuf, err, errlen) != 0)
+		return -1;
+	logread_key = &logread_keybuf;
+	return 0;
+}
+
 int
 logrec_parse(const char *line, size_t len, struct logrec *rec, char *why, size_t whylen)
 {
@@ -127,7 +139,7 @@ logrec_parse(const char *line, size_t len, struct logrec *rec, char *why, size_t
 	json_t *o, *a;
 
 	memset(rec, 0, sizeof(*rec));
-	st = dlog_line_check(line, len, &info, why, whylen);
+	st = dlog_line_check_key(line, len, logread_key, &info, why, whylen);
 	if (st == DLOG_LINE_MALFORMED)
 		return -1;
 	/* dlog_line_check has checked the layout (and, when the hash matches, filled info);

@@ -76,6 +76,7 @@ static const char css[] =
     "th,td{border:1px solid #ccc;padding:3px 5px;text-align:left;vertical-align:top;"
     "overflow-wrap:anywhere;word-break:break-word}"
     "th{background:#f3f3f3}tr.more td{font-style:italic;color:#555}\n"
+    "th:first-child{width:16%}#destinations th:nth-child(2){width:22%}\n"
     "svg{max-width:100%;height:auto}\n"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
     "svg text{font-family:inherit;font-size:11px;fill:#333}\n"
