@@ -301,7 +301,10 @@ dlog_line_check_key(const char *line, size_t len, const struct dlog_key *key,
 	je = json_object_get(root, "event");
 	jp = json_object_get(root, "prev");
 	jh = json_object_get(root, "hash");
-	if (!json_is_integer(jv) || json_integer_value(jv) != DLOG_SCHEMA_VERSION) {
+	/* Every version up to ours: a chain continues across an upgrade (docs/decision-log.md,
+	 * "Schema versions"); the byte rules of the chain are the same in all of them. */
+	if (!json_is_integer(jv) || json_integer_value(jv) < DLOG_SCHEMA_VERSION_MIN ||
+	    json_integer_value(jv) > DLOG_SCHEMA_VERSION) {
 		set_why(why, whylen, "unknown schema version");
 		goto out;
 	}

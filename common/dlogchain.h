@@ -19,7 +19,10 @@
 
 #include "common/limits.h"
 
-#define DLOG_SCHEMA_VERSION 1
+/* Written by egressd: 2 (start/stop/config/grant events, the HTTP status in close
+ * records). Readers accept every version from DLOG_SCHEMA_VERSION_MIN on. */
+#define DLOG_SCHEMA_VERSION     2
+#define DLOG_SCHEMA_VERSION_MIN 1
 #define DLOG_HASH_HEX       64   /* hex characters of a SHA-256 */
 
 /* The genesis prev: 64 zero hex digits. */

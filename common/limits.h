@@ -77,6 +77,12 @@
                                             keeps apart; more are counted as "(other)" */
 #define EGRESS_AUDIT_MINUTES_MAX   100000 /* per-minute timeline buckets of one summary */
 #define EGRESS_AUDIT_PENDING_MAX   65536 /* allowed hops awaiting their close in a squid export */
+#define EGRESS_LOG_GZ_OUT_MAX      (64ULL * 1024 * 1024 * 1024) /* bytes one rotated .gz log may
+                                         decompress to */
+#define EGRESS_LOG_GZ_RATIO_MAX    100   /* decompressed/compressed bytes of a .gz log (a log
+                                         of hashed records compresses ~5-10x; a bomb
+                                         1000x) */
+#define EGRESS_LOG_GZ_RATIO_FREE   (1024 * 1024) /* output below this is not ratio-checked */
 
 /* Executor: artifacts and paths */
 #define EGRESS_PATH_MAX            4096

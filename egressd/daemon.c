@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/control.h"
+#include "egressd/auditev.h"
 #include "egressd/dlog.h"
 #include "common/dlogchain.h"
 #include "egressd/grants.h"
@@ -382,6 +383,9 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		return -1;
 	record_issues(d, &st);
 	stage_commit(&st);
+	/* The log's first records of this run: start, the static grants in force. */
+	grants_set_retire_hook(d->grants, auditev_retired, d);
+	auditev_start(d);
 	if (cfg->control_socket != NULL) {
 		d->control = control_new(d, cfg->control_socket, e2, sizeof(e2));
 		if (d->control == NULL) {
@@ -404,8 +408,20 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	return 0;
 }
 
+static int reload_apply(struct daemon *d, char *err, size_t errlen);
+
+/* Every reload, in service or refused, is a config record (with the file's hash). */
 int
 daemon_reload(struct daemon *d, char *err, size_t errlen)
+{
+	int rc = reload_apply(d, err, errlen);
+
+	auditev_config(d, d->cfg->path, rc == 0, rc == 0 ? NULL : err);
+	return rc;
+}
+
+static int
+reload_apply(struct daemon *d, char *err, size_t errlen)
 {
 	char e2[512];
 	struct egressd_config *nc;
@@ -457,6 +473,7 @@ daemon_reload(struct daemon *d, char *err, size_t errlen)
 	/* Commit: nothing below can fail. Old static grants that changed or went away stop
 	 * accepting (their listeners now serve the new grants, or are closed); their
 	 * connections finish with the old, immutable authority. Unchanged ones stay. */
+	auditev_reload_grants(d, old, nold, st.lgs, st.n);
 	for (size_t i = 0; i < nold; i++)
 		if (!staged_keeps(&st, old[i]))
 			grants_retire(d->grants, old[i], REASON_NO_GRANT, false);
@@ -591,6 +608,8 @@ daemon_stop(struct daemon *d)
 	upool_free(d->upool);            /* parked sockets hold grant references */
 	d->upool = NULL;
 	if (d->grants != NULL)
+		grants_set_retire_hook(d->grants, NULL, NULL);   /* shutdown is the stop record */
+	if (d->grants != NULL)
 		grants_kill_all(d->grants, REASON_CLOSE_SHUTDOWN);
 	grants_free(d->grants);
 	d->grants = NULL;
@@ -607,6 +626,8 @@ daemon_stop(struct daemon *d)
 	router_free(d->router);          /* before the resolver it uses */
 	resolver_free(d->resolver);
 	tlsbridge_shutdown_all();
+	if (d->dlog != NULL)            /* after the close records of the last connections */
+		auditev_stop(d, d->draining ? "drain" : "exit");
 	dlog_close(d->dlog);
 	grantstate_free(d->gstate);
 	pipe_pool_free(d->pipes);
@@ -634,6 +655,7 @@ daemon_grant_add(struct daemon *d, struct grant *g, struct listener *l, const ch
 		return NULL;
 	}
 	lgrant_add_listener(lg, l);
+	auditev_grant_created(d, lg);
 	return lg;
 }
 

@@ -21,7 +21,16 @@ struct grants {
 	struct event_base *base;
 	struct lgrant *head;
 	size_t n;
+	grants_retire_hook hook;
+	void *hook_arg;
 };
+
+void
+grants_set_retire_hook(struct grants *r, grants_retire_hook fn, void *arg)
+{
+	r->hook = fn;
+	r->hook_arg = arg;
+}
 
 struct grants *
 grants_new(struct event_base *base)
@@ -227,6 +236,8 @@ grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool kill)
 	if (lg->dead != REASON_ALLOWED)
 		return;
 	lg->dead = why;
+	if (r->hook != NULL)            /* before the listeners go: the hook may name them */
+		r->hook(r->hook_arg, lg, why);
 	lgrant_close_listeners(lg);
 	if (lg->expiry != NULL)
 		event_del(lg->expiry);

@@ -116,6 +116,15 @@ size_t grants_count(const struct grants *r);
  */
 void grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool kill_conns);
 
+/*
+ * Called by grants_retire for every grant it takes out of service, after lg->dead is set
+ * and before its listeners close and its connections are killed (the daemon writes the
+ * decision log's grant event there: egressd/auditev.h). fn must not retire grants.
+ * NULL turns it off (daemon_stop, before grants_free).
+ */
+typedef void (*grants_retire_hook)(void *arg, const struct lgrant *lg, enum reason why);
+void grants_set_retire_hook(struct grants *r, grants_retire_hook fn, void *arg);
+
 /* Kill every connection of every grant with why (drain end). */
 void grants_kill_all(struct grants *r, enum reason why);
 /* Close every listener of every grant (drain start). */

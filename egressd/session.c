@@ -734,6 +734,7 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 		s->se_hop[0] = '\0';
 		s->se_parent_hop[0] = '\0';
 		s->se_creds_stripped = false;
+		s->se_resp_status = 0;
 		event_active(s->se_next_ev, EV_TIMEOUT, 0);
 		return;
 	}
@@ -786,6 +787,7 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	char rhop[64];
 
 	*nrefusal = 0;
+	s->se_resp_status = r->status;   /* final heads only: interim ones never come here */
 	if (!redirect_status_checked(r->status) || (li = httpresp_find(r, "location", 0)) < 0)
 		return REASON_ALLOWED;
 	loc = r->headers[li].value;

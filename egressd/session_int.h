@@ -92,6 +92,8 @@ struct session {
 	char se_hop[64];                /* this request's hop id, "<conn>/<n>" */
 	char se_parent_hop[64];         /* the redirect this request follows ("" = none) */
 	unsigned se_chain_depth;        /* redirects before this request in its chain */
+	int se_resp_status;             /* the origin's final response status of this HTTP
+	                                   exchange (0: none yet); the close record's status */
 	bool se_strip_creds;            /* forward without Authorization and Cookie */
 	bool se_creds_stripped;         /* ... and the request carried one of them */
 	bool se_client_kept;            /* the tunnel handed the client socket back */

@@ -218,6 +218,10 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
 	json_object_set_new(o, "duration_us",
 	    json_integer((json_int_t)(mono_usec() - s->se_tunnel_start_us)));
+	/* A forwarded HTTP exchange: the origin's final status (null when none arrived). */
+	if (s->se_req.method != HTTP_CONNECT)
+		json_object_set_new(o, "status", s->se_resp_status > 0 ?
+		    json_integer(s->se_resp_status) : json_null());
 	return o;
 }
 

@@ -339,8 +339,18 @@ artifacts_write_log(const char *out_dir, const char *name, const char *data, siz
 	return rc;
 }
 
+/* Where the chain is just before a line (the anchor of an extract): the seq and hash of
+ * the last record read. */
+struct chain_pos {
+	uint64_t seq;
+	char hash[65];
+};
+
+/* Does the line belong to this run? Also moves *pos to the line when it is a record
+ * (integer seq, 64-character hash): the anchor is the record before the first match. */
 static bool
-record_matches(const char *line, size_t len, const char *principal, const char *grant_id)
+record_matches(const char *line, size_t len, const char *principal, const char *grant_id,
+    struct chain_pos *pos)
 {
 	json_error_t je;
 	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
@@ -350,6 +360,16 @@ record_matches(const char *line, size_t len, const char *principal, const char *
 	if (o == NULL || !json_is_object(o)) {
 		json_decref(o);
 		return false;
+	}
+	{
+		json_t *js = json_object_get(o, "seq");
+		const char *h = json_string_value(json_object_get(o, "hash"));
+
+		if (json_is_integer(js) && json_integer_value(js) >= 0 && h != NULL &&
+		    strlen(h) == 64) {
+			pos->seq = (uint64_t)json_integer_value(js);
+			memcpy(pos->hash, h, 65);
+		}
 	}
 	if (principal && principal[0] && (s = json_string_value(json_object_get(o,
 	    "principal"))) != NULL && strcmp(s, principal) == 0)
@@ -361,6 +381,41 @@ record_matches(const char *line, size_t len, const char *principal, const char *
 	return ok;
 }
 
+/* The extract's first line (docs/decision-log.md, "A run's extract"). */
+static int
+add_anchor(struct bbuf *b, const char *log, const struct chain_pos *pos, uint64_t through,
+    const char *principal, const char *grant_id)
+{
+	json_t *a = json_object(), *o = json_object();
+	char *s;
+	int rc = -1;
+
+	if (a == NULL || o == NULL) {
+		json_decref(a);
+		json_decref(o);
+		b->oom = true;
+		return -1;
+	}
+	json_object_set_new(a, "log", json_string(log));
+	json_object_set_new(a, "seq", json_integer((json_int_t)pos->seq));
+	json_object_set_new(a, "hash", json_string(pos->hash));
+	json_object_set_new(a, "through_seq", json_integer((json_int_t)through));
+	json_object_set_new(a, "principal", principal != NULL && principal[0] ?
+	    json_string(principal) : json_null());
+	json_object_set_new(a, "grant_id", grant_id != NULL && grant_id[0] ?
+	    json_string(grant_id) : json_null());
+	json_object_set_new(o, "egress_anchor", a);
+	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	json_decref(o);
+	if (s == NULL) {
+		b->oom = true;
+		return -1;
+	}
+	rc = bbuf_add(b, s, strlen(s)) == 0 && bbuf_add(b, "\n", 1) == 0 ? 0 : -1;
+	free(s);
+	return rc;
+}
+
 int
 artifacts_write_decisions(const char *out_dir, const char *decisions_path,
     const char *principal, const char *grant_id, struct artifact *a, char *err,
@@ -370,9 +425,13 @@ artifacts_write_decisions(const char *out_dir, const char *decisions_path,
 	FILE *f;
 	char *line = NULL;
 	size_t n;
-	bool cut = false;
+	bool cut = false, anchored = false;
+	struct chain_pos pos = { 0, "" }, first = { 0, "" };
+	uint64_t last_copied = 0;
 	int rc;
 
+	memset(pos.hash, '0', 64);
+	pos.hash[64] = '\0';
 	if (decisions_path == NULL || decisions_path[0] == '\0')
 		return artifact_write(out_dir, "decisions.jsonl", "", 0, a, err, errlen);
 	f = fopen(decisions_path, "re");
@@ -391,15 +450,40 @@ artifacts_write_decisions(const char *out_dir, const char *decisions_path,
 	while ((rc = line_read(f, line, EGRESS_LOG_RECORD_MAX, &n)) != 0 && rc != -2) {
 		if (rc < 0 || n == 0)
 			continue;
-		if (!record_matches(line, n, principal, grant_id))
+		struct chain_pos before = pos;
+
+		if (!record_matches(line, n, principal, grant_id, &pos))
 			continue;
+		if (!anchored) {
+			anchored = true;
+			first = before;
+		}
 		if (bbuf_add(&b, line, n) != 0 || bbuf_add(&b, "\n", 1) != 0) {
 			cut = !b.oom;
 			break;
 		}
+		last_copied = pos.seq;
 	}
 	free(line);
 	fclose(f);
+	/* The anchor goes first: the chain position before the run's first record, and how
+	 * far the log was searched (every record of the run up to through_seq is here; with
+	 * no record of the run, the anchor alone says so). A cut extract is complete only up
+	 * to its last record. */
+	if (!b.oom) {
+		struct bbuf h = { .max = UINT64_MAX };
+
+		if (add_anchor(&h, decisions_path, anchored ? &first : &pos,
+		    cut ? last_copied : pos.seq, principal, grant_id) == 0 &&
+		    bbuf_add(&h, b.p ? b.p : "", b.len) == 0) {
+			free(b.p);
+			b.p = h.p;
+			b.len = h.len;
+		} else {
+			free(h.p);
+			b.oom = true;
+		}
+	}
 	if (b.oom) {
 		free(b.p);
 		snprintf(err, errlen, "decisions: out of memory");

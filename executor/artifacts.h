@@ -77,6 +77,9 @@ int artifacts_write_log(const char *out_dir, const char *name, const char *data,
  * decisions.jsonl: lines whose "principal" equals principal or whose "grant_id" equals
  * grant_id (either may be NULL/empty to not match on it). Lines are copied byte-exact so
  * the hash chain fields stay verifiable. decisions_path NULL or "" writes an empty file.
+ * Otherwise the first line is the anchor (docs/decision-log.md, "A run's extract"): the
+ * chain position before the first copied record and the last seq searched, so
+ * `egressctl log verify` can check the file alone and against the system log.
  */
 int artifacts_write_decisions(const char *out_dir, const char *decisions_path,
     const char *principal, const char *grant_id, struct artifact *a, char *err,

@@ -8,9 +8,12 @@ docs/decision-log.md; the syslog mirror (log_syslog) delivers every record as an
 message carrying the file's exact line."""
 
 import glob
+import hashlib
+import gzip
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import threading
@@ -21,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import proxyclient  # noqa: E402
+from labtools import chromium  # noqa: E402
 from labtools.checks import stop_clean, allowed_tunnel, check, refused, require_binaries  # noqa: E402
 
 ZONE = {
@@ -102,13 +106,16 @@ def make_traffic(L, d, st):
     h = L.http(0, "GET", "http://ok.lab.test/")
     check(h.status == 200, "%r" % h)
     st["allow"] += 1
+    h = L.http(0, "GET", "http://ok.lab.test/no/such/page")   # the origin answers 404
+    check(h.status == 404, "%r" % h)
+    st["allow"] += 1
     for _ in range(200):
         refused(L.connect(0, "no.lab.test:443"), 403, "not_granted")
         st["deny"] += 1
         if len(files_of(d)) >= 3:
             break
     # every record on disk: closes and denials are written without anyone waiting
-    want = st["allow"] + st["deny"] + st["tunnels"] + 1     # + the GET's close
+    want = st["allow"] + st["deny"] + st["tunnels"] + 2     # + the GETs' closes
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         recs = [r for p in files_of(d) for r in records_of(p, racing=True)]
@@ -166,18 +173,114 @@ def t_query_counts(L, d, st):
     check(len(out.splitlines()) == st["tunnels"], "echo closes: %s" % out)
 
 
+def t_gz_rotated(L, d, st):
+    """logrotate's compress: the oldest rotated file as .gz reads and verifies like the
+    plain one; negative twins: a cut .gz and a gzip bomb are errors, not shorter logs."""
+    files = files_of(d)
+    gz = os.path.join(L.workdir, os.path.basename(files[0]) + ".gz")
+    with open(files[0], "rb") as f, gzip.open(gz, "wb") as g:
+        g.write(f.read())
+    rc, out, err = d.egressctl("log", "verify", "--key", st["key"], gz, *files[1:])
+    check(rc == 0 and "intact" in out, "verify with .gz: %s %s" % (out, err))
+    rc, out, err = d.egressctl("log", "query", "--principal", PRINCIPAL, "--verdict", "deny",
+                               gz, *files[1:])
+    check(rc == 0 and len(out.splitlines()) == st["deny"], "query with .gz: %s" % err)
+    with open(gz, "rb") as f:
+        data = f.read()
+    cut = gz + ".cut.gz"
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) // 2])
+    rc, out, err = d.egressctl("log", "verify", "--key", st["key"], cut, *files[1:])
+    check(rc == 1 and "corrupt or cut gzip" in out, "cut .gz: %s %s" % (out, err))
+    bomb = os.path.join(L.workdir, "bomb.jsonl.gz")
+    with gzip.open(bomb, "wb", compresslevel=9) as g:
+        for _ in range(64):
+            g.write(b"\0" * (1 << 20))
+    rc, out, err = d.egressctl("log", "summary", "--format", "json", bomb)
+    check(rc == 1 and "decompression bomb" in err, "bomb: %s %s" % (out[:200], err))
+    os.unlink(bomb)
+
+
+def _chain_lines(recs):
+    """Records (time, event, fields dict) as a hash chain, the bytes egressd writes."""
+    out, prev = [], "0" * 64
+    for seq, (t, ev, fields) in enumerate(recs, 1):
+        body = json.dumps(dict([("v", 2), ("time", t), ("seq", seq), ("event", ev)] +
+                               list(fields.items()) + [("prev", prev)]),
+                          separators=(",", ":"))
+        h = hashlib.sha256((prev + "\n" + body).encode()).hexdigest()
+        out.append(body[:-1] + ',"hash":"%s"}' % h)
+        prev = h
+    return out
+
+
+def t_html_report_in_chromium(L, d, st):
+    """A big, hostile log (300 principals with 64-character names, 253-character host
+    names, an edited and a deleted record) makes a bounded report that fits 1280 px in
+    headless Chromium: no element past the right edge, top 50 principals and top 200
+    pairs with a "more" row each, both warnings; a screenshot is kept for people."""
+    recs = []
+    for i in range(300):
+        p = ("run-%03d-" % i) + "x" * 56
+        for k in range(2):
+            host = ("h%d-" % k) + "a" * 60 + "." + "b" * 60 + "." + "c" * 60 + "." + \
+                "d" * 58 + ".example"
+            recs.append(("2026-12-01T10:%02d:%02d.000000Z" % (i // 60, i % 60), "decision",
+                         {"conn": "c-%d" % i, "principal": p, "grant_id": None,
+                          "method": "CONNECT", "target": host + ":443",
+                          "dest": host + ":443", "verdict": "deny" if k else "allow",
+                          "reason": "not_granted" if k else "allowed", "route": "direct",
+                          "route_source": "direct", "resolved": [], "classes_dropped": [],
+                          "pinned": None, "attested": True, "resolve_us": 1,
+                          "connect_us": 1}))
+    lines = _chain_lines(recs)
+    lines[10] = lines[10].replace('"verdict":"allow"', '"verdict":"deny!"')   # edited
+    del lines[20]                                                              # deleted
+    log = os.path.join(L.workdir, "big.jsonl")
+    with open(log, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    html = os.path.join(L.workdir, "big.html")
+    rc, out, err = d.egressctl("log", "summary", "--format", "html", "-o", html, log)
+    check(rc == 0, err)
+    size = os.path.getsize(html)
+    check(size < 400 * 1024, "report of %d bytes" % size)
+    png = os.path.join(L.workdir, "report-1280.png")
+    m = chromium.render(html, png, ns=L.ns_host, width=1280, height=900)
+    check(m["scroll_width"] <= m["client_width"] == 1280 and not m["wide"],
+          "the page is wider than 1280 px: %r" % m)
+    check(m["svgs"] == 3, "charts: %r" % m)
+    check(len(m["more"]) == 2 and "250 more principals" in m["more"][0] and
+          "398 more principal/destination pairs" in m["more"][1], "more rows: %r" % m["more"])
+    check(m["rows"] == 2 + 50 + 1 + 200 + 1, "rows: %r" % m["rows"])
+    check(set(m["warnings"]) == {"warning", "warning-deleted"}, "warnings: %r" % m)
+    with open(png, "rb") as f:
+        head = f.read(8)
+    check(head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 50000,
+          "screenshot %s: %d bytes" % (png, os.path.getsize(png)))
+    keep = os.environ.get("EGRESS_REPORT_SCREENSHOT")
+    if keep:
+        shutil.copy(png, keep)
+    # the edited record is not in the totals: 599 records read, 1 edited -> 598
+    rc, out, err = d.egressctl("log", "summary", "--format", "json", log)
+    s = json.loads(out)
+    check(s["records"] == 598 and s["bad_hash"] == 1 and s["deleted"] == 1,
+          "json summary: %r" % {k: s.get(k) for k in ("records", "bad_hash", "deleted")})
+
+
 def t_summary_counts(L, d, st):
     files = files_of(d)
-    rc, out, err = d.egressctl("log", "summary", "--format", "json", *files)
+    rc, out, err = d.egressctl("log", "summary", "--format", "json", "--key", st["key"],
+                               *files)
     check(rc == 0, err)
     s = json.loads(out)
     p = s["principals"][PRINCIPAL]
     check(p["deny"] == st["deny"] and p["allow"] == st["allow"], "summary %s" % p)
     check(p["denials_by_reason"] == {"not_granted": st["deny"]}, "%s" % p)
-    check(p["closes"] == st["tunnels"] + 1 and p["bytes_up"] >= 2000, "%s" % p)
+    check(p["closes"] == st["tunnels"] + 2 and p["bytes_up"] >= 2000, "%s" % p)
     check(p["unattested_share"] == 0.0, "%s" % p)
     html = os.path.join(L.workdir, "audit.html")
-    rc, out, err = d.egressctl("log", "summary", "--format", "html", "-o", html, *files)
+    rc, out, err = d.egressctl("log", "summary", "--format", "html", "-o", html, "--key",
+                               st["key"], *files)
     check(rc == 0, err)
     with open(html) as f:
         page = f.read()
@@ -193,7 +296,12 @@ def t_squid_export(L, d, st):
     codes = [x.split()[3] for x in lines]
     check(codes.count("TCP_DENIED/403") == st["deny"], "denied lines")
     check(codes.count("TCP_TUNNEL/200") == st["tunnels"], "tunnel lines")
-    check(codes.count("TCP_MISS/200") == 1, "GET line")
+    # the origin's status from the close record: an origin 404 is not TCP_MISS/200
+    check(codes.count("TCP_MISS/200") == 1, "GET 200 line: %r" % codes)
+    check(codes.count("TCP_MISS/404") == 1, "GET 404 line: %r" % codes)
+    closes = [r for p in files_of(d) for r in records_of(p)
+              if r.get("event") == "close" and "status" in r]
+    check(sorted(r["status"] for r in closes) == [200, 404], "close status: %r" % closes)
     check(all(x.split()[7] == PRINCIPAL for x in lines), "user field")
 
 
@@ -254,7 +362,9 @@ def main():
                              ("rotation_continues_chain", t_rotation_chain),
                              ("verify_keyed_chain", t_verify_keyed),
                              ("query_counts", t_query_counts),
+                             ("gz_rotated_files", t_gz_rotated),
                              ("summary_counts", t_summary_counts),
+                             ("html_report_in_chromium", t_html_report_in_chromium),
                              ("squid_export", t_squid_export),
                              ("fields_documented", t_fields_documented),
                              ("syslog_mirror", t_syslog_mirror)):

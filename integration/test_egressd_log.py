@@ -247,10 +247,15 @@ def t_restart_and_rotation(L, d0, st):
     # A deny record is written asynchronously (nothing waits on it): poll, bounded.
     deadline = time.monotonic() + 5.0
     recs = chain_check(d.log_path)
-    while len(recs) < n1 + 1 and time.monotonic() < deadline:
+    def denied_after_restart(rs):
+        return any(x.get("reason") == "not_granted" for x in rs[n1:])
+    while not denied_after_restart(recs) and time.monotonic() < deadline:
         time.sleep(0.05)
         recs = chain_check(d.log_path)
-    check(len(recs) == n1 + 1 and recs[-1]["seq"] == n1 + 1, "restart did not continue seq")
+    # the restarted run's first record is its start record, at the next seq
+    check(denied_after_restart(recs) and recs[n1]["seq"] == n1 + 1 and
+          recs[n1]["event"] == "start" and recs[n1 - 1]["event"] == "stop",
+          "restart did not continue seq: %r" % recs[n1 - 1:n1 + 1])
     # Rotation.
     rotated = d.log_path + ".1"
     os.rename(d.log_path, rotated)

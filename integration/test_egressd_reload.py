@@ -4,7 +4,10 @@
 stays up and says why with file:line; `egressd -t` reports the same problems; dynamic
 grants survive reloads; a live tunnel of a replaced static grant keeps running."""
 
+import hashlib
+import json
 import os
+import re
 import signal
 import sys
 import time
@@ -192,6 +195,91 @@ def t_sigusr1_keeps_running(L, d, st):
     r.close()
 
 
+def _grant_recs(d, **want):
+    return [r for r in d.decisions() if r.get("event") == "grant" and
+            all(r.get(k) == v for k, v in want.items())]
+
+
+def _sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def t_grant_and_config_events(L, d, st):
+    """The decision log says what was granted and when (schema 2): start, a create per
+    grant, the reload's replace with old and new entries, config records for good and
+    broken reloads with the file's hash, revoke and expire with their own reasons; and
+    egressctl log grants --at answers from them (its negative twin: the other time)."""
+    recs = d.decisions()
+    check(all(r.get("v") == 2 for r in recs), "records not schema 2")
+    starts = [r for r in recs if r.get("event") == "start"]
+    check(len(starts) == 1 and re.fullmatch(r"[0-9a-f]{64}", starts[0]["config_sha256"] or ""),
+          "start record: %r" % starts)
+    created = _grant_recs(d, action="create", source="static", name="svc")
+    check(len(created) == 1 and created[0]["allow"] == ["https://first.lab.test",
+                                                       "tcp://echo.lab.test:7"],
+          "static create: %r" % created)
+    dyn = _grant_recs(d, action="create", grant_id=st["g"]["grant_id"])
+    check(len(dyn) == 1 and dyn[0]["source"] == "dynamic" and
+          dyn[0]["allow"] == ["tcp://dyn.lab.test:7"], "dynamic create: %r" % dyn)
+    repl = [r for r in _grant_recs(d, action="replace", name="svc")
+            if r["old_allow"] != r["allow"]]
+    check(len(repl) == 1 and repl[0]["old_grant_id"] == created[0]["grant_id"] and
+          repl[0]["old_allow"] == ["https://first.lab.test", "tcp://echo.lab.test:7"] and
+          repl[0]["allow"] == ["https://second.lab.test", "tcp://echo.lab.test:7"],
+          "replace: %r" % repl)
+    conf = [r for r in recs if r.get("event") == "config"]
+    failed = [r for r in conf if r["result"] == "failed"]
+    check(len(failed) >= len(_broken_texts(d)) + 1 and
+          all(r["error"] and re.fullmatch(r"[0-9a-f]{64}", r["sha256"]) for r in failed),
+          "failed reloads: %r" % failed)
+    oks = [r for r in conf if r["result"] == "ok"]
+    check(oks and oks[-1]["sha256"] == _sha256(d.conf_path) and oks[-1]["error"] is None,
+          "last good reload's hash: %r" % oks[-1:])
+    check(len({r["sha256"] for r in failed}) > 1, "broken files hashed alike")
+    revoked = [r for r in recs if r.get("event") == "grant" and r["action"] == "revoke"]
+    check(revoked and revoked[-1]["reason"] == "grant_revoked", "revoke: %r" % revoked)
+    # expiry: a dynamic grant of 1 s
+    g = L.grant(d, 1, ["https://first.lab.test"], principal="shortlived", lifetime_s=1)
+    e = d.wait_record(lambda r: r.get("event") == "grant" and r.get("action") == "expire" and
+                      r.get("grant_id") == g["grant_id"], timeout=5)
+    check(e is not None and e["reason"] == "grant_expired" and e["principal"] == "shortlived",
+          "expire record: %r" % e)
+    # log grants --at: before and after the good reload
+    principal = created[0]["principal"]
+    before = created[0]["time"]
+    after = repl[0]["time"]
+    rc, out, err = d.egressctl("log", "grants", "--at", before, "--principal", principal,
+                               "--json", d.log_path)
+    check(rc == 0, "log grants rc=%d %s" % (rc, err))
+    got = json.loads(out)
+    check(len(got) == 1 and got[0]["allow"] == ["https://first.lab.test",
+                                                "tcp://echo.lab.test:7"],
+          "at %s: %r" % (before, got))
+    rc, out, err = d.egressctl("log", "grants", "--at", after, "--principal", principal,
+                               d.log_path)
+    check(rc == 0 and "allow https://second.lab.test" in out and
+          "first.lab.test" not in out, "at %s: %r %r" % (after, out, err))
+    rc, out, err = d.egressctl("log", "grants", "--at", "now", "--principal", "shortlived",
+                               d.log_path)
+    check(rc == 0 and "no grant in service" in out, "expired grant still listed: %r" % out)
+    rc, out, err = d.egressctl("log", "grants", "--at", e["time"], "--principal", "nobody",
+                               "--json", d.log_path)
+    check(rc == 0 and json.loads(out) == [], "unknown principal: %r" % out)
+    rc, out, err = d.egressctl("log", "grants", "--at", "yesterday-ish", d.log_path)
+    check(rc == 2, "bad --at accepted: %d %r" % (rc, out))
+
+
+def t_stop_record(L, d, st):
+    recs = d.decisions()
+    check(recs and recs[-1].get("event") == "stop" and recs[-1]["cause"] in ("drain", "exit"),
+          "last record is not stop: %r" % recs[-1:])
+    rc, out, err = d.egressctl("log", "verify", d.log_path)
+    check(rc == 0, "verify after stop: %s %s" % (out, err))
+    rc, out, err = d.egressctl("log", "grants", "--at", "now", "--json", d.log_path)
+    check(rc == 0 and json.loads(out) == [], "grants after stop: %r" % out)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd")
@@ -211,10 +299,12 @@ def main():
                          ("dynamic_grants_survive_reload", t_dynamic_survives),
                          ("tunnel_of_replaced_grant_survives", t_old_tunnel_survived),
                          ("reload_changes_dns_server", t_reload_changes_dns),
-                         ("sigusr1_reopen", t_sigusr1_keeps_running)):
+                         ("sigusr1_reopen", t_sigusr1_keeps_running),
+                         ("grant_and_config_events", t_grant_and_config_events)):
             res.run(name, fn, L, d, st)
         res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))
         res.run("egressd_clean_exit", stop_clean, d)
+        res.run("stop_record_last", t_stop_record, L, d, st)
     return res.finish()
 
 

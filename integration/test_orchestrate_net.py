@@ -64,7 +64,38 @@ def decisions(case):
     data = case.artifact("decisions.jsonl") or b""
     for line in data.decode().splitlines():
         out.append(json.loads(line))
-    return out
+    # the first line is the anchor (the chain position before the run's first record)
+    check(out and set(out[0]) == {"egress_anchor"}, "no anchor line: %r" % out[:1])
+    return out[1:]
+
+
+def check_extract(L, d, c, run_id):
+    """The run's decisions.jsonl verifies alone and against the shared egressd's log;
+    negative twins: a record taken out, and a foreign record put in, are both caught."""
+    ext = os.path.join(c.out, "decisions.jsonl")
+    rc, out, err = d.egressctl("log", "verify", ext)
+    check(rc == 0 and "intact extract" in out and run_id in out, "alone: %s %s" % (out, err))
+    rc, out, err = d.egressctl("log", "verify", ext, d.log_path)
+    check(rc == 0 and "matches the system log" in out, "with the log: %s %s" % (out, err))
+    with open(ext, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    bad = ext + ".bad"
+    recs = [json.loads(x) for x in lines[1:]]
+    drop = max(i for i, r in enumerate(recs) if r.get("event") == "decision") + 1
+    with open(bad, "wb") as f:
+        f.write(b"".join(lines[:drop] + lines[drop + 1:]))
+    rc, out, err = d.egressctl("log", "verify", bad, d.log_path)
+    check(rc == 1 and "missing from the extract" in out, "record taken out: %s %s"
+          % (out, err))
+    with open(d.log_path, "rb") as f:
+        foreign = [x for x in f.read().splitlines(keepends=True)
+                   if json.loads(x).get("principal") not in (run_id, None)]
+    if foreign:
+        with open(bad, "wb") as f:
+            f.write(b"".join(lines[:1] + [foreign[-1]]))
+        rc, out, err = d.egressctl("log", "verify", bad)
+        check(rc == 1 and "not a record of the anchor" in out, "foreign: %s %s" % (out, err))
+    os.unlink(bad)
 
 
 def t_demo_accepted(L, d, top, name="demo"):
@@ -85,6 +116,8 @@ def t_demo_accepted(L, d, top, name="demo"):
     reasons = [r.get("reason") for r in recs]
     check("allowed" in reasons and "not_granted" in reasons, recs)
     check(all(r.get("principal") in (None, m["run_id"]) for r in recs), "foreign records")
+    if d is not None:
+        check_extract(L, d, c, m["run_id"])
     check(m["versions"]["egressd"], m["versions"])
 
 

@@ -21,7 +21,7 @@ set -eu
 BUILD="build-essential cmake pkg-config scdoc
  libevent-dev libssl-dev libc-ares-dev libseccomp-dev libgit2-dev libinih-dev
  libmnl-dev libjansson-dev libidn2-dev libpsl-dev liburiparser-dev libcap-ng-dev
- libproxy-dev libkrb5-dev libcmocka-dev"
+ libproxy-dev libkrb5-dev libcmocka-dev zlib1g-dev"
 RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git publicsuffix"
 DEMO="curl python3"
 # Peers and tools of the test suite, the fuzzers (clang) and the package build and check.

@@ -227,11 +227,13 @@ test_logs(void **state)
 	no_temp_files();
 }
 
+#define AAAA "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
 static void
 test_decisions(void **state)
 {
 	struct artifact a;
-	char err[256], src[600];
+	char err[256], src[600], want[1024];
 	size_t len;
 	char *d;
 	FILE *f;
@@ -240,7 +242,7 @@ test_decisions(void **state)
 	snprintf(src, sizeof(src), "%s/decisions-src.jsonl", root);
 	f = fopen(src, "w");
 	assert_non_null(f);
-	fputs("{\"v\":1,\"event\":\"start\"}\n", f);
+	fprintf(f, "{\"v\":1,\"seq\":7,\"event\":\"start\",\"hash\":\"%s\"}\n", AAAA);
 	fputs("{\"v\":1,\"event\":\"decision\",\"principal\":\"run-1\",\"reason\":\"allowed\"}\n", f);
 	fputs("{\"v\":1,\"event\":\"decision\",\"principal\":\"run-2\",\"reason\":\"allowed\"}\n", f);
 	fputs("not json\n", f);
@@ -250,7 +252,12 @@ test_decisions(void **state)
 	assert_int_equal(artifacts_write_decisions(out, src, "run-1", "abcd", &a, err,
 	    sizeof(err)), 0);
 	d = slurp(out, "decisions.jsonl", &len);
-	assert_string_equal(d,
+	/* the anchor: the record before the run's first one, and what was selected */
+	snprintf(want, sizeof(want), "{\"egress_anchor\":{\"log\":\"%s\",\"seq\":7,\"hash\":"
+	    "\"%s\",\"through_seq\":7,\"principal\":\"run-1\",\"grant_id\":\"abcd\"}}\n", src,
+	    AAAA);
+	assert_memory_equal(d, want, strlen(want));
+	assert_string_equal(d + strlen(want),
 	    "{\"v\":1,\"event\":\"decision\",\"principal\":\"run-1\",\"reason\":\"allowed\"}\n"
 	    "{\"v\":1,\"event\":\"close\",\"grant_id\":\"abcd\"}\n"
 	    "{\"v\":1,\"event\":\"decision\",\"principal\":\"run-1\",\"reason\":\"not_granted\"}\n");

@@ -426,7 +426,7 @@ test_fields_rules(void **state)
 		assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
 		assert_int_equal(read_lines(f->path, ln, 2), 1);
 		assert_non_null(strstr(ln[0], "h\\u00E9llo\\n\\u0001"));
-		assert_non_null(strstr(ln[0], "{\"v\":1,\"time\":\""));
+		assert_non_null(strstr(ln[0], "{\"v\":2,\"time\":\""));
 		assert_non_null(strstr(ln[0], "\"seq\":1,\"event\":\"decision\",\"target\""));
 	}
 }

@@ -115,6 +115,12 @@ test_session_fields_documented(void **state)
 	assert_true(nd >= n + 3);
 	n = nd;
 	free(dsrc);
+	/* auditev.c builds start, stop, config and grant records */
+	dsrc = slurp_src("egressd/auditev.c");
+	nd = scan_names(dsrc, names, n, 500);
+	assert_true(nd >= n + 10);
+	n = nd;
+	free(dsrc);
 	{
 		static const char *const common[] = { "v", "time", "seq", "event", "prev", "hash" };
 

@@ -27,8 +27,10 @@ summarize(const char *buf, size_t len)
 	assert_non_null(s);
 	assert_non_null(f);
 	assert_int_equal(logread_open_stream(&r, f, "mem"), 0);
-	while (logread_next(&r, &rec) == 1)
+	while (logread_next(&r, &rec) == 1) {
+		logsummary_track(s, rec);
 		assert_int_equal(logsummary_add(s, rec), 0);
+	}
 	logsummary_add_counters(s, &r);
 	logread_close(&r);
 	fclose(f);
@@ -207,19 +209,37 @@ test_text(void **state)
 	lchain_init(&c, f);
 	lchain_sample(&c);
 	fclose(f);
-	/* an edited record is counted and warned about */
+	/* an edited record (a deny) is warned about and left out of every total */
 	buf[strstr(buf, "evil.example.net") - buf] = 'E';
 	s = summarize(buf, len);
 	o = open_memstream(&out, &olen);
 	logsummary_print_text(o, logsummary_finish(s));
 	fclose(o);
-	assert_non_null(strstr(out, "records 8: decisions 6 (allow 3, deny 3), closes 2"));
+	assert_non_null(strstr(out, "records 7: decisions 5 (allow 3, deny 2), closes 2"));
+	assert_non_null(strstr(out, "(left out of the totals)"));
+	assert_null(strstr(out, "missing (seq gaps)"));   /* an edit is not a deletion */
 	assert_non_null(strstr(out, "principal run-b"));
 	assert_non_null(strstr(out, "unattested 100%"));
 	assert_non_null(strstr(out, "WARNING: 1 record(s) fail their own hash"));
 	logsummary_free(s);
-	free(buf);
 	free(out);
+	/* the same log with its third line deleted: the gap is warned about */
+	{
+		char *l2 = strchr(strchr(buf, '\n') + 1, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
+		json_t *sum;
+
+		memmove(l2, l3, strlen(l3) + 1);
+		s = summarize(buf, strlen(buf));
+		sum = logsummary_finish(s);
+		assert_int_equal(num(sum, "deleted"), 1);
+		o = open_memstream(&out, &olen);
+		logsummary_print_text(o, sum);
+		fclose(o);
+		assert_non_null(strstr(out, "WARNING: 1 record(s) missing (seq gaps)"));
+		logsummary_free(s);
+		free(out);
+	}
+	free(buf);
 }
 
 int

@@ -18,8 +18,11 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "common/dlogchain.h"
+#include "egressd/ctl/gzread.h"
 #include "egressd/ctl/logexport.h"
 #include "egressd/ctl/logfiles.h"
+#include "egressd/ctl/logextract.h"
+#include "egressd/ctl/loggrants.h"
 #include "egressd/ctl/logquery.h"
 #include "egressd/ctl/logsummary.h"
 
@@ -41,6 +44,7 @@ struct cmd {
 static int cmd_log_verify(struct ctl *c, int argc, char **argv);
 static int log_verify_files(bool continued, const struct dlog_key *key, int argc,
     const char **argv);
+static int log_verify_extract(const struct dlog_key *key, int argc, const char **argv);
 static int cmd_status(struct ctl *c, int argc, char **argv);
 static int cmd_grant_list(struct ctl *c, int argc, char **argv);
 static int cmd_grant_revoke(struct ctl *c, int argc, char **argv);
@@ -51,12 +55,14 @@ static int cmd_route(struct ctl *c, int argc, char **argv);
 static int cmd_log_query(struct ctl *c, int argc, char **argv);
 static int cmd_log_summary(struct ctl *c, int argc, char **argv);
 static int cmd_log_export(struct ctl *c, int argc, char **argv);
+static int cmd_log_grants(struct ctl *c, int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "log", "verify", cmd_log_verify, "log verify [--continued] [--key FILE] [FILE...] (- = stdin)" },
-	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--table] [--follow [--interval MS]] [FILE...]" },
+	{ "log", "query", cmd_log_query, "log query [--principal P] [--grant ID] [--verdict allow|deny] [--reason R] [--event E] [--dest GLOB] [--route GLOB] [--attested yes|no] [--since T] [--until T] [--key FILE] [--table] [--follow [--interval MS]] [FILE...]" },
 	{ "log", "summary", cmd_log_summary, "log summary [--format text|json|html] [-o OUT] [--title T] [filters as for query] [FILE...]" },
 	{ "log", "export", cmd_log_export, "log export --format squid [filters as for query] [FILE...]" },
+	{ "log", "grants", cmd_log_grants, "log grants --at TIME [--principal P] [--key FILE] [--json] [FILE...]   (grants in service at TIME)" },
 	{ "status", NULL, cmd_status, "status" },
 	{ "grant", "list", cmd_grant_list, "grant list" },
 	{ "grant", "show", cmd_grant_show, "grant show GRANT_ID   (the whole authority set)" },
@@ -173,11 +179,57 @@ cmd_log_verify(struct ctl *c, int argc, char **argv)
 }
 
 static int
+log_verify_extract(const struct dlog_key *key, int argc, const char **argv)
+{
+	struct logextract_result *r = calloc(1, sizeof(*r));
+	FILE *f = fopen(argv[0], "re");
+	enum dlog_break b;
+
+	if (r == NULL || f == NULL) {
+		fprintf(stderr, "egressctl: %s: %s\n", argv[0], strerror(errno));
+		free(r);
+		if (f != NULL)
+			fclose(f);
+		return EXIT_BROKEN;
+	}
+	b = logextract_verify(f, argv[0], key, argv + 1,
+	    (size_t)argc - 1, r);
+	fclose(f);
+	if (b != DLOG_INTACT) {
+		printf("BROKEN %s\n", r->message);
+		free(r);
+		return EXIT_BROKEN;
+	}
+	printf("intact extract: %llu record(s) of %s %s, seq %llu..%llu, anchored after seq "
+	    "%llu (hash %s) of %s; %llu gap(s) hold other principals' records\n",
+	    (unsigned long long)r->records, r->anchor.principal[0] ? "principal" : "grant",
+	    r->anchor.principal[0] ? r->anchor.principal : r->anchor.grant_id,
+	    (unsigned long long)r->first_seq, (unsigned long long)r->last_seq,
+	    (unsigned long long)r->anchor.seq, r->anchor.hash, r->anchor.log,
+	    (unsigned long long)r->gaps);
+	if (r->truncated)
+		printf("the extract was cut at its size bound by egress-exec: records after seq "
+		    "%llu are not in it\n", (unsigned long long)r->last_seq);
+	if (r->against_system)
+		printf("matches the system log: the anchor is in it, and every record of the run "
+		    "up to seq %llu is in the extract, byte for byte\n",
+		    (unsigned long long)(r->truncated ? r->last_seq : r->anchor.through_seq));
+	else
+		printf("give the system log's files after it to prove that nothing of the run "
+		    "was left out or added\n");
+	free(r);
+	return 0;
+}
+
+static int
 log_verify_files(bool continued, const struct dlog_key *key, int argc, const char **argv)
 {
 	struct dlog_verify v;
 	int i = 0;
 
+	/* a run's decisions.jsonl (anchor line first), alone or with the system log after it */
+	if (argc >= 1 && logextract_is_extract(argv[0]))
+		return log_verify_extract(key, argc, argv);
 	dlog_verify_init(&v, continued);
 	v.key = key;
 	/* Several files are one chain. A glob lists them by name (the current file first,
@@ -191,7 +243,7 @@ log_verify_files(bool continued, const struct dlog_key *key, int argc, const cha
 	}
 	for (; i < argc; i++) {
 		enum dlog_break b = strcmp(argv[i], "-") == 0 ?
-		    dlog_verify_stream(&v, stdin, "<stdin>") : dlog_verify_file(&v, argv[i]);
+		    dlog_verify_stream(&v, stdin, "<stdin>") : gzread_verify_file(&v, argv[i]);
 
 		if (b != DLOG_INTACT) {
 			printf("BROKEN %s\n", v.message);
@@ -222,6 +274,13 @@ cmd_log_summary(struct ctl *c, int argc, char **argv)
 {
 	(void)c;
 	return logsummary_cli(argc, argv);
+}
+
+static int
+cmd_log_grants(struct ctl *c, int argc, char **argv)
+{
+	(void)c;
+	return loggrants_cli(argc, argv);
 }
 
 static int

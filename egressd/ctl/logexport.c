@@ -95,9 +95,11 @@ jstr(json_t *o, const char *k)
 	return json_string_value(json_object_get(o, k));
 }
 
-/* One access.log line for decision dec, ending at end_us. */
+/* One access.log line for decision dec, ending at end_us. resp_status: the origin's
+ * status from the close record of a forwarded HTTP exchange (schema 2), 0 when unknown. */
 static void
-emit(struct logexport *x, json_t *dec, int64_t end_us, int64_t elapsed_ms, int64_t bytes)
+emit(struct logexport *x, json_t *dec, int64_t end_us, int64_t elapsed_ms, int64_t bytes,
+    int resp_status)
 {
 	char client[FIELD_MAX], url[FIELD_MAX], user[FIELD_MAX], peer[FIELD_MAX];
 	char tmp[EGRESS_HOSTPORT_MAX + EGRESS_ADDRSTR_MAX];
@@ -107,6 +109,9 @@ emit(struct logexport *x, json_t *dec, int64_t end_us, int64_t elapsed_ms, int64
 	int status;
 
 	logexport_result(verdict, method, jstr(dec, "reason"), &code, &status);
+	if (allow && resp_status >= 100 && resp_status <= 999 &&
+	    (method == NULL || strcmp(method, "CONNECT") != 0))
+		status = resp_status;
 	host_only(jstr(dec, "client"), tmp, sizeof(tmp));
 	field(tmp, client, sizeof(client));
 	/* Squid logs a CONNECT's URL as host:port, a forwarded request as its URL */
@@ -174,7 +179,7 @@ evict_oldest(struct logexport *x)
 	if (json_array_size(q) > 0) {
 		json_t *dec = json_array_get(q, 0);
 
-		emit(x, dec, rec_time(dec), 0, 0);
+		emit(x, dec, rec_time(dec), 0, 0, 0);
 		json_array_remove(q, 0);
 		x->npending--;
 	}
@@ -196,7 +201,7 @@ logexport_add(struct logexport *x, const struct logrec *r)
 			int64_t ms = ((r->resolve_us > 0 ? r->resolve_us : 0) +
 			    (r->connect_us > 0 ? r->connect_us : 0)) / 1000;
 
-			emit(x, r->obj, r->time_us, ms, 0);
+			emit(x, r->obj, r->time_us, ms, 0, 0);
 			return 0;
 		}
 		if (x->npending >= EGRESS_AUDIT_PENDING_MAX)
@@ -214,10 +219,11 @@ logexport_add(struct logexport *x, const struct logrec *r)
 	}
 	if (strcmp(r->event, "close") == 0 && r->conn != NULL &&
 	    (q = json_object_get(x->pending, r->conn)) != NULL && json_array_size(q) > 0) {
-		json_t *dec = json_array_get(q, 0);
+		json_t *dec = json_array_get(q, 0), *st = json_object_get(r->obj, "status");
 
 		emit(x, dec, r->time_us, r->duration_us > 0 ? r->duration_us / 1000 : 0,
-		    r->bytes_down > 0 ? r->bytes_down : 0);
+		    r->bytes_down > 0 ? r->bytes_down : 0,
+		    json_is_integer(st) ? (int)json_integer_value(st) : 0);
 		json_array_remove(q, 0);
 		x->npending--;
 		if (json_array_size(q) == 0)

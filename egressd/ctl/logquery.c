@@ -1,6 +1,8 @@
 /* logquery.c - egressctl log query: filter decision-log records, JSON Lines or a table,
  * optionally following the live file. Contract: logquery.h. Docs: docs/audit.md. */
 #include "egressd/ctl/logquery.h"
+#include "egressd/ctl/gzread.h"
+#include "egressd/ctl/timearg.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -74,6 +76,15 @@ logquery_parse_args(struct logquery_opts *o, int argc, char **argv, char *err,
 		}
 		if (done)
 			continue;
+		if ((rc = logread_opt(argc, argv, &i, "key", &val)) != 0) {
+			char kerr[256];
+
+			if (rc < 0)
+				return usage_err(err, errlen, "--key needs a file", NULL);
+			if (logread_load_key(val, kerr, sizeof(kerr)) != 0)
+				return usage_err(err, errlen, "--key", kerr);
+			continue;
+		}
 		if ((rc = logread_opt(argc, argv, &i, "attested", &val)) != 0) {
 			if (rc < 0 || (strcmp(val, "yes") != 0 && strcmp(val, "no") != 0))
 				return usage_err(err, errlen, "--attested takes yes or no", NULL);
@@ -81,15 +92,17 @@ logquery_parse_args(struct logquery_opts *o, int argc, char **argv, char *err,
 			continue;
 		}
 		if ((rc = logread_opt(argc, argv, &i, "since", &val)) != 0) {
-			if (rc < 0 || logread_time_parse(val, &o->q.since_us) != 0)
-				return usage_err(err, errlen, "--since takes an RFC 3339 time",
+			if (rc < 0 || timearg_parse(val, timearg_now_us(), &o->q.since_us) != 0)
+				return usage_err(err, errlen, "--since takes 1h, 30m, 2d, "
+				    "'2026-12-01 20:07' (UTC) or an RFC 3339 time",
 				    rc > 0 ? val : NULL);
 			o->q.has_since = true;
 			continue;
 		}
 		if ((rc = logread_opt(argc, argv, &i, "until", &val)) != 0) {
-			if (rc < 0 || logread_time_parse(val, &o->q.until_us) != 0)
-				return usage_err(err, errlen, "--until takes an RFC 3339 time",
+			if (rc < 0 || timearg_parse(val, timearg_now_us(), &o->q.until_us) != 0)
+				return usage_err(err, errlen, "--until takes 1h, 30m, 2d, "
+				    "'2026-12-01 20:07' (UTC) or an RFC 3339 time",
 				    rc > 0 ? val : NULL);
 			o->q.has_until = true;
 			continue;
@@ -255,7 +268,8 @@ logquery_run(const struct logquery_opts *o, FILE *out, FILE *errf)
 				}
 			}
 			if (rc < 0) {
-				fprintf(errf, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
+				fprintf(errf, "egressctl: %s: read error: %s\n", r.name,
+				    gzread_strerror(errno));
 				logread_close(&r);
 				return -1;
 			}

@@ -1,6 +1,7 @@
 /* logread.c - bounded reader of decision-log files for the audit commands.
  * Contract: logread.h. Record layout: docs/decision-log.md (checked by dlog_verify). */
 #include "egressd/ctl/logread.h"
+#include "egressd/ctl/gzread.h"
 
 #include <errno.h>
 #include <string.h>
@@ -117,6 +118,18 @@ logrec_clear(struct logrec *rec)
 	memset(rec, 0, sizeof(*rec));
 }
 
+static struct dlog_key logread_keybuf;
+static const struct dlog_key *logread_key;   /* NULL: plain SHA-256 chain */
+
+int
+logread_load_key(const char *path, char *err, size_t errlen)
+{
+	if (dlog_key_load(path, false, &logread_keybuf, err, errlen) != 0)
+		return -1;
+	logread_key = &logread_keybuf;
+	return 0;
+}
+
 int
 logrec_parse(const char *line, size_t len, struct logrec *rec, char *why, size_t whylen)
 {
@@ -126,7 +139,7 @@ logrec_parse(const char *line, size_t len, struct logrec *rec, char *why, size_t
 	json_t *o, *a;
 
 	memset(rec, 0, sizeof(*rec));
-	st = dlog_line_check(line, len, &info, why, whylen);
+	st = dlog_line_check_key(line, len, logread_key, &info, why, whylen);
 	if (st == DLOG_LINE_MALFORMED)
 		return -1;
 	/* dlog_line_check has checked the layout (and, when the hash matches, filled info);
@@ -202,7 +215,7 @@ logread_open(struct logread *r, const char *path)
 	}
 	if (reader_init(r, path) != 0)
 		return -1;
-	r->f = fopen(path, "re");
+	r->f = gzread_open(path);     /* rotated files may be gzip-compressed */
 	if (r->f == NULL) {
 		int e = errno;
 
@@ -382,7 +395,8 @@ logread_each(const char *const *files, size_t n,
 		if (after != NULL)
 			after(&r, arg);
 		if (k < 0)
-			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name, strerror(errno));
+			fprintf(stderr, "egressctl: %s: read error: %s\n", r.name,
+			    gzread_strerror(errno));
 		logread_close(&r);
 		if (k < 0)
 			return -1;

@@ -54,6 +54,14 @@ struct logrec {
 int logrec_parse(const char *line, size_t len, struct logrec *rec, char *why,
     size_t whylen);
 
+/*
+ * A keyed chain (egressd.ini log_hmac_key): check every record's own hash with the key
+ * from path (`--key FILE` of the log commands) for the rest of the process. Without it
+ * the records of a keyed log all fail their own hash (and are left out of summaries).
+ * Returns 0, or -1 with err.
+ */
+int logread_load_key(const char *path, char *err, size_t errlen);
+
 /* Free the parsed object and zero rec. Accepts a zeroed rec. */
 void logrec_clear(struct logrec *rec);
 

@@ -21,6 +21,8 @@ struct logsummary {
 	int64_t min_minute, max_minute;
 	bool any_minute;
 	bool finished;
+	bool have_seq;             /* chain position of the last record read (any filter) */
+	uint64_t last_seq;
 };
 
 static void
@@ -145,6 +147,10 @@ logsummary_new(void)
 	    (json_int_t)0, "closes", (json_int_t)0, "bad_hash", (json_int_t)0, "malformed",
 	    (json_int_t)0, "first", "last", "denials_by_reason", json_object(), "destinations",
 	    json_object(), "principals", json_object(), "timeline_dropped", (json_int_t)0);
+	if (s->sum != NULL) {
+		json_object_set_new(s->sum, "deleted", json_integer(0));
+		json_object_set_new(s->sum, "reordered", json_integer(0));
+	}
 	s->minutes = json_object();
 	if (s->sum == NULL || s->minutes == NULL) {
 		logsummary_free(s);
@@ -188,6 +194,10 @@ logsummary_add(struct logsummary *s, const struct logrec *r)
 	json_t *p, *sum = s->sum;
 	bool decision, deny;
 
+	/* A record whose bytes do not match its hash says nothing reliable: it is counted
+	 * (bad_hash, and the report warns) but kept out of every total, records included. */
+	if (r->line != NULL && !r->hash_ok)
+		return 0;
 	jinc(sum, "records", 1);
 	if (r->event == NULL)
 		return 0;
@@ -212,6 +222,23 @@ logsummary_add(struct logsummary *s, const struct logrec *r)
 	stats_add(slot(json_object_get(p, "destinations"), r->dest, stats_new), r, decision);
 	stats_add(slot(json_object_get(sum, "destinations"), r->dest, stats_new), r, decision);
 	return 0;
+}
+
+void
+logsummary_track(struct logsummary *s, const struct logrec *r)
+{
+	/* Seq gaps among the records read (before any filter): records deleted, or files
+	 * that do not follow each other. The report warns; log verify says where. An edited
+	 * record still holds its place (it is reported as edited, not as a gap). */
+	if (s->have_seq && r->seq > s->last_seq + 1) {
+		uint64_t gap = r->seq - s->last_seq - 1;
+
+		jinc(s->sum, "deleted", gap > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)gap);
+	} else if (s->have_seq && r->seq <= s->last_seq) {
+		jinc(s->sum, "reordered", 1);
+	}
+	s->have_seq = true;
+	s->last_seq = r->seq;
 }
 
 void
@@ -393,9 +420,13 @@ logsummary_print_text(FILE *out, json_t *sum)
 	print_map(out, json_object_get(sum, "denials_by_reason"));
 	fputc('\n', out);
 	if (jint(sum, "bad_hash") > 0 || jint(sum, "malformed") > 0)
-		fprintf(out, "WARNING: %lld record(s) fail their own hash, %lld line(s) are not "
-		    "records: run egressctl log verify\n", jint(sum, "bad_hash"),
-		    jint(sum, "malformed"));
+		fprintf(out, "WARNING: %lld record(s) fail their own hash (left out of the "
+		    "totals), %lld line(s) are not records: run egressctl log verify\n",
+		    jint(sum, "bad_hash"), jint(sum, "malformed"));
+	if (jint(sum, "deleted") > 0 || jint(sum, "reordered") > 0)
+		fprintf(out, "WARNING: %lld record(s) missing (seq gaps) and %lld out of order: "
+		    "records were deleted, or the files are not consecutive: run egressctl log "
+		    "verify\n", jint(sum, "deleted"), jint(sum, "reordered"));
 	json_object_foreach(json_object_get(sum, "principals"), pk, p) {
 		fputs("\nprincipal ", out);
 		tputs(out, pk);
@@ -422,6 +453,7 @@ summary_one(const struct logrec *rec, void *arg)
 {
 	struct summary_walk *w = arg;
 
+	logsummary_track(w->s, rec);
 	return logquery_match(w->q, rec) ? logsummary_add(w->s, rec) : 0;
 }
 

@@ -43,6 +43,10 @@ struct logsummary *logsummary_new(void);
 int logsummary_add(struct logsummary *s, const struct logrec *rec);
 
 /* Add a reader's malformed/bad-hash counters (after reading a file). */
+/* Follow the chain position over every record read (also those a filter drops): seq gaps
+ * count as "deleted", seq going back as "reordered". */
+void logsummary_track(struct logsummary *s, const struct logrec *r);
+
 void logsummary_add_counters(struct logsummary *s, const struct logread *r);
 
 /* Compute derived values (shares, timeline) and return the summary object; the

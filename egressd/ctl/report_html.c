@@ -70,9 +70,14 @@ static const char css[] =
     "h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:2em;"
     "border-bottom:1px solid #ddd}\n"
     ".meta{color:#555}.warn{background:#fff3e0;border:1px solid #e65100;padding:.6em}\n"
-    "table{border-collapse:collapse;font-size:.9em}th,td{border:1px solid #ccc;"
-    "padding:3px 6px;text-align:left;vertical-align:top;white-space:nowrap}"
-    "th{background:#f3f3f3}\n"
+    /* readable at 1280 px: tables take the page width and wrap long cells instead of
+     * pushing the page sideways; charts shrink with it */
+    "table{border-collapse:collapse;font-size:.85em;width:100%;table-layout:fixed}"
+    "th,td{border:1px solid #ccc;padding:3px 5px;text-align:left;vertical-align:top;"
+    "overflow-wrap:anywhere;word-break:break-word}"
+    "th{background:#f3f3f3}tr.more td{font-style:italic;color:#555}\n"
+    "th:first-child{width:16%}#destinations th:nth-child(2){width:22%}\n"
+    "svg{max-width:100%;height:auto}\n"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
     "svg text{font-family:inherit;font-size:11px;fill:#333}\n"
     ".legend span{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;"
@@ -209,9 +214,9 @@ bar_chart(FILE *out, const char *id, const char *title, struct bar *bars, size_t
 		fprintf(out, "<text x=\"%.2f\" y=\"%.1f\">%lld</text></g>\n", lx + wa + wd + 4,
 		    y + 14, bars[i].allow + bars[i].deny);
 	}
-	if (n > shown)
-		fprintf(out, "<!-- %zu more not shown -->\n", n - shown);
 	fputs("</svg>\n", out);
+	if (n > shown)
+		fprintf(out, "<p class=\"more\">%zu more not shown</p>\n", n - shown);
 }
 
 /* A bar per member of the summary's object key (none when it is missing), each valued by
@@ -310,37 +315,85 @@ static const char stats_head[] =
     "<th>bytes up</th><th>bytes down</th><th>first seen</th><th>last seen</th>"
     "<th>routes</th><th>unattested (of allowed)</th>";
 
+struct row {
+	const char *p, *d;      /* d NULL: a principal row */
+	json_t *st;
+};
+
+static int
+row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	long long nx = jint(x->st, "decisions") + jint(x->st, "closes");
+	long long ny = jint(y->st, "decisions") + jint(y->st, "closes");
+	int c;
+
+	if (nx != ny)
+		return nx > ny ? -1 : 1;
+	if ((c = strcmp(x->p, y->p)) != 0)
+		return c;
+	return x->d != NULL && y->d != NULL ? strcmp(x->d, y->d) : 0;
+}
+
+/* The rows with the most decisions first, at most top, then one row counting the rest. */
+static void
+table_rows(FILE *out, struct row *rows, size_t n, size_t top, int cols, const char *what)
+{
+	size_t shown = n < top ? n : top;
+
+	qsort(rows, n, sizeof(*rows), row_cmp);
+	for (size_t i = 0; i < shown; i++) {
+		fputs("<tr><td>", out);
+		report_html_escape(out, rows[i].p);
+		fputs("</td>", out);
+		if (rows[i].d != NULL) {
+			fputs("<td>", out);
+			report_html_escape(out, rows[i].d);
+			fputs("</td>", out);
+		}
+		stats_cells(out, rows[i].st);
+		fputs("</tr>\n", out);
+	}
+	if (n > shown)
+		fprintf(out, "<tr class=\"more\"><td colspan=\"%d\">%zu more %s not shown (the "
+		    "%zu with the most decisions are above; <code>egressctl log summary --format "
+		    "json</code> lists every one)</td></tr>\n", cols, n - shown, what, shown);
+}
+
 static void
 tables(FILE *out, json_t *sum)
 {
 	json_t *ps = json_object_get(sum, "principals"), *p, *d;
 	const char *pk, *dk;
+	size_t n = 0, cap = json_object_size(ps);
+	struct row *rows;
 
+	json_object_foreach(ps, pk, p)
+		cap += json_object_size(json_object_get(p, "destinations"));
+	rows = calloc(cap > 0 ? cap : 1, sizeof(*rows));
+	if (rows == NULL)
+		return;
 	fprintf(out, "<h2>Principals</h2>\n<table id=\"principals\">\n<thead><tr>"
 	    "<th>principal</th>%s</tr></thead>\n<tbody>\n", stats_head);
 	json_object_foreach(ps, pk, p) {
-		fputs("<tr><td>", out);
-		report_html_escape(out, pk);
-		fputs("</td>", out);
-		stats_cells(out, p);
-		fputs("</tr>\n", out);
+		if (n < cap)
+			rows[n++] = (struct row){ pk, NULL, p };
 	}
+	table_rows(out, rows, n, REPORT_TOP_PRINCIPALS, 11, "principals");
 	fputs("</tbody></table>\n", out);
 	fprintf(out, "<h2>Principal and destination</h2>\n<table id=\"destinations\">\n"
 	    "<thead><tr><th>principal</th><th>destination</th>%s</tr></thead>\n<tbody>\n",
 	    stats_head);
+	n = 0;
 	json_object_foreach(ps, pk, p) {
 		json_object_foreach(json_object_get(p, "destinations"), dk, d) {
-			fputs("<tr><td>", out);
-			report_html_escape(out, pk);
-			fputs("</td><td>", out);
-			report_html_escape(out, dk);
-			fputs("</td>", out);
-			stats_cells(out, d);
-			fputs("</tr>\n", out);
+			if (n < cap)
+				rows[n++] = (struct row){ pk, dk, d };
 		}
 	}
+	table_rows(out, rows, n, REPORT_TOP_PAIRS, 12, "principal/destination pairs");
 	fputs("</tbody></table>\n", out);
+	free(rows);
 }
 
 int
@@ -366,7 +419,14 @@ report_html_write(FILE *out, json_t *sum, const char *title)
 	if (jint(sum, "bad_hash") > 0 || jint(sum, "malformed") > 0)
 		fprintf(out, "<p class=\"warn\" id=\"warning\">WARNING: %lld record(s) do not "
 		    "match their own hash and %lld line(s) are not records: the log was "
-		    "edited or damaged.</p>\n", jint(sum, "bad_hash"), jint(sum, "malformed"));
+		    "edited or damaged. The edited records are left out of every number in this "
+		    "report.</p>\n", jint(sum, "bad_hash"), jint(sum, "malformed"));
+	if (jint(sum, "deleted") > 0 || jint(sum, "reordered") > 0)
+		fprintf(out, "<p class=\"warn\" id=\"warning-deleted\">WARNING: %lld record(s) "
+		    "are missing (gaps in seq) and %lld are out of order: records were deleted "
+		    "or moved, or the files given do not follow each other. Run "
+		    "<code>egressctl log verify</code> on the same files to see where.</p>\n",
+		    jint(sum, "deleted"), jint(sum, "reordered"));
 	fputs("<h2>Decisions over time</h2>\n", out);
 	timeline_chart(out, sum);
 	fputs("<h2>Top destinations</h2>\n", out);
