@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/addr.h"
 #include "common/conf.h"
 #include "common/host.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/connections.h"
 #include "egressd/resolve.h"
 
 static const struct conf_key config_schema[] = {
@@ -50,6 +52,7 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "proxy_ca_file", 0 },
 	{ "egressd", "upstream_timeout", 0 },
 	{ "egressd", "splice", 0 },
+	{ "egressd", "connections", 0 },
 	{ "listener *", "listen", CONF_REQUIRED },
 	{ "listener *", "grant", CONF_REQUIRED },
 	{ "grant *", "allow", CONF_LIST },
@@ -59,6 +62,7 @@ static const struct conf_key config_schema[] = {
 	{ "grant *", "connections", 0 },
 	{ "grant *", "bytes", 0 },
 	{ "grant *", "lifetime", 0 },
+	{ "grant *", "model_connection", 0 },
 };
 
 #define HOUR_MS (3600ULL * 1000)
@@ -148,6 +152,8 @@ config_free(struct egressd_config *c)
 		grant_free(c->grants[i].grant);
 	}
 	free(c->grants);
+	free(c->connections_path);
+	connections_free(c->conns);
 	free(c);
 }
 
@@ -215,6 +221,8 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *er
 	    INT64_MAX : bytes)));
 	json_object_set_new(limits, "lifetime_s", json_integer((json_int_t)(lifetime_ms / 1000)));
 	json_object_set_new(obj, "limits", limits);
+	if ((pin = conf_get(cf, sec, "model_connection", NULL)) != NULL)
+		json_object_set_new(obj, "connection", json_string(pin));
 	out->grant = grant_from_json(obj, gerr, sizeof(gerr));
 	json_decref(obj);
 	if (out->grant == NULL) {
@@ -224,6 +232,50 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, char *er
 	out->name = xstrdup(label);
 	out->line = line;
 	return 0;
+}
+
+const char *
+conn_check_code(enum conn_check k)
+{
+	switch (k) {
+	case CONN_CHECK_UNKNOWN:         return "unknown_connection";
+	case CONN_CHECK_NO_DESTINATIONS: return "connection_without_destinations";
+	case CONN_CHECK_NO_CREDENTIAL:   return "connection_without_credential";
+	case CONN_CHECK_OK:              break;
+	}
+	return "ok";
+}
+
+enum conn_check
+config_check_connection(const struct egressd_config *c, const struct grant *g, char *err,
+    size_t errlen)
+{
+	const struct connection *conn;
+
+	if (g->connection[0] == '\0')
+		return CONN_CHECK_OK;
+	if (c->conns == NULL) {
+		snprintf(err, errlen, "connection '%s': egressd has no connections file "
+		    "([egressd] connections = PATH)", g->connection);
+		return CONN_CHECK_UNKNOWN;
+	}
+	conn = connections_find(c->conns, g->connection);
+	if (conn == NULL) {
+		snprintf(err, errlen, "connection '%s' is not in %s", g->connection,
+		    c->conns->path);
+		return CONN_CHECK_UNKNOWN;
+	}
+	if (conn->ndest == 0) {
+		snprintf(err, errlen, "connection '%s' in %s has no destinations", g->connection,
+		    c->conns->path);
+		return CONN_CHECK_NO_DESTINATIONS;
+	}
+	if (conn->apply == CONN_APPLY_NONE) {
+		snprintf(err, errlen, "connection '%s' in %s has no credential_file: there is "
+		    "nothing for egressd to apply", g->connection, c->conns->path);
+		return CONN_CHECK_NO_CREDENTIAL;
+	}
+	return CONN_CHECK_OK;
 }
 
 static struct egressd_config *
@@ -471,6 +523,22 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		if (conf_get_bool(cf, i, "splice", true, &b, err, errlen) != 0)
 			goto fail;
 		c->splice = b;
+		if ((s = conf_get(cf, i, "connections", &line)) != NULL) {
+			char e2[512];
+			if (s[0] != '/') {
+				snprintf(err, errlen, "%s:%u: connections: an absolute path",
+				    conf_file(cf), line);
+				goto fail;
+			}
+			c->connections_path = xstrdup(s);
+			/* Credential files are root-only: read here, as root, before the drop
+			 * (a reload after the drop cannot read them and fails whole). */
+			c->conns = connections_load(s, geteuid() == 0, e2, sizeof(e2));
+			if (c->conns == NULL) {
+				snprintf(err, errlen, "%s:%u: connections: %s", conf_file(cf), line, e2);
+				goto fail;
+			}
+		}
 	}
 	if (c->route.pac_copy == NULL) {
 		/* The fetched PAC's good copy lives beside the decision log by default. */
@@ -501,6 +569,13 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		if (load_grant(cf, i, &c->grants[c->ngrants], err, errlen) != 0)
 			goto fail;
 		c->ngrants++;
+		if (config_check_connection(c, c->grants[c->ngrants - 1].grant, err, errlen) != 0) {
+			char e2[512];
+			snprintf(e2, sizeof(e2), "%s", err);
+			snprintf(err, errlen, "%s:%u: [grant %s] model_connection: %s",
+			    conf_file(cf), conf_line(cf, i, "model_connection"), label, e2);
+			goto fail;
+		}
 	}
 	for (size_t i = 0; i < conf_nsections(cf); i++) {
 		if (strncmp(conf_section_name(cf, i), "listener ", 9) != 0)

@@ -32,6 +32,8 @@ struct config_listener {
 	unsigned line;
 };
 
+struct connections;
+
 struct config_grant {
 	char *name;                     /* section label = principal */
 	struct grant *grant;            /* owned */
@@ -71,6 +73,10 @@ struct egressd_config {
 	size_t nlisteners;
 	struct config_grant *grants;
 	size_t ngrants;
+	/* Model connections (docs/model-connections.md): the file and what it held when this
+	 * configuration was loaded, credentials included (a reload replaces both whole). */
+	char *connections_path;         /* NULL = no connections */
+	struct connections *conns;      /* owned */
 };
 
 /*
@@ -86,6 +92,19 @@ void config_free(struct egressd_config *c);
 /* The static grant called name, or NULL. */
 const struct config_grant *config_find_grant(const struct egressd_config *c,
     const char *name);
+
+/*
+ * Does grant g's "connection" (if any) name a usable model connection of c? A grant
+ * without one passes. Otherwise the connection must exist, have destinations and a
+ * credential; else the problem in err. conn_check_code gives the control protocol's
+ * error code ("unknown_connection", ...). Used for static grants at load and for
+ * grant.create.
+ */
+enum conn_check { CONN_CHECK_OK = 0, CONN_CHECK_UNKNOWN, CONN_CHECK_NO_DESTINATIONS,
+	CONN_CHECK_NO_CREDENTIAL };
+enum conn_check config_check_connection(const struct egressd_config *c,
+    const struct grant *g, char *err, size_t errlen);
+const char *conn_check_code(enum conn_check k);
 
 /*
  * True when s has the shape of an account name or decimal uid for [egressd] user and -u:

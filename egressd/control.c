@@ -395,6 +395,15 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 			return control_error(r->id, "malformed", "listen_fd: no file descriptor "
 			    "came with the request");
 		}
+		/* Only a connection's name travels in the grant: resolve it against the
+		 * credentials egressd holds now, refusing before anything is bound. */
+		{
+			enum conn_check k = config_check_connection(d->cfg, g, err, sizeof(err));
+			if (k != CONN_CHECK_OK) {
+				grant_free(g);
+				return control_error(r->id, conn_check_code(k), err);
+			}
+		}
 		if (r->listen_fd) {
 			lg = daemon_grant_adopt(d, g, *fdp, r->ifname, &code, err, sizeof(err));
 			*fdp = -1;

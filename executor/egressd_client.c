@@ -245,7 +245,7 @@ ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
 	    code ? code : "unknown", msg ? ": " : "", msg ? msg : "");
 }
 
-static int ec_grant_create(const char *sock_path, const char *principal,
+static int ec_grant_create(const char *sock_path, const char *principal, const char *connection,
     const char *const *allow, const char *listen, int listen_fd, const char *ifname,
     uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen);
 
@@ -254,24 +254,25 @@ egressd_grant_create(const char *sock_path, const char *principal,
     const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
-	return ec_grant_create(sock_path, principal, allow, listen, -1, ifname, lifetime_s,
+	return ec_grant_create(sock_path, principal, NULL, allow, listen, -1, ifname, lifetime_s,
 	    grant_id, listen_out, err, errlen);
 }
 
 int
 egressd_grant_create_fd(const char *sock_path, const char *principal,
-    const char *const *allow, int listen_fd, const char *ifname, uint32_t lifetime_s,
-    char *grant_id, char *listen_out, char *err, size_t errlen)
+    const char *connection, const char *const *allow, int listen_fd, const char *ifname,
+    uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen)
 {
 	if (listen_fd < 0)
 		return ec_err(err, errlen, 0, "no listening socket to pass");
-	return ec_grant_create(sock_path, principal, allow, NULL, listen_fd, ifname, lifetime_s,
-	    grant_id, listen_out, err, errlen);
+	return ec_grant_create(sock_path, principal, connection, allow, NULL, listen_fd, ifname,
+	    lifetime_s, grant_id, listen_out, err, errlen);
 }
 
 /* grant.create with a listen address for egressd to bind, or a listening fd to pass. */
 static int
-ec_grant_create(const char *sock_path, const char *principal, const char *const *allow,
+ec_grant_create(const char *sock_path, const char *principal, const char *connection,
+    const char *const *allow,
     const char *listen, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
@@ -289,6 +290,12 @@ ec_grant_create(const char *sock_path, const char *principal, const char *const 
 	grant = json_pack("{s:s, s:o, s:[], s:s, s:[], s:o}", "principal", principal,
 	    "allow", list, "allow_address", "pinning", "preferred", "credential_origin",
 	    "limits", lim);
+	/* Only the connection's name: egressd holds the credential and resolves it. */
+	if (grant != NULL && connection != NULL &&
+	    json_object_set_new(grant, "connection", json_string(connection)) != 0) {
+		json_decref(grant);
+		grant = NULL;
+	}
 	if (listen_fd >= 0)
 		req = json_pack("{s:s, s:i, s:o, s:b, s:s}", "op", "grant.create", "id", 1,
 		    "grant", grant, "listen_fd", 1, "interface", ifname);

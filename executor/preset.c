@@ -250,8 +250,14 @@ preset_load(const char *path, enum reason *why, char *err, size_t errlen)
 	return p;
 }
 
+/* The connection layer's file is shared with egressd (egressd/connections.h): egressd
+ * reads the credential keys; egress-exec only needs to know whether one is bound. */
 static const struct conf_key trusted_schema[] = {
 	{ "connection *", "destination", CONF_LIST },
+	{ "connection *", "credential_file", 0 },
+	{ "connection *", "credential_header", 0 },
+	{ "connection *", "allow_method", CONF_LIST },
+	{ "connection *", "allow_path", CONF_LIST },
 };
 
 static int
@@ -308,4 +314,23 @@ trusted_models_load(const char *path, const char *connection, struct strlist *ou
 		snprintf(err, errlen, "%s: out of memory", path);
 	conf_free(c);
 	return rc;
+}
+
+int
+trusted_models_bound(const char *path, const char *connection, bool *bound, char *err,
+    size_t errlen)
+{
+	struct conf *c = conf_load(path, trusted_schema, EGRESS_NELEM(trusted_schema), err,
+	    errlen);
+	char secname[128];
+	long sec;
+
+	*bound = false;
+	if (c == NULL)
+		return -1;
+	if (snprintf(secname, sizeof(secname), "connection %s", connection) <
+	    (int)sizeof(secname) && (sec = conf_find_section(c, secname)) >= 0)
+		*bound = conf_get(c, (size_t)sec, "credential_file", NULL) != NULL;
+	conf_free(c);
+	return 0;
 }

@@ -777,7 +777,7 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 		}
 		veth_made = true;
 		grc = egressd_grant_create_fd(control, spec->principal ? spec->principal : run_id,
-		    spec->allowlist, listen_fd, link.host_if,
+		    spec->connection, spec->allowlist, listen_fd, link.host_if,
 		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, listen, err,
 		    sizeof(err));
 		/* egressd holds its own copy now (or refused it): ours is not needed. */

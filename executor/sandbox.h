@@ -73,6 +73,8 @@ struct sandbox_spec {
 	const char *const *egressd_settings; /* "key=value" lines added to the embedded
 	                                    * egressd's [egressd] section (lab: dns_server,
 	                                    * allow_special_address); NULL-terminated */
+	const char *connection;            /* model connection named in the grant (its
+	                                    * credential held by egressd), or NULL */
 };
 
 struct sandbox_result {
