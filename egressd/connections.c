@@ -134,10 +134,18 @@ conn_clear(struct connection *c)
 	memset(c, 0, sizeof(*c));
 }
 
+struct connections *
+connections_ref(struct connections *c)
+{
+	if (c != NULL)
+		c->refs++;
+	return c;
+}
+
 void
 connections_free(struct connections *c)
 {
-	if (c == NULL)
+	if (c == NULL || --c->refs > 0)
 		return;
 	for (size_t i = 0; i < c->n; i++)
 		conn_clear(&c->v[i]);
@@ -326,7 +334,10 @@ from_conf(const struct conf *conf, const char *name, int check_owner, char *err,
 	struct connections *out = calloc(1, sizeof(*out));
 	size_t nsec = conf_nsections(conf);
 
-	if (out == NULL || (out->path = strdup(name)) == NULL)
+	if (out == NULL)
+		goto nomem;
+	out->refs = 1;
+	if ((out->path = strdup(name)) == NULL)
 		goto nomem;
 	if (nsec > EGRESS_CONNECTIONS_MAX) {
 		snprintf(err, errlen, "%s: more than %d connections", name, EGRESS_CONNECTIONS_MAX);

@@ -60,6 +60,7 @@ struct connection {
 };
 
 struct connections {
+	unsigned refs;                  /* connections_ref / connections_free */
 	char *path;
 	struct connection *v;
 	size_t n;
@@ -75,6 +76,10 @@ struct connections *connections_load(const char *path, int check_owner, char *er
     size_t errlen);
 struct connections *connections_load_string(const char *name, const char *text, size_t len,
     int check_owner, char *err, size_t errlen);
+/* A live interception keeps the set it started with (and its secrets) until it ends, even
+ * across a reload: connections_ref adds a reference, connections_free drops one and frees
+ * on the last. Both accept NULL. */
+struct connections *connections_ref(struct connections *c);
 void connections_free(struct connections *c);
 
 /* The connection called name, or NULL. c may be NULL. */
