@@ -18,6 +18,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/connections.h"
+#include "egressd/mitm.h"
+#include "egressd/mitmca.h"
 #include "egressd/resolve.h"
 
 static const struct conf_key config_schema[] = {
@@ -53,6 +55,9 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "upstream_timeout", 0 },
 	{ "egressd", "splice", 0 },
 	{ "egressd", "connections", 0 },
+	{ "egressd", "intercept_ca_cert", 0 },
+	{ "egressd", "intercept_ca_key", 0 },
+	{ "egressd", "origin_ca_file", 0 },
 	{ "listener *", "listen", CONF_REQUIRED },
 	{ "listener *", "grant", CONF_REQUIRED },
 	{ "grant *", "allow", CONF_LIST },
@@ -154,6 +159,8 @@ config_free(struct egressd_config *c)
 	free(c->grants);
 	free(c->connections_path);
 	connections_free(c->conns);
+	mitm_ca_free(c->mitm_ca);
+	SSL_CTX_free(c->origin_ctx);
 	free(c);
 }
 
@@ -537,6 +544,38 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			if (c->conns == NULL) {
 				snprintf(err, errlen, "%s:%u: connections: %s", conf_file(cf), line, e2);
 				goto fail;
+			}
+			/* Intercepted origins are verified against the host trust store (or the
+			 * file named here: labs, private CAs). */
+			s = conf_get(cf, i, "origin_ca_file", &line);
+			c->origin_ctx = mitm_client_ctx(s, e2, sizeof(e2));
+			if (c->origin_ctx == NULL) {
+				snprintf(err, errlen, "%s:%u: origin_ca_file: %s", conf_file(cf), line, e2);
+				goto fail;
+			}
+		} else if (conf_get(cf, i, "origin_ca_file", &line) != NULL) {
+			snprintf(err, errlen, "%s:%u: origin_ca_file is only for connections",
+			    conf_file(cf), line);
+			goto fail;
+		}
+		{
+			const char *cert = conf_get(cf, i, "intercept_ca_cert", &line);
+			const char *key = conf_get(cf, i, "intercept_ca_key", NULL);
+			char e2[512];
+
+			if ((cert == NULL) != (key == NULL)) {
+				snprintf(err, errlen, "%s:%u: intercept_ca_cert and intercept_ca_key go "
+				    "together", conf_file(cf), line ? line : conf_line(cf, i,
+				    "intercept_ca_key"));
+				goto fail;
+			}
+			if (cert != NULL) {
+				c->mitm_ca = mitm_ca_load(cert, key, geteuid() == 0, e2, sizeof(e2));
+				if (c->mitm_ca == NULL) {
+					snprintf(err, errlen, "%s:%u: intercept_ca_cert: %s", conf_file(cf),
+					    line, e2);
+					goto fail;
+				}
 			}
 		}
 	}

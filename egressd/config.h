@@ -33,6 +33,8 @@ struct config_listener {
 };
 
 struct connections;
+struct mitm_ca;
+struct ssl_ctx_st;
 
 struct config_grant {
 	char *name;                     /* section label = principal */
@@ -77,6 +79,11 @@ struct egressd_config {
 	 * configuration was loaded, credentials included (a reload replaces both whole). */
 	char *connections_path;         /* NULL = no connections */
 	struct connections *conns;      /* owned */
+	struct mitm_ca *mitm_ca;        /* the operator's interception CA (intercept_ca_cert,
+	                                   intercept_ca_key: root-only), or NULL; owned */
+	struct ssl_ctx_st *origin_ctx;  /* TLS client context for intercepted origins (host
+	                                   trust store, or origin_ca_file); set with
+	                                   connections; owned */
 };
 
 /*
