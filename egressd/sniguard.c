@@ -82,6 +82,11 @@ check(struct sniguard *g)
 		finish(g, clienthello_sni_check(&g->ch, &g->host, &absent));
 		return;
 	case CH_NOT_TLS:
+		/* Not TLS at all (plain HTTP to port 443, another protocol): there is no
+		 * server name to compare; allowed, and the caller records that it was not TLS.
+		 * A TLS record that is not a readable ClientHello is refused below. */
+		finish(g, REASON_ALLOWED);
+		return;
 	case CH_MALFORMED:
 	case CH_TOO_LARGE:
 		finish(g, REASON_TLS_EXPECTED);

@@ -15,9 +15,11 @@
  *   2. sniguard_start(base, cfd, prefix, nprefix, timeout, cb, arg): prefix = bytes the
  *      session already read after the CONNECT head (usually none);
  *   3. cb runs exactly once, outside sniguard_start, unless sniguard_free comes first:
- *      REASON_ALLOWED with the parsed hello (its SNI may be absent: record that), or a
- *      refusal: SNI_MISMATCH, TLS_EXPECTED (not TLS, or not a readable ClientHello, or
- *      larger than EGRESS_CLIENTHELLO_MAX), HEADER_TIMEOUT (nothing complete in time),
+ *      REASON_ALLOWED with the parsed hello (its SNI may be absent: record that), or
+ *      REASON_ALLOWED with ch NULL when the first bytes are not TLS at all (no name to
+ *      compare: record that), or a refusal: SNI_MISMATCH, TLS_EXPECTED (a TLS record that
+ *      is not a readable ClientHello, or one larger than EGRESS_CLIENTHELLO_MAX),
+ *      HEADER_TIMEOUT (nothing complete in time),
  *      CLOSE_CLIENT (the worker closed first), INTERNAL_ERROR. ch is NULL unless a hello
  *      was parsed. The guard may be freed inside cb;
  *   4. on ALLOWED the session starts the opaque tunnel without sending the 200 again; on a

@@ -130,10 +130,15 @@ test_verdicts(void **state)
 	assert_int_equal(r.r, REASON_ALLOWED);
 	assert_true(r.have_ch);
 	assert_string_equal(r.sni, "");
+	/* not TLS at all: nothing to compare, allowed without a hello (the caller records it) */
 	r = run((const unsigned char *)"SSH-2.0-OpenSSH_9.2\r\n", 21, 21, false, 2000, NULL, 0,
 	    NULL);
-	assert_int_equal(r.r, REASON_TLS_EXPECTED);
+	assert_int_equal(r.r, REASON_ALLOWED);
 	assert_false(r.have_ch);
+	/* a TLS record that is no ClientHello: refused */
+	r = run((const unsigned char *)"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00", 10, 10,
+	    false, 2000, NULL, 0, NULL);
+	assert_int_equal(r.r, REASON_TLS_EXPECTED);
 	n = hello("api.example.com", buf, sizeof(buf));
 	r = run(buf, 0, 0, true, 2000, NULL, 0, NULL);
 	assert_int_equal(r.r, REASON_CLOSE_CLIENT);
