@@ -211,6 +211,16 @@ mitm_free(struct mitm *m)
 		release(m);
 }
 
+static void end(struct mitm *m, enum reason why);
+
+void
+mitm_close(struct mitm *m, enum reason why)
+{
+	if (m->st == M_EXCHANGE && m->hop[0] != '\0')
+		record_close(m, why);
+	end(m, why);
+}
+
 static void
 end(struct mitm *m, enum reason why)
 {

@@ -87,6 +87,9 @@ struct mitm *mitm_start(int cfd, int ufd, const char *ok200, size_t n200,
     const struct mitm_opts *o);
 /* End without the callback; closes both sockets. Accepts NULL. */
 void mitm_free(struct mitm *m);
+/* End now with reason why (grant revoked, shutdown): the inner request in flight gets its
+ * close record, then done runs (synchronously, from inside this call). */
+void mitm_close(struct mitm *m, enum reason why);
 
 /*
  * The client context for origins: TLS 1.2+, verification against the host trust store

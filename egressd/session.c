@@ -29,6 +29,10 @@
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
 #include "egressd/metrics.h"
+#include "egressd/connections.h"
+#include "egressd/mitm.h"
+#include "egressd/mitmca.h"
+#include "egressd/sniguard.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
 #include "egressd/tunnel.h"
@@ -122,6 +126,13 @@ struct session {
 	bool up_reused;                 /* the upstream socket came from egressd/upool */
 	bool up_retried;                /* ... it failed at once and a fresh one was used */
 	int kept_ufd;                   /* the tunnel left this upstream socket open, or -1 */
+	/* issue 16: model connections (docs/model-connections.md) */
+	struct sniguard *sni;           /* waiting for the ClientHello of an opaque tunnel */
+	struct mitm *mitm;              /* an intercepted tunnel */
+	bool tls_done;                  /* the 200 was sent and the TLS step decided */
+	bool sni_checked;               /* the close record carries "sni" and "tls" */
+	bool tls_seen;                  /* ... the tunnel started with a ClientHello */
+	char sni_name[EGRESS_HOSTNAME_MAX + 1];
 };
 
 static void session_free(struct session *s);
@@ -130,6 +141,8 @@ static void session_refuse(struct session *s, enum reason r);
 static void step_route(struct session *s);
 static void try_route_entry(struct session *s);
 static void step_proxy(struct session *s, const struct addr *pinned);
+static void tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg);
+static void sni_end(struct session *s, enum reason why);
 
 /*
  * Has the grant been taken away (revoked, expired)? A static grant replaced by a reload is
@@ -370,6 +383,12 @@ static void
 session_free(struct session *s)
 {
 	cancel_pending(s);
+	sniguard_free(s->sni);
+	s->sni = NULL;
+	mitm_free(s->mitm);                 /* closes both sockets itself */
+	if (s->mitm != NULL)
+		s->cfd = -1;
+	s->mitm = NULL;
 	if (s->tun != NULL) {
 		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
 		struct tunnel *t = s->tun;
@@ -487,6 +506,14 @@ session_kill(struct grant_conn *gc, enum reason why)
 		tunnel_close(t, why);          /* its callback logs the close and frees s */
 		return;
 	}
+	if (s->st == S_TUNNEL && s->mitm != NULL) {
+		mitm_close(s->mitm, why);      /* likewise (mitm_ended) */
+		return;
+	}
+	if (s->st == S_TUNNEL && s->sni != NULL) {
+		sni_end(s, why);               /* the 200 is out: a close record, no refusal */
+		return;
+	}
 	if (s->st == S_REFUSE) {
 		session_free(s);
 		return;
@@ -536,6 +563,11 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 		json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
 		json_object_set_new(o, "duration_us",
 		    json_integer((json_int_t)(mono_usec() - s->tunnel_start_us)));
+		if (s->sni_checked) {
+			json_object_set_new(o, "tls", json_boolean(s->tls_seen));
+			json_object_set_new(o, "sni", s->sni_name[0] != '\0' ?
+			    json_string(s->sni_name) : json_null());
+		}
 	}
 	log_record(s, "close", o);
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->id,
@@ -705,6 +737,153 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	return rr;
 }
 
+static void start_tunnel(struct session *s);
+
+/* End a tunnel that waited for its ClientHello: both sockets closed, the close record. */
+static void
+sni_end(struct session *s, enum reason why)
+{
+	sniguard_free(s->sni);
+	s->sni = NULL;
+	if (s->ufd >= 0)
+		close(s->ufd);
+	s->ufd = -1;
+	if (s->cfd >= 0)
+		close(s->cfd);
+	tunnel_done(why, 0, 0, s);          /* takes s->cfd as closed; frees s */
+}
+
+static void
+mitm_ended(enum reason why, uint64_t up, uint64_t down, void *arg)
+{
+	struct session *s = arg;
+
+	s->mitm = NULL;
+	s->cfd = -1;                        /* closed by the mitm */
+	tunnel_done(why, up, down, s);
+}
+
+static void
+sni_decided(enum reason r, const struct clienthello *ch, void *arg)
+{
+	struct session *s = arg;
+
+	sniguard_free(s->sni);
+	s->sni = NULL;
+	s->sni_checked = true;
+	s->tls_seen = ch != NULL;
+	if (ch != NULL && ch->has_sni)
+		snprintf(s->sni_name, sizeof(s->sni_name), "%s", ch->sni);
+	if (r != REASON_ALLOWED) {
+		json_t *f = decision_fields(s, false, r);
+		if (f != NULL && s->tls_seen)
+			json_object_set_new(f, "sni", s->sni_name[0] != '\0' ?
+			    json_string(s->sni_name) : json_null());
+		log_record(s, "decision", f);
+		metrics_decision(&s->d->stats, 0, r);
+		sni_end(s, r);
+		return;
+	}
+	s->lg->ntunnels--;                  /* start_tunnel counts the tunnel again */
+	start_tunnel(s);
+}
+
+/*
+ * The TLS step of a CONNECT (docs/model-connections.md): a grant whose model connection
+ * covers this host is intercepted (egressd/mitm.h); any other tunnel to port 443 first
+ * shows its ClientHello (egressd/sniguard.h). Returns true when it took the session over
+ * (or refused it), false when the opaque tunnel starts as before.
+ */
+static bool
+modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npending)
+{
+	const struct lgrant *lg = s->lg;
+	const struct connection *conn = NULL;
+	struct mitm_ca *ca = lg->ca != NULL ? lg->ca : s->d->cfg->mitm_ca;
+	char err[256];
+	ssize_t w;
+
+	if (lg->g->connection[0] != '\0')
+		conn = connections_find(s->d->cfg->conns, lg->g->connection);
+	if (conn != NULL && conn->apply != CONN_APPLY_NONE &&
+	    connection_covers(conn, &s->req.host, s->req.port)) {
+		struct mitm_opts o;
+		json_t *base = decision_fields(s, true, REASON_ALLOWED);
+
+		memset(&o, 0, sizeof(o));
+		o.server_ctx = ca != NULL ? mitm_ca_server_ctx(ca, &s->req.host, err,
+		    sizeof(err)) : NULL;
+		/* Never opaque, never without the credential: refuse instead. */
+		if (npending > 0 || o.server_ctx == NULL || s->d->cfg->origin_ctx == NULL ||
+		    base == NULL) {
+			if (o.server_ctx == NULL)
+				log_warnx("conn %llu: no leaf for %s: %s", (unsigned long long)s->id,
+				    s->req.host.name, ca != NULL ? err : "no interception CA");
+			SSL_CTX_free(o.server_ctx);
+			json_decref(base);
+			session_refuse(s, npending > 0 ? REASON_TLS_EXPECTED : REASON_INTERNAL_ERROR);
+			return true;
+		}
+		o.base = s->d->base;
+		o.dlog = s->d->dlog;
+		o.record_base = base;
+		o.hop = hop_id(s);
+		o.host = s->req.host;
+		o.port = s->req.port;
+		o.conns = s->d->cfg->conns;
+		o.conn = conn;
+		o.client_ctx = s->d->cfg->origin_ctx;
+		o.grant = lg->g;
+		o.override = &s->d->cfg->allow_special;
+		o.idle_ms = s->d->cfg->idle_timeout_ms;
+		o.bytes_total = &s->lg->bytes;
+		o.bytes_limit = s->lg->g->max_bytes;
+		o.done = mitm_ended;
+		o.arg = s;
+		s->mitm = mitm_start(s->cfd, s->ufd, ok200, n200, &o);
+		SSL_CTX_free(o.server_ctx);
+		json_decref(base);
+		if (s->mitm == NULL) {
+			session_refuse(s, REASON_INTERNAL_ERROR);
+			return true;
+		}
+		s->ufd = -1;                    /* both sockets are the mitm's now */
+		bufferevent_free(s->cbev);
+		s->cbev = NULL;
+		if (s->timer != NULL)
+			event_del(s->timer);
+		s->tls_done = true;
+		s->st = S_TUNNEL;
+		s->lg->ntunnels++;
+		return true;
+	}
+	if (s->req.port != 443)
+		return false;
+	/* Opaque tunnel to 443: the 200 now, then the ClientHello is peeked (sniguard.h). */
+	do
+		w = send(s->cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)n200) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return true;
+	}
+	s->tls_done = true;
+	bufferevent_disable(s->cbev, EV_READ);
+	if (s->timer != NULL)
+		event_del(s->timer);
+	{
+		struct evbuffer *in = bufferevent_get_input(s->cbev);
+		const unsigned char *pre = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
+		s->sni = sniguard_start(s->d->base, s->cfd, &s->req.host, pre, npending,
+		    EGRESS_CLIENTHELLO_WAIT_MS, sni_decided, s);
+	}
+	s->st = S_TUNNEL;
+	s->lg->ntunnels++;
+	if (s->sni == NULL)
+		sni_end(s, REASON_INTERNAL_ERROR);
+	return true;
+}
+
 static void
 start_tunnel(struct session *s)
 {
@@ -792,9 +971,13 @@ start_tunnel(struct session *s)
 		}
 	}
 	s->tunnel_start_us = mono_usec();
+	/* Model connections: an intercepted tunnel, or the SNI check before an opaque one. */
+	if (s->req.method == HTTP_CONNECT && !s->tls_done &&
+	    modelconn_tunnel(s, ok200, sizeof(ok200) - 1, npending))
+		return;
 	s->tun = tunnel_new(s->d->base, s->d->pipes, s->cfd, ufd,
-	    s->req.method == HTTP_CONNECT ? ok200 : NULL,
-	    s->req.method == HTTP_CONNECT ? sizeof(ok200) - 1 : 0,
+	    s->req.method == HTTP_CONNECT && !s->tls_done ? ok200 : NULL,
+	    s->req.method == HTTP_CONNECT && !s->tls_done ? sizeof(ok200) - 1 : 0,
 	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
 	if (fwd != NULL)
 		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
