@@ -615,6 +615,14 @@ config_build(struct conf *cf, char *err, size_t errlen)
 			    conf_file(cf), conf_line(cf, i, "model_connection"), label, e2);
 			goto fail;
 		}
+		/* A static grant has no run CA: the operator's must be configured. */
+		if (c->grants[c->ngrants - 1].grant->connection[0] != '\0' && c->mitm_ca == NULL) {
+			snprintf(err, errlen, "%s:%u: [grant %s] model_connection: a static grant "
+			    "needs the operator's interception CA (intercept_ca_cert and "
+			    "intercept_ca_key)", conf_file(cf), conf_line(cf, i, "model_connection"),
+			    label);
+			goto fail;
+		}
 	}
 	for (size_t i = 0; i < conf_nsections(cf); i++) {
 		if (strncmp(conf_section_name(cf, i), "listener ", 9) != 0)

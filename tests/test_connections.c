@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/grant.h"
+#include "common/runca.h"
 #include "egressd/config.h"
 #include "egressd/connections.h"
 
@@ -270,10 +271,28 @@ test_grant_and_config(void **state)
 	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
 	    "credential_file = %s\n[connection bare]\ndestination = https://b.example\n", key);
 	cpath = put("conns.ini", conns, 0644);
+	/* a static grant needs the operator's CA */
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
 	    "[grant g1]\nallow = https://m.example\nmodel_connection = m\n", cpath);
+	assert_null(config_load_string("e.ini", conf, strlen(conf), err, sizeof(err)));
+	assert_non_null(strstr(err, "intercept_ca_cert"));
+	{
+		char *cert, *cakey;
+		const char *cp, *kp;
+		assert_int_equal(runca_make("op", NULL, 3600, &cert, &cakey, err, sizeof(err)), 0);
+		cp = put("ca.pem", cert, 0644);
+		kp = put("ca.key", cakey, 0600);
+		snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
+		    "intercept_ca_cert = %s\nintercept_ca_key = %s\n"
+		    "[grant g1]\nallow = https://m.example\nmodel_connection = m\n", cpath, cp, kp);
+		free(cert);
+		free(cakey);
+	}
 	cfg = config_load_string("e.ini", conf, strlen(conf), err, sizeof(err));
-	assert_non_null(cfg);
+	if (cfg == NULL)
+		fail_msg("%s", err);
+	assert_non_null(cfg->mitm_ca);
+	assert_non_null(cfg->origin_ctx);
 	assert_string_equal(cfg->grants[0].grant->connection, "m");
 	j = grant_to_json(cfg->grants[0].grant);
 	assert_string_equal(json_string_value(json_object_get(j, "connection")), "m");
