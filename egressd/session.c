@@ -768,12 +768,12 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 {
 	struct session *s = arg;
 
-	sniguard_free(s->sni);
-	s->sni = NULL;
 	s->sni_checked = true;
 	s->tls_seen = ch != NULL;
 	if (ch != NULL && ch->has_sni)
 		snprintf(s->sni_name, sizeof(s->sni_name), "%s", ch->sni);
+	sniguard_free(s->sni);              /* ch lives in it */
+	s->sni = NULL;
 	if (r != REASON_ALLOWED) {
 		json_t *f = decision_fields(s, false, r);
 		if (f != NULL && s->tls_seen)
