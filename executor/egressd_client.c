@@ -246,7 +246,7 @@ ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
 }
 
 static int ec_grant_create(const char *sock_path, const char *principal, const char *connection,
-    const char *const *allow, const char *listen, int listen_fd, const char *ifname,
+    const char *ca_cert, const char *ca_key, const char *const *allow, const char *listen, int listen_fd, const char *ifname,
     uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen);
 
 int
@@ -254,25 +254,27 @@ egressd_grant_create(const char *sock_path, const char *principal,
     const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
-	return ec_grant_create(sock_path, principal, NULL, allow, listen, -1, ifname, lifetime_s,
+	return ec_grant_create(sock_path, principal, NULL, NULL, NULL, allow, listen, -1, ifname,
+	    lifetime_s,
 	    grant_id, listen_out, err, errlen);
 }
 
 int
 egressd_grant_create_fd(const char *sock_path, const char *principal,
-    const char *connection, const char *const *allow, int listen_fd, const char *ifname,
+    const char *connection, const char *ca_cert, const char *ca_key,
+    const char *const *allow, int listen_fd, const char *ifname,
     uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen)
 {
 	if (listen_fd < 0)
 		return ec_err(err, errlen, 0, "no listening socket to pass");
-	return ec_grant_create(sock_path, principal, connection, allow, NULL, listen_fd, ifname,
-	    lifetime_s, grant_id, listen_out, err, errlen);
+	return ec_grant_create(sock_path, principal, connection, ca_cert, ca_key, allow, NULL,
+	    listen_fd, ifname, lifetime_s, grant_id, listen_out, err, errlen);
 }
 
 /* grant.create with a listen address for egressd to bind, or a listening fd to pass. */
 static int
 ec_grant_create(const char *sock_path, const char *principal, const char *connection,
-    const char *const *allow,
+    const char *ca_cert, const char *ca_key, const char *const *allow,
     const char *listen, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
@@ -302,6 +304,14 @@ ec_grant_create(const char *sock_path, const char *principal, const char *connec
 	else
 		req = json_pack("{s:s, s:i, s:o, s:s, s:s}", "op", "grant.create", "id", 1,
 		    "grant", grant, "listen", listen, "interface", ifname);
+	/* The run CA's key travels only over the root-only control socket; the JSON copy is
+	 * freed with the request (jansson cannot wipe it: the caller's copy is wiped). */
+	if (req != NULL && ca_cert != NULL && ca_key != NULL &&
+	    json_object_set_new(req, "intercept_ca", json_pack("{s:s, s:s}", "cert", ca_cert,
+	    "key", ca_key)) != 0) {
+		json_decref(req);
+		req = NULL;
+	}
 	if (req == NULL)
 		return ec_err(err, errlen, ENOMEM, "grant request");
 	if (egressd_request_fd(sock_path, req, listen_fd, &reply, 0, err, errlen) < 0)

@@ -48,6 +48,8 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/pattern.h"
+#include "common/runca.h"
 #include "common/util.h"
 #include "executor/cgroup.h"
 #include "executor/attest.h"
@@ -87,6 +89,7 @@ struct sb_child {
 	char *const *argv;
 	char *const *envp;
 	int sync_rd, report_wr, status_wr, out_wr, err_wr, in_rd;
+	char *wipe;                 /* the run CA key: the child's copy is wiped at once */
 };
 
 static void
@@ -272,6 +275,10 @@ sb_child_main(struct sb_child *c)
 		c->ms.idmap_fd };
 	int closes[4];
 
+	/* The run CA's key is the supervisor's and egressd's alone: not even this process's
+	 * copy of the supervisor's memory keeps it. */
+	if (c->wipe != NULL)
+		secret_wipe(c->wipe, strlen(c->wipe));
 	/* If the supervisor dies, the sandbox dies with it (and takes the pid ns down). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (sb_close_except(keep, EGRESS_NELEM(keep)) != 0)
@@ -373,8 +380,67 @@ sb_is_proxy_var(const char *kv)
  * variable, plus the proxy variables pointing at this run's listener when networked
  * (only known after grant.create, hence set here).
  */
+/*
+ * This run's interception CA (common/runca.h): valid for the wall budget and the grant's
+ * margin, name-constrained to the https:// hosts of the allowlist (the connection's
+ * destinations the WorkUnit asked for), so a leaked key signs for nothing else. An IP
+ * literal among them leaves the CA unconstrained (DNS constraints cannot name it).
+ */
+static int
+sb_run_ca(const struct sandbox_spec *spec, const char *run_id, char **cert, char **key,
+    char *err, size_t errlen)
+{
+	static struct dest_pattern pats[EGRESS_GRANT_ENTRIES_MAX];
+	const char *names[EGRESS_GRANT_ENTRIES_MAX + 1];
+	size_t n = 0;
+	bool constrain = true;
+	char cn[96];
+
+	for (size_t i = 0; spec->allowlist && spec->allowlist[i] && n < EGRESS_GRANT_ENTRIES_MAX;
+	    i++) {
+		if (pattern_parse(spec->allowlist[i], &pats[n], NULL) != 0 ||
+		    pats[n].scheme != SCHEME_HTTPS)
+			continue;
+		if (pats[n].host.kind != HOST_NAME)
+			constrain = false;
+		names[n] = pats[n].host.name;
+		n++;
+	}
+	names[n] = NULL;
+	snprintf(cn, sizeof(cn), "egress run CA %.64s", run_id);
+	return runca_make(cn, constrain ? names : NULL,
+	    (uint32_t)(spec->limits.wall_seconds + SB_GRANT_MARGIN_S + 3600), cert, key, err,
+	    errlen);
+}
+
+/* Where common runtimes look for CA roots: all at the bundle of the host's roots plus the
+ * run CA (mounts.h MOUNTS_CA_BUNDLE). Static strings (sb_envp_free skips them). */
+static const char *const sb_ca_vars[] = {
+	"SSL_CERT_FILE=" MOUNTS_CA_BUNDLE,          /* OpenSSL, Go, Python ssl, Ruby */
+	"NODE_EXTRA_CA_CERTS=" MOUNTS_CA_BUNDLE,    /* Node.js (added to its own roots) */
+	"REQUESTS_CA_BUNDLE=" MOUNTS_CA_BUNDLE,     /* Python requests */
+	"CURL_CA_BUNDLE=" MOUNTS_CA_BUNDLE,         /* curl, also Python httpx via certifi env */
+	"GIT_SSL_CAINFO=" MOUNTS_CA_BUNDLE,         /* git over https */
+	"PIP_CERT=" MOUNTS_CA_BUNDLE,               /* pip */
+	"NPM_CONFIG_CAFILE=" MOUNTS_CA_BUNDLE,      /* npm */
+	"CARGO_HTTP_CAINFO=" MOUNTS_CA_BUNDLE,      /* cargo */
+	"DENO_CERT=" MOUNTS_CA_BUNDLE,              /* deno */
+	"AWS_CA_BUNDLE=" MOUNTS_CA_BUNDLE,          /* AWS SDKs and CLI */
+};
+
+static bool
+sb_is_ca_var(const char *kv)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(sb_ca_vars); i++) {
+		const char *eq = strchr(sb_ca_vars[i], '=');
+		if (strncmp(kv, sb_ca_vars[i], (size_t)(eq - sb_ca_vars[i]) + 1) == 0)
+			return true;
+	}
+	return false;
+}
+
 static char **
-sb_envp(const struct sandbox_spec *s, const char *proxy_url)
+sb_envp(const struct sandbox_spec *s, const char *proxy_url, bool with_ca)
 {
 	size_t n = 0, k = 0;
 	char **e;
@@ -383,11 +449,11 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url)
 		n++;
 	if (n > EGRESS_ENV_VARS_MAX)
 		return NULL;
-	e = calloc(n + 8, sizeof(*e));
+	e = calloc(n + 8 + EGRESS_NELEM(sb_ca_vars), sizeof(*e));
 	if (e == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (sb_is_proxy_var(s->envp[i]))
+		if (sb_is_proxy_var(s->envp[i]) || (with_ca && sb_is_ca_var(s->envp[i])))
 			continue;
 		e[k++] = (char *)(uintptr_t)s->envp[i];
 	}
@@ -403,6 +469,9 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url)
 		e[k++] = (char *)"NO_PROXY=";
 		e[k++] = (char *)"no_proxy=";
 	}
+	if (with_ca)
+		for (size_t i = 0; i < EGRESS_NELEM(sb_ca_vars); i++)
+			e[k++] = (char *)(uintptr_t)sb_ca_vars[i];
 	e[k] = NULL;
 	return e;
 }
@@ -416,6 +485,8 @@ sb_envp_free(char **e, const struct sandbox_spec *s)
 		bool from_spec = false;
 		for (size_t j = 0; s->envp && s->envp[j] && !from_spec; j++)
 			from_spec = e[i] == s->envp[j];
+		for (size_t j = 0; j < EGRESS_NELEM(sb_ca_vars) && !from_spec; j++)
+			from_spec = e[i] == sb_ca_vars[j];
 		if (!from_spec && strncmp(e[i], "NO_PROXY=", 9) != 0 &&
 		    strncmp(e[i], "no_proxy=", 9) != 0)
 			free(e[i]);
@@ -562,6 +633,7 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 	char listen[EGRESS_HOSTPORT_MAX + 1];
 	const char *control = NULL;
 	char **argv = NULL, **envp = NULL;
+	char *run_ca_cert = NULL, *run_ca_key = NULL;
 	int syncp[2] = { -1, -1 }, repp[2] = { -1, -1 }, statp[2] = { -1, -1 };
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
 	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1, link_ns = -1, listen_fd = -1;
@@ -712,6 +784,16 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 	child.ms.gid = spec->gid;
 	child.ms.idmap_fd = idmap_fd;
 	child.ms.lower_dir = lowerdir;
+	/* A model connection: this run's CA (docs/model-connections.md). Its certificate goes
+	 * into the sandbox's CA bundle, its key only to egressd with the grant. */
+	if (spec->connection != NULL && spec->net == SANDBOX_NET_ALLOWLIST) {
+		if (sb_run_ca(spec, run_id, &run_ca_cert, &run_ca_key, err, sizeof(err)) != 0) {
+			sb_fail(res, REASON_INTERNAL_ERROR, "run CA: %s", err);
+			goto teardown;
+		}
+		child.ms.run_ca_pem = run_ca_cert;
+		child.wipe = run_ca_key;
+	}
 	child.ps.uid = spec->uid;
 	child.ps.gid = spec->gid;
 	child.ps.fsize_bytes = spec->limits.disk_bytes;
@@ -777,7 +859,7 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 		}
 		veth_made = true;
 		grc = egressd_grant_create_fd(control, spec->principal ? spec->principal : run_id,
-		    spec->connection, spec->allowlist, listen_fd, link.host_if,
+		    spec->connection, run_ca_cert, run_ca_key, spec->allowlist, listen_fd, link.host_if,
 		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, listen, err,
 		    sizeof(err));
 		/* egressd holds its own copy now (or refused it): ours is not needed. */
@@ -794,7 +876,8 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 		/* Now network_enforcement is proven: netns + veth + a grant egressd issued. */
 		attest_network_granted(res->attestation, link.host_if, res->grant_id);
 	}
-	envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? proxy_url : NULL);
+	envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? proxy_url : NULL,
+	    run_ca_cert != NULL);
 	if (envp == NULL) {
 		sb_fail(res, REASON_INTERNAL_ERROR, "environment too large");
 		goto teardown;
@@ -1054,6 +1137,11 @@ teardown:
 	free(errc.buf);
 	free(argv);
 	sb_envp_free(envp, spec);
+	free(run_ca_cert);
+	if (run_ca_key != NULL) {
+		secret_wipe(run_ca_key, strlen(run_ca_key));
+		free(run_ca_key);
+	}
 	return rc;
 }
 

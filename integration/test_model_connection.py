@@ -267,6 +267,71 @@ def t_grant_refusals(L, d, runca):
     check(not r.get("ok") and r.get("error") == "ca_unavailable", "%s" % r)
 
 
+SANDBOX_SCRIPT = r"""
+set -u
+curl -sS -N --max-time 15 -H "x-api-key: placeholder-from-worker" \
+    https://model.lab.test/v1/stream > /tmp/model.out 2>&1
+echo "CURL_RC=$?"
+grep -c 'data: {"n": 4}' /tmp/model.out | sed 's/^/EVENTS=/'
+echo "SSL_CERT_FILE=${SSL_CERT_FILE:-unset} NODE_EXTRA_CA_CERTS=${NODE_EXTRA_CA_CERTS:-unset}"
+printf '%s%s' 'REAL-0f1e' '2d3c4b5a' > /tmp/.pat
+printf 'x%sy\n' "$(cat /tmp/.pat)" > /tmp/canary
+for f in $(find /etc /tmp /work /run /var /home /root /opt /srv /mnt /dev/shm \
+        -xdev -type f -readable 2>/dev/null) /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
+    [ "$f" = /tmp/.pat ] && continue
+    grep -q -a -F -f /tmp/.pat "$f" 2>/dev/null && echo "FOUND:$f"
+done
+env | grep -q -F -f /tmp/.pat && echo "FOUND:env"
+echo SCAN_DONE
+"""
+
+
+def t_sandbox(L, d, origin, conns):
+    """egress-exec run, model_only preset naming the connection: the run CA is made and
+    handed to egressd, the CA bundle and variables are in the sandbox, the worker reaches
+    the model with a placeholder, and the key is nowhere the worker can read."""
+    import shutil
+    import subprocess
+    import tempfile
+    import test_orchestrate_local as local
+    top = tempfile.mkdtemp(prefix="egress-mc-")
+    os.chmod(top, 0o755)
+    try:
+        c = local.Case(top, "model")
+        preset = ("[preset]\nname = model-shell\nexecutable = /bin/sh\nargv = sh\n"
+                  "argv = -s\nprompt_transport = stdin\n"
+                  "network_policy = model_only\nmodel_connection = model\n"
+                  "[ceilings]\nwall_seconds = 60\ncpu_millicores = 1000\n"
+                  "memory_bytes = 256M\ndisk_bytes = 64M\nprocesses = 64\n"
+                  "output_bytes = 64K\n")
+        wu = local.workunit(SANDBOX_SCRIPT, network="allowlist",
+                            destinations=["https://model.lab.test"], output_bytes="64K",
+                            wall_seconds="40")
+        wu_path = os.path.join(c.dir, "wu.ini")
+        with open(wu_path, "w") as f:
+            f.write(wu)
+        with open(c.preset, "w") as f:
+            f.write(preset)
+        n = len(origin.keys)
+        p = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host,
+                            lab.binary("egress-exec"), "run", "--workunit", wu_path,
+                            "--preset", c.preset, "--repo", c.repo, "--out", c.out,
+                            "--egressd-control", d.control_path, "--trusted-models", conns],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
+        stdout = (c.artifact("stdout.log") or b"").decode(errors="replace")
+        check(p.returncode == 0, "egress-exec rc %d: %s\n%s" % (
+            p.returncode, p.stderr.decode(errors="replace")[-800:], stdout[-800:]))
+        check("CURL_RC=0" in stdout and "EVENTS=1" in stdout, "worker output %r" % stdout)
+        check("SSL_CERT_FILE=/etc/egress/ca-bundle.pem" in stdout, stdout)
+        check("SCAN_DONE" in stdout and "FOUND:/tmp/canary" in stdout,
+              "the scan does not work: %r" % stdout)
+        leaks = [x for x in stdout.splitlines() if x.startswith("FOUND:") and
+                 x != "FOUND:/tmp/canary"]
+        check(not leaks, "the key is readable inside the sandbox: %s" % leaks)
+        check(origin.keys[n:] == [KEY], "origin saw %r" % origin.keys[n:])
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressctl")
@@ -297,7 +362,9 @@ def main():
                 ("opaque_sni_mismatch", t_sni_mismatch, (other, labca)),
                 ("not_bound_stays_opaque", t_not_bound_opaque, (other, labca, runca)),
                 ("worker_without_run_ca", t_client_untrusting, (origin, runca)),
-                ("grant_refusals", t_grant_refusals, (runca,))):
+                ("grant_refusals", t_grant_refusals, (runca,)),
+                ("sandbox_run_ca_and_no_key_inside", t_sandbox,
+                 (origin, os.path.join(L.workdir, "trusted-models.ini")))):
             res.run(name, fn, L, d, *args)
         res.run("egressd_clean_exit", stop_clean, d)
         for o in (origin, bad, other):
