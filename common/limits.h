@@ -53,6 +53,8 @@
 #define EGRESS_CLIENTHELLO_WAIT_MS 10000 /* time a client gets to send its ClientHello */
 #define EGRESS_ALPN_MAX            8     /* ALPN protocol names kept from a ClientHello */
 #define EGRESS_LEAF_CACHE_MAX      256   /* minted leaf certificates kept per CA */
+#define EGRESS_PLACEHOLDER_MAX     128   /* a run's credential placeholder */
+#define EGRESS_PLACEHOLDER_MIN     16
 
 /* Control protocol (unix socket, newline-delimited JSON) */
 #define EGRESS_CONTROL_LINE_MAX    65536

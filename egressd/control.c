@@ -35,10 +35,10 @@
 static const struct {
 	const char *name;
 	enum control_op op;
-	const char *keys[6];        /* allowed keys besides op and id */
+	const char *keys[7];        /* allowed keys besides op and id */
 } control_ops[] = {
 	{ "grant.create", CTL_GRANT_CREATE, { "grant", "listen", "interface", "listen_fd",
-	    "intercept_ca", NULL } },
+	    "intercept_ca", "credential_placeholder", NULL } },
 	{ "grant.revoke", CTL_GRANT_REVOKE, { "grant_id", NULL } },
 	{ "grant.list", CTL_GRANT_LIST, { NULL } },
 	{ "status", CTL_STATUS, { NULL } },
@@ -240,6 +240,26 @@ control_decode(const char *line, size_t len, struct control_req *out, const char
 				snprintf(msg, msglen, "out of memory");
 				goto out;
 			}
+		}
+		/* "credential_placeholder": what the worker holds instead of the credential;
+		 * egressd refuses it anywhere but in an intercepted credential header. */
+		v = json_object_get(root, "credential_placeholder");
+		if (v != NULL) {
+			const char *ph = json_is_string(v) ? json_string_value(v) : NULL;
+			size_t pl = ph != NULL ? strlen(ph) : 0;
+			bool ok = ph != NULL && pl >= EGRESS_PLACEHOLDER_MIN &&
+			    pl <= EGRESS_PLACEHOLDER_MAX && out->grant->connection[0] != '\0';
+			for (size_t i = 0; ok && i < pl; i++)
+				ok = (ph[i] >= 'a' && ph[i] <= 'z') || (ph[i] >= 'A' && ph[i] <= 'Z') ||
+				    (ph[i] >= '0' && ph[i] <= '9') || ph[i] == '-' || ph[i] == '_';
+			if (!ok) {
+				*code = "malformed";
+				snprintf(msg, msglen, "credential_placeholder: %d-%d of [A-Za-z0-9_-], "
+				    "only with a grant that names a connection", EGRESS_PLACEHOLDER_MIN,
+				    EGRESS_PLACEHOLDER_MAX);
+				goto out;
+			}
+			memcpy(out->placeholder, ph, pl + 1);
 		}
 		if (out->grant->lifetime_s == 0) {
 			/* A crashed supervisor must not leave authority behind. */
@@ -475,6 +495,7 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 			return control_error(r->id, code, err);
 		}
 		lg->ca = ca;
+		memcpy(lg->placeholder, r->placeholder, sizeof(lg->placeholder));
 		log_info("grant.create: %s principal %s on %s dev %s, lifetime %us", lg->id,
 		    lg->g->principal, listener_addr_str(lg->listeners[0], b, sizeof(b)),
 		    r->ifname, lg->g->lifetime_s);

@@ -66,6 +66,8 @@ struct lgrant {
 	struct lgrant *next, *prev;
 	struct mitm_ca *ca;              /* the run CA for the grant's model connection
 	                                    (grant.create intercept_ca), or NULL; owned */
+	char placeholder[EGRESS_PLACEHOLDER_MAX + 1]; /* the run's credential placeholder
+	                                    (grant.create credential_placeholder), or "" */
 };
 
 /* An empty registry whose expiry timers run on base; NULL on ENOMEM. */

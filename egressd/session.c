@@ -1,6 +1,7 @@
 /*
  * session.c - per-connection state machine of egressd (see session.h for the order).
  */
+#define _GNU_SOURCE        /* memmem */
 #include "egressd/session.h"
 
 #include <errno.h>
@@ -838,6 +839,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.idle_ms = s->d->cfg->idle_timeout_ms;
 		o.bytes_total = &s->lg->bytes;
 		o.bytes_limit = s->lg->g->max_bytes;
+		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;
 		o.done = mitm_ended;
 		o.arg = s;
 		s->mitm = mitm_start(s->cfd, s->ufd, ok200, n200, &o);
@@ -1486,6 +1488,16 @@ authorize(struct session *s)
 	}
 	if (s->req.method != HTTP_CONNECT && s->req.upgrade) {
 		session_refuse(s, REASON_UPGRADE_REFUSED);
+		return;
+	}
+	/* The run's credential placeholder belongs in its model connection's intercepted
+	 * credential header only: seen in any head egressd reads in clear, it is refused. */
+	if (s->lg->placeholder[0] != '\0' && s->head != NULL &&
+	    memmem(s->head, s->req.head_len, s->lg->placeholder,
+	    strlen(s->lg->placeholder)) != NULL) {
+		log_info("conn %llu: the run's credential placeholder in a request to %s: refused",
+		    (unsigned long long)s->id, s->req.host.name);
+		session_refuse(s, REASON_CREDENTIAL_MISDIRECTED);
 		return;
 	}
 	if (!grant_allows(g, s->req.scheme, &s->req.host, s->req.port, NULL)) {

@@ -245,8 +245,8 @@ ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
 	    code ? code : "unknown", msg ? ": " : "", msg ? msg : "");
 }
 
-static int ec_grant_create(const char *sock_path, const char *principal, const char *connection,
-    const char *ca_cert, const char *ca_key, const char *const *allow, const char *listen, int listen_fd, const char *ifname,
+static int ec_grant_create(const char *sock_path, const char *principal,
+    const struct egressd_grant_model *model, const char *const *allow, const char *listen, int listen_fd, const char *ifname,
     uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen);
 
 int
@@ -254,27 +254,26 @@ egressd_grant_create(const char *sock_path, const char *principal,
     const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
-	return ec_grant_create(sock_path, principal, NULL, NULL, NULL, allow, listen, -1, ifname,
-	    lifetime_s,
+	return ec_grant_create(sock_path, principal, NULL, allow, listen, -1, ifname, lifetime_s,
 	    grant_id, listen_out, err, errlen);
 }
 
 int
 egressd_grant_create_fd(const char *sock_path, const char *principal,
-    const char *connection, const char *ca_cert, const char *ca_key,
-    const char *const *allow, int listen_fd, const char *ifname,
+    const struct egressd_grant_model *model, const char *const *allow, int listen_fd,
+    const char *ifname,
     uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen)
 {
 	if (listen_fd < 0)
 		return ec_err(err, errlen, 0, "no listening socket to pass");
-	return ec_grant_create(sock_path, principal, connection, ca_cert, ca_key, allow, NULL,
-	    listen_fd, ifname, lifetime_s, grant_id, listen_out, err, errlen);
+	return ec_grant_create(sock_path, principal, model, allow, NULL, listen_fd, ifname,
+	    lifetime_s, grant_id, listen_out, err, errlen);
 }
 
 /* grant.create with a listen address for egressd to bind, or a listening fd to pass. */
 static int
-ec_grant_create(const char *sock_path, const char *principal, const char *connection,
-    const char *ca_cert, const char *ca_key, const char *const *allow,
+ec_grant_create(const char *sock_path, const char *principal,
+    const struct egressd_grant_model *model, const char *const *allow,
     const char *listen, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
@@ -293,8 +292,8 @@ ec_grant_create(const char *sock_path, const char *principal, const char *connec
 	    "allow", list, "allow_address", "pinning", "preferred", "credential_origin",
 	    "limits", lim);
 	/* Only the connection's name: egressd holds the credential and resolves it. */
-	if (grant != NULL && connection != NULL &&
-	    json_object_set_new(grant, "connection", json_string(connection)) != 0) {
+	if (grant != NULL && model != NULL && model->connection != NULL &&
+	    json_object_set_new(grant, "connection", json_string(model->connection)) != 0) {
 		json_decref(grant);
 		grant = NULL;
 	}
@@ -306,9 +305,15 @@ ec_grant_create(const char *sock_path, const char *principal, const char *connec
 		    "grant", grant, "listen", listen, "interface", ifname);
 	/* The run CA's key travels only over the root-only control socket; the JSON copy is
 	 * freed with the request (jansson cannot wipe it: the caller's copy is wiped). */
-	if (req != NULL && ca_cert != NULL && ca_key != NULL &&
-	    json_object_set_new(req, "intercept_ca", json_pack("{s:s, s:s}", "cert", ca_cert,
-	    "key", ca_key)) != 0) {
+	if (req != NULL && model != NULL && model->ca_cert != NULL && model->ca_key != NULL &&
+	    json_object_set_new(req, "intercept_ca", json_pack("{s:s, s:s}", "cert",
+	    model->ca_cert, "key", model->ca_key)) != 0) {
+		json_decref(req);
+		req = NULL;
+	}
+	if (req != NULL && model != NULL && model->placeholder != NULL &&
+	    json_object_set_new(req, "credential_placeholder",
+	    json_string(model->placeholder)) != 0) {
 		json_decref(req);
 		req = NULL;
 	}

@@ -348,6 +348,7 @@ run_sandbox(struct orch *r)
 		if (bound) {
 			size_t n = 0;
 			spec.connection = r->p->model_connection;
+			spec.placeholder_env = r->p->placeholder_env;
 			while (o->egressd_settings != NULL && o->egressd_settings[n] != NULL)
 				n++;
 			settings = calloc(n + 2, sizeof(*settings));

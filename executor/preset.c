@@ -46,6 +46,7 @@ preset_free(struct preset *p)
 	strlist_free(&p->argv);
 	free(p->prompt_flag);
 	free(p->model_connection);
+	free(p->placeholder_env);
 	strlist_free(&p->env_allowlist);
 	free(p);
 }
@@ -65,6 +66,7 @@ preset_schema(struct conf_key *s)
 	K("preset", "prompt_flag", 0);
 	K("preset", "network_policy", CONF_REQUIRED);
 	K("preset", "model_connection", 0);
+	K("preset", "placeholder_env", 0);
 	K("preset", "env_allowlist", CONF_LIST);
 #undef K
 	n += ceilings_schema("ceilings", s + n, PRESET_SCHEMA_MAX - n);
@@ -204,6 +206,26 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 		}
 	} else if (p->network == PN_MODEL_ONLY) {
 		REFUSE("%s: network_policy = model_only needs model_connection", name);
+	}
+
+	v = conf_get(c, (size_t)sec, "placeholder_env", &line);
+	if (v != NULL) {
+		bool ok = p->model_connection != NULL && strlen(v) <= 64 &&
+		    ((v[0] >= 'A' && v[0] <= 'Z') || v[0] == '_');
+		for (const char *q = v; ok && *q; q++)
+			ok = (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
+		if (!ok)
+			REFUSE("%s:%u: placeholder_env must be an upper-case variable name, with "
+			    "model_connection", name, line);
+		for (size_t i = 0; i < p->env_allowlist.n; i++)
+			if (strcmp(p->env_allowlist.v[i], v) == 0)
+				REFUSE("%s:%u: placeholder_env %s is set by egress-exec: it cannot also "
+				    "be in env_allowlist", name, line, v);
+		if ((p->placeholder_env = strdup(v)) == NULL) {
+			*why = REASON_INTERNAL_ERROR;
+			snprintf(err, errlen, "%s: out of memory", name);
+			goto fail;
+		}
 	}
 
 	sec = conf_find_section(c, "ceilings");

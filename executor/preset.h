@@ -34,6 +34,8 @@ struct preset {
 	char *prompt_flag;          /* for argument transport ("--prompt"), else NULL */
 	enum preset_net network;
 	char *model_connection;     /* for model_only: connection name in the trusted file */
+	char *placeholder_env;      /* with model_connection: the variable the worker gets a
+	                               random per-run placeholder in (never a real value) */
 	struct strlist env_allowlist;
 	struct ceilings ceilings;
 };

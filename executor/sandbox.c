@@ -440,7 +440,8 @@ sb_is_ca_var(const char *kv)
 }
 
 static char **
-sb_envp(const struct sandbox_spec *s, const char *proxy_url, bool with_ca)
+sb_envp(const struct sandbox_spec *s, const char *proxy_url, bool with_ca,
+    const char *placeholder_kv)
 {
 	size_t n = 0, k = 0;
 	char **e;
@@ -449,11 +450,14 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url, bool with_ca)
 		n++;
 	if (n > EGRESS_ENV_VARS_MAX)
 		return NULL;
-	e = calloc(n + 8 + EGRESS_NELEM(sb_ca_vars), sizeof(*e));
+	e = calloc(n + 9 + EGRESS_NELEM(sb_ca_vars), sizeof(*e));
 	if (e == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (sb_is_proxy_var(s->envp[i]) || (with_ca && sb_is_ca_var(s->envp[i])))
+			continue;
+		if (placeholder_kv != NULL && strncmp(s->envp[i], placeholder_kv,
+		    (size_t)(strchr(placeholder_kv, '=') - placeholder_kv) + 1) == 0)
 			continue;
 		e[k++] = (char *)(uintptr_t)s->envp[i];
 	}
@@ -472,12 +476,14 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url, bool with_ca)
 	if (with_ca)
 		for (size_t i = 0; i < EGRESS_NELEM(sb_ca_vars); i++)
 			e[k++] = (char *)(uintptr_t)sb_ca_vars[i];
+	if (placeholder_kv != NULL)
+		e[k++] = (char *)(uintptr_t)placeholder_kv;
 	e[k] = NULL;
 	return e;
 }
 
 static void
-sb_envp_free(char **e, const struct sandbox_spec *s)
+sb_envp_free(char **e, const struct sandbox_spec *s, const char *placeholder_kv)
 {
 	if (e == NULL)
 		return;
@@ -487,6 +493,7 @@ sb_envp_free(char **e, const struct sandbox_spec *s)
 			from_spec = e[i] == s->envp[j];
 		for (size_t j = 0; j < EGRESS_NELEM(sb_ca_vars) && !from_spec; j++)
 			from_spec = e[i] == sb_ca_vars[j];
+		from_spec = from_spec || e[i] == placeholder_kv;   /* freed by the caller */
 		if (!from_spec && strncmp(e[i], "NO_PROXY=", 9) != 0 &&
 		    strncmp(e[i], "no_proxy=", 9) != 0)
 			free(e[i]);
@@ -634,6 +641,7 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 	const char *control = NULL;
 	char **argv = NULL, **envp = NULL;
 	char *run_ca_cert = NULL, *run_ca_key = NULL;
+	char *placeholder_kv = NULL;        /* "NAME=egress-placeholder-<hex>" */
 	int syncp[2] = { -1, -1 }, repp[2] = { -1, -1 }, statp[2] = { -1, -1 };
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
 	int pidfd = -1, wstatus = 0, rc = -1, idmap_fd = -1, link_ns = -1, listen_fd = -1;
@@ -793,6 +801,19 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 		}
 		child.ms.run_ca_pem = run_ca_cert;
 		child.wipe = run_ca_key;
+		/* The worker's stand-in for the credential: random per run, useless anywhere
+		 * but in the intercepted credential header egressd replaces. */
+		if (spec->placeholder_env != NULL) {
+			unsigned char prnd[16];
+			char hex[sizeof(prnd) * 2 + 1];
+			if (getrandom(prnd, sizeof(prnd), 0) != (ssize_t)sizeof(prnd) ||
+			    (hex_encode(prnd, sizeof(prnd), hex), asprintf(&placeholder_kv,
+			    "%s=egress-placeholder-%s", spec->placeholder_env, hex)) < 0) {
+				placeholder_kv = NULL;
+				sb_fail(res, REASON_INTERNAL_ERROR, "placeholder: %s", strerror(errno));
+				goto teardown;
+			}
+		}
 	}
 	child.ps.uid = spec->uid;
 	child.ps.gid = spec->gid;
@@ -858,8 +879,10 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 			goto teardown;
 		}
 		veth_made = true;
+		struct egressd_grant_model gm = { spec->connection, run_ca_cert, run_ca_key,
+			placeholder_kv != NULL ? strchr(placeholder_kv, '=') + 1 : NULL };
 		grc = egressd_grant_create_fd(control, spec->principal ? spec->principal : run_id,
-		    spec->connection, run_ca_cert, run_ca_key, spec->allowlist, listen_fd, link.host_if,
+		    spec->connection != NULL ? &gm : NULL, spec->allowlist, listen_fd, link.host_if,
 		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, listen, err,
 		    sizeof(err));
 		/* egressd holds its own copy now (or refused it): ours is not needed. */
@@ -877,7 +900,7 @@ sandbox_run_inner(const struct sandbox_spec *spec, struct sandbox_result *res)
 		attest_network_granted(res->attestation, link.host_if, res->grant_id);
 	}
 	envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? proxy_url : NULL,
-	    run_ca_cert != NULL);
+	    run_ca_cert != NULL, placeholder_kv);
 	if (envp == NULL) {
 		sb_fail(res, REASON_INTERNAL_ERROR, "environment too large");
 		goto teardown;
@@ -1136,7 +1159,8 @@ teardown:
 	free(out.buf);
 	free(errc.buf);
 	free(argv);
-	sb_envp_free(envp, spec);
+	sb_envp_free(envp, spec, placeholder_kv);
+	free(placeholder_kv);
 	free(run_ca_cert);
 	if (run_ca_key != NULL) {
 		secret_wipe(run_ca_key, strlen(run_ca_key));

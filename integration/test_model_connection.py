@@ -35,10 +35,12 @@ ZONE = {
     "model.lab.test": {"A": [MODEL_ADDR]},
     "badcert.lab.test": {"A": [BAD_ADDR]},
     "other.lab.test": {"A": [OTHER_ADDR]},
+    "origin.lab.test": {"A": [lab.HTTP_ORIGIN]},
 }
 KEY = "sk-lab-REAL-0f1e2d3c4b5a"
-PLACEHOLDER = "egress-placeholder-7c9e1f"
-GRANT = ["https://model.lab.test", "https://badcert.lab.test", "https://other.lab.test"]
+PLACEHOLDER = "egress-placeholder-7c9e1f0a"
+GRANT = ["https://model.lab.test", "https://badcert.lab.test", "https://other.lab.test",
+         "http://origin.lab.test"]
 
 
 def setup_egressd(L, labca, runca):
@@ -66,7 +68,8 @@ def setup_egressd(L, labca, runca):
     r = d.control({"op": "grant.create", "listen": w.listen(), "interface": w.host_if,
                    "grant": {"principal": "w1-model", "allow": GRANT,
                              "connection": "model", "limits": {"lifetime_s": 600}},
-                   "intercept_ca": {"cert": cert, "key": key}})
+                   "intercept_ca": {"cert": cert, "key": key},
+                   "credential_placeholder": PLACEHOLDER})
     check(r.get("ok"), "grant.create %s" % r)
     return d
 
@@ -196,6 +199,27 @@ def t_inner_host_mismatch(L, d, origin, runca):
     wait_decision(d, lambda x: x.get("reason") == "inner_host_mismatch")
 
 
+def t_placeholder_misdirected(L, d, origin, runca):
+    """The placeholder sent anywhere egressd reads in clear but the intercepted credential
+    header is refused: a granted plain-HTTP origin, and inside the interception."""
+    before = L.count("http80")
+    r = L.http(0, "GET", "http://origin.lab.test/", headers=[("Authorization",
+                                                            "Bearer " + PLACEHOLDER)])
+    check(r.status == 403 and r.egress_reason == "credential_misdirected", "%r" % r)
+    check(L.count("http80") == before, "the origin saw the placeholder")
+    # twin: the same request without it passes
+    r = L.http(0, "GET", "http://origin.lab.test/")
+    check(r.status == 200, "%r" % r)
+    n = len(origin.heads)
+    t = tls_through(L, "model.lab.test:443", "model.lab.test", runca.cert)
+    t.sendall(b"GET /v1/stream?k=%s HTTP/1.1\r\nHost: model.lab.test\r\n\r\n"
+              % PLACEHOLDER.encode())
+    out = read_all(t)
+    t.close()
+    check(b"credential_misdirected" in out, "got %r" % out)
+    check(len(origin.heads) == n, "the origin saw the request")
+
+
 def t_bad_origin_cert(L, d, bad, runca):
     t = tls_through(L, "badcert.lab.test:443", "badcert.lab.test", runca.cert)
     t.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: badcert.lab.test\r\n\r\n")
@@ -269,7 +293,8 @@ def t_grant_refusals(L, d, runca):
 
 SANDBOX_SCRIPT = r"""
 set -u
-curl -sS -N --max-time 15 -H "x-api-key: placeholder-from-worker" \
+echo "PH=$MODEL_API_KEY"
+curl -sS -N --max-time 15 -H "x-api-key: $MODEL_API_KEY" \
     https://model.lab.test/v1/stream > /tmp/model.out 2>&1
 echo "CURL_RC=$?"
 grep -c 'data: {"n": 4}' /tmp/model.out | sed 's/^/EVENTS=/'
@@ -301,6 +326,7 @@ def t_sandbox(L, d, origin, conns):
         preset = ("[preset]\nname = model-shell\nexecutable = /bin/sh\nargv = sh\n"
                   "argv = -s\nprompt_transport = stdin\n"
                   "network_policy = model_only\nmodel_connection = model\n"
+                  "placeholder_env = MODEL_API_KEY\n"
                   "[ceilings]\nwall_seconds = 60\ncpu_millicores = 1000\n"
                   "memory_bytes = 256M\ndisk_bytes = 64M\nprocesses = 64\n"
                   "output_bytes = 64K\n")
@@ -323,6 +349,7 @@ def t_sandbox(L, d, origin, conns):
             p.returncode, p.stderr.decode(errors="replace")[-800:], stdout[-800:]))
         check("CURL_RC=0" in stdout and "EVENTS=1" in stdout, "worker output %r" % stdout)
         check("SSL_CERT_FILE=/etc/egress/ca-bundle.pem" in stdout, stdout)
+        check("PH=egress-placeholder-" in stdout, "placeholder %r" % stdout[:200])
         check("SCAN_DONE" in stdout and "FOUND:/tmp/canary" in stdout,
               "the scan does not work: %r" % stdout)
         leaks = [x for x in stdout.splitlines() if x.startswith("FOUND:") and
@@ -358,6 +385,7 @@ def main():
                 ("python_urllib", t_python, (origin, runca)),
                 ("node20", t_node, (origin, runca)),
                 ("inner_host_mismatch", t_inner_host_mismatch, (origin, runca)),
+                ("placeholder_misdirected", t_placeholder_misdirected, (origin, runca)),
                 ("origin_bad_certificate_502", t_bad_origin_cert, (bad, runca)),
                 ("opaque_sni_mismatch", t_sni_mismatch, (other, labca)),
                 ("not_bound_stays_opaque", t_not_bound_opaque, (other, labca, runca)),

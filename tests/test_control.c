@@ -199,6 +199,19 @@ test_intercept_ca(void **state)
 	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
 	    "\"grant\":" GRANT_CONN ",\"intercept_ca\":{\"cert\":\"C\",\"key\":1}}",
 	    "malformed");
+	assert_int_equal(dec("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\","
+	    "\"interface\":\"lo\",\"grant\":" GRANT_CONN ",\"credential_placeholder\":"
+	    "\"egress-placeholder-0123456789abcdef\"}"), 0);
+	assert_string_equal(r.placeholder, "egress-placeholder-0123456789abcdef");
+	control_req_clear(&r);
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_CONN ",\"credential_placeholder\":\"short\"}", "malformed");
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_CONN ",\"credential_placeholder\":\"has space in it 0123\"}",
+	    "malformed");
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_OK ",\"credential_placeholder\":\"egress-placeholder-0123456789\"}",
+	    "malformed");
 #undef GRANT_CONN
 }
 
