@@ -73,6 +73,7 @@ fuzz: deps
 
 bench: build
 	sh bench/run.sh $(BUILD)
+	sh bench/model.sh $(BUILD)
 
 valgrind: deps
 	cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug >/dev/null
