@@ -804,10 +804,16 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 	char err[256];
 	ssize_t w;
 
-	if (lg->g->connection[0] != '\0')
+	if (lg->g->connection[0] != '\0') {
 		conn = connections_find(s->d->cfg->conns, lg->g->connection);
-	if (conn != NULL && conn->apply != CONN_APPLY_NONE &&
-	    connection_covers(conn, &s->req.host, s->req.port)) {
+		/* A reload removed the connection (or its credential): the grant's tunnels can
+		 * no longer be told apart, and none may fall back to opaque. */
+		if (conn == NULL || conn->apply == CONN_APPLY_NONE || s->d->cfg->origin_ctx == NULL) {
+			session_refuse(s, REASON_CONNECTION_UNAVAILABLE);
+			return true;
+		}
+	}
+	if (conn != NULL && connection_covers(conn, &s->req.host, s->req.port)) {
 		struct mitm_opts o;
 		json_t *base = decision_fields(s, true, REASON_ALLOWED);
 
@@ -815,14 +821,14 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.server_ctx = ca != NULL ? mitm_ca_server_ctx(ca, &s->req.host, err,
 		    sizeof(err)) : NULL;
 		/* Never opaque, never without the credential: refuse instead. */
-		if (npending > 0 || o.server_ctx == NULL || s->d->cfg->origin_ctx == NULL ||
-		    base == NULL) {
+		if (npending > 0 || o.server_ctx == NULL || base == NULL) {
 			if (o.server_ctx == NULL)
 				log_warnx("conn %llu: no leaf for %s: %s", (unsigned long long)s->id,
 				    s->req.host.name, ca != NULL ? err : "no interception CA");
 			SSL_CTX_free(o.server_ctx);
 			json_decref(base);
-			session_refuse(s, npending > 0 ? REASON_TLS_EXPECTED : REASON_INTERNAL_ERROR);
+			session_refuse(s, npending > 0 ? REASON_TLS_EXPECTED : ca == NULL ?
+			    REASON_CONNECTION_UNAVAILABLE : REASON_INTERNAL_ERROR);
 			return true;
 		}
 		o.base = s->d->base;
@@ -835,7 +841,10 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.conn = conn;
 		o.client_ctx = s->d->cfg->origin_ctx;
 		o.grant = lg->g;
-		o.override = &s->d->cfg->allow_special;
+		/* No operator override for redirects inside: the configuration may be replaced
+		 * by a reload while the tunnel lives (a special-class literal then needs the
+		 * grant's own allow_address: stricter, never looser). */
+		o.override = NULL;
 		o.idle_ms = s->d->cfg->idle_timeout_ms;
 		o.bytes_total = &s->lg->bytes;
 		o.bytes_limit = s->lg->g->max_bytes;
@@ -1499,6 +1508,15 @@ authorize(struct session *s)
 		    (unsigned long long)s->id, s->req.host.name);
 		session_refuse(s, REASON_CREDENTIAL_MISDIRECTED);
 		return;
+	}
+	/* A grant naming a model connection that a reload removed: refused before anything
+	 * opens upstream (start_tunnel checks again, a reload may come in between). */
+	if (g->connection[0] != '\0' && s->req.method == HTTP_CONNECT) {
+		const struct connection *c = connections_find(s->d->cfg->conns, g->connection);
+		if (c == NULL || c->apply == CONN_APPLY_NONE || s->d->cfg->origin_ctx == NULL) {
+			session_refuse(s, REASON_CONNECTION_UNAVAILABLE);
+			return;
+		}
 	}
 	if (!grant_allows(g, s->req.scheme, &s->req.host, s->req.port, NULL)) {
 		session_refuse(s, s->req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :

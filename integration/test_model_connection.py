@@ -359,6 +359,20 @@ def t_sandbox(L, d, origin, conns):
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
+def t_reload_drops_connection(L, d):
+    """A reload that removes the connections file: the grant that names one can no longer
+    be served as intercepted, and nothing falls back to opaque (connection_unavailable)."""
+    for k in ("connections", "origin_ca_file"):
+        d.settings.pop(k, None)
+    d.write_config()
+    r = d.control({"op": "reload"})
+    check(r.get("ok"), "reload %s" % r)
+    with L.no_origin_connection():
+        r = L.connect(0, "model.lab.test:443")
+        check(r.status == 503 and r.egress_reason == "connection_unavailable", "%r" % r)
+        r.close()
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressctl")
@@ -394,6 +408,7 @@ def main():
                 ("sandbox_run_ca_and_no_key_inside", t_sandbox,
                  (origin, os.path.join(L.workdir, "trusted-models.ini")))):
             res.run(name, fn, L, d, *args)
+        res.run("reload_drops_connection", t_reload_drops_connection, L, d)
         res.run("egressd_clean_exit", stop_clean, d)
         for o in (origin, bad, other):
             o.stop()
