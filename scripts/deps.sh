@@ -8,7 +8,7 @@ BUILD="build-essential cmake pkg-config clang llvm
  libmnl-dev libjansson-dev libidn2-dev libpsl-dev liburiparser-dev libcap-ng-dev
  libproxy-dev libkrb5-dev libcmocka-dev"
 RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git publicsuffix"
-TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user openssl procps psmisc chromium"
+TEST="curl python3 nodejs squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user openssl procps psmisc chromium"
 
 want=""
 for p in $BUILD $RUNTIME $TEST; do
