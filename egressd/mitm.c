@@ -52,6 +52,7 @@ struct mitm {
 	struct event *idle;
 	struct event *closer;            /* ends the tunnel outside the current callback */
 	uint64_t last_us;
+	uint64_t start_us;
 	uint64_t up, down;               /* TLS payload bytes, worker -> origin and back */
 	struct dlog_ticket *ticket;
 	unsigned n;                      /* inner requests so far */
@@ -907,7 +908,15 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 {
 	struct mitm *m = arg;
 
-	if (mono_usec() - m->last_us >= m->o.idle_ms * 1000) {
+	uint64_t now = mono_usec();
+
+	if (m->o.lifetime_ms > 0 && now - m->start_us >= m->o.lifetime_ms * 1000) {
+		if (m->st == M_EXCHANGE)
+			record_close(m, REASON_CLOSE_LIFETIME);
+		end(m, REASON_CLOSE_LIFETIME);
+		return;
+	}
+	if (m->o.idle_ms > 0 && now - m->last_us >= m->o.idle_ms * 1000) {
 		if (m->st == M_EXCHANGE)
 			record_close(m, REASON_CLOSE_IDLE);
 		end(m, REASON_CLOSE_IDLE);
@@ -1013,8 +1022,11 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 	bufferevent_setwatermark(m->ub, EV_WRITE, MITM_HIGH_WATER / 2, 0);
 	bufferevent_enable(m->cb, EV_READ | EV_WRITE);
 	bufferevent_enable(m->ub, EV_READ | EV_WRITE);
-	if (o->idle_ms > 0) {
-		uint64_t step = o->idle_ms / 4 > 0 ? o->idle_ms / 4 : 1;
+	m->start_us = m->last_us;
+	if (o->idle_ms > 0 || o->lifetime_ms > 0) {
+		uint64_t lim = o->idle_ms > 0 && (o->lifetime_ms == 0 || o->idle_ms < o->lifetime_ms) ?
+		    o->idle_ms : o->lifetime_ms;
+		uint64_t step = lim / 4 > 0 ? lim / 4 : 1;
 		struct timeval tv = { (time_t)(step / 1000), (suseconds_t)(step % 1000) * 1000 };
 		event_add(m->idle, &tv);
 	}

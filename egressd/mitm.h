@@ -76,6 +76,7 @@ struct mitm_opts {
 	const struct cidr_set *override;/* the operator's allow_special_address, or NULL */
 	const char *placeholder;        /* the run's credential placeholder, or NULL */
 	uint64_t idle_ms;               /* no byte either way for this long: close */
+	uint64_t lifetime_ms;           /* the tunnel's maximum lifetime (0 = none) */
 	uint64_t *bytes_total;          /* the grant's byte counter (may be NULL) */
 	uint64_t bytes_limit;           /* 0 = none */
 	mitm_done_cb done;

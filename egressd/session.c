@@ -846,6 +846,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		 * grant's own allow_address: stricter, never looser). */
 		o.override = NULL;
 		o.idle_ms = s->d->cfg->idle_timeout_ms;
+		o.lifetime_ms = s->d->cfg->tunnel_max_lifetime_ms;
 		o.bytes_total = &s->lg->bytes;
 		o.bytes_limit = s->lg->g->max_bytes;
 		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;

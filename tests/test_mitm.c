@@ -32,6 +32,7 @@
 #include "egressd/mitmca.h"
 
 static char dir[] = "/tmp/egress-mitm-XXXXXX";
+static uint64_t lifetime_ms;            /* mitm_opts.lifetime_ms of the next run */
 static const char secret[] = "sk-REAL-KEY-42";
 static const char placeholder[] = "egress-placeholder-0123456789abcdef";
 
@@ -350,6 +351,7 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	o.grant = w->grant;
 	o.placeholder = placeholder;
 	o.idle_ms = 5000;
+	o.lifetime_ms = lifetime_ms;
 	o.done = on_done;
 	o.arg = &r->done;
 	m = mitm_start(cs[0], os[0], tmo, sizeof(tmo) - 1, &o);
@@ -455,12 +457,29 @@ test_refusals(void **state)
 	assert_int_equal(r.origin.requests, 0);
 }
 
+/* The tunnel's maximum lifetime holds inside an interception too. */
+static void
+test_lifetime(void **state)
+{
+	struct world *w = *state;
+	static struct run r;
+
+	lifetime_ms = 30;       /* the stream takes ~60 ms */
+	run(w, &r, REQ("GET", "/v1/stream", ""), 1, "api.example.com", w->run_cert);
+	lifetime_ms = 0;
+	assert_int_equal(r.done.calls, 1);
+	assert_int_equal(r.done.why, REASON_CLOSE_LIFETIME);
+	assert_null(strstr(r.worker.resp[0], "data: event 2"));
+	assert_non_null(strstr(r.log, "\"reason\":\"lifetime_exceeded\""));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sse_keepalive),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_lifetime),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (getenv("MITM_DEBUG") != NULL)
