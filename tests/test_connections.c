@@ -292,6 +292,24 @@ test_grant_and_config(void **state)
 	if (cfg == NULL)
 		fail_msg("%s", err);
 	assert_non_null(cfg->mitm_ca);
+	/* twins: a CA that fails to load stops the start-up with the reason */
+	{
+		char bad[1024];
+		const char *junk = put("junk.pem", "not a certificate\n", 0644);
+		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
+		    "intercept_ca_cert = %s\nintercept_ca_key = %s/ca.key\n", junk, dir);
+		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
+		assert_non_null(strstr(err, "intercept_ca_cert"));
+		assert_non_null(strstr(err, "not a PEM X.509 certificate"));
+		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
+		    "intercept_ca_cert = %s/ca.pem\n", dir);
+		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
+		assert_non_null(strstr(err, "go together"));
+		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
+		    "origin_ca_file = /etc/ssl/certs/ca-certificates.crt\n");
+		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
+		assert_non_null(strstr(err, "only for connections"));
+	}
 	assert_non_null(cfg->origin_ctx);
 	assert_string_equal(cfg->grants[0].grant->connection, "m");
 	j = grant_to_json(cfg->grants[0].grant);
