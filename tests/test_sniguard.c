@@ -142,8 +142,8 @@ test_verdicts(void **state)
 	n = hello("api.example.com", buf, sizeof(buf));
 	r = run(buf, 0, 0, true, 2000, NULL, 0, NULL);
 	assert_int_equal(r.r, REASON_CLOSE_CLIENT);
-	r = run(buf, n, 10, false, 200, NULL, 0, NULL);
-	/* the rest arrives after ~90 ms, within the 200 ms: allowed */
+	r = run(buf, n, 10, false, 2000, NULL, 0, NULL);
+	/* the rest arrives later, within the deadline: allowed */
 	assert_int_equal(r.r, REASON_ALLOWED);
 	r = run(buf, 10, 10, false, 100, NULL, 0, NULL);
 	assert_int_equal(r.r, REASON_HEADER_TIMEOUT);
