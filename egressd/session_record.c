@@ -218,6 +218,12 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
 	json_object_set_new(o, "duration_us",
 	    json_integer((json_int_t)(mono_usec() - s->se_tunnel_start_us)));
+	if (s->se_sni_checked) {
+		/* an opaque tunnel to port 443 whose ClientHello was checked (sniguard.h) */
+		json_object_set_new(o, "tls", json_boolean(s->se_tls_seen));
+		json_object_set_new(o, "sni", s->se_sni_name[0] != '\0' ?
+		    json_string(s->se_sni_name) : json_null());
+	}
 	return o;
 }
 
