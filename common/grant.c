@@ -172,23 +172,6 @@ parse_limits(const json_t *obj, struct grant *g, char *err, size_t errlen)
 	return 0;
 }
 
-/* A connection name: 1-EGRESS_CONNECTION_NAME_MAX of [A-Za-z0-9._-]. */
-static bool
-connection_label_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > EGRESS_CONNECTION_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
-}
-
 struct grant *
 grant_from_json(const json_t *obj, char *err, size_t errlen)
 {
@@ -254,7 +237,8 @@ grant_from_json(const json_t *obj, char *err, size_t errlen)
 		} else if (strcmp(key, "connection") == 0) {
 			const char *s = json_cstr(v);
 
-			if (s == NULL || !connection_label_valid(s)) {
+			/* a connection name: 1-EGRESS_CONNECTION_NAME_MAX of [A-Za-z0-9._-] */
+			if (!label_valid(s, EGRESS_CONNECTION_NAME_MAX)) {
 				errbuf_set(err, errlen, 0, "connection: must be a connection name, 1-%d "
 				    "characters of [A-Za-z0-9._-]", EGRESS_CONNECTION_NAME_MAX);
 				goto fail;

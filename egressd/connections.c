@@ -34,17 +34,7 @@ conn_apply_str(enum conn_apply a)
 bool
 connection_name_valid(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n > EGRESS_CONNECTION_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
+	return label_valid(s, EGRESS_CONNECTION_NAME_MAX);
 }
 
 /* RFC 9110 token characters. */
