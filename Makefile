@@ -102,6 +102,7 @@ bench-deps:
 bench: bench-deps build
 	sh bench/run.sh $(BUILD)
 	sh bench/collector.sh $(BUILD)
+	sh bench/model.sh $(BUILD)
 
 # Quick run (< 3 min): one round, small counts; prints the table, does not touch the docs.
 bench-quick: bench-deps build

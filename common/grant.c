@@ -234,6 +234,16 @@ grant_from_json(const json_t *obj, char *err, size_t errlen)
 		} else if (strcmp(key, "limits") == 0) {
 			if (parse_limits(v, g, err, errlen) != 0)
 				goto fail;
+		} else if (strcmp(key, "connection") == 0) {
+			const char *s = json_cstr(v);
+
+			/* a connection name: 1-EGRESS_CONNECTION_NAME_MAX of [A-Za-z0-9._-] */
+			if (!label_valid(s, EGRESS_CONNECTION_NAME_MAX)) {
+				errbuf_set(err, errlen, 0, "connection: must be a connection name, 1-%d "
+				    "characters of [A-Za-z0-9._-]", EGRESS_CONNECTION_NAME_MAX);
+				goto fail;
+			}
+			memcpy(g->connection, s, strlen(s) + 1);
 		} else {
 			/* Unknown keys are errors: a misspelt restriction must not vanish. */
 			errbuf_set(err, errlen, 0, "grant: unknown key \"%.64s\"", key);
@@ -320,6 +330,10 @@ grant_to_json(const struct grant *g)
 		limits = NULL;
 		goto fail;
 	}
+	limits = NULL;
+	if (g->connection[0] != '\0' &&
+	    json_object_set_new(o, "connection", json_string(g->connection)) != 0)
+		goto fail;
 	return o;
 fail:
 	/* json_object_set_new steals its value even on failure, hence the NULLing above. */

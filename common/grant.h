@@ -11,12 +11,16 @@
  *   { "principal": "run-1a2b", "allow": ["https://api.example.com", "tcp://git.example:22"],
  *     "allow_address": ["198.51.100.0/24"], "pinning": "preferred"|"required",
  *     "credential_origin": ["https://api.example.com"],
- *     "limits": { "connections": 64, "bytes": 1073741824, "lifetime_s": 3600 } }
+ *     "limits": { "connections": 64, "bytes": 1073741824, "lifetime_s": 3600 },
+ *     "connection": "anthropic" }
  * Unknown keys are errors. Missing limits take the defaults below (0 = unlimited only for
  * bytes; lifetime 0 = no expiry, allowed only for static grants from egressd.ini: the
  * control socket must refuse lifetime_s 0 itself, this parser cannot tell the two apart).
  * "principal" and "allow" are required ("allow" may be empty: such a grant admits nothing);
- * the rest is optional. Ranges: connections 1..EGRESS_GRANT_CONNECTIONS_MAX, bytes
+ * the rest is optional. "connection" names a model connection of egressd's connections
+ * file (1-64 of [A-Za-z0-9._-]); only the name travels, never a credential: egressd resolves
+ * it at grant.create and refuses an unknown one (docs/model-connections.md). grant_to_json
+ * writes "connection" only when the grant names one. Ranges: connections 1..EGRESS_GRANT_CONNECTIONS_MAX, bytes
  * 0..INT64_MAX, lifetime_s 0..EGRESS_GRANT_LIFETIME_MAX_S, all JSON integers. "allow" and
  * "credential_origin" hold at most EGRESS_GRANT_ENTRIES_MAX entries (common/pattern syntax;
  * credential_origin only https:// and http://), allow_address at most
@@ -50,6 +54,7 @@ struct grant {
 	uint32_t max_connections;
 	uint64_t max_bytes;        /* 0 = unlimited */
 	uint32_t lifetime_s;       /* 0 = no expiry */
+	char connection[EGRESS_CONNECTION_NAME_MAX + 1]; /* model connection; "" = none */
 };
 
 /* Parse and validate; a new grant (free with grant_free), or NULL with err ("allow[2]:

@@ -44,6 +44,20 @@
 #define EGRESS_GRANT_STATE_MAX     (1024 * 1024) /* bytes of egressd's static-grant journal */
 #define EGRESS_GRANT_STATE_ENTRIES_MAX 4096 /* static grants it remembers */
 
+/* Model connections (egressd/connections, egressd/mitm; docs/model-connections.md) */
+#define EGRESS_CONNECTION_NAME_MAX 64    /* [connection NAME] label */
+#define EGRESS_CONNECTIONS_MAX     64    /* connections in one file */
+#define EGRESS_CONNECTION_RULES_MAX 64   /* allow_method / allow_path / destination entries */
+#define EGRESS_CREDENTIAL_MAX      4096  /* one connection's secret, in bytes */
+#define EGRESS_HEADER_NAME_MAX     64    /* credential_header field name */
+#define EGRESS_CLIENTHELLO_MAX     16384 /* ClientHello bytes peeked before a tunnel (one
+                                            TLS record's plaintext limit, 2^14) */
+#define EGRESS_CLIENTHELLO_WAIT_MS 10000 /* time a client gets to send its ClientHello */
+#define EGRESS_ALPN_MAX            8     /* ALPN protocol names kept from a ClientHello */
+#define EGRESS_LEAF_CACHE_MAX      256   /* minted leaf certificates kept per CA */
+#define EGRESS_PLACEHOLDER_MAX     128   /* a run's credential placeholder */
+#define EGRESS_PLACEHOLDER_MIN     16
+
 /* Control protocol (unix socket, newline-delimited JSON) */
 #define EGRESS_CONTROL_LINE_MAX    65536
 #define EGRESS_CONTROL_CLIENTS_MAX 32

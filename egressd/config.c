@@ -11,12 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/addr.h"
 #include "common/conf.h"
 #include "common/host.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/connections.h"
+#include "egressd/mitm.h"
+#include "egressd/mitmca.h"
 #include "egressd/resolve.h"
 
 static const struct conf_key config_schema[] = {
@@ -53,6 +57,10 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "proxy_ca_file", 0 },
 	{ "egressd", "upstream_timeout", 0 },
 	{ "egressd", "splice", 0 },
+	{ "egressd", "connections", 0 },
+	{ "egressd", "intercept_ca_cert", 0 },
+	{ "egressd", "intercept_ca_key", 0 },
+	{ "egressd", "origin_ca_file", 0 },
 	{ "listener *", "listen", CONF_REQUIRED },
 	{ "listener *", "grant", CONF_REQUIRED },
 	{ "grant *", "allow", CONF_LIST },
@@ -62,6 +70,7 @@ static const struct conf_key config_schema[] = {
 	{ "grant *", "connections", 0 },
 	{ "grant *", "bytes", 0 },
 	{ "grant *", "lifetime", 0 },
+	{ "grant *", "model_connection", 0 },
 };
 
 #define HOUR_MS (3600ULL * 1000)
@@ -142,6 +151,10 @@ config_free(struct egressd_config *c)
 		grant_free(c->grants[i].grant);
 	}
 	free(c->grants);
+	free(c->connections_path);
+	connections_free(c->conns);
+	mitm_ca_free(c->mitm_ca);
+	SSL_CTX_free(c->origin_ctx);
 	free(c);
 }
 
@@ -316,10 +329,22 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct c
 	    json_object_set_new(obj, "limits", json_incref(limits)) != 0) {
 		json_decref(obj);
 		json_decref(limits);
+	if ((pin = conf_get(cf, sec, "model_connection", NULL)) != NULL &&
+	    json_object_set_new(obj, "connection", json_string(pin)) != 0) {
+		json_decref(obj);
+		ce->oom = true;
+		return -1;
+	}
 		ce->oom = true;
 		return -1;
 	}
 	json_decref(limits);
+	if ((pin = conf_get(cf, sec, "model_connection", NULL)) != NULL &&
+	    json_object_set_new(obj, "connection", json_string(pin)) != 0) {
+		json_decref(obj);
+		ce->oom = true;
+		return -1;
+	}
 	out->grant = grant_from_json(obj, gerr, sizeof(gerr));
 	json_decref(obj);
 	if (out->grant == NULL) {
@@ -543,6 +568,84 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 		cerr_raw(ce, conf_line(cf, i, "splice"), e1);
 	else
 		c->splice = b;
+	if ((s = conf_get(cf, i, "connections", &line)) != NULL) {
+		if (s[0] != '/') {
+			cerr_add(ce, line, "connections: an absolute path");
+		} else {
+			c->connections_path = cdup(ce, s);
+			/* Credential files are root-only: read here, as root, before the drop
+			 * (a reload after the drop cannot read them and fails whole). */
+			c->conns = connections_load(s, geteuid() == 0, e1, sizeof(e1));
+			if (c->conns == NULL)
+				cerr_add(ce, line, "connections: %s", e1);
+		}
+		/* Intercepted origins are verified against the host trust store (or the file
+		 * named here: labs, private CAs). */
+		s = conf_get(cf, i, "origin_ca_file", &line);
+		c->origin_ctx = mitm_client_ctx(s, e1, sizeof(e1));
+		if (c->origin_ctx == NULL)
+			cerr_add(ce, s != NULL ? line : conf_line(cf, i, "connections"),
+			    "origin_ca_file: %s", e1);
+	} else if (conf_get(cf, i, "origin_ca_file", &line) != NULL) {
+		cerr_add(ce, line, "origin_ca_file is only for connections");
+	}
+	{
+		const char *cert = conf_get(cf, i, "intercept_ca_cert", &line);
+		const char *key = conf_get(cf, i, "intercept_ca_key", NULL);
+
+		if ((cert == NULL) != (key == NULL)) {
+			cerr_add(ce, line ? line : conf_line(cf, i, "intercept_ca_key"),
+			    "intercept_ca_cert and intercept_ca_key go together");
+		} else if (cert != NULL) {
+			c->mitm_ca = mitm_ca_load(cert, key, geteuid() == 0, e1, sizeof(e1));
+			if (c->mitm_ca == NULL)
+				cerr_add(ce, line, "intercept_ca_cert: %s", e1);
+		}
+	}
+}
+
+const char *
+conn_check_code(enum conn_check k)
+{
+	switch (k) {
+	case CONN_CHECK_UNKNOWN:         return "unknown_connection";
+	case CONN_CHECK_NO_DESTINATIONS: return "connection_without_destinations";
+	case CONN_CHECK_NO_CREDENTIAL:   return "connection_without_credential";
+	case CONN_CHECK_OK:              break;
+	}
+	return "ok";
+}
+
+enum conn_check
+config_check_connection(const struct egressd_config *c, const struct grant *g, char *err,
+    size_t errlen)
+{
+	const struct connection *conn;
+
+	if (g->connection[0] == '\0')
+		return CONN_CHECK_OK;
+	if (c->conns == NULL) {
+		snprintf(err, errlen, "connection '%s': egressd has no connections file "
+		    "([egressd] connections = PATH)", g->connection);
+		return CONN_CHECK_UNKNOWN;
+	}
+	conn = connections_find(c->conns, g->connection);
+	if (conn == NULL) {
+		snprintf(err, errlen, "connection '%s' is not in %s", g->connection,
+		    c->conns->path);
+		return CONN_CHECK_UNKNOWN;
+	}
+	if (conn->ndest == 0) {
+		snprintf(err, errlen, "connection '%s' in %s has no destinations", g->connection,
+		    c->conns->path);
+		return CONN_CHECK_NO_DESTINATIONS;
+	}
+	if (conn->apply == CONN_APPLY_NONE) {
+		snprintf(err, errlen, "connection '%s' in %s has no credential_file: there is "
+		    "nothing for egressd to apply", g->connection, c->conns->path);
+		return CONN_CHECK_NO_CREDENTIAL;
+	}
+	return CONN_CHECK_OK;
 }
 
 static struct egressd_config *
@@ -625,6 +728,20 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		if (load_grant(cf, i, &c->grants[c->ngrants], ce) != 0)
 			continue;
 		c->ngrants++;
+		{
+			/* model_connection: resolved against this configuration's connections file,
+			 * and a static grant has no run CA: the operator's must be configured. */
+			const struct grant *g = c->grants[c->ngrants - 1].grant;
+			unsigned mline = conf_line(cf, i, "model_connection");
+			char e2[512];
+
+			if (config_check_connection(c, g, e2, sizeof(e2)) != CONN_CHECK_OK)
+				cerr_add(ce, mline, "[grant %s] model_connection: %s", label, e2);
+			else if (g->connection[0] != '\0' && c->mitm_ca == NULL)
+				cerr_add(ce, mline, "[grant %s] model_connection: a static grant needs "
+				    "the operator's interception CA (intercept_ca_cert and "
+				    "intercept_ca_key)", label);
+		}
 	}
 	for (size_t i = 0; i < conf_nsections(cf); i++) {
 		if (strncmp(conf_section_name(cf, i), "listener ", 9) != 0)

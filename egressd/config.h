@@ -32,6 +32,10 @@ struct config_listener {
 	unsigned line;
 };
 
+struct connections;
+struct mitm_ca;
+struct ssl_ctx_st;
+
 struct config_grant {
 	char *name;                     /* section label = principal */
 	struct grant *grant;            /* owned */
@@ -73,6 +77,15 @@ struct egressd_config {
 	size_t nlisteners;
 	struct config_grant *grants;
 	size_t ngrants;
+	/* Model connections (docs/model-connections.md): the file and what it held when this
+	 * configuration was loaded, credentials included (a reload replaces both whole). */
+	char *connections_path;         /* NULL = no connections */
+	struct connections *conns;      /* owned */
+	struct mitm_ca *mitm_ca;        /* the operator's interception CA (intercept_ca_cert,
+	                                   intercept_ca_key: root-only), or NULL; owned */
+	struct ssl_ctx_st *origin_ctx;  /* TLS client context for intercepted origins (host
+	                                   trust store, or origin_ca_file); set with
+	                                   connections; owned */
 };
 
 /*
@@ -88,6 +101,19 @@ void config_free(struct egressd_config *c);
 /* The static grant called name, or NULL. */
 const struct config_grant *config_find_grant(const struct egressd_config *c,
     const char *name);
+
+/*
+ * Does grant g's "connection" (if any) name a usable model connection of c? A grant
+ * without one passes. Otherwise the connection must exist, have destinations and a
+ * credential; else the problem in err. conn_check_code gives the control protocol's
+ * error code ("unknown_connection", ...). Used for static grants at load and for
+ * grant.create.
+ */
+enum conn_check { CONN_CHECK_OK = 0, CONN_CHECK_UNKNOWN, CONN_CHECK_NO_DESTINATIONS,
+	CONN_CHECK_NO_CREDENTIAL };
+enum conn_check config_check_connection(const struct egressd_config *c,
+    const struct grant *g, char *err, size_t errlen);
+const char *conn_check_code(enum conn_check k);
 
 /*
  * True when s has the shape of an account name or decimal uid for [egressd] user and -u:

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -139,7 +141,7 @@ start_more(struct connector *c)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	uint64_t now, left = 0;
-	int fd;
+	int fd, one = 1;
 
 	while (c->next < c->n && c->inflight < c->o.max_inflight) {
 		now = mono_usec();
@@ -157,6 +159,11 @@ start_more(struct connector *c)
 			c->res.local_error = true;
 			break;
 		}
+		/* A relay forwards what it reads at once: without TCP_NODELAY the first small
+		 * writes of a tunnel (the TLS ClientHello, the ServerHello's answer) wait for a
+		 * delayed ACK (~40 ms per CONNECT, docs/performance.md). Best effort: a socket
+		 * that refuses it still works. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
 			c->res.err = errno;
 			close(fd);

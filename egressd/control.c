@@ -27,6 +27,7 @@
 #include "egressd/dlog.h"
 #include "egressd/grantstate.h"
 #include "egressd/listener.h"
+#include "egressd/mitmca.h"
 #include "egressd/notify.h"
 #include "common/proxyurl.h"
 #include "egressd/route.h"
@@ -36,10 +37,10 @@
 static const struct {
 	const char *name;
 	enum control_op op;
-	const char *keys[5];        /* allowed keys besides op and id */
+	const char *keys[7];        /* allowed keys besides op and id */
 } control_ops[] = {
 	{ "grant.create", CTL_GRANT_CREATE, { "grant", "listen", "interface", "listen_fd",
-	    NULL } },
+	    "intercept_ca", "credential_placeholder", NULL } },
 	{ "grant.revoke", CTL_GRANT_REVOKE, { "grant_id", NULL } },
 	{ "grant.unrevoke", CTL_GRANT_UNREVOKE, { "grant_id", NULL } },
 	{ "grant.list", CTL_GRANT_LIST, { NULL } },
@@ -86,6 +87,11 @@ control_req_clear(struct control_req *r)
 {
 	json_decref(r->id);
 	grant_free(r->grant);
+	free(r->ca_cert);
+	if (r->ca_key != NULL) {
+		secret_wipe(r->ca_key, strlen(r->ca_key));
+		free(r->ca_key);
+	}
 	memset(r, 0, sizeof(*r));
 }
 
@@ -218,6 +224,46 @@ control_decode(const char *line, size_t len, struct control_req *out, const char
 			snprintf(msg, msglen, "grant: %s", gerr);
 			goto out;
 		}
+		/* "intercept_ca": {"cert": PEM, "key": PEM} — the run CA egress-exec made for
+		 * this grant's model connection (docs/model-connections.md). */
+		v = json_object_get(root, "intercept_ca");
+		if (v != NULL) {
+			json_t *c = json_object_get(v, "cert"), *kv = json_object_get(v, "key");
+			if (!json_is_object(v) || json_object_size(v) != 2 || !json_is_string(c) ||
+			    !json_is_string(kv) || out->grant->connection[0] == '\0') {
+				*code = "malformed";
+				snprintf(msg, msglen, "intercept_ca: {\"cert\": PEM, \"key\": PEM}, "
+				    "only with a grant that names a connection");
+				goto out;
+			}
+			out->ca_cert = strdup(json_string_value(c));
+			out->ca_key = strdup(json_string_value(kv));
+			if (out->ca_cert == NULL || out->ca_key == NULL) {
+				*code = "internal";
+				snprintf(msg, msglen, "out of memory");
+				goto out;
+			}
+		}
+		/* "credential_placeholder": what the worker holds instead of the credential;
+		 * egressd refuses it anywhere but in an intercepted credential header. */
+		v = json_object_get(root, "credential_placeholder");
+		if (v != NULL) {
+			const char *ph = json_is_string(v) ? json_string_value(v) : NULL;
+			size_t pl = ph != NULL ? strlen(ph) : 0;
+			bool ok = ph != NULL && pl >= EGRESS_PLACEHOLDER_MIN &&
+			    pl <= EGRESS_PLACEHOLDER_MAX && out->grant->connection[0] != '\0';
+			for (size_t i = 0; ok && i < pl; i++)
+				ok = (ph[i] >= 'a' && ph[i] <= 'z') || (ph[i] >= 'A' && ph[i] <= 'Z') ||
+				    (ph[i] >= '0' && ph[i] <= '9') || ph[i] == '-' || ph[i] == '_';
+			if (!ok) {
+				*code = "malformed";
+				snprintf(msg, msglen, "credential_placeholder: %d-%d of [A-Za-z0-9_-], "
+				    "only with a grant that names a connection", EGRESS_PLACEHOLDER_MIN,
+				    EGRESS_PLACEHOLDER_MAX);
+				goto out;
+			}
+			memcpy(out->placeholder, ph, pl + 1);
+		}
 		if (out->grant->lifetime_s == 0) {
 			/* A crashed supervisor must not leave authority behind. */
 			*code = "invalid_grant";
@@ -258,6 +304,13 @@ out:
 	if (rc != 0) {
 		grant_free(out->grant);
 		out->grant = NULL;
+		free(out->ca_cert);
+		out->ca_cert = NULL;
+		if (out->ca_key != NULL) {
+			secret_wipe(out->ca_key, strlen(out->ca_key));
+			free(out->ca_key);
+			out->ca_key = NULL;
+		}
 	}
 	json_decref(root);
 	return rc;
@@ -390,6 +443,7 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 	switch (r->op) {
 	case CTL_GRANT_CREATE: {
 		char b[EGRESS_HOSTPORT_MAX + 1];
+		struct mitm_ca *ca = NULL;
 		struct grant *g = *stolen;
 		*stolen = NULL;
 		struct lgrant *lg;
@@ -399,14 +453,53 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 			return control_error(r->id, "malformed", "listen_fd: no file descriptor "
 			    "came with the request");
 		}
+		/* Only a connection's name travels in the grant: resolve it against the
+		 * credentials egressd holds now, refusing before anything is bound. */
+		{
+			enum conn_check k = config_check_connection(d->cfg, g, err, sizeof(err));
+			if (k != CONN_CHECK_OK) {
+				grant_free(g);
+				return control_error(r->id, conn_check_code(k), err);
+			}
+		}
+		/* A connection is applied only inside TLS egressd terminates: a CA must be at
+		 * hand (the run's, or the operator's), else the grant is refused here rather
+		 * than any tunnel falling back to opaque later. */
+		if (g->connection[0] != '\0') {
+			char e2[256];
+			if (r->ca_cert != NULL) {
+				ca = mitm_ca_from_pem(r->ca_cert, strlen(r->ca_cert), r->ca_key,
+				    strlen(r->ca_key), e2, sizeof(e2));
+				if (ca == NULL) {
+					grant_free(g);
+					snprintf(err, sizeof(err), "intercept_ca: %s", e2);
+					return control_error(r->id, "ca_invalid", err);
+				}
+			} else if (d->cfg->mitm_ca == NULL) {
+				grant_free(g);
+				return control_error(r->id, "ca_unavailable", "the grant names a model "
+				    "connection but no interception CA is available: send intercept_ca "
+				    "with the grant, or configure intercept_ca_cert and intercept_ca_key");
+			}
+			if (d->cfg->origin_ctx == NULL) {
+				mitm_ca_free(ca);
+				grant_free(g);
+				return control_error(r->id, "ca_unavailable", "egressd has no origin trust "
+				    "store for intercepted connections (see the start-up log)");
+			}
+		}
 		if (r->listen_fd) {
 			lg = daemon_grant_adopt(d, g, *fdp, r->ifname, &code, err, sizeof(err));
 			*fdp = -1;
 		} else
 			lg = daemon_grant_create(d, g, (const struct sockaddr *)&r->listen,
 			    r->listenlen, r->ifname, &code, err, sizeof(err));
-		if (lg == NULL)
+		if (lg == NULL) {
+			mitm_ca_free(ca);
 			return control_error(r->id, code, err);
+		}
+		lg->ca = ca;
+		memcpy(lg->placeholder, r->placeholder, sizeof(lg->placeholder));
 		log_info("grant.create: %s principal %s on %s dev %s, lifetime %us", lg->id,
 		    lg->g->principal, listener_addr_str(lg->listeners[0], b, sizeof(b)),
 		    r->ifname, lg->g->lifetime_s);

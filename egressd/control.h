@@ -33,6 +33,9 @@ struct control_req {
 	socklen_t listenlen;
 	char ifname[EGRESS_IFNAME_MAX + 1]; /* grant.create */
 	bool listen_fd;                     /* grant.create: the listener came as an fd */
+	char *ca_cert;                      /* grant.create "intercept_ca": the run CA (PEM) */
+	char *ca_key;                       /* ... and its key (PEM; wiped on clear) */
+	char placeholder[EGRESS_PLACEHOLDER_MAX + 1]; /* "credential_placeholder", or "" */
 	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke, grant.unrevoke */
 	enum dest_scheme scheme;            /* route: the destination asked about */
 	struct host host;

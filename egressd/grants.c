@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/listener.h"
+#include "egressd/mitmca.h"
 
 struct grants {
 	struct event_base *base;
@@ -65,6 +66,7 @@ lgrant_unref(struct lgrant *lg)
 	if (lg->expiry != NULL)
 		event_free(lg->expiry);
 	grant_free(lg->g);
+	mitm_ca_free(lg->ca);
 	free(lg);
 }
 

@@ -40,6 +40,8 @@ struct grant_conn {
 #define GRANT_ID_HEX (EGRESS_GRANT_ID_BYTES * 2)
 #define GRANT_LISTENERS_MAX 16
 
+struct mitm_ca;
+
 struct lgrant {
 	unsigned refs;
 	char id[GRANT_ID_HEX + 1];
@@ -62,6 +64,10 @@ struct lgrant {
 	struct grant_conn *conns;
 	struct grants *reg;
 	struct lgrant *next, *prev;
+	struct mitm_ca *ca;              /* the run CA for the grant's model connection
+	                                    (grant.create intercept_ca), or NULL; owned */
+	char placeholder[EGRESS_PLACEHOLDER_MAX + 1]; /* the run's credential placeholder
+	                                    (grant.create credential_placeholder), or "" */
 };
 
 /* An empty registry whose expiry timers run on base; NULL on ENOMEM. */

@@ -128,7 +128,7 @@ host_reason(enum host_err e)
 
 /* Parse the request line [buf, buf+n). */
 static enum reason
-parse_request_line(const char *buf, size_t n, struct http_request *req)
+parse_request_line(const char *buf, size_t n, struct http_request *req, bool origin)
 {
 	const char *sp1 = memchr(buf, ' ', n);
 	if (sp1 == NULL)
@@ -170,6 +170,18 @@ parse_request_line(const char *buf, size_t n, struct http_request *req)
 	req->minor = v[7] - '0';
 
 	enum host_err he;
+	if (origin) {
+		/* Inside an intercepted tunnel: origin-form only; the Host header names the
+		 * destination (checked after the headers). No CONNECT, no '*', no absolute-form. */
+		if (req->method == HTTP_CONNECT)
+			return REASON_BAD_METHOD;
+		if (req->target[0] != '/' || memchr(req->target, '#', req->target_len) != NULL)
+			return REASON_MALFORMED_REQUEST;
+		req->scheme = SCHEME_HTTPS;
+		req->path = req->target;
+		req->path_len = req->target_len;
+		return REASON_ALLOWED;
+	}
 	if (req->method == HTTP_CONNECT) {
 		/* authority-form only: "host:port" */
 		if (req->target[0] == '/' || req->target[0] == '*' ||
@@ -287,8 +299,9 @@ note_header(struct http_request *req, const struct http_header *h, int *ncl, int
 	return REASON_ALLOWED;
 }
 
-enum http_parse
-http_parse_request(const char *buf, size_t len, struct http_request *req, enum reason *why)
+static enum http_parse
+parse_request(const char *buf, size_t len, struct http_request *req, enum reason *why,
+    bool origin)
 {
 	size_t off = 0;
 	long e;
@@ -325,7 +338,7 @@ http_parse_request(const char *buf, size_t len, struct http_request *req, enum r
 		*why = REASON_HEAD_TOO_LARGE;
 		return HTTP_PARSE_ERROR;
 	}
-	r = parse_request_line(buf, (size_t)e, req);
+	r = parse_request_line(buf, (size_t)e, req, origin);
 	if (r != REASON_ALLOWED) {
 		*why = r;
 		return HTTP_PARSE_ERROR;
@@ -407,9 +420,41 @@ http_parse_request(const char *buf, size_t len, struct http_request *req, enum r
 	}
 	if (req->minor == 0 && !keepalive)
 		req->conn_close = true;
+	if (origin) {
+		/* Exactly one Host (RFC 9112 3.2), a canonical host[:port]. */
+		const struct http_header *hh = NULL;
+		enum host_err he;
+
+		for (size_t i = 0; i < req->nheaders; i++)
+			if (ieq(req->headers[i].name, req->headers[i].name_len, "host"))
+				hh = &req->headers[i];
+		if (hh == NULL || hh->value_len == 0) {
+			*why = REASON_INVALID_HOST;
+			return HTTP_PARSE_ERROR;
+		}
+		he = host_parse(hh->value, hh->value_len, 0, &req->host);
+		if (he != HOST_OK) {
+			*why = host_reason(he);
+			return HTTP_PARSE_ERROR;
+		}
+		req->port = req->host.port != 0 ? req->host.port : 443;
+	}
 	req->head_len = off;
 	*why = REASON_ALLOWED;
 	return HTTP_PARSE_OK;
+}
+
+enum http_parse
+http_parse_request(const char *buf, size_t len, struct http_request *req, enum reason *why)
+{
+	return parse_request(buf, len, req, why, false);
+}
+
+enum http_parse
+http_parse_origin_request(const char *buf, size_t len, struct http_request *req,
+    enum reason *why)
+{
+	return parse_request(buf, len, req, why, true);
 }
 
 static const char *const hop_headers[] = {

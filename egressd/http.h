@@ -72,6 +72,17 @@ enum http_parse { HTTP_PARSE_OK, HTTP_PARSE_INCOMPLETE, HTTP_PARSE_ERROR };
 enum http_parse http_parse_request(const char *buf, size_t len, struct http_request *req,
     enum reason *why);
 
+/*
+ * The same strict parser for a request inside an intercepted TLS tunnel (egressd/mitm):
+ * origin-form target only ("/path?query"; no CONNECT, '*' or absolute-form: ERROR with
+ * BAD_METHOD / MALFORMED_REQUEST), and exactly one Host header, parsed with common/host
+ * into req->host (req->port: its port, else 443; INVALID_HOST / INVALID_PORT otherwise).
+ * req->scheme is SCHEME_HTTPS, req->path the whole target. The caller compares the host
+ * with the CONNECT host.
+ */
+enum http_parse http_parse_origin_request(const char *buf, size_t len,
+    struct http_request *req, enum reason *why);
+
 const char *http_method_str(enum http_method m);
 
 /* True when name (len bytes) is a hop-by-hop header egressd never forwards. */

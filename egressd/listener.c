@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,13 @@ listener_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr 
     int salen, void *arg)
 {
 	struct listener *l = arg;
+	int one = 1;
 
 	evutil_make_socket_closeonexec(fd);
 	evutil_make_socket_nonblocking(fd);
+	/* The client side of a relay: no Nagle delay on what egressd forwards (connector.c
+	 * sets the same on the upstream side). Best effort. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	l->cb(fd, sa, (socklen_t)salen, l->arg);
 }
 

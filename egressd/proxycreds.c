@@ -2,13 +2,9 @@
 #define _GNU_SOURCE
 #include "egressd/proxycreds.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -16,6 +12,7 @@
 #include "common/limits.h"
 #include "common/util.h"
 #include "egressd/ccimport.h"
+#include "egressd/secretfile.h"
 
 static const struct conf_key schema[] = {
 	{ "proxy *", "scheme", CONF_REQUIRED },
@@ -37,57 +34,6 @@ proxy_auth_scheme_str(enum proxy_auth_scheme s)
 	case PROXY_AUTH_NTLM:      return "ntlm";
 	}
 	return "unknown";
-}
-
-/* Read a whole root-only file (O_NOFOLLOW, regular, owner root, mode & 077 == 0). The
- * returned buffer is NUL-terminated; the caller wipes and frees it. */
-static char *
-read_private(const char *path, int check_owner, size_t *len, char *err, size_t errlen)
-{
-	struct stat st;
-	char *buf;
-	size_t off = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return NULL;
-	}
-	if (check_owner && (st.st_uid != 0 || (st.st_mode & 077) != 0)) {
-		snprintf(err, errlen, "%s: must be owned by root with mode 0600 or stricter "
-		    "(it holds proxy credentials); fix with: chown root %s && chmod 600 %s",
-		    path, path, path);
-		close(fd);
-		return NULL;
-	}
-	if ((uint64_t)st.st_size > EGRESS_CONF_FILE_MAX) {
-		snprintf(err, errlen, "%s: larger than %d bytes", path, EGRESS_CONF_FILE_MAX);
-		close(fd);
-		return NULL;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL) {
-		close(fd);
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	while (off < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + off, (size_t)st.st_size - off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		off += (size_t)r;
-	}
-	close(fd);
-	buf[off] = '\0';
-	*len = off;
-	return buf;
 }
 
 static char *
@@ -134,7 +80,8 @@ proxycreds_load(const char *path, int check_owner, char *err, size_t errlen)
 	struct proxycreds *out = NULL;
 	struct conf *conf = NULL;
 	size_t len = 0, nsec;
-	char *text = read_private(path, check_owner, &len, err, errlen);
+	char *text = secretfile_read(path, check_owner, "proxy credentials", &len, err,
+	    errlen);
 
 	if (text == NULL)
 		return NULL;
@@ -214,7 +161,8 @@ proxycreds_load(const char *path, int check_owner, char *err, size_t errlen)
 				    path, conf_line(conf, i, "password_file"));
 				goto fail;
 			}
-			pw = read_private(pwfile, check_owner, &pl, err, errlen);
+			pw = secretfile_read(pwfile, check_owner, "a proxy password", &pl, err,
+			    errlen);
 			if (pw == NULL)
 				goto fail;
 			while (pl > 0 && (pw[pl - 1] == '\n' || pw[pl - 1] == '\r'))

@@ -387,8 +387,10 @@ wpad_fetcher(struct router *r, char *err, size_t errlen)
 
 	free(r->cfg.pac);
 	r->cfg.pac = strdup(url);
-	snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: fetching %s (candidate %zu of "
-	    "%zu)", url, r->wpad_i + 1, r->wpad_n);
+	/* a status line for people: a long URL may cut it short, nothing reads it back */
+	if (snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: fetching %s (candidate %zu "
+	    "of %zu)", url, r->wpad_i + 1, r->wpad_n) >= (int)sizeof(r->pac_status))
+		r->pac_status[sizeof(r->pac_status) - 1] = '\0';
 	return pacfetch_new(r->base, r->res, &pc, pac_updated, r, err, errlen);
 }
 

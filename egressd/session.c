@@ -4,6 +4,7 @@
  * proxies), resolve, address check, connect, allow record, tunnel; then the keep-alive
  * hand-off and the life cycle (free, refuse, kill). Its records are session_record.c.
  */
+#define _GNU_SOURCE        /* memmem */
 #include "egressd/session.h"
 #include "egressd/session_int.h"
 
@@ -34,6 +35,10 @@
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
 #include "egressd/metrics.h"
+#include "egressd/connections.h"
+#include "egressd/mitm.h"
+#include "egressd/mitmca.h"
+#include "egressd/sniguard.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
 #include "egressd/tunnel.h"
@@ -71,6 +76,7 @@ static long body_bytes(const struct http_request *req, const unsigned char *p, s
 static enum reason session_on_response(const struct httpresp *r, char *refusal,
     size_t *nrefusal, void *arg);
 static void start_tunnel(struct session *s);
+static void sni_end(struct session *s, enum reason why);
 static void session_detach(struct session *s);
 static void cancel_pending(struct session *s);
 static void session_free(struct session *s);
@@ -340,6 +346,25 @@ authorize(struct session *s)
 	if (s->se_req.method != HTTP_CONNECT && s->se_req.upgrade) {
 		session_refuse(s, REASON_UPGRADE_REFUSED);
 		return;
+	}
+	/* The run's credential placeholder belongs in its model connection's intercepted
+	 * credential header only: seen in any head egressd reads in clear, it is refused. */
+	if (s->se_lg->placeholder[0] != '\0' && s->se_head != NULL &&
+	    memmem(s->se_head, s->se_req.head_len, s->se_lg->placeholder,
+	    strlen(s->se_lg->placeholder)) != NULL) {
+		log_info("conn %llu: the run's credential placeholder in a request to %s: refused",
+		    (unsigned long long)s->se_id, s->se_req.host.name);
+		session_refuse(s, REASON_CREDENTIAL_MISDIRECTED);
+		return;
+	}
+	/* A grant naming a model connection that a reload removed: refused before anything
+	 * opens upstream (start_tunnel checks again, a reload may come in between). */
+	if (g->connection[0] != '\0' && s->se_req.method == HTTP_CONNECT) {
+		const struct connection *c = connections_find(s->se_d->cfg->conns, g->connection);
+		if (c == NULL || c->apply == CONN_APPLY_NONE || s->se_d->cfg->origin_ctx == NULL) {
+			session_refuse(s, REASON_CONNECTION_UNAVAILABLE);
+			return;
+		}
 	}
 	if (!grant_allows(g, s->se_req.scheme, &s->se_req.host, s->se_req.port, NULL)) {
 		session_refuse(s, s->se_req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
@@ -838,6 +863,165 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	return rr;
 }
 
+/* ---- model connections (docs/model-connections.md) ---- */
+
+/* End a tunnel that waited for its ClientHello: both sockets closed, the close record. */
+static void
+sni_end(struct session *s, enum reason why)
+{
+	sniguard_free(s->se_sni);
+	s->se_sni = NULL;
+	if (s->se_ufd >= 0)
+		close(s->se_ufd);
+	s->se_ufd = -1;
+	if (s->se_cfd >= 0)
+		close(s->se_cfd);
+	tunnel_done(why, 0, 0, s);          /* takes s->se_cfd as closed; frees s */
+}
+
+static void
+mitm_ended(enum reason why, uint64_t up, uint64_t down, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_mitm = NULL;
+	s->se_cfd = -1;                     /* closed by the mitm */
+	tunnel_done(why, up, down, s);
+}
+
+static void
+sni_decided(enum reason r, const struct clienthello *ch, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_sni_checked = true;
+	s->se_tls_seen = ch != NULL;
+	if (ch != NULL && ch->has_sni)
+		snprintf(s->se_sni_name, sizeof(s->se_sni_name), "%s", ch->sni);
+	sniguard_free(s->se_sni);           /* ch lives in it */
+	s->se_sni = NULL;
+	if (r != REASON_ALLOWED) {
+		json_t *f = record_hop_decision(s, false, r);
+		if (f != NULL && s->se_tls_seen)
+			json_object_set_new(f, "sni", s->se_sni_name[0] != '\0' ?
+			    json_string(s->se_sni_name) : json_null());
+		record_write(s, "decision", f);
+		metrics_decision(&s->se_d->stats, 0, r);
+		sni_end(s, r);
+		return;
+	}
+	s->se_lg->ntunnels--;               /* start_tunnel counts the tunnel again */
+	start_tunnel(s);
+}
+
+/*
+ * The TLS step of a CONNECT: a grant whose model connection covers this host is
+ * intercepted (egressd/mitm.h); any other tunnel to port 443 first shows its ClientHello
+ * (egressd/sniguard.h). Returns true when it took the session over (or refused it), false
+ * when the opaque tunnel starts as before.
+ */
+static bool
+modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npending)
+{
+	const struct lgrant *lg = s->se_lg;
+	const struct connection *conn = NULL;
+	struct mitm_ca *ca = lg->ca != NULL ? lg->ca : s->se_d->cfg->mitm_ca;
+	char err[256];
+	ssize_t w;
+
+	if (lg->g->connection[0] != '\0') {
+		conn = connections_find(s->se_d->cfg->conns, lg->g->connection);
+		/* A reload removed the connection (or its credential): the grant's tunnels can
+		 * no longer be told apart, and none may fall back to opaque. */
+		if (conn == NULL || conn->apply == CONN_APPLY_NONE ||
+		    s->se_d->cfg->origin_ctx == NULL) {
+			session_refuse(s, REASON_CONNECTION_UNAVAILABLE);
+			return true;
+		}
+	}
+	if (conn != NULL && connection_covers(conn, &s->se_req.host, s->se_req.port)) {
+		struct mitm_opts o;
+		json_t *base = record_hop_decision(s, true, REASON_ALLOWED);
+
+		memset(&o, 0, sizeof(o));
+		o.server_ctx = ca != NULL ? mitm_ca_server_ctx(ca, &s->se_req.host, err,
+		    sizeof(err)) : NULL;
+		/* Never opaque, never without the credential: refuse instead. */
+		if (npending > 0 || o.server_ctx == NULL || base == NULL) {
+			if (o.server_ctx == NULL)
+				log_warnx("conn %llu: no leaf for %s: %s", (unsigned long long)s->se_id,
+				    s->se_req.host.name, ca != NULL ? err : "no interception CA");
+			SSL_CTX_free(o.server_ctx);
+			json_decref(base);
+			session_refuse(s, npending > 0 ? REASON_TLS_EXPECTED : ca == NULL ?
+			    REASON_CONNECTION_UNAVAILABLE : REASON_INTERNAL_ERROR);
+			return true;
+		}
+		o.base = s->se_d->base;
+		o.dlog = s->se_d->dlog;
+		o.record_base = base;
+		o.hop = session_hop_id(s);
+		o.host = s->se_req.host;
+		o.port = s->se_req.port;
+		o.conns = s->se_d->cfg->conns;
+		o.conn = conn;
+		o.client_ctx = s->se_d->cfg->origin_ctx;
+		o.grant = lg->g;
+		/* No operator override for redirects inside: the configuration may be replaced
+		 * by a reload while the tunnel lives (a special-class literal then needs the
+		 * grant's own allow_address: stricter, never looser). */
+		o.override = NULL;
+		o.idle_ms = s->se_d->cfg->idle_timeout_ms;
+		o.lifetime_ms = s->se_d->cfg->tunnel_max_lifetime_ms;
+		o.bytes_total = &s->se_lg->bytes;
+		o.bytes_limit = s->se_lg->g->max_bytes;
+		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;
+		o.done = mitm_ended;
+		o.arg = s;
+		s->se_mitm = mitm_start(s->se_cfd, s->se_ufd, ok200, n200, &o);
+		SSL_CTX_free(o.server_ctx);
+		json_decref(base);
+		if (s->se_mitm == NULL) {
+			session_refuse(s, REASON_INTERNAL_ERROR);
+			return true;
+		}
+		s->se_ufd = -1;                 /* both sockets are the mitm's now */
+		bufferevent_free(s->se_cbev);
+		s->se_cbev = NULL;
+		if (s->se_timer != NULL)
+			event_del(s->se_timer);
+		s->se_tls_done = true;
+		s->se_state = S_TUNNEL;
+		s->se_lg->ntunnels++;
+		return true;
+	}
+	if (s->se_req.port != 443)
+		return false;
+	/* Opaque tunnel to 443: the 200 now, then the ClientHello is peeked (sniguard.h). */
+	do
+		w = send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)n200) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return true;
+	}
+	s->se_tls_done = true;
+	bufferevent_disable(s->se_cbev, EV_READ);
+	if (s->se_timer != NULL)
+		event_del(s->se_timer);
+	{
+		struct evbuffer *in = bufferevent_get_input(s->se_cbev);
+		const unsigned char *pre = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
+		s->se_sni = sniguard_start(s->se_d->base, s->se_cfd, &s->se_req.host, pre, npending,
+		    EGRESS_CLIENTHELLO_WAIT_MS, sni_decided, s);
+	}
+	s->se_state = S_TUNNEL;
+	s->se_lg->ntunnels++;
+	if (s->se_sni == NULL)
+		sni_end(s, REASON_INTERNAL_ERROR);
+	return true;
+}
+
 static void
 start_tunnel(struct session *s)
 {
@@ -925,9 +1109,13 @@ start_tunnel(struct session *s)
 		}
 	}
 	s->se_tunnel_start_us = mono_usec();
+	/* Model connections: an intercepted tunnel, or the SNI check before an opaque one. */
+	if (s->se_req.method == HTTP_CONNECT && !s->se_tls_done &&
+	    modelconn_tunnel(s, ok200, sizeof(ok200) - 1, npending))
+		return;
 	s->se_tun = tunnel_new(s->se_d->base, s->se_d->pipes, s->se_cfd, ufd,
-	    s->se_req.method == HTTP_CONNECT ? ok200 : NULL,
-	    s->se_req.method == HTTP_CONNECT ? sizeof(ok200) - 1 : 0,
+	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done ? ok200 : NULL,
+	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done ? sizeof(ok200) - 1 : 0,
 	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
 	if (fwd != NULL)
 		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
@@ -1086,6 +1274,12 @@ static void
 session_free(struct session *s)
 {
 	cancel_pending(s);
+	sniguard_free(s->se_sni);
+	s->se_sni = NULL;
+	mitm_free(s->se_mitm);              /* closes both sockets itself */
+	if (s->se_mitm != NULL)
+		s->se_cfd = -1;
+	s->se_mitm = NULL;
 	if (s->se_tun != NULL) {
 		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
 		struct tunnel *t = s->se_tun;
@@ -1201,6 +1395,14 @@ session_kill(struct grant_conn *gc, enum reason why)
 	if (s->se_state == S_TUNNEL && s->se_tun != NULL) {
 		struct tunnel *t = s->se_tun;
 		tunnel_close(t, why);          /* its callback logs the close and frees s */
+		return;
+	}
+	if (s->se_state == S_TUNNEL && s->se_mitm != NULL) {
+		mitm_close(s->se_mitm, why);   /* likewise (mitm_ended) */
+		return;
+	}
+	if (s->se_state == S_TUNNEL && s->se_sni != NULL) {
+		sni_end(s, why);               /* the 200 is out: a close record, no refusal */
 		return;
 	}
 	if (s->se_state == S_REFUSE) {

@@ -22,6 +22,8 @@
 #include "egressd/upstream.h"
 
 struct connector;
+struct mitm;
+struct sniguard;
 struct httpresp;
 struct redirect_target;
 
@@ -104,6 +106,13 @@ struct session {
 	bool se_up_reused;              /* the upstream socket came from egressd/upool */
 	bool se_up_retried;             /* ... it failed at once and a fresh one was used */
 	int se_kept_ufd;                /* the tunnel left this upstream socket open, or -1 */
+	/* issue 16: model connections (docs/model-connections.md) */
+	struct sniguard *se_sni;        /* waiting for the ClientHello of an opaque tunnel */
+	struct mitm *se_mitm;           /* an intercepted tunnel */
+	bool se_tls_done;               /* the 200 was sent and the TLS step decided */
+	bool se_sni_checked;            /* the close record carries "sni" and "tls" */
+	bool se_tls_seen;               /* ... the tunnel started with a ClientHello */
+	char se_sni_name[EGRESS_HOSTNAME_MAX + 1];
 };
 
 /* session.c */

@@ -222,6 +222,12 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 	if (s->se_req.method != HTTP_CONNECT)
 		json_object_set_new(o, "status", s->se_resp_status > 0 ?
 		    json_integer(s->se_resp_status) : json_null());
+	if (s->se_sni_checked) {
+		/* an opaque tunnel to port 443 whose ClientHello was checked (sniguard.h) */
+		json_object_set_new(o, "tls", json_boolean(s->se_tls_seen));
+		json_object_set_new(o, "sni", s->se_sni_name[0] != '\0' ?
+		    json_string(s->se_sni_name) : json_null());
+	}
 	return o;
 }
 

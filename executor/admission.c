@@ -280,6 +280,11 @@ check_env(struct admission *a, const struct preset *p, const char *const *caller
 		r = env_value_check(name, eq + 1, msg, sizeof(msg));
 		if (r != REASON_ALLOWED)
 			refuse(a, r, "caller environment: %s", msg);
+		/* The placeholder variable is egress-exec's: a caller never supplies it (it
+		 * could carry the real credential into the sandbox). */
+		if (p->placeholder_env != NULL && strcmp(name, p->placeholder_env) == 0)
+			refuse(a, REASON_ADM_ENV_FORBIDDEN, "caller environment: %s is the preset's "
+			    "placeholder_env; egress-exec sets it, a caller may not", name);
 	}
 }
 

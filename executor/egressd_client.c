@@ -72,7 +72,7 @@ ec_refused(json_t *reply, const char *what, char *err, size_t errlen)
 }
 
 static int ec_grant_create(const char *sock_path, const char *principal,
-    const char *const *allow, const char *listen, int listen_fd, const char *ifname,
+    const struct egressd_grant_model *model, const char *const *allow, const char *listen, int listen_fd, const char *ifname,
     uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen);
 
 int
@@ -80,24 +80,26 @@ egressd_grant_create(const char *sock_path, const char *principal,
     const char *const *allow, const char *listen, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
-	return ec_grant_create(sock_path, principal, allow, listen, -1, ifname, lifetime_s,
+	return ec_grant_create(sock_path, principal, NULL, allow, listen, -1, ifname, lifetime_s,
 	    grant_id, listen_out, err, errlen);
 }
 
 int
 egressd_grant_create_fd(const char *sock_path, const char *principal,
-    const char *const *allow, int listen_fd, const char *ifname, uint32_t lifetime_s,
-    char *grant_id, char *listen_out, char *err, size_t errlen)
+    const struct egressd_grant_model *model, const char *const *allow, int listen_fd,
+    const char *ifname,
+    uint32_t lifetime_s, char *grant_id, char *listen_out, char *err, size_t errlen)
 {
 	if (listen_fd < 0)
 		return errbuf_set(err, errlen, 0, "no listening socket to pass");
-	return ec_grant_create(sock_path, principal, allow, NULL, listen_fd, ifname, lifetime_s,
-	    grant_id, listen_out, err, errlen);
+	return ec_grant_create(sock_path, principal, model, allow, NULL, listen_fd, ifname,
+	    lifetime_s, grant_id, listen_out, err, errlen);
 }
 
 /* grant.create with a listen address for egressd to bind, or a listening fd to pass. */
 static int
-ec_grant_create(const char *sock_path, const char *principal, const char *const *allow,
+ec_grant_create(const char *sock_path, const char *principal,
+    const struct egressd_grant_model *model, const char *const *allow,
     const char *listen, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen)
 {
@@ -115,12 +117,32 @@ ec_grant_create(const char *sock_path, const char *principal, const char *const 
 	grant = json_pack("{s:s, s:o, s:[], s:s, s:[], s:o}", "principal", principal,
 	    "allow", list, "allow_address", "pinning", "preferred", "credential_origin",
 	    "limits", lim);
+	/* Only the connection's name: egressd holds the credential and resolves it. */
+	if (grant != NULL && model != NULL && model->connection != NULL &&
+	    json_object_set_new(grant, "connection", json_string(model->connection)) != 0) {
+		json_decref(grant);
+		grant = NULL;
+	}
 	if (listen_fd >= 0)
 		req = json_pack("{s:s, s:i, s:o, s:b, s:s}", "op", "grant.create", "id", 1,
 		    "grant", grant, "listen_fd", 1, "interface", ifname);
 	else
 		req = json_pack("{s:s, s:i, s:o, s:s, s:s}", "op", "grant.create", "id", 1,
 		    "grant", grant, "listen", listen, "interface", ifname);
+	/* The run CA's key travels only over the root-only control socket; the JSON copy is
+	 * freed with the request (jansson cannot wipe it: the caller's copy is wiped). */
+	if (req != NULL && model != NULL && model->ca_cert != NULL && model->ca_key != NULL &&
+	    json_object_set_new(req, "intercept_ca", json_pack("{s:s, s:s}", "cert",
+	    model->ca_cert, "key", model->ca_key)) != 0) {
+		json_decref(req);
+		req = NULL;
+	}
+	if (req != NULL && model != NULL && model->placeholder != NULL &&
+	    json_object_set_new(req, "credential_placeholder",
+	    json_string(model->placeholder)) != 0) {
+		json_decref(req);
+		req = NULL;
+	}
 	if (req == NULL)
 		return errbuf_set(err, errlen, ENOMEM, "grant request");
 	if (ctlclient_request(sock_path, req, listen_fd, &reply, 0, err, errlen) < 0)

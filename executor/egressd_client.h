@@ -45,9 +45,16 @@ int egressd_grant_create(const char *sock_path, const char *principal,
  * The same with a listening socket the caller made in the run's own network namespace
  * (bound to the veth's host end there), passed to egressd instead of an address to bind;
  * ifname names that veth end for the records. The caller still owns and closes listen_fd.
+ * model (NULL = none) names the preset's model connection (docs/model-connections.md).
  */
+struct egressd_grant_model {
+	const char *connection;     /* its name only: egressd resolves it, refuses unknowns */
+	const char *ca_cert;        /* the run CA, PEM ("intercept_ca"), or NULL */
+	const char *ca_key;         /* its key, PEM (with ca_cert) */
+	const char *placeholder;    /* the run's credential placeholder, or NULL */
+};
 int egressd_grant_create_fd(const char *sock_path, const char *principal,
-    const char *const *allow, int listen_fd, const char *ifname, uint32_t lifetime_s,
+    const struct egressd_grant_model *model, const char *const *allow, int listen_fd, const char *ifname, uint32_t lifetime_s,
     char *grant_id, char *listen_out, char *err, size_t errlen);
 
 /* grant.revoke. Returns 0 (also when egressd says unknown_grant: it expired), -1 otherwise. */

@@ -232,8 +232,47 @@ mounts_system_dirs(const char *root, char *err, size_t errlen)
 }
 
 /* A minimal /etc: generated identity files, the CA store, the loader cache. */
+/* MOUNTS_CA_BUNDLE: the host's roots (bounded) and the run CA, in the new /etc. */
 static int
-mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
+mounts_ca_bundle(const char *etc, const char *run_ca_pem, char *err, size_t errlen)
+{
+	char dir[EGRESS_PATH_MAX], p[EGRESS_PATH_MAX];
+	char *buf;
+	size_t n = 0, cl = strlen(run_ca_pem);
+	FILE *f = fopen(MOUNTS_HOST_CA_FILE, "re");
+	int rc;
+
+	buf = malloc(EGRESS_CONF_FILE_MAX + cl + 2);
+	if (buf == NULL) {
+		if (f != NULL)
+			fclose(f);
+		return errbuf_set(err, errlen, ENOMEM, "CA bundle");
+	}
+	/* No host bundle: the run CA alone (then only the model connection verifies). */
+	if (f != NULL) {
+		n = fread(buf, 1, EGRESS_CONF_FILE_MAX, f);
+		fclose(f);
+		if (n > 0 && buf[n - 1] != '\n')
+			buf[n++] = '\n';
+	}
+	memcpy(buf + n, run_ca_pem, cl);
+	buf[n + cl] = '\0';
+	if (mounts_path(dir, etc, "/egress") < 0 || mkdir(dir, 0755) < 0) {
+		free(buf);
+		return errbuf_set(err, errlen, errno, "mkdir /etc/egress");
+	}
+	if (mounts_path(p, etc, "/egress/ca-bundle.pem") < 0) {
+		free(buf);
+		return errbuf_set(err, errlen, 0, "path too long");
+	}
+	rc = mounts_write_file(p, buf, err, errlen);
+	free(buf);
+	return rc;
+}
+
+static int
+mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem, char *err,
+    size_t errlen)
 {
 	static const char *const binds[] = {
 		"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
@@ -267,6 +306,8 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, char *err, size_t errlen)
 	    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n", err, errlen) < 0)
 		return -1;
 	if (mounts_path(p, etc, "/hostname") < 0 || mounts_write_file(p, "sandbox\n", err, errlen) < 0)
+		return -1;
+	if (run_ca_pem != NULL && mounts_ca_bundle(etc, run_ca_pem, err, errlen) < 0)
 		return -1;
 
 	for (size_t i = 0; binds[i]; i++) {
@@ -762,7 +803,7 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 		return -1;
 	if (mounts_system_dirs(root, err, errlen) < 0)
 		return -1;
-	if (mounts_etc(root, s->uid, s->gid, err, errlen) < 0)
+	if (mounts_etc(root, s->uid, s->gid, s->run_ca_pem, err, errlen) < 0)
 		return -1;
 	if (mounts_dev(root, s->tmp_bytes, err, errlen) < 0)
 		return -1;

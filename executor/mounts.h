@@ -39,7 +39,15 @@ struct mounts_spec {
 	 * idmapped clone of repo_dir is attached (inside the child's namespace only). */
 	int idmap_fd;
 	const char *lower_dir;
+	/* A model connection's run CA (PEM certificate, never its key), or NULL: written with
+	 * the host's roots as MOUNTS_CA_BUNDLE (docs/model-connections.md). */
+	const char *run_ca_pem;
 };
+
+/* Inside the sandbox: the host's CA roots followed by the run CA. */
+#define MOUNTS_CA_BUNDLE "/etc/egress/ca-bundle.pem"
+/* Where the host's roots are read from (Debian's ca-certificates bundle). */
+#define MOUNTS_HOST_CA_FILE "/etc/ssl/certs/ca-certificates.crt"
 
 /*
  * Supervisor, host mount namespace: mount a tmpfs of `bytes` at layer_dir (created 0700)

@@ -263,7 +263,8 @@ run_sandbox(struct orch *r)
 	struct sandbox_spec spec;
 	struct env_opts eo = { 0 };
 	struct stat st;
-	const char **argv = NULL, **forbid = NULL;
+	const char **argv = NULL, **forbid = NULL, **settings = NULL;
+	char *conn_setting = NULL;
 	char msg[256];
 	enum reason why;
 	uid_t uid;
@@ -334,12 +335,49 @@ run_sandbox(struct orch *r)
 	spec.run_dir = r->run_dir;
 	spec.net_pool = o->net_pool;
 	spec.egressd_settings = o->egressd_settings;
+	/* A model connection with a credential: the grant names it (egressd holds the
+	 * credential, docs/model-connections.md); a private egressd reads the same file. */
+	if (r->p->network == PN_MODEL_ONLY && r->p->model_connection != NULL &&
+	    o->trusted_models != NULL) {
+		bool bound = false;
+		char terr[512];
+
+		if (trusted_models_bound(o->trusted_models, r->p->model_connection, &bound, terr,
+		    sizeof(terr)) != 0) {
+			free(argv);
+			free(forbid);
+			return orch_set(r, EXEC_EXIT_ADMISSION, REASON_ADM_INVALID_FILE, "%s", terr);
+		}
+		if (bound) {
+			size_t n = 0;
+			spec.connection = r->p->model_connection;
+			spec.placeholder_env = r->p->placeholder_env;
+			while (o->egressd_settings != NULL && o->egressd_settings[n] != NULL)
+				n++;
+			settings = calloc(n + 2, sizeof(*settings));
+			if (settings == NULL || asprintf(&conn_setting, "connections=%s",
+			    o->trusted_models) < 0) {
+				conn_setting = NULL;
+				free(settings);
+				free(argv);
+				free(forbid);
+				return orch_set(r, EXEC_EXIT_INTERNAL, REASON_INTERNAL_ERROR,
+				    "out of memory");
+			}
+			for (size_t i = 0; i < n; i++)
+				settings[i] = o->egressd_settings[i];
+			settings[n] = conn_setting;
+			spec.egressd_settings = settings;
+		}
+	}
 
 	memset(&r->sr, 0, sizeof(r->sr));
 	rc = sandbox_run(&spec, &r->sr);
 	r->sr_valid = true;
 	free(argv);
 	free(forbid);
+	free(settings);
+	free(conn_setting);
 	if (rc != 0) {
 		int code = r->sr.reason == REASON_CAPABILITY_MISSING ? EXEC_EXIT_CAPABILITY :
 		    EXEC_EXIT_INTERNAL;

@@ -47,6 +47,7 @@ preset_free(struct preset *p)
 	strlist_free(&p->argv);
 	free(p->prompt_flag);
 	free(p->model_connection);
+	free(p->placeholder_env);
 	strlist_free(&p->env_allowlist);
 	strlist_free(&p->ro_binds);
 	free(p);
@@ -68,6 +69,7 @@ preset_schema(struct conf_key *s)
 	K("preset", "prompt_flag", 0);
 	K("preset", "network_policy", CONF_REQUIRED);
 	K("preset", "model_connection", 0);
+	K("preset", "placeholder_env", 0);
 	K("preset", "env_allowlist", CONF_LIST);
 	K("preset", "ro_bind", CONF_LIST);
 	K("preset", "java_proxy", 0);
@@ -210,6 +212,26 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 		REFUSE("%s: network_policy = model_only needs model_connection", name);
 	}
 
+	v = conf_get(c, (size_t)sec, "placeholder_env", &line);
+	if (v != NULL) {
+		bool ok = p->model_connection != NULL && strlen(v) <= 64 &&
+		    ((v[0] >= 'A' && v[0] <= 'Z') || v[0] == '_');
+		for (const char *q = v; ok && *q; q++)
+			ok = (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
+		if (!ok)
+			REFUSE("%s:%u: placeholder_env must be an upper-case variable name, with "
+			    "model_connection", name, line);
+		for (size_t i = 0; i < p->env_allowlist.n; i++)
+			if (strcmp(p->env_allowlist.v[i], v) == 0)
+				REFUSE("%s:%u: placeholder_env %s is set by egress-exec: it cannot also "
+				    "be in env_allowlist", name, line, v);
+		if ((p->placeholder_env = strdup(v)) == NULL) {
+			*why = REASON_INTERNAL_ERROR;
+			snprintf(err, errlen, "%s: out of memory", name);
+			goto fail;
+		}
+	}
+
 	sec = conf_find_section(c, "ceilings");
 	if (sec >= 0)
 		ceilings_from_conf(c, (size_t)sec, &p->ceilings);
@@ -254,8 +276,14 @@ preset_load(const char *path, enum reason *why, char *err, size_t errlen)
 	return p;
 }
 
+/* The connection layer's file is shared with egressd (egressd/connections.h): egressd
+ * reads the credential keys; egress-exec only needs to know whether one is bound. */
 static const struct conf_key trusted_schema[] = {
 	{ "connection *", "destination", CONF_LIST },
+	{ "connection *", "credential_file", 0 },
+	{ "connection *", "credential_header", 0 },
+	{ "connection *", "allow_method", CONF_LIST },
+	{ "connection *", "allow_path", CONF_LIST },
 };
 
 static int
@@ -312,4 +340,23 @@ trusted_models_load(const char *path, const char *connection, struct strlist *ou
 		snprintf(err, errlen, "%s: out of memory", path);
 	conf_free(c);
 	return rc;
+}
+
+int
+trusted_models_bound(const char *path, const char *connection, bool *bound, char *err,
+    size_t errlen)
+{
+	struct conf *c = conf_load(path, trusted_schema, EGRESS_NELEM(trusted_schema), err,
+	    errlen);
+	char secname[128];
+	long sec;
+
+	*bound = false;
+	if (c == NULL)
+		return -1;
+	if (snprintf(secname, sizeof(secname), "connection %s", connection) <
+	    (int)sizeof(secname) && (sec = conf_find_section(c, secname)) >= 0)
+		*bound = conf_get(c, (size_t)sec, "credential_file", NULL) != NULL;
+	conf_free(c);
+	return 0;
 }

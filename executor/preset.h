@@ -10,7 +10,8 @@
  *
  * Trusted model destinations (for network_policy = model_only) come from a separate file
  * owned by the connection layer: sections "[connection NAME]" with repeated
- * `destination = https://host[:port]`; the preset names one with model_connection.
+ * `destination = https://host[:port]` (and, read by egressd only, the credential keys of
+ * egressd/connections.h); the preset names one with model_connection.
  */
 #ifndef EGRESS_PRESET_H
 #define EGRESS_PRESET_H
@@ -33,6 +34,8 @@ struct preset {
 	char *prompt_flag;          /* for argument transport ("--prompt"), else NULL */
 	enum preset_net network;
 	char *model_connection;     /* for model_only: connection name in the trusted file */
+	char *placeholder_env;      /* with model_connection: the variable the worker gets a
+	                               random per-run placeholder in (never a real value) */
 	struct strlist env_allowlist;
 	struct strlist ro_binds;    /* ro_bind: host paths shown read-only (robind.h rules) */
 	bool java_proxy;            /* java_proxy = yes: JAVA_TOOL_OPTIONS names the proxy */
@@ -57,5 +60,13 @@ int trusted_models_load(const char *path, const char *connection, struct strlist
     char *err, size_t errlen);
 int trusted_models_load_string(const char *name, const char *text, size_t len,
     const char *connection, struct strlist *out, char *err, size_t errlen);
+
+/*
+ * Does connection `connection` of the trusted file carry a credential (credential_file)?
+ * Then egress-exec names it in the grant and egressd applies it (docs/model-connections.md);
+ * egress-exec never reads the credential itself. 0 with *bound, -1 with err.
+ */
+int trusted_models_bound(const char *path, const char *connection, bool *bound, char *err,
+    size_t errlen);
 
 #endif

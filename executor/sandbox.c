@@ -60,6 +60,8 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/pattern.h"
+#include "common/runca.h"
 #include "common/util.h"
 #include "executor/cgroup.h"
 #include "executor/attest.h"
@@ -150,8 +152,68 @@ sb_is_proxy_var(const char *kv)
  * variable, plus the proxy variables pointing at this run's listener when networked
  * (only known after grant.create, hence set here).
  */
+/*
+ * This run's interception CA (common/runca.h): valid for the wall budget and the grant's
+ * margin, name-constrained to the https:// hosts of the allowlist (the connection's
+ * destinations the WorkUnit asked for), so a leaked key signs for nothing else. An IP
+ * literal among them leaves the CA unconstrained (DNS constraints cannot name it).
+ */
+static int
+sb_run_ca(const struct sandbox_spec *spec, const char *run_id, char **cert, char **key,
+    char *err, size_t errlen)
+{
+	static struct dest_pattern pats[EGRESS_GRANT_ENTRIES_MAX];
+	const char *names[EGRESS_GRANT_ENTRIES_MAX + 1];
+	size_t n = 0;
+	bool constrain = true;
+	char cn[96];
+
+	for (size_t i = 0; spec->allowlist && spec->allowlist[i] && n < EGRESS_GRANT_ENTRIES_MAX;
+	    i++) {
+		if (pattern_parse(spec->allowlist[i], &pats[n], NULL) != 0 ||
+		    pats[n].scheme != SCHEME_HTTPS)
+			continue;
+		if (pats[n].host.kind != HOST_NAME)
+			constrain = false;
+		names[n] = pats[n].host.name;
+		n++;
+	}
+	names[n] = NULL;
+	snprintf(cn, sizeof(cn), "egress run CA %.64s", run_id);
+	return runca_make(cn, constrain ? names : NULL,
+	    (uint32_t)(spec->limits.wall_seconds + SB_GRANT_MARGIN_S + 3600), cert, key, err,
+	    errlen);
+}
+
+/* Where common runtimes look for CA roots: all at the bundle of the host's roots plus the
+ * run CA (mounts.h MOUNTS_CA_BUNDLE). Static strings (sb_envp_free skips them). */
+static const char *const sb_ca_vars[] = {
+	"SSL_CERT_FILE=" MOUNTS_CA_BUNDLE,          /* OpenSSL, Go, Python ssl, Ruby */
+	"NODE_EXTRA_CA_CERTS=" MOUNTS_CA_BUNDLE,    /* Node.js (added to its own roots) */
+	"REQUESTS_CA_BUNDLE=" MOUNTS_CA_BUNDLE,     /* Python requests */
+	"CURL_CA_BUNDLE=" MOUNTS_CA_BUNDLE,         /* curl, also Python httpx via certifi env */
+	"GIT_SSL_CAINFO=" MOUNTS_CA_BUNDLE,         /* git over https */
+	"PIP_CERT=" MOUNTS_CA_BUNDLE,               /* pip */
+	"NPM_CONFIG_CAFILE=" MOUNTS_CA_BUNDLE,      /* npm */
+	"CARGO_HTTP_CAINFO=" MOUNTS_CA_BUNDLE,      /* cargo */
+	"DENO_CERT=" MOUNTS_CA_BUNDLE,              /* deno */
+	"AWS_CA_BUNDLE=" MOUNTS_CA_BUNDLE,          /* AWS SDKs and CLI */
+};
+
+static bool
+sb_is_ca_var(const char *kv)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(sb_ca_vars); i++) {
+		const char *eq = strchr(sb_ca_vars[i], '=');
+		if (strncmp(kv, sb_ca_vars[i], (size_t)(eq - sb_ca_vars[i]) + 1) == 0)
+			return true;
+	}
+	return false;
+}
+
 static char **
-sb_envp(const struct sandbox_spec *s, const char *proxy_url)
+sb_envp(const struct sandbox_spec *s, const char *proxy_url, bool with_ca,
+    const char *placeholder_kv)
 {
 	size_t n = 0, k = 0;
 	char **e;
@@ -160,12 +222,15 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url)
 		n++;
 	if (n > EGRESS_ENV_VARS_MAX)
 		return NULL;
-	e = calloc(n + ENV_PROXY_CONVENTIONS_MAX + 2, sizeof(*e));
+	e = calloc(n + ENV_PROXY_CONVENTIONS_MAX + 3 + EGRESS_NELEM(sb_ca_vars), sizeof(*e));
 	if (e == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (sb_is_proxy_var(s->envp[i]) || env_is_proxy_convention(s->envp[i],
-		    s->java_proxy))
+		    s->java_proxy) || (with_ca && sb_is_ca_var(s->envp[i])))
+			continue;
+		if (placeholder_kv != NULL && strncmp(s->envp[i], placeholder_kv,
+		    (size_t)(strchr(placeholder_kv, '=') - placeholder_kv) + 1) == 0)
 			continue;
 		e[k++] = (char *)(uintptr_t)s->envp[i];
 	}
@@ -174,16 +239,27 @@ sb_envp(const struct sandbox_spec *s, const char *proxy_url)
 	bool tcp = false;
 	for (size_t i = 0; s->allowlist && s->allowlist[i]; i++)
 		tcp = tcp || strncmp(s->allowlist[i], "tcp://", 6) == 0;
-	if (proxy_url && env_proxy_conventions(proxy_url, s->java_proxy, tcp, e + k,
-	    ENV_PROXY_CONVENTIONS_MAX + 1) < 0) {
-		free(e);
-		return NULL;
+	if (proxy_url) {
+		int np = env_proxy_conventions(proxy_url, s->java_proxy, tcp, e + k,
+		    ENV_PROXY_CONVENTIONS_MAX + 1);
+		if (np < 0) {
+			free(e);
+			return NULL;
+		}
+		k += (size_t)np;
 	}
+	/* a model connection: the run CA's bundle for every runtime, and the placeholder */
+	if (with_ca)
+		for (size_t i = 0; i < EGRESS_NELEM(sb_ca_vars); i++)
+			e[k++] = (char *)(uintptr_t)sb_ca_vars[i];
+	if (placeholder_kv != NULL)
+		e[k++] = (char *)(uintptr_t)placeholder_kv;
+	e[k] = NULL;
 	return e;
 }
 
 static void
-sb_envp_free(char **e, const struct sandbox_spec *s)
+sb_envp_free(char **e, const struct sandbox_spec *s, const char *placeholder_kv)
 {
 	if (e == NULL)
 		return;
@@ -191,6 +267,9 @@ sb_envp_free(char **e, const struct sandbox_spec *s)
 		bool from_spec = false;
 		for (size_t j = 0; s->envp && s->envp[j] && !from_spec; j++)
 			from_spec = e[i] == s->envp[j];
+		for (size_t j = 0; j < EGRESS_NELEM(sb_ca_vars) && !from_spec; j++)
+			from_spec = e[i] == sb_ca_vars[j];
+		from_spec = from_spec || e[i] == placeholder_kv;   /* freed by the caller */
 		if (!from_spec)
 			free(e[i]);
 	}
@@ -323,6 +402,8 @@ struct sb_run {
 	struct egressd_embedded emb;
 	const char *control;            /* the egressd that issues the grant */
 	char **argv, **envp;            /* step 5 */
+	char *run_ca_cert, *run_ca_key; /* step 5: a model connection's run CA (key wiped) */
+	char *placeholder_kv;           /* step 5: "NAME=egress-placeholder-<hex>" */
 	int syncp[2], repp[2], statp[2], outp[2], errp[2], inp[2];
 	struct sandbox_child child;
 	pid_t pid;                      /* the child (pid 1 of the sandbox) */
@@ -547,6 +628,28 @@ sb_setup_clone(struct sb_run *r)
 	c->ms.gid = spec->gid;
 	c->ms.idmap_fd = r->idmap_fd;
 	c->ms.lower_dir = r->lowerdir;
+	/* A model connection: this run's CA (docs/model-connections.md). Its certificate goes
+	 * into the sandbox's CA bundle, its key only to egressd with the grant. */
+	if (spec->connection != NULL && spec->net == SANDBOX_NET_ALLOWLIST) {
+		if (sb_run_ca(spec, r->run_id, &r->run_ca_cert, &r->run_ca_key, r->err,
+		    sizeof(r->err)) != 0)
+			return sb_fail(res, REASON_INTERNAL_ERROR, "run CA: %s", r->err);
+		c->ms.run_ca_pem = r->run_ca_cert;
+		c->wipe = r->run_ca_key;
+		/* The worker's stand-in for the credential: random per run, useless anywhere
+		 * but in the intercepted credential header egressd replaces. */
+		if (spec->placeholder_env != NULL) {
+			unsigned char prnd[16];
+			char hex[sizeof(prnd) * 2 + 1];
+			if (getrandom(prnd, sizeof(prnd), 0) != (ssize_t)sizeof(prnd) ||
+			    (hex_encode(prnd, sizeof(prnd), hex), asprintf(&r->placeholder_kv,
+			    "%s=egress-placeholder-%s", spec->placeholder_env, hex)) < 0) {
+				r->placeholder_kv = NULL;
+				return sb_fail(res, REASON_INTERNAL_ERROR, "placeholder: %s",
+				    strerror(errno));
+			}
+		}
+	}
 	c->ps.uid = spec->uid;
 	c->ps.gid = spec->gid;
 	c->ps.fsize_bytes = spec->limits.disk_bytes;
@@ -614,8 +717,11 @@ sb_setup_go(struct sb_run *r)
 		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0)
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "embedded egressd: %s",
 			    r->err);
+		struct egressd_grant_model gm = { spec->connection, r->run_ca_cert, r->run_ca_key,
+			r->placeholder_kv != NULL ? strchr(r->placeholder_kv, '=') + 1 : NULL };
 		grc = egressd_grant_create_fd(r->control, spec->principal ? spec->principal :
-		    r->run_id, spec->allowlist, r->listen_fd, r->link.host_if,
+		    r->run_id, spec->connection != NULL ? &gm : NULL, spec->allowlist, r->listen_fd,
+		    r->link.host_if,
 		    spec->limits.wall_seconds + SB_GRANT_MARGIN_S, res->grant_id, r->listen, r->err,
 		    sizeof(r->err));
 		/* egressd holds its own copy now (or refused it): ours is not needed. */
@@ -630,7 +736,8 @@ sb_setup_go(struct sb_run *r)
 		/* Now network_enforcement is proven: netns + veth + a grant egressd issued. */
 		attest_network_granted(res->attestation, r->link.host_if, res->grant_id);
 	}
-	r->envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? r->proxy_url : NULL);
+	r->envp = sb_envp(spec, spec->net == SANDBOX_NET_ALLOWLIST ? r->proxy_url : NULL,
+	    r->run_ca_cert != NULL, r->placeholder_kv);
 	if (r->envp == NULL)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "environment too large");
 	sandbox_pipe_write(r->syncp[1], &go, sizeof(go));
@@ -946,7 +1053,13 @@ sb_run_free(struct sb_run *r)
 	free(r->out.buf);
 	free(r->errc.buf);
 	free(r->argv);
-	sb_envp_free(r->envp, r->spec);
+	sb_envp_free(r->envp, r->spec, r->placeholder_kv);
+	free(r->placeholder_kv);
+	free(r->run_ca_cert);
+	if (r->run_ca_key != NULL) {
+		secret_wipe(r->run_ca_key, strlen(r->run_ca_key));
+		free(r->run_ca_key);
+	}
 }
 
 int

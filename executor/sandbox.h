@@ -75,6 +75,10 @@ struct sandbox_spec {
 	const char *const *egressd_settings; /* "key=value" lines added to the embedded
 	                                    * egressd's [egressd] section (lab: dns_server,
 	                                    * allow_special_address); NULL-terminated */
+	const char *connection;            /* model connection named in the grant (its
+	                                    * credential held by egressd), or NULL */
+	const char *placeholder_env;       /* with connection: the variable that gets this
+	                                    * run's random placeholder, or NULL */
 };
 
 struct sandbox_result {

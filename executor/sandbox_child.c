@@ -95,7 +95,7 @@ sb_env_recv(int fd)
 	uint32_t n, len;
 	char **e;
 
-	if (sandbox_pipe_read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n > EGRESS_ENV_VARS_MAX + 8)
+	if (sandbox_pipe_read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n > SANDBOX_ENV_MAX)
 		return NULL;
 	e = calloc((size_t)n + 1, sizeof(*e));
 	if (e == NULL)
@@ -206,6 +206,10 @@ sandbox_child_main(struct sandbox_child *c)
 		c->ms.idmap_fd };
 	int closes[4];
 
+	/* The run CA's key is the supervisor's and egressd's alone: not even this process's
+	 * copy of the supervisor's memory keeps it. */
+	if (c->wipe != NULL)
+		secret_wipe(c->wipe, strlen(c->wipe));
 	/* If the supervisor dies, the sandbox dies with it (and takes the pid ns down). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (sb_close_except(keep, EGRESS_NELEM(keep)) != 0)

@@ -47,6 +47,7 @@ struct sandbox_child {
 	char *const *argv;
 	char *const *envp;
 	int sync_rd, report_wr, status_wr, out_wr, err_wr, in_rd;
+	char *wipe;                 /* the run CA key: the child's copy is wiped at once */
 };
 
 /* write(2) all of buf, retrying EINTR; gives up silently on any other error (the reader
@@ -54,6 +55,9 @@ struct sandbox_child {
 void sandbox_pipe_write(int fd, const void *buf, size_t len);
 /* read(2) until len bytes or EOF; the count, or -1 on error. */
 ssize_t sandbox_pipe_read(int fd, void *buf, size_t len);
+/* The most entries the worker's environment may have: the preset's, the proxy conventions
+ * (env.h), a model connection's CA variables and its placeholder (sandbox.c). */
+#define SANDBOX_ENV_MAX (EGRESS_ENV_VARS_MAX + ENV_PROXY_CONVENTIONS_MAX + 16)
 /* The environment over the sync pipe: u32 count, then u32 length + bytes per entry. */
 void sandbox_env_send(int fd, char *const *envp);
 /* pid 1 of the new namespaces: runs steps 9-12 and never returns. */

@@ -20,6 +20,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *s = (const char *)data;
 	enum http_parse r = http_parse_request(s, size, &req, &why);
 
+	/* The intercepted-tunnel form (origin-form target, Host required). */
+	if (http_parse_origin_request(s, size, &req, &why) == HTTP_PARSE_OK &&
+	    (req.head_len > size || req.port == 0 || req.method == HTTP_CONNECT ||
+	    req.path_len == 0 || req.path[0] != '/' || req.host.name[0] == '\0'))
+		__builtin_trap();
+	r = http_parse_request(s, size, &req, &why);
+
 	if (r == HTTP_PARSE_OK) {
 		if (req.head_len > size || req.head_len > EGRESS_REQUEST_HEAD_MAX ||
 		    req.nheaders > EGRESS_HEADER_COUNT_MAX || req.port == 0)

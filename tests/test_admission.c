@@ -412,6 +412,22 @@ test_row_model_only(void **state)
 	assert_false(trusted.present);
 	expect_refused(wu, pr, &trusted, NULL, REASON_ADM_MODEL_DEST_MISSING);
 	strlist_free(&trusted);
+	/* placeholder_env: egress-exec sets it; a caller may never supply it (twin: another
+	 * caller variable is fine). */
+	{
+		char *pp = subst(pr, "model_connection = models",
+		    "model_connection = models\nplaceholder_env = ANTHROPIC_API_KEY");
+		const char *const sneaky[] = { "ANTHROPIC_API_KEY=sk-real", NULL };
+		const char *const fine[] = { "LANG=C.UTF-8", NULL };
+
+		assert_int_equal(trusted_models_load_string("trusted.ini", tf, strlen(tf),
+		    "models", &trusted, err, sizeof(err)), 0);
+		assert_true(decide(wu, pp, &trusted, fine, &a));
+		admission_free(&a);
+		expect_refused(wu, pp, &trusted, sneaky, REASON_ADM_ENV_FORBIDDEN);
+		strlist_free(&trusted);
+		free(pp);
+	}
 	/* A trusted file with unknown keys is refused at load. */
 	assert_int_equal(trusted_models_load_string("trusted.ini", "[connection m]\nx = 1\n", 22,
 	    "m", &trusted, err, sizeof(err)), -1);

@@ -186,6 +186,44 @@ test_too_long(void **st)
 	free(b);
 }
 
+/* A run CA travels with a grant that names a connection, and only then. */
+static void
+test_intercept_ca(void **state)
+{
+#define GRANT_CONN "{\"principal\":\"run-7f3a\",\"allow\":[\"https://api.example.com\"]," \
+	"\"connection\":\"m\",\"limits\":{\"connections\":4,\"bytes\":0,\"lifetime_s\":900}}"
+	assert_int_equal(dec("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\","
+	    "\"interface\":\"lo\",\"grant\":" GRANT_CONN ",\"intercept_ca\":{\"cert\":\"C\","
+	    "\"key\":\"K\"}}"), 0);
+	assert_string_equal(r.ca_cert, "C");
+	assert_string_equal(r.ca_key, "K");
+	assert_string_equal(r.grant->connection, "m");
+	control_req_clear(&r);
+	assert_null(r.ca_key);
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_OK ",\"intercept_ca\":{\"cert\":\"C\",\"key\":\"K\"}}",
+	    "malformed");
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_CONN ",\"intercept_ca\":{\"cert\":\"C\"}}", "malformed");
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_CONN ",\"intercept_ca\":{\"cert\":\"C\",\"key\":1}}",
+	    "malformed");
+	assert_int_equal(dec("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\","
+	    "\"interface\":\"lo\",\"grant\":" GRANT_CONN ",\"credential_placeholder\":"
+	    "\"egress-placeholder-0123456789abcdef\"}"), 0);
+	assert_string_equal(r.placeholder, "egress-placeholder-0123456789abcdef");
+	control_req_clear(&r);
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_CONN ",\"credential_placeholder\":\"short\"}", "malformed");
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_CONN ",\"credential_placeholder\":\"has space in it 0123\"}",
+	    "malformed");
+	expect_code("{\"op\":\"grant.create\",\"listen\":\"127.0.0.1:0\",\"interface\":\"lo\","
+	    "\"grant\":" GRANT_OK ",\"credential_placeholder\":\"egress-placeholder-0123456789\"}",
+	    "malformed");
+#undef GRANT_CONN
+}
+
 int
 main(void)
 {
@@ -195,6 +233,7 @@ main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_id_echo_on_error),
 		cmocka_unit_test(test_too_long),
+		cmocka_unit_test(test_intercept_ca),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,7 +198,7 @@ test_grant_create_fd(void **state)
 	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
 	snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)ntohs(sin.sin_port));
 	p = serve_fd();
-	assert_int_equal(egressd_grant_create_fd(sock_path, "run-1", allow, lfd,
+	assert_int_equal(egressd_grant_create_fd(sock_path, "run-1", NULL, allow, lfd,
 	    "egxdeadbeefh", 90, gid, lis, err, sizeof(err)), 0);
 	assert_string_equal(lis, want);
 	reap(p);
@@ -208,7 +208,7 @@ test_grant_create_fd(void **state)
 	    "egxdeadbeefh", 90, gid, lis, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "bad_listener"));
 	reap(p);
-	assert_int_equal(egressd_grant_create_fd(sock_path, "run-1", allow, -1,
+	assert_int_equal(egressd_grant_create_fd(sock_path, "run-1", NULL, allow, -1,
 	    "egxdeadbeefh", 90, gid, lis, err, sizeof(err)), -1);
 	close(lfd);
 }

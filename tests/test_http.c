@@ -601,6 +601,46 @@ test_response_framing(void **st)
 	    "Transfer-Encoding: chunked\r\n\r\n", false, -1, HTTP_RESP_NONE, 0);
 }
 
+/* Inside an intercepted tunnel: origin-form with Host; the proxy forms are refused. */
+static void
+test_origin_request(void **state)
+{
+	struct http_request oreq;
+	enum reason why;
+	const char *ok = "POST /v1/messages?x=1 HTTP/1.1\r\nHost: API.example.com\r\n"
+	    "Content-Length: 2\r\n\r\n{}";
+	const char *bad[][2] = {
+		{ "GET / HTTP/1.1\r\n\r\n", "invalid_host" },
+		{ "GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n",
+		  "malformed_request" },
+		{ "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n",
+		  "malformed_request" },
+		{ "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example\r\n\r\n", "bad_method" },
+		{ "OPTIONS * HTTP/1.1\r\nHost: a.example\r\n\r\n", "malformed_request" },
+		{ "GET /#f HTTP/1.1\r\nHost: a.example\r\n\r\n", "malformed_request" },
+		{ "GET / HTTP/1.1\r\nHost: a.example:0\r\n\r\n", "invalid_port" },
+		{ "GET / HTTP/1.1\r\nHost: user@a.example\r\n\r\n", "invalid_host" },
+	};
+
+	assert_int_equal(http_parse_origin_request(ok, strlen(ok), &oreq, &why), HTTP_PARSE_OK);
+	assert_string_equal(oreq.host.name, "api.example.com");
+	assert_int_equal(oreq.port, 443);
+	assert_int_equal(oreq.method, HTTP_POST);
+	assert_int_equal(oreq.path_len, 16);
+	assert_int_equal(oreq.body, HTTP_BODY_LENGTH);
+	ok = "GET / HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n";
+	assert_int_equal(http_parse_origin_request(ok, strlen(ok), &oreq, &why), HTTP_PARSE_OK);
+	assert_int_equal(oreq.port, 8443);
+	/* the proxy parser still refuses origin-form */
+	assert_int_equal(http_parse_request(ok, strlen(ok), &oreq, &why), HTTP_PARSE_ERROR);
+	assert_int_equal(why, REASON_ORIGIN_FORM);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(http_parse_origin_request(bad[i][0], strlen(bad[i][0]), &oreq,
+		    &why), HTTP_PARSE_ERROR);
+		assert_string_equal(reason_str(why), bad[i][1]);
+	}
+}
+
 int
 main(void)
 {
@@ -624,6 +664,7 @@ main(void)
 		cmocka_unit_test(test_request_head_issue7),
 		cmocka_unit_test(test_client_response),
 		cmocka_unit_test(test_response_framing),
+		cmocka_unit_test(test_origin_request),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

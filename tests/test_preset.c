@@ -162,6 +162,36 @@ test_argv_inline_comment(void **state)
 	preset_free(p);
 }
 
+/* placeholder_env: an upper-case name, only with model_connection, never also copied. */
+static void
+test_placeholder_env(void **state)
+{
+	static const char base[] = "[preset]\nname = p\nexecutable = /bin/true\n"
+	    "prompt_transport = stdin\nnetwork_policy = model_only\nmodel_connection = m\n";
+	char text[1024], err[512];
+	enum reason why;
+	struct preset *p;
+	const char *bad[] = { "placeholder_env = lower", "placeholder_env = 1X",
+	    "placeholder_env = A-B", "placeholder_env = K\nenv_allowlist = K" };
+
+	(void)state;
+	snprintf(text, sizeof(text), "%splaceholder_env = ANTHROPIC_API_KEY\n", base);
+	p = preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err));
+	assert_non_null(p);
+	assert_string_equal(p->placeholder_env, "ANTHROPIC_API_KEY");
+	preset_free(p);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s\n", base, bad[i]);
+		assert_null(preset_load_string("p.ini", text, strlen(text), &why, err,
+		    sizeof(err)));
+		assert_non_null(strstr(err, "placeholder_env"));
+	}
+	/* without a model connection */
+	snprintf(text, sizeof(text), "[preset]\nname = p\nexecutable = /bin/true\n"
+	    "prompt_transport = stdin\nnetwork_policy = allowlisted\nplaceholder_env = K\n");
+	assert_null(preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err)));
+}
+
 int
 main(void)
 {
@@ -170,6 +200,7 @@ main(void)
 		cmocka_unit_test(test_samples_admission),
 		cmocka_unit_test(test_trusted_file),
 		cmocka_unit_test(test_argv_inline_comment),
+		cmocka_unit_test(test_placeholder_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

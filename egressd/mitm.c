@@ -1,0 +1,1040 @@
+/* mitm.c - an intercepted model-connection tunnel (see mitm.h). */
+#define _GNU_SOURCE
+#include "egressd/mitm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "egressd/dlog.h"
+#include "egressd/http.h"
+#include "egressd/httpresp.h"
+#include "egressd/redirect.h"
+
+#define MITM_HIGH_WATER (256 * 1024)   /* bytes queued toward one side before reads pause */
+#define MITM_MOVE_MAX   (64 * 1024)    /* bytes moved per step (chunked framing) */
+#define MITM_HEAD_OUT   (EGRESS_REQUEST_HEAD_MAX + 8192)
+
+enum mstate {
+	M_HANDSHAKE,     /* client TLS handshake */
+	M_REQ_HEAD,      /* waiting for an inner request head */
+	M_WAIT_UP,       /* head accepted, origin TLS not ready yet */
+	M_LOG,           /* allow record in flight */
+	M_EXCHANGE,      /* request body and/or response flowing */
+	M_CLOSING,       /* last bytes to the client, then end */
+};
+
+struct mitm {
+	struct mitm_opts o;
+	json_t *base;                    /* copy of o.record_base */
+	struct bufferevent *cb;          /* worker side (egressd is the TLS server) */
+	struct bufferevent *ub;          /* origin side (egressd is the TLS client) */
+	enum mstate st;
+	bool client_ready, up_ready, up_failed, up_eof;
+	char up_error[256];              /* the origin's verification error, for the record */
+	enum reason close_reason;        /* M_CLOSING: why, once flushed */
+	struct event *idle;
+	struct event *closer;            /* ends the tunnel outside the current callback */
+	uint64_t last_us;
+	uint64_t start_us;
+	uint64_t up, down;               /* TLS payload bytes, worker -> origin and back */
+	struct dlog_ticket *ticket;
+	unsigned n;                      /* inner requests so far */
+	char hop[96];                    /* current inner hop id */
+	/* the current request */
+	char *head;                      /* its head (req borrows it) */
+	struct http_request req;
+	bool req_done;                   /* request body fully sent */
+	uint64_t req_left;               /* LENGTH: body bytes still to send */
+	struct http_chunked req_chunk;
+	uint64_t req_up;                 /* bytes of this exchange, both ways */
+	uint64_t req_down;
+	/* the current response */
+	bool resp_head_done;
+	int status;
+	enum http_resp_body resp_kind;
+	uint64_t resp_left;
+	struct http_chunked resp_chunk;
+	bool keep;                       /* both sides keep the connection after this one */
+};
+
+static void process(struct mitm *m);
+
+SSL_CTX *
+mitm_client_ctx(const char *ca_file, char *err, size_t errlen)
+{
+	static const unsigned char h11[] = "\x08http/1.1";
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
+	if (ctx == NULL) {
+		snprintf(err, errlen, "SSL_CTX_new failed");
+		return NULL;
+	}
+	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+	    (ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) :
+	    SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+	    SSL_CTX_set_alpn_protos(ctx, h11, sizeof(h11) - 1) != 0) {
+		snprintf(err, errlen, "origin trust store %s could not be loaded",
+		    ca_file != NULL ? ca_file : "(OpenSSL default paths)");
+		SSL_CTX_free(ctx);
+		ERR_clear_error();
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+	return ctx;
+}
+
+/* ---- records ---- */
+
+static json_t *
+record(struct mitm *m)
+{
+	json_t *o = json_deep_copy(m->base);
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "hop", json_string(m->hop));
+	json_object_set_new(o, "parent_hop", json_string(m->o.hop));
+	json_object_set_new(o, "hop_kind", json_string("inner"));
+	json_object_set_new(o, "intercepted", json_true());
+	json_object_set_new(o, "credential", json_string(m->o.conn->name));
+	if (m->head != NULL) {
+		const char *q = memchr(m->req.path, '?', m->req.path_len);
+		size_t pl = q != NULL ? (size_t)(q - m->req.path) : m->req.path_len;
+		char path[EGRESS_LOG_TARGET_MAX + 1];
+
+		/* The path without its query: queries may carry secrets of the worker's own. */
+		if (pl > EGRESS_LOG_TARGET_MAX)
+			pl = EGRESS_LOG_TARGET_MAX;
+		memcpy(path, m->req.path, pl);
+		path[pl] = '\0';
+		json_object_set_new(o, "method", json_string(http_method_str(m->req.method)));
+		json_object_set_new(o, "target", json_string(path));
+	} else {
+		json_object_set_new(o, "method", json_null());
+		json_object_set_new(o, "target", json_null());
+	}
+	return o;
+}
+
+static void
+append(struct mitm *m, const char *event, json_t *o)
+{
+	if (o == NULL || dlog_append(m->o.dlog, event, o, NULL, NULL, NULL) != 0)
+		log_warnx("intercepted %s: decision log refused a %s record", m->hop, event);
+}
+
+static void
+record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error)
+{
+	json_t *o = record(m);
+
+	if (o == NULL)
+		return;
+	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
+	json_object_set_new(o, "reason", json_string(reason_str(r)));
+	if (tls_error != NULL)
+		json_object_set_new(o, "tls_error", json_string(tls_error));
+	append(m, "decision", o);
+}
+
+static void
+record_close(struct mitm *m, enum reason r)
+{
+	json_t *o = record(m);
+
+	if (o == NULL)
+		return;
+	json_object_set_new(o, "status", m->status ? json_integer(m->status) : json_null());
+	json_object_set_new(o, "reason", json_string(reason_str(r)));
+	json_object_set_new(o, "bytes_up", json_integer((json_int_t)m->req_up));
+	json_object_set_new(o, "bytes_down", json_integer((json_int_t)m->req_down));
+	append(m, "close", o);
+}
+
+/* ---- life cycle ---- */
+
+static void
+reset_request(struct mitm *m)
+{
+	free(m->head);
+	m->head = NULL;
+	memset(&m->req, 0, sizeof(m->req));
+	m->req_done = false;
+	m->req_left = 0;
+	m->req_up = m->req_down = 0;
+	m->resp_head_done = false;
+	m->status = 0;
+	m->resp_left = 0;
+	m->keep = false;
+}
+
+static void
+release(struct mitm *m)
+{
+	if (m->ticket != NULL)
+		dlog_ticket_cancel(m->ticket);
+	if (m->cb != NULL)
+		bufferevent_free(m->cb);        /* closes the socket (SSL shut down quietly) */
+	if (m->ub != NULL)
+		bufferevent_free(m->ub);
+	if (m->idle != NULL)
+		event_free(m->idle);
+	if (m->closer != NULL)
+		event_free(m->closer);
+	free(m->head);
+	json_decref(m->base);
+	SSL_CTX_free(m->o.server_ctx);
+	SSL_CTX_free(m->o.client_ctx);
+	connections_free(m->o.conns);
+	free(m);
+}
+
+void
+mitm_free(struct mitm *m)
+{
+	if (m != NULL)
+		release(m);
+}
+
+static void end(struct mitm *m, enum reason why);
+
+void
+mitm_close(struct mitm *m, enum reason why)
+{
+	if (m->st == M_EXCHANGE && m->hop[0] != '\0')
+		record_close(m, why);
+	end(m, why);
+}
+
+static void
+end(struct mitm *m, enum reason why)
+{
+	mitm_done_cb done = m->o.done;
+	void *arg = m->o.arg;
+	uint64_t up = m->up, down = m->down;
+
+	release(m);
+	done(why, up, down, arg);
+}
+
+static void
+on_closer(evutil_socket_t fd, short what, void *arg)
+{
+	struct mitm *m = arg;
+
+	end(m, m->close_reason);
+}
+
+/* Stop reading, let what is queued for the worker go out, then end with r. Never ends
+ * (frees) inside the call: callers may still be on the stack. */
+static void
+close_after_flush(struct mitm *m, enum reason r)
+{
+	m->close_reason = r;
+	m->st = M_CLOSING;
+	bufferevent_disable(m->ub, EV_READ);
+	bufferevent_disable(m->cb, EV_READ);
+	bufferevent_setwatermark(m->cb, EV_WRITE, 0, 0);
+	if (evbuffer_get_length(bufferevent_get_output(m->cb)) == 0)
+		event_active(m->closer, EV_TIMEOUT, 0);
+}
+
+/* Answer the worker with a refusal (a deny record first), then close once it is out. */
+static void
+refuse(struct mitm *m, enum reason r, const char *tls_error)
+{
+	char buf[1024];
+	size_t n = http_format_refusal(r, buf, sizeof(buf));
+
+	log_debug("intercepted %s: refused: %s", m->hop, reason_str(r));
+	record_decision(m, false, r, tls_error);
+	if (n > 0)
+		bufferevent_write(m->cb, buf, n);
+	close_after_flush(m, r);
+}
+
+/* ---- moving bytes ---- */
+
+static bool
+count(struct mitm *m, size_t n, bool upward)
+{
+	if (upward) {
+		m->up += n;
+		m->req_up += n;
+	} else {
+		m->down += n;
+		m->req_down += n;
+	}
+	m->last_us = mono_usec();
+	if (m->o.bytes_total != NULL) {
+		*m->o.bytes_total += n;
+		if (m->o.bytes_limit != 0 && *m->o.bytes_total > m->o.bytes_limit)
+			return false;
+	}
+	return true;
+}
+
+/* Move up to max bytes src -> dst. Returns bytes moved. */
+static size_t
+move(struct bufferevent *src, struct bufferevent *dst, uint64_t max)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+	size_t avail = evbuffer_get_length(in), n = avail < max ? avail : (size_t)max;
+
+	if (n == 0)
+		return 0;
+	return evbuffer_remove_buffer(in, bufferevent_get_output(dst), n) < 0 ? 0 : n;
+}
+
+/* Pause reading src while dst has too much queued (resumed from dst's write callback). */
+static void
+pace(struct bufferevent *src, struct bufferevent *dst)
+{
+	if (evbuffer_get_length(bufferevent_get_output(dst)) >= MITM_HIGH_WATER)
+		bufferevent_disable(src, EV_READ);
+	else
+		bufferevent_enable(src, EV_READ);
+}
+
+/* Body bytes from src to dst per framing. Returns 1 when the body is complete, 0 when more
+ * is needed, -1 on malformed chunked framing. */
+static int
+move_body(struct mitm *m, struct bufferevent *src, struct bufferevent *dst, bool chunked,
+    uint64_t *left, struct http_chunked *ch, bool upward)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+
+	for (;;) {
+		size_t avail = evbuffer_get_length(in), moved;
+		if (evbuffer_get_length(bufferevent_get_output(dst)) >= MITM_HIGH_WATER)
+			return 0;
+		if (!chunked) {
+			if (*left == 0)
+				return 1;
+			moved = move(src, dst, *left);
+			if (moved == 0)
+				return 0;
+			*left -= moved;
+		} else {
+			size_t take = avail < MITM_MOVE_MAX ? avail : MITM_MOVE_MAX;
+			bool done = false;
+			long k;
+			if (take == 0)
+				return 0;
+			k = http_chunked_feed(ch, (const char *)evbuffer_pullup(in, (ssize_t)take),
+			    take, &done);
+			if (k < 0)
+				return -1;
+			moved = move(src, dst, (uint64_t)k);
+			if (!count(m, moved, upward))
+				return -2;
+			if (done)
+				return 1;
+			continue;
+		}
+		if (!count(m, moved, upward))
+			return -2;
+	}
+}
+
+/* ---- the inner request ---- */
+
+static bool
+strip(const struct mitm *m, const struct http_header *h)
+{
+	return connection_strips_header(m->o.conn, h->name, h->name_len) ||
+	    http_is_hop_header(h->name, h->name_len) ||
+	    (h->name_len == 4 && strncasecmp(h->name, "host", 4) == 0);
+}
+
+/* Does the Connection header of req name this header (then it is hop-by-hop)? */
+static bool
+named_by_connection(const struct http_request *req, const struct http_header *h)
+{
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *c = &req->headers[i];
+		const char *p = c->value, *e = c->value + c->value_len;
+		if (!(c->name_len == 10 && strncasecmp(c->name, "connection", 10) == 0))
+			continue;
+		while (p < e) {
+			const char *t;
+			while (p < e && (*p == ',' || *p == ' ' || *p == '\t'))
+				p++;
+			t = p;
+			while (p < e && *p != ',' && *p != ' ' && *p != '\t')
+				p++;
+			if ((size_t)(p - t) == h->name_len && strncasecmp(t, h->name, h->name_len) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The head egressd sends to the origin: origin-form line, canonical Host, the worker's
+ * headers minus credentials and hop-by-hop ones, then the connection's credential. */
+static size_t
+build_head(struct mitm *m, char *out, size_t cap)
+{
+	char hostb[EGRESS_HOSTPORT_MAX + 1], cred[EGRESS_CREDENTIAL_MAX + 256];
+	size_t o = 0, cl;
+	int k;
+
+	if (m->req.host.kind == HOST_IPV6)
+		snprintf(hostb, sizeof(hostb), "[%s]", m->req.host.name);
+	else
+		snprintf(hostb, sizeof(hostb), "%s", m->req.host.name);
+	if (m->o.port != 443) {
+		size_t l = strlen(hostb);
+		snprintf(hostb + l, sizeof(hostb) - l, ":%u", (unsigned)m->o.port);
+	}
+	k = snprintf(out, cap, "%s %.*s HTTP/1.1\r\nHost: %s\r\n", http_method_str(m->req.method),
+	    (int)m->req.path_len, m->req.path, hostb);
+	if (k < 0 || (size_t)k >= cap)
+		return 0;
+	o = (size_t)k;
+	for (size_t i = 0; i < m->req.nheaders; i++) {
+		const struct http_header *h = &m->req.headers[i];
+		if (strip(m, h) || named_by_connection(&m->req, h))
+			continue;
+		if (o + h->name_len + h->value_len + 4 >= cap)
+			return 0;
+		memcpy(out + o, h->name, h->name_len);
+		o += h->name_len;
+		memcpy(out + o, ": ", 2);
+		o += 2;
+		memcpy(out + o, h->value, h->value_len);
+		o += h->value_len;
+		memcpy(out + o, "\r\n", 2);
+		o += 2;
+	}
+	if (m->req.body == HTTP_BODY_CHUNKED) {
+		/* Transfer-Encoding is hop-by-hop here; the body passes as it is, framed */
+		static const char te[] = "Transfer-Encoding: chunked\r\n";
+		if (o + sizeof(te) >= cap)
+			return 0;
+		memcpy(out + o, te, sizeof(te) - 1);
+		o += sizeof(te) - 1;
+	}
+	cl = connection_header_line(m->o.conn, cred, sizeof(cred));
+	if (cl == 0 || o + cl + 3 >= cap) {
+		secret_wipe(cred, sizeof(cred));
+		return 0;
+	}
+	memcpy(out + o, cred, cl);
+	o += cl;
+	secret_wipe(cred, sizeof(cred));
+	memcpy(out + o, "\r\n", 2);
+	return o + 2;
+}
+
+static void
+logged(int err, void *arg)
+{
+	struct mitm *m = arg;
+	char *out;
+	size_t n;
+
+	m->ticket = NULL;
+	if (err != 0) {
+		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
+		return;
+	}
+	out = malloc(MITM_HEAD_OUT);
+	n = out != NULL ? build_head(m, out, MITM_HEAD_OUT) : 0;
+	if (n == 0) {
+		free(out);
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
+	bufferevent_write(m->ub, out, n);
+	secret_wipe(out, n);                /* it holds the credential */
+	free(out);
+	if (!count(m, n, true)) {
+		refuse(m, REASON_LIMIT_BYTES, NULL);
+		return;
+	}
+	m->req_left = m->req.body == HTTP_BODY_LENGTH ? m->req.content_length : 0;
+	http_chunked_init(&m->req_chunk);
+	m->req_done = m->req.body == HTTP_BODY_NONE ||
+	    (m->req.body == HTTP_BODY_LENGTH && m->req.content_length == 0);
+	m->st = M_EXCHANGE;
+	http_chunked_init(&m->resp_chunk);
+	bufferevent_enable(m->ub, EV_READ);
+	process(m);
+}
+
+/* Does the placeholder appear in a header that is not a stripped credential header, or in
+ * the target? Then it would reach the origin as it is: refuse. */
+static bool
+placeholder_leaks(const struct mitm *m)
+{
+	size_t pl;
+
+	if (m->o.placeholder == NULL || (pl = strlen(m->o.placeholder)) == 0)
+		return false;
+	if (memmem(m->req.target, m->req.target_len, m->o.placeholder, pl) != NULL)
+		return true;
+	for (size_t i = 0; i < m->req.nheaders; i++) {
+		const struct http_header *h = &m->req.headers[i];
+		if (connection_strips_header(m->o.conn, h->name, h->name_len))
+			continue;
+		if (memmem(h->value, h->value_len, m->o.placeholder, pl) != NULL)
+			return true;
+	}
+	return false;
+}
+
+static void
+start_request(struct mitm *m)
+{
+	json_t *o;
+	enum reason r;
+
+	if (m->req.host.kind != m->o.host.kind || strcmp(m->req.host.name, m->o.host.name) != 0 ||
+	    m->req.port != m->o.port) {
+		refuse(m, REASON_INNER_HOST_MISMATCH, NULL);
+		return;
+	}
+	if (m->req.upgrade) {
+		refuse(m, REASON_UPGRADE_REFUSED, NULL);
+		return;
+	}
+	r = connection_request_allowed(m->o.conn, http_method_str(m->req.method), m->req.path,
+	    m->req.path_len);
+	if (r != REASON_ALLOWED) {
+		refuse(m, r, NULL);
+		return;
+	}
+	if (placeholder_leaks(m)) {
+		refuse(m, REASON_CREDENTIAL_MISDIRECTED, NULL);
+		return;
+	}
+	if (m->up_failed) {
+		refuse(m, REASON_ORIGIN_TLS_FAILED, m->up_error);
+		return;
+	}
+	if (!m->up_ready) {
+		m->st = M_WAIT_UP;
+		return;
+	}
+	/* The allow record is written before any byte of this request goes upstream. */
+	o = record(m);
+	if (o != NULL) {
+		json_object_set_new(o, "verdict", json_string("allow"));
+		json_object_set_new(o, "reason", json_string(reason_str(REASON_ALLOWED)));
+	}
+	m->st = M_LOG;
+	bufferevent_disable(m->cb, EV_READ);
+	if (o == NULL || dlog_append(m->o.dlog, "decision", o, logged, m, &m->ticket) != 0) {
+		log_warn("intercepted %s: allow record refused", m->hop);
+		m->ticket = NULL;
+		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
+	}
+}
+
+static void
+read_head(struct mitm *m)
+{
+	struct evbuffer *in = bufferevent_get_input(m->cb);
+	size_t len = evbuffer_get_length(in);
+	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
+	enum reason why;
+	enum http_parse pr;
+
+	if (len == 0)
+		return;
+	pr = http_parse_origin_request((const char *)evbuffer_pullup(in, (ssize_t)look), look,
+	    &m->req, &why);
+	if (pr == HTTP_PARSE_INCOMPLETE)
+		return;
+	if (pr == HTTP_PARSE_ERROR) {
+		memset(&m->req, 0, sizeof(m->req));
+		snprintf(m->hop, sizeof(m->hop), "%s.%u", m->o.hop, ++m->n);
+		refuse(m, why, NULL);
+		return;
+	}
+	/* Keep a copy the request can point into, and consume the head. */
+	m->head = malloc(m->req.head_len);
+	if (m->head == NULL) {
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
+	evbuffer_remove(in, m->head, m->req.head_len);
+	if (http_parse_origin_request(m->head, m->req.head_len, &m->req, &why) != HTTP_PARSE_OK) {
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
+	snprintf(m->hop, sizeof(m->hop), "%s.%u", m->o.hop, ++m->n);
+	start_request(m);
+}
+
+/* A 3xx with a Location: follow-able only where the grant allows (as for plain HTTP). */
+static enum reason
+check_redirect(struct mitm *m, const struct httpresp *r)
+{
+	struct redirect_target *t;
+	const char *loc, *detail = NULL;
+	size_t loclen;
+	char tmp[EGRESS_LOCATION_MAX + 8];
+	long li;
+	enum reason rr;
+	enum redirect_err e;
+
+	if (!redirect_status_checked(r->status) || (li = httpresp_find(r, "location", 0)) < 0)
+		return REASON_ALLOWED;
+	if (httpresp_find(r, "location", 1) >= 0)
+		return REASON_REDIRECT_INVALID;
+	loc = r->headers[li].value;
+	loclen = r->headers[li].value_len;
+	/* Relative references stay on this origin (https, this host and port). */
+	if (loclen > 0 && loc[0] != '/' && memchr(loc, ':', loclen) == NULL)
+		return REASON_ALLOWED;
+	if (loclen > 0 && loc[0] == '/' && (loclen == 1 || loc[1] != '/'))
+		return REASON_ALLOWED;
+	if (loclen >= 2 && loc[0] == '/' && loc[1] == '/') {
+		/* scheme-relative: the scheme of this request, https */
+		if (loclen + 6 >= sizeof(tmp))
+			return REASON_REDIRECT_INVALID;
+		memcpy(tmp, "https:", 6);
+		memcpy(tmp + 6, loc, loclen);
+		loc = tmp;
+		loclen += 6;
+	}
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return REASON_INTERNAL_ERROR;
+	e = redirect_resolve(loc, loclen, &m->o.host, m->o.port, m->req.path, m->req.path_len, t);
+	if (e != REDIRECT_OK)
+		rr = redirect_err_reason(e);
+	else
+		rr = redirect_authorize(m->o.grant, t, &m->o.grant->allow_address, m->o.override,
+		    &detail);
+	free(t);
+	return rr;
+}
+
+static void
+read_response_head(struct mitm *m)
+{
+	struct evbuffer *in = bufferevent_get_input(m->ub);
+	size_t len = evbuffer_get_length(in);
+	size_t look = len < EGRESS_RESPONSE_HEAD_MAX ? len : EGRESS_RESPONSE_HEAD_MAX;
+	struct httpresp *r;
+	char *out;
+	size_t n;
+	enum reason rr;
+	bool keep;
+
+	if (len == 0)
+		return;
+	r = malloc(sizeof(*r));
+	if (r == NULL) {
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
+	switch (httpresp_parse((const char *)evbuffer_pullup(in, (ssize_t)look), look, 0, r)) {
+	case HTTPRESP_OK:
+		break;
+	case HTTPRESP_INCOMPLETE:
+		free(r);
+		if (m->up_eof)
+			refuse(m, REASON_UPSTREAM_RESET, NULL);
+		return;
+	case HTTPRESP_TOO_LARGE:
+		free(r);
+		refuse(m, REASON_RESPONSE_TOO_LARGE, NULL);
+		return;
+	case HTTPRESP_INVALID:
+	default:
+		free(r);
+		refuse(m, REASON_BAD_RESPONSE, NULL);
+		return;
+	}
+	if (r->status == 101 || r->status < 100) {
+		free(r);
+		refuse(m, REASON_BAD_RESPONSE, NULL);
+		return;
+	}
+	rr = r->status >= 300 && r->status < 400 ? check_redirect(m, r) : REASON_ALLOWED;
+	if (rr != REASON_ALLOWED) {
+		free(r);
+		refuse(m, rr, NULL);
+		return;
+	}
+	keep = r->status < 200 || (!m->req.conn_close && r->minor == 1 &&
+	    !(httpresp_find(r, "connection", 0) >= 0 &&
+	    httpresp_value_has_token(r->headers[httpresp_find(r, "connection", 0)].value,
+	    r->headers[httpresp_find(r, "connection", 0)].value_len, "close")));
+	if (r->status >= 200) {
+		if (http_response_framing(r, m->req.method == HTTP_HEAD, &m->resp_kind,
+		    &m->resp_left) != 0) {
+			free(r);
+			refuse(m, REASON_BAD_RESPONSE, NULL);
+			return;
+		}
+		if (m->resp_kind == HTTP_RESP_CLOSE)
+			keep = false;
+	}
+	out = malloc(EGRESS_RESPONSE_HEAD_MAX + 512);
+	n = out != NULL ? http_build_client_response(r, keep, out,
+	    EGRESS_RESPONSE_HEAD_MAX + 512) : 0;
+	if (n == 0) {
+		free(out);
+		free(r);
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
+	evbuffer_drain(in, r->head_len);
+	bufferevent_write(m->cb, out, n);
+	free(out);
+	count(m, n, false);
+	if (r->status < 200) {
+		free(r);
+		return;                     /* an interim answer; the final one follows */
+	}
+	m->status = r->status;
+	m->keep = keep;
+	m->resp_head_done = true;
+	free(r);
+}
+
+/* The response is complete: close record, then the next request or the end. */
+static void
+exchange_done(struct mitm *m)
+{
+	record_close(m, REASON_ALLOWED);
+	if (!m->keep || !m->req_done || m->up_eof) {
+		close_after_flush(m, m->up_eof ? REASON_CLOSE_UPSTREAM : REASON_CLOSE_CLIENT);
+		return;
+	}
+	reset_request(m);
+	m->st = M_REQ_HEAD;
+	bufferevent_enable(m->cb, EV_READ);
+	process(m);
+}
+
+static void
+process(struct mitm *m)
+{
+	int rc;
+
+	switch (m->st) {
+	case M_HANDSHAKE:
+	case M_LOG:
+	case M_CLOSING:
+		return;
+	case M_WAIT_UP:
+		if (m->up_ready || m->up_failed)
+			start_request(m);
+		return;
+	case M_REQ_HEAD:
+		read_head(m);
+		return;
+	case M_EXCHANGE:
+		break;
+	}
+	if (!m->req_done) {
+		rc = move_body(m, m->cb, m->ub, m->req.body == HTTP_BODY_CHUNKED, &m->req_left,
+		    &m->req_chunk, true);
+		if (rc < 0) {
+			refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_FRAMING, NULL);
+			return;
+		}
+		m->req_done = rc == 1;
+		pace(m->cb, m->ub);
+	}
+	if (m->req_done)
+		bufferevent_disable(m->cb, EV_READ);    /* the next request waits its turn */
+	if (!m->resp_head_done) {
+		read_response_head(m);
+		if (m->st != M_EXCHANGE || !m->resp_head_done)
+			return;
+	}
+	switch (m->resp_kind) {
+	case HTTP_RESP_NONE:
+		rc = 1;
+		break;
+	case HTTP_RESP_LENGTH:
+		rc = move_body(m, m->ub, m->cb, false, &m->resp_left, NULL, false);
+		break;
+	case HTTP_RESP_CHUNKED:
+		rc = move_body(m, m->ub, m->cb, true, NULL, &m->resp_chunk, false);
+		break;
+	case HTTP_RESP_CLOSE:
+	default: {
+		uint64_t all = UINT64_MAX;
+		rc = move_body(m, m->ub, m->cb, false, &all, NULL, false);
+		rc = rc < 0 ? rc : m->up_eof ? 1 : 0;
+		break;
+	}
+	}
+	if (rc < 0) {
+		refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_RESPONSE, NULL);
+		return;
+	}
+	pace(m->ub, m->cb);
+	if (rc == 1 && m->req_done) {
+		exchange_done(m);
+		return;
+	}
+	if (rc == 0 && m->up_eof) {
+		/* the origin went away mid-response */
+		record_close(m, REASON_UPSTREAM_RESET);
+		end(m, REASON_UPSTREAM_RESET);
+	}
+}
+
+/* ---- events ---- */
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+	struct mitm *m = arg;
+
+	m->last_us = mono_usec();
+	process(m);
+}
+
+static void
+on_write(struct bufferevent *bev, void *arg)
+{
+	struct mitm *m = arg;
+
+	if (m->st == M_CLOSING) {
+		if (bev == m->cb && evbuffer_get_length(bufferevent_get_output(m->cb)) == 0)
+			event_active(m->closer, EV_TIMEOUT, 0);
+		return;
+	}
+	process(m);
+}
+
+static const char *
+ssl_err(struct bufferevent *bev, char *buf, size_t len)
+{
+	unsigned long e = bufferevent_get_openssl_error(bev);
+
+	if (e == 0)
+		snprintf(buf, len, "connection closed during the handshake");
+	else
+		ERR_error_string_n(e, buf, len);
+	while (bufferevent_get_openssl_error(bev) != 0)
+		;
+	return buf;
+}
+
+static void
+on_client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct mitm *m = arg;
+	char eb[256];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		m->client_ready = true;
+		m->st = M_REQ_HEAD;
+		m->last_us = mono_usec();
+		process(m);
+		return;
+	}
+	if (!m->client_ready) {
+		/* The worker refused our leaf (does it trust the run CA?) or is not TLS. */
+		log_info("intercepted %s: worker TLS handshake failed: %s", m->o.hop,
+		    ssl_err(bev, eb, sizeof(eb)));
+		end(m, REASON_CLIENT_TLS_FAILED);
+		return;
+	}
+	if (m->st == M_EXCHANGE && m->hop[0] != '\0')
+		record_close(m, REASON_CLOSE_CLIENT);
+	end(m, (what & BEV_EVENT_EOF) ? REASON_CLOSE_CLIENT : REASON_CLOSE_ERROR);
+}
+
+static void
+on_up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct mitm *m = arg;
+	char eb[256];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		m->up_ready = true;
+		process(m);
+		return;
+	}
+	if (!m->up_ready) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+		if (vr != X509_V_OK)
+			snprintf(m->up_error, sizeof(m->up_error), "%s",
+			    X509_verify_cert_error_string(vr));
+		else
+			snprintf(m->up_error, sizeof(m->up_error), "%s", ssl_err(bev, eb, sizeof(eb)));
+		log_info("intercepted %s: TLS to the origin failed: %s", m->o.hop, m->up_error);
+		m->up_failed = true;
+		bufferevent_disable(bev, EV_READ | EV_WRITE);
+		process(m);
+		return;
+	}
+	m->up_eof = true;
+	if (m->st == M_EXCHANGE) {
+		process(m);
+		return;
+	}
+	if (m->st == M_REQ_HEAD || m->st == M_WAIT_UP) {
+		/* Idle between requests and the origin closed: this tunnel cannot carry more
+		 * (a new one gets a fresh, re-authorized connection). */
+		end(m, REASON_CLOSE_UPSTREAM);
+	}
+}
+
+static void
+on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	struct mitm *m = arg;
+
+	uint64_t now = mono_usec();
+
+	if (m->o.lifetime_ms > 0 && now - m->start_us >= m->o.lifetime_ms * 1000) {
+		if (m->st == M_EXCHANGE)
+			record_close(m, REASON_CLOSE_LIFETIME);
+		end(m, REASON_CLOSE_LIFETIME);
+		return;
+	}
+	if (m->o.idle_ms > 0 && now - m->last_us >= m->o.idle_ms * 1000) {
+		if (m->st == M_EXCHANGE)
+			record_close(m, REASON_CLOSE_IDLE);
+		end(m, REASON_CLOSE_IDLE);
+	}
+}
+
+struct mitm *
+mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_opts *o)
+{
+	struct mitm *m = calloc(1, sizeof(*m));
+	SSL *cs = NULL, *us = NULL;
+	ssize_t w;
+
+	if (m == NULL)
+		return NULL;
+	m->o = *o;
+	m->o.server_ctx = NULL;
+	m->o.client_ctx = NULL;
+	m->o.conns = NULL;
+	m->o.record_base = NULL;
+	m->base = json_deep_copy(o->record_base);
+	if (m->base == NULL) {
+		free(m);
+		return NULL;
+	}
+	cs = SSL_new(o->server_ctx);
+	us = SSL_new(o->client_ctx);
+	if (cs == NULL || us == NULL)
+		goto fail;
+	/* The origin's name: SNI (names only) and the identity its certificate must prove. */
+	if (o->host.kind == HOST_NAME) {
+		if (SSL_set_tlsext_host_name(us, o->host.name) != 1 ||
+		    SSL_set1_host(us, o->host.name) != 1)
+			goto fail;
+	} else if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(us), o->host.name) != 1) {
+		goto fail;
+	}
+	/* Both sockets must not block the event loop (the session's are already). */
+	if (evutil_make_socket_nonblocking(cfd) != 0 || evutil_make_socket_nonblocking(ufd) != 0)
+		goto fail;
+	/* Each side gets whole TLS records as they are ready (a request head, then its body):
+	 * Nagle would hold the second one for the peer's delayed ACK, ~40 ms per request. */
+	{
+		int one = 1;
+		(void)setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		(void)setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	/* The 200 goes out in clear before TLS starts; a fresh socket takes 39 bytes. */
+	do
+		w = send(cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)n200) {
+		errno = w < 0 ? errno : EAGAIN;
+		goto fail;
+	}
+	m->cb = bufferevent_openssl_socket_new(o->base, cfd, cs, BUFFEREVENT_SSL_ACCEPTING,
+	    BEV_OPT_CLOSE_ON_FREE);
+	if (m->cb == NULL) {
+		/* the 200 is out: from here the sockets are ours and closed on failure */
+		SSL_free(cs);
+		SSL_free(us);
+		close(cfd);
+		close(ufd);
+		json_decref(m->base);
+		free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cs = NULL;
+	m->ub = bufferevent_openssl_socket_new(o->base, ufd, us, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE);
+	if (m->ub == NULL) {
+		SSL_free(us);
+		close(ufd);
+		bufferevent_free(m->cb);
+		json_decref(m->base);
+		free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	us = NULL;
+	m->idle = event_new(o->base, -1, EV_PERSIST, on_idle, m);
+	m->closer = evtimer_new(o->base, on_closer, m);
+	if (m->idle == NULL || m->closer == NULL) {
+		release(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	SSL_CTX_up_ref(o->server_ctx);
+	m->o.server_ctx = o->server_ctx;
+	SSL_CTX_up_ref(o->client_ctx);
+	m->o.client_ctx = o->client_ctx;
+	m->o.conns = connections_ref(o->conns);
+	m->st = M_HANDSHAKE;
+	m->last_us = mono_usec();
+	/* Origins often end TLS without close_notify; the framing says where bodies end. */
+	bufferevent_openssl_set_allow_dirty_shutdown(m->cb, 1);
+	bufferevent_openssl_set_allow_dirty_shutdown(m->ub, 1);
+	bufferevent_setcb(m->cb, on_read, on_write, on_client_event, m);
+	bufferevent_setcb(m->ub, on_read, on_write, on_up_event, m);
+	/* write callbacks when the queue falls to half the high-water mark (backpressure) */
+	bufferevent_setwatermark(m->cb, EV_WRITE, MITM_HIGH_WATER / 2, 0);
+	bufferevent_setwatermark(m->ub, EV_WRITE, MITM_HIGH_WATER / 2, 0);
+	bufferevent_enable(m->cb, EV_READ | EV_WRITE);
+	bufferevent_enable(m->ub, EV_READ | EV_WRITE);
+	m->start_us = m->last_us;
+	if (o->idle_ms > 0 || o->lifetime_ms > 0) {
+		uint64_t lim = o->idle_ms > 0 && (o->lifetime_ms == 0 || o->idle_ms < o->lifetime_ms) ?
+		    o->idle_ms : o->lifetime_ms;
+		uint64_t step = lim / 4 > 0 ? lim / 4 : 1;
+		struct timeval tv = { (time_t)(step / 1000), (suseconds_t)(step % 1000) * 1000 };
+		event_add(m->idle, &tv);
+	}
+	return m;
+fail:
+	SSL_free(cs);
+	SSL_free(us);
+	json_decref(m->base);
+	free(m);
+	return NULL;
+}

@@ -1,0 +1,163 @@
+/* sniguard.c - the ClientHello peek before an opaque tunnel (see sniguard.h). */
+#include "egressd/sniguard.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+
+#include "common/limits.h"
+
+/* Room for the hello's records: the handshake bytes plus a header per record. */
+#define PEEK_MAX (EGRESS_CLIENTHELLO_MAX + 64 * 5)
+#define POLL_MS  5          /* without edge-triggered events: re-peek this often */
+
+struct sniguard {
+	struct event_base *base;
+	int fd;
+	struct host host;
+	struct event *rev;          /* readable (edge-triggered when the backend can) */
+	struct event *timer;        /* the deadline */
+	struct event *kick;         /* runs the first check, and the verdict, outside start */
+	bool edge;
+	unsigned char *buf;         /* prefix + peeked bytes */
+	size_t nprefix;
+	struct clienthello ch;
+	bool have_ch;
+	sniguard_cb cb;
+	void *arg;
+};
+
+void
+sniguard_free(struct sniguard *g)
+{
+	if (g == NULL)
+		return;
+	if (g->rev != NULL)
+		event_free(g->rev);
+	if (g->timer != NULL)
+		event_free(g->timer);
+	if (g->kick != NULL)
+		event_free(g->kick);
+	free(g->buf);
+	free(g);
+}
+
+static void
+finish(struct sniguard *g, enum reason r)
+{
+	event_del(g->rev);
+	event_del(g->timer);
+	event_del(g->kick);
+	/* The callback may free the guard: nothing touches g after it. */
+	g->cb(r, g->have_ch ? &g->ch : NULL, g->arg);
+}
+
+static void
+check(struct sniguard *g)
+{
+	ssize_t n;
+	enum ch_result cr;
+	bool absent;
+
+	do
+		n = recv(g->fd, g->buf + g->nprefix, PEEK_MAX - g->nprefix, MSG_PEEK | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+		finish(g, REASON_CLOSE_ERROR);
+		return;
+	}
+	if (n == 0 && g->nprefix < PEEK_MAX) {
+		finish(g, REASON_CLOSE_CLIENT);     /* EOF before a whole hello */
+		return;
+	}
+	if (n < 0)
+		n = 0;                              /* nothing queued yet */
+	cr = clienthello_parse(g->buf, g->nprefix + (size_t)n, &g->ch);
+	switch (cr) {
+	case CH_OK:
+		g->have_ch = true;
+		finish(g, clienthello_sni_check(&g->ch, &g->host, &absent));
+		return;
+	case CH_NOT_TLS:
+		/* Not TLS at all (plain HTTP to port 443, another protocol): there is no
+		 * server name to compare; allowed, and the caller records that it was not TLS.
+		 * A TLS record that is not a readable ClientHello is refused below. */
+		finish(g, REASON_ALLOWED);
+		return;
+	case CH_MALFORMED:
+	case CH_TOO_LARGE:
+		finish(g, REASON_TLS_EXPECTED);
+		return;
+	case CH_NEED_MORE:
+		break;
+	}
+	if (g->nprefix + (size_t)n >= PEEK_MAX) {
+		finish(g, REASON_TLS_EXPECTED);
+		return;
+	}
+	if (!g->edge) {
+		struct timeval tv = { 0, POLL_MS * 1000 };
+		event_add(g->kick, &tv);
+	}
+}
+
+static void
+on_read(evutil_socket_t fd, short what, void *arg)
+{
+	check(arg);
+}
+
+static void
+on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	check(arg);
+}
+
+static void
+on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	finish(arg, REASON_HEADER_TIMEOUT);
+}
+
+struct sniguard *
+sniguard_start(struct event_base *base, int cfd, const struct host *host,
+    const unsigned char *prefix, size_t nprefix, uint64_t timeout_ms, sniguard_cb cb,
+    void *arg)
+{
+	struct sniguard *g = calloc(1, sizeof(*g));
+	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
+	struct timeval now = { 0, 0 };
+
+	if (g == NULL)
+		return NULL;
+	g->base = base;
+	g->fd = cfd;
+	g->host = *host;
+	g->cb = cb;
+	g->arg = arg;
+	if (nprefix > PEEK_MAX)
+		nprefix = PEEK_MAX;      /* more than a hello: the parse refuses it */
+	g->buf = malloc(PEEK_MAX);
+	/* A level-triggered read event would fire again and again while the partial hello
+	 * sits unread; edge-triggered fires when more arrives. Otherwise poll. */
+	g->edge = (event_base_get_features(base) & EV_FEATURE_ET) != 0;
+	g->rev = event_new(base, cfd, EV_READ | EV_PERSIST | (g->edge ? EV_ET : 0), on_read, g);
+	g->timer = evtimer_new(base, on_timeout, g);
+	g->kick = evtimer_new(base, on_kick, g);
+	if (g->buf == NULL || g->rev == NULL || g->timer == NULL || g->kick == NULL) {
+		sniguard_free(g);
+		return NULL;
+	}
+	if (nprefix > 0)
+		memcpy(g->buf, prefix, nprefix);
+	g->nprefix = nprefix;
+	if ((g->edge && event_add(g->rev, NULL) != 0) || event_add(g->timer, &tv) != 0 ||
+	    event_add(g->kick, &now) != 0) {
+		sniguard_free(g);
+		return NULL;
+	}
+	return g;
+}

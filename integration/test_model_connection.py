@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""Model connections (issue 16): egressd holds the model credential and adds it on the wire.
+
+The lab: a model origin over HTTPS (certificate from a lab CA) that answers only with the
+real key and streams SSE; a second destination of the same connection whose certificate
+names another host; an ordinary TLS origin that is granted but not bound to the
+connection. egressd gets the connections file (credential root-only), the lab CA as its
+origin trust store, and a grant naming the connection with a run CA (intercept_ca).
+
+Positive: curl, python3 urllib and node 20 reach the model through the proxy with a
+placeholder key and the run CA; the origin saw the real key, never the placeholder; inner
+records are chained. Negative twins: inner Host other than the CONNECT host; an origin with
+a bad certificate (502 origin_tls_failed); an opaque tunnel whose SNI differs from the
+CONNECT host (sni_mismatch); a destination that is not bound is not intercepted (the
+worker sees the origin's own certificate); a worker that does not trust the run CA
+(client_tls_failed, nothing reaches the origin)."""
+
+import os
+import socket
+import ssl
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lab  # noqa: E402
+from lab import Lab, Results  # noqa: E402
+from labtools import modelorigin, netns, proxies  # noqa: E402
+from labtools.checks import (bounded_wait, check, records, require_binaries,  # noqa: E402
+                             stop_clean, wait_decision)
+
+MODEL_ADDR = "203.0.113.40"
+BAD_ADDR = "203.0.113.41"
+OTHER_ADDR = "203.0.113.42"
+ZONE = {
+    "model.lab.test": {"A": [MODEL_ADDR]},
+    "badcert.lab.test": {"A": [BAD_ADDR]},
+    "other.lab.test": {"A": [OTHER_ADDR]},
+    "origin.lab.test": {"A": [lab.HTTP_ORIGIN]},
+}
+KEY = "sk-lab-REAL-0f1e2d3c4b5a"
+PLACEHOLDER = "egress-placeholder-7c9e1f0a"
+GRANT = ["https://model.lab.test", "https://badcert.lab.test", "https://other.lab.test",
+         "http://origin.lab.test"]
+
+
+def setup_egressd(L, labca, runca):
+    keyfile = os.path.join(L.workdir, "model.key")
+    with open(keyfile, "w") as f:
+        f.write(KEY + "\n")
+    os.chown(keyfile, 0, 0)
+    os.chmod(keyfile, 0o600)
+    conns = os.path.join(L.workdir, "trusted-models.ini")
+    with open(conns, "w") as f:
+        f.write("[connection model]\n"
+                "destination = https://model.lab.test\n"
+                "destination = https://badcert.lab.test\n"
+                "credential_file = %s\n"
+                "credential_header = x-api-key\n"
+                "allow_method = POST\nallow_method = GET\n"
+                "allow_path = /v1/*\n" % keyfile)
+    os.chmod(conns, 0o644)
+    d = L.egressd(settings={"connections": conns, "origin_ca_file": labca.cert})
+    with open(runca.cert) as f:
+        cert = f.read()
+    with open(runca.key) as f:
+        key = f.read()
+    w = L.workers[0]
+    r = d.control({"op": "grant.create", "listen": w.listen(), "interface": w.host_if,
+                   "grant": {"principal": "w1-model", "allow": GRANT,
+                             "connection": "model", "limits": {"lifetime_s": 600}},
+                   "intercept_ca": {"cert": cert, "key": key},
+                   "credential_placeholder": PLACEHOLDER})
+    check(r.get("ok"), "grant.create %s" % r)
+    return d
+
+
+def out(cp):
+    o = cp.stdout
+    return o.decode("utf-8", "replace") if isinstance(o, bytes) else o
+
+
+def proxy_url(L):
+    return "http://%s:%d" % L.proxy_of(0)
+
+
+def t_curl(L, d, origin, runca):
+    n = len(origin.keys)
+    cp = L.run_in(L.workers[0].ns, ["curl", "-sS", "-N", "--max-time", "20", "--proxy",
+                                    proxy_url(L), "--cacert", runca.cert,
+                                    "-H", "x-api-key: " + PLACEHOLDER,
+                                    "-H", "Cookie: session=worker",
+                                    "https://model.lab.test/v1/stream?beta=1"],
+                  timeout=30)
+    check(cp.returncode == 0, "curl rc %d: %s" % (cp.returncode, cp.stderr))
+    check('data: {"n": 4}' in out(cp), "curl got %r" % out(cp)[:300])
+    check(origin.keys[n:] == [KEY], "origin saw %r" % origin.keys[n:])
+    check(not any(PLACEHOLDER in h or "session=worker" in h for h in origin.heads),
+          "placeholder or cookie reached the origin")
+    rec = wait_decision(d, lambda x: x.get("hop_kind") == "inner" and
+                        x.get("target") == "/v1/stream")
+    check(rec.get("verdict") == "allow" and rec.get("credential") == "model" and
+          rec.get("intercepted") is True and rec.get("dest") == "model.lab.test:443",
+          "record %s" % rec)
+    close = d.wait_record(lambda x: x.get("event") == "close" and
+                          x.get("hop") == rec.get("hop"), timeout=5)
+    check(close is not None and close.get("status") == 200 and close.get("bytes_down", 0) > 0,
+          "close %s" % close)
+    with open(d.log_path, "rb") as f:
+        check(KEY.encode() not in f.read(), "the key is in the decision log")
+    cp = netns.run([lab.binary("egressctl"), "log", "verify", d.log_path], check=False)
+    check(cp.returncode == 0, "chain: %s %s" % (cp.stdout, cp.stderr))
+
+
+def t_python(L, d, origin, runca):
+    n = len(origin.keys)
+    code = ("import ssl, urllib.request, sys\n"
+            "ctx = ssl.create_default_context(cafile=%r)\n"
+            "op = urllib.request.build_opener(urllib.request.ProxyHandler("
+            "{'https': %r}), urllib.request.HTTPSHandler(context=ctx))\n"
+            "req = urllib.request.Request('https://model.lab.test/v1/stream', "
+            "data=b'{}', headers={'x-api-key': %r, 'Content-Type': 'application/json'})\n"
+            "sys.stdout.write(op.open(req, timeout=20).read().decode())\n"
+            % (runca.cert, proxy_url(L), PLACEHOLDER))
+    cp = L.run_in(L.workers[0].ns, [sys.executable, "-c", code], timeout=30)
+    check(cp.returncode == 0, "python rc %d: %s" % (cp.returncode, cp.stderr[-500:]))
+    check('data: {"n": 4}' in out(cp), "python got %r" % out(cp)[:300])
+    check(origin.keys[n:] == [KEY], "origin saw %r" % origin.keys[n:])
+
+
+NODE = r"""
+const http = require('http'), tls = require('tls');
+const [ph, ph_port] = process.env.PROXY.split(':');
+const req = http.request({host: ph, port: +ph_port, method: 'CONNECT',
+                          path: 'model.lab.test:443'});
+req.on('connect', (res, sock) => {
+  if (res.statusCode !== 200) { console.error('connect', res.statusCode); process.exit(2); }
+  // default trust store + NODE_EXTRA_CA_CERTS (the run CA)
+  const t = tls.connect({socket: sock, servername: 'model.lab.test',
+                         ALPNProtocols: ['http/1.1']}, () => {
+    t.write('GET /v1/stream HTTP/1.1\r\nHost: model.lab.test\r\nx-api-key: ' +
+            process.env.PH + '\r\nConnection: close\r\n\r\n');
+  });
+  let out = '';
+  t.on('data', d => { out += d; });
+  t.on('end', () => { process.stdout.write(out); process.exit(0); });
+  t.on('error', e => { console.error(String(e)); process.exit(3); });
+});
+req.on('error', e => { console.error(String(e)); process.exit(4); });
+req.end();
+setTimeout(() => { console.error('timeout'); process.exit(5); }, 20000);
+"""
+
+
+def t_node(L, d, origin, runca):
+    n = len(origin.keys)
+    script = os.path.join(L.workdir, "model-client.js")
+    with open(script, "w") as f:
+        f.write(NODE)
+    env = ["env", "NODE_EXTRA_CA_CERTS=" + runca.cert, "PH=" + PLACEHOLDER,
+           "PROXY=%s:%d" % L.proxy_of(0)]
+    cp = L.run_in(L.workers[0].ns, env + ["node", script], timeout=30)
+    check(cp.returncode == 0, "node rc %d: %s" % (cp.returncode, cp.stderr[-500:]))
+    check('data: {"n": 4}' in out(cp), "node got %r" % out(cp)[:300])
+    check(origin.keys[n:] == [KEY], "origin saw %r" % origin.keys[n:])
+
+
+def tls_through(L, target, sni, cafile):
+    """CONNECT target from worker 0, then TLS with sni verified against cafile."""
+    r = L.connect(0, target)
+    check(r.status == 200, "CONNECT %s: %r" % (target, r))
+    ctx = ssl.create_default_context(cafile=cafile)
+    ctx.set_alpn_protocols(["http/1.1"])
+    r.sock.settimeout(10)
+    return ctx.wrap_socket(r.sock, server_hostname=sni)
+
+
+def read_all(t):
+    buf = b""
+    while True:
+        try:
+            d = t.recv(65536)
+        except (OSError, ssl.SSLError):
+            break
+        if not d:
+            break
+        buf += d
+    return buf
+
+
+def t_inner_host_mismatch(L, d, origin, runca):
+    n = len(origin.heads)
+    t = tls_through(L, "model.lab.test:443", "model.lab.test", runca.cert)
+    t.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: other.lab.test\r\nx-api-key: %s\r\n\r\n"
+              % PLACEHOLDER.encode())
+    out = read_all(t)
+    t.close()
+    check(out.startswith(b"HTTP/1.1 403") and b"inner_host_mismatch" in out, "got %r" % out)
+    check(len(origin.heads) == n, "the origin saw the request")
+    wait_decision(d, lambda x: x.get("reason") == "inner_host_mismatch")
+
+
+def t_placeholder_misdirected(L, d, origin, runca):
+    """The placeholder sent anywhere egressd reads in clear but the intercepted credential
+    header is refused: a granted plain-HTTP origin, and inside the interception."""
+    before = L.count("http80")
+    r = L.http(0, "GET", "http://origin.lab.test/", headers=[("Authorization",
+                                                            "Bearer " + PLACEHOLDER)])
+    check(r.status == 403 and r.egress_reason == "credential_misdirected", "%r" % r)
+    check(L.count("http80") == before, "the origin saw the placeholder")
+    # twin: the same request without it passes
+    r = L.http(0, "GET", "http://origin.lab.test/")
+    check(r.status == 200, "%r" % r)
+    n = len(origin.heads)
+    t = tls_through(L, "model.lab.test:443", "model.lab.test", runca.cert)
+    t.sendall(b"GET /v1/stream?k=%s HTTP/1.1\r\nHost: model.lab.test\r\n\r\n"
+              % PLACEHOLDER.encode())
+    out = read_all(t)
+    t.close()
+    check(b"credential_misdirected" in out, "got %r" % out)
+    check(len(origin.heads) == n, "the origin saw the request")
+
+
+def t_bad_origin_cert(L, d, bad, runca):
+    t = tls_through(L, "badcert.lab.test:443", "badcert.lab.test", runca.cert)
+    t.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: badcert.lab.test\r\n\r\n")
+    out = read_all(t)
+    t.close()
+    check(out.startswith(b"HTTP/1.1 502") and b"origin_tls_failed" in out, "got %r" % out)
+    rec = wait_decision(d, lambda x: x.get("reason") == "origin_tls_failed")
+    check("hostname mismatch" in rec.get("tls_error", ""), "record %s" % rec)
+    check(not bad.heads, "a request reached the origin with the bad certificate")
+
+
+def t_sni_mismatch(L, d, other, labca):
+    n = other.handshakes
+    r = L.connect(0, "other.lab.test:443")
+    check(r.status == 200, "CONNECT %r" % r)
+    ctx = ssl.create_default_context(cafile=labca.cert)
+    r.sock.settimeout(10)
+    try:
+        t = ctx.wrap_socket(r.sock, server_hostname="model.lab.test")
+        t.close()
+        check(False, "a handshake with SNI model.lab.test went through other.lab.test")
+    except (ssl.SSLError, OSError):
+        pass
+    rec = wait_decision(d, lambda x: x.get("reason") == "sni_mismatch")
+    check(rec.get("sni") == "model.lab.test" and rec.get("dest") == "other.lab.test:443",
+          "record %s" % rec)
+    check(other.handshakes == n, "the origin saw the mismatching hello")
+
+
+def t_not_bound_opaque(L, d, other, labca, runca):
+    # the origin's own certificate (lab CA), not a leaf of the run CA
+    t = tls_through(L, "other.lab.test:443", "other.lab.test", labca.cert)
+    issuer = dict(x[0] for x in t.getpeercert()["issuer"])
+    t.close()
+    check("egress lab CA" in issuer.get("commonName", ""), "issuer %s" % issuer)
+    try:
+        t = tls_through(L, "other.lab.test:443", "other.lab.test", runca.cert)
+        t.close()
+        check(False, "a run CA leaf was presented for a destination that is not bound")
+    except ssl.SSLError:
+        pass
+    rec = d.wait_record(lambda x: x.get("event") == "close" and
+                        x.get("dest") == "other.lab.test:443" and x.get("tls") is True and
+                        x.get("reason") != "sni_mismatch", timeout=5)
+    check(rec is not None and rec.get("sni") == "other.lab.test", "close %s" % rec)
+
+
+def t_client_untrusting(L, d, origin, runca):
+    n = len(origin.heads)
+    cp = L.run_in(L.workers[0].ns, ["curl", "-sS", "--max-time", "10", "--proxy",
+                                    proxy_url(L), "https://model.lab.test/v1/stream"],
+                  timeout=30)
+    check(cp.returncode != 0, "curl trusted a leaf it has no CA for")
+    check(bounded_wait(lambda: any(r.get("reason") == "client_tls_failed"
+                                   for r in records(d, "close")), 5),
+          "no client_tls_failed close record")
+    check(len(origin.heads) == n, "the origin saw a request")
+
+
+def t_grant_refusals(L, d, runca):
+    w = L.workers[0]
+    base = {"principal": "w1-x", "allow": ["https://model.lab.test"],
+            "limits": {"lifetime_s": 60}}
+    r = d.control({"op": "grant.create", "listen": "%s:3199" % w.host_addr,
+                   "interface": w.host_if, "grant": dict(base, connection="nope")})
+    check(not r.get("ok") and r.get("error") == "unknown_connection", "%s" % r)
+    r = d.control({"op": "grant.create", "listen": "%s:3199" % w.host_addr,
+                   "interface": w.host_if, "grant": dict(base, connection="model")})
+    check(not r.get("ok") and r.get("error") == "ca_unavailable", "%s" % r)
+
+
+SANDBOX_SCRIPT = r"""
+set -u
+echo "PH=$MODEL_API_KEY"
+curl -sS -N --max-time 15 -H "x-api-key: $MODEL_API_KEY" \
+    https://model.lab.test/v1/stream > /tmp/model.out 2>&1
+echo "CURL_RC=$?"
+grep -c 'data: {"n": 4}' /tmp/model.out | sed 's/^/EVENTS=/'
+echo "SSL_CERT_FILE=${SSL_CERT_FILE:-unset} NODE_EXTRA_CA_CERTS=${NODE_EXTRA_CA_CERTS:-unset}"
+printf '%s%s' 'REAL-0f1e' '2d3c4b5a' > /tmp/.pat
+printf 'x%sy\n' "$(cat /tmp/.pat)" > /tmp/canary
+for f in $(find /etc /tmp /work /run /var /home /root /opt /srv /mnt /dev/shm \
+        -xdev -type f -readable 2>/dev/null) /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
+    [ "$f" = /tmp/.pat ] && continue
+    grep -q -a -F -f /tmp/.pat "$f" 2>/dev/null && echo "FOUND:$f"
+done
+env | grep -q -F -f /tmp/.pat && echo "FOUND:env"
+echo SCAN_DONE
+"""
+
+
+def t_sandbox(L, d, origin, conns):
+    """egress-exec run, model_only preset naming the connection: the run CA is made and
+    handed to egressd, the CA bundle and variables are in the sandbox, the worker reaches
+    the model with a placeholder, and the key is nowhere the worker can read."""
+    import shutil
+    import subprocess
+    import tempfile
+    import test_orchestrate_local as local
+    top = tempfile.mkdtemp(prefix="egress-mc-")
+    os.chmod(top, 0o755)
+    try:
+        c = local.Case(top, "model")
+        preset = ("[preset]\nname = model-shell\nexecutable = /bin/sh\nargv = sh\n"
+                  "argv = -s\nprompt_transport = stdin\n"
+                  "network_policy = model_only\nmodel_connection = model\n"
+                  "placeholder_env = MODEL_API_KEY\n"
+                  "[ceilings]\nwall_seconds = 60\ncpu_millicores = 1000\n"
+                  "memory_bytes = 256M\ndisk_bytes = 64M\nprocesses = 64\n"
+                  "output_bytes = 64K\n")
+        wu = local.workunit(SANDBOX_SCRIPT, network="allowlist",
+                            destinations=["https://model.lab.test"], output_bytes="64K",
+                            wall_seconds="40")
+        wu_path = os.path.join(c.dir, "wu.ini")
+        with open(wu_path, "w") as f:
+            f.write(wu)
+        with open(c.preset, "w") as f:
+            f.write(preset)
+        n = len(origin.keys)
+        p = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host,
+                            lab.binary("egress-exec"), "run", "--workunit", wu_path,
+                            "--preset", c.preset, "--repo", c.repo, "--out", c.out,
+                            "--egressd-control", d.control_path, "--trusted-models", conns],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
+        stdout = (c.artifact("stdout.log") or b"").decode(errors="replace")
+        check(p.returncode == 0, "egress-exec rc %d: %s\n%s" % (
+            p.returncode, p.stderr.decode(errors="replace")[-800:], stdout[-800:]))
+        check("CURL_RC=0" in stdout and "EVENTS=1" in stdout, "worker output %r" % stdout)
+        check("SSL_CERT_FILE=/etc/egress/ca-bundle.pem" in stdout, stdout)
+        check("PH=egress-placeholder-" in stdout, "placeholder %r" % stdout[:200])
+        check("SCAN_DONE" in stdout and "FOUND:/tmp/canary" in stdout,
+              "the scan does not work: %r" % stdout)
+        leaks = [x for x in stdout.splitlines() if x.startswith("FOUND:") and
+                 x != "FOUND:/tmp/canary"]
+        check(not leaks, "the key is readable inside the sandbox: %s" % leaks)
+        check(origin.keys[n:] == [KEY], "origin saw %r" % origin.keys[n:])
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+def t_reload_drops_connection(L, d):
+    """A reload that removes the connections file: the grant that names one can no longer
+    be served as intercepted, and nothing falls back to opaque (connection_unavailable)."""
+    for k in ("connections", "origin_ca_file"):
+        d.settings.pop(k, None)
+    d.write_config()
+    r = d.control({"op": "reload"})
+    check(r.get("ok"), "reload %s" % r)
+    with L.no_origin_connection():
+        r = L.connect(0, "model.lab.test:443")
+        check(r.status == 503 and r.egress_reason == "connection_unavailable", "%r" % r)
+        r.close()
+
+
+def main():
+    lab.require_root()
+    require_binaries("egressd", "egressctl")
+    for tool in ("curl", "node", "openssl"):
+        if not any(os.access(os.path.join(p, tool), os.X_OK)
+                   for p in os.environ.get("PATH", "").split(":")):
+            print("FAIL: %s is not installed (scripts/deps.sh)" % tool)
+            print("0 passed, 1 failed")
+            return 1
+    res = Results()
+    with Lab(workers=1, zone=ZONE) as L:
+        proxies.add_addresses(L, MODEL_ADDR, BAD_ADDR, OTHER_ADDR)
+        labca = proxies.LabCA(L)
+        runca = proxies.LabCA(L, "runca")
+        mc, mk = labca.server_cert("model.lab.test", ["model.lab.test"])
+        oc, ok = labca.server_cert("other.lab.test", ["other.lab.test"])
+        origin = modelorigin.ModelOrigin(L, MODEL_ADDR, 443, mc, mk, KEY).start()
+        # badcert.lab.test presents model.lab.test's certificate: hostname mismatch
+        bad = modelorigin.ModelOrigin(L, BAD_ADDR, 443, mc, mk, KEY).start()
+        other = modelorigin.ModelOrigin(L, OTHER_ADDR, 443, oc, ok, KEY).start()
+        d = setup_egressd(L, labca, runca)
+        for name, fn, args in (
+                ("curl_placeholder_gets_stream", t_curl, (origin, runca)),
+                ("python_urllib", t_python, (origin, runca)),
+                ("node20", t_node, (origin, runca)),
+                ("inner_host_mismatch", t_inner_host_mismatch, (origin, runca)),
+                ("placeholder_misdirected", t_placeholder_misdirected, (origin, runca)),
+                ("origin_bad_certificate_502", t_bad_origin_cert, (bad, runca)),
+                ("opaque_sni_mismatch", t_sni_mismatch, (other, labca)),
+                ("not_bound_stays_opaque", t_not_bound_opaque, (other, labca, runca)),
+                ("worker_without_run_ca", t_client_untrusting, (origin, runca)),
+                ("grant_refusals", t_grant_refusals, (runca,)),
+                ("sandbox_run_ca_and_no_key_inside", t_sandbox,
+                 (origin, os.path.join(L.workdir, "trusted-models.ini")))):
+            res.run(name, fn, L, d, *args)
+        res.run("reload_drops_connection", t_reload_drops_connection, L, d)
+        res.run("egressd_clean_exit", stop_clean, d)
+        for o in (origin, bad, other):
+            o.stop()
+    return res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
