@@ -33,8 +33,9 @@ listener_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr 
 {
 	struct listener *l = arg;
 
-	evutil_make_socket_closeonexec(fd);
-	evutil_make_socket_nonblocking(fd);
+	/* evconnlistener accepts with accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the listener
+	 * is made with LEV_OPT_CLOSE_ON_EXEC and without LEV_OPT_LEAVE_SOCKETS_BLOCKING, so
+	 * the fd needs no fcntl (two system calls per connection saved). */
 	l->cb(fd, sa, (socklen_t)salen, l->arg);
 }
 
