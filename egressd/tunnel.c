@@ -440,6 +440,13 @@ dir_run(struct dir *d)
 			event_del(d->rev);
 			return;
 		}
+		if (d->fresh) {
+			/* the 200 line (or the client's early bytes) is out; the level-triggered
+			 * read event reports whatever is already waiting */
+			d->fresh = false;
+			dir_wait_read(d);
+			return;
+		}
 		bool piped = d->use_pipe;
 		if (piped && d->pipe[0] < 0 && pipe_get(t->pool, d->pipe) != 0) {
 			/* No pipe now (fd limit or the pipe cap): copy this round; try again
@@ -663,8 +670,19 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 	if (t->timer == NULL)
 		goto fail;
 	timer_arm(t);
-	event_active(t->d[0].rev, EV_READ, 0);
-	event_active(t->d[1].rev, EV_READ, 0);
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = &t->d[i];
+
+		if (!t->o.http && d->blen == 0) {
+			/* Nothing to send yet: wait for bytes (the event is level-triggered, so
+			 * bytes that arrived before this are reported at once) instead of a
+			 * speculative read that finds none. */
+			event_add(d->rev, NULL);
+		} else {
+			d->fresh = !t->o.http;
+			event_active(d->rev, EV_READ, 0);
+		}
+	}
 	return t;
 fail:
 	t->cfd = t->ufd = -1;        /* the caller keeps the fds */
