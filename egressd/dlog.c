@@ -750,8 +750,10 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	int e;
 
 	*wake = false;
-	/* Regular files only: a FIFO or device may block for good. */
-	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
+	/* Regular files only: a FIFO or device may block for good. Not during the writer's
+	 * fdatasync: a write to the page being written back waits for the disk (stable
+	 * pages); the record then waits on the writer instead, as it always did. */
+	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy || d->syncing ||
 	    !TAILQ_EMPTY(&d->pending) || d->stop || d->reopen_req || d->fd_dead || d->fd < 0 ||
 	    d->rotate_pending ||
 	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max)
@@ -1230,8 +1232,8 @@ flush_unsynced(struct dlog *d)
 }
 
 /* batch: the same with mu held on entry and exit, released for the fdatasync. The file
- * stays the writer's (only the writer closes it), but the loop thread may write inline
- * meanwhile: its records set unsynced again and get the next sync. */
+ * stays the writer's (only the writer closes it); records appended meanwhile are queued
+ * (no inline write while syncing) and written after it. */
 static void
 sync_locked(struct dlog *d)
 {
