@@ -758,6 +758,12 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	    d->rotate_pending ||
 	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max)
 		return false;
+	/* Only where it shortens a wait, and only when the loop has nothing else to do: a
+	 * record nobody waits for (deny, close) gains nothing from it, and under load the
+	 * writer thread formats, hashes and writes on the other core while the loop serves
+	 * the ready events (pipelining: throughput at 64 connections fell without this). */
+	if (t->no_cb || event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0)
+		return false;
 	if (d->inline_off_until_ms != 0) {
 		if (mono_msec() < d->inline_off_until_ms)
 			return false;
