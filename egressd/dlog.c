@@ -750,10 +750,11 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	int e;
 
 	*wake = false;
-	/* Regular files only: a FIFO or device may block for good. Not during the writer's
-	 * fdatasync: a write to the page being written back waits for the disk (stable
-	 * pages); the record then waits on the writer instead, as it always did. */
-	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy || d->syncing ||
+	/* Regular files only: a FIFO or device may block for good. Also during the writer's
+	 * fdatasync (the syncing window is a large share of the time under batch): where
+	 * the device wants stable pages, a write to the page being written back waits for
+	 * the disk, and the 1 ms back-off below bounds that to once a second. */
+	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
 	    !TAILQ_EMPTY(&d->pending) || d->stop || d->reopen_req || d->fd_dead || d->fd < 0 ||
 	    d->rotate_pending ||
 	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max)
@@ -1238,8 +1239,8 @@ flush_unsynced(struct dlog *d)
 }
 
 /* batch: the same with mu held on entry and exit, released for the fdatasync. The file
- * stays the writer's (only the writer closes it); records appended meanwhile are queued
- * (no inline write while syncing) and written after it. */
+ * stays the writer's (only the writer closes it), but the loop thread may write inline
+ * meanwhile: its records set unsynced again and get the next sync. */
 static void
 sync_locked(struct dlog *d)
 {
