@@ -16,10 +16,10 @@
  * runs the caller's callback.
  *
  * The fast path (log_sync = none | batch, a regular file): a record with a callback
- * (someone waits for it: the 200), appended while the writer is idle (not writing, not
- * syncing), nothing is queued and the loop has no other ready event, is written by the
- * loop thread itself: it assigns seq/prev/hash and does the one write(2) under the
- * mutex, and the callback runs from the loop right after (through an activated event,
+ * (someone waits for it: the 200), appended while the writer is not writing (it may be
+ * in a batch fdatasync), nothing is queued and the loop has no other ready event, is
+ * written by the loop thread itself: it assigns seq/prev/hash and does the one write(2)
+ * under the mutex, and the callback runs from the loop right after (through an activated event,
  * never from inside dlog_append): no thread hand-off stands between the CONNECT and the
  * 200. Such a write lands in the page cache; one that takes longer than 1 ms sends
  * records to the writer thread again for a second (a throttled or network disk stalls
