@@ -15,6 +15,19 @@
  * hash in on-disk order, writes, syncs as configured, and signals the loop, which then
  * runs the caller's callback.
  *
+ * The fast path (log_sync = none | batch, a regular file): a record with a callback
+ * (someone waits for it: the 200), appended while the writer is not writing (it may be
+ * in a batch fdatasync), nothing is queued and the loop has no other ready event, is
+ * written by the loop thread itself: it assigns seq/prev/hash and does the one write(2)
+ * under the mutex, and the callback runs from the loop right after (through an activated event,
+ * never from inside dlog_append): no thread hand-off stands between the CONNECT and the
+ * 200. Such a write lands in the page cache; one that takes longer than 1 ms sends
+ * records to the writer thread again for a second (a throttled or network disk stalls
+ * the loop at most once a second). Under load (ready events waiting) the writer thread
+ * keeps formatting, hashing and writing on the other core. fdatasync, reopening,
+ * rotation, records nobody waits for (deny, close: they complete on the writer without
+ * waking the loop) and every record that finds the writer busy stay on the writer.
+ *
  * Record line (see docs/decision-log.md for the exact bytes):
  *   {"v":1,"time":"2026-11-30T08:53:53.123456Z","seq":N,"event":"...",<fields>,
  *    "prev":"<64 hex>","hash":"<64 hex>"}\n

@@ -372,6 +372,26 @@ io_error_reason(struct dir *d, bool reading)
 	return REASON_CLOSE_ERROR;
 }
 
+/*
+ * Waiting. A CONNECT tunnel's events are persistent (EV_PERSIST): the read event stays
+ * registered while the direction waits for bytes, so a relayed segment costs no
+ * epoll_ctl DEL + ADD; only a blocked write swaps it for the write event (and back). The
+ * forwarding mode keeps one-shot events: relay_http.c decides when to read again.
+ */
+static void
+dir_wait_read(struct dir *d)
+{
+	event_del(d->wev);      /* no system call when it is not pending */
+	event_add(d->rev, NULL);   /* none when it is pending already */
+}
+
+static void
+dir_wait_write(struct dir *d)
+{
+	event_del(d->rev);      /* a persistent read event would spin while writes block */
+	event_add(d->wev, NULL);
+}
+
 static void
 dir_run(struct dir *d)
 {
@@ -395,9 +415,11 @@ dir_run(struct dir *d)
 			return;
 		}
 		if (r == 0) {
-			event_add(d->wev, NULL);
+			dir_wait_write(d);
 			return;
 		}
+		if (!t->o.http)
+			event_del(d->wev);   /* written: a persistent write event would spin */
 		/* 2. everything written: pass EOF on, or read more */
 		if (t->over_budget) {
 			dir_fail(d, REASON_LIMIT_BYTES);
@@ -418,6 +440,13 @@ dir_run(struct dir *d)
 			event_del(d->rev);
 			return;
 		}
+		if (d->fresh) {
+			/* the 200 line (or the client's early bytes) is out; the level-triggered
+			 * read event reports whatever is already waiting */
+			d->fresh = false;
+			dir_wait_read(d);
+			return;
+		}
 		bool piped = d->use_pipe;
 		if (piped && d->pipe[0] < 0 && pipe_get(t->pool, d->pipe) != 0) {
 			/* No pipe now (fd limit or the pipe cap): copy this round; try again
@@ -434,7 +463,7 @@ dir_run(struct dir *d)
 					/* Nothing to move: an idle direction holds no pipe (the pipe
 					 * is empty here), so idle tunnels cost two fds, not six. */
 					pipe_put(t->pool, d->pipe, true);
-					event_add(d->rev, NULL);
+					dir_wait_read(d);
 					return;
 				}
 				if (errno == EINTR)
@@ -459,7 +488,7 @@ dir_run(struct dir *d)
 		ssize_t n = recv(d->src, d->buf, want, MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				event_add(d->rev, NULL);
+				dir_wait_read(d);
 				return;
 			}
 			if (errno == EINTR)
@@ -575,8 +604,10 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		d->dst = i == 0 ? ufd : cfd;
 		d->pipe[0] = d->pipe[1] = -1;
 		d->use_pipe = t->o.splice;
-		d->rev = event_new(base, d->src, EV_READ, tunnel_ev_read, d);
-		d->wev = event_new(base, d->dst, EV_WRITE, tunnel_ev_write, d);
+		d->rev = event_new(base, d->src, EV_READ | (t->o.http ? 0 : EV_PERSIST),
+		    tunnel_ev_read, d);
+		d->wev = event_new(base, d->dst, EV_WRITE | (t->o.http ? 0 : EV_PERSIST),
+		    tunnel_ev_write, d);
 		if (d->rev == NULL || d->wev == NULL)
 			goto fail;
 		if (npre > 0) {
@@ -639,8 +670,19 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 	if (t->timer == NULL)
 		goto fail;
 	timer_arm(t);
-	event_active(t->d[0].rev, EV_READ, 0);
-	event_active(t->d[1].rev, EV_READ, 0);
+	for (int i = 0; i < 2; i++) {
+		struct dir *d = &t->d[i];
+
+		if (!t->o.http && d->blen == 0) {
+			/* Nothing to send yet: wait for bytes (the event is level-triggered, so
+			 * bytes that arrived before this are reported at once) instead of a
+			 * speculative read that finds none. */
+			event_add(d->rev, NULL);
+		} else {
+			d->fresh = !t->o.http;
+			event_active(d->rev, EV_READ, 0);
+		}
+	}
 	return t;
 fail:
 	t->cfd = t->ufd = -1;        /* the caller keeps the fds */

@@ -33,6 +33,8 @@ struct dir {
 	                               not bytes the destination sent, so not counted */
 	size_t boff, blen, bcap;
 	bool eof, done;
+	bool fresh;                 /* CONNECT start: after flushing what tunnel_new queued,
+	                               wait for bytes instead of a read bound to find none */
 	uint64_t bytes;
 	/* http request body framing (client -> upstream) */
 	int body;

@@ -75,14 +75,19 @@ def files_of(d):
 
 def records_of(path, racing=False):
     """The records of path. racing: the log may be rotating right now (between the rename
-    and the new file, the path briefly does not exist): treat a missing file as empty."""
+    and the new file, the path briefly does not exist): treat a missing file as empty;
+    and egressd may be writing right now (a reader can see part of a write(2): the file
+    grows page by page): leave out a last line without its newline."""
     try:
         with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            lines = f.readlines()
     except FileNotFoundError:
         if racing:
             return []
         raise
+    if racing and lines and not lines[-1].endswith("\n"):
+        lines.pop()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def lines_of(paths):

@@ -568,6 +568,76 @@ test_many_appends_keep_order(void **state)
 	assert_non_null(strstr(ln[2], "\"n\":2,"));
 }
 
+/* Lines in a file (0 when missing). */
+static int
+count_lines(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	int c, n = 0;
+
+	if (fp == NULL)
+		return 0;
+	while ((c = fgetc(fp)) != EOF)
+		n += c == '\n';
+	fclose(fp);
+	return n;
+}
+
+/* The loop thread's fast path (batch, writer idle, nothing queued): the record is in the
+ * file when dlog_append returns, its callback runs later from the loop (never from inside
+ * dlog_append), the writer still syncs it within batch_ms, and records queued behind a
+ * reopen and records written inline keep one chain in append order. */
+static void
+test_fast_path_record_before_callback(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_status st;
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 20 };
+	char err[256], line[40];
+	char (*ln)[EGRESS_LOG_RECORD_MAX + 2] = calloc(40, sizeof(*ln));
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+
+	assert_non_null(d);
+	assert_non_null(ln);
+	assert_int_equal(dlog_append(d, "decision", fields(0), on_done, &dn, NULL), 0);
+	assert_int_equal(dn.calls, 0);
+	assert_int_equal(count_lines(f->path), 1);   /* written before the callback */
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.calls, 1);
+	assert_int_equal(dn.err, 0);
+	for (int i = 0; i < 100; i++) {
+		dlog_get_status(d, &st);
+		if (st.syncs >= 1)
+			break;
+		usleep(10000);
+	}
+	assert_true(st.syncs >= 1);
+	/* a reopen in flight sends appends to the writer; later ones may go inline again */
+	dlog_reopen(d);
+	for (int i = 1; i < 30; i++) {
+		assert_int_equal(dlog_append(d, "decision", fields(i), i % 2 ? on_done : NULL,
+		    &dn, NULL), 0);
+		if (i % 7 == 0)
+			event_base_loop(f->base, EVLOOP_NONBLOCK);
+	}
+	run_until(f->base, &dn.calls, 16);
+	assert_int_equal(dn.calls, 16);
+	assert_int_equal(dn.err, 0);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 30);
+	assert_int_equal(read_lines(f->path, ln, 40), 30);
+	for (int i = 0; i < 30; i++) {
+		snprintf(line, sizeof(line), "\"seq\":%d,", i + 1);
+		assert_non_null(strstr(ln[i], line));
+		snprintf(line, sizeof(line), "\"n\":%d,", i);
+		assert_non_null(strstr(ln[i], line));
+	}
+	free(ln);
+}
+
 static void
 test_dev_full_fails(void **state)
 {
@@ -925,6 +995,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_always_syncs_before_callback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_group_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_appends_keep_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_path_record_before_callback, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
