@@ -169,7 +169,7 @@ set_failed(struct dlog *d, int err, const char *what)
 	if (!d->failed)
 		log_warnx("decision log unavailable, refusing hops: %s", d->error);
 	__atomic_store_n(&d->failed, true, __ATOMIC_RELEASE);
-	d->retry_after_ms = mono_msec() + d->retry_ms;
+	__atomic_store_n(&d->retry_after_ms, mono_msec() + d->retry_ms, __ATOMIC_RELEASE);
 }
 
 /*
@@ -545,7 +545,8 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 			snprintf(err, errlen, "%s", d->error);
 			goto fail;
 		}
-		d->retry_after_ms = 0;   /* the first append probes at once */
+		/* the first append probes at once */
+		__atomic_store_n(&d->retry_after_ms, 0, __ATOMIC_RELEASE);
 	}
 	if (pthread_create(&d->thread, NULL, writer_main, d) != 0) {
 		snprintf(err, errlen, "decision log: cannot start the writer thread");
@@ -686,9 +687,9 @@ enqueue_locked(struct dlog *d, struct dlog_ticket *t)
 		uint64_t now = mono_msec();
 
 		/* One probe per retry interval; everything else is refused at once. */
-		if (now < d->retry_after_ms)
+		if (now < __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE))
 			return EIO;
-		d->retry_after_ms = now + d->retry_ms;
+		__atomic_store_n(&d->retry_after_ms, now + d->retry_ms, __ATOMIC_RELEASE);
 	}
 	if (d->inflight >= d->queue_max)
 		return EAGAIN;
@@ -799,6 +800,16 @@ bool
 dlog_writable(const struct dlog *d)
 {
 	return d != NULL && !__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE);
+}
+
+bool
+dlog_accepting(const struct dlog *d)
+{
+	if (d == NULL)
+		return false;
+	if (!__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE))
+		return true;
+	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
 }
 
 void

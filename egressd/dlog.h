@@ -165,6 +165,15 @@ int dlog_with_fd(struct dlog *d, int (*fn)(int fd, void *arg), void *arg);
 bool dlog_writable(const struct dlog *d);
 
 /*
+ * True when the next append would be accepted: the log is writable, or it is in the failed
+ * state and the retry interval has passed (that append is queued as the probe). Sessions
+ * ask this, not dlog_writable(), before they go on to write an allow record: a hop after a
+ * recovered disk is the probe and is allowed once its record is on disk, instead of being
+ * refused for a failure that no longer exists. Cheap; may be called from any thread.
+ */
+bool dlog_accepting(const struct dlog *d);
+
+/*
  * Reopen the file at the next opportunity (SIGUSR1 after logrotate). If the new file is
  * empty the chain continues across files: its first record has seq last+1 and prev the
  * last hash of the previous file (verify rotated files together, in order, or one alone
