@@ -7,7 +7,9 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check unit integration demo install fuzz-smoke fuzz bench valgrind clean
+SOAK_SECONDS ?= 600
+
+.PHONY: all deps build check unit integration soak demo install fuzz-smoke fuzz bench valgrind clean
 
 all: build
 
@@ -39,6 +41,16 @@ integration: deps
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -L integration
+
+# The chaos test for longer (integration/test_chaos.py; make check runs it for 30 s).
+soak: deps
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+	cd $(BUILD_SAN) && EGRESS_CHAOS_SECONDS=$(SOAK_SECONDS) EGRESS_CHAOS_THREADS=12 \
+	  EGRESS_SOURCE_DIR=$(CURDIR) EGRESS_BINARY_DIR=$(CURDIR)/$(BUILD_SAN) \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  python3 $(CURDIR)/integration/test_chaos.py
 
 # The main job: a confined worker reaching an allowlisted origin through egressd.
 demo: build
