@@ -812,6 +812,26 @@ dlog_accepting(const struct dlog *d)
 	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
 }
 
+int
+dlog_probe(struct dlog *d, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket)
+{
+	char err[sizeof(d->error)];
+	json_t *f;
+
+	pthread_mutex_lock(&d->mu);
+	snprintf(err, sizeof(err), "%s", d->error);
+	pthread_mutex_unlock(&d->mu);
+	f = json_object();
+	if (f == NULL || json_object_set_new(f, "after", json_string(err)) != 0) {
+		json_decref(f);
+		if (ticket != NULL)
+			*ticket = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	return dlog_append(d, "log_recovered", f, cb, arg, ticket);
+}
+
 void
 dlog_reopen(struct dlog *d)
 {

@@ -166,12 +166,20 @@ bool dlog_writable(const struct dlog *d);
 
 /*
  * True when the next append would be accepted: the log is writable, or it is in the failed
- * state and the retry interval has passed (that append is queued as the probe). Sessions
- * ask this, not dlog_writable(), before they go on to write an allow record: a hop after a
- * recovered disk is the probe and is allowed once its record is on disk, instead of being
- * refused for a failure that no longer exists. Cheap; may be called from any thread.
+ * state and the retry interval has passed (that append is queued as the probe). Cheap;
+ * may be called from any thread.
  */
 bool dlog_accepting(const struct dlog *d);
+
+/*
+ * Probe a failed log now (the retry interval has passed: dlog_accepting()): append a
+ * "log_recovered" record naming the failure it ends ("after": the error). cb(0) once it
+ * is written (the log is writable again), cb(errno) when the probe failed. Sessions call
+ * this before anything else of a hop when the log is failed, so the first hop after the
+ * disk recovered is allowed, and a hop whose records cannot be written never opens an
+ * upstream connection. Returns as dlog_append.
+ */
+int dlog_probe(struct dlog *d, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket);
 
 /*
  * Reopen the file at the next opportunity (SIGUSR1 after logrotate). If the new file is

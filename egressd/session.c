@@ -53,6 +53,7 @@ static void head_timeout(evutil_socket_t fd, short what, void *arg);
 static void pending_event(struct bufferevent *bev, short what, void *arg);
 static void follow_memo(struct session *s);
 static void authorize(struct session *s);
+static void log_probed(int err, void *arg);
 static void try_route_entry(struct session *s);
 static void routed(const struct route_result *res, void *arg);
 static void step_route(struct session *s);
@@ -352,8 +353,35 @@ authorize(struct session *s)
 		session_refuse(s, REASON_LIMIT_BYTES);
 		return;
 	}
-	if (!dlog_accepting(s->se_d->dlog)) {
+	if (!dlog_writable(s->se_d->dlog)) {
+		/* The log failed. Past its retry interval this hop probes it (a log_recovered
+		 * record) before anything else; until then, and when the probe fails, refuse:
+		 * a hop that could not be recorded never opens an upstream connection. */
+		if (!dlog_accepting(s->se_d->dlog) || dlog_probe(s->se_d->dlog, log_probed, s,
+		    &s->se_ticket) != 0) {
+			s->se_ticket = NULL;
+			session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+			return;
+		}
+		s->se_state = S_LOG;
+		return;
+	}
+	step_route(s);
+}
+
+/* The probe of a failed log (above): written, the log works again and the hop goes on. */
+static void
+log_probed(int err, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_ticket = NULL;
+	if (err != 0) {
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
 	step_route(s);
@@ -496,7 +524,7 @@ step_proxy(struct session *s, const struct addr *pinned)
 	const struct proxy_route *via = &s->se_route.entries[s->se_route_i];
 	struct upstream_params p;
 
-	if (!dlog_accepting(s->se_d->dlog)) {
+	if (!dlog_writable(s->se_d->dlog)) {
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
@@ -677,7 +705,7 @@ connected(const struct connector_result *r, void *arg)
 static void
 step_connect(struct session *s)
 {
-	if (!dlog_accepting(s->se_d->dlog)) {
+	if (!dlog_writable(s->se_d->dlog)) {
 		/* Do not even open the upstream connection when it could not be recorded. */
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;

@@ -8,12 +8,12 @@
   its record); `egressctl log verify` still accepts the chain; after the filler is removed
   hops are allowed again (within the retry interval) and the whole chain verifies.
 - log_fails_at_proxy_gate: the same tmpfs, the route an upstream proxy (the lab's
-  RecordingProxy, whose own accept log counts connections and request heads). With the
-  disk full and the log's retry interval passed, the next hop passes authorization (it is
-  the log's probe), connects to the proxy and must write its allow record before the
-  CONNECT line: the write fails, so the hop is refused 503 audit_unavailable and the proxy
-  saw a connection that sent nothing (no request head, no host name). Every CONNECT head
-  the proxy did receive has an allow record on disk.
+  RecordingProxy, whose own accept log counts connections and request heads) whose name
+  answers slowly. A hop is authorized and waits for the proxy's address; meanwhile the
+  disk fills and denied hops make the log fail. The hop then connects to the proxy and
+  must write its allow record before the CONNECT line: it cannot, so the hop is refused
+  503 audit_unavailable and the proxy saw a connection that sent nothing (no request head,
+  no host name). Every CONNECT head the proxy did receive has an allow record on disk.
 - kill9_under_load: log_sync = always, four clients open tunnels in a loop; egressd gets
   SIGKILL in the middle. Expect: every tunnel that received 200 has its allow record on disk
   (matched by the client's address:port); `egressctl log verify` accepts the file, or
@@ -141,6 +141,15 @@ def t_disk_full(L):
 REC_ADDR = "203.0.113.33"
 
 
+def log_writable(d):
+    """The decision log's state as egressd reports it (control socket status)."""
+    st = d.status()
+    for k in ("decision_log", "log", "dlog"):
+        if isinstance(st.get(k), dict) and "writable" in st[k]:
+            return st[k]["writable"]
+    raise AssertionError("no decision-log state in status: %s" % st)
+
+
 def fill(path):
     """Take the rest of a (small, bounded) tmpfs."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -163,32 +172,42 @@ def t_log_fails_at_proxy_gate(L):
     try:
         ed.give_to_run_user(mnt, 0o750)
         listeners, grants = static(L)
+        # The proxy's name answers slowly (no caching): a hop waits there, after its
+        # authorization and before the gate, while the test breaks the log.
+        L.update_zone({"rec.lab.test": {"A": [REC_ADDR], "ttl": 0, "delay": 2.5}})
         d = L.egressd(settings={"decision_log": os.path.join(mnt, "decisions.jsonl"),
-                                "route": "proxy http://%s:3128" % REC_ADDR},
+                                "route": "proxy http://rec.lab.test:3128",
+                                "dns_timeout": "6s", "upstream_timeout": "10s"},
                       listeners=listeners, grants=grants)
-        r = L.connect(0, "web.lab.test:443")
+        r = L.connect(0, "web.lab.test:443", timeout=15)
         allowed_tunnel(r)
         r.close()
         check(len(rp.heads) == 1 and rp.heads[0].startswith(b"CONNECT web.lab.test:443 "),
               "proxy heads %r" % rp.heads)
+        acc0, heads0, silent0 = rp.accepted, len(rp.heads), rp.silent
+        got = []
+        t = threading.Thread(target=lambda: got.append(
+            L.connect(0, "web.lab.test:443", timeout=20)), daemon=True)
+        t.start()
+        time.sleep(0.5)   # the hop is authorized and waits for the proxy's address
         filler = os.path.join(mnt, "filler")
         fill(filler)
-        time.sleep(0.3)
-        first = None
-        for _ in range(40):
-            r = L.connect(0, "web.lab.test:443")
+        # denied hops write deny records until the log fails (the last page's slack used)
+        failed = False
+        for _ in range(60):
+            r = L.connect(0, "denied.lab.test:443")
             r.close()
-            if r.status != 200:
-                first = r
+            refused(r, 403, "not_granted")
+            if not log_writable(d):
+                failed = True
                 break
-        check(first is not None, "40 hops allowed with the log's disk full")
-        refused(first, 503, "audit_unavailable")
-        # Past the retry interval the next hop is the log's probe: it reaches the proxy
-        # gate, its allow record cannot be written, and the proxy must receive nothing.
-        time.sleep(1.3)
-        acc0, heads0, silent0 = rp.accepted, len(rp.heads), rp.silent
-        r = L.connect(0, "web.lab.test:443")
+        check(failed, "the log never failed with its disk full")
+        t.join(timeout=20)
+        check(got, "the waiting hop never finished")
+        r = got[0]
         r.close()
+        # it reached the proxy gate, its allow record could not be written: refused, and
+        # the proxy saw a connection that sent nothing
         refused(r, 503, "audit_unavailable")
         check(bounded_wait(lambda: rp.silent > silent0, 3, step=0.1),
               "the hop never reached the proxy gate (accepted %d -> %d, silent %d -> %d)"
