@@ -46,7 +46,7 @@ from labtools.checks import check, require_binaries, stop_clean  # noqa: E402
 
 SECONDS = float(os.environ.get("EGRESS_CHAOS_SECONDS", "30"))
 THREADS_PER_WORKER = int(os.environ.get("EGRESS_CHAOS_THREADS", "6"))
-BURST = int(os.environ.get("EGRESS_CHAOS_BURST", "120"))
+BURST = int(os.environ.get("EGRESS_CHAOS_BURST", "200"))
 REC_ADDR = "203.0.113.33"
 BASE_ZONE = {
     "echo.lab.test": {"A": [lab.ECHO_ORIGIN], "ttl": 1},
