@@ -42,7 +42,8 @@ integration: deps
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -L integration
 
-# The chaos test for longer (integration/test_chaos.py; make check runs it for 30 s).
+# The chaos tests for longer (integration/test_chaos.py, test_chaos_exec.py; make check
+# runs them for 30 s and 6 runs).
 soak: deps
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
@@ -51,6 +52,9 @@ soak: deps
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  python3 $(CURDIR)/integration/test_chaos.py
+	cd $(BUILD_SAN) && EGRESS_CHAOS_EXEC_RUNS=60 \
+	  EGRESS_SOURCE_DIR=$(CURDIR) EGRESS_BINARY_DIR=$(CURDIR)/$(BUILD_SAN) \
+	  python3 $(CURDIR)/integration/test_chaos_exec.py
 
 # The main job: a confined worker reaching an allowlisted origin through egressd.
 demo: build

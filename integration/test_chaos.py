@@ -22,7 +22,7 @@ burst of concurrent tunnels. The assertions are about invariants, never about ti
   at 8 MiB for this process); it stops with exit 0 and no sanitizer report.
 
 Bounded: EGRESS_CHAOS_SECONDS of chaos (default 30; `make soak` runs 600), every wait and
-every loop bounded. The egress-exec half of the issue's chaos test is not here yet.
+every loop bounded. The egress-exec half is integration/test_chaos_exec.py.
 """
 
 import os
