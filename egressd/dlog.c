@@ -50,6 +50,7 @@ struct dlog_ticket {
 	bool is_sync;
 	bool done;
 	bool abandoned;
+	bool keep;             /* dlog_append_kept: held while the log is failed */
 };
 TAILQ_HEAD(dlog_q, dlog_ticket);
 
@@ -68,6 +69,8 @@ struct dlog {
 	pthread_cond_t cv_sync;     /* dlog_append_sync waiters */
 	struct dlog_q pending;      /* loop -> writer */
 	struct dlog_q done;         /* writer -> loop */
+	struct dlog_q kept;         /* dlog_append_kept records waiting for a recovery */
+	size_t nkept;
 	size_t inflight;            /* appended, not yet freed */
 	bool stop, reopen_req;
 	uint64_t retry_after_ms;    /* failed state: no probe before this (mono ms) */
@@ -518,6 +521,7 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
 	TAILQ_INIT(&d->pending);
 	TAILQ_INIT(&d->done);
+	TAILQ_INIT(&d->kept);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv_work, NULL);
 	pthread_condattr_init(&ca);
@@ -582,6 +586,10 @@ dlog_close(struct dlog *d)
 		TAILQ_REMOVE(&d->pending, t, link);
 		if (!t->is_sync)
 			rec_free(t);
+	}
+	while ((t = TAILQ_FIRST(&d->kept)) != NULL) {
+		TAILQ_REMOVE(&d->kept, t, link);
+		rec_free(t);
 	}
 	if (d->ev_done != NULL)
 		event_free(d->ev_done);
@@ -686,9 +694,17 @@ enqueue_locked(struct dlog *d, struct dlog_ticket *t)
 	if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE)) {
 		uint64_t now = mono_msec();
 
-		/* One probe per retry interval; everything else is refused at once. */
-		if (now < __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE))
-			return EIO;
+		/* One probe per retry interval; everything else is refused at once, but a
+		 * record to keep waits for the recovery (bounded). */
+		if (now < __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE)) {
+			if (!t->keep || d->nkept >= EGRESS_LOG_KEPT_MAX ||
+			    d->inflight >= d->queue_max)
+				return EIO;
+			TAILQ_INSERT_TAIL(&d->kept, t, link);
+			d->nkept++;
+			d->inflight++;
+			return 0;
+		}
 		__atomic_store_n(&d->retry_after_ms, now + d->retry_ms, __ATOMIC_RELEASE);
 	}
 	if (d->inflight >= d->queue_max)
@@ -810,6 +826,30 @@ dlog_accepting(const struct dlog *d)
 	if (!__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE))
 		return true;
 	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
+}
+
+int
+dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
+    void *arg)
+{
+	struct dlog_ticket *t;
+	int e;
+
+	t = rec_new(event, fields);
+	if (t == NULL)
+		return -1;
+	t->cb = cb;
+	t->arg = arg;
+	t->keep = true;
+	pthread_mutex_lock(&d->mu);
+	e = enqueue_locked(d, t);
+	pthread_mutex_unlock(&d->mu);
+	if (e != 0) {
+		rec_free(t);
+		errno = e;
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -1244,8 +1284,26 @@ writer_main(void *arg)
 			}
 		}
 		if (e != 0) {
-			/* Fail everything queued behind the failure too: fail closed now. */
+			/* Fail everything queued behind the failure too: fail closed now. The
+			 * failed write left nothing on disk: records to keep wait for the
+			 * recovery instead (bounded). */
+			struct dlog_ticket *nx;
+
 			TAILQ_CONCAT(&q, &d->pending, link);
+			for (t = TAILQ_FIRST(&q); t != NULL; t = nx) {
+				nx = TAILQ_NEXT(t, link);
+				if (t->keep && !t->is_sync && d->nkept < EGRESS_LOG_KEPT_MAX) {
+					TAILQ_REMOVE(&q, t, link);
+					TAILQ_INSERT_TAIL(&d->kept, t, link);
+					d->nkept++;
+				}
+			}
+		} else if (!TAILQ_EMPTY(&d->kept)) {
+			/* the log works again: the kept records go next, stamped now */
+			TAILQ_FOREACH(t, &d->kept, link)
+				now_rfc3339(t->time);
+			TAILQ_CONCAT(&d->pending, &d->kept, link);
+			d->nkept = 0;
 		}
 		if (d->flush_err != 0) {
 			set_failed(d, d->flush_err, "cannot sync decision log");

@@ -256,9 +256,13 @@ record_write(struct session *s, const char *event, json_t *fields)
 		    (unsigned long long)s->se_id, event);
 		return;
 	}
-	/* event is a string literal ("decision", "close"): it outlives the callback */
-	if (dlog_append(s->se_d->dlog, event, fields, record_done, (void *)(uintptr_t)event,
-	    NULL) != 0)
+	/* event is a string literal ("decision", "close"): it outlives the callback. A close
+	 * is held through a log failure and written after the recovery (every allow has its
+	 * close); a deny that cannot be written is lost (the hop was refused anyway). */
+	if ((strcmp(event, "close") == 0 ?
+	    dlog_append_kept(s->se_d->dlog, event, fields, record_done, (void *)(uintptr_t)event) :
+	    dlog_append(s->se_d->dlog, event, fields, record_done, (void *)(uintptr_t)event,
+	    NULL)) != 0)
 		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->se_id,
 		    event);
 }
