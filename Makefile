@@ -9,7 +9,9 @@ PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean \
+SOAK_SECONDS ?= 600
+
+.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration soak demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean \
 	soak-candidate
 
 all: build
@@ -58,6 +60,20 @@ soak-candidate: deps
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	EGRESS_BINARY_DIR=$(abspath $(BUILD_SAN)) SEEDS=$(SOAK_SEEDS) SEED_BASE=$${SEED_BASE:-1001} \
 	  python3 integration/test_candidate_roundtrip.py
+
+# The chaos tests for longer (integration/test_chaos.py, test_chaos_exec.py; make check
+# runs them for 30 s and 6 runs).
+soak: deps
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+	cd $(BUILD_SAN) && EGRESS_CHAOS_SECONDS=$(SOAK_SECONDS) EGRESS_CHAOS_THREADS=12 \
+	  EGRESS_SOURCE_DIR=$(CURDIR) EGRESS_BINARY_DIR=$(CURDIR)/$(BUILD_SAN) \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  python3 $(CURDIR)/integration/test_chaos.py
+	cd $(BUILD_SAN) && EGRESS_CHAOS_EXEC_RUNS=60 \
+	  EGRESS_SOURCE_DIR=$(CURDIR) EGRESS_BINARY_DIR=$(CURDIR)/$(BUILD_SAN) \
+	  python3 $(CURDIR)/integration/test_chaos_exec.py
 
 # The main job: a confined worker reaching an allowlisted origin through egressd.
 demo: deps-demo build

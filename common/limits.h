@@ -87,6 +87,7 @@
 /* Decision log */
 #define EGRESS_LOG_RECORD_MAX      16384 /* one JSON line; the raw target is truncated to fit */
 #define EGRESS_LOG_TARGET_MAX      1024  /* raw target kept in a record */
+#define EGRESS_LOG_KEPT_MAX        4096  /* close records held while the log is failed */
 #define EGRESS_AUDIT_KEYS_MAX      10000 /* principals, destinations, reasons... one log summary
                                             keeps apart; more are counted as "(other)" */
 #define EGRESS_AUDIT_MINUTES_MAX   100000 /* per-minute timeline buckets of one summary */

@@ -63,6 +63,7 @@ struct dlog_ticket {
 	bool is_sync;
 	bool done;
 	bool abandoned;
+	bool keep;             /* dlog_append_kept: held while the log is failed */
 };
 TAILQ_HEAD(dlog_q, dlog_ticket);
 
@@ -81,6 +82,8 @@ struct dlog {
 	pthread_cond_t cv_sync;     /* dlog_append_sync waiters */
 	struct dlog_q pending;      /* loop -> writer */
 	struct dlog_q done;         /* writer -> loop */
+	struct dlog_q kept;         /* dlog_append_kept records waiting for a recovery */
+	size_t nkept;
 	size_t inflight;            /* appended, not yet freed */
 	bool stop, reopen_req;
 	bool writer_idle;           /* the writer waits on cv_work (mu) */
@@ -190,7 +193,7 @@ set_failed(struct dlog *d, int err, const char *what)
 	if (!d->failed)
 		log_warnx("decision log unavailable, refusing hops: %s", d->error);
 	__atomic_store_n(&d->failed, true, __ATOMIC_RELEASE);
-	d->retry_after_ms = mono_msec() + d->retry_ms;
+	__atomic_store_n(&d->retry_after_ms, mono_msec() + d->retry_ms, __ATOMIC_RELEASE);
 }
 
 /*
@@ -541,6 +544,7 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
 	TAILQ_INIT(&d->pending);
 	TAILQ_INIT(&d->done);
+	TAILQ_INIT(&d->kept);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv_work, NULL);
 	pthread_condattr_init(&ca);
@@ -568,7 +572,8 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 			snprintf(err, errlen, "%s", d->error);
 			goto fail;
 		}
-		d->retry_after_ms = 0;   /* the first append probes at once */
+		/* the first append probes at once */
+		__atomic_store_n(&d->retry_after_ms, 0, __ATOMIC_RELEASE);
 	}
 	if (pthread_create(&d->thread, NULL, writer_main, d) != 0) {
 		snprintf(err, errlen, "decision log: cannot start the writer thread");
@@ -604,6 +609,10 @@ dlog_close(struct dlog *d)
 		TAILQ_REMOVE(&d->pending, t, link);
 		if (!t->is_sync)
 			rec_free(t);
+	}
+	while ((t = TAILQ_FIRST(&d->kept)) != NULL) {
+		TAILQ_REMOVE(&d->kept, t, link);
+		rec_free(t);
 	}
 	if (d->ev_done != NULL)
 		event_free(d->ev_done);
@@ -712,10 +721,18 @@ enqueue_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE)) {
 		uint64_t now = mono_msec();
 
-		/* One probe per retry interval; everything else is refused at once. */
-		if (now < d->retry_after_ms)
-			return EIO;
-		d->retry_after_ms = now + d->retry_ms;
+		/* One probe per retry interval; everything else is refused at once, but a
+		 * record to keep waits for the recovery (bounded). */
+		if (now < __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE)) {
+			if (!t->keep || d->nkept >= EGRESS_LOG_KEPT_MAX ||
+			    d->inflight >= d->queue_max)
+				return EIO;
+			TAILQ_INSERT_TAIL(&d->kept, t, link);
+			d->nkept++;
+			d->inflight++;
+			return 0;
+		}
+		__atomic_store_n(&d->retry_after_ms, now + d->retry_ms, __ATOMIC_RELEASE);
 	}
 	if (d->inflight >= d->queue_max)
 		return EAGAIN;
@@ -914,6 +931,63 @@ bool
 dlog_writable(const struct dlog *d)
 {
 	return d != NULL && !__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE);
+}
+
+bool
+dlog_accepting(const struct dlog *d)
+{
+	if (d == NULL)
+		return false;
+	if (!__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE))
+		return true;
+	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
+}
+
+int
+dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
+    void *arg)
+{
+	struct dlog_ticket *t;
+	bool wake;
+	int e;
+
+	t = rec_new(event, fields);
+	if (t == NULL)
+		return -1;
+	t->cb = cb;
+	t->arg = arg;
+	t->keep = true;
+	pthread_mutex_lock(&d->mu);
+	e = enqueue_locked(d, t, &wake);
+	pthread_mutex_unlock(&d->mu);
+	if (e != 0) {
+		rec_free(t);
+		errno = e;
+		return -1;
+	}
+	if (wake)
+		pthread_cond_signal(&d->cv_work);   /* after unlocking: no convoy on mu */
+	return 0;
+}
+
+int
+dlog_probe(struct dlog *d, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket)
+{
+	char err[sizeof(d->error)];
+	json_t *f;
+
+	pthread_mutex_lock(&d->mu);
+	snprintf(err, sizeof(err), "%s", d->error);
+	pthread_mutex_unlock(&d->mu);
+	f = json_object();
+	if (f == NULL || json_object_set_new(f, "after", json_string(err)) != 0) {
+		json_decref(f);
+		if (ticket != NULL)
+			*ticket = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	return dlog_append(d, "log_recovered", f, cb, arg, ticket);
 }
 
 void
@@ -1373,8 +1447,26 @@ writer_main(void *arg)
 			}
 		}
 		if (e != 0) {
-			/* Fail everything queued behind the failure too: fail closed now. */
+			/* Fail everything queued behind the failure too: fail closed now. The
+			 * failed write left nothing on disk: records to keep wait for the
+			 * recovery instead (bounded). */
+			struct dlog_ticket *nx;
+
 			TAILQ_CONCAT(&q, &d->pending, link);
+			for (t = TAILQ_FIRST(&q); t != NULL; t = nx) {
+				nx = TAILQ_NEXT(t, link);
+				if (t->keep && !t->is_sync && d->nkept < EGRESS_LOG_KEPT_MAX) {
+					TAILQ_REMOVE(&q, t, link);
+					TAILQ_INSERT_TAIL(&d->kept, t, link);
+					d->nkept++;
+				}
+			}
+		} else if (!TAILQ_EMPTY(&d->kept)) {
+			/* the log works again: the kept records go next, stamped now */
+			TAILQ_FOREACH(t, &d->kept, link)
+				now_rfc3339(t->time);
+			TAILQ_CONCAT(&d->pending, &d->kept, link);
+			d->nkept = 0;
 		}
 		if (d->flush_err != 0) {
 			set_failed(d, d->flush_err, "cannot sync decision log");

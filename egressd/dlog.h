@@ -178,6 +178,35 @@ int dlog_with_fd(struct dlog *d, int (*fn)(int fd, void *arg), void *arg);
 bool dlog_writable(const struct dlog *d);
 
 /*
+ * True when the next append would be accepted: the log is writable, or it is in the failed
+ * state and the retry interval has passed (that append is queued as the probe). Cheap;
+ * may be called from any thread.
+ */
+bool dlog_accepting(const struct dlog *d);
+
+/*
+ * Like dlog_append, for a record that must not be lost to a passing failure (a close
+ * record: every allow has its close): while the log is failed, and when the group it was
+ * in fails, it is held (at most EGRESS_LOG_KEPT_MAX such records) and written right after
+ * the log recovered, its time stamped then. cb(0) once written; cb(errno) only when it
+ * could not be held. Records still held at dlog_close are lost (said by the caller's
+ * operator log at shutdown: none are acknowledged). Returns 0 or -1 with errno as
+ * dlog_append (EIO: failed and the bound reached).
+ */
+int dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
+    void *arg);
+
+/*
+ * Probe a failed log now (the retry interval has passed: dlog_accepting()): append a
+ * "log_recovered" record naming the failure it ends ("after": the error). cb(0) once it
+ * is written (the log is writable again), cb(errno) when the probe failed. Sessions call
+ * this before anything else of a hop when the log is failed, so the first hop after the
+ * disk recovered is allowed, and a hop whose records cannot be written never opens an
+ * upstream connection. Returns as dlog_append.
+ */
+int dlog_probe(struct dlog *d, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket);
+
+/*
  * Reopen the file at the next opportunity (SIGUSR1 after logrotate). If the new file is
  * empty the chain continues across files: its first record has seq last+1 and prev the
  * last hash of the previous file (verify rotated files together, in order, or one alone

@@ -418,6 +418,13 @@ parse_request(const char *buf, size_t len, struct http_request *req, enum reason
 		*why = REASON_BAD_FRAMING;        /* a CONNECT has no body */
 		return HTTP_PARSE_ERROR;
 	}
+	/* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400 (after
+	 * the framing checks: a smuggling attempt keeps its own reason). CONNECT names its
+	 * authority in the target (and common clients omit Host there): exempt. */
+	if (req->minor == 1 && nhost == 0 && req->method != HTTP_CONNECT) {
+		*why = REASON_MISSING_HOST;
+		return HTTP_PARSE_ERROR;
+	}
 	if (req->minor == 0 && !keepalive)
 		req->conn_close = true;
 	if (origin) {

@@ -98,6 +98,8 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		head_len = r.head_len;
 		status = r.status;
 		if (status == 407 && t->o.via_proxy) {
+			if (t->o.proxy_status != NULL)
+				*t->o.proxy_status = status;
 			*why = t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
 			    REASON_UPSTREAM_AUTH_REQUIRED;
 			return -1;

@@ -58,10 +58,13 @@ static void head_timeout(evutil_socket_t fd, short what, void *arg);
 static void pending_event(struct bufferevent *bev, short what, void *arg);
 static void follow_memo(struct session *s);
 static void authorize(struct session *s);
+static void log_probed(int err, void *arg);
 static void try_route_entry(struct session *s);
 static void routed(const struct route_result *res, void *arg);
 static void step_route(struct session *s);
 static void proxied(const struct upstream_result *r, void *arg);
+static void proxy_gate(struct upstream_req *u, const struct upstream_result *so_far,
+    void *arg);
 static void step_proxy(struct session *s, const struct addr *pinned);
 static void resolved(const struct resolve_answer *ans, void *arg);
 static void step_resolve(struct session *s);
@@ -376,7 +379,34 @@ authorize(struct session *s)
 		return;
 	}
 	if (!dlog_writable(s->se_d->dlog)) {
+		/* The log failed. Past its retry interval this hop probes it (a log_recovered
+		 * record) before anything else; until then, and when the probe fails, refuse:
+		 * a hop that could not be recorded never opens an upstream connection. */
+		if (!dlog_accepting(s->se_d->dlog) || dlog_probe(s->se_d->dlog, log_probed, s,
+		    &s->se_ticket) != 0) {
+			s->se_ticket = NULL;
+			session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+			return;
+		}
+		s->se_state = S_LOG;
+		return;
+	}
+	step_route(s);
+}
+
+/* The probe of a failed log (above): written, the log works again and the hop goes on. */
+static void
+log_probed(int err, void *arg)
+{
+	struct session *s = arg;
+
+	s->se_ticket = NULL;
+	if (err != 0) {
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
+	}
+	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
 	step_route(s);
@@ -391,22 +421,32 @@ try_route_entry(struct session *s)
 
 	s->se_via_proxy = e->kind != PROXY_DIRECT;
 	/* Pinning through a proxy: resolve and check locally, send the checked literal. An IP
-	 * literal destination is always sent as itself (after the class check). */
+	 * literal destination is always sent as itself (after the class check). Without
+	 * pinning (the default, "preferred") egressd still resolves and checks the classes
+	 * itself where it can (check-without-pinning: a name that resolves only to refused
+	 * classes is refused), and sends the name: the proxy resolves (attested: false,
+	 * checked: local). Where it cannot resolve the name, the name goes to the proxy
+	 * unchecked (checked: none); pinning = required refuses instead (docs/routing.md). */
 	s->se_pin_local = s->se_via_proxy && (s->se_lg->g->pinning == PINNING_REQUIRED ||
 	    s->se_req.host.kind != HOST_NAME);
-	if (!s->se_via_proxy || s->se_pin_local) {
-		if (s->se_did_resolve || s->se_checked) {
-			/* already resolved and checked for an earlier entry: reuse, never re-resolve */
-			if (s->se_via_proxy)
-				step_proxy(s, &s->se_ac.kept[0]);
-			else
-				step_connect(s);
-			return;
-		}
-		step_resolve(s);
+	if (s->se_checked) {
+		/* already resolved and checked for an earlier entry: reuse, never re-resolve */
+		if (s->se_via_proxy)
+			step_proxy(s, s->se_pin_local ? &s->se_ac.kept[0] : NULL);
+		else
+			step_connect(s);
 		return;
 	}
-	step_proxy(s, NULL);
+	if (s->se_did_resolve) {
+		/* an earlier entry's lookup failed: only an unpinned proxy can do without it */
+		if (s->se_via_proxy && !s->se_pin_local)
+			step_proxy(s, NULL);
+		else
+			session_refuse(s, s->se_via_proxy ? REASON_PINNING_UNAVAILABLE :
+			    s->se_dns_status);
+		return;
+	}
+	step_resolve(s);
 }
 
 static void
@@ -456,18 +496,51 @@ proxied(const struct upstream_result *r, void *arg)
 		s->se_connected = true;
 		s->se_addr_i = 0;
 		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
-		step_log_allow(s);
+		if (!s->se_allow_open) {
+			step_log_allow(s);      /* no gate ran (cannot happen with proxy_gate) */
+			return;
+		}
+		if (grant_gone(s->se_lg) != REASON_ALLOWED) {
+			session_refuse(s, grant_gone(s->se_lg));
+			return;
+		}
+		start_tunnel(s);
 		return;
 	}
 	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->se_id, s->se_route_i + 1,
 	    r->detail);
-	if (r->failover_ok && s->se_route_i + 1 < s->se_route.n) {
+	/* Failover only before the gate (connect or TLS to the proxy): after it, the allow
+	 * record names this entry and the hop ends here with its close. */
+	if (!s->se_allow_open && r->failover_ok && s->se_route_i + 1 < s->se_route.n) {
 		s->se_route_i++;
 		s->se_have_up = false;
 		try_route_entry(s);
 		return;
 	}
 	session_refuse(s, r->status);
+}
+
+/*
+ * The upstream's gate: connected to the proxy (TLS up for https://), nothing of the
+ * proxy protocol sent. The allow record comes first (docs/decision-log.md): the proxy
+ * sees the CONNECT line, the SOCKS5 request or the forwarded request only once it is on
+ * disk; if it cannot be written the connection is closed with nothing sent.
+ */
+static void
+proxy_gate(struct upstream_req *u, const struct upstream_result *so_far, void *arg)
+{
+	struct session *s = arg;
+
+	(void)u;
+	s->se_up.have_proxy_addr = so_far->have_proxy_addr;
+	s->se_up.proxy_addr = so_far->proxy_addr;
+	s->se_up.auth = so_far->auth;
+	s->se_up.proxy_status = 0;
+	s->se_have_up = true;
+	s->se_at_gate = true;
+	s->se_addr_i = 0;               /* under pinning the literal sent is kept[0] */
+	s->se_connect_us = mono_usec() - s->se_connect_start_us;
+	step_log_allow(s);
 }
 
 static void
@@ -490,6 +563,7 @@ step_proxy(struct session *s, const struct addr *pinned)
 	p.gss = router_gssauth(s->se_d->router);
 	p.tls = router_tls_ctx(s->se_d->router);
 	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->se_d->router);
+	p.gate = proxy_gate;
 	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly
 	 * refuse CONNECT to port 80); SOCKS5 carries it as a TCP stream like CONNECT. */
 	p.forward = s->se_req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
@@ -513,9 +587,18 @@ resolved(const struct resolve_answer *ans, void *arg)
 		s->se_dns_counted = false;
 	}
 	s->se_did_resolve = true;
+	s->se_dns_status = ans->status;
 	s->se_resolve_us = ans->duration_us;
 	metrics_observe(&s->se_d->stats.dns, ans->duration_us);
 	if (ans->status != REASON_ALLOWED) {
+		if (s->se_via_proxy && !s->se_pin_local) {
+			/* check-without-pinning could not resolve: the proxy resolves, unchecked
+			 * (checked: none in the record) */
+			log_debug("conn %llu: %s: no local answer (%s); the proxy resolves it unchecked",
+			    (unsigned long long)s->se_id, s->se_req.host.name, reason_str(ans->status));
+			step_proxy(s, NULL);
+			return;
+		}
 		if (s->se_via_proxy) {
 			/* The grant requires pinning, and egressd could not resolve the name itself:
 			 * sending the name to the proxy would be an unattested hop. */
@@ -591,7 +674,8 @@ step_check(struct session *s, const struct addr *in, size_t n)
 		    sizeof(cb)), s->se_req.host.name);
 	}
 	if (s->se_via_proxy) {
-		step_proxy(s, &s->se_ac.kept[0]);
+		/* pinned: the checked literal; unpinned: the name, after the check */
+		step_proxy(s, s->se_pin_local ? &s->se_ac.kept[0] : NULL);
 		return;
 	}
 	step_connect(s);
@@ -687,16 +771,25 @@ allow_logged(int err, void *arg)
 		log_warnx("conn %llu: allow record not written (%s): refusing",
 		    (unsigned long long)s->se_id, strerror(err));
 		s->se_connected = false;
-		close(s->se_ufd);
+		if (s->se_ufd >= 0)
+			close(s->se_ufd);
 		s->se_ufd = -1;
-		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		session_refuse(s, REASON_AUDIT_UNAVAILABLE);   /* cancels a gated proxy request */
 		return;
 	}
+	s->se_allow_open = true;
+	s->se_tunnel_start_us = mono_usec();
+	metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
 	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
 		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
+	if (s->se_ureq != NULL) {
+		/* proxied route, at the gate: only now the proxy protocol begins */
+		s->se_state = S_CONNECT;
+		upstream_proceed(s->se_ureq);
+		return;
+	}
 	start_tunnel(s);
 }
 
@@ -715,7 +808,8 @@ step_log_allow(struct session *s)
 	    &s->se_ticket) != 0) {
 		s->se_ticket = NULL;
 		s->se_connected = false;
-		close(s->se_ufd);
+		if (s->se_ufd >= 0)
+			close(s->se_ufd);
 		s->se_ufd = -1;
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 	}
@@ -746,6 +840,7 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 		    "before any response; retried once on a fresh connection to the same pinned "
 		    "address", (unsigned long long)s->se_id, session_hop_id(s));
 	s->se_lg->ntunnels--;
+	s->se_allow_open = false;
 	record_write(s, "close", record_close(s, why, up, down));
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->se_id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
@@ -1070,6 +1165,7 @@ start_tunnel(struct session *s)
 		}
 		o.via_proxy = proxy_form;
 		o.proxy_auth_sent = proxy_form && s->se_up.auth != NULL;
+		o.proxy_status = &s->se_up.proxy_status;
 		o.http = true;
 		o.req_body = s->se_req.body == HTTP_BODY_LENGTH ? 1 :
 		    s->se_req.body == HTTP_BODY_CHUNKED ? 2 : 0;
@@ -1287,6 +1383,11 @@ session_free(struct session *s)
 		tunnel_close(t, REASON_CLOSE_ERROR);
 		s->se_tun = NULL;
 	}
+	if (s->se_allow_open) {
+		/* an allowed hop freed before its tunnel (shutdown): it still gets its close */
+		s->se_allow_open = false;
+		record_write(s, "close", record_close(s, REASON_CLOSE_ERROR, 0, 0));
+	}
 	if (s->se_timer != NULL)
 		event_free(s->se_timer);
 	if (s->se_cbev != NULL)
@@ -1363,8 +1464,15 @@ session_refuse(struct session *s, enum reason r)
 		s->se_lg->nconns--;
 		s->se_released = true;
 	}
-	record_write(s, "decision", record_hop_decision(s, false, r));
-	metrics_decision(&s->se_d->stats, 0, r);
+	if (s->se_allow_open) {
+		/* The allow record is on disk (the proxy's answer, a revoke, ... came after
+		 * it): the hop ends with its close, never with a second decision. */
+		s->se_allow_open = false;
+		record_write(s, "close", record_close(s, r, 0, 0));
+	} else {
+		record_write(s, "decision", record_hop_decision(s, false, r));
+		metrics_decision(&s->se_d->stats, 0, r);
+	}
 	log_debug("conn %llu %s: deny %s", (unsigned long long)s->se_id, s->se_client, reason_str(r));
 	s->se_state = S_REFUSE;
 	n = http_format_refusal(r, buf, sizeof(buf));

@@ -70,6 +70,7 @@ struct session {
 	bool se_routed;
 	struct addrcheck_result se_ac;
 	bool se_checked;
+	enum reason se_dns_status;      /* the local lookup's answer (REASON_ALLOWED: addresses) */
 	size_t se_addr_i;               /* address being tried */
 	int se_ufd;
 	struct connector *se_connector; /* connecting to the checked addresses */
@@ -89,6 +90,10 @@ struct session {
 	struct upstream_req *se_ureq;
 	struct upstream_result se_up;   /* the proxy exchange, for the record */
 	bool se_have_up;
+	/* The allow record of this hop is on disk and its close is not written yet: every
+	 * end of the hop from here on is a close record, never a second decision. */
+	bool se_allow_open;
+	bool se_at_gate;                /* connected to the proxy: the allow record is next */
 	/* hop chains, redirects, credentials, keep-alive: docs/redirects.md */
 	unsigned se_hop_n;              /* hops decided on this client connection so far */
 	char se_hop[64];                /* this request's hop id, "<conn>/<n>" */

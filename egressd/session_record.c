@@ -61,14 +61,17 @@ hop_dest(const struct session *s, char *buf, size_t len)
 
 /*
  * attested: egressd itself resolved (or took the literal) and chose the address that was
- * connected to — directly, or as the literal sent to the proxy under pinning. When an
+ * connected to — directly, or as the literal sent to the proxy under pinning (decided at
+ * the proxy gate, before the allow record and before the literal is sent). When an
  * upstream proxy resolved the name, egressd cannot know the address (DESIGN rule 3).
  * Only such an address is "pinned", in the decision and in the close record alike.
  */
 static bool
 attested(const struct session *s)
 {
-	return s->se_connected && (!s->se_via_proxy || s->se_pin_local);
+	if (s->se_via_proxy)
+		return s->se_pin_local && (s->se_connected || s->se_at_gate);
+	return s->se_connected;
 }
 
 static json_t *
@@ -164,6 +167,10 @@ record_hop_decision(struct session *s, bool allow, enum reason r)
 	json_object_set_new(o, "override", json_boolean(s->se_checked &&
 	    s->se_ac.lifted_override != 0));
 	json_object_set_new(o, "attested", json_boolean(attested(s)));
+	/* local: egressd resolved the name (or took the literal) and checked the classes
+	 * itself (also through a proxy that resolves again: check-without-pinning); none: it
+	 * did not (refused before, or no local answer and the proxy resolved it unchecked) */
+	json_object_set_new(o, "checked", json_string(s->se_checked ? "local" : "none"));
 	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->se_resolve_us));
 	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->se_connect_us));
 	return o;
@@ -214,6 +221,16 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 	json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
 	json_object_set_new(o, "pinned", pinned_json(s));
 	json_object_set_new(o, "reason", json_string(reason_str(why)));
+	if (s->se_via_proxy && s->se_have_up) {
+		/* the proxy's answer came after the allow record (docs/decision-log.md) */
+		char pb[EGRESS_ADDRSTR_MAX];
+		json_object_set_new(o, "proxy_addr", s->se_up.have_proxy_addr ?
+		    json_string(addr_to_str(&s->se_up.proxy_addr, pb, sizeof(pb))) : json_null());
+		json_object_set_new(o, "proxy_status", s->se_up.proxy_status ?
+		    json_integer(s->se_up.proxy_status) : json_null());
+		json_object_set_new(o, "proxy_auth", s->se_up.auth ? json_string(s->se_up.auth) :
+		    json_null());
+	}
 	json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
 	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
 	json_object_set_new(o, "duration_us",
@@ -231,6 +248,16 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 	return o;
 }
 
+/* A record queued but then not written (the log failed while it waited): said once per
+ * record in the operator log, like one refused at once (the chaos test counts them). */
+static void
+record_done(int err, void *arg)
+{
+	if (err != 0)
+		log_warnx("decision log refused a %s record (%s)", (const char *)(uintptr_t)arg,
+		    strerror(err));
+}
+
 void
 record_write(struct session *s, const char *event, json_t *fields)
 {
@@ -239,7 +266,13 @@ record_write(struct session *s, const char *event, json_t *fields)
 		    (unsigned long long)s->se_id, event);
 		return;
 	}
-	if (dlog_append(s->se_d->dlog, event, fields, NULL, NULL, NULL) != 0)
+	/* event is a string literal ("decision", "close"): it outlives the callback. A close
+	 * is held through a log failure and written after the recovery (every allow has its
+	 * close); a deny that cannot be written is lost (the hop was refused anyway). */
+	if ((strcmp(event, "close") == 0 ?
+	    dlog_append_kept(s->se_d->dlog, event, fields, record_done, (void *)(uintptr_t)event) :
+	    dlog_append(s->se_d->dlog, event, fields, record_done, (void *)(uintptr_t)event,
+	    NULL)) != 0)
 		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->se_id,
 		    event);
 }

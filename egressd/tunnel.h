@@ -70,6 +70,7 @@ struct tunnel_opts {
 	 * upstream_auth_required (no credentials sent) or upstream_auth_failed (sent). */
 	bool via_proxy;
 	bool proxy_auth_sent;
+	int *proxy_status;      /* via_proxy: set to 407 when the proxy's 407 ended it */
 	/*
 	 * docs/redirects.md ("HTTP/1.1 forwarding"), egressd/relay_http.c. The response is
 	 * framed (RFC 9112 6.3): no body for HEAD, 1xx, 204 and 304; Content-Length;

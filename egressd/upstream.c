@@ -23,7 +23,7 @@
 #include "egressd/tlsbridge.h"
 
 enum up_state {
-	UP_RESOLVE, UP_CONNECT, UP_TLS, UP_TOKEN,
+	UP_RESOLVE, UP_CONNECT, UP_TLS, UP_GATE, UP_TOKEN,
 	UP_HTTP_SEND, UP_HTTP_HEAD, UP_HTTP_DISCARD,
 	UP_SOCKS_GREET, UP_SOCKS_METHOD, UP_SOCKS_AUTH, UP_SOCKS_AUTH_REPLY,
 	UP_SOCKS_CONNECT, UP_SOCKS_REPLY,
@@ -56,6 +56,7 @@ struct upstream_req {
 	size_t incap;
 	bool sent_auth;
 	bool socks_userpass;
+	bool gated;                   /* the gate ran (p.gate): it runs once */
 	/* NTLM: three legs on this one connection */
 	struct gss_sec *gsec;
 	int ntlm_leg;
@@ -656,7 +657,8 @@ on_socks(evutil_socket_t fd, short what, void *arg)
 		finish(u, r, false, "the SOCKS5 proxy answered: %s", reason_str(r));
 		return;
 	}
-	case UP_RESOLVE: case UP_CONNECT: case UP_TLS: case UP_TOKEN: case UP_HTTP_SEND:
+	case UP_RESOLVE: case UP_CONNECT: case UP_TLS: case UP_GATE: case UP_TOKEN:
+	case UP_HTTP_SEND:
 	case UP_HTTP_HEAD: case UP_HTTP_DISCARD: case UP_SOCKS_GREET: case UP_SOCKS_AUTH: case UP_SOCKS_CONNECT:
 	case UP_DONE:
 		break;
@@ -719,6 +721,22 @@ step_send(struct upstream_req *u)
 static void
 begin_protocol(struct upstream_req *u)
 {
+	if (!u->gated && u->p.gate != NULL) {
+		/* Nothing of the proxy protocol leaves before the caller's allow record is on
+		 * disk: wait for upstream_proceed (or upstream_cancel). */
+		const struct proxycred *c = u->p.cred;
+		u->gated = true;
+		u->st = UP_GATE;
+		/* the scheme the credential will use, for the caller's allow record */
+		if (c != NULL && u->p.via->kind == PROXY_SOCKS5)
+			u->res.auth = c->username != NULL && c->password != NULL ? "basic" : NULL;
+		else if (c != NULL)
+			u->res.auth = c->scheme == PROXY_AUTH_BASIC ? "basic" :
+			    c->scheme == PROXY_AUTH_NEGOTIATE ? "negotiate" :
+			    c->scheme == PROXY_AUTH_NTLM ? "ntlm" : NULL;
+		u->p.gate(u, &u->res, u->arg);
+		return;
+	}
 	if (u->p.via->kind == PROXY_SOCKS5)
 		begin_socks(u);
 	else
@@ -825,7 +843,11 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (u->st == UP_RESOLVE || u->st == UP_CONNECT)
+	if (u->st == UP_GATE)
+		finish(u, REASON_UPSTREAM_TIMEOUT, false, "the allow record for the proxy %s "
+		    "was not written within %u ms; nothing was sent to it", u->p.via->proxy.name,
+		    u->p.timeout_ms);
+	else if (u->st == UP_RESOLVE || u->st == UP_CONNECT)
 		finish(u, REASON_PROXY_UNREACHABLE, true, "the proxy %s did not accept a connection "
 		    "within %u ms", u->p.via->proxy.name, u->p.timeout_ms);
 	else if (u->st == UP_TLS)
@@ -843,6 +865,12 @@ on_later(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (u->st == UP_GATE) {
+		/* upstream_proceed: the allow record is on disk */
+		u->st = UP_HTTP_SEND;   /* from here a timeout is "the proxy did not answer" */
+		begin_protocol(u);
+		return;
+	}
 	if (u->p.via->proxy.kind != HOST_NAME) {
 		u->addrs[0] = u->p.via->proxy.addr;
 		u->naddrs = 1;
@@ -894,6 +922,16 @@ upstream_cancel(struct upstream_req *u)
 		return;
 	cleanup(u);
 	free(u);
+}
+
+void
+upstream_proceed(struct upstream_req *u)
+{
+	static const struct timeval zero = { 0, 0 };
+
+	if (u == NULL || u->st != UP_GATE || u->later == NULL)
+		return;
+	evtimer_add(u->later, &zero);
 }
 
 SSL_CTX *

@@ -38,6 +38,20 @@ struct event_base;
 struct resolver;
 struct gssauth;
 struct upstream_req;
+struct upstream_result;
+
+/*
+ * The gate (docs/decision-log.md, "The allow record comes first"): called once the
+ * connection to the proxy (and TLS to an https:// proxy) is up and before the first byte
+ * of the proxy protocol (the CONNECT line, the SOCKS5 greeting, or — forward mode —
+ * before the caller's request) is sent. so_far holds the address connected to
+ * (proxy_addr) and the scheme egressd's credential will use (auth), nothing else. The
+ * request then waits until the caller calls upstream_proceed (its allow record is on
+ * disk) or upstream_cancel (it could not be written: the proxy received nothing). The
+ * deadline keeps running while it waits. Never called from inside upstream_connect.
+ */
+typedef void (*upstream_gate_cb)(struct upstream_req *u,
+    const struct upstream_result *so_far, void *arg);
 
 struct upstream_params {
 	const struct proxy_route *via;      /* PROXY_HTTP, PROXY_HTTPS or PROXY_SOCKS5 */
@@ -49,6 +63,7 @@ struct upstream_params {
 	struct gssauth *gss;                /* Negotiate tokens (may be NULL: no Negotiate) */
 	SSL_CTX *tls;                       /* https:// proxies: verifying client context */
 	uint32_t timeout_ms;                /* the whole exchange */
+	upstream_gate_cb gate;              /* NULL: no gate (tests) */
 	bool forward;                       /* plain-HTTP forwarding through an http(s) proxy:
 	                                       connect (and TLS) only, no CONNECT; the caller
 	                                       sends the absolute-form request with the
@@ -77,6 +92,8 @@ typedef void (*upstream_cb)(const struct upstream_result *res, void *arg);
 struct upstream_req *upstream_connect(struct event_base *base,
     const struct upstream_params *p, upstream_cb cb, void *arg);
 void upstream_cancel(struct upstream_req *r);
+/* After the gate: go on with the proxy protocol (on the next loop turn). */
+void upstream_proceed(struct upstream_req *r);
 
 /* The verifying TLS client context for https:// proxies: the system trust store, or
  * ca_file when set. NULL with err on failure. */

@@ -55,6 +55,8 @@ CASES = [  # (name, raw request, status, reason)
      b"X-Big: " + b"a" * 9000 + b"\r\n\r\n", 431, "head_too_large"),
     ("too_many_headers", b"GET http://ok.lab.test/ HTTP/1.1\r\n" + HOST +
      b"".join(b"X-H%d: v\r\n" % i for i in range(150)) + b"\r\n", 431, "head_too_large"),
+    ("http11_no_host", b"GET http://ok.lab.test/ HTTP/1.1\r\nX-A: a\r\n\r\n", 400,
+     "missing_host"),
     ("upgrade", b"GET http://ok.lab.test/ HTTP/1.1\r\n" + HOST +
      b"Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 501, "upgrade_refused"),
 ]

@@ -7,6 +7,13 @@
   are refused 503 audit_unavailable and no origin sees a connection (never an allow without
   its record); `egressctl log verify` still accepts the chain; after the filler is removed
   hops are allowed again (within the retry interval) and the whole chain verifies.
+- log_fails_at_proxy_gate: the same tmpfs, the route an upstream proxy (the lab's
+  RecordingProxy, whose own accept log counts connections and request heads) whose name
+  answers slowly. A hop is authorized and waits for the proxy's address; meanwhile the
+  disk fills and denied hops make the log fail. The hop then connects to the proxy and
+  must write its allow record before the CONNECT line: it cannot, so the hop is refused
+  503 audit_unavailable and the proxy saw a connection that sent nothing (no request head,
+  no host name). Every CONNECT head the proxy did receive has an allow record on disk.
 - kill9_under_load: log_sync = always, four clients open tunnels in a loop; egressd gets
   SIGKILL in the middle. Expect: every tunnel that received 200 has its allow record on disk
   (matched by the client's address:port); `egressctl log verify` accepts the file, or
@@ -27,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import egressd as ed  # noqa: E402
+from labtools import proxies  # noqa: E402
 from labtools.checks import (allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
                              require_binaries, stop_clean)
 
@@ -105,6 +113,14 @@ def t_disk_full(L):
         check(rc == 0, "chain not verifiable while the disk is full (%d): %s" % (rc, msg))
         check(d.alive(), "egressd died on ENOSPC:\n%s" % d.stderr_tail())
         os.unlink(filler)
+        # More than the retry interval (1 s) after the space returned, the very first hop
+        # is the log's probe: it is allowed once its record is on disk, not refused for a
+        # failure that is over.
+        time.sleep(1.3)
+        r = L.connect(0, "echo.lab.test:7")
+        r.close()
+        check(r.status == 200, "first hop after the disk recovered: %s %s\n%s"
+              % (r.status, getattr(r, "egress_reason", None), d.stderr_tail(10)))
 
         def resumed():
             r = L.connect(0, "echo.lab.test:7")
@@ -117,6 +133,100 @@ def t_disk_full(L):
         check(rc == 0, "chain not verifiable after recovery (%d): %s" % (rc, msg))
         print("  disk full: %s" % msg.splitlines()[-1] if msg else "")
     finally:
+        if d is not None and d.alive():
+            d.stop()
+        subprocess.run(["umount", "-l", mnt], timeout=10)
+
+
+REC_ADDR = "203.0.113.33"
+
+
+def log_writable(d):
+    """The decision log's state as egressd reports it (control socket status)."""
+    st = d.status()
+    for k in ("decision_log", "log", "dlog"):
+        if isinstance(st.get(k), dict) and "writable" in st[k]:
+            return st[k]["writable"]
+    raise AssertionError("no decision-log state in status: %s" % st)
+
+
+def fill(path):
+    """Take the rest of a (small, bounded) tmpfs."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(1024):  # bounded: 512 KiB / 512 bytes
+            os.write(fd, b"\0" * 512)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def t_log_fails_at_proxy_gate(L):
+    mnt = os.path.join(L.workdir, "logfs2")
+    os.makedirs(mnt, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
+                   check=True, timeout=10)
+    d = None
+    rp = proxies.RecordingProxy(L, REC_ADDR).start()
+    try:
+        ed.give_to_run_user(mnt, 0o750)
+        listeners, grants = static(L)
+        # The proxy's name answers slowly (no caching): a hop waits there, after its
+        # authorization and before the gate, while the test breaks the log.
+        L.update_zone({"rec.lab.test": {"A": [REC_ADDR], "ttl": 0, "delay": 2.5}})
+        d = L.egressd(settings={"decision_log": os.path.join(mnt, "decisions.jsonl"),
+                                "route": "proxy http://rec.lab.test:3128",
+                                "dns_timeout": "6s", "upstream_timeout": "10s"},
+                      listeners=listeners, grants=grants)
+        r = L.connect(0, "web.lab.test:443", timeout=15)
+        allowed_tunnel(r)
+        r.close()
+        check(len(rp.heads) == 1 and rp.heads[0].startswith(b"CONNECT web.lab.test:443 "),
+              "proxy heads %r" % rp.heads)
+        acc0, heads0, silent0 = rp.accepted, len(rp.heads), rp.silent
+        got = []
+        t = threading.Thread(target=lambda: got.append(
+            L.connect(0, "web.lab.test:443", timeout=20)), daemon=True)
+        t.start()
+        time.sleep(0.5)   # the hop is authorized and waits for the proxy's address
+        filler = os.path.join(mnt, "filler")
+        fill(filler)
+        # denied hops write deny records until the log fails (the last page's slack used)
+        failed = False
+        for _ in range(60):
+            r = L.connect(0, "denied.lab.test:443")
+            r.close()
+            refused(r, 403, "not_granted")
+            if not log_writable(d):
+                failed = True
+                break
+        check(failed, "the log never failed with its disk full")
+        t.join(timeout=20)
+        check(got, "the waiting hop never finished")
+        r = got[0]
+        r.close()
+        # it reached the proxy gate, its allow record could not be written: refused, and
+        # the proxy saw a connection that sent nothing
+        refused(r, 503, "audit_unavailable")
+        check(bounded_wait(lambda: rp.silent > silent0, 3, step=0.1),
+              "the hop never reached the proxy gate (accepted %d -> %d, silent %d -> %d)"
+              % (acc0, rp.accepted, silent0, rp.silent))
+        check(len(rp.heads) == heads0, "the proxy received a request without an allow "
+              "record: %r" % rp.heads[heads0:])
+        # the proxy's own log against the decision log: every CONNECT it received belongs
+        # to an allow record on disk
+        allows = [x for x in d.decisions() if x.get("event") == "decision" and
+                  x.get("verdict") == "allow" and x.get("dest") == "web.lab.test:443"]
+        check(len(rp.heads) <= len(allows), "%d CONNECT heads at the proxy, %d allow records"
+              % (len(rp.heads), len(allows)))
+        os.unlink(filler)
+        check(d.alive(), "egressd died:\n%s" % d.stderr_tail())
+        stop_clean(d)
+        rc, msg = verify(d)
+        check(rc == 0, "chain not verifiable (%d): %s" % (rc, msg))
+    finally:
+        rp.stop()
         if d is not None and d.alive():
             d.stop()
         subprocess.run(["umount", "-l", mnt], timeout=10)
@@ -209,7 +319,12 @@ def main():
     res = Results()
     with Lab(workers=2) as L:
         L.set_zone(ZONE)
+        proxies.add_addresses(L, REC_ADDR)
         res.run("log_disk_full", t_disk_full, L)
+        for old in L.egressds:
+            if old.alive():
+                old.stop()
+        res.run("log_fails_at_proxy_gate", t_log_fails_at_proxy_gate, L)
         for old in L.egressds:
             if old.alive():
                 old.stop()

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import proxies, proxyclient  # noqa: E402
+from labtools import checks, proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
 
@@ -76,7 +76,10 @@ def t_basic_ok(L, sq):
         r.close()
     rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
     check(rec.get("verdict") == "allow" and rec.get("proxy_auth") == "basic" and
-          rec.get("route") == PROXY and rec.get("proxy_status") == 200, "record %s" % rec)
+          rec.get("route") == PROXY and rec.get("proxy_status") is None, "record %s" % rec)
+    # the allow record came before the CONNECT line: the proxy's answer is in the close
+    cl = checks.wait_close(d, lambda x: x.get("hop") == rec.get("hop"))
+    check(cl.get("proxy_status") == 200 and cl.get("proxy_auth") == "basic", "close %s" % cl)
     ln = sq.wait_log(lambda x: " CONNECT origin.lab.test:443 %s " % USER in x)
     check(ln is not None and "TCP_TUNNEL/200" in ln, "squid log %s" % sq.access_log_lines())
     # plain HTTP forwarded through the authenticating proxy: the origin's view of the head
@@ -131,9 +134,25 @@ def t_basic_missing(L, sq):
         refused(L.connect(0, "origin.lab.test:443",
                           headers=[("Proxy-Authorization", "Basic " + B64)]),
                 502, "upstream_auth_required")
+    # the allow record precedes the CONNECT line; the proxy's 407 ends the hop: its close
+    # says upstream_auth_required with proxy_status 407
     rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
-    check(rec.get("reason") == "upstream_auth_required" and rec.get("proxy_status") == 407,
+    check(rec.get("verdict") == "allow" and rec.get("proxy_status") is None,
           "record %s" % rec)
+    cl = checks.wait_close(d, lambda x: x.get("hop") == rec.get("hop"))
+    check(cl.get("reason") == "upstream_auth_required" and cl.get("proxy_status") == 407,
+          "close %s" % cl)
+    # plain HTTP through the same proxy: the same record semantics and the same answer to
+    # the client as CONNECT (issue 19 item 1: it was allow / proxy_status null, a bare 502)
+    start = len(d.decisions())
+    with L.no_origin_connection():
+        r = L.http(0, "GET", "http://origin.lab.test/echo")
+        refused(r, 502, "upstream_auth_required")
+    rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:80", start=start)
+    check(rec.get("verdict") == "allow" and rec.get("route") == PROXY, "record %s" % rec)
+    cl = checks.wait_close(d, lambda x: x.get("hop") == rec.get("hop"), start=start)
+    check(cl.get("reason") == "upstream_auth_required" and cl.get("proxy_status") == 407 and
+          cl.get("proxy_addr") == rec.get("proxy_addr"), "close %s" % cl)
     stop_clean(d)
 
 

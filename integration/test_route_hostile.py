@@ -96,7 +96,13 @@ def t_refused_cases(L, d, sp):
             except AssertionError as e:
                 raise AssertionError("%s: %s" % (name, e))
         check(el <= UPSTREAM_TIMEOUT_S + 2, "%s: answered after %.2fs" % (name, el))
-        rec = d.wait_record(lambda x: x.get("event") == "decision", start=start, timeout=3)
+        # the proxy answered after the allow record (docs/decision-log.md): its answer ends
+        # the hop in the close record
+        dec = d.wait_record(lambda x: x.get("event") == "decision", start=start, timeout=3)
+        check(dec and dec.get("verdict") == "allow" and dec.get("proxy_addr") == BAD_ADDR,
+              "%s: decision %s" % (name, dec))
+        rec = d.wait_record(lambda x: x.get("event") == "close" and
+                            x.get("hop") == dec.get("hop"), start=start, timeout=3)
         check(rec and rec.get("reason") == reason and rec.get("proxy_status") == pstatus and
               rec.get("proxy_addr") == BAD_ADDR, "%s: record %s" % (name, rec))
 

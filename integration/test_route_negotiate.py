@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import egressd as ed  # noqa: E402
-from labtools import proxies, proxyclient  # noqa: E402
+from labtools import checks, proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
 
@@ -98,7 +98,7 @@ def t_negotiate_missing_keytab(L, kdc, sq):
                                                   os.path.join(kdc.dir, "missing.keytab"))})
     with L.no_origin_connection():
         refused(L.connect(0, "origin.lab.test:443", timeout=15), 502, "upstream_auth_failed")
-    rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+    rec = checks.wait_close(d, lambda x: x.get("dest") == "origin.lab.test:443")
     check(rec.get("reason") == "upstream_auth_failed", "record %s" % rec)
     stop_clean(d)
 

@@ -231,8 +231,9 @@ def t_wrong_user_refused_once(L):
 def t_wrong_password_refused(L):
     """Negative twin of the proof check: the right user with the wrong password in
     egressd's credential file. The proxy recomputes the NTLMv2 proof and refuses with 407;
-    egressd refuses the hop (upstream_auth_failed), records the proxy's 407, and does not
-    retry."""
+    egressd ends the hop (upstream_auth_failed), records the proxy's 407 in the hop's close
+    record (the allow record comes before anything is sent to the proxy:
+    docs/decision-log.md), and does not retry."""
     p = NTLMProxy(L)
     try:
         cf = proxies.credentials_file(L, "ntlm-wrongpw.ini", {
@@ -246,7 +247,7 @@ def t_wrong_password_refused(L):
         check(p.connections == 1, "retried: %d connections" % p.connections)
         check(p.verdicts and "NTProofStr does not match" in p.verdicts[0],
               "the proxy did not reject the proof: %r" % p.verdicts)
-        rec = checks.wait_decision(d, lambda x: x.get("verdict") == "deny")
+        rec = checks.wait_close(d, lambda x: x.get("reason") == "upstream_auth_failed")
         check(rec.get("reason") == "upstream_auth_failed" and rec.get("proxy_status") == 407
               and rec.get("proxy_auth") == "ntlm",
               "record: %s" % {k: rec.get(k) for k in ("reason", "proxy_status", "proxy_auth")})

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import proxies, proxyclient  # noqa: E402
+from labtools import checks, proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
 
@@ -68,7 +68,9 @@ def t_both_routes_logged(L, d, sq):
     check(rec.get("verdict") == "allow" and rec.get("route") == PROXY_URL and
           rec.get("route_source") == "pac" and rec.get("attested") is False and
           rec.get("pinned") is None and rec.get("proxy_addr") == proxies.PROXY_ADDR and
-          rec.get("proxy_status") == 200, "proxied record %s" % rec)
+          rec.get("proxy_status") is None, "proxied record %s" % rec)
+    cl = checks.wait_close(d, lambda x: x.get("hop") == rec.get("hop"), start=start)
+    check(cl.get("proxy_status") == 200, "proxied close %s" % cl)
     # the direct hop never went through squid; the proxied one did, by name
     ln = sq.wait_log(lambda x: " CONNECT a.proxied.test:443 " in x)
     check(ln is not None and "TCP_TUNNEL/200" in ln, "squid log: %s" % sq.access_log_lines())

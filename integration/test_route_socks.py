@@ -9,7 +9,13 @@ the checked IPv4 address type (dante logs the literal, the record is attested); 
 SOCKS proxy is proxy_unreachable; `route = proxy http://...` through squid works, and an
 IP-literal destination is sent as itself; RFC 1929 username/password against a scripted
 SOCKS5 server (danted's username method needs system users: not used), a refused login is
-socks_auth_failed, and each SOCKS5 reply code maps to its own reason."""
+socks_auth_failed, and each SOCKS5 reply code maps to its own reason.
+check_without_pinning (docs/routing.md): through squid with the default pinning =
+preferred, a granted name that resolves (for egressd) only to a private address is refused
+private_address and never reaches squid (its access log); the positive twin is allowed with
+checked: local and attested: false; a name egressd cannot resolve goes to squid by name
+with checked: none, and under pinning = required the same name is refused
+pinning_unavailable without reaching squid."""
 
 import os
 import sys
@@ -19,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import proxies, proxyclient  # noqa: E402
+from labtools import checks, proxies, proxyclient  # noqa: E402
 from labtools.checks import (allowed_tunnel, check, refused, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
 
@@ -31,9 +37,11 @@ ZONE = {
     "socks.lab.test": {"A": [proxies.SOCKS_ADDR]},
     "dead.lab.test": {"A": [proxies.DEAD_ADDR]},
     "socks2.lab.test": {"A": [FAKE_ADDR]},
+    "private.lab.test": {"A": ["10.1.2.3"]},
 }
 GRANT = ["https://origin.lab.test", "http://origin.lab.test", "https://origin2.lab.test",
-         "tcp://origin.lab.test:81", "https://%s" % lab.ORIGIN2]
+         "tcp://origin.lab.test:81", "https://%s" % lab.ORIGIN2, "https://private.lab.test",
+         "https://nowhere.lab.test"]
 SOCKS = "socks5://socks.lab.test:1080"
 
 
@@ -71,10 +79,11 @@ def t_socks_by_name(L, dn, sq):
     rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
     check(rec.get("verdict") == "allow" and rec.get("route") == SOCKS and
           rec.get("route_source") == "proxy" and rec.get("attested") is False and
-          rec.get("pinned") is None and rec.get("resolved") == [] and
+          rec.get("pinned") is None and rec.get("resolved") == [lab.HTTP_ORIGIN] and
+          rec.get("checked") == "local" and
           rec.get("proxy_addr") == proxies.SOCKS_ADDR, "record %s" % rec)
-    # egressd did not resolve the name (resolved is empty), so the lab DNS's question for it
-    # came from dante: the name went in the SOCKS5 request (domain-name address type)
+    # egressd resolved the name only to check its classes (check without pinning); the
+    # name went in the SOCKS5 request (domain-name address type) and dante resolved it
     check(L.zone.query_log("origin.lab.test"), "nobody resolved origin.lab.test")
     check(wait_text(dn.log_text, "-> %s" % proxies.SOCKS_ADDR) and
           "%s.443" % lab.HTTP_ORIGIN in dn.log_text(), "dante log: %s" % dn.log_text()[-800:])
@@ -100,8 +109,9 @@ def t_socks_refused(L, dn, sq):
     with L.no_origin_connection():
         refused(L.connect(0, "origin.lab.test:81"), 502, "socks_conn_refused")
     rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:81")
-    check(rec.get("reason") == "socks_conn_refused" and rec.get("route") == SOCKS,
-          "record %s" % rec)
+    check(rec.get("verdict") == "allow" and rec.get("route") == SOCKS, "record %s" % rec)
+    rec = checks.wait_close(d, lambda x: x.get("dest") == "origin.lab.test:81")
+    check(rec.get("reason") == "socks_conn_refused", "close %s" % rec)
     stop_clean(d)
     d = fresh(L, {"route": "proxy socks5://dead.lab.test:1080"})
     with L.no_origin_connection():
@@ -125,6 +135,52 @@ def t_static_http_proxy(L, dn, sq):
           "records %s" % recs)
     lit = [x for x in recs if x.get("dest") == "%s:443" % lab.ORIGIN2]
     check(lit and lit[0].get("attested") is True, "literal record %s" % lit)
+    stop_clean(d)
+
+
+def t_check_without_pinning(L, dn, sq):
+    d = fresh(L, {"route": "proxy http://proxy.lab.test:3128"})
+    n0 = len(sq.access_log_lines())
+    # negative: the proxy would have resolved it; egressd resolves and checks it first
+    r = L.connect(0, "private.lab.test:443")
+    r.close()
+    refused(r, 403, "private_address")
+    rec = wait_decision(d, lambda x: x.get("dest") == "private.lab.test:443")
+    check(rec.get("verdict") == "deny" and rec.get("checked") == "local" and
+          rec.get("route") == "http://proxy.lab.test:3128" and
+          rec.get("classes_dropped") == ["private"] and rec.get("resolved") == ["10.1.2.3"],
+          "record %s" % rec)
+    # positive twin: checked locally, still sent by name (the proxy resolves: not attested)
+    get_through(L.connect(0, "origin.lab.test:443"))
+    rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+    check(rec.get("verdict") == "allow" and rec.get("checked") == "local" and
+          rec.get("attested") is False and rec.get("pinned") is None and
+          rec.get("resolved") == [lab.HTTP_ORIGIN], "record %s" % rec)
+    check(sq.wait_log(lambda x: " CONNECT origin.lab.test:443 " in x) is not None,
+          "squid log %s" % sq.access_log_lines()[n0:])
+    # no local answer: the name goes to the proxy unchecked, and the record says so
+    start = len(d.decisions())
+    r = L.connect(0, "nowhere.lab.test:443")
+    r.close()
+    rec = wait_decision(d, lambda x: x.get("dest") == "nowhere.lab.test:443", start=start)
+    check(rec.get("verdict") == "allow" and rec.get("checked") == "none" and
+          rec.get("attested") is False and rec.get("resolved") == [], "record %s" % rec)
+    check(sq.wait_log(lambda x: "nowhere.lab.test:443" in x) is not None,
+          "the unchecked name did not reach squid: %s" % sq.access_log_lines()[n0:])
+    check(not any("private.lab.test" in x for x in sq.access_log_lines()[n0:]),
+          "the refused name reached squid: %s" % sq.access_log_lines()[n0:])
+    stop_clean(d)
+    # pinning = required: no local answer is a refusal, the proxy never sees the name
+    d = fresh(L, {"route": "proxy http://proxy.lab.test:3128"}, pinning="required")
+    n1 = len(sq.access_log_lines())
+    r = L.connect(0, "nowhere.lab.test:443")
+    r.close()
+    refused(r, 403, "pinning_unavailable")
+    rec = wait_decision(d, lambda x: x.get("dest") == "nowhere.lab.test:443")
+    check(rec.get("verdict") == "deny" and rec.get("checked") == "none", "record %s" % rec)
+    time.sleep(0.5)
+    check(not any("nowhere.lab.test" in x for x in sq.access_log_lines()[n1:]),
+          "the name reached squid under pinning = required: %s" % sq.access_log_lines()[n1:])
     stop_clean(d)
 
 
@@ -235,6 +291,7 @@ def main():
                          ("socks5_pinned_ipv4", t_socks_pinned),
                          ("socks5_refused_and_unreachable", t_socks_refused),
                          ("static_http_proxy", t_static_http_proxy),
+                         ("check_without_pinning", t_check_without_pinning),
                          ("pac_socks_entries", t_pac_socks),
                          ("loopback_proxy_is_infrastructure", t_loopback_proxy),
                          ("socks5_username_password", t_socks_userpass),

@@ -668,6 +668,50 @@ test_dev_full_fails(void **state)
 	dlog_close(d);
 }
 
+/* dlog_append_kept (close records): held while the log is failed, written right after the
+ * probe that recovers it, in an intact chain; a plain append in the same window is refused
+ * (its negative twin). */
+static void
+test_kept_through_failure(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 }, kept = { 0 }, probe = { 0 };
+	struct dlog_verify v;
+	char sub[192], path[256], ln[4][EGRESS_LOG_RECORD_MAX + 2];
+	struct dlog *d;
+
+	snprintf(sub, sizeof(sub), "%s/kept", f->dir);
+	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
+	d = open_log(f, path, DLOG_SYNC_ALWAYS);
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.err, ENOENT);
+	assert_false(dlog_writable(d));
+	/* inside the retry interval: the close is held, the decision refused */
+	assert_int_equal(dlog_append_kept(d, "close", fields(2), on_done, &kept), 0);
+	assert_int_equal(dlog_append(d, "decision", fields(3), on_done, &dn, NULL), -1);
+	assert_int_equal(errno, EIO);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(kept.calls, 0);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	usleep(300 * 1000);
+	assert_true(dlog_accepting(d));
+	assert_int_equal(dlog_probe(d, on_done, &probe, NULL), 0);
+	run_until(f->base, &kept.calls, 1);
+	assert_int_equal(probe.calls, 1);
+	assert_int_equal(probe.err, 0);
+	assert_int_equal(kept.calls, 1);
+	assert_int_equal(kept.err, 0);
+	assert_true(dlog_writable(d));
+	dlog_close(d);
+	assert_int_equal(verify(path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 2);
+	assert_int_equal(read_lines(path, ln, 4), 2);
+	assert_non_null(strstr(ln[0], "\"event\":\"log_recovered\""));
+	assert_non_null(strstr(ln[1], "\"event\":\"close\""));
+	assert_non_null(strstr(ln[1], "\"n\":2"));
+}
+
 static void
 test_recovery_after_open_failure(void **state)
 {
@@ -999,6 +1043,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_through_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),

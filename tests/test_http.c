@@ -89,17 +89,17 @@ test_absolute_ok(void **st)
 	expect_ok("GET http://example.org:8080 HTTP/1.0\r\n\r\n");
 	assert_int_equal(req.port, 8080);
 	assert_int_equal(req.path_len, 0);
-	expect_ok("GET HTTP://example.org/ HTTP/1.1\r\n\r\n");     /* scheme is case-insensitive */
-	expect_ok("POST http://example.org/ HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+	expect_ok("GET HTTP://example.org/ HTTP/1.1\r\nHost: h.example\r\n\r\n");     /* scheme is case-insensitive */
+	expect_ok("POST http://example.org/ HTTP/1.1\r\nHost: h.example\r\nContent-Length: 5\r\n\r\nhello");
 	assert_int_equal(req.body, HTTP_BODY_LENGTH);
 	assert_int_equal(req.content_length, 5);
-	expect_ok("POST http://example.org/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+	expect_ok("POST http://example.org/ HTTP/1.1\r\nHost: h.example\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
 	assert_int_equal(req.body, HTTP_BODY_CHUNKED);
-	expect_ok("GET http://example.org/ HTTP/1.1\r\nConnection: close\r\n\r\n");
+	expect_ok("GET http://example.org/ HTTP/1.1\r\nHost: h.example\r\nConnection: close\r\n\r\n");
 	assert_true(req.conn_close);
 	expect_ok("GET http://example.org/ HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
 	assert_false(req.conn_close);
-	expect_ok("GET http://example.org/ HTTP/1.1\r\nX-Obs: caf\xc3\xa9\r\n\r\n"); /* obs-text */
+	expect_ok("GET http://example.org/ HTTP/1.1\r\nHost: h.example\r\nX-Obs: caf\xc3\xa9\r\n\r\n"); /* obs-text */
 }
 
 static void
@@ -214,6 +214,13 @@ test_refuse_hosts_ports(void **st)
 	expect_err("GET http://a..example/ HTTP/1.1\r\n\r\n", REASON_INVALID_HOST);
 	expect_err("GET http:///x HTTP/1.1\r\n\r\n", REASON_INVALID_HOST);
 	expect_err("GET http://a.example:99999/ HTTP/1.1\r\n\r\n", REASON_INVALID_PORT);
+	/* HTTP/1.1 without Host (RFC 9112 3.2); its twins: with Host, HTTP/1.0, CONNECT */
+	expect_err("GET http://a.example/ HTTP/1.1\r\n\r\n", REASON_MISSING_HOST);
+	expect_err("POST http://a.example/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+	    REASON_MISSING_HOST);
+	expect_ok("GET http://a.example/ HTTP/1.1\r\nhost: a.example\r\n\r\n");
+	expect_ok("GET http://a.example/ HTTP/1.0\r\n\r\n");
+	expect_ok("CONNECT a.example:443 HTTP/1.1\r\n\r\n");
 }
 
 static void
@@ -358,14 +365,14 @@ test_forward_head(void **st)
 	n = http_build_forward_head(&req, out, sizeof(out));
 	out[n] = '\0';
 	assert_string_equal(out, "GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n");
-	expect_ok("GET http://a.example?x HTTP/1.1\r\n\r\n");
+	expect_ok("GET http://a.example?x HTTP/1.1\r\nHost: h.example\r\n\r\n");
 	n = http_build_forward_head(&req, out, sizeof(out));
 	assert_true(strncmp(out, "GET /?x HTTP/1.1\r\n", 18) == 0);
 	/* too small an output buffer */
 	assert_int_equal(http_build_forward_head(&req, out, 10), 0);
 
 	/* through an upstream HTTP proxy: absolute form, egressd's own credential only */
-	expect_ok("GET http://Api.Example.com:8080/v1?q=1 HTTP/1.1\r\n"
+	expect_ok("GET http://Api.Example.com:8080/v1?q=1 HTTP/1.1\r\nHost: h.example\r\n"
 	    "Proxy-Authorization: Basic d29ya2VyOnN0b2xlbg==\r\n\r\n");
 	n = http_build_proxy_head(&req, NULL, "Basic ZWdyZXNzZDpzM2NyZXQ=", out, sizeof(out));
 	assert_true(n > 0);
@@ -375,7 +382,7 @@ test_forward_head(void **st)
 	    "Proxy-Authorization: Basic ZWdyZXNzZDpzM2NyZXQ=\r\n"
 	    "Connection: close\r\n\r\n");
 	assert_null(strstr(out, "d29ya2VyOnN0b2xlbg=="));   /* the worker's is never forwarded */
-	expect_ok("GET http://a.example HTTP/1.1\r\n\r\n");
+	expect_ok("GET http://a.example HTTP/1.1\r\nHost: h.example\r\n\r\n");
 	n = http_build_proxy_head(&req, NULL, NULL, out, sizeof(out));
 	out[n] = '\0';
 	assert_string_equal(out, "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n"
@@ -384,14 +391,14 @@ test_forward_head(void **st)
 	{
 		struct addr a = { .family = AF_INET };
 		inet_pton(AF_INET, "198.51.100.7", &a.u.v4);
-		expect_ok("GET http://a.example:8080/p HTTP/1.1\r\n\r\n");
+		expect_ok("GET http://a.example:8080/p HTTP/1.1\r\nHost: h.example\r\n\r\n");
 		n = http_build_proxy_head(&req, &a, NULL, out, sizeof(out));
 		out[n] = '\0';
 		assert_string_equal(out, "GET http://198.51.100.7:8080/p HTTP/1.1\r\n"
 		    "Host: a.example:8080\r\nConnection: close\r\n\r\n");
 		a.family = AF_INET6;
 		inet_pton(AF_INET6, "2001:db8::7", &a.u.v6);
-		expect_ok("GET http://a.example/p HTTP/1.1\r\n\r\n");
+		expect_ok("GET http://a.example/p HTTP/1.1\r\nHost: h.example\r\n\r\n");
 		n = http_build_proxy_head(&req, &a, NULL, out, sizeof(out));
 		out[n] = '\0';
 		assert_true(strncmp(out, "GET http://[2001:db8::7]/p HTTP/1.1\r\nHost: a.example\r\n",
@@ -487,7 +494,7 @@ test_request_head_issue7(void **st)
 	size_t n;
 	bool stripped = true;
 
-	expect_ok("GET http://b.example/echo HTTP/1.1\r\nAuthorization: Bearer t\r\n"
+	expect_ok("GET http://b.example/echo HTTP/1.1\r\nHost: h.example\r\nAuthorization: Bearer t\r\n"
 	    "Cookie: a=1\r\nVia: 1.1 corp\r\nX-Keep: k\r\n\r\n");
 	n = http_build_request_head(&req, 0, NULL, NULL, &stripped, out, sizeof(out));
 	assert_true(n > 0);
@@ -512,7 +519,7 @@ test_request_head_issue7(void **st)
 	assert_false(stripped);
 	assert_true(has_line(out, n, "Via: 1.0 egressd"));
 	/* proxy form: egressd's credential only, the worker's never */
-	expect_ok("GET http://b.example/ HTTP/1.1\r\nProxy-Authorization: Basic d29ya2Vy\r\n\r\n");
+	expect_ok("GET http://b.example/ HTTP/1.1\r\nHost: h.example\r\nProxy-Authorization: Basic d29ya2Vy\r\n\r\n");
 	n = http_build_request_head(&req, HTTP_FWD_PROXY_FORM, NULL, "Basic ZWdyZXNzZA==", NULL,
 	    out, sizeof(out));
 	out[n] = '\0';
@@ -610,7 +617,7 @@ test_origin_request(void **state)
 	const char *ok = "POST /v1/messages?x=1 HTTP/1.1\r\nHost: API.example.com\r\n"
 	    "Content-Length: 2\r\n\r\n{}";
 	const char *bad[][2] = {
-		{ "GET / HTTP/1.1\r\n\r\n", "invalid_host" },
+		{ "GET / HTTP/1.1\r\n\r\n", "missing_host" },
 		{ "GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n",
 		  "malformed_request" },
 		{ "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n",

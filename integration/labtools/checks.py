@@ -60,6 +60,16 @@ def wait_decision(d, pred, timeout=5.0, start=0):
     return r
 
 
+def wait_close(d, pred, timeout=5.0, start=0):
+    """The close record of an allowed hop (through a proxy it carries the proxy's answer:
+    docs/decision-log.md, "The allow record comes first")."""
+    r = d.wait_record(lambda r: r.get("event") == "close" and pred(r), timeout=timeout,
+                      start=start)
+    check(r is not None, "no matching close record in %s (last: %s)"
+          % (d.log_path, (d.decisions() or [None])[-1]))
+    return r
+
+
 def target_of(rec):
     return str(field(rec, "destination", "canonical", "dest", "target", default=""))
 

@@ -520,13 +520,18 @@ class RecordingProxy:
     (self.heads, raw bytes) and answers: to CONNECT 200, then acts as an HTTP origin whose
     every answer's body is the request head it read (like the origin's /echo); to an
     absolute-form request 200 with the head as body. With require_auth set it answers 407
-    (Proxy-Authenticate: Basic) unless the head carries Proxy-Authorization equal to it."""
+    (Proxy-Authenticate: Basic) unless the head carries Proxy-Authorization equal to it.
+    Its own accept log: self.accepted counts connections, self.silent those that closed
+    without sending a single byte (connected, nothing received)."""
 
     def __init__(self, lab, addr, port=SQUID_PORT, require_auth=None):
         self.sock = netns.listen_in(lab.ns_inet, addr, port)
         self.require_auth = require_auth
         self.heads = []
         self.tunnel_heads = []
+        self.accepted = 0
+        self.silent = 0
+        self.head_times = []          # (time.time(), request line) of each first head
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
@@ -548,6 +553,7 @@ class RecordingProxy:
                 continue
             except OSError:
                 return
+            self.accepted += 1
             threading.Thread(target=self._conn, args=(c,), daemon=True).start()
 
     @staticmethod
@@ -577,8 +583,11 @@ class RecordingProxy:
             c.settimeout(10)
             head, rest = self._head(c, b"")
             if head is None:
+                if not rest:
+                    self.silent += 1
                 return
             self.heads.append(head)
+            self.head_times.append((time.time(), head.split(b"\r\n", 1)[0]))
             if not self._authorized(head):
                 c.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
                           b"Proxy-Authenticate: Basic realm=\"rec\"\r\n"
