@@ -995,6 +995,12 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 		snprintf(s->se_sni_name, sizeof(s->se_sni_name), "%s", ch->sni);
 	sniguard_free(s->se_sni);           /* ch lives in it */
 	s->se_sni = NULL;
+	if (r == REASON_CLOSE_CLIENT) {
+		/* The client left before its ClientHello: nothing was refused, so no second
+		 * decision; the close record says client_closed. */
+		sni_end(s, r);
+		return;
+	}
 	if (r != REASON_ALLOWED) {
 		json_t *f = record_hop_decision(s, false, r);
 		if (f != NULL && s->se_tls_seen)
