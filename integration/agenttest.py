@@ -398,12 +398,16 @@ def setup_model_connection(L, agent, labca_file, catop):
     return sq
 
 
-def t_only_real_key(srv):
+def t_only_real_key(srv, agent):
+    """Every request carried the real key in the connection's header (Authorization:
+    Bearer for codex, x-api-key for claude) and no placeholder anywhere in its head."""
     check(srv.requests, "the model server saw no request")
     print("  model server: %d requests, all with the real key" % len(srv.requests))
     for method, target, headers, _ in srv.requests:
-        got = headers.get("authorization") or headers.get("x-api-key") or ""
-        check(REAL_KEY in got, "%s %s without the real key: %r" % (method, target, got))
+        want, got = (("Bearer " + REAL_KEY, headers.get("authorization"))
+                     if CRED_HEADER[agent] == "authorization-bearer"
+                     else (REAL_KEY, headers.get("x-api-key")))
+        check(got == want, "%s %s without the real key: %r" % (method, target, got))
         check(not any(PLACEHOLDER_PREFIX in v for v in headers.values()),
               "the placeholder reached the model: %s" % headers)
 
@@ -460,7 +464,7 @@ def main(agent):
                 R.run(agent + "_no_unkeyed_calls", check, not unauth,
                       "requests without the lab key: %s" % [(r[0], r[1]) for r in unauth])
                 if USE_MODEL_CONNECTION:
-                    R.run(agent + "_model_saw_only_real_key", t_only_real_key, srv)
+                    R.run(agent + "_model_saw_only_real_key", t_only_real_key, srv, agent)
                     R.run(agent + "_proxy_authenticated_connect", t_squid_log, sq)
             finally:
                 srv.stop()
