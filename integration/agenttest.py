@@ -14,17 +14,25 @@ Per agent, two WorkUnits:
           not_granted deny record and origin2 sees no connection; the candidate is
           rejected with scope_violation.
 
-Credentials. The agent holds a lab-only key (LAB_KEY) that the scripted model accepts;
-it is not a secret and exists only in this lab. The lab CA that signed models.lab.test is
-shown to the worker through a preset ro_bind and trusted through SSL_CERT_FILE /
-CODEX_CA_CERTIFICATE (codex) and NODE_EXTRA_CA_CERTS (claude); the tunnel through egressd
-stays opaque (CONNECT).
+Credentials and route (default: model connection, issues 16 and 20). The preset names
+`model_connection = labmodel` and `placeholder_env` (OPENAI_API_KEY for codex through its
+provider's env_key, ANTHROPIC_API_KEY for claude): the agent holds only egress-exec's
+random placeholder. The real key is in a root-only file named by the trusted-models file
+that the private egressd reads; the scripted model accepts only that key. egressd
+terminates the agent's TLS with the per-run CA (the agents trust it through the sandbox's
+/etc/egress/ca-bundle.pem: CODEX_CA_CERTIFICATE / SSL_CERT_FILE, NODE_EXTRA_CA_CERTS) and
+trusts the model origin's lab CA through `origin_ca_file`. The caller's environment is
+an enterprise host's: https_proxy=pac+http://.../agent.pac (the PAC sends models.lab.test
+through squid demanding Basic auth) and EGRESS_PROXY_CREDENTIALS naming the operator's
+root-only proxy credentials; the agent never sees them. Asserted besides the outcomes:
+the model saw the real key on every request and never the placeholder; inner decision
+records are intercepted with credential labmodel; the model CONNECT's route is the
+proxy; squid's log shows the authenticated CONNECT; neither the key nor the proxy
+password is anywhere in the run's out folder.
 
-SWITCH (model connections, issue 16): when egressd can terminate TLS for a bound model
-connection and add the credential itself, set USE_MODEL_CONNECTION = True (or the
-environment variable EGRESS_AGENT_MODEL_CONNECTION=1) and fill in model_connection_preset():
-the preset then names the connection, the worker gets only a placeholder, and the per-run
-CA replaces the lab CA bind. Until then that path raises, so it cannot pass by accident.
+EGRESS_AGENT_OPAQUE=1 keeps the older mode: the agent holds a lab-only key (LAB_KEY,
+not a secret), the lab CA is shown through a preset ro_bind, the tunnel is an opaque
+CONNECT, the route direct.
 """
 
 import json
@@ -44,7 +52,9 @@ from labtools.egressd import binary  # noqa: E402
 
 import test_orchestrate_local as local  # noqa: E402  (repository and manifest helpers)
 
-USE_MODEL_CONNECTION = os.environ.get("EGRESS_AGENT_MODEL_CONNECTION") == "1"
+# Default: model connection through the PAC-chosen authenticating proxy. EGRESS_AGENT_OPAQUE=1
+# keeps the older mode (lab key in the worker, opaque CONNECT, direct route).
+USE_MODEL_CONNECTION = os.environ.get("EGRESS_AGENT_OPAQUE") != "1"
 
 SRC = local.SRC
 INSTALL = os.path.join(SRC, "scripts", "install-agents.sh")
@@ -52,12 +62,23 @@ CACHE = os.environ.get("EGRESS_AGENT_CACHE", "/var/cache/egress-agents")
 MODEL_ADDR = "203.0.113.60"
 MODEL_NAME = "models.lab.test"
 LAB_KEY = "lab-only-key-not-a-secret"
+# Model-connection mode: the real key lives only in a root-only file egressd reads; the
+# model server accepts only it. The worker holds egress-exec's random placeholder.
+REAL_KEY = "sk-lab-REAL-%d-9d8c7b6a" % os.getpid()
+PLACEHOLDER_PREFIX = "egress-placeholder-"
+CONNECTION = "labmodel"
+PLACEHOLDER_ENV = {"codex": "OPENAI_API_KEY", "claude": "ANTHROPIC_API_KEY"}
+CRED_HEADER = {"codex": "authorization-bearer", "claude": "x-api-key"}
+PROXY_USER = "agentops"
+PROXY_PASSWORD = "pw-%d-Zk4" % os.getpid()
+BUNDLE = "/etc/egress/ca-bundle.pem"   # the sandbox's CA bundle (host roots + run CA)
 # Where the lab CA is put for the preset's ro_bind: not under /tmp (the sandbox builds its
 # own /tmp, so a bind there is refused), one directory per test run, removed afterwards.
 CA_TOP = "/var/lib/egress-agent-lab"
 
 ZONE = dict(lab.DEFAULT_ZONE)
 ZONE[MODEL_NAME] = {"A": [MODEL_ADDR]}
+ZONE["proxy.lab.test"] = {"A": [proxies.PROXY_ADDR]}
 
 EMBEDDED_SETTINGS = ["dns_server=198.51.100.53", "allow_special_address=198.51.100.0/24",
                      "allow_special_address=203.0.113.0/24", "dns_timeout=1s",
@@ -141,12 +162,19 @@ def argv_lines(argv):
     return "".join("argv = %s\n" % a for a in argv)
 
 
+MC_TAIL = ("prompt_transport = stdin\nnetwork_policy = model_only\n"
+           "model_connection = %s\nplaceholder_env = %%s\n" % CONNECTION)
+
+
 def preset_codex(binpath, ca, quiet=True):
+    """ca None: model connection (placeholder in OPENAI_API_KEY, run CA from the sandbox's
+    bundle); otherwise the lab CA file and the lab key (opaque mode)."""
+    keyvar = PLACEHOLDER_ENV["codex"] if ca is None else "LAB_MODEL_BEARER"
     provider = ('model_providers.lab={name="lab",base_url="https://%s/v1",'
-                'env_key="LAB_MODEL_BEARER",wire_api="responses"}' % MODEL_NAME)
-    argv = ["env"] + QUIET["codex"] + [
-        "SSL_CERT_FILE=" + ca, "CODEX_CA_CERTIFICATE=" + ca,
-        "LAB_MODEL_BEARER=" + LAB_KEY,
+                'env_key="%s",wire_api="responses"}' % (MODEL_NAME, keyvar))
+    trust = ["SSL_CERT_FILE=" + ca, "CODEX_CA_CERTIFICATE=" + ca,
+             "LAB_MODEL_BEARER=" + LAB_KEY] if ca else ["CODEX_CA_CERTIFICATE=" + BUNDLE]
+    argv = ["env"] + QUIET["codex"] + trust + [
         binpath, "exec", "--skip-git-repo-check",
         # The sandbox is egress-exec's: codex's own (Landlock/seccomp) would nest inside
         # it and needs privileges the worker does not have.
@@ -155,24 +183,32 @@ def preset_codex(binpath, ca, quiet=True):
         (CODEX_QUIET_CONFIG if quiet else []) + ["-"]
     if not quiet:
         argv = [a for a in argv if a not in QUIET["codex"]]
-    return ("[preset]\nname = codex-lab\nexecutable = /usr/bin/env\n" + argv_lines(argv) +
-            "ro_bind = %s\nro_bind = %s\n" % (os.path.join(CACHE, "codex"), ca) +
+    return preset_text("codex", argv, ca)
+
+
+def preset_text(agent, argv, ca):
+    head = "[preset]\nname = %s-lab\nexecutable = /usr/bin/env\n" % agent + argv_lines(argv)
+    if ca is None:
+        return (head + "ro_bind = %s\n" % os.path.join(CACHE, agent) +
+                MC_TAIL % PLACEHOLDER_ENV[agent] +
+                PRESET_TAIL.split("network_policy = allowlisted\n", 1)[1])
+    return (head + "ro_bind = %s\nro_bind = %s\n" % (os.path.join(CACHE, agent), ca) +
             PRESET_TAIL)
 
 
 def preset_claude(binpath, ca, quiet=True):
-    argv = ["env"] + (QUIET["claude"] if quiet else []) + [
-        "NODE_EXTRA_CA_CERTS=" + ca, "ANTHROPIC_BASE_URL=https://" + MODEL_NAME,
-        "ANTHROPIC_API_KEY=" + LAB_KEY,
+    # model connection: NODE_EXTRA_CA_CERTS (the bundle with the run CA) and the
+    # placeholder in ANTHROPIC_API_KEY both come from egress-exec
+    trust = ["NODE_EXTRA_CA_CERTS=" + ca, "ANTHROPIC_API_KEY=" + LAB_KEY] if ca else []
+    argv = ["env"] + (QUIET["claude"] if quiet else []) + trust + [
+        "ANTHROPIC_BASE_URL=https://" + MODEL_NAME,
         binpath, "-p", "--model", "lab-model", "--allowedTools", "Bash", "Write"]
-    return ("[preset]\nname = claude-lab\nexecutable = /usr/bin/env\n" + argv_lines(argv) +
-            "ro_bind = %s\nro_bind = %s\n" % (os.path.join(CACHE, "claude"), ca) +
-            PRESET_TAIL)
+    return preset_text("claude", argv, ca)
 
 
-def model_connection_preset(agent, binpath):
-    raise NotImplementedError("model connections (issue 16) are not in this build: unset "
-                              "EGRESS_AGENT_MODEL_CONNECTION")
+# Set by main() in model-connection mode: extra egress-exec arguments (trusted models,
+# origin trust, PAC) and the caller environment (proxy variables, operator credentials).
+RUN = {"args": [], "env": None}
 
 
 def decisions(case):
@@ -192,7 +228,9 @@ def run_agent(L, case, preset_text, wu_text, srv, scenario):
             "--workunit", wu, "--preset", case.preset, "--repo", case.repo, "--out", case.out]
     for kv in EMBEDDED_SETTINGS:
         args += ["--egressd-setting", kv]
-    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    args += RUN["args"]
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
+                       env=RUN["env"])
     case.stderr = p.stderr.decode(errors="replace")
     if os.environ.get("VERBOSE"):
         sys.stdout.write(case.stderr)
@@ -243,7 +281,40 @@ def t_edit(L, srv, top, agent, preset_text):
     check(not denied, "deny records (the agent tried other calls): %s" % denied)
     allowed = [r for r in recs if r.get("verdict") == "allow"]
     check(len(allowed) >= 1, "no allow record for the model: %s" % recs)
+    if USE_MODEL_CONNECTION:
+        check_model_connection(c, recs, calls)
     return c
+
+
+def check_model_connection(c, recs, calls):
+    """The model calls were intercepted and keyed by egressd; the route was the PAC's
+    proxy; the key is in no artifact."""
+    inner = [r for r in recs if r.get("hop_kind") == "inner" and r.get("event") == "decision"]
+    check(len(inner) >= len(calls), "inner records %d < model calls %d: %s" % (
+        len(inner), len(calls), recs))
+    bad = [r for r in inner if not (r.get("intercepted") is True and
+                                    r.get("credential") == CONNECTION and
+                                    r.get("verdict") == "allow")]
+    check(not bad, "inner records not intercepted/keyed: %s" % bad)
+    outer = [r for r in recs if r.get("event") == "decision" and r.get("hop_kind") != "inner"
+             and r.get("dest") == "%s:443" % MODEL_NAME]
+    check(outer and all("proxy.lab.test:3128" in (r.get("route") or "") for r in outer),
+          "the model CONNECT did not take the PAC's proxy: %s" % outer)
+    no_key_in(c.out)
+    print("  %d model calls, %d intercepted inner records (credential %s), route %s" % (
+        len(calls), len(inner), CONNECTION, outer[0].get("route")))
+
+
+def no_key_in(top):
+    for d, _, files in os.walk(top):
+        for name in files:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    data = f.read()
+                check(REAL_KEY.encode() not in data, "%s carries the model key" % p)
+                check(PROXY_PASSWORD.encode() not in data,
+                      "%s carries the proxy password" % p)
 
 
 def t_escape(L, srv, top, agent, preset_text):
@@ -265,6 +336,8 @@ def t_escape(L, srv, top, agent, preset_text):
     others = {r.get("dest") for r in recs if r.get("dest")} - {
         "%s:443" % MODEL_NAME, "origin2.lab.test:443"}
     check(not others, "unexpected destinations: %s" % others)
+    if USE_MODEL_CONNECTION:
+        no_key_in(c.out)
     return c
 
 
@@ -285,14 +358,74 @@ def t_side_traffic(L, srv, top, agent, preset_text):
     other = [r for r in recs if r.get("dest") and r.get("dest") != "%s:443" % MODEL_NAME]
     check(all(r.get("verdict") == "deny" and r.get("reason") == "not_granted"
               for r in other if r.get("event") == "decision"), "other calls: %s" % other)
+    if USE_MODEL_CONNECTION:
+        no_key_in(c.out)
     print("  %s side traffic refused and logged: %s (%.1fs)" % (
         agent, sorted({r.get("dest") for r in other}) or "none attempted", took))
+
+
+def setup_model_connection(L, agent, labca_file, catop):
+    """The trusted-models file (connection CONNECTION, credential root-only), the origin
+    trust (the lab CA, for egressd only), squid with Basic auth, a PAC that sends the model
+    host through it and the operator's proxy credentials; fills RUN. Returns the squid."""
+    keyfile = os.path.join(catop, "model.key")
+    fd = os.open(keyfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(REAL_KEY + "\n")
+    os.chown(keyfile, 0, 0)
+    conns = os.path.join(catop, "trusted-models.ini")
+    with open(conns, "w") as f:
+        f.write("[connection %s]\ndestination = https://%s\ncredential_file = %s\n"
+                "credential_header = %s\n" % (CONNECTION, MODEL_NAME, keyfile,
+                                               CRED_HEADER[agent]))
+    os.chmod(conns, 0o644)
+    proxies.add_addresses(L, proxies.PROXY_ADDR)
+    sq = proxies.Squid(L, auth="basic", users={PROXY_USER: PROXY_PASSWORD}).start()
+    pac = proxies.serve_pac(L, "/agent.pac", proxies.pac_proxied(
+        "proxy.lab.test:%d" % proxies.SQUID_PORT, domain=MODEL_NAME))
+    opf = proxies.credentials_file(L, "operator.ini", {
+        "proxy.lab.test:%d" % proxies.SQUID_PORT: {
+            "scheme": "basic", "username": PROXY_USER, "password": PROXY_PASSWORD}})
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+           and not k.startswith("KRB5")}
+    env.update({"https_proxy": "pac+" + pac, "http_proxy": "pac+" + pac,
+                "EGRESS_PROXY_CREDENTIALS": opf})
+    RUN["env"] = env
+    RUN["args"] = ["--trusted-models", conns,
+                   "--egressd-setting", "origin_ca_file=" + labca_file,
+                   "--egressd-setting", "upstream_timeout=10s"]
+    return sq
+
+
+def t_only_real_key(srv, agent):
+    """Every request carried the real key in the connection's header (Authorization:
+    Bearer for codex, x-api-key for claude) and no placeholder anywhere in its head."""
+    check(srv.requests, "the model server saw no request")
+    print("  model server: %d requests, all with the real key" % len(srv.requests))
+    for method, target, headers, _ in srv.requests:
+        want, got = (("Bearer " + REAL_KEY, headers.get("authorization"))
+                     if CRED_HEADER[agent] == "authorization-bearer"
+                     else (REAL_KEY, headers.get("x-api-key")))
+        check(got == want, "%s %s without the real key: %r" % (method, target, got))
+        check(not any(PLACEHOLDER_PREFIX in v for v in headers.values()),
+              "the placeholder reached the model: %s" % headers)
+
+
+def t_squid_log(sq):
+    lines = sq.access_log_lines()
+    hits = [x for x in lines if PROXY_USER in x and "%s:443" % MODEL_NAME in x]
+    check(hits, "squid shows no authenticated CONNECT to the model: %s" % lines[-10:])
+    print("  squid: %d authenticated CONNECTs to the model, e.g. %s" % (len(hits), hits[0]))
 
 
 def main(agent):
     require_root()
     if USE_MODEL_CONNECTION:
-        model_connection_preset(agent, None)
+        miss = proxies.missing_tools("squid")
+        if miss:
+            print("FAIL: not installed: %s (scripts/deps.sh)" % " ".join(miss))
+            return 1
     bins = install()
     binpath = bins["CODEX_BIN" if agent == "codex" else "CLAUDE_BIN"]
     top = tempfile.mkdtemp(prefix="egx-agent-%s-%d-" % (agent, os.getpid()))
@@ -311,22 +444,32 @@ def main(agent):
             shutil.copyfile(ca.cert, ca_file)
             os.chmod(ca_file, 0o644)
             sock = lab.netns.listen_in(L.ns_inet, MODEL_ADDR, 443)
-            srv = modelserver.ModelServer(sock, cert, key, "edit", LAB_KEY).start()
+            sq = None
+            if USE_MODEL_CONNECTION:
+                sq = setup_model_connection(L, agent, ca_file, catop)
+            srv = modelserver.ModelServer(sock, cert, key, "edit",
+                                          REAL_KEY if USE_MODEL_CONNECTION else LAB_KEY).start()
             try:
-                text = preset_codex(binpath, ca_file) if agent == "codex" else \
-                    preset_claude(binpath, ca_file)
+                pca = None if USE_MODEL_CONNECTION else ca_file
+                text = preset_codex(binpath, pca) if agent == "codex" else \
+                    preset_claude(binpath, pca)
                 R.run(agent + "_edit", t_edit, L, srv, top, agent, text)
                 R.run(agent + "_escape", t_escape, L, srv, top, agent, text)
-                noisy = preset_codex(binpath, ca_file, quiet=False) if agent == "codex" \
-                    else preset_claude(binpath, ca_file, quiet=False)
+                noisy = preset_codex(binpath, pca, quiet=False) if agent == "codex" \
+                    else preset_claude(binpath, pca, quiet=False)
                 R.run(agent + "_side_traffic_refused", t_side_traffic, L, srv, top, agent,
                       noisy)
                 unauth = [r for r in srv.requests if r[2].get("authorization") is None and
                           r[2].get("x-api-key") is None]
                 R.run(agent + "_no_unkeyed_calls", check, not unauth,
                       "requests without the lab key: %s" % [(r[0], r[1]) for r in unauth])
+                if USE_MODEL_CONNECTION:
+                    R.run(agent + "_model_saw_only_real_key", t_only_real_key, srv, agent)
+                    R.run(agent + "_proxy_authenticated_connect", t_squid_log, sq)
             finally:
                 srv.stop()
+                if sq:
+                    sq.stop()
     finally:
         shutil.rmtree(top, ignore_errors=True)
         if catop:
