@@ -767,7 +767,8 @@ allow_logged(int err, void *arg)
 
 	s->se_ticket = NULL;
 	if (err != 0) {
-		/* Never an allow without its record. */
+		/* Never an allow without its record: none was written, so no close either. */
+		s->se_allow_open = false;
 		log_warnx("conn %llu: allow record not written (%s): refusing",
 		    (unsigned long long)s->se_id, strerror(err));
 		s->se_connected = false;
@@ -812,7 +813,13 @@ step_log_allow(struct session *s)
 			close(s->se_ufd);
 		s->se_ufd = -1;
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
+		return;
 	}
+	/* The allow record is on its way to the disk (the writer thread, or written already
+	 * with its callback still due): a hop that ends before that callback (a revoke, the
+	 * client leaving, shutdown) still owes its close record, never a second decision. */
+	s->se_allow_open = true;
+	s->se_tunnel_start_us = mono_usec();
 }
 
 /* ---- tunnel ---- */

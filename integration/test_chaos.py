@@ -408,6 +408,9 @@ def t_chaos(L):
         print("  records: %d decisions (%d allow), %d closes, %d allows without a close, "
               "%d close records egressd reported lost"
               % (len(dec), len(allows), len(closes), len(no_close), lost_closes))
+        for h in no_close[:3]:
+            print("  no close for %s: %s" % (h, [r for r in recs if r.get("hop") == h or
+                                                  str(r.get("hop", "")).startswith(h + ".")]))
         check(not no_close, "allows without a close (%d close records egressd could not "
               "hold): %s" % (lost_closes, no_close[:10]))
         check(not [r for r in allows if any(n in (r.get("dest") or "")
