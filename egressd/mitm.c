@@ -948,7 +948,9 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		goto fail;
 	/* The origin's name: SNI (names only) and the identity its certificate must prove. */
 	if (o->host.kind == HOST_NAME) {
-		if (SSL_set_tlsext_host_name(us, o->host.name) != 1 ||
+		char sni[sizeof(o->host.name)];   /* the SNI macro takes a non-const pointer */
+		memcpy(sni, o->host.name, sizeof(sni));
+		if (SSL_set_tlsext_host_name(us, sni) != 1 ||
 		    SSL_set1_host(us, o->host.name) != 1)
 			goto fail;
 	} else if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(us), o->host.name) != 1) {

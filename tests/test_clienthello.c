@@ -14,6 +14,16 @@
 
 #include "egressd/clienthello.h"
 
+/* SSL_set_tlsext_host_name is a macro that casts its argument to a non-const pointer. */
+static void
+set_sni(SSL *ssl, const char *sni)
+{
+	char h[256];
+
+	snprintf(h, sizeof(h), "%s", sni);
+	SSL_set_tlsext_host_name(ssl, h);
+}
+
 /* A real ClientHello from OpenSSL's client (memory BIOs), with sni (NULL: none) and an
  * ALPN wire list (NULL: none). Returns its length in out. */
 static size_t
@@ -33,7 +43,7 @@ real_hello(const char *sni, const unsigned char *alpn, size_t alpnlen, int maxv,
 	wb = BIO_new(BIO_s_mem());
 	SSL_set_bio(ssl, rb, wb);
 	if (sni)
-		SSL_set_tlsext_host_name(ssl, sni);
+		set_sni(ssl, sni);
 	if (alpn)
 		SSL_set_alpn_protos(ssl, alpn, (unsigned)alpnlen);
 	SSL_set_connect_state(ssl);

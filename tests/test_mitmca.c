@@ -20,6 +20,16 @@
 #include "common/util.h"
 #include "egressd/mitmca.h"
 
+/* SSL_set_tlsext_host_name is a macro that casts its argument to a non-const pointer. */
+static void
+set_sni(SSL *ssl, const char *sni)
+{
+	char h[256];
+
+	snprintf(h, sizeof(h), "%s", sni);
+	SSL_set_tlsext_host_name(ssl, h);
+}
+
 struct hs {
 	int ok;                 /* both sides finished */
 	long verify;            /* the client's verification result */
@@ -51,7 +61,7 @@ handshake(SSL_CTX *sctx, const char *ca_pem, const char *sni, const char *verify
 	s = SSL_new(sctx);
 	SSL_set1_host(c, verify_host);
 	if (sni)
-		SSL_set_tlsext_host_name(c, sni);
+		set_sni(c, sni);
 	if (alpn)
 		SSL_set_alpn_protos(c, alpn, (unsigned)alpnlen);
 	assert_int_equal(BIO_new_bio_pair(&b1, 0, &b2, 0), 1);

@@ -18,6 +18,16 @@
 
 #include "egressd/sniguard.h"
 
+/* SSL_set_tlsext_host_name is a macro that casts its argument to a non-const pointer. */
+static void
+set_sni(SSL *ssl, const char *sni)
+{
+	char h[256];
+
+	snprintf(h, sizeof(h), "%s", sni);
+	SSL_set_tlsext_host_name(ssl, h);
+}
+
 struct result {
 	int calls;
 	enum reason r;
@@ -46,7 +56,7 @@ hello(const char *sni, unsigned char *out, size_t cap)
 
 	SSL_set_bio(ssl, rb, wb);
 	if (sni)
-		SSL_set_tlsext_host_name(ssl, sni);
+		set_sni(ssl, sni);
 	SSL_set_connect_state(ssl);
 	SSL_do_handshake(ssl);
 	n = BIO_read(wb, out, (int)cap);
