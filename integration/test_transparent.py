@@ -16,8 +16,10 @@ environment of its clients (they are removed; curl also gets --noproxy '*'):
            of the gateway and to a pool address (no answer); AAAA and MX for a granted name
            are empty NOERROR answers. The nftables rulesets of the lab's host namespace and
            of the machine's own namespace (read only) are the same before and after.
-  system   the same through a running egressd (--egressd-control): HTTPS and the echo work,
-           a non-granted name is NXDOMAIN, records in that egressd's log.
+  system   the same through a running egressd (--egressd-control) whose route is an upstream
+           proxy (squid): HTTPS and the echo work through it (squid's log shows the CONNECTs
+           by name; the records say route = the proxy, attested false), a non-granted name
+           is NXDOMAIN, records in that egressd's log.
   off      --transparent=off: no resolv.conf, names do not resolve, the manifest says so.
 Needs root (exit 77 otherwise).
 """
@@ -42,7 +44,8 @@ OTHER_ADDR = "203.0.113.42"
 KEY = "sk-lab-transparent-5e6f"
 ZONE = dict(lab.DEFAULT_ZONE)
 ZONE.update({"tls.lab.test": {"A": [TLS_ADDR]}, "other.lab.test": {"A": [OTHER_ADDR]},
-             "nothere.lab.test": {"A": [lab.ECHO2]}})
+             "nothere.lab.test": {"A": [lab.ECHO2]},
+             "proxy.lab.test": {"A": [proxies.PROXY_ADDR]}})
 SETTINGS = ["dns_server=198.51.100.53", "allow_special_address=198.51.100.0/24",
             "allow_special_address=203.0.113.0/24", "dns_timeout=1s", "connect_timeout=3s"]
 GRANT = ["https://tls.lab.test", "http://origin.lab.test", "tcp://echo.lab.test:7"]
@@ -96,8 +99,13 @@ if mode == "off":
 try:
     s = socket.create_connection(("echo.lab.test", 7), timeout=10)
     s.sendall(b"ping-transparent\n")
-    s.shutdown(socket.SHUT_WR)
-    res["echo"] = recv_all(s)
+    got = b""
+    while not got.endswith(b"\n"):     # no half-close: squid ends a tunnel on the first FIN
+        b = s.recv(4096)
+        if not b:
+            break
+        got += b
+    res["echo"] = got.decode("latin-1")
     s.close()
 except OSError as e:
     res["echo"] = "error:%s" % e
@@ -275,7 +283,7 @@ def t_private(L, origin, ca_pem):
     shutil.rmtree(r.out_dir, ignore_errors=True)
 
 
-def t_system(L, d, origin, ca_pem):
+def t_system(L, d, sq, origin, ca_pem):
     hs = origin.handshakes
     r, _ = run(L, ["--egressd-control", d.control_path, "--net-pool", "169.254.214.0/24"],
                "system", ca_pem)
@@ -288,8 +296,12 @@ def t_system(L, d, origin, ca_pem):
     check(origin.handshakes - hs == 1, "handshakes %d" % (origin.handshakes - hs))
     gid = r.result.get("grant_id")
     recs = [x for x in d.decisions() if x.get("grant_id") == gid]
-    check(decisions(recs, capture="transparent", verdict="allow", dest="tls.lab.test:443"),
-          "no captured allow in egressd's log")
+    tls = decisions(recs, capture="transparent", verdict="allow", dest="tls.lab.test:443")
+    check(tls and tls[0].get("route") == "http://proxy.lab.test:3128" and
+          tls[0].get("attested") is False, "captured allow in egressd's log: %s" % tls)
+    for hp in ("tls.lab.test:443", "echo.lab.test:7"):
+        ln = sq.wait_log(lambda x, hp=hp: " CONNECT %s " % hp in x)
+        check(ln is not None, "squid never saw CONNECT %s: %s" % (hp, sq.access_log_lines()))
     check(decisions(recs, reason="dns_not_granted", dest="nothere.lab.test"),
           "no dns_not_granted in egressd's log")
     shutil.rmtree(r.out_dir, ignore_errors=True)
@@ -319,6 +331,11 @@ def main():
     lab.require_root()
     st.require_tools()
     require_binaries("egressd", "egressctl", "egress-exec")
+    miss = proxies.missing_tools("squid")
+    if miss:
+        print("FAIL: not installed: %s (scripts/deps.sh)" % " ".join(miss))
+        print("0 passed, 1 failed")
+        return 1
     for tool in ("curl", "node", "openssl", "getent", "nft"):
         if shutil.which(tool) is None:
             print("FAIL: %s is not installed (scripts/deps.sh)" % tool)
@@ -336,9 +353,12 @@ def main():
             ca_pem = f.read()
         res.run("private_egressd", t_private, L, origin, ca_pem)
         res.run("transparent_off", t_off, L, origin, ca_pem)
-        d = L.egressd()
-        res.run("system_egressd", t_system, L, d, origin, ca_pem)
+        proxies.add_addresses(L, proxies.PROXY_ADDR)
+        sq = proxies.Squid(L).start()
+        d = L.egressd(settings={"route": "proxy http://proxy.lab.test:3128"})
+        res.run("system_egressd_via_proxy", t_system, L, d, sq, origin, ca_pem)
         res.run("egressd_stops_clean", stop_clean, d)
+        sq.stop()
         origin.stop()
         other.stop()
     return res.finish()
