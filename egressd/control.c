@@ -440,6 +440,11 @@ grant_entry(const struct lgrant *lg)
 	    json_integer((json_int_t)lg->expires) : json_null());
 	json_object_set_new(o, "connections", json_integer(lg->nconns));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)lg->bytes));
+	/* transparent capture (grant.dns): the stub's address and how many names it mapped */
+	if (lg->stub != NULL) {
+		json_object_set_new(o, "dns", json_string(dnsstub_addr_str(lg->stub, b, sizeof(b))));
+		json_object_set_new(o, "dns_names", json_integer((json_int_t)tpool_count(lg->tpool)));
+	}
 	json_object_set_new(o, "grant", grant_to_json(lg->g));
 	return o;
 }

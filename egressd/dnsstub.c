@@ -71,8 +71,11 @@ dnsstub_parse(const uint8_t *p, size_t n, struct dnsq *q)
 			return DNSQ_FORMERR;
 		len = p[off++];
 		wire++;
-		if (len == 0)
+		if (len == 0) {
+			if (wire > DNS_NAME_WIRE_MAX)
+				return DNSQ_FORMERR;
 			break;
+		}
 		/* 0xc0: a compression pointer, 0x40/0x80: extended label types. */
 		if (len > 63)
 			return DNSQ_FORMERR;

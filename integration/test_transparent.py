@@ -8,8 +8,8 @@ environment of its clients (they are removed; curl also gets --noproxy '*'):
   private  egress-exec starts its own egressd. The worker's /etc/resolv.conf names the stub
            at its gateway; getent resolves a granted name to 198.18.0.0/15 and a name
            outside the grant fails (NXDOMAIN, a deny record dns_not_granted); curl over
-           HTTPS (lab CA) and plain HTTP, Node's built-in fetch and a raw TCP echo (a
-           tcp:// grant) all work, their records say capture: transparent; negative twins:
+           HTTPS (lab CA) and plain HTTP, Node's built-in fetch, a raw TCP echo and ssh (a
+           tcp:// grant; ssh gets as far as the echoed banner) all work, their records say capture: transparent; negative twins:
            a ClientHello naming another host on a granted name's address (sni_mismatch),
            a plain-HTTP Host of another host (host_mismatch), an address the stub never
            handed out (transparent_unmapped), UDP to the lab's DNS server, to another port
@@ -112,6 +112,12 @@ except OSError as e:
 if mode == "system":
     print(json.dumps(res))
     sys.exit(0)
+# ssh by name with no ProxyCommand: the echo origin sends ssh's own banner back, which is
+# as far as an echo can take it (proves the name resolved and the stream was captured)
+# (the key exchange then waits forever: timeout(1) ends it, ssh's log is kept)
+res["ssh"] = sh(["timeout", "8", "ssh", "-v", "-F", "/dev/null", "-o", "BatchMode=yes", "-o",
+                 "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+                 "ConnectTimeout=10", "-p", "7", "git@echo.lab.test", "true"], timeout=30)
 res["curl_http"] = sh(["curl", "-sS", "--noproxy", "*", "--max-time", "20", "-o", "/dev/null",
                        "-w", "%{http_code}", "http://origin.lab.test/"])
 res["node_fetch"] = sh(["node", "-e",
@@ -235,6 +241,8 @@ def t_private(L, origin, ca_pem):
     check(res["node_fetch"]["rc"] == 0 and res["node_fetch"]["out"].startswith("200 ") and
           res["node_fetch"]["out"].strip().endswith("true"), "node fetch: %s" % res["node_fetch"])
     check(res["echo"] == "ping-transparent\n", "tcp echo: %r" % res["echo"])
+    check("Authenticating to echo.lab.test:7" in res["ssh"]["err"] and
+          "SSH2_MSG_KEXINIT received" in res["ssh"]["err"], "ssh: %s" % res["ssh"])
     check(res["sni_mismatch"].startswith("failed:"), "SNI of another host: %s"
           % res["sni_mismatch"])
     check(res["host_mismatch"].startswith("HTTP/1.1 403") and
