@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "common/limits.h"
 #include "egressd/tpool.h"
 
@@ -52,6 +53,22 @@ t_contains(void **state)
 	assert_false(tpool_contains(0xc611ffffu));      /* 198.17.255.255 */
 	assert_false(tpool_contains(0xc6140000u));      /* 198.20.0.0 */
 	assert_false(tpool_contains(0xc6336401u));      /* 198.51.100.1 */
+}
+
+/* Why the pool cannot shadow a real destination: egressd's address classes call every
+ * pool address special-purpose (benchmarking), refused for ordinary hops. */
+static void
+t_pool_is_special(void **state)
+{
+	static const char *const lits[] = { "198.18.0.1", "198.18.3.255", "198.19.255.254" };
+	struct addr a;
+	bool emb;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lits) / sizeof(lits[0]); i++) {
+		assert_int_equal(addr_parse_literal(lits[i], strlen(lits[i]), &a), ADDR_LIT_V4);
+		assert_int_equal(addr_classify(&a, &emb), ADDR_CLASS_BENCHMARKING);
+	}
 }
 
 static void
@@ -104,6 +121,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_assign_and_lookup),
 		cmocka_unit_test(t_contains),
+		cmocka_unit_test(t_pool_is_special),
 		cmocka_unit_test(t_exhausted),
 		cmocka_unit_test(t_bad_input),
 	};
