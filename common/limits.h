@@ -68,6 +68,14 @@
 #define EGRESS_DNS_TTL_CAP_S       300   /* a TTL above this is capped */
 #define EGRESS_DNS_PENDING_MAX     64    /* concurrent queries per principal */
 
+/* Transparent capture (egressd/tpool, egressd/dnsstub; docs/transparent.md) */
+#define EGRESS_TPOOL_NAMES_MAX     1024  /* names one grant's stub resolver hands addresses to */
+#define EGRESS_DNSSTUB_MSG_MAX     1232  /* a query datagram above this is dropped (EDNS's
+                                            safe UDP size; our answers are far smaller) */
+#define EGRESS_DNSSTUB_BURST       32    /* datagrams read per wake-up: fairness on the loop */
+#define EGRESS_DNSSTUB_TTL_S       300   /* TTL of a synthetic answer (the mapping lives as
+                                            long as the grant) */
+
 /* Tunnels (egressd/tunnel) */
 #define EGRESS_SPLICE_PIPES_MAX    2048  /* splice pipes in use at once: 4096 of the 20,000 fds */
 #define EGRESS_SPLICE_PIPES_IDLE   256   /* empty pipes kept for reuse */

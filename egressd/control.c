@@ -27,7 +27,9 @@
 #include "egressd/dlog.h"
 #include "egressd/grantstate.h"
 #include "egressd/listener.h"
+#include "egressd/dnsstub.h"
 #include "egressd/mitmca.h"
+#include "egressd/tpool.h"
 #include "egressd/notify.h"
 #include "common/proxyurl.h"
 #include "egressd/route.h"
@@ -47,6 +49,8 @@ static const struct {
 	{ "status", CTL_STATUS, { NULL } },
 	{ "reload", CTL_RELOAD, { NULL } },
 	{ "route", CTL_ROUTE, { "url", NULL } },
+	/* Transparent capture (docs/transparent.md): the run's stub resolver socket. */
+	{ "grant.dns", CTL_GRANT_DNS, { "grant_id", "dns_fd", NULL } },
 };
 
 /* "https://host[:port][/...]", "http://...", "tcp://host:port": the destination whose
@@ -272,6 +276,14 @@ control_decode(const char *line, size_t len, struct control_req *out, const char
 		}
 		break;
 	}
+	case CTL_GRANT_DNS:
+		v = json_object_get(root, "dns_fd");
+		if (v == NULL || !json_is_true(v)) {
+			snprintf(msg, msglen, "dns_fd: true is required (the socket comes with the "
+			    "request)");
+			goto out;
+		}
+		/* FALLTHROUGH */
 	case CTL_GRANT_REVOKE:
 	case CTL_GRANT_UNREVOKE:
 		v = json_object_get(root, "grant_id");
@@ -428,6 +440,11 @@ grant_entry(const struct lgrant *lg)
 	    json_integer((json_int_t)lg->expires) : json_null());
 	json_object_set_new(o, "connections", json_integer(lg->nconns));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)lg->bytes));
+	/* transparent capture (grant.dns): the stub's address and how many names it mapped */
+	if (lg->stub != NULL) {
+		json_object_set_new(o, "dns", json_string(dnsstub_addr_str(lg->stub, b, sizeof(b))));
+		json_object_set_new(o, "dns_names", json_integer((json_int_t)tpool_count(lg->tpool)));
+	}
 	json_object_set_new(o, "grant", grant_to_json(lg->g));
 	return o;
 }
@@ -507,6 +524,34 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 		json_object_set_new(o, "grant_id", json_string(lg->id));
 		json_object_set_new(o, "listen", json_string(listener_addr_str(lg->listeners[0], b,
 		    sizeof(b))));
+		return o;
+	}
+	case CTL_GRANT_DNS: {
+		struct lgrant *lg = grants_find(d->grants, r->grant_id);
+		char b[EGRESS_HOSTPORT_MAX + 1];
+
+		if (*fdp < 0)
+			return control_error(r->id, "malformed", "dns_fd: no file descriptor came "
+			    "with the request");
+		if (lg == NULL)
+			return control_error(r->id, "unknown_grant", "no live grant with that id");
+		/* Only a run's own grant (egress-exec made its listener in the run's link
+		 * namespace), and only once: the stub and the pool are the grant's for life. */
+		if (!lg->dynamic || lg->stub != NULL)
+			return control_error(r->id, "malformed", lg->stub != NULL ? "the grant has "
+			    "a stub resolver already" : "grant.dns is for dynamic grants only");
+		lg->tpool = lg->tpool != NULL ? lg->tpool : tpool_new(EGRESS_TPOOL_NAMES_MAX);
+		if (lg->tpool == NULL)
+			return control_error(r->id, "internal", "out of memory");
+		lg->stub = dnsstub_new(d, lg, *fdp, err, sizeof(err));
+		*fdp = -1;
+		if (lg->stub == NULL)
+			return control_error(r->id, "malformed", err);
+		log_info("grant.dns: %s principal %s: stub resolver on %s, transparent capture on",
+		    lg->id, lg->g->principal, dnsstub_addr_str(lg->stub, b, sizeof(b)));
+		o = ok_reply(r->id);
+		json_object_set_new(o, "dns", json_string(dnsstub_addr_str(lg->stub, b, sizeof(b))));
+		json_object_set_new(o, "pool", json_string(TPOOL_CIDR));
 		return o;
 	}
 	case CTL_GRANT_REVOKE: {

@@ -23,7 +23,7 @@ struct daemon;
 struct control;
 
 enum control_op { CTL_GRANT_CREATE, CTL_GRANT_REVOKE, CTL_GRANT_UNREVOKE, CTL_GRANT_LIST,
-    CTL_STATUS, CTL_RELOAD, CTL_ROUTE };
+    CTL_STATUS, CTL_RELOAD, CTL_ROUTE, CTL_GRANT_DNS };
 
 struct control_req {
 	enum control_op op;
@@ -36,7 +36,7 @@ struct control_req {
 	char *ca_cert;                      /* grant.create "intercept_ca": the run CA (PEM) */
 	char *ca_key;                       /* ... and its key (PEM; wiped on clear) */
 	char placeholder[EGRESS_PLACEHOLDER_MAX + 1]; /* "credential_placeholder", or "" */
-	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke, grant.unrevoke */
+	char grant_id[GRANT_ID_HEX + 1];    /* grant.revoke, grant.unrevoke, grant.dns */
 	enum dest_scheme scheme;            /* route: the destination asked about */
 	struct host host;
 	uint16_t port;

@@ -16,7 +16,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/listener.h"
+#include "egressd/dnsstub.h"
 #include "egressd/mitmca.h"
+#include "egressd/tpool.h"
 
 struct grants {
 	struct event_base *base;
@@ -49,6 +51,8 @@ lgrant_close_listeners(struct lgrant *lg)
 	for (size_t i = 0; i < lg->nlisteners; i++)
 		listener_free(lg->listeners[i]);
 	lg->nlisteners = 0;
+	dnsstub_free(lg->stub);
+	lg->stub = NULL;
 }
 
 void
@@ -67,6 +71,7 @@ lgrant_unref(struct lgrant *lg)
 		event_free(lg->expiry);
 	grant_free(lg->g);
 	mitm_ca_free(lg->ca);
+	tpool_free(lg->tpool);
 	free(lg);
 }
 

@@ -68,6 +68,11 @@ struct lgrant {
 	                                    (grant.create intercept_ca), or NULL; owned */
 	char placeholder[EGRESS_PLACEHOLDER_MAX + 1]; /* the run's credential placeholder
 	                                    (grant.create credential_placeholder), or "" */
+	/* Transparent capture (grant.dns; docs/transparent.md): the stub resolver on the
+	 * run's gateway and the synthetic pool it hands out. Both NULL when off; the stub
+	 * closes with the listeners, the pool lives as long as the lgrant (owned). */
+	struct dnsstub *stub;
+	struct tpool *tpool;
 };
 
 /* An empty registry whose expiry timers run on base; NULL on ENOMEM. */

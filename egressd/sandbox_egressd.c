@@ -145,8 +145,9 @@ static const struct scf_rule allowed[] = {
 	{ "getsockname", "listener and connection addresses" },
 	{ "getpeername", "client addresses, the control peer" },
 	{ "setsockopt", "SO_BINDTODEVICE once on a new listener, TCP options, buffer sizes" },
-	{ "getsockopt", "SO_ERROR after connect, SO_PEERCRED on the control socket" },
-	{ "sendto", "DNS over UDP, sockets" },
+	{ "getsockopt", "SO_ERROR after connect, SO_PEERCRED on the control socket, "
+	    "SO_ORIGINAL_DST of a captured connection, SO_TYPE of a passed stub socket" },
+	{ "sendto", "DNS over UDP, the run stub resolver's answers, sockets" },
 	{ "recvfrom", "DNS over UDP, sockets" },
 	{ "sendmsg", "sockets" },
 	{ "recvmsg", "sockets, netlink replies" },

@@ -8,7 +8,10 @@
 #include "egressd/session.h"
 #include "egressd/session_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 
 #include "common/addr.h"
 #include "common/grant.h"
+#include "common/host.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/reasons.h"
@@ -41,6 +45,7 @@
 #include "egressd/sniguard.h"
 #include "egressd/resolve.h"
 #include "egressd/route.h"
+#include "egressd/tpool.h"
 #include "egressd/tunnel.h"
 #include "egressd/proxycreds.h"
 #include "egressd/redirect.h"
@@ -53,6 +58,8 @@
 static enum reason grant_gone(const struct lgrant *lg);
 static void keep_reqline(struct session *s, const unsigned char *p, size_t n);
 static void head_read(struct bufferevent *bev, void *arg);
+static void transparent_head_read(struct session *s, struct evbuffer *in,
+    const unsigned char *p, size_t look);
 static void head_event(struct bufferevent *bev, short what, void *arg);
 static void head_timeout(evutil_socket_t fd, short what, void *arg);
 static void pending_event(struct bufferevent *bev, short what, void *arg);
@@ -133,6 +140,175 @@ keep_reqline(struct session *s, const unsigned char *p, size_t n)
 	s->se_reqline[o] = '\0';
 }
 
+/* ---- transparent capture (docs/transparent.md) ---- */
+
+/*
+ * A captured connection: the worker dialled an address of the grant's synthetic pool and
+ * the run's link namespace redirected it here; SO_ORIGINAL_DST (the connection's conntrack
+ * entry in that namespace) says which. A connection to the listener itself (a
+ * proxy-aware client) has no translation: its original destination is the listener.
+ * Returns REASON_ALLOWED (se_transparent says whether it is captured), or the refusal.
+ */
+static enum reason
+transparent_detect(struct session *s)
+{
+	struct sockaddr_in od, loc;
+	socklen_t ol = sizeof(od), ll = sizeof(loc);
+	struct host h;
+	const char *name;
+	char ab[INET_ADDRSTRLEN];
+
+	if (s->se_lg->tpool == NULL)
+		return REASON_ALLOWED;
+	memset(&od, 0, sizeof(od));
+	if (getsockopt(s->se_cfd, SOL_IP, SO_ORIGINAL_DST, &od, &ol) != 0 ||
+	    getsockname(s->se_cfd, (struct sockaddr *)&loc, &ll) != 0 ||
+	    od.sin_family != AF_INET || loc.sin_family != AF_INET ||
+	    (od.sin_addr.s_addr == loc.sin_addr.s_addr && od.sin_port == loc.sin_port))
+		return REASON_ALLOWED;
+	s->se_transparent = true;
+	snprintf(s->se_orig_dst, sizeof(s->se_orig_dst), "%s:%u",
+	    inet_ntop(AF_INET, &od.sin_addr, ab, sizeof(ab)) != NULL ? ab : "?",
+	    (unsigned)ntohs(od.sin_port));
+	name = tpool_lookup(s->se_lg->tpool, ntohl(od.sin_addr.s_addr));
+	if (name == NULL || od.sin_port == 0 ||
+	    host_parse(name, strlen(name), HOST_NO_PORT, &h) != HOST_OK)
+		return REASON_TRANSPARENT_UNMAPPED;
+	snprintf(s->se_tname, sizeof(s->se_tname), "%s", name);
+	s->se_tport = ntohs(od.sin_port);
+	/* A name granted for this port only as http:// is plain HTTP: its requests are read
+	 * and forwarded one by one like absolute-form ones. Anything else is the CONNECT a
+	 * proxy-aware client would have sent. */
+	s->se_thttp = grant_allows(s->se_lg->g, SCHEME_HTTP, &h, s->se_tport, NULL) &&
+	    !grant_allows(s->se_lg->g, SCHEME_HTTPS, &h, s->se_tport, NULL);
+	return REASON_ALLOWED;
+}
+
+/* The CONNECT the worker would have sent; authorized like one (no "200" is ever written:
+ * the worker believes it is talking to the origin). */
+static void
+transparent_connect(struct session *s)
+{
+	char head[EGRESS_HOSTNAME_MAX + 64];
+	enum reason why;
+	int hl = snprintf(head, sizeof(head), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n",
+	    s->se_tname, (unsigned)s->se_tport, s->se_tname, (unsigned)s->se_tport);
+
+	if (hl <= 0 || (size_t)hl >= sizeof(head) || (s->se_head = malloc((size_t)hl)) == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	memcpy(s->se_head, head, (size_t)hl);
+	if (http_parse_request(s->se_head, (size_t)hl, &s->se_req, &why) != HTTP_PARSE_OK) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	s->se_parsed = true;
+	authorize(s);
+}
+
+/*
+ * Plain HTTP captured: the worker's origin-form head ("GET /x HTTP/1.1") becomes the
+ * absolute-form head a proxy-aware client sends ("GET http://name:port/x HTTP/1.1"), then
+ * the one parser decides as for any request. Its Host header must name the same host as
+ * the address stood for (a worker cannot dial one granted name's address and ask another
+ * origin behind it): host_mismatch otherwise.
+ */
+static void
+transparent_head_read(struct session *s, struct evbuffer *in, const unsigned char *p,
+    size_t look)
+{
+	char pre[EGRESS_HOSTNAME_MAX + 32];
+	size_t m, pl, rl;
+	char *rw;
+	struct http_request *tmp;
+	enum http_parse pr;
+	enum reason why;
+	int n;
+
+	if (p == NULL) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	/* The method token (at most 24 bytes), one space, then an origin-form target. */
+	for (m = 0; m < look && m <= 24 && p[m] != ' '; m++)
+		;
+	if (m == look || m + 1 == look)
+		return;                         /* not that far yet */
+	if (m == 0 || m > 24 || p[m + 1] != '/') {
+		keep_reqline(s, p, look);
+		session_refuse(s, REASON_MALFORMED_REQUEST);
+		return;
+	}
+	n = snprintf(pre, sizeof(pre), "http://%s:%u", s->se_tname, (unsigned)s->se_tport);
+	if (n <= 0 || (size_t)n >= sizeof(pre)) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	pl = (size_t)n;
+	rl = look + pl;
+	rw = malloc(rl);
+	tmp = malloc(sizeof(*tmp));
+	if (rw == NULL || tmp == NULL) {
+		free(rw);
+		free(tmp);
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	memcpy(rw, p, m + 1);
+	memcpy(rw + m + 1, pre, pl);
+	memcpy(rw + m + 1 + pl, p + m + 1, look - m - 1);
+	pr = http_parse_request(rw, rl, tmp, &why);
+	if (pr == HTTP_PARSE_INCOMPLETE) {
+		free(rw);
+		free(tmp);
+		return;
+	}
+	if (pr == HTTP_PARSE_ERROR) {
+		free(rw);
+		free(tmp);
+		keep_reqline(s, p, look);
+		session_refuse(s, why);
+		return;
+	}
+	s->se_head = malloc(tmp->head_len);
+	if (s->se_head == NULL) {
+		free(rw);
+		free(tmp);
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	memcpy(s->se_head, rw, tmp->head_len);
+	evbuffer_drain(in, tmp->head_len - pl);
+	rl = tmp->head_len;
+	free(rw);
+	free(tmp);
+	if (http_parse_request(s->se_head, rl, &s->se_req, &why) != HTTP_PARSE_OK) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	s->se_parsed = true;
+	bufferevent_disable(s->se_cbev, EV_READ);
+	event_del(s->se_timer);
+	for (size_t i = 0; i < s->se_req.nheaders; i++) {
+		const struct http_header *hh = &s->se_req.headers[i];
+		struct host hv;
+
+		if (hh->name_len != 4 || strncasecmp(hh->name, "host", 4) != 0)
+			continue;
+		if (host_parse(hh->value, hh->value_len, 0, &hv) != HOST_OK ||
+		    hv.kind != HOST_NAME || strcmp(hv.name, s->se_tname) != 0 ||
+		    (hv.port != 0 && hv.port != s->se_tport)) {
+			log_info("conn %llu: captured request to %s carries Host %.*s: refused",
+			    (unsigned long long)s->se_id, s->se_tname,
+			    (int)(hh->value_len > 200 ? 200 : hh->value_len), hh->value);
+			session_refuse(s, REASON_HOST_MISMATCH);
+			return;
+		}
+	}
+	authorize(s);
+}
+
 static void
 head_read(struct bufferevent *bev, void *arg)
 {
@@ -147,6 +323,10 @@ head_read(struct bufferevent *bev, void *arg)
 
 	if (s->se_state != S_HEAD)
 		return;
+	if (s->se_thttp) {
+		transparent_head_read(s, in, p, look);
+		return;
+	}
 	tmp = malloc(sizeof(*tmp));
 	if (p == NULL || tmp == NULL) {
 		free(tmp);
@@ -268,6 +448,13 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 		return;
 	}
 	s->se_state = S_HEAD;
+	{
+		enum reason tr = transparent_detect(s);
+		if (tr != REASON_ALLOWED) {
+			session_refuse(s, tr);
+			return;
+		}
+	}
 	/* Checks that need no request: the refusal still names this principal. */
 	if (d->draining) {
 		session_refuse(s, REASON_SHUTTING_DOWN);
@@ -283,6 +470,10 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	}
 	if (grant_gone(lg) != REASON_ALLOWED) {
 		session_refuse(s, grant_gone(lg));
+		return;
+	}
+	if (s->se_transparent && !s->se_thttp) {
+		transparent_connect(s);
 		return;
 	}
 	/* Accept only a bounded head before the decision; the parser enforces limits, the
@@ -1002,6 +1193,9 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 		snprintf(s->se_sni_name, sizeof(s->se_sni_name), "%s", ch->sni);
 	sniguard_free(s->se_sni);           /* ch lives in it */
 	s->se_sni = NULL;
+	/* Captured and granted as https://: bytes that are not TLS have no name to check. */
+	if (r == REASON_ALLOWED && ch == NULL && s->se_transparent)
+		r = REASON_TLS_EXPECTED;
 	if (r == REASON_CLOSE_CLIENT) {
 		/* The client left before its ClientHello: nothing was refused, so no second
 		 * decision; the close record says client_closed. */
@@ -1086,7 +1280,8 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;
 		o.done = mitm_ended;
 		o.arg = s;
-		s->se_mitm = mitm_start(s->se_cfd, s->se_ufd, ok200, n200, &o);
+		s->se_mitm = mitm_start(s->se_cfd, s->se_ufd, ok200,
+		    s->se_transparent ? 0 : n200, &o);
 		SSL_CTX_free(o.server_ctx);
 		json_decref(base);
 		if (s->se_mitm == NULL) {
@@ -1103,11 +1298,18 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		s->se_lg->ntunnels++;
 		return true;
 	}
-	if (s->se_req.port != 443)
+	/* Captured: a tcp:// entry is an opaque stream (ssh, git, a server that speaks
+	 * first: nothing is waited for); anything else was granted as https:// and must show
+	 * a ClientHello naming its host on whatever port (docs/transparent.md). */
+	if (s->se_transparent) {
+		if (grant_allows(lg->g, SCHEME_TCP, &s->se_req.host, s->se_req.port, NULL))
+			return false;
+	} else if (s->se_req.port != 443)
 		return false;
 	/* Opaque tunnel to 443: the 200 now, then the ClientHello is peeked (sniguard.h). */
 	do
-		w = send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = s->se_transparent ? (ssize_t)n200 :
+		    send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (w < 0 && errno == EINTR);
 	if (w != (ssize_t)n200) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
@@ -1223,8 +1425,10 @@ start_tunnel(struct session *s)
 	    modelconn_tunnel(s, ok200, sizeof(ok200) - 1, npending))
 		return;
 	s->se_tun = tunnel_new(s->se_d->base, s->se_d->pipes, s->se_cfd, ufd,
-	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done ? ok200 : NULL,
-	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done ? sizeof(ok200) - 1 : 0,
+	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done && !s->se_transparent ?
+	    ok200 : NULL,
+	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done && !s->se_transparent ?
+	    sizeof(ok200) - 1 : 0,
 	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
 	if (fwd != NULL)
 		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
@@ -1282,6 +1486,11 @@ session_next(evutil_socket_t fd, short what, void *arg)
 	n->se_carry = steal_pointer(&s->se_carry);
 	n->se_ncarry = s->se_ncarry;
 	n->se_keepalive_wait = true;
+	n->se_transparent = s->se_transparent;
+	n->se_thttp = s->se_thttp;
+	n->se_tport = s->se_tport;
+	memcpy(n->se_tname, s->se_tname, sizeof(n->se_tname));
+	memcpy(n->se_orig_dst, s->se_orig_dst, sizeof(n->se_orig_dst));
 	n->se_gc.kill = session_kill;
 	session_detach(s);
 	lgrant_attach(n->se_lg, &n->se_gc);
@@ -1488,7 +1697,9 @@ session_refuse(struct session *s, enum reason r)
 	}
 	log_debug("conn %llu %s: deny %s", (unsigned long long)s->se_id, s->se_client, reason_str(r));
 	s->se_state = S_REFUSE;
-	n = http_format_refusal(r, buf, sizeof(buf));
+	/* A captured non-HTTP stream gets no HTTP answer (it would be garbage to TLS or ssh):
+	 * it is closed; the record says why. */
+	n = s->se_transparent && !s->se_thttp ? 0 : http_format_refusal(r, buf, sizeof(buf));
 	if (s->se_cbev == NULL || n == 0) {
 		session_free(s);
 		return;

@@ -118,6 +118,14 @@ struct session {
 	bool se_sni_checked;            /* the close record carries "sni" and "tls" */
 	bool se_tls_seen;               /* ... the tunnel started with a ClientHello */
 	char se_sni_name[EGRESS_HOSTNAME_MAX + 1];
+	/* transparent capture (docs/transparent.md): the worker connected to a synthetic
+	 * address its stub resolver handed out; the hop is the CONNECT (or, for a name granted
+	 * only as http://, the absolute-form request) it would have sent to the proxy */
+	bool se_transparent;
+	bool se_thttp;                  /* ... plain HTTP: origin-form heads are rewritten */
+	char se_tname[EGRESS_HOSTNAME_MAX + 1];   /* the name the address stands for */
+	uint16_t se_tport;
+	char se_orig_dst[EGRESS_HOSTPORT_MAX + 1]; /* "198.18.0.3:443" as the worker dialled */
 };
 
 /* session.c */

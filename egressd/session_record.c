@@ -109,6 +109,16 @@ hop_fields(json_t *o, const char *hop, const char *parent, const char *kind)
 	json_object_set_new(o, "hop_kind", json_string(kind));
 }
 
+/* A transparently captured hop says so, and which address the worker dialled. */
+static void
+capture_fields(const struct session *s, json_t *o)
+{
+	if (!s->se_transparent)
+		return;
+	json_object_set_new(o, "capture", json_string("transparent"));
+	json_object_set_new(o, "original_dst", json_string(s->se_orig_dst));
+}
+
 json_t *
 record_hop_decision(struct session *s, bool allow, enum reason r)
 {
@@ -173,6 +183,7 @@ record_hop_decision(struct session *s, bool allow, enum reason r)
 	json_object_set_new(o, "checked", json_string(s->se_checked ? "local" : "none"));
 	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->se_resolve_us));
 	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->se_connect_us));
+	capture_fields(s, o);
 	return o;
 }
 
@@ -245,6 +256,7 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 		json_object_set_new(o, "sni", s->se_sni_name[0] != '\0' ?
 		    json_string(s->se_sni_name) : json_null());
 	}
+	capture_fields(s, o);
 	return o;
 }
 

@@ -85,6 +85,9 @@ cmd_check(int argc, char **argv)
 				json_object_set_new(o, "workunit", json_string(wu->id));
 			if (p != NULL)
 				json_object_set_new(o, "preset", json_string(p->name));
+			/* docs/transparent.md: what a networked run of this pair would get. */
+			if (p != NULL && adm.admitted && adm.net == SANDBOX_NET_ALLOWLIST)
+				json_object_set_new(o, "transparent", json_boolean(!p->no_transparent));
 			if (repo != NULL && rk.has_head)
 				json_object_set_new(o, "repository", json_pack("{s:s, s:I, s:s}",
 				    "head", rk.head, "dirty", (json_int_t)rk.dirty, "dirty_paths",
@@ -103,6 +106,13 @@ cmd_check(int argc, char **argv)
 	for (size_t i = 1; i < adm.nrefusals; i++)
 		fprintf(stderr, "  also: %s: %s\n", reason_str(adm.refusals[i].reason),
 		    adm.refusals[i].detail);
+	if (p != NULL && adm.admitted && adm.net == SANDBOX_NET_ALLOWLIST)
+		fprintf(stderr, "network: %s\n", p->no_transparent ? "transparent capture off "
+		    "(preset transparent = no): only clients that use HTTPS_PROXY reach the granted "
+		    "destinations; others fail to resolve names" : "transparent capture on: the "
+		    "worker's resolver answers only granted names and proxy-unaware clients "
+		    "(ssh, Node's fetch) are captured to egressd; egress-exec doctor checks the "
+		    "kernel side (turn it off with the preset's transparent = no)");
 	if (repo != NULL && rk.has_head) {
 		if (rk.dirty == 0)
 			fprintf(stderr, "repository: clean at %.12s\n", rk.head);

@@ -55,6 +55,7 @@ run_usage(FILE *f)
 	    "       egress-exec run --workunit W.ini --preset P.ini --repo DIR --out DIR\n"
 	    "                       [--egressd-control SOCK] [--trusted-models F] [--env-file F]\n"
 	    "                       [--egressd-setting K=V ...] [--net-pool CIDR]\n"
+	    "                       [--transparent on|off]\n"
 	    "\nsimple mode options (defaults in brackets):\n"
 	    "  --net none            no network at all (default without --allow)\n"
 	    "  --allow URL           grant entry (https://host[:port], http://..., tcp://h:p);\n"
@@ -77,6 +78,8 @@ run_usage(FILE *f)
 	    "  --egressd-control S   control socket of a running egressd [start a private one]\n"
 	    "  --egressd-setting K=V extra [egressd] setting for the private egressd\n"
 	    "  --net-pool CIDR       veth address pool [169.254.0.0/16]\n"
+	    "  --transparent on|off  stub resolver and capture of proxy-unaware clients [on\n"
+	    "                        with --allow; a preset's transparent = no wins]\n"
 	    "  --stdin FILE          the worker's stdin [/dev/null]\n"
 	    "  --out DIR             write result.json (and decisions.jsonl) there\n");
 }
@@ -414,7 +417,7 @@ run_dir_remove(const char *dir)
 static int
 run_workunit(const char *wu, const char *preset, const char *repo, const char *out,
     const char *control, const char *trusted, const char *envfile, const char *pool,
-    const char *const *settings)
+    const char *const *settings, bool no_transparent)
 {
 	struct orchestrate_opts o = { 0 };
 	char **env = NULL, msg[512];
@@ -439,6 +442,7 @@ run_workunit(const char *wu, const char *preset, const char *repo, const char *o
 	o.caller_env = (const char *const *)env;
 	o.net_pool = pool;
 	o.egressd_settings = settings;
+	o.no_transparent = no_transparent;
 	rc = orchestrate_run(&o);
 	env_free(env);
 	return rc;
@@ -451,6 +455,7 @@ cmd_run(int argc, char **argv)
 		O_NET = 256, O_ALLOW, O_CPU, O_MEMORY, O_DISK, O_PIDS, O_WALL, O_OUTPUT, O_NOFILE,
 		O_REPO, O_WORKDIR, O_FORBID, O_UID, O_GID, O_ENV, O_PRINCIPAL, O_CONTROL,
 		O_SETTING, O_POOL, O_STDIN, O_OUT, O_WORKUNIT, O_PRESET, O_TRUSTED, O_ENVFILE,
+		O_TRANSPARENT,
 	};
 	static const struct option opts[] = {
 		{ "net", required_argument, NULL, O_NET },
@@ -478,6 +483,7 @@ cmd_run(int argc, char **argv)
 		{ "preset", required_argument, NULL, O_PRESET },
 		{ "trusted-models", required_argument, NULL, O_TRUSTED },
 		{ "env-file", required_argument, NULL, O_ENVFILE },
+		{ "transparent", required_argument, NULL, O_TRANSPARENT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -488,6 +494,7 @@ cmd_run(int argc, char **argv)
 	const char *trusted = NULL, *envfile = NULL, *stdin_path = NULL, *pool = NULL;
 	const char *principal = NULL, *workdir = "/work";
 	bool net_none = false, uid_set = false, gid_set = false, made_repo = false;
+	bool no_transparent = false;
 	bool collected = true;
 	uint32_t uid = 0, gid = 0;
 	struct sandbox_limits lim = { 1000, 512ull << 20, 256ull << 20, 256, 1ull << 20, 60, 1024 };
@@ -534,6 +541,13 @@ cmd_run(int argc, char **argv)
 		case O_PRESET: preset = optarg; break;
 		case O_TRUSTED: trusted = optarg; break;
 		case O_ENVFILE: envfile = optarg; break;
+		case O_TRANSPARENT:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "egress-exec run: --transparent takes on or off\n");
+				return EXEC_EXIT_USAGE;
+			}
+			no_transparent = strcmp(optarg, "off") == 0;
+			break;
 		case 'h':
 			run_usage(stdout);
 			return EXEC_EXIT_OK;
@@ -544,7 +558,7 @@ cmd_run(int argc, char **argv)
 	}
 	if (wu || preset)
 		return run_workunit(wu, preset, repo, out, control, trusted, envfile, pool,
-		    settings.n ? settings.v : NULL);
+		    settings.n ? settings.v : NULL, no_transparent);
 	if (optind >= argc) {
 		fprintf(stderr, "egress-exec run: no command (egress-exec run [options] -- CMD)\n");
 		return EXEC_EXIT_USAGE;
@@ -696,6 +710,7 @@ cmd_run(int argc, char **argv)
 	spec.run_dir = run_dir;
 	spec.net_pool = pool;
 	spec.egressd_settings = settings.n ? settings.v : NULL;
+	spec.no_transparent = no_transparent;
 
 	rc = sandbox_run(&spec, &res);
 	if (res.out_len)

@@ -12,12 +12,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include "executor/cgroup.h"
 #include "executor/egressd_client.h"
 #include "executor/hostroute.h"
+#include "executor/netcapture.h"
 #include "executor/sandbox.h"
 #include "executor/seccomp.h"
 
@@ -234,6 +237,48 @@ doctor_egressd(struct doctor *d, const char *control)
 	doctor_row(d, "egressd.binary", have_bin ? DOC_OK : DOC_MISSING, !up,
 	    "install egressd or set EGRESS_EGRESSD=/path/to/egressd", "%s",
 	    have_bin ? bin : "not found next to egress-exec, in EGRESS_EGRESSD or PATH");
+}
+
+/* Transparent capture (docs/transparent.md): the ruleset a run installs in its link
+ * namespace, tried in a throwaway network namespace of a child. A warning: runs with
+ * transparent = no (or --transparent=off) do not need it; the others are refused. */
+static void
+doctor_transparent(struct doctor *d)
+{
+	char err[256] = "";
+	int p[2];
+	pid_t c;
+	ssize_t n = -1;
+	int st;
+
+	if (geteuid() != 0 || pipe2(p, O_CLOEXEC) != 0)
+		return;
+	c = fork();
+	if (c == 0) {
+		char e[256] = "";
+		int rc = unshare(CLONE_NEWNET) != 0 ? errbuf_set(e, sizeof(e), errno,
+		    "unshare(CLONE_NEWNET)") : netcapture_probe(e, sizeof(e));
+		if (rc == 0)
+			e[0] = '\0';
+		(void)write_all(p[1], e, strlen(e) + 1);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	if (c > 0) {
+		n = read(p[0], err, sizeof(err) - 1);
+		while (waitpid(c, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	close(p[0]);
+	err[n > 0 ? (size_t)n : 0] = '\0';
+	bool ok = c > 0 && n > 0 && err[0] == '\0' && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	doctor_row(d, "network.transparent_capture", ok ? DOC_OK : DOC_MISSING, false,
+	    "a kernel with nf_tables, nat (redirect) and conntrack, and libnftables1; or turn "
+	    "capture off (preset transparent = no, egress-exec run --transparent=off)",
+	    "%s", ok ? "stub resolver and redirect of 198.18.0.0/15 in each run's link "
+	    "namespace: on by default for networked runs (proxy-unaware clients reach granted "
+	    "names); off with transparent = no or --transparent=off" : err[0] != '\0' ? err :
+	    "the probe child failed");
 }
 
 static void
@@ -448,6 +493,7 @@ cmd_doctor(int argc, char **argv)
 		    ok ? "profile installed and self-tested in a child" : err);
 	}
 	doctor_userns(&d);
+	doctor_transparent(&d);
 	doctor_egressd(&d, control);
 	doctor_libproxy(&d);
 	doctor_route(&d, route_url, settings);

@@ -167,6 +167,28 @@ out:
 }
 
 int
+egressd_grant_dns(const char *sock_path, const char *grant_id, int dns_fd, char *err,
+    size_t errlen)
+{
+	json_t *req, *reply = NULL;
+	int rc = -1;
+
+	req = json_pack("{s:s, s:i, s:s, s:b}", "op", "grant.dns", "id", 1, "grant_id", grant_id,
+	    "dns_fd", 1);
+	if (req == NULL)
+		return errbuf_set(err, errlen, ENOMEM, "grant.dns request");
+	if (ctlclient_request(sock_path, req, dns_fd, &reply, 0, err, errlen) == 0) {
+		if (json_is_true(json_object_get(reply, "ok")))
+			rc = 0;
+		else
+			ec_refused(reply, "grant.dns", err, errlen);
+	}
+	json_decref(req);
+	json_decref(reply);
+	return rc;
+}
+
+int
 egressd_grant_revoke(const char *sock_path, const char *grant_id, char *err, size_t errlen)
 {
 	json_t *req, *reply = NULL;

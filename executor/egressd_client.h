@@ -47,6 +47,16 @@ int egressd_grant_create(const char *sock_path, const char *principal,
  * ifname names that veth end for the records. The caller still owns and closes listen_fd.
  * model (NULL = none) names the preset's model connection (docs/model-connections.md).
  */
+/*
+ * Transparent capture (docs/transparent.md): hand egressd the run's stub resolver socket
+ * (a UDP socket bound to the veth's host end in the run's link namespace) for grant_id;
+ * from then on egressd answers the worker's DNS and accepts captured connections on the
+ * grant's listener. The caller still owns and closes dns_fd. 0, or -1 with err (an egressd
+ * without grant.dns answers unknown_op: the run then fails closed).
+ */
+int egressd_grant_dns(const char *sock_path, const char *grant_id, int dns_fd, char *err,
+    size_t errlen);
+
 struct egressd_grant_model {
 	const char *connection;     /* its name only: egressd resolves it, refuses unknowns */
 	const char *ca_cert;        /* the run CA, PEM ("intercept_ca"), or NULL */

@@ -146,8 +146,9 @@ manifest_build(const struct manifest_input *in)
 		json_t *al = json_array();
 		for (size_t i = 0; i < in->adm->grant.n; i++)
 			json_array_append_new(al, str_or_null(in->adm->grant.v[i]));
-		grant = json_pack("{s:o, s:o}", "id", sr && sr->grant_id[0] ?
-		    json_string(sr->grant_id) : json_null(), "allowlist", al);
+		grant = json_pack("{s:o, s:o, s:b}", "id", sr && sr->grant_id[0] ?
+		    json_string(sr->grant_id) : json_null(), "allowlist", al, "transparent",
+		    sr != NULL && sr->transparent);
 	} else {
 		grant = json_null();
 	}

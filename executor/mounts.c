@@ -271,8 +271,8 @@ mounts_ca_bundle(const char *etc, const char *run_ca_pem, char *err, size_t errl
 }
 
 static int
-mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem, char *err,
-    size_t errlen)
+mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem,
+    const char *resolver, char *err, size_t errlen)
 {
 	static const char *const binds[] = {
 		"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
@@ -297,11 +297,24 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem, char 
 	    gid == 65534 ? "" : "nogroup:x:65534:\n");
 	if (mounts_path(p, etc, "/group") < 0 || mounts_write_file(p, text, err, errlen) < 0)
 		return -1;
-	if (mounts_path(p, etc, "/nsswitch.conf") < 0 || mounts_write_file(p,
+	if (mounts_path(p, etc, "/nsswitch.conf") < 0 || mounts_write_file(p, resolver != NULL ?
+	    "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
+	    "protocols: files\nservices: files\n" :
 	    "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
 	    "protocols: files\nservices: files\n", err, errlen) < 0)
 		return -1;
-	/* localhost only; no resolv.conf at all: names are egressd's business. */
+	/* Transparent capture: the run's stub resolver, which answers only granted names
+	 * (docs/transparent.md); without it no resolv.conf at all: names are egressd's
+	 * business. No search list: a name is asked as written. */
+	if (resolver != NULL) {
+		snprintf(text, sizeof(text), "# egress: the run's stub resolver (egressd); it "
+		    "answers granted names only\nnameserver %s\noptions ndots:1 timeout:2 "
+		    "attempts:2\n", resolver);
+		if (mounts_path(p, etc, "/resolv.conf") < 0 ||
+		    mounts_write_file(p, text, err, errlen) < 0)
+			return -1;
+	}
+	/* localhost only. */
 	if (mounts_path(p, etc, "/hosts") < 0 || mounts_write_file(p,
 	    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n", err, errlen) < 0)
 		return -1;
@@ -803,7 +816,7 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 		return -1;
 	if (mounts_system_dirs(root, err, errlen) < 0)
 		return -1;
-	if (mounts_etc(root, s->uid, s->gid, s->run_ca_pem, err, errlen) < 0)
+	if (mounts_etc(root, s->uid, s->gid, s->run_ca_pem, s->resolver, err, errlen) < 0)
 		return -1;
 	if (mounts_dev(root, s->tmp_bytes, err, errlen) < 0)
 		return -1;

@@ -42,6 +42,9 @@ struct mounts_spec {
 	/* A model connection's run CA (PEM certificate, never its key), or NULL: written with
 	 * the host's roots as MOUNTS_CA_BUNDLE (docs/model-connections.md). */
 	const char *run_ca_pem;
+	/* Transparent capture: the stub resolver's address (the gateway) for /etc/resolv.conf
+	 * and "hosts: files dns", or NULL: no resolver at all (docs/transparent.md). */
+	const char *resolver;
 };
 
 /* Inside the sandbox: the host's CA roots followed by the run CA. */

@@ -243,6 +243,29 @@ netns_addr_add(struct mnl_socket *nl, int ifindex, uint32_t addr, unsigned prefi
 	return netns_nl_talk(nl, nlh, NULL, NULL);
 }
 
+/* dst/prefix via gw on ifindex (main table, IPv4). */
+static int
+netns_route_add(struct mnl_socket *nl, int ifindex, uint32_t dst, unsigned prefix,
+    uint32_t gw)
+{
+	char buf[NETNS_NL_REQ];
+	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL |
+	    NLM_F_ACK);
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	uint32_t bdst = htonl(dst), bgw = htonl(gw);
+
+	rtm->rtm_family = AF_INET;
+	rtm->rtm_dst_len = (unsigned char)prefix;
+	rtm->rtm_table = RT_TABLE_MAIN;
+	rtm->rtm_protocol = RTPROT_STATIC;
+	rtm->rtm_scope = RT_SCOPE_UNIVERSE;
+	rtm->rtm_type = RTN_UNICAST;
+	mnl_attr_put(nlh, RTA_DST, 4, &bdst);
+	mnl_attr_put(nlh, RTA_GATEWAY, 4, &bgw);
+	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+	return netns_nl_talk(nl, nlh, NULL, NULL);
+}
+
 static int
 netns_link_del(struct mnl_socket *nl, const char *name)
 {
@@ -516,6 +539,12 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 		}
 		if (netns_link_up(nl, idx) < 0) {
 			errbuf_set(err, errlen, errno, "bring %s up", link->worker_if);
+			goto out;
+		}
+		if (link->capture && netns_route_add(nl, idx, NETNS_CAPTURE_NET,
+		    NETNS_CAPTURE_PREFIX, link->net + 1) < 0) {
+			errbuf_set(err, errlen, errno, "route to the synthetic pool via %s",
+			    link->host_addr);
 			goto out;
 		}
 	}

@@ -28,6 +28,8 @@
 #define NETNS_NL_TIMEOUT_MS 3000
 #define NETNS_USED_MAX      4096     /* addresses read from the host namespace */
 #define NETNS_LOCK_PATH     "/run/egress-exec/netpool.lock"
+#define NETNS_CAPTURE_NET   0xc6120000u      /* 198.18.0.0: the synthetic pool ... */
+#define NETNS_CAPTURE_PREFIX 15              /* ... /15 (egressd/tpool.h) */
 
 /* An IPv4 pool of /30 pairs, host byte order. */
 struct netns_pool {
@@ -42,6 +44,9 @@ struct netns_link {
 	char host_addr[16];     /* dotted quad of net+1: egressd listens here */
 	char worker_addr[16];   /* dotted quad of net+2 */
 	int host_ifindex;
+	/* Transparent capture is on (executor/netcapture.h): the worker gets a route to the
+	 * synthetic pool (198.18.0.0/15) via host_addr, and only that. */
+	bool capture;
 };
 
 /* Parse "a.b.c.d/len" (len 8..30, address aligned). Returns 0, or -1. */
@@ -98,8 +103,9 @@ int netns_link_destroy(int nsfd, const char *host_if);
 
 /*
  * Child, inside the new network namespace, still privileged: bring `lo` up; when link is
- * not NULL also give worker_if net+2/30, disable IPv6 on it and bring it up. Then verify:
- * no default route, only `lo` (and worker_if) exist. Returns 0, or -1 with err.
+ * not NULL also give worker_if net+2/30, disable IPv6 on it and bring it up, and with
+ * link->capture add the route to the synthetic pool (198.18.0.0/15 via net+1). Then
+ * verify: no default route, only `lo` (and worker_if) exist. Returns 0, or -1 with err.
  */
 int netns_worker_setup(const struct netns_link *link, char *err, size_t errlen);
 

@@ -317,6 +317,9 @@ run_sandbox(struct orch *r)
 	spec.argv = argv;
 	spec.ro_binds = r->p->ro_binds.n ? (const char *const *)r->p->ro_binds.v : NULL;
 	spec.java_proxy = r->p->java_proxy;
+	/* Either the preset or the operator may turn capture off; neither alone turns it on
+	 * against the other. */
+	spec.no_transparent = r->p->no_transparent || o->no_transparent;
 	spec.prompt_transport = r->adm.transport;
 	spec.prompt = r->wu->objective;
 	spec.prompt_flag = r->p->prompt_flag;

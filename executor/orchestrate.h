@@ -8,6 +8,8 @@
 #ifndef EGRESS_ORCHESTRATE_H
 #define EGRESS_ORCHESTRATE_H
 
+#include <stdbool.h>
+
 struct orchestrate_opts {
 	const char *workunit_path;     /* WorkUnit .ini */
 	const char *preset_path;       /* AgentPreset .ini (maintainer-owned) */
@@ -19,6 +21,7 @@ struct orchestrate_opts {
 	/* Optional, appended (zero-initialized callers keep working); passed to sandbox_spec. */
 	const char *const *egressd_settings; /* extra [egressd] lines for the embedded egressd */
 	const char *net_pool;          /* veth address pool, NULL = the sandbox default */
+	bool no_transparent;           /* --transparent=off: no capture whatever the preset */
 };
 
 /* Returns an exit code from enum exec_exit (executor/sandbox.h) and writes manifest.json

@@ -73,6 +73,7 @@ preset_schema(struct conf_key *s)
 	K("preset", "env_allowlist", CONF_LIST);
 	K("preset", "ro_bind", CONF_LIST);
 	K("preset", "java_proxy", 0);
+	K("preset", "transparent", 0);
 #undef K
 	n += ceilings_schema("ceilings", s + n, PRESET_SCHEMA_MAX - n);
 	return n;
@@ -146,6 +147,15 @@ preset_from_conf(const struct conf *c, const char *name, enum reason *why, char 
 			p->java_proxy = true;
 		else if (strcmp(v, "no") != 0)
 			REFUSE("%s:%u: java_proxy must be yes or no", name, line);
+	}
+	/* Transparent capture for proxy-unaware clients (docs/transparent.md): on unless
+	 * the preset turns it off. */
+	v = conf_get(c, (size_t)sec, "transparent", &line);
+	if (v != NULL) {
+		if (strcmp(v, "no") == 0)
+			p->no_transparent = true;
+		else if (strcmp(v, "yes") != 0)
+			REFUSE("%s:%u: transparent must be yes or no", name, line);
 	}
 	/* Syntax only here; which paths may be shown is admission's (robind_check). */
 	if (p->ro_binds.n > ROBIND_MAX)

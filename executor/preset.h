@@ -39,6 +39,7 @@ struct preset {
 	struct strlist env_allowlist;
 	struct strlist ro_binds;    /* ro_bind: host paths shown read-only (robind.h rules) */
 	bool java_proxy;            /* java_proxy = yes: JAVA_TOOL_OPTIONS names the proxy */
+	bool no_transparent;        /* transparent = no: no stub resolver, no capture */
 	struct ceilings ceilings;
 };
 

@@ -69,6 +69,7 @@
 #include "executor/env.h"
 #include "executor/init.h"
 #include "executor/mounts.h"
+#include "executor/netcapture.h"
 #include "executor/netns.h"
 #include "executor/privs.h"
 #include "executor/sandbox_state.h"
@@ -731,6 +732,24 @@ sb_setup_go(struct sb_run *r)
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "grant: %s", r->err);
 		}
 		snprintf(r->proxy_url, sizeof(r->proxy_url), "http://%s", r->listen);
+		/* Transparent capture (docs/transparent.md): rules and the stub's socket in
+		 * the link namespace, the socket to egressd for this grant. Requested and not
+		 * possible is a refused run, never a run without it. */
+		if (!spec->no_transparent) {
+			int dns_fd = -1;
+
+			if (netcapture_install(r->link_ns, &r->link, SB_PROXY_PORT, &dns_fd, r->err,
+			    sizeof(r->err)) < 0 || egressd_grant_dns(r->control, res->grant_id,
+			    dns_fd, r->err, sizeof(r->err)) < 0) {
+				sb_close(&dns_fd);
+				return sb_fail(res, REASON_CAPABILITY_MISSING, "transparent capture: %s "
+				    "(turn it off with the preset's transparent = no or egress-exec "
+				    "run --transparent=off)", r->err);
+			}
+			sb_close(&dns_fd);
+			r->link.capture = true;
+			res->transparent = true;
+		}
 		go.has_link = 1;
 		go.link = r->link;
 		/* Now network_enforcement is proven: netns + veth + a grant egressd issued. */

@@ -79,6 +79,9 @@ struct sandbox_spec {
 	                                    * credential held by egressd), or NULL */
 	const char *placeholder_env;       /* with connection: the variable that gets this
 	                                    * run's random placeholder, or NULL */
+	bool no_transparent;               /* transparent capture off (preset transparent =
+	                                    * no, or --transparent=off); on by default for an
+	                                    * allowlist run: docs/transparent.md */
 };
 
 struct sandbox_result {
@@ -103,6 +106,8 @@ struct sandbox_result {
 	bool err_truncated;
 	/* Grant issued for the run (empty when no network). */
 	char grant_id[2 * 16 + 1];
+	/* Transparent capture was on for the run (stub resolver and redirect installed). */
+	bool transparent;
 	/* Host path of the overlay upper dir: every path the worker wrote or deleted
 	 * (whiteouts). Valid until sandbox_release_upper. */
 	char upper_dir[4096];

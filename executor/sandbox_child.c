@@ -226,6 +226,9 @@ sandbox_child_main(struct sandbox_child *c)
 		sb_child_fail(c->report_wr, "cgroupns", errno, "unshare(CLONE_NEWCGROUP)");
 	if (netns_worker_setup(go.has_link ? &go.link : NULL, err, sizeof(err)) < 0)
 		sb_child_fail(c->report_wr, "network", 0, err);
+	/* The stub resolver at the gateway (docs/transparent.md); no resolver otherwise. */
+	if (go.has_link && go.link.capture)
+		c->ms.resolver = go.link.host_addr;
 	if (sethostname("sandbox", 7) < 0 || setdomainname("sandbox", 7) < 0)
 		sb_child_fail(c->report_wr, "uts", errno, "sethostname");
 	if (mounts_enter(&c->ms, err, sizeof(err)) < 0)

@@ -96,8 +96,10 @@ def check_worker(res, me, other_host):
     check(res["work"] == [me + ".txt"], "/work shows %s" % res["work"])
     check(me in res["tmp"] and len([n for n in res["tmp"] if n.startswith("w")]) == 1,
           "/tmp shows %s" % res["tmp"])
-    # only the connected /30 (no default route: destination 00000000 absent)
-    check("00000000" not in res["routes"] and len(res["routes"]) == 1, res["routes"])
+    # only the connected /30 and, with transparent capture (on by default), the synthetic
+    # pool 198.18.0.0/15 via the gateway (000012C6); no default route (00000000 absent)
+    check("00000000" not in res["routes"] and "000012C6" in res["routes"] and
+          len([r for r in res["routes"] if r != "000012C6"]) == 1, res["routes"])
     envs = set(res["env"])
     check({"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} <= envs, res["env"])
 

@@ -78,6 +78,21 @@ test_other_ops(void **st)
 	assert_int_equal(r.op, CTL_GRANT_UNREVOKE);
 	assert_string_equal(r.grant_id, "0123456789abcdef0123456789abcdef");
 	control_req_clear(&r);
+	/* grant.dns: the stub resolver socket comes with the request */
+	assert_int_equal(dec("{\"op\":\"grant.dns\",\"grant_id\":"
+	    "\"0123456789abcdef0123456789abcdef\",\"dns_fd\":true}"), 0);
+	assert_int_equal(r.op, CTL_GRANT_DNS);
+	assert_string_equal(r.grant_id, "0123456789abcdef0123456789abcdef");
+	control_req_clear(&r);
+	expect_code("{\"op\":\"grant.dns\",\"grant_id\":"
+	    "\"0123456789abcdef0123456789abcdef\"}", "malformed");
+	expect_code("{\"op\":\"grant.dns\",\"grant_id\":"
+	    "\"0123456789abcdef0123456789abcdef\",\"dns_fd\":false}", "malformed");
+	expect_code("{\"op\":\"grant.dns\",\"grant_id\":\"abc\",\"dns_fd\":true}",
+	    "malformed");
+	expect_code("{\"op\":\"grant.dns\",\"grant_id\":"
+	    "\"0123456789abcdef0123456789abcdef\",\"dns_fd\":true,\"listen\":\"x\"}",
+	    "unknown_key");
 	assert_int_equal(dec("{\"op\":\"grant.list\",\"id\":\"x\"}"), 0);
 	assert_int_equal(r.op, CTL_GRANT_LIST);
 	assert_string_equal(json_string_value(r.id), "x");

@@ -192,10 +192,41 @@ test_placeholder_env(void **state)
 	assert_null(preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err)));
 }
 
+/* transparent: yes (the default) or no; anything else refused with its line. */
+static void
+test_transparent(void **state)
+{
+	static const char base[] = "[preset]\nname = p\nexecutable = /bin/true\n"
+	    "prompt_transport = stdin\nnetwork_policy = allowlisted\n";
+	char text[1024], err[512];
+	enum reason why;
+	struct preset *p;
+
+	(void)state;
+	p = preset_load_string("p.ini", base, strlen(base), &why, err, sizeof(err));
+	assert_non_null(p);
+	assert_false(p->no_transparent);
+	preset_free(p);
+	snprintf(text, sizeof(text), "%stransparent = no\n", base);
+	p = preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err));
+	assert_non_null(p);
+	assert_true(p->no_transparent);
+	preset_free(p);
+	snprintf(text, sizeof(text), "%stransparent = yes\n", base);
+	p = preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err));
+	assert_non_null(p);
+	assert_false(p->no_transparent);
+	preset_free(p);
+	snprintf(text, sizeof(text), "%stransparent = off\n", base);
+	assert_null(preset_load_string("p.ini", text, strlen(text), &why, err, sizeof(err)));
+	assert_non_null(strstr(err, "p.ini:6: transparent must be yes or no"));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_transparent),
 		cmocka_unit_test(test_samples_load),
 		cmocka_unit_test(test_samples_admission),
 		cmocka_unit_test(test_trusted_file),
