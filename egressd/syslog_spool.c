@@ -96,10 +96,13 @@ enum sspool_push
 sspool_push(struct syslog_spool *sp, uint64_t seq, const char *line, size_t len)
 {
 	uint64_t cost = SSPOOL_COST(len);
+	/* during an episode, a record goes in only with an eighth of the spool free: the
+	 * episode does not end (and a new one begin) on every slightly shorter record */
+	uint64_t need = cost + (sp->loss.open ? sp->max / 8 : 0);
 	struct sspool_rec *r = NULL;
 
 	/* drop-newest: the queued records stay a gap-free run (syslog_spool.h) */
-	if (cost <= sp->max && sp->used <= sp->max - cost)
+	if (need <= sp->max && sp->used <= sp->max - need)
 		r = malloc(sizeof(*r) + len);
 	if (r == NULL)
 		return syslog_loss_drop(&sp->loss, seq) ? SSPOOL_DROPPED_FIRST : SSPOOL_DROPPED;

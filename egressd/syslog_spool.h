@@ -11,7 +11,9 @@
  * queued: what the collector gets stays one gap-free run up to the overflow, the loss is
  * one contiguous seq range per episode, and records already half-written on the wire
  * are never pulled from under the sender. An episode (consecutive drops) ends when a
- * record is accepted again; its count and seq range are then due for a "syslog_loss"
+ * record is accepted again, which during an episode takes an eighth of the spool free
+ * (not just room for that record: records differ in length, and an episode must not end
+ * and begin again on every shorter one); its count and seq range are then due for a "syslog_loss"
  * record in the decision log (sspool_loss_take). Datagram transports have no spool but
  * account their failed sends through the same struct syslog_loss.
  *

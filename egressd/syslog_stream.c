@@ -64,6 +64,11 @@ struct syslog_stream {
 	char *msg, *frame;
 	size_t flen, foff;
 	bool warned;                 /* the outage has been reported */
+	bool proven;                 /* this connection delivered a record (acknowledged):
+	                                only then is the backoff reset and the recovery said
+	                                (a collector that accepts and then refuses, e.g. a
+	                                client certificate after a TLS 1.3 handshake, must not
+	                                be reconnected to in a tight loop) */
 	char host[256];
 	long pid;
 };
@@ -165,6 +170,7 @@ st_ack(struct syslog_stream *st)
 	struct tcp_info ti;
 	socklen_t tl = sizeof(ti);
 	uint64_t acked;
+	size_t freed, held;
 
 	memset(&ti, 0, sizeof(ti));
 	if (st->fd < 0 || getsockopt(st->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
@@ -174,8 +180,17 @@ st_ack(struct syslog_stream *st)
 	if (acked > st->wrote)
 		acked = st->wrote;
 	pthread_mutex_lock(&st->mu);
-	sspool_acked(&st->sp, acked);
+	freed = sspool_acked(&st->sp, acked);
+	held = st->sp.n;
 	pthread_mutex_unlock(&st->mu);
+	if (freed > 0 && !st->proven) {
+		st->proven = true;
+		st->backoff = EGRESS_SYSLOG_BACKOFF_MIN_MS;
+		if (st->warned)
+			log_info("syslog mirror %s: the collector takes records again (%zu still "
+			    "held, sent in order)", st->url, held);
+		st->warned = false;
+	}
 }
 
 static void
@@ -238,24 +253,16 @@ st_fail(struct syslog_stream *st, const char *fmt, ...)
 static void
 st_up(struct syslog_stream *st)
 {
-	size_t held;
-
 	st->state = ST_UP;
-	st->backoff = EGRESS_SYSLOG_BACKOFF_MIN_MS;
+	st->proven = false;
 	st->progress_at = mono_msec();
 	st->want = POLLOUT;
 	pthread_mutex_lock(&st->mu);
 	st->connected = true;
 	st->connects++;
 	st->error[0] = '\0';
-	held = st->sp.n;
 	pthread_mutex_unlock(&st->mu);
-	if (st->warned)
-		log_info("syslog mirror %s: connected again; sending the %zu held record(s) in "
-		    "order", st->url, held);
-	else
-		log_debug("syslog mirror %s: connected", st->url);
-	st->warned = false;
+	log_debug("syslog mirror %s: connected", st->url);
 }
 
 /* Why a handshake failed, and what to change. */
@@ -393,7 +400,7 @@ st_connect(struct syslog_stream *st)
 static int
 st_drain(struct syslog_stream *st)
 {
-	char buf[4096];
+	char buf[4096], why[256];
 	size_t got = 0;
 
 	while (got < EGRESS_SYSLOG_DISCARD_MAX) {
@@ -409,12 +416,22 @@ st_drain(struct syslog_stream *st)
 			e = SSL_get_error(st->ssl, r);
 			if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 				return 0;
-			if (e == SSL_ERROR_ZERO_RETURN)
+			if (e == SSL_ERROR_SSL)
+				ssl_errstr(why, sizeof(why));
+			else
+				snprintf(why, sizeof(why), "%s", e == SSL_ERROR_SYSCALL &&
+				    errno != 0 ? strerror(errno) : "end of stream");
+			if (!st->proven)
+				/* TLS 1.3: the client's handshake ends before the server has judged
+				 * the client certificate; its refusal arrives now */
+				st_fail(st, "the collector closed the connection before taking a "
+				    "record (%s): does it want a client certificate (log_syslog_cert, "
+				    "log_syslog_key) or refuse the one given?", e ==
+				    SSL_ERROR_ZERO_RETURN ? "close_notify" : why);
+			else if (e == SSL_ERROR_ZERO_RETURN)
 				st_fail(st, "the collector closed the connection");
 			else
-				st_fail(st, "the collector's connection broke (%s)",
-				    e == SSL_ERROR_SYSCALL && errno != 0 ? strerror(errno) :
-				    "TLS error or end of stream");
+				st_fail(st, "the collector's connection broke (%s)", why);
 			return -1;
 		} else {
 			ssize_t r = recv(st->fd, buf, sizeof(buf), MSG_DONTWAIT);
@@ -491,8 +508,18 @@ st_write(struct syslog_stream *st)
 					st->want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
 					return 0;
 				}
-				st_fail(st, "TLS write failed (%s)", e == SSL_ERROR_SYSCALL &&
-				    errno != 0 ? strerror(errno) : "the collector closed the connection");
+				if (e == SSL_ERROR_SSL) {
+					char why[256];
+
+					ssl_errstr(why, sizeof(why));
+					st_fail(st, "TLS write failed (%s)%s", why, st->proven ? "" :
+					    ": does the collector want a client certificate "
+					    "(log_syslog_cert, log_syslog_key) or refuse the one given?");
+				} else {
+					st_fail(st, "TLS write failed (%s)", e == SSL_ERROR_SYSCALL &&
+					    errno != 0 ? strerror(errno) :
+					    "the collector closed the connection");
+				}
 				return -1;
 			}
 			st->foff = st->flen;   /* without partial-write mode: all or retry */
