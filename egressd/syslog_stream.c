@@ -58,7 +58,8 @@ struct syslog_stream {
 	SSL *ssl;
 	enum st_state state;
 	short want;                  /* poll events the TLS layer or a blocked write waits for */
-	uint64_t deadline, retry_at, backoff, progress_at;
+	uint64_t deadline, retry_at, backoff;
+	uint64_t blocked_at;         /* a write waits for the collector since (0: none) */
 	uint64_t wrote;              /* bytes written to this connection (TLS: ciphertext) */
 	struct sspool_rec *cur;      /* the record whose frame is being written */
 	char *msg, *frame;
@@ -255,7 +256,7 @@ st_up(struct syslog_stream *st)
 {
 	st->state = ST_UP;
 	st->proven = false;
-	st->progress_at = mono_msec();
+	st->blocked_at = 0;
 	st->want = POLLOUT;
 	pthread_mutex_lock(&st->mu);
 	st->connected = true;
@@ -506,6 +507,8 @@ st_write(struct syslog_stream *st)
 				e = SSL_get_error(st->ssl, r);
 				if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
 					st->want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+					if (st->blocked_at == 0)
+						st->blocked_at = mono_msec();
 					return 0;
 				}
 				if (e == SSL_ERROR_SSL) {
@@ -531,6 +534,8 @@ st_write(struct syslog_stream *st)
 				continue;
 			if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 				st->want = POLLOUT;
+				if (st->blocked_at == 0)
+					st->blocked_at = mono_msec();
 				return 0;
 			}
 			if (w < 0) {
@@ -539,11 +544,11 @@ st_write(struct syslog_stream *st)
 			}
 			st->wrote += (uint64_t)w;
 			st->foff += (size_t)w;
-			st->progress_at = mono_msec();
+			st->blocked_at = 0;
 			if (st->foff < st->flen)
 				continue;       /* a partial write: the rest of this frame next */
 		}
-		st->progress_at = mono_msec();
+		st->blocked_at = 0;
 		pthread_mutex_lock(&st->mu);
 		sspool_sent(&st->sp, st->cur, st->wrote);
 		st->sent++;
@@ -604,7 +609,8 @@ st_main(void *arg)
 			timeout = ms_until(st->deadline, now);
 			break;
 		case ST_UP:
-			if (have && now - st->progress_at >= EGRESS_SYSLOG_STALL_MS) {
+			if (have && st->blocked_at != 0 &&
+			    now - st->blocked_at >= EGRESS_SYSLOG_STALL_MS) {
 				st_fail(st, "the collector took no data for %u ms (it stopped reading)",
 				    EGRESS_SYSLOG_STALL_MS);
 				continue;
@@ -612,8 +618,8 @@ st_main(void *arg)
 			p[1].fd = st->fd;
 			p[1].events = POLLIN | (have ? (st->want != 0 ? st->want : POLLOUT) : 0);
 			np = 2;
-			if (have)
-				timeout = ms_until(st->progress_at + EGRESS_SYSLOG_STALL_MS, now);
+			if (have && st->blocked_at != 0)
+				timeout = ms_until(st->blocked_at + EGRESS_SYSLOG_STALL_MS, now);
 			if (out && (timeout < 0 || timeout > ST_ACK_POLL_MS))
 				timeout = ST_ACK_POLL_MS;
 			break;

@@ -4,7 +4,7 @@ from Debian started by the test (integration/labtools/rsyslog.py), on loopback i
 the lab's host namespace:
 
 - tcp://: every record arrives exactly once, in seq order, octet-counted, carrying the
-  file's exact line;
+  file's exact line; a collector that stops reading (SIGSTOP) does not slow hops down;
 - the collector is killed mid-run: hops go on (nothing waits for it), their records are
   held, and after rsyslog is back they arrive in order, none twice, none missing;
 - tls://: the same over TLS with the collector verified against the test CA and name and
@@ -19,6 +19,7 @@ the lab's host namespace:
 import json
 import os
 import re
+import signal
 import sys
 import time
 
@@ -137,6 +138,16 @@ def t_tcp_in_order_and_restart(L, st):
     hops(L, 40)
     n1 = len(exactly_once_in_order(d, rs.plain_out, "tcp"))
     print("  tcp: %d records, each once, in order" % n1)
+    # A collector that stops reading (SIGSTOP): hops are not slowed by it.
+    os.kill(rs.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        hops(L, 30)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(rs.proc.pid, signal.SIGCONT)
+    check(took < 15, "30 hops took %.1f s with a stopped collector" % took)
+    exactly_once_in_order(d, rs.plain_out, "tcp after the collector resumed")
     # The collector dies (everything so far was delivered and written): hops go on.
     rs.kill()
     t0 = time.monotonic()
@@ -145,6 +156,9 @@ def t_tcp_in_order_and_restart(L, st):
     m = wait_for(lambda: (lambda x: x if x.get("egressd_syslog_connected") == 0 else None)(
         metrics(L)), 10)
     check(m and m["egressd_syslog_spool_records"] > 0, "records held while down: %r" % m)
+    sy = d.status()["log"].get("syslog", {})
+    check(sy.get("transport") == "tcp" and sy.get("connected") is False and sy.get("error"),
+          "status while the collector is down: %r" % sy)
     time.sleep(1.0)
     rs.start()
     hops(L, 5)
