@@ -14,6 +14,7 @@ the lab's host namespace:
   the metrics, recorded as one syslog_loss record (count and seq range) that the
   collector receives too, everything else arrives in order, and the chain still verifies
   (egressctl log verify);
+- a reload with changed mirror settings warns and keeps the running mirror;
 - egressd -t checks the mirror's settings (file:line)."""
 
 import json
@@ -168,6 +169,14 @@ def t_tcp_in_order_and_restart(L, st):
     check(m["egressd_syslog_connected"] == 1, "reconnected: %r" % m)
     check(m["egressd_syslog_dropped_total"] == 0, "nothing dropped: %r" % m)
     check(m["egressd_syslog_connect_failures_total"] >= 1, "the outage counted: %r" % m)
+    # A reload with changed mirror settings keeps the running mirror (start-up only).
+    d.settings["log_syslog"] = "tcp://127.0.0.1:9"
+    d.write_config()
+    d.reload()
+    check(wait_for(lambda: "log_syslog_* changes take effect only after a restart"
+                   in d.stderr_text(), 10), "no reload warning:\n%s" % d.stderr_tail())
+    hops(L, 3)
+    exactly_once_in_order(d, rs.plain_out, "tcp after a reload")
     err = d.stderr_text()
     check("syslog mirror tcp://127.0.0.1:%d: the collector closed the connection"
           % rs.plain_port in err or "syslog mirror tcp://127.0.0.1:%d: connect:"
