@@ -10,6 +10,8 @@ the lab's host namespace:
 - tls://: the same over TLS with the collector verified against the test CA and name and
   egressd presenting a client certificate; a wrong name is refused with the reason and the
   setting to change, and hops are served all the same;
+- a collector that stops reading (small TCP buffers, SIGSTOP): writes block part-way,
+  the spool fills, hops are not slowed, the rest arrives in order once it reads again;
 - a tiny spool while the collector is away: the newest records are dropped, counted in
   the metrics, recorded as one syslog_loss record (count and seq range) that the
   collector receives too, everything else arrives in order, and the chain still verifies
@@ -76,6 +78,12 @@ def wait_for(pred, timeout, step=0.1):
     return pred()
 
 
+def received_since(d, path, start_seq):
+    """The collector's copies of d's records from start_seq on, in arrival order."""
+    mine = set(file_lines(d))
+    return [ln for ln in received(path) if ln in mine and json.loads(ln)["seq"] >= start_seq]
+
+
 def metrics(L):
     s = L.connect_from("host", "127.0.0.1", METRICS[0])
     try:
@@ -100,9 +108,12 @@ def metrics(L):
 def exactly_once_in_order(d, path, what):
     """The collector has every record of d's log, once each, in file order."""
     want = file_lines(d)
-    got = wait_for(lambda: received(path) if len(received(path)) >= len(want) else None,
-                   20) or received(path)
-    got = [ln for ln in got if ln in set(want)]
+    wset = set(want)
+
+    def mine():
+        return [ln for ln in received(path) if ln in wset]
+    got = wait_for(lambda: (lambda g: g if len(g) >= len(want) else None)(mine()), 20) \
+        or mine()
     if got != want:
         dup = len(got) - len(set(got))
         missing = [json.loads(x)["seq"] for x in want if x not in set(got)]
@@ -250,7 +261,6 @@ def t_tiny_spool_loss(L, st):
     check(dropped > 0, "nothing dropped with a tiny spool: %r" % m)
     check(m["egressd_syslog_spool_bytes"] <= SPOOL_MIN, "spool over its bound: %r" % m)
     check("spool full" in d.stderr_text(), "no warning:\n%s" % d.stderr_tail())
-    before = len(received(rs.plain_out))
     rs.start()
     check(wait_for(lambda: metrics(L).get("egressd_syslog_spool_records") == 0, 20),
           "spool not delivered: %r" % metrics(L))
@@ -265,7 +275,8 @@ def t_tiny_spool_loss(L, st):
     want = [ln for ln in lines
             if not rec["first_seq"] <= json.loads(ln)["seq"] <= rec["last_seq"]]
     got = wait_for(lambda: (lambda g: g if len(g) >= len(want) else None)(
-        received(rs.plain_out)[before:]), 20) or received(rs.plain_out)[before:]
+        received_since(d, rs.plain_out, start_seq)), 20) or \
+        received_since(d, rs.plain_out, start_seq)
     check(got == want, "received %d, expected %d (all but the dropped range, in order)"
           % (len(got), len(want)))
     check(any('"event":"syslog_loss"' in g for g in got), "the loss record was mirrored too")
@@ -274,6 +285,69 @@ def t_tiny_spool_loss(L, st):
     check(rc == 0, "log verify: %s %s" % (out, err))
     print("  tiny spool: %d dropped (seq %d..%d), recorded and counted; %d delivered"
           % (dropped, rec["first_seq"], rec["last_seq"], len(got)))
+
+
+def read_sysctl(L, key):
+    cp = L.run_in(L.ns_host, ["cat", "/proc/sys/" + key.replace(".", "/")], check=True)
+    return cp.stdout.decode().strip() if isinstance(cp.stdout, bytes) else cp.stdout.strip()
+
+
+def t_stuck_collector(L, st):
+    """A collector that stays connected but stops reading (SIGSTOP), with small TCP
+    buffers in the lab's host namespace so that the backpressure reaches egressd at once:
+    writes block part-way through frames, the spool fills and drops the newest records;
+    hops are not slowed; once the collector reads again everything held arrives in
+    order, complete frames only, and the loss is recorded."""
+    rs = st["rs"]
+    keys = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+    saved = {k: read_sysctl(L, k) for k in keys}
+    rs.stop()
+    try:
+        for k in keys:
+            L._sysctl(L.ns_host, k, "4096 4096 4096")
+        rs.start()
+        d = start_egressd(L, mirror_settings(st, "tcp", log_syslog_spool=str(SPOOL_MIN)))
+        hops(L, 10)
+        exactly_once_in_order(d, rs.plain_out, "small buffers")
+        start_seq = d.decisions()[-1]["seq"] + 1
+        os.kill(rs.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            hops(L, 250)
+            took = time.monotonic() - t0
+            m = metrics(L)
+        finally:
+            os.kill(rs.proc.pid, signal.SIGCONT)
+        check(took < 30, "250 hops took %.1f s with a collector that does not read" % took)
+        check(m["egressd_syslog_connected"] == 1, "backpressure is not a failure: %r" % m)
+        check(m["egressd_syslog_dropped_total"] > 0, "nothing dropped: %r" % m)
+        check(m["egressd_syslog_spool_bytes"] <= SPOOL_MIN, "spool over its bound: %r" % m)
+        check(wait_for(lambda: metrics(L).get("egressd_syslog_spool_records") == 0, 20),
+              "spool not delivered: %r" % metrics(L))
+        hops(L, 1)
+        rec = d.wait_record(lambda r: r.get("event") == "syslog_loss", timeout=10)
+        check(rec is not None, "no syslog_loss record")
+        dropped = metrics(L)["egressd_syslog_dropped_total"]
+        check(rec["dropped"] == dropped and rec["last_seq"] - rec["first_seq"] + 1 == dropped,
+              "loss record %r, metrics %d" % (rec, dropped))
+        lines = [ln for ln in file_lines(d) if json.loads(ln)["seq"] >= start_seq]
+        want = [ln for ln in lines
+                if not rec["first_seq"] <= json.loads(ln)["seq"] <= rec["last_seq"]]
+        got = wait_for(lambda: (lambda g: g if len(g) >= len(want) else None)(
+            received_since(d, rs.plain_out, start_seq)), 20) or \
+            received_since(d, rs.plain_out, start_seq)
+        check(got == want, "received %d, expected %d (all but the dropped range, in order)"
+              % (len(got), len(want)))
+        stop_clean(d)
+        rc, out, err = d.egressctl("log", "verify", d.log_path)
+        check(rc == 0, "log verify: %s %s" % (out, err))
+        print("  stuck collector: 250 hops in %.1f s; %d dropped (seq %d..%d), %d delivered "
+              "in order" % (took, dropped, rec["first_seq"], rec["last_seq"], len(got)))
+    finally:
+        rs.stop()
+        for k in keys:
+            L._sysctl(L.ns_host, k, saved[k])
+        rs.start()
 
 
 def t_check_config(L, st):
@@ -316,8 +390,12 @@ def main():
                              ("tcp_in_order_and_restart", t_tcp_in_order_and_restart),
                              ("tls_in_order", t_tls),
                              ("tls_refused_with_reason", t_tls_refused),
+                             ("stuck_collector_backpressure", t_stuck_collector),
                              ("tiny_spool_loss_recorded", t_tiny_spool_loss)):
                 res.run(name, fn, L, st)
+                for d in L.egressds:      # a failed check leaves its egressd running
+                    if d.alive():
+                        d.stop()
         finally:
             st["rs"].stop()
     return res.finish()
