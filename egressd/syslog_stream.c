@@ -194,9 +194,18 @@ st_ack(struct syslog_stream *st)
 	}
 }
 
+/* Close the connection. abort: reset it (SO_LINGER 0), so that what our kernel still
+ * holds unacknowledged is discarded instead of being delivered late on the old
+ * connection: those records are written again on the next one, and must not arrive
+ * twice (a collector that stopped reading and then resumes). */
 static void
-st_close_conn(struct syslog_stream *st)
+st_close_conn(struct syslog_stream *st, bool abort)
 {
+	if (abort && st->fd >= 0) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		(void)setsockopt(st->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
 	if (st->ssl != NULL) {
 		SSL_free(st->ssl);   /* also frees the BIO (BIO_NOCLOSE: not the fd) */
 		st->ssl = NULL;
@@ -227,7 +236,7 @@ st_fail(struct syslog_stream *st, const char *fmt, ...)
 	va_end(ap);
 	if (st->state == ST_UP || st->state == ST_HANDSHAKE)
 		st_ack(st);
-	st_close_conn(st);
+	st_close_conn(st, true);
 	pthread_mutex_lock(&st->mu);
 	again = sspool_rewind(&st->sp);
 	held = st->sp.n;
@@ -571,6 +580,7 @@ static void *
 st_main(void *arg)
 {
 	struct syslog_stream *st = arg;
+	bool out_left;
 
 	for (;;) {
 		struct pollfd p[2] = { { .fd = st->wfd, .events = POLLIN }, { .fd = -1 } };
@@ -672,7 +682,12 @@ st_main(void *arg)
 		st_ack(st);
 		(void)SSL_shutdown(st->ssl);   /* close_notify, once, never waited for */
 	}
-	st_close_conn(st);
+	/* stopping: what is still unacknowledged is counted as lost (syslog_stream_stop),
+	 * so it must not arrive later either */
+	pthread_mutex_lock(&st->mu);
+	out_left = !TAILQ_EMPTY(&st->sp.q);
+	pthread_mutex_unlock(&st->mu);
+	st_close_conn(st, out_left);
 	return NULL;
 }
 
