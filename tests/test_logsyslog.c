@@ -21,6 +21,7 @@
 
 #include "egressd/dlog.h"
 #include "egressd/dlog_syslog.h"
+#include "egressd/metrics.h"
 #include "common/dlogchain.h"
 
 static void
@@ -251,6 +252,26 @@ test_mirror_end_to_end(void **state)
 	assert_int_equal(dlog_append_sync(d, "decision", json_pack("{s:s}", "principal", "p"),
 	    5000), 0);
 	assert_true(dlog_writable(d));
+	{
+		/* the failed send is counted, and shown in the metrics */
+		struct metrics_stats m;
+		struct dlog_syslog_stats st;
+		size_t mlen;
+		char *txt;
+
+		assert_true(dlog_syslog_status(d, &st));
+		assert_string_equal(st.transport, "unix");
+		assert_int_equal(st.dropped, 1);
+		assert_int_equal(st.sent, 0);
+		memset(&m, 0, sizeof(m));
+		m.dlog = d;
+		txt = metrics_render(&m, NULL, &mlen);
+		assert_non_null(txt);
+		assert_non_null(strstr(txt, "\negressd_syslog_dropped_total{transport=\"unix\"} 1\n"));
+		assert_non_null(strstr(txt, "\negressd_syslog_loss_episodes_total 1\n"));
+		assert_null(strstr(txt, "egressd_syslog_spool_bytes"));   /* streams only */
+		free(txt);
+	}
 	dlog_close(d);
 	{
 		struct dlog_verify v;
