@@ -171,6 +171,10 @@ def t_tcp_in_order_and_restart(L, st):
     sy = d.status()["log"].get("syslog", {})
     check(sy.get("transport") == "tcp" and sy.get("connected") is False and sy.get("error"),
           "status while the collector is down: %r" % sy)
+    rc, out, err = d.egressctl("-s", d.control_path, "status")
+    check(rc == 0 and re.search(r"syslog mirror: tcp://127\.0\.0\.1:\d+, NOT CONNECTED, "
+                                r"sent \d+, lost 0, holding [1-9]\d* record", out),
+          "egressctl status while the collector is down: %s %s" % (out, err))
     time.sleep(1.0)
     rs.start()
     hops(L, 5)
