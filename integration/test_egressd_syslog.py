@@ -236,6 +236,15 @@ def t_tls_refused(L, st):
     loss = [r for r in d.decisions() if r.get("event") == "syslog_loss"]
     check(len(loss) == 1 and loss[0]["dropped"] == len(d.decisions()) - 1,
           "undelivered records at stop recorded: %r" % loss)
+    # a CA that did not issue the collector's certificate
+    other = rsyslog.make_pki(os.path.join(L.workdir, "pki-other"))
+    d = start_egressd(L, mirror_settings(st, "tls", log_syslog_ca=other["ca"]))
+    hops(L, 1)
+    err = wait_for(lambda: (lambda e: e if "certificate is refused" in e else None)(
+        d.stderr_text()), 10) or d.stderr_text()
+    check("log_syslog_ca does not hold the CA that issued it" in err,
+          "no reason naming log_syslog_ca:\n%s" % d.stderr_tail())
+    stop_clean(d)
     # no client certificate: rsyslog (x509/certvalid) refuses, egressd says what to try
     s = mirror_settings(st, "tls")
     del s["log_syslog_cert"], s["log_syslog_key"]
