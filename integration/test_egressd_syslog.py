@@ -138,6 +138,14 @@ def mirror_settings(st, kind, **extra):
     return s
 
 
+def say_warning(d, needle):
+    """Print egressd's warning line containing needle (what an operator reads)."""
+    for ln in d.stderr_text().splitlines():
+        if needle in ln:
+            print("  egressd said: %s" % ln[:400])
+            return
+
+
 def start_egressd(L, settings):
     d = L.egressd(settings=settings)
     L.grant(d, 0, GRANT, principal="mirrored")
@@ -229,6 +237,7 @@ def t_tls_refused(L, st):
         d.stderr_text()), 10) or d.stderr_text()
     check("certificate is refused" in err and "log_syslog_name" in err,
           "no reason naming log_syslog_name:\n%s" % d.stderr_tail())
+    say_warning(d, "certificate is refused")
     m = metrics(L)
     check(m.get("egressd_syslog_connected") == 0, "connected with a wrong name: %r" % m)
     stop_clean(d)
@@ -244,6 +253,7 @@ def t_tls_refused(L, st):
         d.stderr_text()), 10) or d.stderr_text()
     check("log_syslog_ca does not hold the CA that issued it" in err,
           "no reason naming log_syslog_ca:\n%s" % d.stderr_tail())
+    say_warning(d, "certificate is refused")
     stop_clean(d)
     # no client certificate: rsyslog (x509/certvalid) refuses, egressd says what to try
     s = mirror_settings(st, "tls")
@@ -254,6 +264,7 @@ def t_tls_refused(L, st):
         d.stderr_text()), 10) or d.stderr_text()
     check("log_syslog_cert" in err, "no hint at the client certificate:\n%s"
           % d.stderr_tail())
+    say_warning(d, "client certificate")
     time.sleep(3)
     m = metrics(L)
     # 250 ms doubling: about 4 attempts in 3 s; a backoff reset by each accepted
@@ -274,6 +285,7 @@ def t_tiny_spool_loss(L, st):
     check(dropped > 0, "nothing dropped with a tiny spool: %r" % m)
     check(m["egressd_syslog_spool_bytes"] <= SPOOL_MIN, "spool over its bound: %r" % m)
     check("spool full" in d.stderr_text(), "no warning:\n%s" % d.stderr_tail())
+    say_warning(d, "spool full")
     rs.start()
     check(wait_for(lambda: metrics(L).get("egressd_syslog_spool_records") == 0, 20),
           "spool not delivered: %r" % metrics(L))
