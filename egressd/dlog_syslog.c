@@ -16,6 +16,7 @@
 #include "egressd/config.h"
 #include "egressd/syslog_spool.h"
 #include "egressd/syslog_stream.h"
+#include "egressd/syslog_tls.h"
 
 struct dlog_syslog {
 	enum dlog_syslog_kind kind;

@@ -34,7 +34,8 @@
  * Owns: the datagram socket or the stream. Called from dlog (its writer thread, or the
  * loop thread during an inline write: never both at once) and, for stats, any thread.
  * Callers: egressd/dlog.c, egressd/config.c and main.c (checks), metrics.c,
- * tests/test_logsyslog.c.
+ * tests/test_logsyslog.c. The transports: egressd/syslog_stream.h (with syslog_tls.h
+ * and syslog_spool.h).
  */
 #ifndef EGRESS_DLOG_SYSLOG_H
 #define EGRESS_DLOG_SYSLOG_H
@@ -88,7 +89,8 @@ int dlog_syslog_target_parse(const char *target, enum dlog_syslog_kind *kind,
 int dlog_syslog_check(const struct dlog_syslog_config *c, bool files, char *err,
     size_t errlen);
 
-/* Open the mirror (a stream starts connecting at once, in its own thread). NULL with err. */
+/* Open the mirror (a stream starts connecting at once, in its own thread). NULL with
+ * err. */
 struct dlog_syslog *dlog_syslog_open(const struct dlog_syslog_config *c, char *err,
     size_t errlen);
 

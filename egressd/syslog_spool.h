@@ -13,8 +13,8 @@
  * are never pulled from under the sender. An episode (consecutive drops) ends when a
  * record is accepted again, which during an episode takes an eighth of the spool free
  * (not just room for that record: records differ in length, and an episode must not end
- * and begin again on every shorter one); its count and seq range are then due for a "syslog_loss"
- * record in the decision log (sspool_loss_take). Datagram transports have no spool but
+ * and begin again on every shorter one); its count and seq range are then due for a
+ * "syslog_loss" record in the decision log (syslog_loss_take). Datagram transports have no spool but
  * account their failed sends through the same struct syslog_loss.
  *
  * Not thread-safe: the owner locks (syslog_stream.c: its mutex). Callers:

@@ -47,15 +47,6 @@ struct syslog_stream_config {
 	long pid;
 };
 
-/*
- * Build the TLS client context: verify the collector against the CA file ca (required),
- * TLS 1.2 or later; with cert and key (both or neither), present that client
- * certificate. Returns NULL with a message naming the file and the fix in err. Used at
- * start-up and by egressd -t.
- */
-SSL_CTX *syslog_tls_ctx(const char *ca, const char *cert, const char *key, char *err,
-    size_t errlen);
-
 /* Start the thread (it connects at once). NULL with err on failure (cfg->ctx is freed). */
 struct syslog_stream *syslog_stream_new(const struct syslog_stream_config *cfg, char *err,
     size_t errlen);
