@@ -223,6 +223,14 @@ def t_tls(L, st):
     stop_clean(d)
     exactly_once_in_order(d, rs.tls_out, "tls after stop")
     print("  tls: %d records, each once, in order (client certificate, name verified)" % n)
+    # without log_syslog_name the collector's address must be in its certificate (an IP
+    # SAN: 127.0.0.1 is)
+    s = mirror_settings(st, "tls")
+    del s["log_syslog_name"]
+    d = start_egressd(L, s)
+    hops(L, 5)
+    exactly_once_in_order(d, rs.tls_out, "tls verified by address")
+    stop_clean(d)
 
 
 def t_tls_refused(L, st):
