@@ -96,6 +96,21 @@
 #define EGRESS_LOG_RECORD_MAX      16384 /* one JSON line; the raw target is truncated to fit */
 #define EGRESS_LOG_TARGET_MAX      1024  /* raw target kept in a record */
 #define EGRESS_LOG_KEPT_MAX        4096  /* close records held while the log is failed */
+/* The decision log's syslog mirror over TCP/TLS (egressd/dlog_syslog.h, docs/audit.md) */
+#define EGRESS_SYSLOG_SPOOL_DEFAULT (4ULL * 1024 * 1024) /* records held for the collector
+                                         (egressd.ini log_syslog_spool); past it the newest
+                                         are dropped, counted and recorded */
+#define EGRESS_SYSLOG_SPOOL_MIN    (2 * EGRESS_LOG_RECORD_MAX + 4096) /* one record always fits */
+#define EGRESS_SYSLOG_SPOOL_MAX    (1024ULL * 1024 * 1024)
+#define EGRESS_SYSLOG_BACKOFF_MIN_MS 250  /* first reconnect delay; doubles per failure */
+#define EGRESS_SYSLOG_BACKOFF_MAX_MS 8000 /* ... up to this */
+#define EGRESS_SYSLOG_CONNECT_MS   5000  /* TCP connect to the collector */
+#define EGRESS_SYSLOG_HANDSHAKE_MS 10000 /* TLS handshake with the collector */
+#define EGRESS_SYSLOG_STALL_MS     60000 /* a collector that takes no byte for this long is
+                                         dropped and reconnected */
+#define EGRESS_SYSLOG_DISCARD_MAX  65536 /* bytes read (and discarded) from the collector per
+                                         wake-up: it has nothing to say to us */
+#define EGRESS_SYSLOG_CLOSE_MS     2000  /* at shutdown: time to hand the spool over */
 #define EGRESS_AUDIT_KEYS_MAX      10000 /* principals, destinations, reasons... one log summary
                                             keeps apart; more are counted as "(other)" */
 #define EGRESS_AUDIT_MINUTES_MAX   100000 /* per-minute timeline buckets of one summary */

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egressd/connections.h"
+#include "egressd/dlog_syslog.h"
 #include "egressd/mitm.h"
 #include "egressd/mitmca.h"
 #include "egressd/resolve.h"
@@ -31,6 +32,11 @@ static const struct conf_key config_schema[] = {
 	{ "egressd", "log_max_bytes", 0 },
 	{ "egressd", "log_hmac_key", 0 },
 	{ "egressd", "log_syslog", 0 },
+	{ "egressd", "log_syslog_ca", 0 },
+	{ "egressd", "log_syslog_name", 0 },
+	{ "egressd", "log_syslog_cert", 0 },
+	{ "egressd", "log_syslog_key", 0 },
+	{ "egressd", "log_syslog_spool", 0 },
 	{ "egressd", "user", 0 },
 	{ "egressd", "connect_timeout", 0 },
 	{ "egressd", "header_timeout", 0 },
@@ -135,6 +141,10 @@ config_free(struct egressd_config *c)
 	free(c->state_file);
 	free(c->log_hmac_key);
 	free(c->log_syslog);
+	free(c->log_syslog_ca);
+	free(c->log_syslog_name);
+	free(c->log_syslog_cert);
+	free(c->log_syslog_key);
 	free(c->user);
 	for (size_t i = 0; i < c->ndns_servers; i++)
 		free(c->dns_servers[i]);
@@ -430,6 +440,44 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 	if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
 		free(c->log_syslog);
 		c->log_syslog = strcmp(s, "none") == 0 ? NULL : cdup(ce, s);
+		c->log_syslog_line = line;
+	}
+	{
+		/* The mirror's transport settings (docs/audit.md); their files are loaded by
+		 * egressd -t and at start-up (as root), not here: a reload parses as the
+		 * account egressd dropped to, and the client key is root-only. */
+		struct { const char *k; char **v; } f[] = {
+			{ "log_syslog_ca", &c->log_syslog_ca },
+			{ "log_syslog_name", &c->log_syslog_name },
+			{ "log_syslog_cert", &c->log_syslog_cert },
+			{ "log_syslog_key", &c->log_syslog_key },
+		};
+		struct dlog_syslog_config sc;
+		unsigned sline = conf_line(cf, i, "log_syslog");
+
+		for (size_t k = 0; k < EGRESS_NELEM(f); k++) {
+			if ((s = conf_get(cf, i, f[k].k, &line)) == NULL)
+				continue;
+			if (k != 1 && (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX)) {
+				cerr_add(ce, line, "%s: an absolute path", f[k].k);
+				continue;
+			}
+			free(*f[k].v);
+			*f[k].v = cdup(ce, s);
+		}
+		if (conf_get_size(cf, i, "log_syslog_spool", EGRESS_SYSLOG_SPOOL_MAX,
+		    c->log_syslog_spool, &c->log_syslog_spool, e1, sizeof(e1)) != 0)
+			cerr_raw(ce, conf_line(cf, i, "log_syslog_spool"), e1);
+		sc = (struct dlog_syslog_config){ .target = c->log_syslog, .ca = c->log_syslog_ca,
+			.name = c->log_syslog_name, .cert = c->log_syslog_cert,
+			.key = c->log_syslog_key, .spool_max = c->log_syslog_spool };
+		if (sc.target == NULL && (sc.ca != NULL || sc.name != NULL || sc.cert != NULL ||
+		    sc.key != NULL || sc.spool_max != 0))
+			cerr_add(ce, sline != 0 ? sline : conf_line(cf, i, "log_syslog_spool") != 0 ?
+			    conf_line(cf, i, "log_syslog_spool") : conf_line(cf, i, "log_syslog_ca"),
+			    "log_syslog_* settings without log_syslog = tcp://... or tls://...");
+		else if (sc.target != NULL && dlog_syslog_check(&sc, false, e1, sizeof(e1)) != 0)
+			cerr_raw(ce, sline, e1);
 	}
 	{
 		/* A zero timeout would mean "never" in libevent: refuse it, say what to do. */

@@ -52,6 +52,14 @@ struct egressd_config {
 	uint64_t log_max_bytes;         /* size rotation of the decision log; 0 = off */
 	char *log_hmac_key;             /* HMAC key file for the chain; NULL = plain SHA-256 */
 	char *log_syslog;               /* syslog mirror target; NULL = none */
+	unsigned log_syslog_line;       /* its line, for -t messages */
+	char *log_syslog_ca;            /* tls://: the collector's CA file */
+	char *log_syslog_name;          /* tls://: the name its certificate carries; NULL =
+					 * its address */
+	char *log_syslog_cert;          /* tls://: client certificate and key (optional) */
+	char *log_syslog_key;
+	uint64_t log_syslog_spool;      /* tcp://, tls://: spool bytes; 0 = the default.
+					 * All log_syslog* settings are start-up only */
 	char *user;                     /* account egressd drops to when started as root;
 					 * NULL = the default (egressd, else nobody);
 					 * syntax-checked here, resolved by main (NSS) */

@@ -25,6 +25,7 @@
 #include "egressd/config.h"
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
+#include "egressd/dlog_syslog.h"
 #include "egressd/grantstate.h"
 #include "egressd/listener.h"
 #include "egressd/dnsstub.h"
@@ -615,6 +616,7 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 	}
 	case CTL_STATUS: {
 		struct dlog_status ds;
+		struct dlog_syslog_stats ss;
 		json_t *lo = json_object();
 		dlog_get_status(d->dlog, &ds);
 		json_object_set_new(lo, "path", json_string(ds.path));
@@ -622,6 +624,18 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 		json_object_set_new(lo, "writable", json_boolean(ds.writable));
 		if (!ds.writable)
 			json_object_set_new(lo, "error", json_string(ds.error));
+		if (dlog_syslog_status(d->dlog, &ss)) {
+			/* the mirror (docs/audit.md): what it holds and what it lost */
+			json_t *so = json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:I}", "target", ss.target,
+			    "transport", ss.transport, "connected", ss.connected, "sent",
+			    (json_int_t)ss.sent, "dropped", (json_int_t)ss.dropped, "spool_records",
+			    (json_int_t)ss.spool_records, "spool_bytes", (json_int_t)ss.spool_bytes);
+
+			if (so != NULL && ss.error[0] != '\0')
+				json_object_set_new(so, "error", json_string(ss.error));
+			if (so != NULL)
+				json_object_set_new(lo, "syslog", so);
+		}
 		o = ok_reply(r->id);
 		json_object_set_new(o, "version", json_string(EGRESS_VERSION));
 		json_object_set_new(o, "pid", json_integer(getpid()));

@@ -17,6 +17,7 @@
 #include "egressd/control.h"
 #include "egressd/auditev.h"
 #include "egressd/dlog.h"
+#include "egressd/dlog_syslog.h"
 #include "common/dlogchain.h"
 #include "egressd/grants.h"
 #include "egressd/grantstate.h"
@@ -310,6 +311,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
     char *err, size_t errlen)
 {
 	struct dlog_config dc;
+	struct dlog_syslog_config sysc;
 	struct dlog_key dkey = { 0 };
 	struct staged st;
 	char e2[512];
@@ -350,6 +352,13 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 	dc.sync = cfg->log_sync;
 	dc.max_bytes = cfg->log_max_bytes;
 	dc.syslog_target = cfg->log_syslog;
+	if (cfg->log_syslog != NULL) {
+		sysc = (struct dlog_syslog_config){ .target = cfg->log_syslog,
+			.ca = cfg->log_syslog_ca, .name = cfg->log_syslog_name,
+			.cert = cfg->log_syslog_cert, .key = cfg->log_syslog_key,
+			.spool_max = cfg->log_syslog_spool };
+		dc.syslog = &sysc;
+	}
 	if (cfg->log_hmac_key != NULL) {
 		/* root-only key file: only the key holder can extend the chain */
 		if (dlog_key_load(cfg->log_hmac_key, true, &dkey, e2, sizeof(e2)) != 0) {
@@ -369,6 +378,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		snprintf(err, errlen, "decision log %s: %s", cfg->decision_log, e2);
 		return -1;
 	}
+	d->stats.dlog = d->dlog;
 	if (!dlog_writable(d->dlog)) {
 		/* Start-up promises exit 1 (docs/egressd.md): a proxy that can only refuse
 		 * (audit_unavailable) is a broken start the operator must hear about now, not a
@@ -411,6 +421,47 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 static int reload_apply(struct daemon *d, char *err, size_t errlen);
 
 /* Every reload, in service or refused, is a config record (with the file's hash). */
+static bool
+str_same(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* The mirror's settings are start-up only (its TLS files are read as root). */
+static bool
+syslog_same(const struct egressd_config *a, const struct egressd_config *b)
+{
+	return str_same(a->log_syslog, b->log_syslog) &&
+	    str_same(a->log_syslog_ca, b->log_syslog_ca) &&
+	    str_same(a->log_syslog_name, b->log_syslog_name) &&
+	    str_same(a->log_syslog_cert, b->log_syslog_cert) &&
+	    str_same(a->log_syslog_key, b->log_syslog_key) &&
+	    a->log_syslog_spool == b->log_syslog_spool;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+/* nc takes the running mirror's settings (what runs is what the configuration says). */
+static void
+syslog_keep(struct egressd_config *nc, const struct egressd_config *cur)
+{
+	char **dst[] = { &nc->log_syslog, &nc->log_syslog_ca, &nc->log_syslog_name,
+		&nc->log_syslog_cert, &nc->log_syslog_key };
+	const char *src[] = { cur->log_syslog, cur->log_syslog_ca, cur->log_syslog_name,
+		cur->log_syslog_cert, cur->log_syslog_key };
+
+	for (size_t i = 0; i < EGRESS_NELEM(dst); i++) {
+		free(*dst[i]);
+		*dst[i] = dup_or_null(src[i]);
+	}
+	nc->log_syslog_spool = cur->log_syslog_spool;
+	nc->log_syslog_line = cur->log_syslog_line;
+}
+
 int
 daemon_reload(struct daemon *d, char *err, size_t errlen)
 {
@@ -505,6 +556,11 @@ reload_apply(struct daemon *d, char *err, size_t errlen)
 	    (nc->user != NULL && strcmp(nc->user, d->cfg->user) != 0))
 		log_warnx("reload: decision_log, state_file, log_sync, control_socket, "
 		    "metrics_listen and user changes take effect only after a restart");
+	if (!syslog_same(nc, d->cfg))
+		log_warnx("reload: log_syslog and log_syslog_* changes take effect only after a "
+		    "restart (the mirror keeps %s)", d->cfg->log_syslog != NULL ?
+		    d->cfg->log_syslog : "off");
+	syslog_keep(nc, d->cfg);
 	/* Keep the settings that cannot change without a restart consistent with what runs. */
 	free(nc->decision_log);
 	nc->decision_log = strdup(d->cfg->decision_log);

@@ -118,10 +118,16 @@ struct dlog {
 	bool rotate_pending;        /* the next group starts with a "rotate" record */
 	const char *rotate_cause;
 	char rotate_prev[EGRESS_PATH_MAX];  /* where the previous file is now ("" unknown) */
-	struct dlog_syslog *syslog;  /* optional mirror (writer thread) */
+	struct dlog_syslog *syslog;  /* optional mirror (whoever writes the group) */
+	char syslog_target[160];    /* for its loss records */
 };
 
 static void *writer_main(void *arg);
+static struct dlog_ticket *rec_new(const char *event, json_t *fields);
+static int group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash,
+    bool *synced);
+static json_t *syslog_loss_fields(const struct dlog *d, uint64_t n, uint64_t first,
+    uint64_t last);
 
 /* dlog_set_root_checks (process-wide: set once by main before the first dlog_open). */
 static bool root_checks;
@@ -532,8 +538,14 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 		}
 		d->key = *cfg->key;
 	}
-	if (cfg->syslog_target != NULL && cfg->syslog_target[0] != '\0') {
-		d->syslog = dlog_syslog_open(cfg->syslog_target, err, errlen);
+	if (cfg->syslog != NULL ||
+	    (cfg->syslog_target != NULL && cfg->syslog_target[0] != '\0')) {
+		struct dlog_syslog_config sc = { .target = cfg->syslog_target };
+
+		if (cfg->syslog != NULL)
+			sc = *cfg->syslog;
+		snprintf(d->syslog_target, sizeof(d->syslog_target), "%s", sc.target);
+		d->syslog = dlog_syslog_open(&sc, err, errlen);
 		if (d->syslog == NULL) {
 			secret_wipe(&d->key, sizeof(d->key));
 			free(d->path);
@@ -586,6 +598,38 @@ fail:
 	return NULL;
 }
 
+static void flush_unsynced(struct dlog *d);
+
+/* dlog_close, the writer stopped: write the mirror's last loss record (best effort: the
+ * log must be healthy). */
+static void
+loss_at_close(struct dlog *d, uint64_t n, uint64_t first, uint64_t last)
+{
+	struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
+	struct dlog_ticket *t;
+	char hash[DLOG_HASH_HEX + 1];
+	uint64_t seq = 0;
+	bool synced = false;
+	json_t *f;
+
+	log_warnx("decision log: the syslog mirror %s lost %llu record(s) (seq %llu..%llu); "
+	    "recorded as syslog_loss", d->syslog_target, (unsigned long long)n,
+	    (unsigned long long)first, (unsigned long long)last);
+	if (d->fd < 0 || __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) ||
+	    (f = syslog_loss_fields(d, n, first, last)) == NULL ||
+	    (t = rec_new("syslog_loss", f)) == NULL)
+		return;
+	TAILQ_INSERT_TAIL(&q, t, link);
+	if (group_write(d, &q, &seq, hash, &synced) == 0) {
+		d->last_seq = seq;
+		memcpy(d->last_hash, hash, sizeof(d->last_hash));
+		flush_unsynced(d);
+	} else {
+		log_warnx("decision log %s: cannot write the syslog_loss record", d->path);
+	}
+	rec_free(t);
+}
+
 void
 dlog_close(struct dlog *d)
 {
@@ -599,6 +643,18 @@ dlog_close(struct dlog *d)
 		pthread_cond_signal(&d->cv_work);
 		pthread_mutex_unlock(&d->mu);
 		pthread_join(d->thread, NULL);
+	}
+	if (d->syslog != NULL) {
+		/* The mirror gets its bounded moment to deliver; what it lost is recorded
+		 * here, in the file only (the mirror has stopped). */
+		struct dlog_syslog *sy = d->syslog;
+		uint64_t n, first, last;
+
+		dlog_syslog_stop(sy);
+		d->syslog = NULL;
+		if (d->thread_started && dlog_syslog_loss_take(sy, &n, &first, &last))
+			loss_at_close(d, n, first, last);
+		dlog_syslog_close(sy);
 	}
 	while ((t = TAILQ_FIRST(&d->done)) != NULL) {
 		TAILQ_REMOVE(&d->done, t, link);
@@ -744,6 +800,42 @@ enqueue_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 
 static int group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash,
     bool *synced);
+
+/* The fields of a "syslog_loss" record (dlog.h). NULL on ENOMEM. */
+static json_t *
+syslog_loss_fields(const struct dlog *d, uint64_t n, uint64_t first, uint64_t last)
+{
+	return json_pack("{s:I,s:I,s:I,s:s}", "dropped", (json_int_t)n, "first_seq",
+	    (json_int_t)first, "last_seq", (json_int_t)last, "collector", d->syslog_target);
+}
+
+/*
+ * mu held, after a group was written: when the mirror reports an ended loss episode,
+ * queue its "syslog_loss" record (nobody waits for it). Returns true when one was queued
+ * (the caller wakes the writer). A loss that cannot be queued now stays due.
+ */
+static bool
+syslog_loss_queue_locked(struct dlog *d)
+{
+	struct dlog_ticket *t;
+	uint64_t n, first, last;
+	json_t *f;
+
+	if (d->syslog == NULL || d->stop || d->inflight >= d->queue_max ||
+	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) ||
+	    !dlog_syslog_loss_take(d->syslog, &n, &first, &last))
+		return false;
+	f = syslog_loss_fields(d, n, first, last);
+	t = f != NULL ? rec_new("syslog_loss", f) : NULL;
+	if (t == NULL) {
+		dlog_syslog_loss_restore(d->syslog, n, first, last);
+		return false;
+	}
+	t->no_cb = true;
+	TAILQ_INSERT_TAIL(&d->pending, t, link);
+	d->inflight++;
+	return true;
+}
 static void complete_locked(struct dlog *d, struct dlog_q *q, int err, bool on_loop);
 static uint64_t rec_estimate(const struct dlog_ticket *t);
 
@@ -762,7 +854,7 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
 	char hash[DLOG_HASH_HEX + 1];
 	uint64_t seq = 0;
-	bool synced = false, was_unsynced = d->unsynced;
+	bool synced = false, was_unsynced = d->unsynced, loss_queued = false;
 	uint64_t t0;
 	int e;
 
@@ -803,6 +895,8 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	if (e == 0) {
 		d->last_seq = seq;
 		memcpy(d->last_hash, hash, sizeof(d->last_hash));
+		if (syslog_loss_queue_locked(d))
+			loss_queued = true;
 	} else {
 		/* group_write undid what reached the file; the writer closes it (it may be in
 		 * an fdatasync of this fd right now) and the next group probes */
@@ -810,7 +904,7 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 		d->fd_dead = true;
 	}
 	complete_locked(d, &q, e, true);
-	*wake = d->writer_idle && (e != 0 || (!was_unsynced && d->unsynced));
+	*wake = d->writer_idle && (e != 0 || loss_queued || (!was_unsynced && d->unsynced));
 	return true;
 }
 
@@ -1015,6 +1109,15 @@ dlog_get_status(const struct dlog *d, struct dlog_status *st)
 	st->queued = d->inflight;
 	snprintf(st->error, sizeof(st->error), "%s", d->error);
 	pthread_mutex_unlock(&dd->mu);
+}
+
+bool
+dlog_syslog_status(const struct dlog *d, struct dlog_syslog_stats *st)
+{
+	if (d == NULL || d->syslog == NULL)
+		return false;
+	dlog_syslog_stats(d->syslog, st);
+	return true;
 }
 
 /* ---- writer thread ---- */
@@ -1440,6 +1543,7 @@ writer_main(void *arg)
 				d->rotate_pending = false;
 				d->rotate_cause = NULL;
 				d->rotate_prev[0] = '\0';
+				(void)syslog_loss_queue_locked(d);
 			} else {
 				set_failed(d, e, "cannot write decision log");
 				close(d->fd);

@@ -60,6 +60,8 @@ struct event_base;
 struct dlog;
 struct dlog_key;
 struct dlog_ticket;
+struct dlog_syslog_config;
+struct dlog_syslog_stats;
 
 enum dlog_sync {
 	DLOG_SYNC_ALWAYS = 0,   /* the callback fires after fdatasync of that record */
@@ -83,8 +85,12 @@ struct dlog_config {
 	const struct dlog_key *key;  /* HMAC key (copied; egressd.ini log_hmac_key); NULL =
 	                           plain SHA-256 chain. See common/dlogchain.h. */
 	const char *syslog_target;  /* mirror each written record to syslog (RFC 5424,
-	                           egressd/dlog_syslog.h): "unix:/dev/log", "udp:IP:PORT";
-	                           NULL = none (egressd.ini log_syslog) */
+	                           egressd/dlog_syslog.h): "unix:/dev/log", "udp:IP:PORT",
+	                           "tcp://IP:PORT", "tls://IP:PORT"; NULL = none (egressd.ini
+	                           log_syslog), unless syslog is set */
+	const struct dlog_syslog_config *syslog;  /* the mirror with its TLS and spool
+	                           settings (egressd.ini log_syslog_*); overrides
+	                           syslog_target; NULL = syslog_target alone */
 };
 
 /*
@@ -236,5 +242,17 @@ struct dlog_status {
 
 /* Snapshot for the control socket's status reply and metrics. */
 void dlog_get_status(const struct dlog *d, struct dlog_status *st);
+
+/*
+ * The syslog mirror's counters (egressd/dlog_syslog.h) for metrics and status: false
+ * when no mirror is configured. Any thread.
+ *
+ * The mirror's losses are records too: when records could not be handed to the
+ * collector (a full spool drops the newest; a datagram send failed), the dlog appends a
+ * "syslog_loss" record (dropped, first_seq, last_seq, collector) once the episode ends
+ * (the next record goes through), and at dlog_close for what the collector never
+ * acknowledged (that one is written to the file only: the mirror has stopped).
+ */
+bool dlog_syslog_status(const struct dlog *d, struct dlog_syslog_stats *st);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,77 +11,199 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/util.h"
 #include "egressd/config.h"
+#include "egressd/syslog_spool.h"
+#include "egressd/syslog_stream.h"
+#include "egressd/syslog_tls.h"
 
 struct dlog_syslog {
+	enum dlog_syslog_kind kind;
+	char target[160];
+	/* datagram transports */
 	int fd;
 	struct sockaddr_storage to;
 	socklen_t tolen;
 	char host[256];
 	long pid;
 	char *msg;                 /* DLOG_SYSLOG_MSG_MAX */
-	uint64_t sent, dropped;
+	pthread_mutex_t mu;        /* sent and loss, read by stats from other threads */
+	uint64_t sent;
+	struct syslog_loss loss;
+	/* stream transports */
+	struct syslog_stream *stream;
 };
 
+static const char *const kind_names[] = { "unix", "udp", "tcp", "tls" };
+
+int
+dlog_syslog_target_parse(const char *target, enum dlog_syslog_kind *kind,
+    struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen)
+{
+	static const struct { const char *prefix; enum dlog_syslog_kind k; } ip[] = {
+		{ "udp:", DLOG_SYSLOG_UDP },
+		{ "tcp://", DLOG_SYSLOG_TCP },
+		{ "tls://", DLOG_SYSLOG_TLS },
+	};
+
+	memset(ss, 0, sizeof(*ss));
+	if (strncmp(target, "unix:", 5) == 0) {
+		struct sockaddr_un *sun = (struct sockaddr_un *)ss;
+		const char *p = target + 5;
+
+		if (p[0] != '/' || strlen(p) >= sizeof(sun->sun_path)) {
+			errbuf_set(err, errlen, 0, "log_syslog: unix: needs an absolute socket path");
+			return -1;
+		}
+		sun->sun_family = AF_UNIX;
+		memcpy(sun->sun_path, p, strlen(p) + 1);
+		*sl = (socklen_t)sizeof(*sun);
+		*kind = DLOG_SYSLOG_UNIX;
+		return 0;
+	}
+	for (size_t i = 0; i < EGRESS_NELEM(ip); i++) {
+		size_t n = strlen(ip[i].prefix);
+		const char *why = NULL;
+
+		if (strncmp(target, ip[i].prefix, n) != 0)
+			continue;
+		if (config_parse_sockaddr(target + n, false, ss, sl, &why) != 0) {
+			errbuf_set(err, errlen, 0, "log_syslog: %sADDRESS:PORT with a literal address, "
+			    "[v6]:PORT for IPv6 (%s)", ip[i].prefix, why != NULL ? why : "invalid");
+			return -1;
+		}
+		*kind = ip[i].k;
+		return 0;
+	}
+	errbuf_set(err, errlen, 0, "log_syslog: unix:/path, udp:ADDRESS:PORT, tcp://ADDRESS:PORT "
+	    "or tls://ADDRESS:PORT (or none)");
+	return -1;
+}
+
+int
+dlog_syslog_check(const struct dlog_syslog_config *c, bool files, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	enum dlog_syslog_kind k;
+
+	if (dlog_syslog_target_parse(c->target, &k, &ss, &sl, err, errlen) != 0)
+		return -1;
+	if (k != DLOG_SYSLOG_TLS && (c->ca != NULL || c->name != NULL || c->cert != NULL ||
+	    c->key != NULL)) {
+		errbuf_set(err, errlen, 0, "log_syslog_ca, log_syslog_name, log_syslog_cert and "
+		    "log_syslog_key belong to log_syslog = tls://ADDRESS:PORT");
+		return -1;
+	}
+	if (k != DLOG_SYSLOG_TCP && k != DLOG_SYSLOG_TLS && c->spool_max != 0) {
+		errbuf_set(err, errlen, 0, "log_syslog_spool belongs to a stream (tcp:// or tls://): "
+		    "datagrams are not held");
+		return -1;
+	}
+	if (c->spool_max != 0 && (c->spool_max < EGRESS_SYSLOG_SPOOL_MIN ||
+	    c->spool_max > EGRESS_SYSLOG_SPOOL_MAX)) {
+		errbuf_set(err, errlen, 0, "log_syslog_spool: between %llu and %llu bytes",
+		    (unsigned long long)EGRESS_SYSLOG_SPOOL_MIN,
+		    (unsigned long long)EGRESS_SYSLOG_SPOOL_MAX);
+		return -1;
+	}
+	if (c->name != NULL && (c->name[0] == '\0' || strlen(c->name) > 253 ||
+	    strpbrk(c->name, " /:@\"\\") != NULL)) {
+		errbuf_set(err, errlen, 0, "log_syslog_name: a DNS name (the collector's certificate "
+		    "must carry it)");
+		return -1;
+	}
+	if (k == DLOG_SYSLOG_TLS && c->ca == NULL) {
+		errbuf_set(err, errlen, 0, "log_syslog = tls://...: log_syslog_ca is required (the "
+		    "CA file that issued the collector's certificate)");
+		return -1;
+	}
+	if ((c->cert == NULL) != (c->key == NULL)) {
+		errbuf_set(err, errlen, 0, "log_syslog_cert and log_syslog_key go together (the "
+		    "client certificate and its key)");
+		return -1;
+	}
+	if (k == DLOG_SYSLOG_TLS && files) {
+		SSL_CTX *ctx = syslog_tls_ctx(c->ca, c->cert, c->key, err, errlen);
+
+		if (ctx == NULL)
+			return -1;
+		SSL_CTX_free(ctx);
+	}
+	return 0;
+}
+
 struct dlog_syslog *
-dlog_syslog_open(const char *target, char *err, size_t errlen)
+dlog_syslog_open(const struct dlog_syslog_config *c, char *err, size_t errlen)
 {
 	struct dlog_syslog *s;
 	struct sockaddr_storage ss;
 	socklen_t sl = 0;
-	int family;
+	enum dlog_syslog_kind kind;
 
-	memset(&ss, 0, sizeof(ss));
-	if (strncmp(target, "unix:", 5) == 0) {
-		struct sockaddr_un *sun = (struct sockaddr_un *)&ss;
-		const char *p = target + 5;
-
-		if (p[0] != '/' || strlen(p) >= sizeof(sun->sun_path)) {
-			snprintf(err, errlen, "log_syslog: unix: needs an absolute socket path");
-			return NULL;
-		}
-		sun->sun_family = AF_UNIX;
-		memcpy(sun->sun_path, p, strlen(p) + 1);
-		sl = (socklen_t)sizeof(*sun);
-		family = AF_UNIX;
-	} else if (strncmp(target, "udp:", 4) == 0) {
-		const char *why = NULL;
-
-		if (config_parse_sockaddr(target + 4, false, &ss, &sl, &why) != 0) {
-			snprintf(err, errlen, "log_syslog: udp:ADDRESS:PORT with a literal address "
-			    "(%s)", why != NULL ? why : "invalid");
-			return NULL;
-		}
-		family = ss.ss_family;
-	} else {
-		snprintf(err, errlen, "log_syslog: unix:/path or udp:ADDRESS:PORT");
+	if (dlog_syslog_check(c, true, err, errlen) != 0 ||
+	    dlog_syslog_target_parse(c->target, &kind, &ss, &sl, err, errlen) != 0)
 		return NULL;
-	}
 	s = calloc(1, sizeof(*s));
 	if (s == NULL || (s->msg = malloc(DLOG_SYSLOG_MSG_MAX)) == NULL) {
 		free(s);
-		snprintf(err, errlen, "log_syslog: out of memory");
+		errbuf_set(err, errlen, 0, "log_syslog: out of memory");
 		return NULL;
 	}
+	s->fd = -1;
+	s->kind = kind;
+	pthread_mutex_init(&s->mu, NULL);
+	snprintf(s->target, sizeof(s->target), "%s", c->target);
+	if (gethostname(s->host, sizeof(s->host) - 1) != 0 || s->host[0] == '\0')
+		snprintf(s->host, sizeof(s->host), "-");
+	s->host[sizeof(s->host) - 1] = '\0';
+	for (char *p = s->host; *p != '\0'; p++)
+		if (*p <= 0x20 || *p >= 0x7f)
+			*p = '-';
+	s->pid = (long)getpid();
+	if (kind == DLOG_SYSLOG_TCP || kind == DLOG_SYSLOG_TLS) {
+		struct syslog_stream_config sc = {
+			.sa = (struct sockaddr *)&ss, .salen = sl, .url = c->target,
+			.name = c->name, .spool_max = c->spool_max, .host = s->host, .pid = s->pid,
+		};
+
+		if (kind == DLOG_SYSLOG_TLS &&
+		    (sc.ctx = syslog_tls_ctx(c->ca, c->cert, c->key, err, errlen)) == NULL)
+			goto fail;
+		s->stream = syslog_stream_new(&sc, err, errlen);
+		if (s->stream == NULL)
+			goto fail;
+		return s;
+	}
 	/* Non-blocking: a collector that does not read must never stall the writer. */
-	s->fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	s->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0) {
-		snprintf(err, errlen, "log_syslog: socket: %s", strerror(errno));
-		dlog_syslog_close(s);
-		return NULL;
+		errbuf_set(err, errlen, 0, "log_syslog: socket: %s", strerror(errno));
+		goto fail;
 	}
 	/* sendto() each time rather than connect() once: a collector that starts (or
 	 * restarts) later is reached without reopening anything */
 	s->to = ss;
 	s->tolen = sl;
-	if (gethostname(s->host, sizeof(s->host) - 1) != 0 || s->host[0] == '\0')
-		snprintf(s->host, sizeof(s->host), "-");
-	s->host[sizeof(s->host) - 1] = '\0';
-	for (char *c = s->host; *c != '\0'; c++)
-		if (*c <= 0x20 || *c >= 0x7f)
-			*c = '-';
-	s->pid = (long)getpid();
 	return s;
+fail:
+	dlog_syslog_close(s);
+	return NULL;
+}
+
+void
+dlog_syslog_stop(struct dlog_syslog *s)
+{
+	if (s == NULL)
+		return;
+	if (s->stream != NULL) {
+		syslog_stream_stop(s->stream);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	syslog_loss_flush(&s->loss);
+	pthread_mutex_unlock(&s->mu);
 }
 
 void
@@ -88,8 +211,10 @@ dlog_syslog_close(struct dlog_syslog *s)
 {
 	if (s == NULL)
 		return;
+	syslog_stream_free(s->stream);
 	if (s->fd >= 0)
 		close(s->fd);
+	pthread_mutex_destroy(&s->mu);
 	free(s->msg);
 	free(s);
 }
@@ -183,31 +308,100 @@ bad:
 	return -1;
 }
 
+int
+dlog_syslog_frame(const char *msg, size_t len, char *out, size_t cap)
+{
+	int h;
+
+	if (len == 0 || len > DLOG_SYSLOG_MSG_MAX)
+		return -1;
+	h = snprintf(out, cap, "%zu ", len);
+	if (h < 0 || (size_t)h >= cap || len > cap - (size_t)h)
+		return -1;
+	memcpy(out + h, msg, len);
+	return h + (int)len;
+}
+
 void
 dlog_syslog_send_lines(struct dlog_syslog *s, const char *buf, size_t len)
 {
 	const char *p = buf, *end = buf + len;
 
+	if (s->stream != NULL) {
+		syslog_stream_push(s->stream, buf, len);
+		return;
+	}
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		int n;
+		bool ok;
 
 		if (nl == NULL)
 			break;
 		n = dlog_syslog_format(p, (size_t)(nl - p), s->host, s->pid, s->msg,
 		    DLOG_SYSLOG_MSG_MAX);
-		if (n < 0 || sendto(s->fd, s->msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL,
-		    (struct sockaddr *)&s->to, s->tolen) < 0)
-			s->dropped++;
-		else
+		ok = n >= 0 && sendto(s->fd, s->msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL,
+		    (struct sockaddr *)&s->to, s->tolen) >= 0;
+		pthread_mutex_lock(&s->mu);
+		if (ok) {
 			s->sent++;
+			syslog_loss_ok(&s->loss);
+		} else {
+			int e = errno;
+			uint64_t seq = sspool_line_seq(p, (size_t)(nl - p));
+
+			if (syslog_loss_drop(&s->loss, seq))
+				log_warnx("syslog mirror %s: cannot send record seq %llu (%s); dropping "
+				    "until a send succeeds; the loss is counted (metrics) and recorded "
+				    "in the decision log", s->target, (unsigned long long)seq,
+				    n < 0 ? "cannot format it" : strerror(e));
+		}
+		pthread_mutex_unlock(&s->mu);
 		p = nl + 1;
 	}
 }
 
-void
-dlog_syslog_counts(const struct dlog_syslog *s, uint64_t *sent, uint64_t *dropped)
+bool
+dlog_syslog_loss_take(struct dlog_syslog *s, uint64_t *count, uint64_t *first,
+    uint64_t *last)
 {
-	*sent = s != NULL ? s->sent : 0;
-	*dropped = s != NULL ? s->dropped : 0;
+	bool r;
+
+	if (s->stream != NULL)
+		return syslog_stream_loss_take(s->stream, count, first, last);
+	pthread_mutex_lock(&s->mu);
+	r = syslog_loss_take(&s->loss, count, first, last);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+void
+dlog_syslog_loss_restore(struct dlog_syslog *s, uint64_t count, uint64_t first,
+    uint64_t last)
+{
+	if (s->stream != NULL) {
+		syslog_stream_loss_restore(s->stream, count, first, last);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	syslog_loss_restore(&s->loss, count, first, last);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void
+dlog_syslog_stats(struct dlog_syslog *s, struct dlog_syslog_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->target, sizeof(out->target), "%s", s->target);
+	out->transport = kind_names[s->kind];
+	if (s->stream != NULL) {
+		syslog_stream_stats(s->stream, out);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	out->connected = true;
+	out->sent = s->sent;
+	out->dropped = s->loss.total;
+	out->loss_episodes = s->loss.episodes;
+	pthread_mutex_unlock(&s->mu);
 }

@@ -34,6 +34,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/dlog_syslog.h"
 #include "egressd/config.h"
 #include "egressd/route.h"
 #include "egressd/daemon.h"
@@ -468,6 +469,19 @@ main(int argc, char **argv)
 			fprintf(stderr, "%s: %s\n", path, rerr);
 			config_free(cfg);
 			return 1;
+		}
+		if (cfg->log_syslog != NULL) {
+			/* the TLS files load and match, as start-up will load them */
+			struct dlog_syslog_config sc = { .target = cfg->log_syslog,
+				.ca = cfg->log_syslog_ca, .name = cfg->log_syslog_name,
+				.cert = cfg->log_syslog_cert, .key = cfg->log_syslog_key,
+				.spool_max = cfg->log_syslog_spool };
+
+			if (dlog_syslog_check(&sc, true, rerr, sizeof(rerr)) != 0) {
+				fprintf(stderr, "%s:%u: %s\n", path, cfg->log_syslog_line, rerr);
+				config_free(cfg);
+				return 1;
+			}
 		}
 		if (as_root) {
 			/* What the drop account reads later: the configuration and a local PAC

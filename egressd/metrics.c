@@ -17,6 +17,8 @@
 #include <event2/http.h>
 
 #include "common/log.h"
+#include "egressd/dlog.h"
+#include "egressd/dlog_syslog.h"
 #include "egressd/grants.h"
 
 const double metrics_bucket_s[METRICS_BUCKETS] = {
@@ -96,6 +98,49 @@ histo(struct sbuf *b, const char *name, const char *help, const struct metrics_h
 	    (unsigned long long)h->count);
 }
 
+/* The decision log's syslog mirror (docs/audit.md): what it lost is never silent. */
+static void
+mirror(struct sbuf *b, const struct dlog *d)
+{
+	struct dlog_syslog_stats st;
+
+	if (!dlog_syslog_status(d, &st))
+		return;
+	sb_printf(b, "# HELP egressd_syslog_sent_total Messages written to the syslog "
+	    "collector (resent ones again).\n# TYPE egressd_syslog_sent_total counter\n"
+	    "egressd_syslog_sent_total{transport=\"%s\"} %llu\n", st.transport,
+	    (unsigned long long)st.sent);
+	sb_printf(b, "# HELP egressd_syslog_dropped_total Decision records the syslog mirror "
+	    "lost (spool full, send failed, undelivered at stop); each run of them is also a "
+	    "syslog_loss record in the decision log.\n"
+	    "# TYPE egressd_syslog_dropped_total counter\n"
+	    "egressd_syslog_dropped_total{transport=\"%s\"} %llu\n", st.transport,
+	    (unsigned long long)st.dropped);
+	sb_printf(b, "# HELP egressd_syslog_loss_episodes_total Runs of consecutive records "
+	    "the syslog mirror lost.\n# TYPE egressd_syslog_loss_episodes_total counter\n"
+	    "egressd_syslog_loss_episodes_total %llu\n", (unsigned long long)st.loss_episodes);
+	if (strcmp(st.transport, "tcp") != 0 && strcmp(st.transport, "tls") != 0)
+		return;
+	sb_printf(b, "# HELP egressd_syslog_connected 1 while the syslog collector's "
+	    "connection is up.\n# TYPE egressd_syslog_connected gauge\n"
+	    "egressd_syslog_connected %d\n", st.connected ? 1 : 0);
+	sb_printf(b, "# HELP egressd_syslog_resent_total Records written again after a "
+	    "reconnect (not acknowledged on the old connection).\n"
+	    "# TYPE egressd_syslog_resent_total counter\negressd_syslog_resent_total %llu\n",
+	    (unsigned long long)st.resent);
+	sb_printf(b, "# HELP egressd_syslog_connect_failures_total Collector connections "
+	    "refused, failed or lost.\n# TYPE egressd_syslog_connect_failures_total counter\n"
+	    "egressd_syslog_connect_failures_total %llu\n", (unsigned long long)st.failures);
+	sb_printf(b, "# HELP egressd_syslog_spool_records Records held for the collector.\n"
+	    "# TYPE egressd_syslog_spool_records gauge\negressd_syslog_spool_records %llu\n",
+	    (unsigned long long)st.spool_records);
+	sb_printf(b, "# HELP egressd_syslog_spool_bytes Bytes held for the collector (bound: "
+	    "egressd_syslog_spool_max_bytes).\n# TYPE egressd_syslog_spool_bytes gauge\n"
+	    "egressd_syslog_spool_bytes %llu\n# TYPE egressd_syslog_spool_max_bytes gauge\n"
+	    "egressd_syslog_spool_max_bytes %llu\n", (unsigned long long)st.spool_bytes,
+	    (unsigned long long)st.spool_max);
+}
+
 char *
 metrics_render(const struct metrics_stats *m, struct grants *g, size_t *len)
 {
@@ -134,6 +179,7 @@ metrics_render(const struct metrics_stats *m, struct grants *g, size_t *len)
 	for (struct lgrant *lg = g != NULL ? grants_first(g) : NULL; lg != NULL; lg = lg->next)
 		sb_printf(&b, "egressd_tunnels_active{principal=\"%s\",grant_id=\"%s\"} %u\n",
 		    lg->g->principal, lg->id, lg->ntunnels);
+	mirror(&b, m->dlog);
 	if (b.fail) {
 		free(b.p);
 		return NULL;

@@ -16,6 +16,7 @@
 
 struct event_base;
 struct grants;
+struct dlog;
 struct metrics_server;
 
 #define METRICS_BUCKETS 12
@@ -33,6 +34,8 @@ struct metrics_stats {
 	uint64_t connections_total;
 	struct metrics_histo dns;
 	struct metrics_histo connect;
+	const struct dlog *dlog;    /* the decision log, for its syslog mirror's counters
+	                               (read at render time; NULL: none) */
 };
 
 /* Upper bounds of the histogram buckets, in seconds. */

@@ -11,7 +11,8 @@
 #   deps.sh --list SET  print the packages of SET, install nothing
 #
 # Idempotent: installs only what is missing. The test peers (squid, dante, a Kerberos KDC,
-# Apache Traffic Server when listed) are daemons Debian enables and starts on install; the
+# rsyslog (the syslog mirror's collector), Apache Traffic Server when listed) are daemons
+# Debian enables and starts on install; the
 # suite starts its own instances inside its own namespaces, so they are installed with
 # services blocked (policy-rc.d) and then disabled and masked: installing egress must never
 # leave another daemon running or starting at boot (squid would hold :3128, the port of
@@ -27,11 +28,12 @@ RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git public
 DEMO="curl python3"
 # Peers and tools of the test suite, the fuzzers (clang) and the package build and check.
 TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user
+ rsyslog rsyslog-openssl
  openssl procps psmisc chromium clang llvm debhelper lintian fakeroot dpkg-dev nodejs
  nftables"
 BENCH="trafficserver tinyproxy squid bubblewrap linux-perf strace"
 # Services of the test and bench peers above: never enabled, never left running.
-PEER_SERVICES="squid danted krb5-kdc krb5-admin-server trafficserver tinyproxy"
+PEER_SERVICES="squid danted krb5-kdc krb5-admin-server rsyslog trafficserver tinyproxy"
 
 usage() {
 	echo "usage: deps.sh [--list] build|runtime|demo|test|bench" >&2
@@ -100,6 +102,7 @@ for svc in $PEER_SERVICES; do
 	danted) pkg=dante-server ;;
 	krb5-kdc) pkg=krb5-kdc ;;
 	krb5-admin-server) pkg=krb5-admin-server ;;
+	rsyslog) pkg=rsyslog ;;
 	trafficserver) pkg=trafficserver ;;
 	tinyproxy) pkg=tinyproxy ;;
 	*) continue ;;

@@ -1,7 +1,8 @@
 /* test_logsyslog.c - the syslog mirror of the decision log (egressd/dlog_syslog.c):
  * RFC 5424 framing with structured data and escaping; every record written by the real
  * writer arrives as one datagram carrying the file's exact line; an absent collector
- * never disturbs the log; bad targets are refused. */
+ * never disturbs the log and its loss is recorded there; bad targets and settings that do
+ * not belong together are refused; octet-counting frames. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@
 
 #include "egressd/dlog.h"
 #include "egressd/dlog_syslog.h"
+#include "egressd/metrics.h"
 #include "common/dlogchain.h"
 
 static void
@@ -67,25 +69,123 @@ test_format(void **state)
 	assert_int_equal(dlog_syslog_format(line, sizeof(line) - 1, "h", 1, out, 100), -1);
 }
 
+static struct dlog_syslog *
+open_target(const char *t, char *err, size_t errlen)
+{
+	struct dlog_syslog_config c = { .target = t };
+
+	return dlog_syslog_open(&c, err, errlen);
+}
+
 static void
 test_targets(void **state)
 {
 	static const char *const bad[] = { "tcp:127.0.0.1:514", "udp:localhost:514",
-	    "unix:relative/path", "udp:127.0.0.1", "", "unix:" };
+	    "unix:relative/path", "udp:127.0.0.1", "", "unix:", "tcp://localhost:514",
+	    "tls://127.0.0.1", "tcp://127.0.0.1:0x10", "udp://127.0.0.1:514" };
 	char err[256];
 	struct dlog_syslog *s;
+	struct dlog_syslog_stats st;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_null(dlog_syslog_open(bad[i], err, sizeof(err)));
+		assert_null(open_target(bad[i], err, sizeof(err)));
 		assert_non_null(strstr(err, "log_syslog"));
 	}
-	s = dlog_syslog_open("udp:127.0.0.1:9", err, sizeof(err));
+	s = open_target("udp:127.0.0.1:9", err, sizeof(err));
+	assert_non_null(s);
+	dlog_syslog_stats(s, &st);
+	assert_string_equal(st.transport, "udp");
+	dlog_syslog_close(s);
+	s = open_target("udp:[::1]:9", err, sizeof(err));
 	assert_non_null(s);
 	dlog_syslog_close(s);
-	s = dlog_syslog_open("udp:[::1]:9", err, sizeof(err));
-	assert_non_null(s);
-	dlog_syslog_close(s);
+}
+
+/* The settings that belong together, as config.c and egressd -t check them. */
+static void
+test_check(void **state)
+{
+	struct dlog_syslog_config c;
+	char err[512];
+	enum dlog_syslog_kind k;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	(void)state;
+	assert_int_equal(dlog_syslog_target_parse("tcp://198.51.100.20:514", &k, &ss, &sl, err,
+	    sizeof(err)), 0);
+	assert_int_equal(k, DLOG_SYSLOG_TCP);
+	assert_int_equal(dlog_syslog_target_parse("tls://[2001:db8::1]:6514", &k, &ss, &sl,
+	    err, sizeof(err)), 0);
+	assert_int_equal(k, DLOG_SYSLOG_TLS);
+	assert_int_equal(ss.ss_family, AF_INET6);
+
+	/* tls:// without a CA is refused, naming the setting */
+	c = (struct dlog_syslog_config){ .target = "tls://198.51.100.20:6514" };
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "log_syslog_ca"));
+	/* a client certificate without its key */
+	c.ca = "/nonexistent/ca.pem";
+	c.cert = "/nonexistent/cert.pem";
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "log_syslog_key"));
+	/* syntax alone passes; loading the (missing) files does not */
+	c.key = "/nonexistent/key.pem";
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), 0);
+	assert_int_equal(dlog_syslog_check(&c, true, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "log_syslog_ca /nonexistent/ca.pem"));
+	/* TLS settings on a plain target, a spool on datagrams, a spool out of range */
+	c = (struct dlog_syslog_config){ .target = "tcp://198.51.100.20:514", .ca = "/x" };
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "tls://"));
+	c = (struct dlog_syslog_config){ .target = "udp:198.51.100.20:514", .spool_max = 1 << 20 };
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "log_syslog_spool"));
+	c = (struct dlog_syslog_config){ .target = "tcp://198.51.100.20:514", .spool_max = 100 };
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "log_syslog_spool"));
+	c.spool_max = EGRESS_SYSLOG_SPOOL_MIN;
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), 0);
+	/* a name with a scheme or a port in it is not a name */
+	c = (struct dlog_syslog_config){ .target = "tls://198.51.100.20:6514", .ca = "/ca",
+		.name = "logs.example.com:6514" };
+	assert_int_equal(dlog_syslog_check(&c, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "log_syslog_name"));
+}
+
+/* RFC 6587 octet counting: "LEN SP MSG", LEN in decimal octets of MSG. */
+static void
+test_frame(void **state)
+{
+	char out[64];
+
+	(void)state;
+	assert_int_equal(dlog_syslog_frame("<110>1 x", 8, out, sizeof(out)), 10);
+	assert_memory_equal(out, "8 <110>1 x", 10);
+	assert_int_equal(dlog_syslog_frame("0123456789", 10, out, sizeof(out)), 13);
+	assert_memory_equal(out, "10 0123456789", 13);
+	/* exactly fitting, one short, empty, over the message bound */
+	assert_int_equal(dlog_syslog_frame("abcd", 4, out, 6), 6);
+	assert_int_equal(dlog_syslog_frame("abcd", 4, out, 5), -1);
+	assert_int_equal(dlog_syslog_frame("", 0, out, sizeof(out)), -1);
+	assert_int_equal(dlog_syslog_frame(out, DLOG_SYSLOG_MSG_MAX + 1, out, sizeof(out)), -1);
+	{
+		/* the largest message: its frame fits DLOG_SYSLOG_FRAME_MAX */
+		char *msg = malloc(DLOG_SYSLOG_MSG_MAX), *fr = malloc(DLOG_SYSLOG_FRAME_MAX);
+		char head[16];
+		int h;
+
+		assert_non_null(msg);
+		assert_non_null(fr);
+		memset(msg, 'm', DLOG_SYSLOG_MSG_MAX);
+		h = snprintf(head, sizeof(head), "%d ", DLOG_SYSLOG_MSG_MAX);
+		assert_int_equal(dlog_syslog_frame(msg, DLOG_SYSLOG_MSG_MAX, fr,
+		    DLOG_SYSLOG_FRAME_MAX), h + DLOG_SYSLOG_MSG_MAX);
+		assert_memory_equal(fr, head, (size_t)h);
+		free(msg);
+		free(fr);
+	}
 }
 
 static void
@@ -152,13 +252,45 @@ test_mirror_end_to_end(void **state)
 	assert_int_equal(dlog_append_sync(d, "decision", json_pack("{s:s}", "principal", "p"),
 	    5000), 0);
 	assert_true(dlog_writable(d));
+	{
+		/* the failed send is counted, and shown in the metrics */
+		struct metrics_stats m;
+		struct dlog_syslog_stats st;
+		size_t mlen;
+		char *txt;
+
+		assert_true(dlog_syslog_status(d, &st));
+		assert_string_equal(st.transport, "unix");
+		assert_int_equal(st.dropped, 1);
+		assert_int_equal(st.sent, 0);
+		memset(&m, 0, sizeof(m));
+		m.dlog = d;
+		txt = metrics_render(&m, NULL, &mlen);
+		assert_non_null(txt);
+		assert_non_null(strstr(txt, "\negressd_syslog_dropped_total{transport=\"unix\"} 1\n"));
+		assert_non_null(strstr(txt, "\negressd_syslog_loss_episodes_total 1\n"));
+		assert_null(strstr(txt, "egressd_syslog_spool_bytes"));   /* streams only */
+		free(txt);
+	}
 	dlog_close(d);
 	{
 		struct dlog_verify v;
 
 		dlog_verify_init(&v, false);
 		assert_int_equal(dlog_verify_file(&v, logp), DLOG_INTACT);
-		assert_int_equal(v.records, 4);
+		assert_int_equal(v.records, 5);   /* 3 + 1 + its syslog_loss record */
+	}
+	/* the collector was absent: the loss is recorded in the log itself, at close */
+	{
+		FILE *lf = fopen(logp, "r");
+		char l[4096], last[4096] = "";
+
+		assert_non_null(lf);
+		while (fgets(l, sizeof(l), lf) != NULL)
+			snprintf(last, sizeof(last), "%s", l);
+		fclose(lf);
+		assert_non_null(strstr(last, "\"event\":\"syslog_loss\",\"dropped\":1,"));
+		assert_non_null(strstr(last, "\"collector\":\"unix:"));
 	}
 	/* a bad target fails dlog_open (egressd refuses to start) */
 	cfg.syslog_target = "tcp:127.0.0.1:514";
@@ -178,6 +310,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_targets),
+		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_frame),
 		cmocka_unit_test(test_mirror_end_to_end),
 	};
 

@@ -403,7 +403,7 @@ cmd_route(struct ctl *c, int argc, char **argv)
 static int
 cmd_status(struct ctl *c, int argc, char **argv)
 {
-	json_t *r, *log;
+	json_t *r, *log, *sy;
 	int rc;
 
 	(void)argv;
@@ -425,6 +425,21 @@ cmd_status(struct ctl *c, int argc, char **argv)
 			printf("decision log: %s, seq %lld, %s\n", jstr(log, "path"),
 			    jint(log, "seq"), json_is_true(json_object_get(log, "writable")) ?
 			    "writable" : "NOT WRITABLE (hops refused: audit_unavailable)");
+		sy = json_is_object(log) ? json_object_get(log, "syslog") : NULL;
+		if (json_is_object(sy)) {
+			const char *tr = jstr(sy, "transport");
+			bool stream = strcmp(tr, "tcp") == 0 || strcmp(tr, "tls") == 0;
+
+			printf("syslog mirror: %s, %s, sent %lld, lost %lld", jstr(sy, "target"),
+			    !stream ? "datagrams" : json_is_true(json_object_get(sy, "connected")) ?
+			    "connected" : "NOT CONNECTED", jint(sy, "sent"), jint(sy, "dropped"));
+			if (stream)
+				printf(", holding %lld record(s) (%lld bytes)", jint(sy, "spool_records"),
+				    jint(sy, "spool_bytes"));
+			if (json_is_string(json_object_get(sy, "error")))
+				printf(" (%s)", jstr(sy, "error"));
+			printf("\n");
+		}
 	}
 	json_decref(r);
 	return 0;
