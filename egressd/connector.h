@@ -6,8 +6,9 @@
  * whole is bounded by a deadline.
  *
  * The one connector for address lists: the direct path (session.c: the checked
- * addresses, pinned - never re-resolved) and upstream proxies (upstream.c: the proxy's
- * addresses, one at a time).
+ * addresses, pinned - never re-resolved), upstream proxies (upstream.c: the proxy's
+ * addresses, one at a time) and the one retry of a reused upstream connection
+ * (relay_http.c: the same pinned address).
  * Owns: every attempt's socket and event until done runs; the winning socket then
  * belongs to the caller. Callers run on the event loop of base.
  */

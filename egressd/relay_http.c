@@ -3,7 +3,8 @@
  * the response head is parsed once (egressd/httpresp), judged (407 through a proxy, 101,
  * the session's on_response hook), rebuilt for the client; the body is framed (RFC 9112
  * 6.3); a delivered response may keep the client and upstream connections; a reused
- * upstream connection that closed before any response byte is retried once on a fresh one.
+ * upstream connection that closed before any response byte is retried once on a fresh one
+ * (through egressd/connector, the one connector for every upstream connection).
  * Moving the bytes is tunnel.c's; the internals both share are tunnel_int.h.
  */
 #include "egressd/tunnel_int.h"
@@ -19,6 +20,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/connector.h"
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
 
@@ -200,55 +202,78 @@ relay_http_delivered(struct tunnel *t)
 	tunnel_end(t, REASON_CLOSE_UPSTREAM);
 }
 
+static void retry_connected(const struct connector_result *r, void *arg);
+
 /*
  * The reused upstream socket failed before the origin said anything: it closed the idle
  * connection as egressd reused it (a race no client can avoid). The request has no body,
- * so the forwarded head still in the client->upstream buffer is the whole request: send
- * it once more on a fresh connection to the same pinned address. False when that is not
- * allowed or not possible (the caller fails as before).
+ * so the forwarded head kept in rhead is the whole request: connect once more to the same
+ * pinned address, through the one connector (egressd/connector.h) like every upstream
+ * connection, and send it again (retry_connected). False when that is not allowed or not
+ * possible (the caller fails as before).
  */
 bool
 relay_http_retry_fresh(struct tunnel *t)
 {
 	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
-	struct event *rev, *wev;
-	int fd;
+	/* one address, one attempt; the tunnel's idle timer bounds the wait (an origin that
+	 * does not answer is upstream_timeout, as for the first connection's response) */
+	struct connector_opts co = { .max_inflight = 1, .stagger_us = 0, .deadline_us = 0 };
 
-	if (t->o.retry_salen == 0 || t->retried || t->up_any || t->closing ||
+	if (!t->o.retry || t->retried || t->up_any || t->closing ||
 	    t->o.req_body != 0 || c2u->body != 0 || u2c->final_started || u2c->headlen != 0 ||
 	    t->rhead == NULL || !tunnel_dir_reserve(c2u, t->nrhead))
 		return false;
 	t->retried = true;
-	fd = socket(t->o.retry_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	t->retry_conn = connector_start(t->base, &t->o.retry_addr, 1, t->o.retry_port, &co,
+	    retry_connected, NULL, t);
+	if (t->retry_conn == NULL)
 		return false;
-	if (connect(fd, (const struct sockaddr *)&t->o.retry_sa, t->o.retry_salen) != 0 &&
-	    errno != EINPROGRESS) {
-		close(fd);
-		return false;
+	log_debug("tunnel: reused upstream connection closed before any response byte; "
+	    "retrying the request once on a fresh connection to the same pinned address");
+	/* the failed socket is done with: nothing waits on it while the connector runs */
+	event_del(u2c->rev);
+	event_del(c2u->wev);
+	close(t->ufd);
+	t->ufd = -1;
+	u2c->src = -1;
+	c2u->dst = -1;
+	if (t->o.retried != NULL)
+		*t->o.retried = true;
+	return true;
+}
+
+/* The fresh connection of the retry: send the whole head again on it, or end (the origin
+ * is unreachable now, as the first failure said). */
+static void
+retry_connected(const struct connector_result *r, void *arg)
+{
+	struct tunnel *t = arg;
+	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
+	struct event *rev = NULL, *wev = NULL;
+
+	t->retry_conn = NULL;           /* it frees itself */
+	if (r->fd >= 0) {
+		rev = event_new(t->base, r->fd, EV_READ, tunnel_ev_read, u2c);
+		wev = event_new(t->base, r->fd, EV_WRITE, tunnel_ev_write, c2u);
 	}
-	rev = event_new(t->base, fd, EV_READ, tunnel_ev_read, u2c);
-	wev = event_new(t->base, fd, EV_WRITE, tunnel_ev_write, c2u);
 	if (rev == NULL || wev == NULL) {
 		if (rev != NULL)
 			event_free(rev);
 		if (wev != NULL)
 			event_free(wev);
-		close(fd);
-		return false;
+		if (r->fd >= 0)
+			close(r->fd);
+		tunnel_end(t, REASON_UPSTREAM_RESET);
+		return;
 	}
-	log_debug("tunnel: reused upstream connection closed before any response byte; "
-	    "retrying the request once on a fresh connection to the same pinned address");
 	event_free(u2c->rev);
 	event_free(c2u->wev);
 	u2c->rev = rev;
 	c2u->wev = wev;
-	close(t->ufd);
-	t->ufd = fd;
-	u2c->src = fd;
-	c2u->dst = fd;
-	if (t->o.retried != NULL)
-		*t->o.retried = true;
+	t->ufd = r->fd;
+	u2c->src = r->fd;
+	c2u->dst = r->fd;
 	memcpy(c2u->buf, t->rhead, t->nrhead);  /* the whole head again */
 	c2u->boff = 0;
 	c2u->blen = t->nrhead;
@@ -257,7 +282,6 @@ relay_http_retry_fresh(struct tunnel *t)
 	u2c->eof = false;
 	u2c->done = false;
 	t->last_ms = mono_msec();
-	event_add(c2u->wev, NULL);  /* writable once connected */
+	event_add(c2u->wev, NULL);
 	event_add(u2c->rev, NULL);
-	return true;
 }

@@ -62,7 +62,6 @@ static void transparent_head_read(struct session *s, struct evbuffer *in,
     const unsigned char *p, size_t look);
 static void head_event(struct bufferevent *bev, short what, void *arg);
 static void head_timeout(evutil_socket_t fd, short what, void *arg);
-static void pending_event(struct bufferevent *bev, short what, void *arg);
 static void follow_memo(struct session *s);
 static void authorize(struct session *s);
 static void log_probed(int err, void *arg);
@@ -76,7 +75,7 @@ static void step_proxy(struct session *s, const struct addr *pinned);
 static void resolved(const struct resolve_answer *ans, void *arg);
 static void step_resolve(struct session *s);
 static void step_check(struct session *s, const struct addr *in, size_t n);
-static void connect_failed_all(struct session *s);
+static void connect_failed_all(struct session *s, const struct connector_result *r);
 static void connected(const struct connector_result *r, void *arg);
 static void step_connect(struct session *s);
 static void allow_logged(int err, void *arg);
@@ -87,6 +86,7 @@ static enum reason session_on_response(const struct httpresp *r, char *refusal,
     size_t *nrefusal, void *arg);
 static void start_tunnel(struct session *s);
 static void sni_end(struct session *s, enum reason why);
+static void setup_free(struct session *s);
 static void session_detach(struct session *s);
 static void cancel_pending(struct session *s);
 static void session_free(struct session *s);
@@ -109,6 +109,60 @@ grant_gone(const struct lgrant *lg)
 	    lg->dead : REASON_ALLOWED;
 }
 
+/* The current route entry goes through an upstream proxy (false before the route). */
+static bool
+via_proxy(const struct session *s)
+{
+	const struct session_setup *su = s->se_su;
+
+	return su->su_route.n > 0 && su->su_route.entries[su->su_route_i].kind != PROXY_DIRECT;
+}
+
+/*
+ * Pinning through a proxy: resolve and check locally, send the checked literal. An IP
+ * literal destination is always sent as itself (after the class check). Without pinning
+ * (the default, "preferred") egressd still resolves and checks the classes itself where
+ * it can (check-without-pinning: a name that resolves only to refused classes is
+ * refused), and sends the name: the proxy resolves (attested: false, checked: local).
+ * Where it cannot resolve the name, the name goes to the proxy unchecked (checked: none);
+ * pinning = required refuses instead (docs/routing.md).
+ */
+static bool
+pin_local(const struct session *s)
+{
+	return via_proxy(s) && (s->se_lg->g->pinning == PINNING_REQUIRED ||
+	    s->se_su->su_req.host.kind != HOST_NAME);
+}
+
+/*
+ * Connected to the checked address kept[idx] (or, through a proxy, at its gate): from
+ * now on that is the hop's pinned address when egressd chose it (attested).
+ */
+static void
+pin(struct session *s, size_t idx)
+{
+	s->se_attested = !via_proxy(s) || pin_local(s);
+	if (s->se_attested)
+		s->se_pinned = s->se_su->su_ac.kept[idx];
+}
+
+/*
+ * The allow record could not be written: the upstream socket is closed before the
+ * refusal. A direct hop is then no longer connected (its deny record names no pinned
+ * address); at a proxy's gate the literal egressd chose stays what it would have sent.
+ */
+static void
+unpin(struct session *s)
+{
+	struct session_setup *su = s->se_su;
+
+	if (!via_proxy(s))
+		s->se_attested = false;
+	if (su->su_ufd >= 0)
+		close(su->su_ufd);
+	su->su_ufd = -1;
+}
+
 /* ---- hops ---- */
 
 const char *
@@ -125,19 +179,20 @@ session_hop_id(struct session *s)
 static void
 keep_reqline(struct session *s, const unsigned char *p, size_t n)
 {
+	char *line = s->se_su->su_reqline;
 	size_t o = 0;
 
 	for (size_t i = 0; i < n && p[i] != '\r' && p[i] != '\n'; i++) {
 		if (o + 5 > EGRESS_LOG_TARGET_MAX)
 			break;
 		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
-			s->se_reqline[o++] = (char)p[i];
+			line[o++] = (char)p[i];
 		} else {
-			snprintf(s->se_reqline + o, 5, "\\x%02x", p[i]);
+			snprintf(line + o, 5, "\\x%02x", p[i]);
 			o += 4;
 		}
 	}
-	s->se_reqline[o] = '\0';
+	line[o] = '\0';
 }
 
 /* ---- transparent capture (docs/transparent.md) ---- */
@@ -147,13 +202,14 @@ keep_reqline(struct session *s, const unsigned char *p, size_t n)
  * the run's link namespace redirected it here; SO_ORIGINAL_DST (the connection's conntrack
  * entry in that namespace) says which. A connection to the listener itself (a
  * proxy-aware client) has no translation: its original destination is the listener.
- * Returns REASON_ALLOWED (se_transparent says whether it is captured), or the refusal.
+ * Returns REASON_ALLOWED (se_cap says whether it is captured), or the refusal.
  */
 static enum reason
 transparent_detect(struct session *s)
 {
 	struct sockaddr_in od, loc;
 	socklen_t ol = sizeof(od), ll = sizeof(loc);
+	struct session_capture *cap;
 	struct host h;
 	const char *name;
 	char ab[INET_ADDRSTRLEN];
@@ -166,21 +222,23 @@ transparent_detect(struct session *s)
 	    od.sin_family != AF_INET || loc.sin_family != AF_INET ||
 	    (od.sin_addr.s_addr == loc.sin_addr.s_addr && od.sin_port == loc.sin_port))
 		return REASON_ALLOWED;
-	s->se_transparent = true;
-	snprintf(s->se_orig_dst, sizeof(s->se_orig_dst), "%s:%u",
+	if ((cap = calloc(1, sizeof(*cap))) == NULL)
+		return REASON_INTERNAL_ERROR;
+	s->se_cap = cap;
+	snprintf(cap->cap_orig_dst, sizeof(cap->cap_orig_dst), "%s:%u",
 	    inet_ntop(AF_INET, &od.sin_addr, ab, sizeof(ab)) != NULL ? ab : "?",
 	    (unsigned)ntohs(od.sin_port));
 	name = tpool_lookup(s->se_lg->tpool, ntohl(od.sin_addr.s_addr));
 	if (name == NULL || od.sin_port == 0 ||
 	    host_parse(name, strlen(name), HOST_NO_PORT, &h) != HOST_OK)
 		return REASON_TRANSPARENT_UNMAPPED;
-	snprintf(s->se_tname, sizeof(s->se_tname), "%s", name);
-	s->se_tport = ntohs(od.sin_port);
+	snprintf(cap->cap_name, sizeof(cap->cap_name), "%s", name);
+	cap->cap_port = ntohs(od.sin_port);
 	/* A name granted for this port only as http:// is plain HTTP: its requests are read
 	 * and forwarded one by one like absolute-form ones. Anything else is the CONNECT a
 	 * proxy-aware client would have sent. */
-	s->se_thttp = grant_allows(s->se_lg->g, SCHEME_HTTP, &h, s->se_tport, NULL) &&
-	    !grant_allows(s->se_lg->g, SCHEME_HTTPS, &h, s->se_tport, NULL);
+	cap->cap_http = grant_allows(s->se_lg->g, SCHEME_HTTP, &h, cap->cap_port, NULL) &&
+	    !grant_allows(s->se_lg->g, SCHEME_HTTPS, &h, cap->cap_port, NULL);
 	return REASON_ALLOWED;
 }
 
@@ -189,21 +247,24 @@ transparent_detect(struct session *s)
 static void
 transparent_connect(struct session *s)
 {
+	struct session_setup *su = s->se_su;
+	const struct session_capture *cap = s->se_cap;
 	char head[EGRESS_HOSTNAME_MAX + 64];
 	enum reason why;
 	int hl = snprintf(head, sizeof(head), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n",
-	    s->se_tname, (unsigned)s->se_tport, s->se_tname, (unsigned)s->se_tport);
+	    cap->cap_name, (unsigned)cap->cap_port, cap->cap_name, (unsigned)cap->cap_port);
 
-	if (hl <= 0 || (size_t)hl >= sizeof(head) || (s->se_head = malloc((size_t)hl)) == NULL) {
+	if (hl <= 0 || (size_t)hl >= sizeof(head) || (su->su_head = malloc((size_t)hl)) == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	memcpy(s->se_head, head, (size_t)hl);
-	if (http_parse_request(s->se_head, (size_t)hl, &s->se_req, &why) != HTTP_PARSE_OK) {
+	memcpy(su->su_head, head, (size_t)hl);
+	if (http_parse_request(su->su_head, (size_t)hl, &su->su_req, &why) != HTTP_PARSE_OK) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	s->se_parsed = true;
+	s->se_state = SE_AUTHORIZE;
+	s->se_method = su->su_req.method;
 	authorize(s);
 }
 
@@ -218,6 +279,8 @@ static void
 transparent_head_read(struct session *s, struct evbuffer *in, const unsigned char *p,
     size_t look)
 {
+	struct session_setup *su = s->se_su;
+	const struct session_capture *cap = s->se_cap;
 	char pre[EGRESS_HOSTNAME_MAX + 32];
 	size_t m, pl, rl;
 	char *rw;
@@ -240,7 +303,7 @@ transparent_head_read(struct session *s, struct evbuffer *in, const unsigned cha
 		session_refuse(s, REASON_MALFORMED_REQUEST);
 		return;
 	}
-	n = snprintf(pre, sizeof(pre), "http://%s:%u", s->se_tname, (unsigned)s->se_tport);
+	n = snprintf(pre, sizeof(pre), "http://%s:%u", cap->cap_name, (unsigned)cap->cap_port);
 	if (n <= 0 || (size_t)n >= sizeof(pre)) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
@@ -271,36 +334,37 @@ transparent_head_read(struct session *s, struct evbuffer *in, const unsigned cha
 		session_refuse(s, why);
 		return;
 	}
-	s->se_head = malloc(tmp->head_len);
-	if (s->se_head == NULL) {
+	su->su_head = malloc(tmp->head_len);
+	if (su->su_head == NULL) {
 		free(rw);
 		free(tmp);
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	memcpy(s->se_head, rw, tmp->head_len);
+	memcpy(su->su_head, rw, tmp->head_len);
 	evbuffer_drain(in, tmp->head_len - pl);
 	rl = tmp->head_len;
 	free(rw);
 	free(tmp);
-	if (http_parse_request(s->se_head, rl, &s->se_req, &why) != HTTP_PARSE_OK) {
+	if (http_parse_request(su->su_head, rl, &su->su_req, &why) != HTTP_PARSE_OK) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	s->se_parsed = true;
-	bufferevent_disable(s->se_cbev, EV_READ);
-	event_del(s->se_timer);
-	for (size_t i = 0; i < s->se_req.nheaders; i++) {
-		const struct http_header *hh = &s->se_req.headers[i];
+	s->se_state = SE_AUTHORIZE;
+	s->se_method = su->su_req.method;
+	bufferevent_disable(su->su_cbev, EV_READ);
+	event_del(su->su_timer);
+	for (size_t i = 0; i < su->su_req.nheaders; i++) {
+		const struct http_header *hh = &su->su_req.headers[i];
 		struct host hv;
 
 		if (hh->name_len != 4 || strncasecmp(hh->name, "host", 4) != 0)
 			continue;
 		if (host_parse(hh->value, hh->value_len, 0, &hv) != HOST_OK ||
-		    hv.kind != HOST_NAME || strcmp(hv.name, s->se_tname) != 0 ||
-		    (hv.port != 0 && hv.port != s->se_tport)) {
+		    hv.kind != HOST_NAME || strcmp(hv.name, cap->cap_name) != 0 ||
+		    (hv.port != 0 && hv.port != cap->cap_port)) {
 			log_info("conn %llu: captured request to %s carries Host %.*s: refused",
-			    (unsigned long long)s->se_id, s->se_tname,
+			    (unsigned long long)s->se_id, cap->cap_name,
 			    (int)(hh->value_len > 200 ? 200 : hh->value_len), hh->value);
 			session_refuse(s, REASON_HOST_MISMATCH);
 			return;
@@ -313,6 +377,7 @@ static void
 head_read(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t len = evbuffer_get_length(in);
 	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
@@ -321,9 +386,9 @@ head_read(struct bufferevent *bev, void *arg)
 	enum reason why;
 	enum http_parse pr;
 
-	if (s->se_state != S_HEAD)
+	if (s->se_state != SE_HEAD)
 		return;
-	if (s->se_thttp) {
+	if (s->se_cap != NULL && s->se_cap->cap_http) {
 		transparent_head_read(s, in, p, look);
 		return;
 	}
@@ -347,22 +412,23 @@ head_read(struct bufferevent *bev, void *arg)
 	/* Keep our own copy of the head (the request borrows it), leave the rest queued. */
 	size_t hl = tmp->head_len;
 	free(tmp);
-	s->se_head = malloc(hl);
-	if (s->se_head == NULL) {
+	su->su_head = malloc(hl);
+	if (su->su_head == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	evbuffer_remove(in, s->se_head, hl);
-	if (http_parse_request(s->se_head, hl, &s->se_req, &why) != HTTP_PARSE_OK) {
+	evbuffer_remove(in, su->su_head, hl);
+	if (http_parse_request(su->su_head, hl, &su->su_req, &why) != HTTP_PARSE_OK) {
 		session_refuse(s, REASON_INTERNAL_ERROR);   /* cannot happen: same bytes */
 		return;
 	}
-	s->se_parsed = true;
+	s->se_state = SE_AUTHORIZE;
+	s->se_method = su->su_req.method;
 	bufferevent_disable(bev, EV_READ);
-	event_del(s->se_timer);
+	event_del(su->su_timer);
 	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
-	    http_method_str(s->se_req.method), (int)(s->se_req.target_len > 200 ? 200 :
-	    s->se_req.target_len), s->se_req.target);
+	    http_method_str(su->su_req.method), (int)(su->su_req.target_len > 200 ? 200 :
+	    su->su_req.target_len), su->su_req.target);
 	authorize(s);
 }
 
@@ -372,7 +438,7 @@ head_event(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	/* The client left before a complete head: there is no hop to decide. */
-	if (s->se_state == S_HEAD)
+	if (s->se_state == SE_HEAD)
 		session_free(s);
 }
 
@@ -381,25 +447,29 @@ head_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->se_state != S_HEAD)
+	if (s->se_state != SE_HEAD)
 		return;
-	/* An idle kept-alive connection that sent nothing more has no hop to decide. */
-	if (s->se_keepalive_wait && s->se_cbev != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->se_cbev)) == 0) {
+	/* An idle kept-alive connection (an earlier hop was decided on it) that sent nothing
+	 * more has no hop to decide. */
+	if (s->se_hop_n > 0 && s->se_su->su_cbev != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(s->se_su->su_cbev)) == 0) {
 		session_free(s);
 		return;
 	}
 	session_refuse(s, REASON_HEADER_TIMEOUT);
 }
 
-/* While the decision is pending the client may close: notice it and stop. */
-static void
-pending_event(struct bufferevent *bev, short what, void *arg)
+/* A request's setup state, sockets not yet there. NULL on ENOMEM. */
+static struct session_setup *
+setup_new(void)
 {
-	struct session *s = arg;
+	struct session_setup *su = calloc(1, sizeof(*su));
 
-	if (s->se_state == S_HEAD)
-		session_free(s);
+	if (su == NULL)
+		return NULL;
+	su->su_ufd = -1;
+	su->su_kept_ufd = -1;
+	return su;
 }
 
 void
@@ -407,15 +477,18 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
     socklen_t peerlen)
 {
 	struct session *s = calloc(1, sizeof(*s));
+	struct session_setup *su = s != NULL ? setup_new() : NULL;
 	struct addr a;
 	char ab[EGRESS_ADDRSTR_MAX];
 	uint16_t port;
 	struct timeval tv;
 
-	if (s == NULL) {
+	if (su == NULL) {
+		free(s);
 		close(fd);
 		return;
 	}
+	s->se_su = su;
 	s->se_d = d;
 	s->se_lg = lg;
 	lgrant_ref(lg);
@@ -427,9 +500,6 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	snprintf(s->se_conn, sizeof(s->se_conn), "c-%08x-%llu", d->boot_id,
 	    (unsigned long long)s->se_id);
 	s->se_cfd = fd;
-	s->se_ufd = -1;
-	s->se_kept_ufd = -1;
-	s->se_t0_us = mono_usec();
 	s->se_gc.kill = session_kill;
 	lgrant_attach(lg, &s->se_gc);
 	s->se_attached = true;
@@ -441,13 +511,13 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	    addr_to_str(&a, ab, sizeof(ab)), port);
 	(void)peerlen;
 
-	s->se_cbev = bufferevent_socket_new(d->base, fd, 0);
-	s->se_timer = evtimer_new(d->base, head_timeout, s);
-	if (s->se_cbev == NULL || s->se_timer == NULL) {
+	su->su_cbev = bufferevent_socket_new(d->base, fd, 0);
+	su->su_timer = evtimer_new(d->base, head_timeout, s);
+	if (su->su_cbev == NULL || su->su_timer == NULL) {
 		session_free(s);
 		return;
 	}
-	s->se_state = S_HEAD;
+	s->se_state = SE_HEAD;
 	{
 		enum reason tr = transparent_detect(s);
 		if (tr != REASON_ALLOWED) {
@@ -472,19 +542,18 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 		session_refuse(s, grant_gone(lg));
 		return;
 	}
-	if (s->se_transparent && !s->se_thttp) {
+	if (s->se_cap != NULL && !s->se_cap->cap_http) {
 		transparent_connect(s);
 		return;
 	}
 	/* Accept only a bounded head before the decision; the parser enforces limits, the
 	 * watermark keeps libevent from reading further ahead. */
-	bufferevent_setwatermark(s->se_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(s->se_cbev, head_read, NULL, head_event, s);
-	bufferevent_enable(s->se_cbev, EV_READ);
+	bufferevent_setwatermark(su->su_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(su->su_cbev, head_read, NULL, head_event, s);
+	bufferevent_enable(su->su_cbev, EV_READ);
 	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
 	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(s->se_timer, &tv);
-	(void)pending_event;
+	evtimer_add(su->su_timer, &tv);
 }
 
 /* ---- authorization ---- */
@@ -499,32 +568,34 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 static void
 follow_memo(struct session *s)
 {
+	struct session_setup *su = s->se_su;
 	const struct grant *g = s->se_lg->g;
 	struct redirmemo_hit hit;
-	bool connect = s->se_req.method == HTTP_CONNECT;
+	bool connect = su->su_req.method == HTTP_CONNECT;
 
 	redirmemo_lookup(s->se_d->memo, s->se_lg->id, connect ? SCHEME_HTTPS : SCHEME_HTTP,
-	    &s->se_req.host, s->se_req.port, connect ? NULL : s->se_req.path,
-	    connect ? 0 : s->se_req.path_len, mono_msec(), &hit);
+	    &su->su_req.host, su->su_req.port, connect ? NULL : su->su_req.path,
+	    connect ? 0 : su->su_req.path_len, mono_msec(), &hit);
 	if (hit.linked) {
-		memcpy(s->se_parent_hop, hit.parent_hop, sizeof(s->se_parent_hop));
-		s->se_chain_depth = hit.depth;
+		memcpy(su->su_parent_hop, hit.parent_hop, sizeof(su->su_parent_hop));
+		su->su_chain_depth = hit.depth;
 	}
 	if (connect || !hit.strip ||
-	    grant_credentials_bound(g, SCHEME_HTTP, &s->se_req.host, s->se_req.port))
+	    grant_credentials_bound(g, SCHEME_HTTP, &su->su_req.host, su->su_req.port))
 		return;
-	s->se_strip_creds = true;
-	for (size_t i = 0; i < s->se_req.nheaders; i++) {
-		const struct http_header *h = &s->se_req.headers[i];
+	su->su_strip_creds = true;
+	for (size_t i = 0; i < su->su_req.nheaders; i++) {
+		const struct http_header *h = &su->su_req.headers[i];
 		if ((h->name_len == 13 && strncasecmp(h->name, "authorization", 13) == 0) ||
 		    (h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0))
-			s->se_creds_stripped = true;
+			su->su_creds_stripped = true;
 	}
 }
 
 static void
 authorize(struct session *s)
 {
+	struct session_setup *su = s->se_su;
 	const struct grant *g = s->se_lg->g;
 
 	follow_memo(s);
@@ -537,31 +608,31 @@ authorize(struct session *s)
 		session_refuse(s, REASON_SHUTTING_DOWN);
 		return;
 	}
-	if (s->se_req.method != HTTP_CONNECT && s->se_req.upgrade) {
+	if (su->su_req.method != HTTP_CONNECT && su->su_req.upgrade) {
 		session_refuse(s, REASON_UPGRADE_REFUSED);
 		return;
 	}
 	/* The run's credential placeholder belongs in its model connection's intercepted
 	 * credential header only: seen in any head egressd reads in clear, it is refused. */
-	if (s->se_lg->placeholder[0] != '\0' && s->se_head != NULL &&
-	    memmem(s->se_head, s->se_req.head_len, s->se_lg->placeholder,
+	if (s->se_lg->placeholder[0] != '\0' && su->su_head != NULL &&
+	    memmem(su->su_head, su->su_req.head_len, s->se_lg->placeholder,
 	    strlen(s->se_lg->placeholder)) != NULL) {
 		log_info("conn %llu: the run's credential placeholder in a request to %s: refused",
-		    (unsigned long long)s->se_id, s->se_req.host.name);
+		    (unsigned long long)s->se_id, su->su_req.host.name);
 		session_refuse(s, REASON_CREDENTIAL_MISDIRECTED);
 		return;
 	}
 	/* A grant naming a model connection that a reload removed: refused before anything
 	 * opens upstream (start_tunnel checks again, a reload may come in between). */
-	if (g->connection[0] != '\0' && s->se_req.method == HTTP_CONNECT) {
+	if (g->connection[0] != '\0' && su->su_req.method == HTTP_CONNECT) {
 		const struct connection *c = connections_find(s->se_d->cfg->conns, g->connection);
 		if (c == NULL || c->apply == CONN_APPLY_NONE || s->se_d->cfg->origin_ctx == NULL) {
 			session_refuse(s, REASON_CONNECTION_UNAVAILABLE);
 			return;
 		}
 	}
-	if (!grant_allows(g, s->se_req.scheme, &s->se_req.host, s->se_req.port, NULL)) {
-		session_refuse(s, s->se_req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
+	if (!grant_allows(g, su->su_req.scheme, &su->su_req.host, su->su_req.port, NULL)) {
+		session_refuse(s, su->su_req.host.kind == HOST_NAME ? REASON_NOT_GRANTED :
 		    REASON_IP_LITERAL_NOT_GRANTED);
 		return;
 	}
@@ -574,12 +645,12 @@ authorize(struct session *s)
 		 * record) before anything else; until then, and when the probe fails, refuse:
 		 * a hop that could not be recorded never opens an upstream connection. */
 		if (!dlog_accepting(s->se_d->dlog) || dlog_probe(s->se_d->dlog, log_probed, s,
-		    &s->se_ticket) != 0) {
-			s->se_ticket = NULL;
+		    &su->su_ticket) != 0) {
+			su->su_ticket = NULL;
 			session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 			return;
 		}
-		s->se_state = S_LOG;
+		s->se_state = SE_LOG_PROBE;
 		return;
 	}
 	step_route(s);
@@ -591,7 +662,7 @@ log_probed(int err, void *arg)
 {
 	struct session *s = arg;
 
-	s->se_ticket = NULL;
+	s->se_su->su_ticket = NULL;
 	if (err != 0) {
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
@@ -608,33 +679,24 @@ log_probed(int err, void *arg)
 static void
 try_route_entry(struct session *s)
 {
-	const struct proxy_route *e = &s->se_route.entries[s->se_route_i];
+	const struct session_setup *su = s->se_su;
 
-	s->se_via_proxy = e->kind != PROXY_DIRECT;
-	/* Pinning through a proxy: resolve and check locally, send the checked literal. An IP
-	 * literal destination is always sent as itself (after the class check). Without
-	 * pinning (the default, "preferred") egressd still resolves and checks the classes
-	 * itself where it can (check-without-pinning: a name that resolves only to refused
-	 * classes is refused), and sends the name: the proxy resolves (attested: false,
-	 * checked: local). Where it cannot resolve the name, the name goes to the proxy
-	 * unchecked (checked: none); pinning = required refuses instead (docs/routing.md). */
-	s->se_pin_local = s->se_via_proxy && (s->se_lg->g->pinning == PINNING_REQUIRED ||
-	    s->se_req.host.kind != HOST_NAME);
-	if (s->se_checked) {
+	/* pin_local (above) decides whether this entry resolves and checks locally */
+	if (su->su_checked) {
 		/* already resolved and checked for an earlier entry: reuse, never re-resolve */
-		if (s->se_via_proxy)
-			step_proxy(s, s->se_pin_local ? &s->se_ac.kept[0] : NULL);
+		if (via_proxy(s))
+			step_proxy(s, pin_local(s) ? &su->su_ac.kept[0] : NULL);
 		else
 			step_connect(s);
 		return;
 	}
-	if (s->se_did_resolve) {
+	if (su->su_did_resolve) {
 		/* an earlier entry's lookup failed: only an unpinned proxy can do without it */
-		if (s->se_via_proxy && !s->se_pin_local)
+		if (via_proxy(s) && !pin_local(s))
 			step_proxy(s, NULL);
 		else
-			session_refuse(s, s->se_via_proxy ? REASON_PINNING_UNAVAILABLE :
-			    s->se_dns_status);
+			session_refuse(s, via_proxy(s) ? REASON_PINNING_UNAVAILABLE :
+			    su->su_dns_status);
 		return;
 	}
 	step_resolve(s);
@@ -644,49 +706,70 @@ static void
 routed(const struct route_result *res, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 
-	s->se_rreq = NULL;
+	su->su_rreq = NULL;
 	if (res->status != REASON_ALLOWED || res->n == 0) {
 		session_refuse(s, res->status != REASON_ALLOWED ? res->status :
 		    REASON_ROUTE_UNAVAILABLE);
 		return;
 	}
-	s->se_route = *res;
-	s->se_route_i = 0;
-	s->se_routed = true;
+	su->su_route = *res;         /* n > 0: routed */
+	su->su_route_i = 0;
 	try_route_entry(s);
 }
 
 static void
 step_route(struct session *s)
 {
-	s->se_state = S_ROUTE;
-	s->se_rreq = route_lookup(s->se_d->router, s->se_req.scheme, &s->se_req.host, s->se_req.port,
-	    routed, s);
-	if (s->se_rreq == NULL)
+	struct session_setup *su = s->se_su;
+
+	s->se_state = SE_ROUTE;
+	su->su_rreq = route_lookup(s->se_d->router, su->su_req.scheme,
+	    &su->su_req.host, su->su_req.port, routed, s);
+	if (su->su_rreq == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 }
 
 /* ---- upstream proxies ---- */
 
+/* egressd's Proxy-Authorization value for a forwarded request: wiped, then freed. */
+static void
+proxy_authz_free(struct session_setup *su)
+{
+	if (su->su_proxy_authz != NULL) {
+		secret_wipe(su->su_proxy_authz, strlen(su->su_proxy_authz));
+		free(su->su_proxy_authz);
+		su->su_proxy_authz = NULL;
+	}
+}
+
+/* The proxy's answer so far, for the records (the gate's, then the end's). */
+static void
+proxy_facts(struct session *s, const struct upstream_result *r)
+{
+	s->se_proxy_known = true;
+	s->se_proxy_have_addr = r->have_proxy_addr;
+	s->se_proxy_addr = r->proxy_addr;
+	s->se_proxy_status = r->proxy_status;
+	s->se_proxy_auth = r->auth;
+}
+
 static void
 proxied(const struct upstream_result *r, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 
-	s->se_ureq = NULL;
-	if (s->se_up.proxy_authorization != NULL) {
-		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
-		free(s->se_up.proxy_authorization);
-	}
-	s->se_up = *r;
-	s->se_have_up = true;
-	s->se_connect_us = mono_usec() - s->se_connect_start_us;
+	su->su_ureq = NULL;
+	proxy_authz_free(su);
+	su->su_proxy_authz = r->proxy_authorization;    /* ours now */
+	proxy_facts(s, r);
+	su->su_connect_us = mono_usec() - su->su_connect_start_us;
 	if (r->status == REASON_ALLOWED) {
-		s->se_ufd = r->fd;
-		s->se_connected = true;
-		s->se_addr_i = 0;
-		metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
+		su->su_ufd = r->fd;
+		pin(s, 0);              /* under pinning the literal sent is kept[0] */
+		metrics_observe(&s->se_d->stats.connect, su->su_connect_us);
 		if (!s->se_allow_open) {
 			step_log_allow(s);      /* no gate ran (cannot happen with proxy_gate) */
 			return;
@@ -698,13 +781,13 @@ proxied(const struct upstream_result *r, void *arg)
 		start_tunnel(s);
 		return;
 	}
-	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->se_id, s->se_route_i + 1,
-	    r->detail);
+	log_info("conn %llu: route entry %zu: %s", (unsigned long long)s->se_id,
+	    su->su_route_i + 1, r->detail);
 	/* Failover only before the gate (connect or TLS to the proxy): after it, the allow
 	 * record names this entry and the hop ends here with its close. */
-	if (!s->se_allow_open && r->failover_ok && s->se_route_i + 1 < s->se_route.n) {
-		s->se_route_i++;
-		s->se_have_up = false;
+	if (!s->se_allow_open && r->failover_ok && su->su_route_i + 1 < su->su_route.n) {
+		su->su_route_i++;
+		s->se_proxy_known = false;
 		try_route_entry(s);
 		return;
 	}
@@ -723,21 +806,21 @@ proxy_gate(struct upstream_req *u, const struct upstream_result *so_far, void *a
 	struct session *s = arg;
 
 	(void)u;
-	s->se_up.have_proxy_addr = so_far->have_proxy_addr;
-	s->se_up.proxy_addr = so_far->proxy_addr;
-	s->se_up.auth = so_far->auth;
-	s->se_up.proxy_status = 0;
-	s->se_have_up = true;
-	s->se_at_gate = true;
-	s->se_addr_i = 0;               /* under pinning the literal sent is kept[0] */
-	s->se_connect_us = mono_usec() - s->se_connect_start_us;
+	s->se_proxy_known = true;
+	s->se_proxy_have_addr = so_far->have_proxy_addr;
+	s->se_proxy_addr = so_far->proxy_addr;
+	s->se_proxy_auth = so_far->auth;
+	s->se_proxy_status = 0;
+	pin(s, 0);                      /* under pinning the literal sent is kept[0] */
+	s->se_su->su_connect_us = mono_usec() - s->se_su->su_connect_start_us;
 	step_log_allow(s);
 }
 
 static void
 step_proxy(struct session *s, const struct addr *pinned)
 {
-	const struct proxy_route *via = &s->se_route.entries[s->se_route_i];
+	struct session_setup *su = s->se_su;
+	const struct proxy_route *via = &su->su_route.entries[su->su_route_i];
 	struct upstream_params p;
 
 	if (!dlog_writable(s->se_d->dlog)) {
@@ -746,9 +829,9 @@ step_proxy(struct session *s, const struct addr *pinned)
 	}
 	memset(&p, 0, sizeof(p));
 	p.via = via;
-	p.target_name = s->se_req.host.name;
+	p.target_name = su->su_req.host.name;
 	p.target_addr = pinned;
-	p.target_port = s->se_req.port;
+	p.target_port = su->su_req.port;
 	p.cred = proxycreds_find(router_credentials(s->se_d->router), &via->proxy);
 	p.res = s->se_d->resolver;
 	p.gss = router_gssauth(s->se_d->router);
@@ -757,11 +840,11 @@ step_proxy(struct session *s, const struct addr *pinned)
 	p.gate = proxy_gate;
 	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly
 	 * refuse CONNECT to port 80); SOCKS5 carries it as a TCP stream like CONNECT. */
-	p.forward = s->se_req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
-	s->se_state = S_CONNECT;
-	s->se_connect_start_us = mono_usec();
-	s->se_ureq = upstream_connect(s->se_d->base, &p, proxied, s);
-	if (s->se_ureq == NULL)
+	p.forward = su->su_req.method != HTTP_CONNECT && via->kind != PROXY_SOCKS5;
+	s->se_state = SE_CONNECT;
+	su->su_connect_start_us = mono_usec();
+	su->su_ureq = upstream_connect(s->se_d->base, &p, proxied, s);
+	if (su->su_ureq == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 }
 
@@ -771,68 +854,73 @@ static void
 resolved(const struct resolve_answer *ans, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 
-	s->se_dreq = NULL;
-	if (s->se_dns_counted) {
+	su->su_dreq = NULL;
+	if (su->su_dns_counted) {
 		s->se_lg->dns_pending--;
-		s->se_dns_counted = false;
+		su->su_dns_counted = false;
 	}
-	s->se_did_resolve = true;
-	s->se_dns_status = ans->status;
-	s->se_resolve_us = ans->duration_us;
+	su->su_did_resolve = true;
+	su->su_dns_status = ans->status;
+	su->su_resolve_us = ans->duration_us;
 	metrics_observe(&s->se_d->stats.dns, ans->duration_us);
 	if (ans->status != REASON_ALLOWED) {
-		if (s->se_via_proxy && !s->se_pin_local) {
+		if (via_proxy(s) && !pin_local(s)) {
 			/* check-without-pinning could not resolve: the proxy resolves, unchecked
 			 * (checked: none in the record) */
 			log_debug("conn %llu: %s: no local answer (%s); the proxy resolves it unchecked",
-			    (unsigned long long)s->se_id, s->se_req.host.name, reason_str(ans->status));
+			    (unsigned long long)s->se_id, su->su_req.host.name, reason_str(ans->status));
 			step_proxy(s, NULL);
 			return;
 		}
-		if (s->se_via_proxy) {
+		if (via_proxy(s)) {
 			/* The grant requires pinning, and egressd could not resolve the name itself:
 			 * sending the name to the proxy would be an unattested hop. */
 			log_info("conn %llu: pinning required for %s but local resolution failed (%s); "
 			    "refusing instead of letting the proxy resolve", (unsigned long long)s->se_id,
-			    s->se_req.host.name, reason_str(ans->status));
+			    su->su_req.host.name, reason_str(ans->status));
 			session_refuse(s, REASON_PINNING_UNAVAILABLE);
 			return;
 		}
 		session_refuse(s, ans->status);
 		return;
 	}
-	s->se_nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs : EGRESS_DNS_ADDRS_MAX;
-	memcpy(s->se_resolved, ans->addrs, s->se_nresolved * sizeof(s->se_resolved[0]));
-	step_check(s, s->se_resolved, s->se_nresolved);
+	su->su_nresolved = ans->naddrs < EGRESS_DNS_ADDRS_MAX ? ans->naddrs :
+	    EGRESS_DNS_ADDRS_MAX;
+	memcpy(su->su_resolved, ans->addrs,
+	    su->su_nresolved * sizeof(su->su_resolved[0]));
+	step_check(s, su->su_resolved, su->su_nresolved);
 }
 
 static void
 step_resolve(struct session *s)
 {
-	if (s->se_req.host.kind != HOST_NAME) {
-		s->se_resolved[0] = s->se_req.host.addr;
-		s->se_nresolved = 1;
-		step_check(s, s->se_resolved, 1);
+	struct session_setup *su = s->se_su;
+
+	if (su->su_req.host.kind != HOST_NAME) {
+		su->su_resolved[0] = su->su_req.host.addr;
+		su->su_nresolved = 1;
+		step_check(s, su->su_resolved, 1);
 		return;
 	}
 	/* max_dns_pending counts lookups that ask the DNS server: a hop that joins a running
 	 * lookup of the same name (resolve.h, single flight) or is served by the cache sends
 	 * nothing and is not counted. */
-	bool joins = !resolver_would_query(s->se_d->resolver, s->se_req.host.name);
+	bool joins = !resolver_would_query(s->se_d->resolver, su->su_req.host.name);
 	if (!joins && s->se_lg->dns_pending >= s->se_d->cfg->max_dns_pending) {
 		session_refuse(s, REASON_LIMIT_DNS_PENDING);
 		return;
 	}
-	s->se_state = S_RESOLVE;
-	s->se_dreq = resolver_lookup(s->se_d->resolver, s->se_req.host.name, resolved, s);
-	if (s->se_dreq == NULL) {
+	s->se_state = SE_RESOLVE;
+	su->su_dreq = resolver_lookup(s->se_d->resolver, su->su_req.host.name, resolved, s);
+	if (su->su_dreq == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
 	if (!joins) {
 		s->se_lg->dns_pending++;
-		s->se_dns_counted = true;
+		su->su_dns_counted = true;
 	}
 }
 
@@ -841,6 +929,7 @@ step_resolve(struct session *s)
 static void
 step_check(struct session *s, const struct addr *in, size_t n)
 {
+	struct session_setup *su = s->se_su;
 	struct addr self[SELF_ADDRS_MAX];
 	size_t nself = grants_self_addrs(s->se_d->grants, self, SELF_ADDRS_MAX);
 	enum reason r;
@@ -849,24 +938,24 @@ step_check(struct session *s, const struct addr *in, size_t n)
 		addr_from_sockaddr(&self[nself++], (struct sockaddr *)&s->se_d->cfg->metrics_addr);
 	/* egressd's own listeners are never a destination, whatever the grant or the class
 	 * override says: addrcheck_hop takes them out first (listed as "self"). */
-	r = addrcheck_hop(in, n, s->se_req.host.kind != HOST_NAME, self, nself,
-	    &s->se_lg->g->allow_address, &s->se_d->cfg->allow_special, &s->se_ac);
-	s->se_checked = true;
+	r = addrcheck_hop(in, n, su->su_req.host.kind != HOST_NAME, self, nself,
+	    &s->se_lg->g->allow_address, &s->se_d->cfg->allow_special, &su->su_ac);
+	su->su_checked = true;
 	if (r != REASON_ALLOWED) {
 		session_refuse(s, r);
 		return;
 	}
-	if (s->se_ac.lifted_override != 0) {
+	if (su->su_ac.lifted_override != 0) {
 		char cb[128];
 		/* per hop at debug level only: the record says override: true, and egressd
 		 * names the override once at start-up */
 		log_debug("conn %llu: allow_special_address override lifted class(es) %s for %s",
-		    (unsigned long long)s->se_id, addrcheck_classes_str(s->se_ac.lifted_override, cb,
-		    sizeof(cb)), s->se_req.host.name);
+		    (unsigned long long)s->se_id, addrcheck_classes_str(su->su_ac.lifted_override, cb,
+		    sizeof(cb)), su->su_req.host.name);
 	}
-	if (s->se_via_proxy) {
+	if (via_proxy(s)) {
 		/* pinned: the checked literal; unpinned: the name, after the check */
-		step_proxy(s, s->se_pin_local ? &s->se_ac.kept[0] : NULL);
+		step_proxy(s, pin_local(s) ? &su->su_ac.kept[0] : NULL);
 		return;
 	}
 	step_connect(s);
@@ -876,18 +965,20 @@ step_check(struct session *s, const struct addr *in, size_t n)
 
 /* Every checked address failed: fail over to the next route entry, or refuse. */
 static void
-connect_failed_all(struct session *s)
+connect_failed_all(struct session *s, const struct connector_result *r)
 {
-	if (s->se_route_i + 1 < s->se_route.n) {
+	struct session_setup *su = s->se_su;
+
+	if (su->su_route_i + 1 < su->su_route.n) {
 		/* the route lists a fallback: a connect failure may move on to it */
 		log_info("conn %llu: direct connect failed; trying route entry %zu",
-		    (unsigned long long)s->se_id, s->se_route_i + 2);
-		s->se_route_i++;
+		    (unsigned long long)s->se_id, su->su_route_i + 2);
+		su->su_route_i++;
 		try_route_entry(s);
 		return;
 	}
-	session_refuse(s, s->se_any_timeout ? REASON_CONNECT_TIMEOUT :
-	    s->se_last_err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
+	session_refuse(s, r->timed_out ? REASON_CONNECT_TIMEOUT :
+	    r->err == ECONNREFUSED ? REASON_CONNECT_REFUSED : REASON_CONNECT_FAILED);
 }
 
 /* The connector's end: the winner is exactly one checked address (pinned). */
@@ -895,57 +986,56 @@ static void
 connected(const struct connector_result *r, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 
-	s->se_connector = NULL;         /* it frees itself */
+	su->su_connector = NULL;         /* it frees itself */
 	if (r->fd < 0) {
-		s->se_last_err = r->err;
-		s->se_any_timeout = r->timed_out;
-		connect_failed_all(s);
+		connect_failed_all(s, r);
 		return;
 	}
-	s->se_ufd = r->fd;
-	s->se_addr_i = r->idx;
-	s->se_connected = true;
-	s->se_connect_us = mono_usec() - s->se_connect_start_us;
-	metrics_observe(&s->se_d->stats.connect, s->se_connect_us);
+	su->su_ufd = r->fd;
+	pin(s, r->idx);
+	su->su_connect_us = mono_usec() - su->su_connect_start_us;
+	metrics_observe(&s->se_d->stats.connect, su->su_connect_us);
 	step_log_allow(s);
 }
 
 static void
 step_connect(struct session *s)
 {
+	struct session_setup *su = s->se_su;
+
 	if (!dlog_writable(s->se_d->dlog)) {
 		/* Do not even open the upstream connection when it could not be recorded. */
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
-	s->se_state = S_CONNECT;
-	s->se_addr_i = 0;
-	s->se_connect_start_us = mono_usec();
+	s->se_state = SE_CONNECT;
+	su->su_connect_start_us = mono_usec();
 	/* Plain HTTP on the direct route: an idle connection this grant left to one of the
 	 * addresses just checked saves the connect (never another grant's, never another
 	 * address: the pool's key is exactly that). */
-	if (s->se_req.method != HTTP_CONNECT && !s->se_via_proxy) {
-		for (size_t i = 0; i < s->se_ac.nkept; i++) {
-			int fd = upool_take(s->se_d->upool, s->se_lg, &s->se_ac.kept[i],
-			    s->se_req.port);
+	if (su->su_req.method != HTTP_CONNECT && !via_proxy(s)) {
+		for (size_t i = 0; i < su->su_ac.nkept; i++) {
+			int fd = upool_take(s->se_d->upool, s->se_lg, &su->su_ac.kept[i],
+			    su->su_req.port);
 			if (fd >= 0) {
-				s->se_ufd = fd;
-				s->se_addr_i = i;
-				s->se_connected = true;
-				s->se_up_reused = true;
-				s->se_connect_us = 0;
+				su->su_ufd = fd;
+				pin(s, i);
+				su->su_up_reused = true;
+				su->su_connect_us = 0;
 				step_log_allow(s);
 				return;
 			}
 		}
 	}
 	struct connector_opts co = { .max_inflight = HE_ATTEMPTS_MAX, .stagger_us = HE_DELAY_US,
-		.deadline_us = s->se_connect_start_us + s->se_d->cfg->connect_timeout_ms * 1000 };
+		.deadline_us = su->su_connect_start_us +
+		    s->se_d->cfg->connect_timeout_ms * 1000 };
 	/* Only the checked addresses, in order, never re-resolving (pinning). */
-	s->se_connector = connector_start(s->se_d->base, s->se_ac.kept, s->se_ac.nkept,
-	    s->se_req.port, &co, connected, NULL, s);
-	if (s->se_connector == NULL)
+	su->su_connector = connector_start(s->se_d->base, su->su_ac.kept,
+	    su->su_ac.nkept, su->su_req.port, &co, connected, NULL, s);
+	if (su->su_connector == NULL)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 }
 
@@ -955,17 +1045,15 @@ static void
 allow_logged(int err, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 
-	s->se_ticket = NULL;
+	su->su_ticket = NULL;
 	if (err != 0) {
 		/* Never an allow without its record: none was written, so no close either. */
 		s->se_allow_open = false;
 		log_warnx("conn %llu: allow record not written (%s): refusing",
 		    (unsigned long long)s->se_id, strerror(err));
-		s->se_connected = false;
-		if (s->se_ufd >= 0)
-			close(s->se_ufd);
-		s->se_ufd = -1;
+		unpin(s);
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);   /* cancels a gated proxy request */
 		return;
 	}
@@ -976,10 +1064,10 @@ allow_logged(int err, void *arg)
 		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	if (s->se_ureq != NULL) {
+	if (su->su_ureq != NULL) {
 		/* proxied route, at the gate: only now the proxy protocol begins */
-		s->se_state = S_CONNECT;
-		upstream_proceed(s->se_ureq);
+		s->se_state = SE_PROXY;
+		upstream_proceed(su->su_ureq);
 		return;
 	}
 	start_tunnel(s);
@@ -994,15 +1082,15 @@ step_log_allow(struct session *s)
 		session_refuse(s, grant_gone(s->se_lg));
 		return;
 	}
-	s->se_state = S_LOG;
-	f = record_hop_decision(s, true, REASON_ALLOWED);
+	s->se_state = SE_LOG_ALLOW;
+	/* the close record's destination, kept past the setup */
+	free(s->se_dest);
+	s->se_dest = record_dest(s);
+	f = s->se_dest != NULL ? record_hop_decision(s, true, REASON_ALLOWED) : NULL;
 	if (f == NULL || dlog_append(s->se_d->dlog, "decision", f, allow_logged, s,
-	    &s->se_ticket) != 0) {
-		s->se_ticket = NULL;
-		s->se_connected = false;
-		if (s->se_ufd >= 0)
-			close(s->se_ufd);
-		s->se_ufd = -1;
+	    &s->se_su->su_ticket) != 0) {
+		s->se_su->su_ticket = NULL;
+		unpin(s);
 		session_refuse(s, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
@@ -1019,21 +1107,24 @@ static void
 tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;    /* NULL once a CONNECT tunnel ran */
+	bool freeing = s->se_state == SE_FREEING;
+	bool kept = su != NULL && su->su_client_kept && !freeing;
 
 	s->se_tun = NULL;
-	if (!s->se_client_kept || s->se_freeing)
+	if (!kept)
 		s->se_cfd = -1;                /* the tunnel closed both sockets */
-	if (s->se_kept_ufd >= 0) {
+	if (su != NULL && su->su_kept_ufd >= 0) {
 		/* a framed HTTP/1.1 exchange left the upstream connection clean: park it for
 		 * this grant and this pinned address only */
-		if (s->se_freeing || !s->se_connected || s->se_via_proxy)
-			close(s->se_kept_ufd);
+		if (freeing || !s->se_attested || via_proxy(s))
+			close(su->su_kept_ufd);
 		else
-			upool_put(s->se_d->upool, s->se_lg, &s->se_ac.kept[s->se_addr_i], s->se_req.port,
-			    s->se_kept_ufd);
-		s->se_kept_ufd = -1;
+			upool_put(s->se_d->upool, s->se_lg, &s->se_pinned, su->su_req.port,
+			    su->su_kept_ufd);
+		su->su_kept_ufd = -1;
 	}
-	if (s->se_up_retried)
+	if (su != NULL && su->su_up_retried)
 		log_info("conn %llu: hop %s: reused upstream connection was closed by the origin "
 		    "before any response; retried once on a fresh connection to the same pinned "
 		    "address", (unsigned long long)s->se_id, session_hop_id(s));
@@ -1042,18 +1133,18 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 	record_write(s, "close", record_close(s, why, up, down));
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->se_id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
-	if (s->se_freeing)
+	if (freeing)
 		return;
-	if (s->se_client_kept && s->se_cfd >= 0 && s->se_next_ev != NULL) {
+	if (kept && s->se_cfd >= 0 && su->su_next_ev != NULL) {
 		/* Keep-alive: the next request is a new hop, read outside this callback (the
-		 * tunnel is freed when we return). */
-		s->se_state = S_HEAD;
-		s->se_parsed = false;      /* a refusal before the next head is a hop of its own */
+		 * tunnel is freed when we return). A refusal before the next head is a hop of
+		 * its own (SE_HEAD: no request parsed). */
+		s->se_state = SE_HEAD;
 		s->se_hop[0] = '\0';
-		s->se_parent_hop[0] = '\0';
-		s->se_creds_stripped = false;
+		su->su_parent_hop[0] = '\0';
+		su->su_creds_stripped = false;
 		s->se_resp_status = 0;
-		event_active(s->se_next_ev, EV_TIMEOUT, 0);
+		event_active(su->su_next_ev, EV_TIMEOUT, 0);
 		return;
 	}
 	session_free(s);
@@ -1094,6 +1185,7 @@ static enum reason
 session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, void *arg)
 {
 	struct session *s = arg;
+	struct session_setup *su = s->se_su;
 	const struct grant *g = s->se_lg->g;
 	struct redirect_target *t;
 	const char *detail = NULL, *loc;
@@ -1116,11 +1208,11 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 	} else if (httpresp_find(r, "location", 1) >= 0) {
 		rr = REASON_REDIRECT_INVALID;
 		detail = "more than one Location";
-	} else if ((e = redirect_resolve(loc, loclen, &s->se_req.host, s->se_req.port, s->se_req.path,
-	    s->se_req.path_len, t)) != REDIRECT_OK) {
+	} else if ((e = redirect_resolve(loc, loclen, &su->su_req.host, su->su_req.port, su->su_req.path,
+	    su->su_req.path_len, t)) != REDIRECT_OK) {
 		rr = redirect_err_reason(e);
 		detail = redirect_err_str(e);
-	} else if (s->se_chain_depth + 1 > EGRESS_REDIRECT_CHAIN_MAX) {
+	} else if (su->su_chain_depth + 1 > EGRESS_REDIRECT_CHAIN_MAX) {
 		rr = REASON_REDIRECT_LOOP;
 	} else {
 		rr = redirect_authorize(g, t, &g->allow_address, &s->se_d->cfg->allow_special,
@@ -1133,12 +1225,12 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 				detail = "egressd's own address";
 			}
 		}
-		cross = !redirect_same_origin(t, &s->se_req.host, s->se_req.port);
+		cross = !redirect_same_origin(t, &su->su_req.host, su->su_req.port);
 	}
 	(void)session_hop_id(s);                /* the request's id comes first */
 	snprintf(rhop, sizeof(rhop), "%s/%u", s->se_conn, ++s->se_hop_n);
 	if (rr == REASON_ALLOWED && redirmemo_record(s->se_d->memo, s->se_lg->id, t->scheme,
-	    &t->host, t->port, t->path, strlen(t->path), rhop, s->se_chain_depth + 1, cross,
+	    &t->host, t->port, t->path, strlen(t->path), rhop, su->su_chain_depth + 1, cross,
 	    mono_msec()) != 0)
 		rr = REASON_INTERNAL_ERROR;     /* stripping could not be remembered */
 	record_write(s, "decision", record_redirect(s, r, t, t != NULL && e == REDIRECT_OK,
@@ -1162,11 +1254,13 @@ session_on_response(const struct httpresp *r, char *refusal, size_t *nrefusal, v
 static void
 sni_end(struct session *s, enum reason why)
 {
+	struct session_setup *su = s->se_su;
+
 	sniguard_free(s->se_sni);
 	s->se_sni = NULL;
-	if (s->se_ufd >= 0)
-		close(s->se_ufd);
-	s->se_ufd = -1;
+	if (su->su_ufd >= 0)
+		close(su->su_ufd);
+	su->su_ufd = -1;
 	if (s->se_cfd >= 0)
 		close(s->se_cfd);
 	tunnel_done(why, 0, 0, s);          /* takes s->se_cfd as closed; frees s */
@@ -1189,12 +1283,15 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 
 	s->se_sni_checked = true;
 	s->se_tls_seen = ch != NULL;
-	if (ch != NULL && ch->has_sni)
-		snprintf(s->se_sni_name, sizeof(s->se_sni_name), "%s", ch->sni);
+	if (ch != NULL && ch->has_sni && (s->se_sni_name = strdup(ch->sni)) == NULL) {
+		log_warnx("conn %llu: out of memory keeping the server name",
+		    (unsigned long long)s->se_id);
+		r = REASON_INTERNAL_ERROR;
+	}
 	sniguard_free(s->se_sni);           /* ch lives in it */
 	s->se_sni = NULL;
 	/* Captured and granted as https://: bytes that are not TLS have no name to check. */
-	if (r == REASON_ALLOWED && ch == NULL && s->se_transparent)
+	if (r == REASON_ALLOWED && ch == NULL && s->se_cap != NULL)
 		r = REASON_TLS_EXPECTED;
 	if (r == REASON_CLOSE_CLIENT) {
 		/* The client left before its ClientHello: nothing was refused, so no second
@@ -1205,7 +1302,7 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 	if (r != REASON_ALLOWED) {
 		json_t *f = record_hop_decision(s, false, r);
 		if (f != NULL && s->se_tls_seen)
-			json_object_set_new(f, "sni", s->se_sni_name[0] != '\0' ?
+			json_object_set_new(f, "sni", s->se_sni_name != NULL ?
 			    json_string(s->se_sni_name) : json_null());
 		record_write(s, "decision", f);
 		metrics_decision(&s->se_d->stats, 0, r);
@@ -1225,6 +1322,7 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 static bool
 modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npending)
 {
+	struct session_setup *su = s->se_su;
 	const struct lgrant *lg = s->se_lg;
 	const struct connection *conn = NULL;
 	struct mitm_ca *ca = lg->ca != NULL ? lg->ca : s->se_d->cfg->mitm_ca;
@@ -1241,18 +1339,18 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 			return true;
 		}
 	}
-	if (conn != NULL && connection_covers(conn, &s->se_req.host, s->se_req.port)) {
+	if (conn != NULL && connection_covers(conn, &su->su_req.host, su->su_req.port)) {
 		struct mitm_opts o;
 		json_t *base = record_hop_decision(s, true, REASON_ALLOWED);
 
 		memset(&o, 0, sizeof(o));
-		o.server_ctx = ca != NULL ? mitm_ca_server_ctx(ca, &s->se_req.host, err,
+		o.server_ctx = ca != NULL ? mitm_ca_server_ctx(ca, &su->su_req.host, err,
 		    sizeof(err)) : NULL;
 		/* Never opaque, never without the credential: refuse instead. */
 		if (npending > 0 || o.server_ctx == NULL || base == NULL) {
 			if (o.server_ctx == NULL)
 				log_warnx("conn %llu: no leaf for %s: %s", (unsigned long long)s->se_id,
-				    s->se_req.host.name, ca != NULL ? err : "no interception CA");
+				    su->su_req.host.name, ca != NULL ? err : "no interception CA");
 			SSL_CTX_free(o.server_ctx);
 			json_decref(base);
 			session_refuse(s, npending > 0 ? REASON_TLS_EXPECTED : ca == NULL ?
@@ -1263,8 +1361,8 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.dlog = s->se_d->dlog;
 		o.record_base = base;
 		o.hop = session_hop_id(s);
-		o.host = s->se_req.host;
-		o.port = s->se_req.port;
+		o.host = su->su_req.host;
+		o.port = su->su_req.port;
 		o.conns = s->se_d->cfg->conns;
 		o.conn = conn;
 		o.client_ctx = s->se_d->cfg->origin_ctx;
@@ -1280,52 +1378,47 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;
 		o.done = mitm_ended;
 		o.arg = s;
-		s->se_mitm = mitm_start(s->se_cfd, s->se_ufd, ok200,
-		    s->se_transparent ? 0 : n200, &o);
+		s->se_mitm = mitm_start(s->se_cfd, su->su_ufd, ok200,
+		    s->se_cap != NULL ? 0 : n200, &o);
 		SSL_CTX_free(o.server_ctx);
 		json_decref(base);
 		if (s->se_mitm == NULL) {
 			session_refuse(s, REASON_INTERNAL_ERROR);
 			return true;
 		}
-		s->se_ufd = -1;                 /* both sockets are the mitm's now */
-		bufferevent_free(s->se_cbev);
-		s->se_cbev = NULL;
-		if (s->se_timer != NULL)
-			event_del(s->se_timer);
-		s->se_tls_done = true;
-		s->se_state = S_TUNNEL;
+		su->su_ufd = -1;         /* both sockets are the mitm's now */
+		setup_free(s);                 /* the mitm holds what it needs */
+		s->se_state = SE_TUNNEL;
 		s->se_lg->ntunnels++;
 		return true;
 	}
 	/* Captured: a tcp:// entry is an opaque stream (ssh, git, a server that speaks
 	 * first: nothing is waited for); anything else was granted as https:// and must show
 	 * a ClientHello naming its host on whatever port (docs/transparent.md). */
-	if (s->se_transparent) {
-		if (grant_allows(lg->g, SCHEME_TCP, &s->se_req.host, s->se_req.port, NULL))
+	if (s->se_cap != NULL) {
+		if (grant_allows(lg->g, SCHEME_TCP, &su->su_req.host, su->su_req.port, NULL))
 			return false;
-	} else if (s->se_req.port != 443)
+	} else if (su->su_req.port != 443)
 		return false;
 	/* Opaque tunnel to 443: the 200 now, then the ClientHello is peeked (sniguard.h). */
 	do
-		w = s->se_transparent ? (ssize_t)n200 :
+		w = s->se_cap != NULL ? (ssize_t)n200 :
 		    send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (w < 0 && errno == EINTR);
 	if (w != (ssize_t)n200) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return true;
 	}
-	s->se_tls_done = true;
-	bufferevent_disable(s->se_cbev, EV_READ);
-	if (s->se_timer != NULL)
-		event_del(s->se_timer);
+	bufferevent_disable(su->su_cbev, EV_READ);
+	if (su->su_timer != NULL)
+		event_del(su->su_timer);
 	{
-		struct evbuffer *in = bufferevent_get_input(s->se_cbev);
+		struct evbuffer *in = bufferevent_get_input(su->su_cbev);
 		const unsigned char *pre = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
-		s->se_sni = sniguard_start(s->se_d->base, s->se_cfd, &s->se_req.host, pre, npending,
-		    EGRESS_CLIENTHELLO_WAIT_MS, sni_decided, s);
+		s->se_sni = sniguard_start(s->se_d->base, s->se_cfd, &su->su_req.host, pre,
+		    npending, EGRESS_CLIENTHELLO_WAIT_MS, sni_decided, s);
 	}
-	s->se_state = S_TUNNEL;
+	s->se_state = SE_TLS_CHECK;
 	s->se_lg->ntunnels++;
 	if (s->se_sni == NULL)
 		sni_end(s, REASON_INTERNAL_ERROR);
@@ -1335,14 +1428,19 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 static void
 start_tunnel(struct session *s)
 {
+	struct session_setup *su = s->se_su;
 	static const char ok200[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
-	struct evbuffer *in = bufferevent_get_input(s->se_cbev);
+	struct evbuffer *in = bufferevent_get_input(su->su_cbev);
 	size_t npending = evbuffer_get_length(in);
 	unsigned char *pending = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
 	struct tunnel_opts o;
 	char *fwd = NULL;
 	size_t nfwd = 0;
-	int ufd = s->se_ufd;
+	int ufd = su->su_ufd;
+	/* a CONNECT whose 200 is not out yet (after the ClientHello check it is); a captured
+	 * connection never hears it: the worker thinks it reached the origin */
+	bool send200 = s->se_method == HTTP_CONNECT && s->se_state != SE_TLS_CHECK;
+	bool tell200 = send200 && s->se_cap == NULL;
 
 	memset(&o, 0, sizeof(o));
 	o.splice = s->se_d->cfg->splice;
@@ -1352,83 +1450,76 @@ start_tunnel(struct session *s)
 	o.bytes_limit = s->se_lg->g->max_bytes;   /* the budget holds inside a tunnel too */
 	o.bytes_up_total = &s->se_d->stats.bytes_up;
 	o.bytes_down_total = &s->se_d->stats.bytes_down;
-	if (s->se_req.method != HTTP_CONNECT) {
+	if (su->su_req.method != HTTP_CONNECT) {
 		size_t cap = EGRESS_REQUEST_HEAD_MAX + 4096;
-		bool proxy_form = s->se_via_proxy && s->se_have_up &&
-		    s->se_route.entries[s->se_route_i].kind != PROXY_SOCKS5;
+		bool proxy_form = via_proxy(s) && s->se_proxy_known &&
+		    su->su_route.entries[su->su_route_i].kind != PROXY_SOCKS5;
 		/* only direct HTTP/1.1 connections to the pinned address are ever pooled */
-		bool pool_ok = !s->se_via_proxy && s->se_req.minor == 1;
+		bool pool_ok = !via_proxy(s) && su->su_req.minor == 1;
 		int flags = (proxy_form ? HTTP_FWD_PROXY_FORM : 0) |
-		    (s->se_strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0) |
+		    (su->su_strip_creds ? HTTP_FWD_STRIP_CREDENTIALS : 0) |
 		    (pool_ok ? HTTP_FWD_KEEPALIVE : 0);
 		fwd = malloc(cap);
 		if (fwd != NULL)
 			/* Under pinning the URL names the checked address: the proxy connects to it
 			 * and does not resolve the name itself (Host still names it). */
-			nfwd = http_build_request_head(&s->se_req, flags,
-			    s->se_pin_local ? &s->se_ac.kept[0] : NULL, s->se_up.proxy_authorization, NULL,
-			    fwd, cap);
-		if (s->se_up.proxy_authorization != NULL) {
-			secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
-			free(s->se_up.proxy_authorization);
-			s->se_up.proxy_authorization = NULL;
-		}
+			nfwd = http_build_request_head(&su->su_req, flags,
+			    pin_local(s) ? &su->su_ac.kept[0] : NULL, su->su_proxy_authz,
+			    NULL, fwd, cap);
+		proxy_authz_free(s->se_su);
 		if (fwd == NULL || nfwd == 0) {
 			free(fwd);
 			session_refuse(s, REASON_INTERNAL_ERROR);
 			return;
 		}
 		o.via_proxy = proxy_form;
-		o.proxy_auth_sent = proxy_form && s->se_up.auth != NULL;
-		o.proxy_status = &s->se_up.proxy_status;
+		o.proxy_auth_sent = proxy_form && s->se_proxy_auth != NULL;
+		o.proxy_status = &s->se_proxy_status;
 		o.http = true;
-		o.req_body = s->se_req.body == HTTP_BODY_LENGTH ? 1 :
-		    s->se_req.body == HTTP_BODY_CHUNKED ? 2 : 0;
-		o.req_body_len = s->se_req.content_length;
-		o.head_request = s->se_req.method == HTTP_HEAD;
+		o.req_body = su->su_req.body == HTTP_BODY_LENGTH ? 1 :
+		    su->su_req.body == HTTP_BODY_CHUNKED ? 2 : 0;
+		o.req_body_len = su->su_req.content_length;
+		o.head_request = su->su_req.method == HTTP_HEAD;
 		o.keep_upstream = pool_ok;
-		o.upstream_kept_fd = &s->se_kept_ufd;
-		s->se_kept_ufd = -1;
+		o.upstream_kept_fd = &su->su_kept_ufd;
+		su->su_kept_ufd = -1;
 		/* A reused connection the origin closed just as it was reused: a bodiless request
 		 * is sent again once on a fresh connection to the same pinned address. */
-		if (s->se_up_reused && s->se_req.body == HTTP_BODY_NONE &&
-		    (s->se_req.method == HTTP_GET || s->se_req.method == HTTP_HEAD ||
-		    s->se_req.method == HTTP_OPTIONS || s->se_req.method == HTTP_DELETE)) {
-			o.retry_salen = addr_to_sockaddr(&s->se_ac.kept[s->se_addr_i], s->se_req.port,
-			    &o.retry_sa);
-			o.retried = &s->se_up_retried;
+		if (su->su_up_reused && su->su_req.body == HTTP_BODY_NONE &&
+		    (su->su_req.method == HTTP_GET || su->su_req.method == HTTP_HEAD ||
+		    su->su_req.method == HTTP_OPTIONS || su->su_req.method == HTTP_DELETE)) {
+			o.retry = true;
+			o.retry_addr = s->se_pinned;
+			o.retry_port = su->su_req.port;
+			o.retried = &su->su_up_retried;
 		}
 		o.on_response = session_on_response;
 		/* Client keep-alive (HTTP/1.1 without Connection: close): bytes after this
 		 * request's body are the next request, a new hop: keep them for it. */
-		if (!s->se_req.conn_close && s->se_req.minor == 1 && s->se_next_ev == NULL)
-			s->se_next_ev = evtimer_new(s->se_d->base, session_next, s);
-		if (!s->se_req.conn_close && s->se_req.minor == 1 && s->se_next_ev != NULL) {
-			long nb = body_bytes(&s->se_req, pending, npending);
+		if (!su->su_req.conn_close && su->su_req.minor == 1 && su->su_next_ev == NULL)
+			su->su_next_ev = evtimer_new(s->se_d->base, session_next, s);
+		if (!su->su_req.conn_close && su->su_req.minor == 1 && su->su_next_ev != NULL) {
+			long nb = body_bytes(&su->su_req, pending, npending);
 			if (nb >= 0 && (size_t)nb < npending) {
-				s->se_carry = malloc(npending - (size_t)nb);
-				if (s->se_carry != NULL) {
-					memcpy(s->se_carry, pending + nb, npending - (size_t)nb);
-					s->se_ncarry = npending - (size_t)nb;
+				su->su_carry = malloc(npending - (size_t)nb);
+				if (su->su_carry != NULL) {
+					memcpy(su->su_carry, pending + nb, npending - (size_t)nb);
+					su->su_ncarry = npending - (size_t)nb;
 				}
 			}
-			if (nb >= 0 && (s->se_carry != NULL || (size_t)nb == npending)) {
+			if (nb >= 0 && (su->su_carry != NULL || (size_t)nb == npending)) {
 				npending = (size_t)nb;
 				o.keep_client = true;
-				o.client_kept = &s->se_client_kept;
+				o.client_kept = &su->su_client_kept;
 			}
 		}
 	}
 	s->se_tunnel_start_us = mono_usec();
 	/* Model connections: an intercepted tunnel, or the SNI check before an opaque one. */
-	if (s->se_req.method == HTTP_CONNECT && !s->se_tls_done &&
-	    modelconn_tunnel(s, ok200, sizeof(ok200) - 1, npending))
+	if (send200 && modelconn_tunnel(s, ok200, sizeof(ok200) - 1, npending))
 		return;
 	s->se_tun = tunnel_new(s->se_d->base, s->se_d->pipes, s->se_cfd, ufd,
-	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done && !s->se_transparent ?
-	    ok200 : NULL,
-	    s->se_req.method == HTTP_CONNECT && !s->se_tls_done && !s->se_transparent ?
-	    sizeof(ok200) - 1 : 0,
+	    tell200 ? ok200 : NULL, tell200 ? sizeof(ok200) - 1 : 0,
 	    fwd, nfwd, pending, npending, &o, tunnel_done, s);
 	if (fwd != NULL)
 		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
@@ -1438,13 +1529,18 @@ start_tunnel(struct session *s)
 		return;
 	}
 	/* The tunnel owns both sockets now. */
-	s->se_ufd = -1;
-	bufferevent_free(s->se_cbev);
-	s->se_cbev = NULL;
-	if (s->se_timer != NULL)
-		event_del(s->se_timer);
-	s->se_state = S_TUNNEL;
+	su->su_ufd = -1;
+	bufferevent_free(su->su_cbev);
+	su->su_cbev = NULL;
+	if (su->su_timer != NULL)
+		event_del(su->su_timer);
+	s->se_state = SE_TUNNEL;
 	s->se_lg->ntunnels++;
+	/* A CONNECT tunnel needs nothing of the setup any more: an idle tunnel holds only
+	 * struct session and the tunnel (docs/performance.md). An HTTP exchange keeps it
+	 * (its response hook and keep-alive read the request). */
+	if (s->se_method == HTTP_CONNECT)
+		setup_free(s);
 }
 
 /* ---- keep-alive: the next request on a kept client connection ---- */
@@ -1462,52 +1558,44 @@ session_next(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 	struct session *n = calloc(1, sizeof(*n));
+	struct session_setup *su = n != NULL ? setup_new() : NULL;
 	struct daemon *d = s->se_d;
 	struct timeval tv;
 
 	cancel_pending(s);
 	log_debug("conn %llu: next request (%zu bytes pipelined)", (unsigned long long)s->se_id,
-	    s->se_ncarry);
-	if (n == NULL || s->se_cfd < 0 || s->se_tun != NULL) {
+	    s->se_su->su_ncarry);
+	if (su == NULL || s->se_cfd < 0 || s->se_tun != NULL) {
+		free(su);
 		free(n);
 		session_free(s);
 		return;
 	}
+	n->se_su = su;
 	n->se_d = d;
 	n->se_lg = s->se_lg;                  /* the reference moves to n */
 	n->se_id = s->se_id;
 	memcpy(n->se_conn, s->se_conn, sizeof(n->se_conn));
 	memcpy(n->se_client, s->se_client, sizeof(n->se_client));
-	n->se_hop_n = s->se_hop_n;
+	n->se_hop_n = s->se_hop_n;            /* > 0: head_timeout knows a kept connection */
 	n->se_cfd = s->se_cfd;
-	n->se_ufd = -1;
-	n->se_kept_ufd = -1;
-	n->se_t0_us = mono_usec();
-	n->se_carry = steal_pointer(&s->se_carry);
-	n->se_ncarry = s->se_ncarry;
-	n->se_keepalive_wait = true;
-	n->se_transparent = s->se_transparent;
-	n->se_thttp = s->se_thttp;
-	n->se_tport = s->se_tport;
-	memcpy(n->se_tname, s->se_tname, sizeof(n->se_tname));
-	memcpy(n->se_orig_dst, s->se_orig_dst, sizeof(n->se_orig_dst));
+	su->su_carry = steal_pointer(&s->se_su->su_carry);
+	su->su_ncarry = s->se_su->su_ncarry;
+	n->se_cap = steal_pointer(&s->se_cap);  /* the next request is captured alike */
 	n->se_gc.kill = session_kill;
 	session_detach(s);
 	lgrant_attach(n->se_lg, &n->se_gc);
 	n->se_attached = true;
 	/* s goes without closing the socket or touching the counts n inherited */
-	if (s->se_timer != NULL)
-		event_free(s->se_timer);
-	if (s->se_cbev != NULL)
-		bufferevent_free(s->se_cbev);
-	event_free(s->se_next_ev);
-	free(s->se_head);
+	setup_free(s);
+	free(s->se_dest);
+	free(s->se_sni_name);
 	free(s);
 
-	n->se_state = S_HEAD;
-	n->se_cbev = bufferevent_socket_new(d->base, n->se_cfd, 0);
-	n->se_timer = evtimer_new(d->base, head_timeout, n);
-	if (n->se_cbev == NULL || n->se_timer == NULL) {
+	n->se_state = SE_HEAD;
+	su->su_cbev = bufferevent_socket_new(d->base, n->se_cfd, 0);
+	su->su_timer = evtimer_new(d->base, head_timeout, n);
+	if (su->su_cbev == NULL || su->su_timer == NULL) {
 		session_free(n);
 		return;
 	}
@@ -1515,30 +1603,30 @@ session_next(evutil_socket_t fd, short what, void *arg)
 		session_free(n);        /* no new hop starts; the client simply reconnects */
 		return;
 	}
-	bufferevent_setwatermark(n->se_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(n->se_cbev, head_read, NULL, head_event, n);
-	if (n->se_carry != NULL) {
+	bufferevent_setwatermark(su->su_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(su->su_cbev, head_read, NULL, head_event, n);
+	if (su->su_carry != NULL) {
 		/* a socket bufferevent keeps the end of its input frozen for everybody but
 		 * itself: thaw it for the bytes already read from this socket */
-		struct evbuffer *in = bufferevent_get_input(n->se_cbev);
+		struct evbuffer *in = bufferevent_get_input(su->su_cbev);
 		int rc = evbuffer_unfreeze(in, 0);
 		if (rc == 0)
-			rc = evbuffer_add(in, n->se_carry, n->se_ncarry);
+			rc = evbuffer_add(in, su->su_carry, su->su_ncarry);
 		(void)evbuffer_freeze(in, 0);
-		free(n->se_carry);
-		n->se_carry = NULL;
-		n->se_ncarry = 0;
+		free(su->su_carry);
+		su->su_carry = NULL;
+		su->su_ncarry = 0;
 		if (rc != 0) {
 			session_free(n);
 			return;
 		}
 	}
-	bufferevent_enable(n->se_cbev, EV_READ);
+	bufferevent_enable(su->su_cbev, EV_READ);
 	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
 	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(n->se_timer, &tv);
-	if (evbuffer_get_length(bufferevent_get_input(n->se_cbev)) > 0)
-		head_read(n->se_cbev, n);
+	evtimer_add(su->su_timer, &tv);
+	if (evbuffer_get_length(bufferevent_get_input(su->su_cbev)) > 0)
+		head_read(su->su_cbev, n);
 }
 
 /* ---- life cycle ---- */
@@ -1552,45 +1640,71 @@ session_detach(struct session *s)
 	}
 }
 
+/* Cancel every request the setup started and close the upstream socket it holds. */
 static void
 cancel_pending(struct session *s)
 {
-	if (s->se_rreq != NULL) {
-		route_cancel(s->se_rreq);
-		s->se_rreq = NULL;
+	struct session_setup *su = s->se_su;
+
+	if (su == NULL)
+		return;
+	if (su->su_rreq != NULL) {
+		route_cancel(su->su_rreq);
+		su->su_rreq = NULL;
 	}
-	if (s->se_dreq != NULL) {
-		resolve_cancel(s->se_dreq);
-		s->se_dreq = NULL;
+	if (su->su_dreq != NULL) {
+		resolve_cancel(su->su_dreq);
+		su->su_dreq = NULL;
 	}
-	if (s->se_dns_counted) {
+	if (su->su_dns_counted) {
 		s->se_lg->dns_pending--;
-		s->se_dns_counted = false;
+		su->su_dns_counted = false;
 	}
-	if (s->se_ticket != NULL) {
-		dlog_ticket_cancel(s->se_ticket);
-		s->se_ticket = NULL;
+	if (su->su_ticket != NULL) {
+		dlog_ticket_cancel(su->su_ticket);
+		su->su_ticket = NULL;
 	}
-	connector_free(s->se_connector);
-	s->se_connector = NULL;
-	if (s->se_ureq != NULL) {
-		upstream_cancel(s->se_ureq);
-		s->se_ureq = NULL;
+	connector_free(su->su_connector);
+	su->su_connector = NULL;
+	if (su->su_ureq != NULL) {
+		upstream_cancel(su->su_ureq);
+		su->su_ureq = NULL;
 	}
-	if (s->se_up.proxy_authorization != NULL) {
-		secret_wipe(s->se_up.proxy_authorization, strlen(s->se_up.proxy_authorization));
-		free(s->se_up.proxy_authorization);
-		s->se_up.proxy_authorization = NULL;
+	proxy_authz_free(su);
+	if (su->su_ufd >= 0) {
+		close(su->su_ufd);
+		su->su_ufd = -1;
 	}
-	if (s->se_ufd >= 0) {
-		close(s->se_ufd);
-		s->se_ufd = -1;
-	}
+}
+
+/* Free the setup state (cancelling what it started); the client socket stays open.
+ * Accepts a session without one. */
+static void
+setup_free(struct session *s)
+{
+	struct session_setup *su = s->se_su;
+
+	if (su == NULL)
+		return;
+	cancel_pending(s);
+	if (su->su_timer != NULL)
+		event_free(su->su_timer);
+	if (su->su_cbev != NULL)
+		bufferevent_free(su->su_cbev);  /* not BEV_OPT_CLOSE_ON_FREE */
+	if (su->su_kept_ufd >= 0)
+		close(su->su_kept_ufd);
+	if (su->su_next_ev != NULL)
+		event_free(su->su_next_ev);
+	free(su->su_head);
+	free(su->su_carry);
+	free(su);
+	s->se_su = NULL;
 }
 
 static void
 session_free(struct session *s)
 {
+	s->se_state = SE_FREEING;
 	cancel_pending(s);
 	sniguard_free(s->se_sni);
 	s->se_sni = NULL;
@@ -1599,9 +1713,9 @@ session_free(struct session *s)
 		s->se_cfd = -1;
 	s->se_mitm = NULL;
 	if (s->se_tun != NULL) {
-		/* tunnel_done runs from tunnel_close: let it log, not free us a second time. */
+		/* tunnel_done runs from tunnel_close: SE_FREEING lets it log, not free us a
+		 * second time. */
 		struct tunnel *t = s->se_tun;
-		s->se_freeing = true;
 		tunnel_close(t, REASON_CLOSE_ERROR);
 		s->se_tun = NULL;
 	}
@@ -1610,10 +1724,7 @@ session_free(struct session *s)
 		s->se_allow_open = false;
 		record_write(s, "close", record_close(s, REASON_CLOSE_ERROR, 0, 0));
 	}
-	if (s->se_timer != NULL)
-		event_free(s->se_timer);
-	if (s->se_cbev != NULL)
-		bufferevent_free(s->se_cbev);
+	setup_free(s);
 	if (s->se_cfd >= 0)
 		close(s->se_cfd);
 	session_detach(s);
@@ -1621,10 +1732,9 @@ session_free(struct session *s)
 		s->se_lg->nconns--;
 	lgrant_unref(s->se_lg);
 	s->se_d->nconns--;
-	free(s->se_head);
-	free(s->se_carry);
-	if (s->se_next_ev != NULL)
-		event_free(s->se_next_ev);
+	free(s->se_dest);
+	free(s->se_sni_name);
+	free(s->se_cap);
 	free(s);
 }
 
@@ -1674,10 +1784,19 @@ refuse_timeout(evutil_socket_t fd, short what, void *arg)
 static void
 session_refuse(struct session *s, enum reason r)
 {
+	struct session_setup *su = s->se_su;
 	char buf[512];
 	size_t n;
 	struct timeval tv = { 2, 0 };
 
+	if (s->se_su == NULL) {
+		/* a running CONNECT tunnel ends through tunnel_close, never here; should it
+		 * happen, the hop still ends with its close (session_free writes it) */
+		log_warnx("conn %llu: refusal (%s) after the setup ended", (unsigned long long)s->se_id,
+		    reason_str(r));
+		session_free(s);
+		return;
+	}
 	cancel_pending(s);
 	session_detach(s);          /* a revoke walking the list must not see us again */
 	if (!s->se_released) {
@@ -1696,25 +1815,26 @@ session_refuse(struct session *s, enum reason r)
 		metrics_decision(&s->se_d->stats, 0, r);
 	}
 	log_debug("conn %llu %s: deny %s", (unsigned long long)s->se_id, s->se_client, reason_str(r));
-	s->se_state = S_REFUSE;
+	s->se_state = SE_REFUSE;
 	/* A captured non-HTTP stream gets no HTTP answer (it would be garbage to TLS or ssh):
 	 * it is closed; the record says why. */
-	n = s->se_transparent && !s->se_thttp ? 0 : http_format_refusal(r, buf, sizeof(buf));
-	if (s->se_cbev == NULL || n == 0) {
+	n = s->se_cap != NULL && !s->se_cap->cap_http ? 0 :
+	    http_format_refusal(r, buf, sizeof(buf));
+	if (su->su_cbev == NULL || n == 0) {
 		session_free(s);
 		return;
 	}
-	bufferevent_disable(s->se_cbev, EV_READ);
-	bufferevent_setcb(s->se_cbev, NULL, refuse_flushed, refuse_event, s);
-	bufferevent_write(s->se_cbev, buf, n);
+	bufferevent_disable(su->su_cbev, EV_READ);
+	bufferevent_setcb(su->su_cbev, NULL, refuse_flushed, refuse_event, s);
+	bufferevent_write(su->su_cbev, buf, n);
 	/* Bounded: a client that does not read its refusal is dropped. */
-	event_free(s->se_timer);
-	s->se_timer = evtimer_new(s->se_d->base, refuse_timeout, s);
-	if (s->se_timer == NULL) {
+	event_free(su->su_timer);
+	su->su_timer = evtimer_new(s->se_d->base, refuse_timeout, s);
+	if (su->su_timer == NULL) {
 		session_free(s);
 		return;
 	}
-	evtimer_add(s->se_timer, &tv);
+	evtimer_add(su->su_timer, &tv);
 }
 
 /* grant_conn kill: revoke, expiry or drain end. */
@@ -1724,20 +1844,20 @@ session_kill(struct grant_conn *gc, enum reason why)
 	struct session *s = (struct session *)gc;
 
 	session_detach(s);
-	if (s->se_state == S_TUNNEL && s->se_tun != NULL) {
+	if (s->se_state == SE_TUNNEL && s->se_tun != NULL) {
 		struct tunnel *t = s->se_tun;
 		tunnel_close(t, why);          /* its callback logs the close and frees s */
 		return;
 	}
-	if (s->se_state == S_TUNNEL && s->se_mitm != NULL) {
+	if (s->se_state == SE_TUNNEL && s->se_mitm != NULL) {
 		mitm_close(s->se_mitm, why);   /* likewise (mitm_ended) */
 		return;
 	}
-	if (s->se_state == S_TUNNEL && s->se_sni != NULL) {
+	if (s->se_state == SE_TLS_CHECK && s->se_sni != NULL) {
 		sni_end(s, why);               /* the 200 is out: a close record, no refusal */
 		return;
 	}
-	if (s->se_state == S_REFUSE) {
+	if (s->se_state == SE_REFUSE) {
 		session_free(s);
 		return;
 	}

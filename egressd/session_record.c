@@ -7,6 +7,7 @@
 #include "egressd/session_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/host.h"
@@ -52,35 +53,50 @@ static const char *
 hop_dest(const struct session *s, char *buf, size_t len)
 {
 	char hp[EGRESS_HOSTPORT_MAX + 1];
-	struct host h = s->se_req.host;
+	struct host h = s->se_su->su_req.host;
 
-	h.port = s->se_req.port;
+	h.port = s->se_su->su_req.port;
 	snprintf(buf, len, "%s", host_to_str(&h, hp, sizeof(hp)));
 	return buf;
 }
 
+char *
+record_dest(const struct session *s)
+{
+	char db[EGRESS_HOSTPORT_MAX + 32];
+
+	return strdup(hop_dest(s, db, sizeof(db)));
+}
+
 /*
- * attested: egressd itself resolved (or took the literal) and chose the address that was
+ * attested (s->se_attested, set by session.c when the hop connects or reaches the proxy's
+ * gate): egressd itself resolved (or took the literal) and chose the address that was
  * connected to — directly, or as the literal sent to the proxy under pinning (decided at
  * the proxy gate, before the allow record and before the literal is sent). When an
  * upstream proxy resolved the name, egressd cannot know the address (DESIGN rule 3).
  * Only such an address is "pinned", in the decision and in the close record alike.
  */
-static bool
-attested(const struct session *s)
-{
-	if (s->se_via_proxy)
-		return s->se_pin_local && (s->se_connected || s->se_at_gate);
-	return s->se_connected;
-}
-
 static json_t *
 pinned_json(const struct session *s)
 {
 	char ab[EGRESS_ADDRSTR_MAX];
 
-	return attested(s) ? json_string(addr_to_str(&s->se_ac.kept[s->se_addr_i], ab, sizeof(ab))) :
+	return s->se_attested ? json_string(addr_to_str(&s->se_pinned, ab, sizeof(ab))) :
 	    json_null();
+}
+
+/* The upstream proxy's address, status and authentication scheme (docs/decision-log.md). */
+static void
+proxy_fields(json_t *o, const struct session *s)
+{
+	char pb[EGRESS_ADDRSTR_MAX];
+
+	json_object_set_new(o, "proxy_addr", s->se_proxy_have_addr ?
+	    json_string(addr_to_str(&s->se_proxy_addr, pb, sizeof(pb))) : json_null());
+	json_object_set_new(o, "proxy_status", s->se_proxy_status ?
+	    json_integer(s->se_proxy_status) : json_null());
+	json_object_set_new(o, "proxy_auth", s->se_proxy_auth ? json_string(s->se_proxy_auth) :
+	    json_null());
 }
 
 /* The fields every record of a hop starts with: the connection and whose authority it
@@ -113,15 +129,19 @@ hop_fields(json_t *o, const char *hop, const char *parent, const char *kind)
 static void
 capture_fields(const struct session *s, json_t *o)
 {
-	if (!s->se_transparent)
+	if (s->se_cap == NULL)
 		return;
 	json_object_set_new(o, "capture", json_string("transparent"));
-	json_object_set_new(o, "original_dst", json_string(s->se_orig_dst));
+	json_object_set_new(o, "original_dst", json_string(s->se_cap->cap_orig_dst));
 }
 
 json_t *
 record_hop_decision(struct session *s, bool allow, enum reason r)
 {
+	const struct session_setup *su = s->se_su;
+	const struct http_request *req = &su->su_req;
+	/* past SE_HEAD the request was parsed (a refusal in SE_HEAD has none) */
+	bool parsed = s->se_state != SE_HEAD;
 	json_t *o;
 	char buf[EGRESS_HOSTPORT_MAX + 32];
 	char tgt[EGRESS_LOG_TARGET_MAX + 1];
@@ -129,60 +149,53 @@ record_hop_decision(struct session *s, bool allow, enum reason r)
 	o = record_begin(s, true);
 	if (o == NULL)
 		return NULL;
-	hop_fields(o, session_hop_id(s), s->se_parent_hop[0] != '\0' ? s->se_parent_hop : NULL,
-	    s->se_parsed && s->se_req.method == HTTP_CONNECT ? "connect" : "request");
-	json_object_set_new(o, "credentials_stripped", json_boolean(s->se_creds_stripped));
-	json_object_set_new(o, "upstream_reused", json_boolean(s->se_up_reused));
-	if (s->se_parsed) {
-		size_t n = s->se_req.target_len < EGRESS_LOG_TARGET_MAX ? s->se_req.target_len :
+	hop_fields(o, session_hop_id(s), su->su_parent_hop[0] != '\0' ? su->su_parent_hop : NULL,
+	    parsed && req->method == HTTP_CONNECT ? "connect" : "request");
+	json_object_set_new(o, "credentials_stripped", json_boolean(su->su_creds_stripped));
+	json_object_set_new(o, "upstream_reused", json_boolean(su->su_up_reused));
+	if (parsed) {
+		size_t n = req->target_len < EGRESS_LOG_TARGET_MAX ? req->target_len :
 		    EGRESS_LOG_TARGET_MAX;
 		/* The parser admitted only printable ASCII in the target. */
-		memcpy(tgt, s->se_req.target, n);
+		memcpy(tgt, req->target, n);
 		tgt[n] = '\0';
-		json_object_set_new(o, "method", json_string(http_method_str(s->se_req.method)));
+		json_object_set_new(o, "method", json_string(http_method_str(req->method)));
 		json_object_set_new(o, "target", json_string(tgt));
 		json_object_set_new(o, "target_truncated",
-		    json_boolean(s->se_req.target_len > EGRESS_LOG_TARGET_MAX));
+		    json_boolean(req->target_len > EGRESS_LOG_TARGET_MAX));
 		json_object_set_new(o, "dest", json_string(hop_dest(s, buf, sizeof(buf))));
 	} else {
 		json_object_set_new(o, "method", json_null());
-		json_object_set_new(o, "target", s->se_reqline[0] != '\0' ?
-		    json_string(s->se_reqline) : json_null());
+		json_object_set_new(o, "target", su->su_reqline[0] != '\0' ?
+		    json_string(su->su_reqline) : json_null());
 		json_object_set_new(o, "dest", json_null());
 	}
 	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_str(r)));
-	if (s->se_routed && s->se_route_i < s->se_route.n) {
+	if (su->su_route.n > 0 && su->su_route_i < su->su_route.n) {
 		char rb[EGRESS_HOSTPORT_MAX + 32];
-		json_object_set_new(o, "route", json_string(proxyurl_to_str(&s->se_route.entries[s->se_route_i],
-		    rb, sizeof(rb))));
-		json_object_set_new(o, "route_source", json_string(s->se_route.source));
+		json_object_set_new(o, "route", json_string(proxyurl_to_str(
+		    &su->su_route.entries[su->su_route_i], rb, sizeof(rb))));
+		json_object_set_new(o, "route_source", json_string(su->su_route.source));
 	} else {
 		json_object_set_new(o, "route", json_null());
 		json_object_set_new(o, "route_source", json_null());
 	}
-	if (s->se_have_up && s->se_up.have_proxy_addr) {
-		char pb[EGRESS_ADDRSTR_MAX];
-		json_object_set_new(o, "proxy_addr", json_string(addr_to_str(&s->se_up.proxy_addr, pb,
-		    sizeof(pb))));
-		json_object_set_new(o, "proxy_status", s->se_up.proxy_status ?
-		    json_integer(s->se_up.proxy_status) : json_null());
-		json_object_set_new(o, "proxy_auth", s->se_up.auth ? json_string(s->se_up.auth) :
-		    json_null());
-	}
-	json_object_set_new(o, "resolved", addrs_json(s->se_resolved, s->se_nresolved));
+	if (s->se_proxy_known && s->se_proxy_have_addr)
+		proxy_fields(o, s);
+	json_object_set_new(o, "resolved", addrs_json(su->su_resolved, su->su_nresolved));
 	json_object_set_new(o, "pinned", pinned_json(s));
-	json_object_set_new(o, "classes_dropped", s->se_checked ?
-	    addrcheck_classes_json(s->se_ac.dropped_classes) : json_array());
-	json_object_set_new(o, "override", json_boolean(s->se_checked &&
-	    s->se_ac.lifted_override != 0));
-	json_object_set_new(o, "attested", json_boolean(attested(s)));
+	json_object_set_new(o, "classes_dropped", su->su_checked ?
+	    addrcheck_classes_json(su->su_ac.dropped_classes) : json_array());
+	json_object_set_new(o, "override", json_boolean(su->su_checked &&
+	    su->su_ac.lifted_override != 0));
+	json_object_set_new(o, "attested", json_boolean(s->se_attested));
 	/* local: egressd resolved the name (or took the literal) and checked the classes
 	 * itself (also through a proxy that resolves again: check-without-pinning); none: it
 	 * did not (refused before, or no local answer and the proxy resolved it unchecked) */
-	json_object_set_new(o, "checked", json_string(s->se_checked ? "local" : "none"));
-	json_object_set_new(o, "resolve_us", json_integer((json_int_t)s->se_resolve_us));
-	json_object_set_new(o, "connect_us", json_integer((json_int_t)s->se_connect_us));
+	json_object_set_new(o, "checked", json_string(su->su_checked ? "local" : "none"));
+	json_object_set_new(o, "resolve_us", json_integer((json_int_t)su->su_resolve_us));
+	json_object_set_new(o, "connect_us", json_integer((json_int_t)su->su_connect_us));
 	capture_fields(s, o);
 	return o;
 }
@@ -199,7 +212,7 @@ record_redirect(struct session *s, const struct httpresp *r,
 	if (o == NULL)
 		return NULL;
 	hop_fields(o, rhop, session_hop_id(s), "redirect");
-	json_object_set_new(o, "method", json_string(http_method_str(s->se_req.method)));
+	json_object_set_new(o, "method", json_string(http_method_str(s->se_method)));
 	json_object_set_new(o, "target", json_string(lb));
 	json_object_set_new(o, "target_truncated", json_boolean(kept < loclen));
 	if (resolved) {
@@ -213,7 +226,7 @@ record_redirect(struct session *s, const struct httpresp *r,
 	}
 	json_object_set_new(o, "status", json_integer(r->status));
 	json_object_set_new(o, "cross_origin", json_boolean(cross));
-	json_object_set_new(o, "chain_depth", json_integer(s->se_chain_depth + 1));
+	json_object_set_new(o, "chain_depth", json_integer(s->se_su->su_chain_depth + 1));
 	json_object_set_new(o, "verdict", json_string(rr == REASON_ALLOWED ? "allow" : "deny"));
 	json_object_set_new(o, "reason", json_string(reason_str(rr)));
 	json_object_set_new(o, "detail", detail != NULL ? json_string(detail) : json_null());
@@ -223,37 +236,31 @@ record_redirect(struct session *s, const struct httpresp *r,
 json_t *
 record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 {
-	char db[EGRESS_HOSTPORT_MAX + 32];
 	json_t *o = record_begin(s, false);
 
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "hop", json_string(session_hop_id(s)));
-	json_object_set_new(o, "dest", json_string(hop_dest(s, db, sizeof(db))));
+	json_object_set_new(o, "dest", s->se_dest != NULL ? json_string(s->se_dest) :
+	    json_null());
 	json_object_set_new(o, "pinned", pinned_json(s));
 	json_object_set_new(o, "reason", json_string(reason_str(why)));
-	if (s->se_via_proxy && s->se_have_up) {
-		/* the proxy's answer came after the allow record (docs/decision-log.md) */
-		char pb[EGRESS_ADDRSTR_MAX];
-		json_object_set_new(o, "proxy_addr", s->se_up.have_proxy_addr ?
-		    json_string(addr_to_str(&s->se_up.proxy_addr, pb, sizeof(pb))) : json_null());
-		json_object_set_new(o, "proxy_status", s->se_up.proxy_status ?
-		    json_integer(s->se_up.proxy_status) : json_null());
-		json_object_set_new(o, "proxy_auth", s->se_up.auth ? json_string(s->se_up.auth) :
-		    json_null());
-	}
+	/* the proxy's answer came after the allow record (docs/decision-log.md); known only
+	 * for a proxy route entry */
+	if (s->se_proxy_known)
+		proxy_fields(o, s);
 	json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
 	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
 	json_object_set_new(o, "duration_us",
 	    json_integer((json_int_t)(mono_usec() - s->se_tunnel_start_us)));
 	/* A forwarded HTTP exchange: the origin's final status (null when none arrived). */
-	if (s->se_req.method != HTTP_CONNECT)
+	if (s->se_method != HTTP_CONNECT)
 		json_object_set_new(o, "status", s->se_resp_status > 0 ?
 		    json_integer(s->se_resp_status) : json_null());
 	if (s->se_sni_checked) {
 		/* an opaque tunnel to port 443 whose ClientHello was checked (sniguard.h) */
 		json_object_set_new(o, "tls", json_boolean(s->se_tls_seen));
-		json_object_set_new(o, "sni", s->se_sni_name[0] != '\0' ?
+		json_object_set_new(o, "sni", s->se_sni_name != NULL ?
 		    json_string(s->se_sni_name) : json_null());
 	}
 	capture_fields(s, o);

@@ -20,6 +20,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "egressd/connector.h"
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
 #include "egressd/tunnel_int.h"
@@ -116,10 +117,12 @@ pipe_put(struct pipe_pool *p, int fds[2], bool empty)
 /* ---- tunnel ---- */
 
 static void dir_run(struct dir *d);
+static void dir_drop_buf(struct dir *d);
 
 static void
 tunnel_free(struct tunnel *t)
 {
+	connector_free(t->retry_conn);      /* a retry still connecting (relay_http.c) */
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = &t->d[i];
 		if (d->rev != NULL)
@@ -281,6 +284,22 @@ dir_finish(struct dir *d)
 		tunnel_end(t, t->first_close);
 }
 
+/*
+ * What a failed recv, send or splice (errno set) means for the direction, the same for
+ * every one of them: try again at once, wait for the socket, or fail (io_error_reason).
+ */
+enum io_fail { IO_RETRY, IO_WAIT, IO_ERROR };
+
+static enum io_fail
+io_fail_kind(void)
+{
+	if (errno == EINTR)
+		return IO_RETRY;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return IO_WAIT;
+	return IO_ERROR;
+}
+
 /* Write pending user-space bytes; returns 1 flushed, 0 would block, -1 error. */
 static int
 flush_buf(struct dir *d)
@@ -289,11 +308,10 @@ flush_buf(struct dir *d)
 		ssize_t n = send(d->dst, d->buf + d->boff, d->blen - d->boff,
 		    MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			if (errno == EINTR)
+			enum io_fail k = io_fail_kind();
+			if (k == IO_RETRY)
 				continue;
-			return -1;
+			return k == IO_WAIT ? 0 : -1;
 		}
 		d->boff += (size_t)n;
 		size_t own = d->nocount < (size_t)n ? d->nocount : (size_t)n;
@@ -301,13 +319,10 @@ flush_buf(struct dir *d)
 		count(d, (size_t)n - own);
 	}
 	d->boff = d->blen = 0;
-	if (d->use_pipe && !d->t->o.http && !d->t->o.via_proxy && d->buf != NULL) {
+	if (d->use_pipe && !d->t->o.http && !d->t->o.via_proxy && d->buf != NULL)
 		/* splice moves the data from now on: give the buffer back (it is grown again
 		 * if this direction ever falls back to copying) */
-		free(d->buf);
-		d->buf = NULL;
-		d->bcap = 0;
-	}
+		dir_drop_buf(d);
 	return 1;
 }
 
@@ -318,11 +333,10 @@ flush_pipe(struct dir *d)
 		ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0) {
-			if (errno == EAGAIN)
-				return 0;
-			if (errno == EINTR)
+			enum io_fail k = io_fail_kind();
+			if (k == IO_RETRY)
 				continue;
-			return -1;
+			return k == IO_WAIT ? 0 : -1;
 		}
 		if (n == 0)
 			return -1;
@@ -330,6 +344,16 @@ flush_pipe(struct dir *d)
 		count(d, (size_t)n);
 	}
 	return 1;
+}
+
+/* Give d's copy buffer back while it holds nothing (it is grown again when needed). */
+static void
+dir_drop_buf(struct dir *d)
+{
+	free(d->buf);
+	d->buf = NULL;
+	d->bcap = 0;
+	d->boff = d->blen = 0;
 }
 
 bool
@@ -455,46 +479,47 @@ dir_run(struct dir *d)
 			    strerror(errno));
 			piped = false;
 		}
-		if (piped) {
-			ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, TUNNEL_SPLICE,
-			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0) {
-				if (errno == EAGAIN) {
-					/* Nothing to move: an idle direction holds no pipe (the pipe
-					 * is empty here), so idle tunnels cost two fds, not six. */
-					pipe_put(t->pool, d->pipe, true);
-					dir_wait_read(d);
-					return;
-				}
-				if (errno == EINTR)
-					continue;
-				dir_fail(d, io_error_reason(d, true));
+		size_t want = TUNNEL_SPLICE;
+		if (!piped) {
+			if (!tunnel_dir_reserve(d, TUNNEL_BUF)) {
+				dir_fail(d, REASON_CLOSE_ERROR);
 				return;
 			}
+			want = TUNNEL_BUF;
+			if (d->up && t->o.http && d->body == 1 && d->body_left < want)
+				want = (size_t)d->body_left;
+			if (!d->up && t->o.http && !d->want_head && d->rbody == RB_LENGTH &&
+			    d->rleft < want)
+				want = (size_t)d->rleft;
+		}
+		/* 3. read: into the pipe (splice) or the buffer (copy); one error path */
+		ssize_t n = piped ? splice(d->src, NULL, d->pipe[1], NULL, want,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK) : recv(d->src, d->buf, want, MSG_DONTWAIT);
+		if (n < 0) {
+			switch (io_fail_kind()) {
+			case IO_RETRY:
+				continue;
+			case IO_WAIT:
+				/* Nothing to move: an idle direction holds neither a pipe (empty
+				 * here: idle tunnels cost two fds, not six) nor, relaying CONNECT
+				 * bytes, a copy buffer (empty too: everything read was written) */
+				if (piped)
+					pipe_put(t->pool, d->pipe, true);
+				else if (!t->o.http)
+					dir_drop_buf(d);
+				dir_wait_read(d);
+				return;
+			case IO_ERROR:
+				break;
+			}
+			dir_fail(d, io_error_reason(d, true));
+			return;
+		}
+		if (piped) {
 			if (n == 0)
 				d->eof = true;
 			d->inpipe = (size_t)n;
 			continue;
-		}
-		if (!tunnel_dir_reserve(d, TUNNEL_BUF)) {
-			dir_fail(d, REASON_CLOSE_ERROR);
-			return;
-		}
-		size_t want = TUNNEL_BUF;
-		if (d->up && t->o.http && d->body == 1 && d->body_left < want)
-			want = (size_t)d->body_left;
-		if (!d->up && t->o.http && !d->want_head && d->rbody == RB_LENGTH && d->rleft < want)
-			want = (size_t)d->rleft;
-		ssize_t n = recv(d->src, d->buf, want, MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				dir_wait_read(d);
-				return;
-			}
-			if (errno == EINTR)
-				continue;
-			dir_fail(d, io_error_reason(d, true));
-			return;
 		}
 		if (n == 0) {
 			if (!d->up && t->o.http && d->want_head) {
@@ -622,7 +647,7 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		}
 	}
 	struct dir *c2u = &t->d[0];
-	if (t->o.http && t->o.retry_salen > 0 && t->o.req_body == 0 && nupstream > 0) {
+	if (t->o.http && t->o.retry && t->o.req_body == 0 && nupstream > 0) {
 		if ((t->rhead = malloc(nupstream)) == NULL)
 			goto fail;
 		memcpy(t->rhead, to_upstream, nupstream);

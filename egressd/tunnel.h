@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/addr.h"
 #include "common/reasons.h"
 
 struct event_base;
@@ -102,15 +103,17 @@ struct tunnel_opts {
 	bool keep_upstream;
 	int *upstream_kept_fd;
 	/*
-	 * retry_salen > 0: the upstream socket came from the pool and the request has no body
-	 * (its forwarded head is all there is to send). When that socket fails (EOF, reset)
-	 * before any response byte arrived, the origin closed the idle connection as it was
-	 * reused: the tunnel opens ONE fresh connection to retry_sa (the same pinned address:
-	 * never re-resolved, never another destination), sends the head again, logs it at
-	 * info level and sets *retried. Any failure after that ends the tunnel as before.
+	 * retry: the upstream socket came from the pool and the request has no body (its
+	 * forwarded head is all there is to send). When that socket fails (EOF, reset) before
+	 * any response byte arrived, the origin closed the idle connection as it was reused:
+	 * the tunnel opens ONE fresh connection to retry_addr:retry_port (the same pinned
+	 * address: never re-resolved, never another destination) through egressd/connector
+	 * (the one connector, as for the first connection), sends the head again and sets
+	 * *retried. Any failure after that ends the tunnel as before.
 	 */
-	struct sockaddr_storage retry_sa;
-	socklen_t retry_salen;
+	bool retry;
+	struct addr retry_addr;
+	uint16_t retry_port;
 	bool *retried;
 	enum reason (*on_response)(const struct httpresp *r, char *refusal, size_t *nrefusal,
 	    void *arg);

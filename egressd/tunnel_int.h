@@ -18,6 +18,7 @@
 
 #define TUNNEL_BUF      16384
 
+struct connector;
 struct tunnel;
 
 struct dir {
@@ -75,6 +76,7 @@ struct tunnel {
 	bool up_dirty;              /* the origin sent bytes after the framed response */
 	bool up_any;                /* the origin sent at least one byte on this socket */
 	bool retried;               /* the one retry on a fresh connection was made */
+	struct connector *retry_conn;   /* ... and is connecting (relay_http.c) */
 	char *rhead;                /* the forwarded head, kept for that retry */
 	size_t nrhead;
 	bool client_eof;
