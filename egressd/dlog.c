@@ -427,11 +427,10 @@ file_open(struct dlog *d)
 	d->regular = regular;
 	d->last_seq = seq;
 	memcpy(d->last_hash, hash, sizeof(d->last_hash));
-	if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE))
-		log_info("decision log %s writable again (seq %llu)", d->path,
-		    (unsigned long long)seq);
-	__atomic_store_n(&d->failed, false, __ATOMIC_RELEASE);
-	d->error[0] = '\0';
+	/* A failed log stays failed until a record is on disk again (writer_main, after the
+	 * probe's write): an open that succeeds on a full disk proves nothing, and a hop
+	 * that saw the log writable in between would connect upstream and only then find
+	 * its allow record refused. */
 	pthread_mutex_unlock(&d->mu);
 	return 0;
 fail:
@@ -1486,6 +1485,13 @@ writer_main(void *arg)
 			if (e == 0) {
 				d->last_seq = seq;
 				memcpy(d->last_hash, hash, sizeof(d->last_hash));
+				if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE)) {
+					/* the probe is on disk: only now is the log writable again */
+					log_info("decision log %s writable again (seq %llu)", d->path,
+					    (unsigned long long)seq);
+					__atomic_store_n(&d->failed, false, __ATOMIC_RELEASE);
+					d->error[0] = '\0';
+				}
 				/* the rotate record (if any) is on disk now */
 				d->rotate_pending = false;
 				d->rotate_cause = NULL;

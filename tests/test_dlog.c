@@ -844,6 +844,58 @@ test_partial_write_truncated(void **state)
 	assert_int_equal(v.records, 5);
 }
 
+/* A failed log is writable again only once a record is on disk: a reopen (or a probe's
+ * open) that succeeds on a disk that still refuses writes must not make hops go ahead
+ * (each would connect upstream and only then find its allow record refused). */
+static void
+test_open_is_not_recovery(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct rlimit old, lim;
+	struct stat st;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+
+	write_n(f, d, 1, &dn);
+	assert_int_equal(stat(f->path, &st), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size;  /* not one more byte */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 2);
+	assert_int_equal(dn.err, EFBIG);
+	assert_false(dlog_writable(d));
+	/* the file opens fine, its writes still fail: still failed (the writer reopens at
+	 * once; 300 ms is ample for it, and a slow writer only makes this pass vacuously) */
+	dlog_reopen(d);
+	for (int i = 0; i < 30; i++) {
+		if (dlog_writable(d))
+			break;
+		usleep(10 * 1000);
+	}
+	{
+		bool writable = dlog_writable(d);
+
+		assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+		assert_false(writable);
+	}
+	/* the limit lifted, the next probe is on disk: writable again */
+	usleep(300 * 1000);
+	dn.err = 0;
+	assert_int_equal(dlog_probe(d, on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 3);
+	assert_int_equal(dn.err, 0);
+	assert_true(dlog_writable(d));
+	write_n(f, d, 1, &dn);
+	assert_int_equal(dn.err, 0);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 3);
+}
+
 static void
 test_reopen_rotation(void **state)
 {
@@ -1104,6 +1156,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_kept_through_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_written_at_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_is_not_recovery, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_root_checks, setup, teardown),
