@@ -413,6 +413,9 @@ def t_chaos(L):
             SECONDS, stats["ops"], stats["errors"],
             {s: steps.count(s) for s in sorted(set(steps))}))
         print("  egressd fds %d -> %d, RSS %d -> %d KiB" % (fd0, fd1, rss0, rss1))
+        vfs = os.statvfs(mnt)
+        print("  decision log %d KiB on a %d MiB tmpfs" % (
+            os.path.getsize(d.log_path) // 1024, vfs.f_blocks * vfs.f_frsize >> 20))
         check(fd1 <= fd0 + 4, "fd count did not return to the baseline: %d -> %d"
               % (fd0, fd1))
         check(rss1 <= rss0 + 48 * 1024, "RSS grew past the bound: %d -> %d KiB"
