@@ -62,7 +62,7 @@ soak-candidate: deps
 	  python3 integration/test_candidate_roundtrip.py
 
 # The chaos tests for longer (integration/test_chaos.py, test_chaos_exec.py; make check
-# runs test_chaos_exec with 6 runs; test_chaos, labelled soak, runs only here for now).
+# runs test_chaos for 30 s of chaos and test_chaos_exec with 6 runs).
 soak: deps
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DEGRESS_SANITIZE=ON -DEGRESS_TESTING=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)

@@ -657,6 +657,8 @@ daemon_drain(struct daemon *d)
 void
 daemon_stop(struct daemon *d)
 {
+	size_t lost;
+
 	control_free(d->control);
 	d->control = NULL;
 	metrics_server_free(d->metrics_srv);
@@ -684,7 +686,11 @@ daemon_stop(struct daemon *d)
 	tlsbridge_shutdown_all();
 	if (d->dlog != NULL)            /* after the close records of the last connections */
 		auditev_stop(d, d->draining ? "drain" : "exit");
-	dlog_close(d->dlog);
+	lost = dlog_close(d->dlog);
+	if (lost > 0)
+		log_warnx("%zu close record(s) held through the decision log's failure could not be "
+		    "written before the stop (each is named above): their hops' allow records "
+		    "have no close", lost);
 	grantstate_free(d->gstate);
 	pipe_pool_free(d->pipes);
 	redirmemo_free(d->memo);

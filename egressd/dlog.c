@@ -433,11 +433,10 @@ file_open(struct dlog *d)
 	d->regular = regular;
 	d->last_seq = seq;
 	memcpy(d->last_hash, hash, sizeof(d->last_hash));
-	if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE))
-		log_info("decision log %s writable again (seq %llu)", d->path,
-		    (unsigned long long)seq);
-	__atomic_store_n(&d->failed, false, __ATOMIC_RELEASE);
-	d->error[0] = '\0';
+	/* A failed log stays failed until a record is on disk again (writer_main, after the
+	 * probe's write): an open that succeeds on a full disk proves nothing, and a hop
+	 * that saw the log writable in between would connect upstream and only then find
+	 * its allow record refused. */
 	pthread_mutex_unlock(&d->mu);
 	return 0;
 fail:
@@ -630,13 +629,24 @@ loss_at_close(struct dlog *d, uint64_t n, uint64_t first, uint64_t last)
 	rec_free(t);
 }
 
-void
+/* A record that had to be kept (dlog_append_kept) and is not in the log when it closes:
+ * said in the operator log, naming its hop (the first bytes of its fields). */
+static void
+report_lost(const struct dlog_ticket *t, const char *why)
+{
+	log_warnx("decision log refused a %s record (%s; the log was closed before it "
+	    "recovered): %.*s", t->event, why, (int)(t->fields_len < 200 ? t->fields_len : 200),
+	    t->fields);
+}
+
+size_t
 dlog_close(struct dlog *d)
 {
 	struct dlog_ticket *t;
+	size_t lost = 0;
 
 	if (d == NULL)
-		return;
+		return 0;
 	if (d->thread_started) {
 		pthread_mutex_lock(&d->mu);
 		d->stop = true;
@@ -656,18 +666,29 @@ dlog_close(struct dlog *d)
 			loss_at_close(d, n, first, last);
 		dlog_syslog_close(sy);
 	}
+	/* The writer is gone: no lock needed from here on. */
 	while ((t = TAILQ_FIRST(&d->done)) != NULL) {
 		TAILQ_REMOVE(&d->done, t, link);
+		if (t->keep && t->err != 0) {
+			report_lost(t, strerror(t->err));
+			lost++;
+		}
 		if (!t->is_sync)
 			rec_free(t);
 	}
 	while ((t = TAILQ_FIRST(&d->pending)) != NULL) {
 		TAILQ_REMOVE(&d->pending, t, link);
+		if (t->keep) {
+			report_lost(t, "not written");
+			lost++;
+		}
 		if (!t->is_sync)
 			rec_free(t);
 	}
 	while ((t = TAILQ_FIRST(&d->kept)) != NULL) {
 		TAILQ_REMOVE(&d->kept, t, link);
+		report_lost(t, d->error[0] != '\0' ? d->error : "log failed");
+		lost++;
 		rec_free(t);
 	}
 	if (d->ev_done != NULL)
@@ -683,6 +704,7 @@ dlog_close(struct dlog *d)
 	dlog_syslog_close(d->syslog);
 	free(d->path);
 	free(d);
+	return lost;
 }
 
 static bool
@@ -764,6 +786,18 @@ fail:
 	return NULL;
 }
 
+/* The held records (dlog_append_kept) go to the writer next, stamped now (mu held). */
+static void
+held_to_pending_locked(struct dlog *d)
+{
+	struct dlog_ticket *t;
+
+	TAILQ_FOREACH(t, &d->kept, link)
+		now_rfc3339(t->time);
+	TAILQ_CONCAT(&d->pending, &d->kept, link);
+	d->nkept = 0;
+}
+
 /* Queue t (mu held); applies the failed-state and queue limits. Returns 0 or errno;
  * *wake says whether the caller must signal cv_work after unlocking (the writer is
  * waiting). The signal comes after the unlock so the woken writer does not block on the
@@ -778,8 +812,14 @@ enqueue_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 		uint64_t now = mono_msec();
 
 		/* One probe per retry interval; everything else is refused at once, but a
-		 * record to keep waits for the recovery (bounded). */
-		if (now < __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE)) {
+		 * record to keep waits for the recovery (bounded). A blocking append (the stop
+		 * record: the loop no longer runs, no later hop will probe) probes at once,
+		 * with the held records ahead of it, so they are not lost to a disk that
+		 * recovered less than a retry interval before the stop. */
+		if (t->is_sync) {
+			held_to_pending_locked(d);
+			now_rfc3339(t->time);       /* after the held records' new times */
+		} else if (now < __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE)) {
 			if (!t->keep || d->nkept >= EGRESS_LOG_KEPT_MAX ||
 			    d->inflight >= d->queue_max)
 				return EIO;
@@ -1444,6 +1484,7 @@ static void *
 writer_main(void *arg)
 {
 	struct dlog *d = arg;
+	bool last_try = false;
 
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
@@ -1498,6 +1539,14 @@ writer_main(void *arg)
 			d->writer_busy = false;
 		}
 		if (TAILQ_EMPTY(&d->pending)) {
+			if (d->stop && !TAILQ_EMPTY(&d->kept) && !last_try) {
+				/* Stopping with records still held (close records of hops allowed
+				 * before the failure): one last attempt, whatever the retry interval
+				 * says; what fails again is reported by dlog_close. */
+				last_try = true;
+				held_to_pending_locked(d);
+				continue;
+			}
 			if (d->stop)
 				break;
 			continue;
@@ -1539,6 +1588,13 @@ writer_main(void *arg)
 			if (e == 0) {
 				d->last_seq = seq;
 				memcpy(d->last_hash, hash, sizeof(d->last_hash));
+				if (__atomic_load_n(&d->failed, __ATOMIC_ACQUIRE)) {
+					/* the probe is on disk: only now is the log writable again */
+					log_info("decision log %s writable again (seq %llu)", d->path,
+					    (unsigned long long)seq);
+					__atomic_store_n(&d->failed, false, __ATOMIC_RELEASE);
+					d->error[0] = '\0';
+				}
 				/* the rotate record (if any) is on disk now */
 				d->rotate_pending = false;
 				d->rotate_cause = NULL;
@@ -1567,10 +1623,7 @@ writer_main(void *arg)
 			}
 		} else if (!TAILQ_EMPTY(&d->kept)) {
 			/* the log works again: the kept records go next, stamped now */
-			TAILQ_FOREACH(t, &d->kept, link)
-				now_rfc3339(t->time);
-			TAILQ_CONCAT(&d->pending, &d->kept, link);
-			d->nkept = 0;
+			held_to_pending_locked(d);
 		}
 		if (d->flush_err != 0) {
 			set_failed(d, d->flush_err, "cannot sync decision log");

@@ -121,11 +121,15 @@ struct dlog *dlog_open(struct event_base *base, const struct dlog_config *cfg, c
 
 /*
  * Write every queued record (blocking, on the calling thread's behalf), stop the writer
- * thread and close the file. Callbacks of outstanding tickets are NOT called; their
+ * thread and close the file. Records still held through a failure (dlog_append_kept)
+ * get one last attempt, whatever the retry interval says; each one that is still not
+ * written is said in the operator log ("decision log refused a close record (...)",
+ * with the first bytes of its fields: its hop) and counted in the return value (0 when
+ * nothing held was lost). Callbacks of outstanding tickets are NOT called; their
  * handles become invalid. Accepts NULL. Must be called before the event_base is freed,
  * and never from inside a dlog callback.
  */
-void dlog_close(struct dlog *d);
+size_t dlog_close(struct dlog *d);
 
 /*
  * Completion callback, on the loop thread: err is 0 when the record is written (and
@@ -164,8 +168,10 @@ void dlog_ticket_cancel(struct dlog_ticket *t);
 /*
  * Append and wait (blocking the calling thread, at most timeout_ms) until the record is
  * written and synced per the sync mode. For shutdown and other paths where the loop no
- * longer runs. Same field rules as dlog_append. Returns 0, or -1 with errno (ETIMEDOUT:
- * the record may still be written later).
+ * longer runs. Same field rules as dlog_append, except in the failed state: no later hop
+ * will probe the log, so this append is the probe at once (whatever the retry interval
+ * says), and the records held by dlog_append_kept are written before it. Returns 0, or
+ * -1 with errno (ETIMEDOUT: the record may still be written later).
  */
 int dlog_append_sync(struct dlog *d, const char *event, json_t *fields, unsigned timeout_ms);
 
@@ -195,8 +201,8 @@ bool dlog_accepting(const struct dlog *d);
  * record: every allow has its close): while the log is failed, and when the group it was
  * in fails, it is held (at most EGRESS_LOG_KEPT_MAX such records) and written right after
  * the log recovered, its time stamped then. cb(0) once written; cb(errno) only when it
- * could not be held. Records still held at dlog_close are lost (said by the caller's
- * operator log at shutdown: none are acknowledged). Returns 0 or -1 with errno as
+ * could not be held. Records still held at dlog_close get one last attempt there; what
+ * still fails is lost, and dlog_close says so (none of them were acknowledged). Returns 0 or -1 with errno as
  * dlog_append (EIO: failed and the bound reached).
  */
 int dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,

@@ -23,6 +23,11 @@
 struct grants {
 	struct event_base *base;
 	struct lgrant *head;
+	/* Grants retired without killing their connections (a static grant a reload replaced
+	 * or removed) while connections still hold them: grants_kill_all (drain end,
+	 * shutdown) must reach those connections too, or they would outlive the drain and
+	 * never write their close records. Linked through next/prev; no reference. */
+	struct lgrant *retired;
 	size_t n;
 	grants_retire_hook hook;
 	void *hook_arg;
@@ -66,6 +71,14 @@ lgrant_unref(struct lgrant *lg)
 {
 	if (lg == NULL || --lg->refs > 0)
 		return;
+	if (lg->on_retired) {
+		if (lg->prev != NULL)
+			lg->prev->next = lg->next;
+		else
+			lg->reg->retired = lg->next;
+		if (lg->next != NULL)
+			lg->next->prev = lg->prev;
+	}
 	lgrant_close_listeners(lg);
 	if (lg->expiry != NULL)
 		event_free(lg->expiry);
@@ -256,6 +269,15 @@ grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool kill)
 		lg->next->prev = lg->prev;
 	lg->next = lg->prev = NULL;
 	r->n--;
+	if (!kill) {
+		/* its connections finish with it: keep it where grants_kill_all finds them (the
+		 * last unref takes it off this list) */
+		lg->next = r->retired;
+		if (r->retired != NULL)
+			r->retired->prev = lg;
+		r->retired = lg;
+		lg->on_retired = true;
+	}
 	lgrant_ref(lg);                 /* keep it alive while killing */
 	if (kill)
 		kill_conns(lg, REASON_CLOSE_REVOKED);
@@ -266,9 +288,23 @@ grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool kill)
 void
 grants_kill_all(struct grants *r, enum reason why)
 {
-	/* Killing connections never unlinks grants, so the walk is stable. */
+	/* Killing connections never unlinks live grants, so this walk is stable. */
 	for (struct lgrant *lg = r->head; lg != NULL; lg = lg->next)
 		kill_conns(lg, why);
+	/* Retired grants still held by connections: killing the last one frees the grant
+	 * (and unlinks it), so start again from the head each time; each round empties one
+	 * grant's list (bounded by the grants retired, with a guard). */
+	for (size_t guard = 0; guard < 1000000; guard++) {
+		struct lgrant *lg = r->retired;
+
+		while (lg != NULL && lg->conns == NULL)
+			lg = lg->next;
+		if (lg == NULL)
+			break;
+		lgrant_ref(lg);
+		kill_conns(lg, why);
+		lgrant_unref(lg);
+	}
 }
 
 void
@@ -285,6 +321,14 @@ grants_free(struct grants *r)
 		return;
 	while (r->head != NULL)
 		grants_retire(r, r->head, REASON_GRANT_REVOKED, true);
+	/* Retired grants something still holds outlive the registry: off the list, so their
+	 * last unref does not touch it. */
+	while (r->retired != NULL) {
+		struct lgrant *lg = r->retired;
+		r->retired = lg->next;
+		lg->next = lg->prev = NULL;
+		lg->on_retired = false;
+	}
 	free(r);
 }
 

@@ -63,7 +63,9 @@ struct lgrant {
 	uint64_t total_conns;
 	struct grant_conn *conns;
 	struct grants *reg;
-	struct lgrant *next, *prev;
+	struct lgrant *next, *prev;      /* the live list; once retired while connections
+	                                    still hold it, the registry's retired list */
+	bool on_retired;
 	struct mitm_ca *ca;              /* the run CA for the grant's model connection
 	                                    (grant.create intercept_ca), or NULL; owned */
 	char placeholder[EGRESS_PLACEHOLDER_MAX + 1]; /* the run's credential placeholder
@@ -136,7 +138,9 @@ void grants_retire(struct grants *r, struct lgrant *lg, enum reason why, bool ki
 typedef void (*grants_retire_hook)(void *arg, const struct lgrant *lg, enum reason why);
 void grants_set_retire_hook(struct grants *r, grants_retire_hook fn, void *arg);
 
-/* Kill every connection of every grant with why (drain end). */
+/* Kill every connection of every grant with why (drain end, shutdown): the live grants'
+ * and those of grants retired without killing (a static grant a reload replaced), which
+ * the registry keeps on a list of its own while connections hold them. */
 void grants_kill_all(struct grants *r, enum reason why);
 /* Close every listener of every grant (drain start). */
 void grants_close_listeners(struct grants *r);

@@ -2,7 +2,8 @@
 """SIGHUP reload is all-or-nothing: a good file replaces the static grants; a broken file
 (syntax error, unknown key, invalid grant entry) keeps the running configuration, egressd
 stays up and says why with file:line; `egressd -t` reports the same problems; dynamic
-grants survive reloads; a live tunnel of a replaced static grant keeps running."""
+grants survive reloads; a live tunnel of a replaced static grant keeps running, and
+still ends with its close record when the drain of a stop ends."""
 
 import hashlib
 import json
@@ -270,6 +271,40 @@ def t_grant_and_config_events(L, d, st):
     check(rc == 2, "bad --at accepted: %d %r" % (rc, out))
 
 
+def t_replaced_grant_tunnel_held(L, d, st):
+    """A tunnel of a static grant that a reload then replaces, still open when egressd is
+    stopped (issue 19): the drain's end must reach it although its grant is no longer in
+    service, so egressd exits within drain_timeout and the hop gets its close record."""
+    t = _static(L, "echo.lab.test:7")
+    allowed_tunnel(t)
+    st["held"] = t
+    allows = [r for r in d.decisions() if r.get("event") == "decision" and
+              r.get("verdict") == "allow" and r.get("dest") == "echo.lab.test:7"]
+    check(allows, "no allow record for the held tunnel")
+    st["held_hop"] = allows[-1]["hop"]
+    d.grants["svc"]["allow"] = ["https://second.lab.test", "tcp://echo.lab.test:7",
+                                "https://first.lab.test"]
+    d.write_config()
+    _reload_and_wait(d)
+    check(_wait_applies(L, "first.lab.test:443", 200), "reload did not apply")
+    check(proxyclient.tunnel_echo(t.sock, b"held") == b"held", "held tunnel broken")
+
+
+def t_stop_with_held_tunnel(L, d, st):
+    t0 = time.monotonic()
+    try:
+        stop_clean(d)
+    finally:
+        if st.get("held") is not None:
+            st["held"].close()
+    took = time.monotonic() - t0
+    check(took < 6.0, "the drain (drain_timeout 1s) took %.1fs" % took)
+    closes = [r for r in d.decisions() if r.get("event") == "close" and
+              r.get("hop") == st.get("held_hop")]
+    check(len(closes) == 1 and closes[0].get("reason") == "shutdown",
+          "the held tunnel's hop %s: close records %r" % (st.get("held_hop"), closes))
+
+
 def t_stop_record(L, d, st):
     recs = d.decisions()
     check(recs and recs[-1].get("event") == "stop" and recs[-1]["cause"] in ("drain", "exit"),
@@ -286,7 +321,8 @@ def main():
     res = Results()
     with Lab() as L:
         L.set_zone(ZONE)
-        d = L.egressd(listeners={"svc": {"listen": "127.0.0.1:%d" % STATIC_PORT,
+        d = L.egressd(settings={"drain_timeout": "1s"},
+                      listeners={"svc": {"listen": "127.0.0.1:%d" % STATIC_PORT,
                                          "grant": "svc"}},
                       grants={"svc": {"allow": ["https://first.lab.test",
                                                 "tcp://echo.lab.test:7"],
@@ -303,7 +339,9 @@ def main():
                          ("grant_and_config_events", t_grant_and_config_events)):
             res.run(name, fn, L, d, st)
         res.run("egressd_still_running", lambda: check(d.alive(), d.stderr_tail()))
-        res.run("egressd_clean_exit", stop_clean, d)
+        res.run("replaced_grant_tunnel_held", t_replaced_grant_tunnel_held, L, d, st)
+        res.run("egressd_clean_exit_drain_ends_held_tunnel", t_stop_with_held_tunnel, L, d,
+                st)
         res.run("stop_record_last", t_stop_record, L, d, st)
     return res.finish()
 

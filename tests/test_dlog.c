@@ -712,6 +712,64 @@ test_kept_through_failure(void **state)
 	assert_non_null(strstr(ln[1], "\"n\":2"));
 }
 
+/* Held close records at the stop (issue 19, the chaos test's lost closes): a disk that
+ * recovered less than a retry interval before the stop gets them written (the stop
+ * record probes at once, after them; without it dlog_close's last attempt writes them);
+ * a disk that is still failed loses them, and dlog_close counts (and says) each one. */
+static void
+fail_then_hold(struct fix *f, struct dlog **dp, const char *path)
+{
+	struct done dn = { 0 };
+	struct dlog *d = open_log(f, path, DLOG_SYNC_ALWAYS);
+
+	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.err, ENOENT);
+	assert_false(dlog_writable(d));
+	assert_int_equal(dlog_append_kept(d, "close", fields(2), NULL, NULL), 0);
+	*dp = d;
+}
+
+static void
+test_kept_written_at_stop(void **state)
+{
+	struct fix *f = *state;
+	struct dlog_verify v;
+	char sub[192], path[256], ln[4][EGRESS_LOG_RECORD_MAX + 2];
+	struct dlog *d;
+
+	/* with a stop record: the held close first, then the stop record */
+	snprintf(sub, sizeof(sub), "%s/stop1", f->dir);
+	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
+	fail_then_hold(f, &d, path);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(dlog_append_sync(d, "stop", json_pack("{s:s}", "cause", "exit"), 2000),
+	    0);
+	assert_int_equal(dlog_close(d), 0);
+	assert_int_equal(verify(path, false, &v), DLOG_INTACT);
+	assert_int_equal(read_lines(path, ln, 4), 2);
+	assert_non_null(strstr(ln[0], "\"event\":\"close\""));
+	assert_non_null(strstr(ln[0], "\"n\":2"));
+	assert_non_null(strstr(ln[1], "\"event\":\"stop\""));
+	/* without one: dlog_close's last attempt */
+	snprintf(sub, sizeof(sub), "%s/stop2", f->dir);
+	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
+	fail_then_hold(f, &d, path);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(dlog_close(d), 0);
+	assert_int_equal(verify(path, false, &v), DLOG_INTACT);
+	assert_int_equal(read_lines(path, ln, 4), 1);
+	assert_non_null(strstr(ln[0], "\"event\":\"close\""));
+	/* the negative twin: still failed at the stop, the held close is lost and counted */
+	snprintf(sub, sizeof(sub), "%s/stop3", f->dir);
+	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
+	fail_then_hold(f, &d, path);
+	assert_int_equal(dlog_append_sync(d, "stop", json_pack("{s:s}", "cause", "exit"), 2000),
+	    -1);
+	assert_int_equal(dlog_close(d), 1);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
 static void
 test_recovery_after_open_failure(void **state)
 {
@@ -784,6 +842,58 @@ test_partial_write_truncated(void **state)
 	dlog_close(d);
 	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
 	assert_int_equal(v.records, 5);
+}
+
+/* A failed log is writable again only once a record is on disk: a reopen (or a probe's
+ * open) that succeeds on a disk that still refuses writes must not make hops go ahead
+ * (each would connect upstream and only then find its allow record refused). */
+static void
+test_open_is_not_recovery(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct rlimit old, lim;
+	struct stat st;
+	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
+
+	write_n(f, d, 1, &dn);
+	assert_int_equal(stat(f->path, &st), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size;  /* not one more byte */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 2);
+	assert_int_equal(dn.err, EFBIG);
+	assert_false(dlog_writable(d));
+	/* the file opens fine, its writes still fail: still failed (the writer reopens at
+	 * once; 300 ms is ample for it, and a slow writer only makes this pass vacuously) */
+	dlog_reopen(d);
+	for (int i = 0; i < 30; i++) {
+		if (dlog_writable(d))
+			break;
+		usleep(10 * 1000);
+	}
+	{
+		bool writable = dlog_writable(d);
+
+		assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+		assert_false(writable);
+	}
+	/* the limit lifted, the next probe is on disk: writable again */
+	usleep(300 * 1000);
+	dn.err = 0;
+	assert_int_equal(dlog_probe(d, on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 3);
+	assert_int_equal(dn.err, 0);
+	assert_true(dlog_writable(d));
+	write_n(f, d, 1, &dn);
+	assert_int_equal(dn.err, 0);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 3);
 }
 
 static void
@@ -1044,7 +1154,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_through_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_written_at_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_is_not_recovery, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_root_checks, setup, teardown),

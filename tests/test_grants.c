@@ -134,6 +134,50 @@ test_retire_without_kill(void **st)
 	event_base_free(base);
 }
 
+/* A static grant a reload replaced keeps its connections, but the drain's end and the
+ * shutdown (grants_kill_all) still reach them (issue 19: otherwise they outlive the drain
+ * and never write their close records); the connection that lets go last frees it. */
+static void
+test_kill_all_reaches_retired(void **st)
+{
+	struct event_base *base = event_base_new();
+	struct grants *r = grants_new(base);
+	struct lgrant *a = grants_add(r, mkgrant("static-a", 0), false, "a", NULL);
+	struct lgrant *b = grants_add(r, mkgrant("static-b", 0), false, "b", NULL);
+	struct lgrant *e = grants_add(r, mkgrant("static-e", 0), false, "e", NULL);
+	struct lgrant *live = grants_add(r, mkgrant("live", 0), false, "live", NULL);
+	struct conn ca[2], cb, cl;
+
+	conn_open(&ca[0], a);
+	conn_open(&ca[1], a);
+	conn_open(&cb, b);
+	conn_open(&cl, live);
+	grants_retire(r, a, REASON_NO_GRANT, false);
+	grants_retire(r, b, REASON_NO_GRANT, false);
+	grants_retire(r, e, REASON_NO_GRANT, false);   /* nobody holds it: freed at once */
+	assert_int_equal(grants_count(r), 1);
+	assert_int_equal(ca[0].killed + ca[1].killed + cb.killed, 0);
+	/* the connection of b ends by itself first: b goes, a stays reachable */
+	lgrant_detach(b, &cb.gc);
+	lgrant_unref(b);
+	grants_kill_all(r, REASON_CLOSE_SHUTDOWN);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(ca[i].killed, 1);
+		assert_int_equal(ca[i].why, REASON_CLOSE_SHUTDOWN);
+	}
+	assert_int_equal(cl.killed, 1);
+	assert_int_equal(cb.killed, 0);
+	/* a second kill_all finds nothing left to kill */
+	grants_kill_all(r, REASON_CLOSE_SHUTDOWN);
+	assert_int_equal(ca[0].killed + ca[1].killed + cl.killed, 3);
+	lgrant_unref(a);
+	/* a retired grant still held when the registry goes outlives it (no use after free) */
+	grants_free(r);
+	lgrant_unref(a);
+	lgrant_unref(live);
+	event_base_free(base);
+}
+
 static void
 test_expiry(void **st)
 {
@@ -239,6 +283,7 @@ main(void)
 		cmocka_unit_test(test_ids_and_find),
 		cmocka_unit_test(test_revoke_kills_connections),
 		cmocka_unit_test(test_retire_without_kill),
+		cmocka_unit_test(test_kill_all_reaches_retired),
 		cmocka_unit_test(test_expiry),
 		cmocka_unit_test(test_listeners_and_self),
 		cmocka_unit_test(test_static_ids_stable),
