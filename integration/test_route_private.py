@@ -19,12 +19,16 @@ its egressd listener:
              proxy_credentials); a deny record; the origin sees nothing.
   wpad       https_proxy=wpad:// and no WPAD server in the lab: pac_unavailable, never
              direct (the origin sees nothing).
+  notify     egress-exec run with NOTIFY_SOCKET set (as under a systemd unit): the private
+             egressd tells the caller's service manager nothing (no datagram arrives; the
+             socket itself receives, as a probe shows), and the run works.
 Needs root (exit 77 otherwise).
 """
 
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -201,6 +205,34 @@ def t_wpad_unavailable(L, top):
     check(L.count("http80") == n80, "went direct: the origin saw a connection")
 
 
+def t_notify_socket_not_inherited(L, top):
+    c = local.Case(top, "notify")
+    path = os.path.join(top, "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o777)
+        sock.setblocking(False)
+        rc, diff, recs = run(L, c, {"NOTIFY_SOCKET": path})
+        check(rc == 0 and "+code 200" in diff, "exit %d\n%s\n%s" % (rc, c.stderr, diff))
+        got = []
+        while True:
+            try:
+                got.append(sock.recv(4096))
+            except BlockingIOError:
+                break
+        check(not got, "the private egressd notified the caller's service manager: %s" % got)
+        # The socket works: a datagram sent to it arrives (the absence above means something).
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            probe.sendto(b"READY=1", path)
+        finally:
+            probe.close()
+        check(sock.recv(4096) == b"READY=1", "the notify socket does not receive")
+    finally:
+        sock.close()
+
+
 def t_wpad_found(L, top, sq):
     """WPAD by DNS: sub.lab.test has no wpad host, lab.test has one (the walk goes up one
     label); its PAC sends origin.lab.test through the Basic squid, whose credential comes
@@ -328,6 +360,7 @@ def main():
                 R.run("no_credentials_names_fix", t_no_creds, L, top, kdc, sq2)
                 R.run("wpad_unavailable_never_direct", t_wpad_unavailable, L, top)
                 R.run("wpad_found_operator_credentials", t_wpad_found, L, top, sq)
+                R.run("notify_socket_not_inherited", t_notify_socket_not_inherited, L, top)
                 R.run("doctor_shows_route_and_auth", t_doctor, L, top)
                 R.run("java_proxy_opt_in", t_java_opt_in, L, top)
                 R.run("git_ssh_through_listener", t_git_ssh, L, top)

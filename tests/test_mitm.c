@@ -251,7 +251,7 @@ setup(void **state)
 	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://api.example.com\n"
 	    "credential_file = %s\ncredential_header = x-api-key\nallow_method = GET\n"
 	    "allow_method = POST\nallow_path = /v1/*\nallow_path = /redirect-*\n", path);
-	w.conns = connections_load_string("c.ini", conns, strlen(conns), getuid() == 0, err,
+	w.conns = connections_load_string("c.ini", conns, strlen(conns), getuid() == 0, NULL, err,
 	    sizeof(err));
 	assert_non_null(w.conns);
 	{
