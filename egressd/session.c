@@ -1084,6 +1084,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.bytes_total = &s->se_lg->bytes;
 		o.bytes_limit = s->se_lg->g->max_bytes;
 		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;
+		o.stats = &s->se_d->stats;
 		o.done = mitm_ended;
 		o.arg = s;
 		s->se_mitm = mitm_start(s->se_cfd, s->se_ufd, ok200, n200, &o);
