@@ -1024,9 +1024,10 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 
 /*
  * The TLS step of a CONNECT: a grant whose model connection covers this host is
- * intercepted (egressd/mitm.h); any other tunnel to port 443 first shows its ClientHello
- * (egressd/sniguard.h). Returns true when it took the session over (or refused it), false
- * when the opaque tunnel starts as before.
+ * intercepted (egressd/mitm.h); any other tunnel to port 443, or admitted by an https://
+ * entry on another port, first shows its ClientHello (egressd/sniguard.h). Returns true
+ * when it took the session over (or refused it), false when the opaque tunnel starts as
+ * before.
  */
 static bool
 modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npending)
@@ -1104,9 +1105,10 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		s->se_lg->ntunnels++;
 		return true;
 	}
-	if (s->se_req.port != 443)
+	/* Port 443, or an https:// entry (the grant's mark for TLS) on any port. */
+	if (s->se_req.port != 443 && !grant_expects_tls(lg->g, &s->se_req.host, s->se_req.port))
 		return false;
-	/* Opaque tunnel to 443: the 200 now, then the ClientHello is peeked (sniguard.h). */
+	/* Opaque TLS tunnel: the 200 now, then the ClientHello is peeked (sniguard.h). */
 	do
 		w = send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (w < 0 && errno == EINTR);
