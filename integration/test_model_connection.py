@@ -472,6 +472,41 @@ def t_sandbox(L, d, origin, conns):
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
+def t_reload_keeps_credentials(L, d, origin, runca):
+    """egressd runs as its drop account: a SIGHUP/control reload cannot read the root-only
+    credential file again, and keeps the credential start-up read (as proxy_credentials);
+    the interception works after it with the real key."""
+    st = os.stat(os.path.join(L.workdir, "model.key"))
+    check(st.st_uid == 0 and st.st_mode & 0o077 == 0, "the key file is not root-only")
+    with open("/proc/%d/status" % d.proc.pid) as f:
+        uids = [ln.split()[1:] for ln in f if ln.startswith("Uid:")][0]
+    check(all(u != "0" for u in uids), "egressd did not drop root: %s" % uids)
+    r = d.control({"op": "reload"})
+    check(r.get("ok"), "reload with a root-only credential file failed: %s" % r)
+    t_curl(L, d, origin, runca)
+
+
+def t_check_every_error(L, d):
+    """egressd -t names every problem of the connections file with its file:line."""
+    bad = os.path.join(L.workdir, "bad-models.ini")
+    with open(bad, "w") as f:
+        f.write("[connection a]\n"
+                "destination = https://*.lab.test\n"             # 2
+                "credential_file = /nonexistent/key\n"
+                "[connection b]\n"
+                "destination = https://b.lab.test\n"
+                "credential_file = /nonexistent/key\n"
+                "allow_method = post\n"                          # 7
+                "allow_path = v1\n")                             # 8
+    os.chmod(bad, 0o644)
+    c = L.egressd(settings={"connections": bad}, start=False)
+    rc, out_, err = c.check_config()
+    check(rc == 1, "egressd -t accepted a broken connections file: %s %s" % (out_, err))
+    for want in ("bad-models.ini:2: [connection a] destination",
+                 "bad-models.ini:7: allow_method 'post'", "bad-models.ini:8: allow_path 'v1'"):
+        check(want in err, "egressd -t does not say %r:\n%s" % (want, err))
+
+
 def t_reload_drops_connection(L, d):
     """A reload that removes the connections file: the grant that names one can no longer
     be served as intercepted, and nothing falls back to opaque (connection_unavailable)."""
@@ -526,6 +561,8 @@ def main():
                  (origin, os.path.join(L.workdir, "trusted-models.ini")))):
             res.run(name, fn, L, d, *args)
         res.run("metrics_count_inner_hops", t_metrics_inner, L, d)
+        res.run("reload_keeps_credentials", t_reload_keeps_credentials, L, d, origin, runca)
+        res.run("check_reports_every_error", t_check_every_error, L, d)
         res.run("reload_drops_connection", t_reload_drops_connection, L, d)
         res.run("egressd_clean_exit", stop_clean, d)
         for o in (origin, bad, other, tls8443, raw9443):
