@@ -3,8 +3,9 @@
  * [--env-file F] [--repo DIR]`: admission alone (with the preset's ro_bind paths and the
  * executable's visibility), and with --repo the repository: a git work tree root with a
  * commit at HEAD (else refused: repo_not_worktree, or repo_no_commit for an unborn HEAD),
- * and whether it is dirty (reported, not refused). Prints the decision as one JSON object on stdout and one human line on stderr
- * (plus one for the repository). Exit 0 when admitted, EXEC_EXIT_ADMISSION when refused.
+ * and whether it is dirty (reported, not refused). Prints the decision as one JSON object
+ * on stdout and one human line on stderr (plus one for the repository). Exit 0 when
+ * admitted, EXEC_EXIT_ADMISSION when refused.
  */
 #include "executor/commands.h"
 
