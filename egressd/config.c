@@ -579,14 +579,16 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			/* Credential files are root-only: read here, as root, before the drop.
 			 * A reload (after the drop) keeps what start-up read from the same files,
 			 * as proxy_credentials does (docs/model-connections.md). */
+			static const struct connections none;   /* a reload that adds the file */
 			char *cerr = malloc(CONFIG_CONN_ERRORS_MAX);
+			const struct connections *keep = ce->prev == NULL ? NULL :
+			    ce->prev->conns != NULL ? ce->prev->conns : &none;
 
 			c->connections_path = cdup(ce, s);
 			if (cerr == NULL) {
 				ce->oom = true;
 			} else {
-				c->conns = connections_load(s, geteuid() == 0,
-				    ce->prev != NULL ? ce->prev->conns : NULL, cerr,
+				c->conns = connections_load(s, geteuid() == 0, keep, cerr,
 				    CONFIG_CONN_ERRORS_MAX);
 				/* Every problem of the connections file, one entry each. */
 				for (char *p = cerr, *nl; c->conns == NULL && p != NULL && *p != '\0';

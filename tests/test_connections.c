@@ -477,6 +477,22 @@ test_reload_keeps_credentials(void **state)
 	assert_non_null(strstr(err, "[connection n] credential_file"));
 	assert_non_null(strstr(err, "takes a restart"));
 	assert_null(strstr(err, "[connection m]"));
+	/* ... also when the running configuration had no connections file at all */
+	{
+		char plain[256];
+		struct egressd_config *noconn;
+		snprintf(plain, sizeof(plain), "[egressd]\ncontrol_socket = none\n");
+		put("r.ini", plain, 0644);
+		noconn = config_load(epath, err, sizeof(err));
+		if (noconn == NULL)
+			fail_msg("%s", err);
+		snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\n"
+		    "connections = %s\n", cpath);
+		put("r.ini", conf, 0644);
+		assert_null(config_reload(epath, noconn, err, sizeof(err)));
+		assert_non_null(strstr(err, "takes a restart"));
+		config_free(noconn);
+	}
 	/* ... and another CA too */
 	put("rconns.ini", "[connection m]\ndestination = https://m.example\n", 0644);
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
