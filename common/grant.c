@@ -377,6 +377,18 @@ grant_allows(const struct grant *g, enum dest_scheme hop_scheme, const struct ho
 }
 
 bool
+grant_expects_tls(const struct grant *g, const struct host *h, uint16_t port)
+{
+	if (g == NULL || h == NULL)
+		return false;
+	for (size_t i = 0; i < g->nallow; i++)
+		if (g->allow[i].scheme == SCHEME_HTTPS &&
+		    pattern_match(&g->allow[i], SCHEME_HTTPS, h, port))
+			return true;
+	return false;
+}
+
+bool
 grant_credentials_bound(const struct grant *g, enum dest_scheme scheme, const struct host *h,
     uint16_t port)
 {

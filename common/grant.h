@@ -77,6 +77,14 @@ bool grant_principal_valid(const char *s);
 bool grant_allows(const struct grant *g, enum dest_scheme hop_scheme, const struct host *h,
     uint16_t port, size_t *entry);
 
+/*
+ * Is a CONNECT to h:port expected to carry TLS? True when an https:// entry admits it (an
+ * https:// entry is the grant's mark for TLS, on any port; a tcp:// entry says nothing
+ * about the protocol). egressd then checks the tunnel's ClientHello (the SNI check, also
+ * done for every tunnel to port 443). NULL arguments: false.
+ */
+bool grant_expects_tls(const struct grant *g, const struct host *h, uint16_t port);
+
 /* Does credential_origin bind credentials to this origin (scheme, host, port)? The scheme
  * must equal the entry's (https credentials never follow a redirect to http); host and port
  * as in pattern_match. NULL arguments: false. */

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/util.h"
 
@@ -167,5 +168,51 @@ routeproto_parse_reply(const char *line, size_t len, struct routeproto_reply *ou
 	if (out->n == 0)
 		return -1;
 	out->ok = 1;
+	return 0;
+}
+
+/* One line of out starting at *pos (without its '\n'); false at the end. */
+static bool
+next_line(const char *out, size_t n, size_t *pos, const char **line, size_t *len)
+{
+	const char *nl;
+
+	if (*pos >= n)
+		return false;
+	*line = out + *pos;
+	nl = memchr(*line, '\n', n - *pos);
+	*len = nl != NULL ? (size_t)(nl - *line) : n - *pos;
+	*pos += *len + (nl != NULL ? 1 : 0);
+	return true;
+}
+
+int
+routeproto_libproxy_discovers(const char *out, size_t n, const char *own_pac)
+{
+	static const char marker[] = "Config is: ";
+	size_t pos = 0, len = 0, ol = own_pac != NULL ? strlen(own_pac) : 0;
+	const char *line = NULL;
+	bool found = false;
+
+	if (out == NULL)
+		return 0;
+	/* The first "Config is: " line: libproxy prints it before it acts on anything. */
+	while (!found && next_line(out, n, &pos, &line, &len))
+		found = len == sizeof(marker) - 1 && memcmp(line, marker, len) == 0;
+	if (!found)
+		return 0;
+	/* Its "\t<url>" lines, and nothing after the first other line. */
+	while (next_line(out, n, &pos, &line, &len) && len > 0 && line[0] == '\t') {
+		const char *u = line + 1;
+		size_t ul = len - 1;
+
+		while (ul > 0 && (u[ul - 1] == '\r' || u[ul - 1] == ' '))
+			ul--;
+		if (ul >= 5 && strncasecmp(u, "wpad:", 5) == 0)
+			return 1;
+		if (ul >= 4 && strncasecmp(u, "pac+", 4) == 0 &&
+		    !(own_pac != NULL && ul == ol && memcmp(u, own_pac, ol) == 0))
+			return 1;
+	}
 	return 0;
 }

@@ -67,4 +67,24 @@ size_t routeproto_format_error(uint64_t id, const char *code, char *buf, size_t 
  * may be an error reply) or -1 when the line itself is malformed. */
 int routeproto_parse_reply(const char *line, size_t len, struct routeproto_reply *out);
 
+/*
+ * The helper's error code for libproxy's own discovery (below): egressd runs its own WPAD
+ * discovery instead (egressd/wpad.h), and refuses the hop (pac_unavailable) meanwhile.
+ */
+#define ROUTEPROTO_ERR_WPAD "wpad"
+
+/*
+ * Helper side: did libproxy, for the lookup whose debug output (_PX_DEBUG, captured by
+ * the helper) is out[0..n), set out to discover or fetch a PAC itself? libproxy 0.4
+ * prints "Config is: " and then one "\t<url>" line per configuration URL before it acts
+ * on them. A "wpad:" URL (any case) is libproxy's own WPAD; a "pac+" URL (any case) other
+ * than own_pac ("pac+file://<egressd's copy>", may be NULL) is a PAC libproxy would fetch
+ * itself. Both block without a bound and, failing (the helper has no TCP), answer
+ * direct:// — libproxy failing open. Returns 1 for either, else 0. Only the lines right
+ * after the first "Config is: " line count: what a PAC script returns is printed later and
+ * cannot forge them (at worst a refusal). out is hostile-ish (it holds PAC output): bounded
+ * by n, no allocation.
+ */
+int routeproto_libproxy_discovers(const char *out, size_t n, const char *own_pac);
+
 #endif

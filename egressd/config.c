@@ -164,6 +164,8 @@ config_free(struct egressd_config *c)
 	free(c->connections_path);
 	connections_free(c->conns);
 	mitm_ca_free(c->mitm_ca);
+	free(c->mitm_ca_cert);
+	free(c->mitm_ca_key);
 	SSL_CTX_free(c->origin_ctx);
 	free(c);
 }
@@ -183,9 +185,11 @@ config_find_grant(const struct egressd_config *c, const char *name)
  * the first problem in the file). At most CONFIG_ERRORS_MAX are kept.
  */
 #define CONFIG_ERRORS_MAX 32
+#define CONFIG_CONN_ERRORS_MAX 8192     /* the connections file's problems, '\n'-separated */
 
 struct cerrs {
 	const struct conf *cf;
+	const struct egressd_config *prev;  /* a reload: the running configuration */
 	size_t n;
 	struct {
 		unsigned line;
@@ -620,12 +624,29 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 		if (s[0] != '/') {
 			cerr_add(ce, line, "connections: an absolute path");
 		} else {
+			/* Credential files are root-only: read here, as root, before the drop.
+			 * A reload (after the drop) keeps what start-up read from the same files,
+			 * as proxy_credentials does (docs/model-connections.md). */
+			static const struct connections none;   /* a reload that adds the file */
+			char *cerr = malloc(CONFIG_CONN_ERRORS_MAX);
+			const struct connections *keep = ce->prev == NULL ? NULL :
+			    ce->prev->conns != NULL ? ce->prev->conns : &none;
+
 			c->connections_path = cdup(ce, s);
-			/* Credential files are root-only: read here, as root, before the drop
-			 * (a reload after the drop cannot read them and fails whole). */
-			c->conns = connections_load(s, geteuid() == 0, e1, sizeof(e1));
-			if (c->conns == NULL)
-				cerr_add(ce, line, "connections: %s", e1);
+			if (cerr == NULL) {
+				ce->oom = true;
+			} else {
+				c->conns = connections_load(s, geteuid() == 0, keep, cerr,
+				    CONFIG_CONN_ERRORS_MAX);
+				/* Every problem of the connections file, one entry each. */
+				for (char *p = cerr, *nl; c->conns == NULL && p != NULL && *p != '\0';
+				    p = nl != NULL ? nl + 1 : NULL) {
+					if ((nl = strchr(p, '\n')) != NULL)
+						*nl = '\0';
+					cerr_add(ce, line, "connections: %s", p);
+				}
+				free(cerr);
+			}
 		}
 		/* Intercepted origins are verified against the host trust store (or the file
 		 * named here: labs, private CAs). */
@@ -644,10 +665,26 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 		if ((cert == NULL) != (key == NULL)) {
 			cerr_add(ce, line ? line : conf_line(cf, i, "intercept_ca_key"),
 			    "intercept_ca_cert and intercept_ca_key go together");
+		} else if (cert != NULL && ce->prev != NULL) {
+			/* A reload runs after the drop: the root-only key cannot be read again,
+			 * so the CA start-up loaded stays in use (as proxy_credentials do). */
+			const struct egressd_config *p = ce->prev;
+
+			if (p->mitm_ca == NULL || p->mitm_ca_cert == NULL || p->mitm_ca_key == NULL ||
+			    strcmp(p->mitm_ca_cert, cert) != 0 || strcmp(p->mitm_ca_key, key) != 0)
+				cerr_add(ce, line, "intercept_ca_cert, intercept_ca_key: another CA than "
+				    "at start-up takes a restart (the key is root-only and read once, "
+				    "before the privilege drop)");
+			else
+				c->mitm_ca = mitm_ca_ref(p->mitm_ca);
 		} else if (cert != NULL) {
 			c->mitm_ca = mitm_ca_load(cert, key, geteuid() == 0, e1, sizeof(e1));
 			if (c->mitm_ca == NULL)
 				cerr_add(ce, line, "intercept_ca_cert: %s", e1);
+		}
+		if (cert != NULL && key != NULL) {
+			c->mitm_ca_cert = cdup(ce, cert);
+			c->mitm_ca_key = cdup(ce, key);
 		}
 	}
 }
@@ -697,7 +734,7 @@ config_check_connection(const struct egressd_config *c, const struct grant *g, c
 }
 
 static struct egressd_config *
-config_build(struct conf *cf, char *err, size_t errlen)
+config_build(struct conf *cf, const struct egressd_config *prev, char *err, size_t errlen)
 {
 	struct egressd_config *c = calloc(1, sizeof(*c));
 	struct cerrs *ce = calloc(1, sizeof(*ce));
@@ -712,6 +749,7 @@ config_build(struct conf *cf, char *err, size_t errlen)
 		return NULL;
 	}
 	ce->cf = cf;
+	ce->prev = prev;
 	DUP_OR_OOM(c->path, conf_file(cf));
 	DUP_OR_OOM(c->control_socket, CONFIG_DEFAULT_CONTROL);
 	DUP_OR_OOM(c->decision_log, CONFIG_DEFAULT_DLOG);
@@ -869,13 +907,19 @@ oom:
 struct egressd_config *
 config_load(const char *path, char *err, size_t errlen)
 {
+	return config_reload(path, NULL, err, errlen);
+}
+
+struct egressd_config *
+config_reload(const char *path, const struct egressd_config *prev, char *err, size_t errlen)
+{
 	struct conf *cf = conf_load(path, config_schema, EGRESS_NELEM(config_schema), err,
 	    errlen);
 	struct egressd_config *c;
 
 	if (cf == NULL)
 		return NULL;
-	c = config_build(cf, err, errlen);
+	c = config_build(cf, prev, err, errlen);
 	conf_free(cf);
 	return c;
 }
@@ -889,7 +933,7 @@ config_load_string(const char *name, const char *text, size_t len, char *err, si
 
 	if (cf == NULL)
 		return NULL;
-	c = config_build(cf, err, errlen);
+	c = config_build(cf, NULL, err, errlen);
 	conf_free(cf);
 	return c;
 }

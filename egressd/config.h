@@ -86,11 +86,14 @@ struct egressd_config {
 	struct config_grant *grants;
 	size_t ngrants;
 	/* Model connections (docs/model-connections.md): the file and what it held when this
-	 * configuration was loaded, credentials included (a reload replaces both whole). */
+	 * configuration was loaded, credentials included (a reload replaces the set whole;
+	 * the credentials are start-up's, see config_reload). */
 	char *connections_path;         /* NULL = no connections */
 	struct connections *conns;      /* owned */
 	struct mitm_ca *mitm_ca;        /* the operator's interception CA (intercept_ca_cert,
-	                                   intercept_ca_key: root-only), or NULL; owned */
+	                                   intercept_ca_key: root-only), or NULL; one
+	                                   reference (a reload shares start-up's) */
+	char *mitm_ca_cert, *mitm_ca_key; /* their paths (a reload compares them) */
 	struct ssl_ctx_st *origin_ctx;  /* TLS client context for intercepted origins (host
 	                                   trust store, or origin_ca_file); set with
 	                                   connections; owned */
@@ -102,6 +105,15 @@ struct egressd_config {
  * same file; listener addresses must be literal addr:port; metrics_listen must be loopback.
  */
 struct egressd_config *config_load(const char *path, char *err, size_t errlen);
+/*
+ * config_load for a reload: prev is the running configuration. The root-only secrets that
+ * start-up read before the privilege drop (the connections' credential files, the
+ * operator's interception CA key) are taken from prev when the new file names the same
+ * files, never read again; naming other ones is an error that says a restart is needed
+ * (as for proxy_credentials, route.c). Every other setting is read afresh.
+ */
+struct egressd_config *config_reload(const char *path, const struct egressd_config *prev,
+    char *err, size_t errlen);
 struct egressd_config *config_load_string(const char *name, const char *text, size_t len,
     char *err, size_t errlen);
 void config_free(struct egressd_config *c);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "egressd/connections.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,7 @@ conn_clear(struct connection *c)
 		free(c->secret);
 	}
 	free(c->dest);
+	free(c->credfile);
 	strv_free(c->methods, c->nmethods);
 	strv_free(c->paths, c->npaths);
 	memset(c, 0, sizeof(*c));
@@ -144,10 +146,48 @@ connections_free(struct connections *c)
 	free(c);
 }
 
-/* Copy a list key into a new array after checking every value with ok(). */
+/*
+ * Every problem of one load, one "file:line: ..." line each (like egressd.ini's: the
+ * operator fixes them all in one go). The first one decides nothing: loading goes on
+ * through every section and key, and fails at the end if there was any.
+ */
+struct lerrs {
+	char *buf;
+	size_t len, off;
+	unsigned n, dropped;
+};
+
+static void lerr_add(struct lerrs *le, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+lerr_add(struct lerrs *le, const char *fmt, ...)
+{
+	char line[640];
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (k < 0)
+		return;
+	le->n++;
+	if (le->len == 0)
+		return;
+	if (le->off + strlen(line) + 2 > le->len) {
+		le->dropped++;
+		return;
+	}
+	le->off += (size_t)snprintf(le->buf + le->off, le->len - le->off, "%s%s",
+	    le->off > 0 ? "\n" : "", line);
+}
+
+/* Copy a list key into a new array after checking every value with ok(); every bad value
+ * is reported. Returns -1 only when out of memory. */
 static int
 copy_list(const struct conf *conf, size_t sec, const char *key, bool (*ok)(const char *),
-    char ***out, size_t *nout, const char *what, char *err, size_t errlen)
+    char ***out, size_t *nout, const char *what, struct lerrs *le)
 {
 	size_t n = 0;
 	const char *const *vals = conf_get_list(conf, sec, key, &n);
@@ -157,59 +197,85 @@ copy_list(const struct conf *conf, size_t sec, const char *key, bool (*ok)(const
 	if (n == 0)
 		return 0;
 	if (n > EGRESS_CONNECTION_RULES_MAX) {
-		snprintf(err, errlen, "%s:%u: more than %d %s entries", conf_file(conf),
+		lerr_add(le, "%s:%u: more than %d %s entries", conf_file(conf),
 		    conf_line(conf, sec, key), EGRESS_CONNECTION_RULES_MAX, key);
-		return -1;
+		return 0;
 	}
-	if ((*out = calloc(n, sizeof(char *))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((*out = calloc(n, sizeof(char *))) == NULL)
 		return -1;
-	}
 	for (size_t i = 0; i < n; i++) {
 		if (!ok(vals[i])) {
-			snprintf(err, errlen, "%s:%u: %s '%.100s': %s", conf_file(conf),
+			lerr_add(le, "%s:%u: %s '%.100s': %s", conf_file(conf),
 			    conf_line(conf, sec, key), key, vals[i], what);
-			return -1;
+			continue;
 		}
-		if (((*out)[i] = strdup(vals[i])) == NULL) {
-			snprintf(err, errlen, "out of memory");
+		if (((*out)[*nout] = strdup(vals[i])) == NULL)
 			return -1;
-		}
-		*nout = i + 1;
+		(*nout)++;
 	}
 	return 0;
 }
 
-/* The secret: the file without trailing CR/LF, visible ASCII only. */
+/* The credential start-up read from credfile, if keep (the running set) has it. */
+static const struct connection *
+kept_credential(const struct connections *keep, const char *credfile)
+{
+	for (size_t i = 0; keep != NULL && i < keep->n; i++)
+		if (keep->v[i].secret != NULL && keep->v[i].credfile != NULL &&
+		    strcmp(keep->v[i].credfile, credfile) == 0)
+			return &keep->v[i];
+	return NULL;
+}
+
+/* The secret: the file without trailing CR/LF, visible ASCII only. With keep (a reload,
+ * after the privilege drop) it is the copy start-up read from the same file, never the
+ * file again. Returns -1 only when out of memory. */
 static int
 load_secret(struct connection *c, const char *file, unsigned line, const char *credfile,
-    int check_owner, char *err, size_t errlen)
+    int check_owner, const struct connections *keep, struct lerrs *le)
 {
 	char e2[512];
 	size_t len = 0;
-	char *s = secretfile_read(credfile, check_owner, "a model connection's credential",
-	    &len, e2, sizeof(e2));
+	char *s;
 
-	if (s == NULL) {
-		snprintf(err, errlen, "%s:%u: [connection %s] credential_file: %s", file, line,
-		    c->name, e2);
+	if ((c->credfile = strdup(credfile)) == NULL)
 		return -1;
+	if (keep != NULL) {
+		const struct connection *k = kept_credential(keep, credfile);
+
+		if (k == NULL) {
+			lerr_add(le, "%s:%u: [connection %s] credential_file %s: a credential file "
+			    "egressd did not read at start-up takes a restart (it is root-only and "
+			    "read once, before the privilege drop)", file, line, c->name, credfile);
+			return 0;
+		}
+		if ((c->secret = malloc(k->secret_len + 1)) == NULL)
+			return -1;
+		memcpy(c->secret, k->secret, k->secret_len + 1);
+		c->secret_len = k->secret_len;
+		return 0;
+	}
+	s = secretfile_read(credfile, check_owner, "a model connection's credential", &len, e2,
+	    sizeof(e2));
+	if (s == NULL) {
+		lerr_add(le, "%s:%u: [connection %s] credential_file: %s", file, line, c->name,
+		    e2);
+		return 0;
 	}
 	while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == '\r'))
 		s[--len] = '\0';
 	if (len == 0 || len > EGRESS_CREDENTIAL_MAX) {
-		snprintf(err, errlen, "%s:%u: [connection %s] credential_file %s: the credential "
-		    "must be 1-%d bytes on one line", file, line, c->name, credfile,
-		    EGRESS_CREDENTIAL_MAX);
+		lerr_add(le, "%s:%u: [connection %s] credential_file %s: the credential must be "
+		    "1-%d bytes on one line", file, line, c->name, credfile, EGRESS_CREDENTIAL_MAX);
 		goto fail;
 	}
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch <= 0x20 || ch >= 0x7f) {
 			/* Never print the byte or its position: both leak the secret. */
-			snprintf(err, errlen, "%s:%u: [connection %s] credential_file %s: the "
-			    "credential must be visible ASCII without spaces (it goes into a header)",
-			    file, line, c->name, credfile);
+			lerr_add(le, "%s:%u: [connection %s] credential_file %s: the credential "
+			    "must be visible ASCII without spaces (it goes into a header)", file, line,
+			    c->name, credfile);
 			goto fail;
 		}
 	}
@@ -219,12 +285,14 @@ load_secret(struct connection *c, const char *file, unsigned line, const char *c
 fail:
 	secret_wipe(s, len);
 	free(s);
-	return -1;
+	return 0;
 }
 
+/* One [connection NAME] section; every problem is reported. Returns -1 only when out of
+ * memory. */
 static int
 load_one(const struct conf *conf, size_t sec, struct connection *c, int check_owner,
-    char *err, size_t errlen)
+    const struct connections *keep, struct lerrs *le)
 {
 	const char *file = conf_file(conf);
 	const char *label = conf_section_label(conf, sec);
@@ -233,62 +301,62 @@ load_one(const struct conf *conf, size_t sec, struct connection *c, int check_ow
 	const char *const *dests = conf_get_list(conf, sec, "destination", &n);
 	const char *credfile = conf_get(conf, sec, "credential_file", NULL);
 	const char *hdr = conf_get(conf, sec, "credential_header", NULL);
+	unsigned before = le->n;
+	bool dest_ok = true;
 
 	if (line == 0)
 		line = conf_line(conf, sec, "credential_file");
+	if (line == 0)
+		line = conf_section_line(conf, sec);
 	if (!connection_name_valid(label)) {
-		snprintf(err, errlen, "%s:%u: [connection %.80s]: a connection name is 1-%d "
-		    "characters of A-Z a-z 0-9 . _ -", file, line, label,
+		lerr_add(le, "%s:%u: [connection %.80s]: a connection name is 1-%d characters of "
+		    "A-Z a-z 0-9 . _ -", file, conf_section_line(conf, sec), label,
 		    EGRESS_CONNECTION_NAME_MAX);
-		return -1;
+		return 0;
 	}
 	memcpy(c->name, label, strlen(label) + 1);
 	c->line = line;
 	if (n > EGRESS_CONNECTION_RULES_MAX) {
-		snprintf(err, errlen, "%s:%u: [connection %s]: more than %d destinations", file,
-		    line, label, EGRESS_CONNECTION_RULES_MAX);
-		return -1;
+		lerr_add(le, "%s:%u: [connection %s]: more than %d destinations", file, line,
+		    label, EGRESS_CONNECTION_RULES_MAX);
+		n = 0;
+		dest_ok = false;
 	}
-	if (n > 0 && (c->dest = calloc(n, sizeof(*c->dest))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if (n > 0 && (c->dest = calloc(n, sizeof(*c->dest))) == NULL)
 		return -1;
-	}
 	for (size_t i = 0; i < n; i++) {
 		const char *perr = NULL;
-		if (pattern_parse(dests[i], &c->dest[i], &perr) != 0) {
-			snprintf(err, errlen, "%s:%u: [connection %s] destination '%.100s': %s", file,
-			    line, label, dests[i], perr ? perr : "invalid");
-			return -1;
+		if (pattern_parse(dests[i], &c->dest[c->ndest], &perr) != 0) {
+			lerr_add(le, "%s:%u: [connection %s] destination '%.100s': %s", file, line,
+			    label, dests[i], perr ? perr : "invalid");
+			dest_ok = false;
+			continue;
 		}
-		c->ndest = i + 1;
+		if (credfile != NULL && (c->dest[c->ndest].scheme != SCHEME_HTTPS ||
+		    c->dest[c->ndest].wildcard)) {
+			/* A credential is applied inside TLS egressd terminates with a leaf minted
+			 * for exactly the CONNECT host: one named https origin per entry. */
+			lerr_add(le, "%s:%u: [connection %s] destination '%.100s': a connection with "
+			    "a credential takes https://host[:port] entries without wildcards", file,
+			    line, label, dests[i]);
+			dest_ok = false;
+			continue;
+		}
+		c->ndest++;
 	}
 	if (credfile == NULL) {
 		/* Destinations only (egress-exec's admission); nothing for egressd to apply. */
 		if (hdr != NULL || conf_get(conf, sec, "allow_method", NULL) != NULL ||
-		    conf_get(conf, sec, "allow_path", NULL) != NULL) {
-			snprintf(err, errlen, "%s:%u: [connection %s]: credential_header, "
-			    "allow_method and allow_path need credential_file", file, line, label);
-			return -1;
-		}
+		    conf_get(conf, sec, "allow_path", NULL) != NULL)
+			lerr_add(le, "%s:%u: [connection %s]: credential_header, allow_method and "
+			    "allow_path need credential_file", file, line, label);
 		c->apply = CONN_APPLY_NONE;
 		return 0;
 	}
-	if (c->ndest == 0) {
-		snprintf(err, errlen, "%s:%u: [connection %s]: a connection with a credential "
-		    "needs at least one destination = https://host", file,
+	if (c->ndest == 0 && dest_ok)
+		lerr_add(le, "%s:%u: [connection %s]: a connection with a credential needs at "
+		    "least one destination = https://host", file,
 		    conf_line(conf, sec, "credential_file"), label);
-		return -1;
-	}
-	for (size_t i = 0; i < c->ndest; i++) {
-		/* A credential is applied inside TLS egressd terminates with a leaf minted for
-		 * exactly the CONNECT host: one named https origin per entry. */
-		if (c->dest[i].scheme != SCHEME_HTTPS || c->dest[i].wildcard) {
-			snprintf(err, errlen, "%s:%u: [connection %s] destination '%s': a connection "
-			    "with a credential takes https://host[:port] entries without wildcards",
-			    file, line, label, dests[i]);
-			return -1;
-		}
-	}
 	if (hdr == NULL || strcasecmp(hdr, "authorization-bearer") == 0) {
 		c->apply = CONN_APPLY_BEARER;
 		memcpy(c->header, "authorization", sizeof("authorization"));
@@ -301,29 +369,35 @@ load_one(const struct conf *conf, size_t sec, struct connection *c, int check_ow
 			c->header[i] = (char)(hdr[i] >= 'A' && hdr[i] <= 'Z' ? hdr[i] + 32 : hdr[i]);
 		c->header[strlen(hdr)] = '\0';
 	} else {
-		snprintf(err, errlen, "%s:%u: [connection %s] credential_header '%.80s': "
+		lerr_add(le, "%s:%u: [connection %s] credential_header '%.80s': "
 		    "authorization-bearer, x-api-key, or a header field name that does not frame or "
 		    "route the message (not Host, Content-Length, Cookie, Proxy-*, ...)", file,
 		    conf_line(conf, sec, "credential_header"), label, hdr);
-		return -1;
 	}
 	if (copy_list(conf, sec, "allow_method", method_ok, &c->methods, &c->nmethods,
-	    "a method is 1-16 uppercase letters", err, errlen) != 0 ||
+	    "a method is 1-16 uppercase letters", le) != 0 ||
 	    copy_list(conf, sec, "allow_path", path_rule_ok, &c->paths, &c->npaths,
 	    "a path rule is /exact or /prefix* without '?', '#', '%', '\\', dot segments or "
-	    "'//'", err, errlen) != 0)
+	    "'//'", le) != 0)
 		return -1;
+	/* The credential is read only for a section that is otherwise sound: a refused
+	 * configuration reads no secret it will not use. */
+	if (le->n != before)
+		return 0;
 	return load_secret(c, file, conf_line(conf, sec, "credential_file"), credfile,
-	    check_owner, err, errlen);
+	    check_owner, keep, le);
 }
 
 static struct connections *
-from_conf(const struct conf *conf, const char *name, int check_owner, char *err,
-    size_t errlen)
+from_conf(const struct conf *conf, const char *name, int check_owner,
+    const struct connections *keep, char *err, size_t errlen)
 {
 	struct connections *out = calloc(1, sizeof(*out));
 	size_t nsec = conf_nsections(conf);
+	struct lerrs le = { err, errlen, 0, 0, 0 };
 
+	if (errlen > 0)
+		err[0] = '\0';
 	if (out == NULL)
 		goto nomem;
 	out->refs = 1;
@@ -341,8 +415,13 @@ from_conf(const struct conf *conf, const char *name, int check_owner, char *err,
 		if (label == NULL || label[0] == '\0')
 			continue;     /* keys outside [connection ...] are refused by the schema */
 		out->n++;
-		if (load_one(conf, i, &out->v[out->n - 1], check_owner, err, errlen) != 0)
-			goto fail;
+		if (load_one(conf, i, &out->v[out->n - 1], check_owner, keep, &le) != 0)
+			goto nomem;
+	}
+	if (le.n > 0) {
+		if (le.dropped > 0 && le.off + 48 < errlen)
+			snprintf(err + le.off, errlen - le.off, "\n(and %u more)", le.dropped);
+		goto fail;
 	}
 	return out;
 nomem:
@@ -354,7 +433,7 @@ fail:
 
 struct connections *
 connections_load_string(const char *name, const char *text, size_t len, int check_owner,
-    char *err, size_t errlen)
+    const struct connections *keep, char *err, size_t errlen)
 {
 	struct conf *conf = conf_load_string(name, text, len, schema, EGRESS_NELEM(schema), err,
 	    errlen);
@@ -362,20 +441,21 @@ connections_load_string(const char *name, const char *text, size_t len, int chec
 
 	if (conf == NULL)
 		return NULL;
-	c = from_conf(conf, name, check_owner, err, errlen);
+	c = from_conf(conf, name, check_owner, keep, err, errlen);
 	conf_free(conf);
 	return c;
 }
 
 struct connections *
-connections_load(const char *path, int check_owner, char *err, size_t errlen)
+connections_load(const char *path, int check_owner, const struct connections *keep,
+    char *err, size_t errlen)
 {
 	struct conf *conf = conf_load(path, schema, EGRESS_NELEM(schema), err, errlen);
 	struct connections *c;
 
 	if (conf == NULL)
 		return NULL;
-	c = from_conf(conf, path, check_owner, err, errlen);
+	c = from_conf(conf, path, check_owner, keep, err, errlen);
 	conf_free(conf);
 	return c;
 }

@@ -51,6 +51,7 @@ struct connection {
 	enum conn_apply apply;
 	char header[EGRESS_HEADER_NAME_MAX + 1];   /* lowercase field name the secret goes in */
 	char *secret;                               /* NULL for CONN_APPLY_NONE; wiped on free */
+	char *credfile;                             /* credential_file, or NULL */
 	size_t secret_len;
 	char **methods;                             /* allow_method; none = every method */
 	size_t nmethods;
@@ -68,14 +69,22 @@ struct connections {
 
 /*
  * Load the file at path (text: the same for a string named name, tests). Credential files
- * are read with secretfile_read(check_owner). NULL with err ("file:line: ...") on any
- * problem: unknown key, bad destination, unreadable or world-readable credential file,
- * a credential without destinations, a bad header name or rule.
+ * are read with secretfile_read(check_owner). NULL with err on any problem: unknown key,
+ * bad destination, unreadable or world-readable credential file, a credential without
+ * destinations, a bad header name or rule. err then holds every problem found, one
+ * "file:line: ..." per line ('\n'-separated; a syntax error of the file itself stops at
+ * that one, as for egressd.ini); a section with any other problem has its credential file
+ * left unread.
+ *
+ * keep: NULL at start-up. At a reload (after the privilege drop, when the root-only
+ * credential files cannot be read again) the running set: a credential_file it read is
+ * not read again, its secret is copied from there; a credential file it did not read is an
+ * error that says a restart is needed (the same rule as proxy_credentials).
  */
-struct connections *connections_load(const char *path, int check_owner, char *err,
-    size_t errlen);
+struct connections *connections_load(const char *path, int check_owner,
+    const struct connections *keep, char *err, size_t errlen);
 struct connections *connections_load_string(const char *name, const char *text, size_t len,
-    int check_owner, char *err, size_t errlen);
+    int check_owner, const struct connections *keep, char *err, size_t errlen);
 /* A live interception keeps the set it started with (and its secrets) until it ends, even
  * across a reload: connections_ref adds a reference, connections_free drops one and frees
  * on the last. Both accept NULL. */

@@ -486,7 +486,7 @@ reload_apply(struct daemon *d, char *err, size_t errlen)
 		snprintf(err, errlen, "egressd is shutting down");
 		return -1;
 	}
-	nc = config_load(d->cfg->path, err, errlen);
+	nc = config_reload(d->cfg->path, d->cfg, err, errlen);
 	if (nc == NULL)
 		return -1;
 	/* Remember the current static grants before staging adds the new ones. */

@@ -487,12 +487,14 @@ main(int argc, char **argv)
 			/* What the drop account reads later: the configuration and a local PAC
 			 * file at every reload, Negotiate keytabs at every GSSAPI call. (The
 			 * credentials file itself stays root-only: read once at start-up.) */
-			const char *paths[2 + 16];
+			const char *paths[3 + 16];
 			size_t np = 0;
 			struct proxycreds *pc = NULL;
 			int rc;
 
 			paths[np++] = cfg->path;
+			if (cfg->connections_path != NULL)   /* re-read at every reload */
+				paths[np++] = cfg->connections_path;
 			if (cfg->route.kind == ROUTE_KIND_PAC && cfg->route.pac != NULL &&
 			    cfg->route.pac[0] == '/')
 				paths[np++] = cfg->route.pac;

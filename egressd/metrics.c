@@ -41,8 +41,25 @@ metrics_observe(struct metrics_histo *h, uint64_t us)
 void
 metrics_decision(struct metrics_stats *m, int allow, enum reason r)
 {
-	if ((unsigned)r < REASON__COUNT)
+	if (m != NULL && (unsigned)r < REASON__COUNT)
 		m->decisions[allow ? 1 : 0][r]++;
+}
+
+void
+metrics_hop_failed(struct metrics_stats *m, enum reason r)
+{
+	if (m != NULL && (unsigned)r < REASON__COUNT)
+		m->failed[r]++;
+}
+
+void
+metrics_close(struct metrics_stats *m, enum reason r)
+{
+	if (m == NULL || (unsigned)r >= REASON__COUNT)
+		return;
+	m->closes[r]++;
+	if (r != REASON_ALLOWED && reason_http_status(r) != 0)
+		m->failed[r]++;
 }
 
 struct sbuf {
@@ -156,6 +173,19 @@ metrics_render(const struct metrics_stats *m, struct grants *g, size_t *len)
 				sb_printf(&b, "egressd_decisions_total{verdict=\"%s\",reason=\"%s\"} "
 				    "%llu\n", v ? "allow" : "deny", reason_str((enum reason)r),
 				    (unsigned long long)m->decisions[v][r]);
+	sb_printf(&b, "# HELP egressd_closes_total Hop close records by reason (every allowed hop "
+	    "ends with one).\n# TYPE egressd_closes_total counter\n");
+	for (int r = 0; r < REASON__COUNT; r++)
+		if (m->closes[r] > 0)
+			sb_printf(&b, "egressd_closes_total{reason=\"%s\"} %llu\n",
+			    reason_str((enum reason)r), (unsigned long long)m->closes[r]);
+	sb_printf(&b, "# HELP egressd_hops_failed_total Allowed hops that then failed (upstream "
+	    "or proxy failure, revocation, audit) by reason.\n"
+	    "# TYPE egressd_hops_failed_total counter\n");
+	for (int r = 0; r < REASON__COUNT; r++)
+		if (m->failed[r] > 0)
+			sb_printf(&b, "egressd_hops_failed_total{reason=\"%s\"} %llu\n",
+			    reason_str((enum reason)r), (unsigned long long)m->failed[r]);
 	sb_printf(&b, "# HELP egressd_bytes_total Bytes relayed.\n"
 	    "# TYPE egressd_bytes_total counter\n"
 	    "egressd_bytes_total{direction=\"up\"} %llu\n"

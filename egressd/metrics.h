@@ -28,7 +28,9 @@ struct metrics_histo {
 };
 
 struct metrics_stats {
-	uint64_t decisions[2][REASON__COUNT];   /* [0] deny, [1] allow */
+	uint64_t decisions[2][REASON__COUNT];   /* [0] deny, [1] allow: one per decision record */
+	uint64_t closes[REASON__COUNT];         /* one per close record, by its reason */
+	uint64_t failed[REASON__COUNT];         /* allowed hops that then failed (see below) */
 	uint64_t bytes_up;
 	uint64_t bytes_down;
 	uint64_t connections_total;
@@ -43,8 +45,17 @@ extern const double metrics_bucket_s[METRICS_BUCKETS];
 
 /* Count one latency sample (microseconds) into its bucket. */
 void metrics_observe(struct metrics_histo *h, uint64_t us);
-/* Count one hop decision (allow nonzero: verdict allow) with its reason. */
+/* Count one hop decision (allow nonzero: verdict allow) with its reason: once per decision
+ * record written (outer hops, redirects, SNI checks, inner requests of an interception).
+ * m may be NULL. */
 void metrics_decision(struct metrics_stats *m, int allow, enum reason r);
+/* Count one close record with its reason. A reason that is a refusal (it has an HTTP
+ * status: upstream failure, the proxy's 407, revocation, audit) also counts the hop as
+ * failed: it was allowed, then did not get through. m may be NULL. */
+void metrics_close(struct metrics_stats *m, enum reason r);
+/* An allowed hop that failed and whose record says so otherwise (an intercepted request's
+ * deny record after its allow). m may be NULL. */
+void metrics_hop_failed(struct metrics_stats *m, enum reason r);
 
 /*
  * Render the exposition into a new malloc'd string (*len set); NULL on ENOMEM. Reads the

@@ -25,6 +25,7 @@
 #include "egressd/dlog.h"
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
+#include "egressd/metrics.h"
 #include "egressd/redirect.h"
 
 #define MITM_HIGH_WATER (256 * 1024)   /* bytes queued toward one side before reads pause */
@@ -72,6 +73,7 @@ struct mitm {
 	uint64_t resp_left;
 	struct http_chunked resp_chunk;
 	bool keep;                       /* both sides keep the connection after this one */
+	bool allowed;                    /* its allow record is written */
 };
 
 static void process(struct mitm *m);
@@ -153,6 +155,10 @@ record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error
 	if (tls_error != NULL)
 		json_object_set_new(o, "tls_error", json_string(tls_error));
 	append(m, "decision", o);
+	metrics_decision(m->o.stats, allow, r);
+	/* A deny after this request's allow record: the hop was let through, then failed. */
+	if (!allow && m->allowed)
+		metrics_hop_failed(m->o.stats, r);
 }
 
 static void
@@ -167,6 +173,7 @@ record_close(struct mitm *m, enum reason r)
 	json_object_set_new(o, "bytes_up", json_integer((json_int_t)m->req_up));
 	json_object_set_new(o, "bytes_down", json_integer((json_int_t)m->req_down));
 	append(m, "close", o);
+	metrics_close(m->o.stats, r);
 }
 
 /* ---- life cycle ---- */
@@ -184,6 +191,7 @@ reset_request(struct mitm *m)
 	m->status = 0;
 	m->resp_left = 0;
 	m->keep = false;
+	m->allowed = false;
 }
 
 static void
@@ -457,6 +465,8 @@ logged(int err, void *arg)
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
 		return;
 	}
+	m->allowed = true;
+	metrics_decision(m->o.stats, 1, REASON_ALLOWED);
 	out = malloc(MITM_HEAD_OUT);
 	n = out != NULL ? build_head(m, out, MITM_HEAD_OUT) : 0;
 	if (n == 0) {

@@ -56,6 +56,7 @@
 
 struct event_base;
 struct dlog;
+struct metrics_stats;
 struct mitm;
 
 typedef void (*mitm_done_cb)(enum reason why, uint64_t up, uint64_t down, void *arg);
@@ -79,6 +80,8 @@ struct mitm_opts {
 	uint64_t lifetime_ms;           /* the tunnel's maximum lifetime (0 = none) */
 	uint64_t *bytes_total;          /* the grant's byte counter (may be NULL) */
 	uint64_t bytes_limit;           /* 0 = none */
+	struct metrics_stats *stats;    /* every inner request is a hop: counted like the
+	                                   others (metrics.h); borrowed, may be NULL */
 	mitm_done_cb done;
 	void *arg;
 };

@@ -34,12 +34,13 @@ struct mitm_ca {
 	struct leaf_slot slots[EGRESS_LEAF_CACHE_MAX];
 	unsigned long clock;
 	unsigned long minted, hits;
+	unsigned refs;
 };
 
 void
 mitm_ca_free(struct mitm_ca *ca)
 {
-	if (ca == NULL)
+	if (ca == NULL || --ca->refs > 0)
 		return;
 	for (size_t i = 0; i < EGRESS_LEAF_CACHE_MAX; i++)
 		SSL_CTX_free(ca->slots[i].ctx);
@@ -47,6 +48,14 @@ mitm_ca_free(struct mitm_ca *ca)
 	EVP_PKEY_free(ca->key);
 	EVP_PKEY_free(ca->leaf_key);
 	free(ca);
+}
+
+struct mitm_ca *
+mitm_ca_ref(struct mitm_ca *ca)
+{
+	if (ca != NULL)
+		ca->refs++;
+	return ca;
 }
 
 X509 *
@@ -73,6 +82,7 @@ mitm_ca_from_pem(const char *cert_pem, size_t cert_len, const char *key_pem, siz
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	ca->refs = 1;
 	if (cert_len > INT32_MAX || key_len > INT32_MAX)
 		goto bad_cert;
 	b = BIO_new_mem_buf(cert_pem, (int)cert_len);

@@ -34,7 +34,10 @@ struct mitm_ca *mitm_ca_from_pem(const char *cert_pem, size_t cert_len, const ch
 /* From files: the key is read with secretfile_read (root-only, 0600) when check_owner. */
 struct mitm_ca *mitm_ca_load(const char *cert_path, const char *key_path, int check_owner,
     char *err, size_t errlen);
+/* Drop a reference (the last one frees). Accepts NULL. */
 void mitm_ca_free(struct mitm_ca *ca);
+/* Another reference (a reload keeps the operator's CA start-up loaded). Returns ca. */
+struct mitm_ca *mitm_ca_ref(struct mitm_ca *ca);
 
 /*
  * A server SSL_CTX presenting a leaf for exactly h (its name, or its address for an IP

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,6 +61,8 @@ struct router {
 	char wpad_urls[WPAD_CANDIDATES_MAX][WPAD_URL_MAX];
 	size_t wpad_n, wpad_i;
 	struct event *wpad_ev;
+	struct event *discover_ev;   /* the helper reported libproxy's own WPAD: switch */
+	char **envp;                 /* the helpers' environment (system and pac routes) */
 	struct resolver *res;
 };
 
@@ -244,7 +247,16 @@ static void
 helper_answered(enum reason status, const struct routeproto_reply *reply, void *arg)
 {
 	struct route_req *q = arg;
+	struct router *r = q->r;
 
+	/* libproxy's own WPAD or PAC fetch (its settings, not egressd's): the hop is refused
+	 * (pac_unavailable) and egressd runs WPAD itself, once, outside this callback. */
+	if (reply != NULL && !reply->ok && strcmp(reply->err, ROUTEPROTO_ERR_WPAD) == 0 &&
+	    r->cfg.kind == ROUTE_KIND_SYSTEM && !r->wpad && r->pf == NULL &&
+	    r->discover_ev != NULL && !evtimer_pending(r->discover_ev, NULL)) {
+		struct timeval now = { 0, 0 };
+		evtimer_add(r->discover_ev, &now);
+	}
 	q->hq = NULL;
 	q->res.status = status;
 	q->res.n = 0;
@@ -392,6 +404,106 @@ wpad_fetcher(struct router *r, char *err, size_t errlen)
 	    "of %zu)", url, r->wpad_i + 1, r->wpad_n) >= (int)sizeof(r->pac_status))
 		r->pac_status[sizeof(r->pac_status) - 1] = '\0';
 	return pacfetch_new(r->base, r->res, &pc, pac_updated, r, err, errlen);
+}
+
+static int env_add(char ***envp, size_t *n, const char *name, const char *value);
+static void env_free(char **envp);
+
+/* WPAD candidates for the host's domain (wpad_domain, else resolv.conf's search domain);
+ * pac_status says so when there is none. */
+static void
+wpad_plan(struct router *r)
+{
+	char dom[EGRESS_HOSTNAME_MAX + 1];
+
+	if (r->cfg.wpad_domain != NULL)
+		snprintf(dom, sizeof(dom), "%s", r->cfg.wpad_domain);
+	else if (wpad_search_domain("/etc/resolv.conf", dom, sizeof(dom)) != 0)
+		dom[0] = '\0';
+	r->wpad_n = dom[0] ? wpad_candidates(dom, r->wpad_urls, WPAD_CANDIDATES_MAX) : 0;
+	r->wpad_i = 0;
+	if (r->wpad_n == 0)
+		snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: no candidate "
+		    "(search domain %.200s); hops are refused with pac_unavailable",
+		    dom[0] ? dom : "unknown");
+}
+
+/* Is this environment entry a proxy variable libproxy reads (name any case)? */
+static bool
+env_is_proxy(const char *kv)
+{
+	static const char *const names[] = { "http_proxy=", "https_proxy=", "all_proxy=" };
+
+	for (size_t i = 0; i < EGRESS_NELEM(names); i++)
+		if (strncasecmp(kv, names[i], strlen(names[i])) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The route helper said libproxy's configuration (a desktop or system setting egressd
+ * cannot see) discovers or fetches a PAC itself. libproxy would do that blocking and fail
+ * open to direct://; egressd runs WPAD by DNS itself instead (egressd/wpad.h), exactly as
+ * for https_proxy=wpad://, and hands the helpers its PAC copy. Until a candidate answers,
+ * hops are refused pac_unavailable; none answering keeps them refused. (Should libproxy's
+ * settings still prefer their own discovery over egressd's copy, the helper keeps
+ * refusing: never direct.)
+ */
+static void
+wpad_discover(evutil_socket_t fd, short what, void *arg)
+{
+	struct router *r = arg;
+	char **envp = NULL, pacenv[EGRESS_PATH_MAX + 16], err[256];
+	size_t nenv = 0;
+
+	(void)fd;
+	(void)what;
+	if (r->wpad || r->pf != NULL)
+		return;
+	log_warnx("route: libproxy's settings ask for WPAD or a PAC of their own; egressd "
+	    "discovers by DNS itself (WPAD), hops are refused with pac_unavailable until a PAC "
+	    "is fetched");
+	if (r->cfg.pac_copy == NULL || r->cfg.pac_copy[0] != '/') {
+		snprintf(r->pac_status, sizeof(r->pac_status), "WPAD (libproxy's settings): no "
+		    "pac_copy path; hops are refused with pac_unavailable");
+		r->wpad = true;
+		return;
+	}
+	snprintf(pacenv, sizeof(pacenv), "pac+file://%s", r->cfg.pac_copy);
+	for (size_t i = 0; r->envp != NULL && r->envp[i] != NULL; i++) {
+		const char *eq = strchr(r->envp[i], '=');
+		char name[64];
+
+		if (env_is_proxy(r->envp[i]) || eq == NULL ||
+		    (size_t)(eq - r->envp[i]) >= sizeof(name))
+			continue;
+		memcpy(name, r->envp[i], (size_t)(eq - r->envp[i]));
+		name[eq - r->envp[i]] = '\0';
+		if (env_add(&envp, &nenv, name, eq + 1) != 0)
+			goto nomem;
+	}
+	if (env_add(&envp, &nenv, "http_proxy", pacenv) != 0 ||
+	    env_add(&envp, &nenv, "https_proxy", pacenv) != 0 ||
+	    routehelper_set_env(r->rh, (const char *const *)envp) != 0)
+		goto nomem;
+	env_free(r->envp);
+	r->envp = envp;
+	r->wpad = true;
+	wpad_plan(r);
+	if (r->wpad_n == 0)
+		return;
+	if (r->wpad_ev == NULL && (r->wpad_ev = evtimer_new(r->base, wpad_next, r)) == NULL)
+		goto nomem_kept;
+	r->pf = wpad_fetcher(r, err, sizeof(err));
+	if (r->pf == NULL)
+		log_warnx("WPAD %s: %s", r->wpad_urls[r->wpad_i], err);
+	return;
+nomem:
+	env_free(envp);
+	log_warnx("route: out of memory switching to WPAD; hops stay refused");
+	return;
+nomem_kept:
+	log_warnx("route: out of memory switching to WPAD; hops stay refused");
 }
 
 /* Copy a local PAC file into the good-copy path (bounded, at start-up and reload). */
@@ -561,14 +673,16 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
 			if ((e = getenv(names[i])) == NULL || *e == '\0')
 				continue;
-			if (strncmp(e, "wpad:", 5) == 0) {
+			if (strncasecmp(e, "wpad:", 5) == 0) {
 				/* libproxy would run its own WPAD (blocking, failing open to
 				 * direct): egressd discovers and fetches the PAC itself. */
 				r->wpad = true;
 				continue;
 			}
-			if (strncmp(e, "pac+", 4) == 0) {
-				if (strncmp(e + 4, "file://", 7) == 0)
+			if (strncasecmp(e, "pac+", 4) == 0) {
+				/* any case: libproxy compares the scheme without it and would
+				 * fetch the PAC itself (blocking, failing open to direct) */
+				if (strncasecmp(e + 4, "file://", 7) == 0)
 					pac_file = e + 11;
 				else
 					pac_url = e + 4;
@@ -580,17 +694,7 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		if (pac_url != NULL && r->cfg.pac == NULL)
 			r->cfg.pac = strdup(pac_url);
 		if (r->wpad && pac_url == NULL && pac_file == NULL) {
-			char dom[EGRESS_HOSTNAME_MAX + 1];
-
-			if (cfg->wpad_domain != NULL)
-				snprintf(dom, sizeof(dom), "%s", cfg->wpad_domain);
-			else if (wpad_search_domain("/etc/resolv.conf", dom, sizeof(dom)) != 0)
-				dom[0] = '\0';
-			r->wpad_n = dom[0] ? wpad_candidates(dom, r->wpad_urls, WPAD_CANDIDATES_MAX) : 0;
-			if (r->wpad_n == 0)
-				snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: no candidate "
-				    "(search domain %.200s); hops are refused with pac_unavailable",
-				    dom[0] ? dom : "unknown");
+			wpad_plan(r);
 		} else {
 			r->wpad = false;
 		}
@@ -626,6 +730,11 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		if (r->rh == NULL)
 			goto fail;
 	}
+	r->res = res;
+	r->envp = envp;                 /* kept: a switch to WPAD edits it (wpad_discover) */
+	envp = NULL;
+	if ((r->discover_ev = evtimer_new(base, wpad_discover, r)) == NULL)
+		goto nomem;
 	if (r->wpad && r->wpad_n > 0) {
 		r->res = res;
 		r->wpad_ev = evtimer_new(base, wpad_next, r);
@@ -666,6 +775,9 @@ router_free(struct router *r)
 		req_unlink_free(r->reqs);
 	if (r->wpad_ev != NULL)
 		event_free(r->wpad_ev);
+	if (r->discover_ev != NULL)
+		event_free(r->discover_ev);
+	env_free(r->envp);
 	routehelper_free(r->rh);
 	pacfetch_free(r->pf);
 	proxycreds_free(r->creds);

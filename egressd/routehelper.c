@@ -326,7 +326,10 @@ on_read(struct bufferevent *bev, void *arg)
 			cache_put(rh, q->url, &r);
 			req_finish(q, REASON_ALLOWED, &r);
 		} else {
-			enum reason why = strcmp(r.err, "pac_unreadable") == 0 ?
+			/* libproxy's own WPAD/PAC (ROUTEPROTO_ERR_WPAD): no PAC egressd holds
+			 * yet; egressd/route starts its own discovery on seeing the code. */
+			enum reason why = strcmp(r.err, "pac_unreadable") == 0 ||
+			    strcmp(r.err, ROUTEPROTO_ERR_WPAD) == 0 ?
 			    REASON_PAC_UNAVAILABLE : REASON_ROUTE_UNAVAILABLE;
 			log_warnx("route helper: no route for %s (%s)", q->url, r.err);
 			rh->st.failures++;
@@ -591,6 +594,32 @@ routehelper_reset(struct routehelper *rh)
 	rh->quick_deaths = 0;
 	rh->restart_after_ms = 0;
 	dispatch(rh);
+}
+
+int
+routehelper_set_env(struct routehelper *rh, const char *const *envp)
+{
+	size_t n = 0;
+	char **v;
+
+	while (envp != NULL && envp[n] != NULL)
+		n++;
+	if ((v = calloc(n + 1, sizeof(char *))) == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if ((v[i] = strdup(envp[i])) == NULL) {
+			for (size_t j = 0; j < i; j++)
+				free(v[j]);
+			free(v);
+			return -1;
+		}
+	}
+	for (size_t i = 0; rh->envp != NULL && rh->envp[i] != NULL; i++)
+		free(rh->envp[i]);
+	free(rh->envp);
+	rh->envp = v;
+	routehelper_reset(rh);
+	return 0;
 }
 
 void

@@ -55,6 +55,10 @@ void routehelper_cancel(struct rh_req *req);
 /* Forget cached answers and replace the helpers (a new PAC copy): lookups in flight are
  * asked again of fresh helpers, within their own deadlines. */
 void routehelper_reset(struct routehelper *rh);
+/* Replace the helpers' environment (copied), then routehelper_reset: egressd/route switching
+ * to its own WPAD discovery hands the helpers its PAC copy. Never from inside a lookup's
+ * callback. 0, or -1 on ENOMEM (nothing changed). */
+int routehelper_set_env(struct routehelper *rh, const char *const *envp);
 
 /* Counters for metrics and tests. */
 struct routehelper_stats {

@@ -70,6 +70,8 @@ static const struct scf_rule allowed[] = {
 	{ "dup", "stdio of the route helper" },
 	{ "dup2", "stdio of the route helper" },
 	{ "dup3", "stdio of the route helper" },
+	{ "memfd_create", "the route helper captures libproxy's debug output per lookup in an "
+	    "anonymous memory file (its own WPAD/PAC is refused, egressd/helper/main.c)" },
 	{ "fcntl", "O_NONBLOCK, FD_CLOEXEC, F_SETPIPE_SZ, decision-log lock (F_OFD_SETLK)" },
 	{ "flock", "the decision log: two writers on one chain would fork it" },
 	{ "lseek", "files (decision log tail at reopen, PAC copy)" },

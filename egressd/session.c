@@ -1315,9 +1315,10 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 
 /*
  * The TLS step of a CONNECT: a grant whose model connection covers this host is
- * intercepted (egressd/mitm.h); any other tunnel to port 443 first shows its ClientHello
- * (egressd/sniguard.h). Returns true when it took the session over (or refused it), false
- * when the opaque tunnel starts as before.
+ * intercepted (egressd/mitm.h); any other tunnel to port 443, or admitted by an https://
+ * entry on another port, first shows its ClientHello (egressd/sniguard.h). Returns true
+ * when it took the session over (or refused it), false when the opaque tunnel starts as
+ * before.
  */
 static bool
 modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npending)
@@ -1376,6 +1377,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.bytes_total = &s->se_lg->bytes;
 		o.bytes_limit = s->se_lg->g->max_bytes;
 		o.placeholder = lg->placeholder[0] != '\0' ? lg->placeholder : NULL;
+		o.stats = &s->se_d->stats;
 		o.done = mitm_ended;
 		o.arg = s;
 		s->se_mitm = mitm_start(s->se_cfd, su->su_ufd, ok200,
@@ -1398,9 +1400,13 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 	if (s->se_cap != NULL) {
 		if (grant_allows(lg->g, SCHEME_TCP, &su->su_req.host, su->su_req.port, NULL))
 			return false;
-	} else if (su->su_req.port != 443)
+	} else if (su->su_req.port != 443 &&
+	    !grant_expects_tls(lg->g, &su->su_req.host, su->su_req.port)) {
+		/* checked: port 443, or an https:// entry (the grant's mark for TLS) on any
+		 * port */
 		return false;
-	/* Opaque tunnel to 443: the 200 now, then the ClientHello is peeked (sniguard.h). */
+	}
+	/* Opaque TLS tunnel: the 200 now, then the ClientHello is peeked (sniguard.h). */
 	do
 		w = s->se_cap != NULL ? (ssize_t)n200 :
 		    send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);

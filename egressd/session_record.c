@@ -16,6 +16,7 @@
 #include "egressd/dlog.h"
 #include "egressd/daemon.h"
 #include "egressd/httpresp.h"
+#include "egressd/metrics.h"
 #include "egressd/redirect.h"
 
 /* Printable copy of origin bytes for a record (\xNN for anything else), cut to fit out;
@@ -258,12 +259,15 @@ record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 		json_object_set_new(o, "status", s->se_resp_status > 0 ?
 		    json_integer(s->se_resp_status) : json_null());
 	if (s->se_sni_checked) {
-		/* an opaque tunnel to port 443 whose ClientHello was checked (sniguard.h) */
+		/* an opaque tunnel whose ClientHello was checked (sniguard.h) */
 		json_object_set_new(o, "tls", json_boolean(s->se_tls_seen));
 		json_object_set_new(o, "sni", s->se_sni_name != NULL ?
 		    json_string(s->se_sni_name) : json_null());
 	}
 	capture_fields(s, o);
+	/* Every close record is counted where it is built (the metrics follow the records:
+	 * a hop refused after its allow record ends with a close, never a second decision). */
+	metrics_close(&s->se_d->stats, why);
 	return o;
 }
 

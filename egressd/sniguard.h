@@ -1,6 +1,7 @@
 /*
  * sniguard - wait for a worker's TLS ClientHello on an authorized tunnel and read it
- * without consuming it: the SNI check before an opaque tunnel on port 443.
+ * without consuming it: the SNI check before an opaque tunnel on port 443, or on any port
+ * an https:// grant entry admits (grant_expects_tls: the grant's mark for TLS).
  *
  * Owns: struct sniguard (one read event and one deadline timer on the client socket, and a
  * copy of the bytes the caller had already read). It never reads from the socket (only
@@ -10,7 +11,7 @@
  * Callers: egressd/session (the hookup below). Event-loop thread only.
  *
  * Hookup contract (the session side; docs/model-connections.md):
- *   1. after the allow record of a CONNECT to port 443 is written, the session sends
+ *   1. after the allow record of such a CONNECT is written, the session sends
  *      "200 Connection Established" itself and stops reading the client socket;
  *   2. sniguard_start(base, cfd, prefix, nprefix, timeout, cb, arg): prefix = bytes the
  *      session already read after the CONNECT head (usually none);

@@ -2,9 +2,10 @@
  * cmd_check - `egress-exec check --workunit W --preset P [--trusted-models F]
  * [--env-file F] [--repo DIR]`: admission alone (with the preset's ro_bind paths and the
  * executable's visibility), and with --repo the repository: a git work tree root with a
- * commit at HEAD (else refused, repo_not_worktree), and whether it is dirty (reported, not
- * refused). Prints the decision as one JSON object on stdout and one human line on stderr
- * (plus one for the repository). Exit 0 when admitted, EXEC_EXIT_ADMISSION when refused.
+ * commit at HEAD (else refused: repo_not_worktree, or repo_no_commit for an unborn HEAD),
+ * and whether it is dirty (reported, not refused). Prints the decision as one JSON object
+ * on stdout and one human line on stderr (plus one for the repository). Exit 0 when
+ * admitted, EXEC_EXIT_ADMISSION when refused.
  */
 #include "executor/commands.h"
 
@@ -76,7 +77,8 @@ cmd_check(int argc, char **argv)
 	    &adm);
 	if (repo != NULL && (repocheck_inspect(repo, &rk) != 0 || !rk.worktree_root ||
 	    !rk.has_head))
-		admission_refuse(&adm, REASON_ADM_REPO_INVALID, rk.why);
+		admission_refuse(&adm, rk.worktree_root && !rk.has_head ?
+		    REASON_ADM_REPO_NO_COMMIT : REASON_ADM_REPO_INVALID, rk.why);
 	js = NULL;
 	{
 		json_t *o = admission_to_json(&adm);

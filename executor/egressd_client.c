@@ -30,6 +30,13 @@
 
 extern char **environ;
 
+/* systemd's protocol variables (sd_notify, socket activation, watchdog): meant for the
+ * process systemd started, never inherited by the private egressd. */
+static const char *const service_manager_vars[] = {
+	"NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC",
+	"WATCHDOG_PID",
+};
+
 bool
 egressd_grant_id_valid(const char *s)
 {
@@ -457,6 +464,13 @@ egressd_embedded_spawn(const char *dir, const char *const *settings,
 		snprintf(num, sizeof(num), "%d", ready[1]);
 		if (fcntl(ready[1], F_SETFD, 0) < 0 || setenv("EGRESSD_READY_FD", num, 1) < 0)
 			_exit(127);
+		/* The service manager's variables are the caller's, not this egressd's: with
+		 * NOTIFY_SOCKET the private egressd would tell the caller's systemd unit that
+		 * it is ready, reloading or stopping (egressd/notify.c). Its readiness goes to
+		 * egress-exec alone, through the pipe above. */
+		for (size_t i = 0; i < EGRESS_NELEM(service_manager_vars); i++)
+			if (unsetenv(service_manager_vars[i]) != 0)
+				_exit(127);
 
 		/* If egress-exec dies, its private egressd goes too. egressd drops root after
 		 * its start-up; the kernel clears this signal on that credential change and
@@ -527,6 +541,7 @@ egressd_embedded_ready(struct egressd_embedded *e, char *err, size_t errlen)
 	return errbuf_set(err, errlen, 0, "embedded egressd did not become ready within %u ms; "
 	    "see %s", EGRESSD_START_TIMEOUT_MS, e->log);
 }
+
 
 int
 egressd_embedded_start(const char *dir, const char *const *settings,

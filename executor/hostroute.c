@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,7 +79,8 @@ hostroute_parse_proxy(const char *value, struct hostroute *h)
 
 	h->proxy[0] = h->user[0] = h->pass[0] = '\0';
 	h->pac = h->by_address = false;
-	if (strncmp(value, "pac+", 4) == 0 || strncmp(value, "wpad:", 5) == 0) {
+	/* any case, as libproxy and egressd read them (egressd/route.c) */
+	if (strncasecmp(value, "pac+", 4) == 0 || strncasecmp(value, "wpad:", 5) == 0) {
 		h->pac = true;
 		snprintf(h->shown, sizeof(h->shown), "%s", value);
 		return 0;

@@ -850,12 +850,13 @@ orchestrate_run(const struct orchestrate_opts *o)
 	free(real);
 	/* A repository that cannot give a candidate is refused before the budget is spent; a
 	 * dirty one runs, but the person is told now (executor/repocheck.h). An unborn HEAD
-	 * stays allowed: the base is then the empty tree (changes.c). */
+	 * is refused like check refuses it: the fix (a first commit) is the person's. */
 	{
 		struct repocheck rk;
 
-		if (repocheck_inspect(r.repo, &rk) != 0 || !rk.worktree_root) {
-			orch_set(&r, EXEC_EXIT_ADMISSION, REASON_ADM_REPO_INVALID, "%s", rk.why);
+		if (repocheck_inspect(r.repo, &rk) != 0 || !rk.worktree_root || !rk.has_head) {
+			orch_set(&r, EXEC_EXIT_ADMISSION, rk.worktree_root && !rk.has_head ?
+			    REASON_ADM_REPO_NO_COMMIT : REASON_ADM_REPO_INVALID, "%s", rk.why);
 			goto out;
 		}
 		if (rk.dirty > 0)

@@ -53,8 +53,9 @@ repocheck_inspect(const char *repo, struct repocheck *out)
 	if (git_repository_head_unborn(r) == 1 ||
 	    git_reference_name_to_id(&oid, r, "HEAD") != 0 ||
 	    git_commit_lookup(&c, r, &oid) != 0) {
-		snprintf(out->why, sizeof(out->why), "%.200s has no commit at HEAD: commit a base "
-		    "first (the candidate is HEAD against the worker's work tree)", real);
+		snprintf(out->why, sizeof(out->why), "%.200s has no commit at HEAD (an unborn "
+		    "branch): make a first commit there (git add -A && git commit) and run again; "
+		    "the candidate is HEAD against the worker's work tree", real);
 		goto done;
 	}
 	out->has_head = true;

@@ -6,7 +6,9 @@
  * executor/cmd_check (`egress-exec check --repo`, which also reports a dirty tree).
  *
  * A run needs the root of a git work tree (a linked worktree counts) whose HEAD names a
- * commit: the candidate is that commit against the worker's final work tree. A dirty tree
+ * commit: the candidate is that commit against the worker's final work tree. An unborn
+ * HEAD (git init without a commit) is refused by check and run alike (repo_no_commit),
+ * before the sandbox: the fix is a first commit. A dirty tree
  * is allowed — the host's uncommitted changes would show up in the candidate as if the
  * agent had made them — so it is reported before the run, not blamed on the agent after.
  * Read only (libgit2, no hooks or filters run); the owner check is off as in changes.c.

@@ -1,5 +1,6 @@
-/* libFuzzer: route helper replies (the helper evaluates PAC scripts: less trusted) and
- * requests (as the helper parses them). */
+/* libFuzzer: route helper replies (the helper evaluates PAC scripts: less trusted),
+ * requests (as the helper parses them), and libproxy's debug output as the helper reads it
+ * (it holds what a PAC script returned). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,5 +23,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				__builtin_trap();
 	}
 	(void)routeproto_parse_request((const char *)data, size, &id, url, sizeof(url));
+	if (routeproto_libproxy_discovers((const char *)data, size, "pac+file:///p") < 0)
+		__builtin_trap();
 	return 0;
 }

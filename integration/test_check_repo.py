@@ -4,10 +4,12 @@
 
 check: a clean work tree root with a commit is admitted and reported clean; a dirty one is
 admitted and the uncommitted paths are named (they would show up as the worker's); a plain
-directory, a subdirectory of a checkout and a repository without a commit are refused with
-repo_not_worktree. run: a plain directory is refused the same way before anything runs (the
-worker's marker file never appears), and a dirty repository runs with a warning naming the
-paths. Needs root (exit 77 otherwise).
+directory and a subdirectory of a checkout are refused with repo_not_worktree, a repository
+without a commit (unborn HEAD) with repo_no_commit and a message naming the fix. run: a plain
+directory and an unborn HEAD are refused the same way before anything runs (the worker's
+marker file never appears; its negative twin, the same repository after a first commit,
+runs), and a dirty repository runs with a warning naming the paths. Needs root (exit 77
+otherwise).
 """
 
 import json
@@ -63,7 +65,10 @@ def t_refused(c, which):
         subprocess.run(["git", "init", "-q", target], check=True)
     rc, out, err = run_check(target)
     check(rc == local.EX_ADMISSION and not out["admitted"], "%d %s" % (rc, out))
-    check(any(r["reason"] == "repo_not_worktree" for r in out["reasons"]), out)
+    want = "repo_no_commit" if which == "unborn" else "repo_not_worktree"
+    check(any(r["reason"] == want for r in out["reasons"]), out)
+    if which == "unborn":
+        check("make a first commit" in err and "git commit" in err, err)
 
 
 def t_run_plain(c):
@@ -86,6 +91,36 @@ def t_run_dirty(c):
     check("uncommitted change" in c.stderr and "LICENSE" in c.stderr, c.stderr)
 
 
+def chown_tree(top):
+    for root, dirs, files in os.walk(top):
+        for n in dirs + files:
+            os.lchown(os.path.join(root, n), local.WORKER_UID, local.WORKER_UID)
+    os.lchown(top, local.WORKER_UID, local.WORKER_UID)
+
+
+def t_run_unborn(c):
+    # c.repo's files in a repository without a commit (git init, nothing committed).
+    shutil.rmtree(os.path.join(c.repo, ".git"))
+    subprocess.run(["git", "init", "-q", c.repo], check=True)
+    chown_tree(c.repo)
+    rc = c.run(local.workunit("echo more >> README.md"))
+    local.expect(c, rc, local.EX_ADMISSION, "admission_refused", "repo_no_commit")
+    check(c.manifest["exit"] is None and c.manifest["attestation"] is None, "the worker ran")
+    check(c.artifact("candidate.diff") is None, "a candidate from an unborn HEAD")
+    msg = c.manifest["outcome"].get("message") or ""
+    check("make a first commit" in msg and "make a first commit" in c.stderr,
+          "%s / %s" % (msg, c.stderr))
+    # Negative twin: the same repository after its first commit runs the worker.
+    git = ["git", "-C", c.repo, "-c", "user.email=t@example.com", "-c", "user.name=t",
+           "-c", "safe.directory=*"]
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "base"], check=True)
+    chown_tree(c.repo)
+    rc = c.run(local.workunit("echo more >> README.md"))
+    local.expect(c, rc, local.EX_OK, "accepted", "allowed")
+    check("+more" in (c.artifact("candidate.diff") or b"").decode(), "no edit in the candidate")
+
+
 def main():
     if os.geteuid() != 0:
         print("SKIP: needs root")
@@ -100,6 +135,7 @@ def main():
         R.run("check_subdir_refused", t_refused, local.Case(top, "subdir"), "subdir")
         R.run("check_unborn_refused", t_refused, local.Case(top, "unborn"), "unborn")
         R.run("run_plain_refused_before_running", t_run_plain, local.Case(top, "runplain"))
+        R.run("run_unborn_refused_before_running", t_run_unborn, local.Case(top, "rununborn"))
         R.run("run_dirty_warned", t_run_dirty, local.Case(top, "rundirty"))
     finally:
         shutil.rmtree(top, ignore_errors=True)

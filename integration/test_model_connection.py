@@ -11,14 +11,19 @@ Positive: curl, python3 urllib and node 20 reach the model through the proxy wit
 placeholder key and the run CA; the origin saw the real key, never the placeholder; inner
 records are chained. Negative twins: inner Host other than the CONNECT host; an origin with
 a bad certificate (502 origin_tls_failed); an opaque tunnel whose SNI differs from the
-CONNECT host (sni_mismatch); a destination that is not bound is not intercepted (the
-worker sees the origin's own certificate); a worker that does not trust the run CA
-(client_tls_failed, nothing reaches the origin)."""
+CONNECT host (sni_mismatch); the same on another port an https:// entry marks as TLS
+(8443: matching SNI allowed, mismatching refused, absent allowed and recorded), and its
+twin, a tcp:// entry, which is not checked; a destination that is not bound is not
+intercepted (the worker sees the origin's own certificate); a worker that does not trust
+the run CA (client_tls_failed, nothing reaches the origin). The metrics count every inner
+request like any hop: the decision counters equal the decision records, the close counter
+the close records."""
 
 import os
 import socket
 import ssl
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +45,8 @@ ZONE = {
 KEY = "sk-lab-REAL-0f1e2d3c4b5a"
 PLACEHOLDER = "egress-placeholder-7c9e1f0a"
 GRANT = ["https://model.lab.test", "https://badcert.lab.test", "https://other.lab.test",
-         "http://origin.lab.test"]
+         "http://origin.lab.test", "https://other.lab.test:8443", "tcp://other.lab.test:9443"]
+METRICS = ("127.0.0.1", 9464)
 
 
 def setup_egressd(L, labca, runca):
@@ -59,7 +65,8 @@ def setup_egressd(L, labca, runca):
                 "allow_method = POST\nallow_method = GET\n"
                 "allow_path = /v1/*\n" % keyfile)
     os.chmod(conns, 0o644)
-    d = L.egressd(settings={"connections": conns, "origin_ca_file": labca.cert})
+    d = L.egressd(settings={"connections": conns, "origin_ca_file": labca.cert,
+                            "metrics_listen": "%s:%d" % METRICS})
     with open(runca.cert) as f:
         cert = f.read()
     with open(runca.key) as f:
@@ -249,6 +256,112 @@ def t_sni_mismatch(L, d, other, labca):
     check(other.handshakes == n, "the origin saw the mismatching hello")
 
 
+def t_sni_marked_tls_port(L, d, tls8443, raw9443, labca):
+    """An https:// entry marks its destination as TLS on any port: other.lab.test:8443 is
+    SNI-checked like port 443. Its twin, tcp://other.lab.test:9443, is not (a tcp entry
+    says nothing about the protocol)."""
+    # matching SNI: allowed, the close record carries the check
+    t = tls_through(L, "other.lab.test:8443", "other.lab.test", labca.cert)
+    t.close()
+    rec = d.wait_record(lambda x: x.get("event") == "close" and
+                        x.get("dest") == "other.lab.test:8443" and x.get("tls") is True and
+                        x.get("sni") == "other.lab.test", timeout=5)
+    check(rec is not None, "no checked close record for other.lab.test:8443")
+    # mismatching SNI: refused before any byte reaches the origin, with its reason
+    n = tls8443.handshakes
+    r = L.connect(0, "other.lab.test:8443")
+    check(r.status == 200, "CONNECT %r" % r)
+    ctx = ssl.create_default_context(cafile=labca.cert)
+    r.sock.settimeout(10)
+    try:
+        ctx.wrap_socket(r.sock, server_hostname="model.lab.test").close()
+        check(False, "a hello naming model.lab.test went through other.lab.test:8443")
+    except (ssl.SSLError, OSError):
+        pass
+    rec = wait_decision(d, lambda x: x.get("reason") == "sni_mismatch" and
+                        x.get("dest") == "other.lab.test:8443")
+    check(rec.get("verdict") == "deny" and rec.get("sni") == "model.lab.test", "%s" % rec)
+    check(tls8443.handshakes == n, "the origin saw the mismatching hello")
+    # no SNI at all: allowed and recorded (sni null), as on port 443
+    r = L.connect(0, "other.lab.test:8443")
+    check(r.status == 200, "CONNECT %r" % r)
+    nosni = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    nosni.check_hostname = False
+    nosni.verify_mode = ssl.CERT_NONE
+    r.sock.settimeout(10)
+    nosni.wrap_socket(r.sock, server_hostname=None).close()
+    rec = d.wait_record(lambda x: x.get("event") == "close" and
+                        x.get("dest") == "other.lab.test:8443" and x.get("tls") is True and
+                        "sni" in x and x.get("sni") is None, timeout=5)
+    check(rec is not None, "no close record with sni null for other.lab.test:8443")
+    # twin: a tcp:// entry is not checked: the same mismatching hello reaches the origin
+    n = raw9443.handshakes
+    r = L.connect(0, "other.lab.test:9443")
+    check(r.status == 200, "CONNECT %r" % r)
+    r.sock.settimeout(10)
+    nosni.wrap_socket(r.sock, server_hostname="model.lab.test").close()
+    check(bounded_wait(lambda: raw9443.handshakes > n, 5),
+          "the tcp:// destination did not see the handshake")
+    check(not any(x.get("reason") == "sni_mismatch" and x.get("dest") == "other.lab.test:9443"
+                  for x in d.decisions()), "a tcp:// tunnel was SNI-checked")
+
+
+def metrics_text(L):
+    s = L.connect_from("host", METRICS[0], METRICS[1])
+    try:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        s.settimeout(5)
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            data += c
+    finally:
+        s.close()
+    return data.decode("utf-8", "replace")
+
+
+def t_metrics_inner(L, d):
+    """Every inner request is a hop in the metrics as in the log: the decision counters
+    match the decision records, by verdict and reason (inner refusals included), and the
+    close counter the close records. Compared once nothing moves (bounded retries: a
+    tunnel of an earlier case may still be writing its close)."""
+    def compare():
+        recs = d.decisions()
+        txt = metrics_text(L)
+        if len(d.decisions()) != len(recs):
+            return None
+        counts = {}
+        for x in recs:
+            if x.get("event") == "decision":
+                k = (x.get("verdict"), x.get("reason"))
+                counts[k] = counts.get(k, 0) + 1
+        bad = [k for k, n in counts.items()
+               if 'egressd_decisions_total{verdict="%s",reason="%s"} %d' % (k[0], k[1], n)
+               not in txt]
+        closes = sum(1 for x in recs if x.get("event") == "close")
+        got = sum(int(ln.rsplit(" ", 1)[1]) for ln in txt.splitlines()
+                  if ln.startswith("egressd_closes_total{"))
+        return (recs, counts, txt, bad, closes, got)
+
+    res = None
+    for _ in range(50):
+        res = compare()
+        if res is not None and not res[3] and res[4] == res[5]:
+            break
+        time.sleep(0.1)
+    check(res is not None, "the log kept moving")
+    recs, counts, txt, bad, closes, got = res
+    for reason in ("inner_host_mismatch", "origin_tls_failed", "credential_misdirected"):
+        check(counts.get(("deny", reason), 0) > 0, "no %s record to compare" % reason)
+    check(any(x.get("hop_kind") == "inner" and x.get("verdict") == "allow" for x in recs),
+          "no inner allow record")
+    check(not bad, "metrics disagree with the records for %s:\n%s" % (bad, "\n".join(
+        ln for ln in txt.splitlines() if "decisions_total{" in ln)))
+    check(got == closes, "close records %d, egressd_closes_total %d" % (closes, got))
+
+
 def t_not_bound_opaque(L, d, other, labca, runca):
     # the origin's own certificate (lab CA), not a leaf of the run CA
     t = tls_through(L, "other.lab.test:443", "other.lab.test", labca.cert)
@@ -359,6 +472,41 @@ def t_sandbox(L, d, origin, conns):
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
+def t_reload_keeps_credentials(L, d, origin, runca):
+    """egressd runs as its drop account: a SIGHUP/control reload cannot read the root-only
+    credential file again, and keeps the credential start-up read (as proxy_credentials);
+    the interception works after it with the real key."""
+    st = os.stat(os.path.join(L.workdir, "model.key"))
+    check(st.st_uid == 0 and st.st_mode & 0o077 == 0, "the key file is not root-only")
+    with open("/proc/%d/status" % d.proc.pid) as f:
+        uids = [ln.split()[1:] for ln in f if ln.startswith("Uid:")][0]
+    check(all(u != "0" for u in uids), "egressd did not drop root: %s" % uids)
+    r = d.control({"op": "reload"})
+    check(r.get("ok"), "reload with a root-only credential file failed: %s" % r)
+    t_curl(L, d, origin, runca)
+
+
+def t_check_every_error(L, d):
+    """egressd -t names every problem of the connections file with its file:line."""
+    bad = os.path.join(L.workdir, "bad-models.ini")
+    with open(bad, "w") as f:
+        f.write("[connection a]\n"
+                "destination = https://*.lab.test\n"             # 2
+                "credential_file = /nonexistent/key\n"
+                "[connection b]\n"
+                "destination = https://b.lab.test\n"
+                "credential_file = /nonexistent/key\n"
+                "allow_method = post\n"                          # 7
+                "allow_path = v1\n")                             # 8
+    os.chmod(bad, 0o644)
+    c = L.egressd(settings={"connections": bad}, start=False)
+    rc, out_, err = c.check_config()
+    check(rc == 1, "egressd -t accepted a broken connections file: %s %s" % (out_, err))
+    for want in ("bad-models.ini:2: [connection a] destination",
+                 "bad-models.ini:7: allow_method 'post'", "bad-models.ini:8: allow_path 'v1'"):
+        check(want in err, "egressd -t does not say %r:\n%s" % (want, err))
+
+
 def t_reload_drops_connection(L, d):
     """A reload that removes the connections file: the grant that names one can no longer
     be served as intercepted, and nothing falls back to opaque (connection_unavailable)."""
@@ -393,6 +541,8 @@ def main():
         # badcert.lab.test presents model.lab.test's certificate: hostname mismatch
         bad = modelorigin.ModelOrigin(L, BAD_ADDR, 443, mc, mk, KEY).start()
         other = modelorigin.ModelOrigin(L, OTHER_ADDR, 443, oc, ok, KEY).start()
+        tls8443 = modelorigin.ModelOrigin(L, OTHER_ADDR, 8443, oc, ok, KEY).start()
+        raw9443 = modelorigin.ModelOrigin(L, OTHER_ADDR, 9443, oc, ok, KEY).start()
         d = setup_egressd(L, labca, runca)
         for name, fn, args in (
                 ("curl_placeholder_gets_stream", t_curl, (origin, runca)),
@@ -403,14 +553,19 @@ def main():
                 ("origin_bad_certificate_502", t_bad_origin_cert, (bad, runca)),
                 ("opaque_sni_mismatch", t_sni_mismatch, (other, labca)),
                 ("not_bound_stays_opaque", t_not_bound_opaque, (other, labca, runca)),
+                ("sni_checked_on_marked_tls_port", t_sni_marked_tls_port,
+                 (tls8443, raw9443, labca)),
                 ("worker_without_run_ca", t_client_untrusting, (origin, runca)),
                 ("grant_refusals", t_grant_refusals, (runca,)),
                 ("sandbox_run_ca_and_no_key_inside", t_sandbox,
                  (origin, os.path.join(L.workdir, "trusted-models.ini")))):
             res.run(name, fn, L, d, *args)
+        res.run("metrics_count_inner_hops", t_metrics_inner, L, d)
+        res.run("reload_keeps_credentials", t_reload_keeps_credentials, L, d, origin, runca)
+        res.run("check_reports_every_error", t_check_every_error, L, d)
         res.run("reload_drops_connection", t_reload_drops_connection, L, d)
         res.run("egressd_clean_exit", stop_clean, d)
-        for o in (origin, bad, other):
+        for o in (origin, bad, other, tls8443, raw9443):
             o.stop()
     return res.finish()
 

@@ -13,7 +13,10 @@ Expectations: a name resolving into 198.51.100.0/24 gets the "inside" proxy, one
 into 203.0.113.0/24 the "other" proxy, an NXDOMAIN name the "unresolved" answer; the lab DNS
 server logged those queries (so the answers came from DNS over UDP, not a cache or a
 file); myIpAddress() answers an IPv4 literal; the helper runs as uid 65534 with
-NoNewPrivs 1 and Seccomp 2."""
+NoNewPrivs 1 and Seccomp 2. Where libproxy's own configuration would run WPAD or fetch a PAC
+itself (wpad://, WPAD://, pac+http://...: libproxy fails open to direct:// when that fails),
+the helper answers "ERR wpad" instead; a manual proxy setting (the twin) is answered as
+before."""
 
 import os
 import re
@@ -50,7 +53,7 @@ ZONE = {
 
 
 class Helper:
-    def __init__(self, L):
+    def __init__(self, L, proxy=None):
         d = L.workdir
         self.pac = os.path.join(d, "confine.pac")
         with open(self.pac, "w") as f:
@@ -64,7 +67,9 @@ class Helper:
         script = ("mount --make-rprivate / && mount --bind %s /etc/resolv.conf && exec %s"
                   % (resolv, binary("egressd-route-helper")))
         env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
-               "http_proxy": "pac+file://" + self.pac}
+               "http_proxy": proxy or "pac+file://" + self.pac}
+        if proxy is not None:
+            env["https_proxy"] = proxy
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", L.ns_host, "unshare", "-m", "sh", "-c", script],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -182,6 +187,34 @@ def main():
             res.run("confined", confined)
         finally:
             h.close()
+
+        def libproxy_discovery(proxy):
+            """libproxy configured (here through the helper's own environment, as a
+            desktop setting would) to run WPAD or fetch a PAC itself: the helper answers
+            "ERR wpad", never libproxy's fail-open direct://."""
+            def t():
+                h2 = Helper(L, proxy)
+                try:
+                    ans = h2.ask("in.lab.test", timeout=20)
+                    lab.check(ans == ["ERR", "wpad"], "answer %r" % ans)
+                finally:
+                    h2.close()
+            return t
+
+        def libproxy_manual_twin():
+            """Negative twin: a manual proxy setting is answered as before."""
+            h3 = Helper(L, "http://inside.lab.test:3128")
+            try:
+                ans = h3.ask("in.lab.test")
+                lab.check(ans == ["OK", "http://inside.lab.test:3128"], "answer %r" % ans)
+            finally:
+                h3.close()
+
+        res.run("libproxy_own_wpad_refused", libproxy_discovery("wpad://"))
+        res.run("libproxy_own_wpad_any_case_refused", libproxy_discovery("WPAD://"))
+        res.run("libproxy_own_pac_url_refused",
+                libproxy_discovery("pac+http://%s:1/proxy.pac" % lab.HTTP_ORIGIN))
+        res.run("libproxy_manual_proxy_twin", libproxy_manual_twin)
     return res.finish()
 
 

@@ -122,8 +122,31 @@ def t_reload_keeps_credentials(L, sq):
     stop_clean(d)
 
 
+def metrics_text(L, port):
+    s = L.connect_from("host", "127.0.0.1", port)
+    try:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        s.settimeout(5)
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            data += c
+    finally:
+        s.close()
+    return data.decode("utf-8", "replace")
+
+
+def metric(txt, line_start):
+    for ln in txt.splitlines():
+        if ln.startswith(line_start + " "):
+            return int(ln.rsplit(" ", 1)[1])
+    return 0
+
+
 def t_basic_missing(L, sq):
-    d = fresh(L, {"route": "proxy " + PROXY})
+    d = fresh(L, {"route": "proxy " + PROXY, "metrics_listen": "127.0.0.1:9465"})
     with L.no_origin_connection():
         r = L.connect(0, "origin.lab.test:443")
         refused(r, 502, "upstream_auth_required")
@@ -153,6 +176,21 @@ def t_basic_missing(L, sq):
     cl = checks.wait_close(d, lambda x: x.get("hop") == rec.get("hop"), start=start)
     check(cl.get("reason") == "upstream_auth_required" and cl.get("proxy_status") == 407 and
           cl.get("proxy_addr") == rec.get("proxy_addr"), "close %s" % cl)
+    # The metrics say what the records say: three hops allowed (their allow records), each
+    # ended by the proxy's 407 (a close record), so three failed hops; no deny decision.
+    recs = d.decisions()
+    allows = sum(1 for x in recs if x.get("event") == "decision" and
+                 x.get("verdict") == "allow")
+    closes = sum(1 for x in recs if x.get("event") == "close" and
+                 x.get("reason") == "upstream_auth_required")
+    txt = metrics_text(L, 9465)
+    check(closes == 3 and metric(txt, 'egressd_hops_failed_total{reason="upstream_auth_required"}')
+          == closes, "failed hops in the metrics:\n%s" % "\n".join(
+              ln for ln in txt.splitlines() if "failed" in ln or "closes" in ln))
+    check(metric(txt, 'egressd_closes_total{reason="upstream_auth_required"}') == closes, txt)
+    check(metric(txt, 'egressd_decisions_total{verdict="allow",reason="allowed"}') == allows,
+          txt)
+    check('verdict="deny",reason="upstream_auth_required"' not in txt, txt)
     stop_clean(d)
 
 

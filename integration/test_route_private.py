@@ -18,13 +18,18 @@ its egressd listener:
              upstream_auth_required, and the body the worker gets names the fix (kinit,
              proxy_credentials); a deny record; the origin sees nothing.
   wpad       https_proxy=wpad:// and no WPAD server in the lab: pac_unavailable, never
-             direct (the origin sees nothing).
+             direct (the origin sees nothing); with one, the PAC's proxy is used, also for
+             WPAD:// (any case: libproxy would run its own WPAD and go direct).
+  notify     egress-exec run with NOTIFY_SOCKET set (as under a systemd unit): the private
+             egressd tells the caller's service manager nothing (no datagram arrives; the
+             socket itself receives, as a probe shows), and the run works.
 Needs root (exit 77 otherwise).
 """
 
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -201,18 +206,48 @@ def t_wpad_unavailable(L, top):
     check(L.count("http80") == n80, "went direct: the origin saw a connection")
 
 
-def t_wpad_found(L, top, sq):
+def t_notify_socket_not_inherited(L, top):
+    c = local.Case(top, "notify")
+    path = os.path.join(top, "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o777)
+        sock.setblocking(False)
+        rc, diff, recs = run(L, c, {"NOTIFY_SOCKET": path})
+        check(rc == 0 and "+code 200" in diff, "exit %d\n%s\n%s" % (rc, c.stderr, diff))
+        got = []
+        while True:
+            try:
+                got.append(sock.recv(4096))
+            except BlockingIOError:
+                break
+        check(not got, "the private egressd notified the caller's service manager: %s" % got)
+        # The socket works: a datagram sent to it arrives (the absence above means something).
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            probe.sendto(b"READY=1", path)
+        finally:
+            probe.close()
+        check(sock.recv(4096) == b"READY=1", "the notify socket does not receive")
+    finally:
+        sock.close()
+
+
+def t_wpad_found(L, top, sq, value="wpad://"):
     """WPAD by DNS: sub.lab.test has no wpad host, lab.test has one (the walk goes up one
     label); its PAC sends origin.lab.test through the Basic squid, whose credential comes
-    from the operator's root-only file ($EGRESS_PROXY_CREDENTIALS)."""
-    c = local.Case(top, "wpadfound")
+    from the operator's root-only file ($EGRESS_PROXY_CREDENTIALS). value "WPAD://": any
+    case is egressd's WPAD (libproxy, given it, ran its own and went direct)."""
+    c = local.Case(top, "wpadfound-" + value.strip(":/").lower() +
+                   ("-upper" if value != value.lower() else ""))
     L.zone.update({"wpad.lab.test": {"A": [lab.HTTP_ORIGIN]}})
     proxies.serve_pac(L, "/wpad.dat", proxies.pac_proxied("proxy.lab.test:3128",
                                                           domain="origin.lab.test"))
     opf = proxies.credentials_file(L, "operator.ini", {"proxy.lab.test:3128": {
         "scheme": "basic", "username": USER, "password": PASSWORD}})
     n = len(sq.access_log_lines())
-    rc, diff, recs = run(L, c, {"https_proxy": "wpad://", "http_proxy": "wpad://",
+    rc, diff, recs = run(L, c, {"https_proxy": value, "http_proxy": value,
                                 "EGRESS_PROXY_CREDENTIALS": opf},
                          ["wpad_domain=sub.lab.test"])
     check(rc == 0, "exit %d\n%s" % (rc, c.stderr))
@@ -328,6 +363,8 @@ def main():
                 R.run("no_credentials_names_fix", t_no_creds, L, top, kdc, sq2)
                 R.run("wpad_unavailable_never_direct", t_wpad_unavailable, L, top)
                 R.run("wpad_found_operator_credentials", t_wpad_found, L, top, sq)
+                R.run("wpad_any_case_is_egressds", t_wpad_found, L, top, sq, "WPAD://")
+                R.run("notify_socket_not_inherited", t_notify_socket_not_inherited, L, top)
                 R.run("doctor_shows_route_and_auth", t_doctor, L, top)
                 R.run("java_proxy_opt_in", t_java_opt_in, L, top)
                 R.run("git_ssh_through_listener", t_git_ssh, L, top)

@@ -15,6 +15,7 @@
 #include "common/runca.h"
 #include "egressd/config.h"
 #include "egressd/connections.h"
+#include "egressd/mitmca.h"
 
 static char dir[] = "/tmp/egress-conns-XXXXXX";
 
@@ -38,7 +39,7 @@ put(const char *name, const char *text, mode_t mode)
 static struct connections *
 load(const char *text, char *err, size_t errlen)
 {
-	return connections_load_string("conns.ini", text, strlen(text), getuid() == 0, err,
+	return connections_load_string("conns.ini", text, strlen(text), getuid() == 0, NULL, err,
 	    errlen);
 }
 
@@ -354,6 +355,154 @@ test_grant_and_config(void **state)
 	grant_free(g);
 }
 
+/* Every problem of the connections file is reported, each with its file:line; egressd.ini
+ * shows them all too (egressd -t prints that text). */
+static void
+test_every_error(void **state)
+{
+	char err[4096] = "", text[1024], conf[512];
+	const char *key = put("e.key", "k-e\n", 0600);
+	const char *cpath;
+	struct connections *c;
+
+	snprintf(text, sizeof(text),
+	    "[connection a]\n"                              /* 1 */
+	    "destination = https://*.example.com\n"         /* 2: wildcard with a credential */
+	    "credential_file = %s\n"                        /* 3 */
+	    "credential_header = Host\n"                    /* 4: reserved header */
+	    "[connection b]\n"                              /* 5 */
+	    "destination = https://b.example\n"             /* 6 */
+	    "credential_file = %s\n"                        /* 7 */
+	    "allow_method = post\n"                         /* 8: lowercase method */
+	    "allow_path = v1\n"                             /* 9: not a path */
+	    "[connection c]\n"                              /* 10 */
+	    "destination = https://c.example\n"             /* 11 */
+	    "credential_file = %s/missing\n",               /* 12: unreadable */
+	    key, key, dir);
+	c = load(text, err, sizeof(err));
+	assert_null(c);
+	assert_non_null(strstr(err, "conns.ini:2: [connection a] destination"));
+	assert_non_null(strstr(err, "conns.ini:4: [connection a] credential_header 'Host'"));
+	assert_non_null(strstr(err, "conns.ini:8: allow_method 'post'"));
+	assert_non_null(strstr(err, "conns.ini:9: allow_path 'v1'"));
+	assert_non_null(strstr(err, "conns.ini:12: [connection c] credential_file"));
+	/* one problem per line: five lines */
+	{
+		size_t lines = 1;
+		for (const char *p = err; *p != '\0'; p++)
+			lines += *p == '\n';
+		assert_int_equal(lines, 5);
+	}
+	/* negative twin: the same file with the problems fixed loads */
+	snprintf(text, sizeof(text),
+	    "[connection a]\ndestination = https://a.example\ncredential_file = %s\n"
+	    "credential_header = x-api-key\n[connection b]\ndestination = https://b.example\n"
+	    "credential_file = %s\nallow_method = POST\nallow_path = /v1\n"
+	    "[connection c]\ndestination = https://c.example\ncredential_file = %s\n",
+	    key, key, key);
+	c = load(text, err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	connections_free(c);
+
+	/* Through egressd.ini: each problem is its own "e.ini:LINE: connections: ..." line. */
+	snprintf(text, sizeof(text), "[connection a]\ndestination = https://*.example.com\n"
+	    "credential_file = %s\n[connection b]\ndestination = https://b.example\n"
+	    "credential_file = %s\nallow_method = post\n", key, key);
+	cpath = put("every.ini", text, 0644);
+	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n",
+	    cpath);
+	assert_null(config_load_string("e.ini", conf, strlen(conf), err, sizeof(err)));
+	assert_non_null(strstr(err, "e.ini:3: connections: "));
+	assert_non_null(strstr(err, "every.ini:2: [connection a] destination"));
+	assert_non_null(strstr(err, "\ne.ini:3: connections: "));
+	assert_non_null(strstr(err, "every.ini:7: allow_method 'post'"));
+}
+
+/* A reload (after the privilege drop) keeps the credentials start-up read from the same
+ * files and never reads them again; another credential file, or another interception CA,
+ * takes a restart (as proxy_credentials). */
+static void
+test_reload_keeps_credentials(void **state)
+{
+	char err[2048] = "", conns[512], conf[1024], key[300], cpath[300], epath[300];
+	char cp[300], kp[300];
+	struct egressd_config *prev, *next;
+	const struct connection *m;
+	char line[256];
+	char *cert, *cakey;
+
+	snprintf(key, sizeof(key), "%s", put("rk.key", "k-start\n", 0600));
+	assert_int_equal(runca_make("op", NULL, 3600, &cert, &cakey, err, sizeof(err)), 0);
+	snprintf(cp, sizeof(cp), "%s", put("rca.pem", cert, 0644));
+	snprintf(kp, sizeof(kp), "%s", put("rca.key", cakey, 0600));
+	free(cert);
+	free(cakey);
+	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
+	    "credential_file = %s\n", key);
+	snprintf(cpath, sizeof(cpath), "%s", put("rconns.ini", conns, 0644));
+	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
+	    "intercept_ca_cert = %s\nintercept_ca_key = %s\n", cpath, cp, kp);
+	snprintf(epath, sizeof(epath), "%s", put("r.ini", conf, 0644));
+	prev = config_load(epath, err, sizeof(err));
+	if (prev == NULL)
+		fail_msg("%s", err);
+
+	/* The key files become unreadable (as they are to the dropped egressd): gone. */
+	assert_int_equal(unlink(key), 0);
+	assert_int_equal(unlink(kp), 0);
+	next = config_reload(epath, prev, err, sizeof(err));
+	if (next == NULL)
+		fail_msg("reload: %s", err);
+	m = connections_find(next->conns, "m");
+	assert_non_null(m);
+	assert_true(connection_header_line(m, line, sizeof(line)) > 0);
+	assert_string_equal(line, "Authorization: Bearer k-start\r\n");
+	assert_ptr_equal(next->mitm_ca, prev->mitm_ca);
+	/* the running set goes; the reloaded one still holds its CA and secret */
+	config_free(prev);
+	assert_non_null(mitm_ca_cert(next->mitm_ca));
+	prev = next;
+
+	/* Twin: a connection whose credential file start-up never read fails the reload
+	 * whole, and says a restart is needed. */
+	{
+		const char *k3 = put("new.key", "k-new\n", 0600);
+		snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
+		    "credential_file = %s/rk.key\n[connection n]\ndestination = https://n.example\n"
+		    "credential_file = %s\n", dir, k3);
+		put("rconns.ini", conns, 0644);
+	}
+	assert_null(config_reload(epath, prev, err, sizeof(err)));
+	assert_non_null(strstr(err, "[connection n] credential_file"));
+	assert_non_null(strstr(err, "takes a restart"));
+	assert_null(strstr(err, "[connection m]"));
+	/* ... also when the running configuration had no connections file at all */
+	{
+		char plain[256];
+		struct egressd_config *noconn;
+		snprintf(plain, sizeof(plain), "[egressd]\ncontrol_socket = none\n");
+		put("r.ini", plain, 0644);
+		noconn = config_load(epath, err, sizeof(err));
+		if (noconn == NULL)
+			fail_msg("%s", err);
+		snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\n"
+		    "connections = %s\n", cpath);
+		put("r.ini", conf, 0644);
+		assert_null(config_reload(epath, noconn, err, sizeof(err)));
+		assert_non_null(strstr(err, "takes a restart"));
+		config_free(noconn);
+	}
+	/* ... and another CA too */
+	put("rconns.ini", "[connection m]\ndestination = https://m.example\n", 0644);
+	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
+	    "intercept_ca_cert = %s\nintercept_ca_key = %s/other.key\n", cpath, cp, dir);
+	put("r.ini", conf, 0644);
+	assert_null(config_reload(epath, prev, err, sizeof(err)));
+	assert_non_null(strstr(err, "takes a restart"));
+	config_free(prev);
+}
+
 static int
 setup(void **state)
 {
@@ -377,6 +526,8 @@ main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_world_readable),
 		cmocka_unit_test(test_grant_and_config),
+		cmocka_unit_test(test_every_error),
+		cmocka_unit_test(test_reload_keeps_credentials),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

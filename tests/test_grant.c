@@ -338,6 +338,27 @@ test_credentials(void **state)
 	grant_free(NULL);
 }
 
+/* An https:// entry marks its destination as TLS on any port; tcp:// and http:// do not. */
+static void
+test_expects_tls(void **state)
+{
+	struct grant *g = G("{\"principal\": \"p\", \"allow\": ["
+	    "\"https://api.example.com:8443\", \"tcp://raw.example.com:9443\","
+	    "\"http://web.example.com:8080\", \"https://*.tls.example.com:8443\"]}");
+	struct host api = H("api.example.com"), raw = H("raw.example.com");
+	struct host web = H("web.example.com"), sub = H("a.tls.example.com");
+
+	(void)state;
+	assert_true(grant_expects_tls(g, &api, 8443));
+	assert_true(grant_expects_tls(g, &sub, 8443));
+	/* twins: another port of the same host, a tcp:// entry, an http:// entry */
+	assert_false(grant_expects_tls(g, &api, 9443));
+	assert_false(grant_expects_tls(g, &raw, 9443));
+	assert_false(grant_expects_tls(g, &web, 8080));
+	assert_false(grant_expects_tls(NULL, &api, 8443));
+	grant_free(g);
+}
+
 int
 main(void)
 {
@@ -349,6 +370,7 @@ main(void)
 		cmocka_unit_test(test_entry_limits),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_allows),
+		cmocka_unit_test(test_expects_tls),
 		cmocka_unit_test(test_credentials),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,6 +37,12 @@ test_render(void **st)
 	metrics_decision(&m, 1, REASON_ALLOWED);
 	metrics_decision(&m, 1, REASON_ALLOWED);
 	metrics_decision(&m, 0, REASON_NOT_GRANTED);
+	/* closes: a normal end, and a hop refused after its allow (the proxy's 407) that is a
+	 * close record and a failed hop, never a second decision */
+	metrics_close(&m, REASON_CLOSE_CLIENT);
+	metrics_close(&m, REASON_UPSTREAM_AUTH_REQUIRED);
+	metrics_close(NULL, REASON_UPSTREAM_AUTH_REQUIRED);
+	metrics_hop_failed(&m, REASON_REDIRECT_DENIED);
 	metrics_observe(&m.dns, 700);          /* 0.7 ms: first bucket */
 	metrics_observe(&m.dns, 30000);        /* 30 ms */
 	metrics_observe(&m.connect, 20000000); /* 20 s: only +Inf */
@@ -49,6 +55,15 @@ test_render(void **st)
 	    "egressd_decisions_total{verdict=\"allow\",reason=\"allowed\"} 2\n"));
 	assert_non_null(strstr(txt,
 	    "egressd_decisions_total{verdict=\"deny\",reason=\"not_granted\"} 1\n"));
+	assert_non_null(strstr(txt, "egressd_closes_total{reason=\"client_closed\"} 1\n"));
+	assert_non_null(strstr(txt,
+	    "egressd_closes_total{reason=\"upstream_auth_required\"} 1\n"));
+	assert_non_null(strstr(txt,
+	    "egressd_hops_failed_total{reason=\"upstream_auth_required\"} 1\n"));
+	assert_non_null(strstr(txt,
+	    "egressd_hops_failed_total{reason=\"redirect_denied\"} 1\n"));
+	assert_null(strstr(txt, "egressd_hops_failed_total{reason=\"client_closed\"}"));
+	assert_null(strstr(txt, "egressd_decisions_total{verdict=\"deny\",reason=\"upstream"));
 	assert_non_null(strstr(txt, "egressd_bytes_total{direction=\"up\"} 10\n"));
 	assert_non_null(strstr(txt, "egressd_bytes_total{direction=\"down\"} 20\n"));
 	assert_non_null(strstr(txt, "egressd_dns_seconds_bucket{le=\"0.001\"} 1\n"));

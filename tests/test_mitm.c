@@ -28,6 +28,7 @@
 #include "common/runca.h"
 #include "common/util.h"
 #include "egressd/dlog.h"
+#include "egressd/metrics.h"
 #include "egressd/mitm.h"
 #include "egressd/mitmca.h"
 
@@ -251,7 +252,7 @@ setup(void **state)
 	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://api.example.com\n"
 	    "credential_file = %s\ncredential_header = x-api-key\nallow_method = GET\n"
 	    "allow_method = POST\nallow_path = /v1/*\nallow_path = /redirect-*\n", path);
-	w.conns = connections_load_string("c.ini", conns, strlen(conns), getuid() == 0, err,
+	w.conns = connections_load_string("c.ini", conns, strlen(conns), getuid() == 0, NULL, err,
 	    sizeof(err));
 	assert_non_null(w.conns);
 	{
@@ -284,6 +285,7 @@ teardown(void **state)
 }
 
 struct run {
+	struct metrics_stats stats;     /* what the tunnel counted (its inner hops) */
 	struct done done;
 	struct origin origin;
 	struct worker worker;
@@ -352,6 +354,7 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	o.placeholder = placeholder;
 	o.idle_ms = 5000;
 	o.lifetime_ms = lifetime_ms;
+	o.stats = &r->stats;
 	o.done = on_done;
 	o.arg = &r->done;
 	m = mitm_start(cs[0], os[0], tmo, sizeof(tmo) - 1, &o);
@@ -415,6 +418,13 @@ test_sse_keepalive(void **state)
 	assert_non_null(strstr(r.log, "\"status\":200"));
 	assert_null(strstr(r.log, secret));
 	assert_int_equal(r.done.calls, 1);
+	/* every inner request is a hop in the metrics too: two allowed, two closed */
+	assert_int_equal(r.stats.decisions[1][REASON_ALLOWED], 2);
+	assert_int_equal(r.stats.closes[REASON_ALLOWED], 2);
+	for (int i = 0; i < REASON__COUNT; i++) {
+		assert_int_equal(r.stats.decisions[0][i], 0);
+		assert_int_equal(r.stats.failed[i], 0);
+	}
 }
 
 static void
@@ -429,6 +439,9 @@ test_refusals(void **state)
 	assert_non_null(strstr(r.worker.resp[0], "403"));
 	assert_non_null(strstr(r.worker.resp[0], "inner_host_mismatch"));
 	assert_int_equal(r.origin.requests, 0);
+	assert_int_equal(r.stats.decisions[0][REASON_INNER_HOST_MISMATCH], 1);
+	assert_int_equal(r.stats.decisions[1][REASON_ALLOWED], 0);
+	assert_int_equal(r.stats.failed[REASON_INNER_HOST_MISMATCH], 0);
 	/* a path outside the rules, a method outside them */
 	run(w, &r, REQ("GET", "/admin", ""), 1, "api.example.com", w->run_cert);
 	assert_non_null(strstr(r.worker.resp[0], "connection_path_denied"));
@@ -444,12 +457,19 @@ test_refusals(void **state)
 	run(w, &r, REQ("GET", "/redirect-out", ""), 1, "api.example.com", w->run_cert);
 	assert_non_null(strstr(r.worker.resp[0], "redirect_denied"));
 	assert_non_null(strstr(r.log, "redirect_denied"));
+	/* allowed, then refused on the origin's answer: an allow, a deny, and a failed hop,
+	 * as the two records say */
+	assert_int_equal(r.stats.decisions[1][REASON_ALLOWED], 1);
+	assert_int_equal(r.stats.decisions[0][REASON_REDIRECT_DENIED], 1);
+	assert_int_equal(r.stats.failed[REASON_REDIRECT_DENIED], 1);
 	/* the origin's certificate names another host: 502 origin_tls_failed, with why */
 	run(w, &r, REQ("GET", "/v1/x", ""), 1, "wrong.example.com", w->run_cert);
 	assert_non_null(strstr(r.worker.resp[0], "502"));
 	assert_non_null(strstr(r.worker.resp[0], "origin_tls_failed"));
 	assert_non_null(strstr(r.log, "\"tls_error\""));
 	assert_non_null(strstr(r.log, "hostname mismatch"));
+	assert_int_equal(r.stats.decisions[0][REASON_ORIGIN_TLS_FAILED], 1);
+	assert_int_equal(r.stats.decisions[1][REASON_ALLOWED], 0);
 	/* a worker that does not trust the run CA: client_tls_failed, nothing sent */
 	run(w, &r, REQ("GET", "/v1/x", ""), 1, "api.example.com", w->origin_cert);
 	assert_false(r.worker.handshake_ok);

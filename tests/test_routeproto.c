@@ -112,6 +112,44 @@ test_parse_reply(void **state)
 			fail_msg("accepted: %s", bad[i]);
 }
 
+/* libproxy's debug output (0.4.18, as captured by the helper) says when it set out to run
+ * its own WPAD or fetch a PAC itself. */
+static void
+test_libproxy_discovers(void **state)
+{
+	static const char own[] = "pac+file:///var/lib/egressd/pac.copy";
+	static const char wpad[] = "Configuration extension is: 23envvar_config_extension\n"
+	    "Ignored list is: \nConfig is: \n\twpad://\nTrying to find the PAC using WPAD...\n"
+	    "No PAC found...\n";
+	static const char upper[] = "Config is: \n\tWPAD://\n";
+	static const char pacurl[] = "Config is: \n\tPAC+http://wpad.corp.example/wpad.dat\n"
+	    "Unable to download PAC!\n";
+	static const char ours[] = "Config is: \n\tpac+file:///var/lib/egressd/pac.copy\n"
+	    "PAC received!\nPacrunner returned: PROXY p:3128\n";
+	static const char manual[] = "Config is: \n\thttp://proxy.corp.example:3128\n";
+	static const char none[] = "Config is: \n";
+	/* a PAC's answer printed after the configuration cannot forge a config line */
+	static const char forged[] = "Config is: \n\tpac+file:///var/lib/egressd/pac.copy\n"
+	    "Pacrunner returned: DIRECT\n\twpad://\nConfig is: \n\twpad://\n";
+	static const char other_copy[] = "Config is: \n\tpac+file:///tmp/evil.pac\n";
+
+	(void)state;
+	assert_int_equal(routeproto_libproxy_discovers(wpad, sizeof(wpad) - 1, own), 1);
+	assert_int_equal(routeproto_libproxy_discovers(upper, sizeof(upper) - 1, NULL), 1);
+	assert_int_equal(routeproto_libproxy_discovers(pacurl, sizeof(pacurl) - 1, own), 1);
+	assert_int_equal(routeproto_libproxy_discovers(other_copy, sizeof(other_copy) - 1, own),
+	    1);
+	/* twins: egressd's own copy, a manual proxy, no configuration, no output */
+	assert_int_equal(routeproto_libproxy_discovers(ours, sizeof(ours) - 1, own), 0);
+	assert_int_equal(routeproto_libproxy_discovers(manual, sizeof(manual) - 1, own), 0);
+	assert_int_equal(routeproto_libproxy_discovers(none, sizeof(none) - 1, own), 0);
+	assert_int_equal(routeproto_libproxy_discovers("", 0, own), 0);
+	assert_int_equal(routeproto_libproxy_discovers(NULL, 0, own), 0);
+	assert_int_equal(routeproto_libproxy_discovers(forged, sizeof(forged) - 1, own), 0);
+	/* bounded by n: the marker cut short is not a marker */
+	assert_int_equal(routeproto_libproxy_discovers(upper, 8, NULL), 0);
+}
+
 int
 main(void)
 {
@@ -121,6 +159,7 @@ main(void)
 		cmocka_unit_test(test_request_roundtrip),
 		cmocka_unit_test(test_format_reply),
 		cmocka_unit_test(test_parse_reply),
+		cmocka_unit_test(test_libproxy_discovers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,10 @@
  * line protocol of common/routeproto.h, gives each lookup a deadline, and kills and
  * restarts the helper when one is missed. egressd fetches the PAC itself and hands it to
  * libproxy as pac+file:// (set in this process's environment by egressd), so libproxy
- * never fetches anything on its own.
+ * never fetches anything on its own. Where libproxy's configuration would have it discover
+ * (WPAD) or fetch a PAC itself anyway (a desktop or system setting, a proxy variable egressd
+ * did not recognise), the helper sees it in libproxy's debug output and answers
+ * ROUTEPROTO_ERR_WPAD instead of libproxy's fail-open direct://.
  *
  * Confinement, in order: privileges dropped (to nobody when started as root), every fd but
  * 0, 1, 2 closed, no_new_privs, a Landlock read allow-list (egressd/helper/pacsandbox.h: the
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,6 +41,49 @@
 
 /* The PAC copy egressd wrote (from http_proxy=pac+file://PATH), or NULL. */
 static const char *pac_path;
+/* "pac+file://PATH" as libproxy prints it in its configuration, or NULL. */
+static const char *own_pac;
+
+/* At most this much of libproxy's debug output per lookup is read back. */
+#define PX_DEBUG_MAX (64 * 1024)
+
+/*
+ * Run one libproxy lookup with its debug output (_PX_DEBUG, set before the factory is
+ * made) captured in a fresh memfd instead of egressd's stderr, and tell whether libproxy
+ * set out to discover (WPAD) or fetch a PAC itself (routeproto_libproxy_discovers):
+ * libproxy's answer is then its fail-open direct://, never to be used. *discovers = -1
+ * when the output could not be captured (the caller refuses: nothing is known).
+ */
+static char **
+lookup(pxProxyFactory *pf, const char *url, int *discovers)
+{
+	static char out[PX_DEBUG_MAX];
+	char **proxies;
+	ssize_t n;
+	int mfd = memfd_create("px-debug", MFD_CLOEXEC);
+	/* egressd's stderr, kept aside for the call only (between lookups the helper holds
+	 * fds 0-2 and nothing else) */
+	int keep = mfd >= 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3) : -1;
+
+	*discovers = -1;
+	if (mfd < 0 || keep < 0 || dup2(mfd, STDERR_FILENO) < 0) {
+		if (mfd >= 0)
+			close(mfd);
+		if (keep >= 0)
+			close(keep);
+		return px_proxy_factory_get_proxies(pf, url);
+	}
+	proxies = px_proxy_factory_get_proxies(pf, url);
+	fflush(stderr);
+	if (dup2(keep, STDERR_FILENO) < 0)
+		_exit(1);       /* stderr lost: egressd restarts the helper */
+	close(keep);
+	n = pread(mfd, out, sizeof(out), 0);
+	close(mfd);
+	if (n >= 0)
+		*discovers = routeproto_libproxy_discovers(out, (size_t)n, own_pac);
+	return proxies;
+}
 
 /*
  * libproxy fails open when it cannot read the PAC file (it answers direct:// for
@@ -87,6 +134,7 @@ answer(pxProxyFactory *pf, const char *line, size_t len)
 	uint64_t id;
 	size_t n;
 	char **proxies;
+	int discovers;
 
 	if (routeproto_parse_request(line, len, &id, url, sizeof(url)) != 0) {
 		/* no usable id: egressd times the lookup out; say so on stderr */
@@ -102,8 +150,16 @@ answer(pxProxyFactory *pf, const char *line, size_t len)
 			exit(1);
 		return;
 	}
-	proxies = px_proxy_factory_get_proxies(pf, url);
-	if (pac_error_answer(proxies))
+	proxies = lookup(pf, url, &discovers);
+	if (discovers != 0) {
+		/* libproxy's own WPAD or PAC fetch (failed: no TCP here) answers direct://:
+		 * never used. egressd discovers and fetches itself (egressd/wpad.h). */
+		if (discovers > 0)
+			log_warnx("libproxy's configuration asks for its own WPAD or PAC fetch "
+			    "(desktop or system settings): refused; egressd runs WPAD itself");
+		n = routeproto_format_error(id, discovers > 0 ? ROUTEPROTO_ERR_WPAD :
+		    "debug_capture", out, sizeof(out));
+	} else if (pac_error_answer(proxies))
 		n = routeproto_format_error(id, "pac_error", out, sizeof(out));
 	else
 		n = routeproto_format_reply(id, proxies, out, sizeof(out));
@@ -151,9 +207,15 @@ main(int argc, char **argv)
 		fatal("no_new_privs");
 	{
 		const char *hp = getenv("http_proxy");
-		if (hp != NULL && strncmp(hp, "pac+file://", 11) == 0 && hp[11] == '/')
+		if (hp != NULL && strncmp(hp, "pac+file://", 11) == 0 && hp[11] == '/') {
 			pac_path = hp + 11;
+			own_pac = hp;
+		}
 	}
+	/* libproxy says which configuration it acts on only in its debug output: each lookup
+	 * captures it (lookup()) to catch libproxy's own WPAD and PAC fetches. */
+	if (setenv("_PX_DEBUG", "1", 1) != 0)
+		fatal("cannot set up libproxy's debug capture");
 	pf = px_proxy_factory_new();
 	if (pf == NULL)
 		fatalx("libproxy: cannot create a proxy factory");
