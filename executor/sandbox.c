@@ -473,8 +473,10 @@ sb_setup_ids(struct sb_run *r)
 }
 
 /* 1. Attestation: every capability this run needs, verified now, or no run. The probes
- * start here (attest_begin) and are collected in sb_setup_attest_end, after the clone and
- * before anything is granted or the child is told "go": steps 2, 3 and 5 overlap them.
+ * start here (attest_begin_run) and are collected in sb_setup_attest_end, after the clone
+ * and before anything is granted or the child is told "go": steps 2, 3 and 5 overlap them.
+ * The limits are attested from the run's own group (step 2, read back), and the network
+ * from the run's own veth and grant (step 7): no throwaway group or veth pair (attest.h).
  * Nothing those steps make is usable by a worker before the attestation passed (the
  * child only waits on the sync pipe; teardown undoes it all on a failure). */
 static int
@@ -483,7 +485,7 @@ sb_setup_attest_begin(struct sb_run *r)
 	/* The filter is compiled once, here, before any child is forked (seccomp.h). */
 	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
 		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "%s", r->err);
-	r->attesting = attest_begin(r->spec->net == SANDBOX_NET_ALLOWLIST);
+	r->attesting = attest_begin_run(r->spec->net == SANDBOX_NET_ALLOWLIST);
 	r->attest_started = true;
 	return 0;
 }
@@ -497,7 +499,7 @@ sb_setup_attest_end(struct sb_run *r)
 
 	if (!r->attest_started)   /* fail closed: no attestation, no run */
 		return sb_fail(res, REASON_INTERNAL_ERROR, "attestation was not started");
-	ok = attest_end(r->attesting, rows);
+	ok = attest_end_run(r->attesting, r->cg, rows);
 	r->attesting = NULL;
 	r->attest_started = false;
 	res->attestation = attest_rows_json(rows);
@@ -708,15 +710,21 @@ sb_setup_go(struct sb_run *r)
 	memset(&go, 0, sizeof(go));
 	go.ok = 1;
 	if (spec->net == SANDBOX_NET_ALLOWLIST) {
+		/* This veth (address read back) and the grant are network_enforcement's proof
+		 * (attest_begin_run made no veth of its own): either fails the row. */
 		if (netns_link_create(&r->pool, r->pid, r->tag, SB_PROXY_PORT, &r->link, &r->link_ns,
-		    &r->listen_fd, r->err, sizeof(r->err)) < 0)
+		    &r->listen_fd, r->err, sizeof(r->err)) < 0) {
+			attest_network_failed(res->attestation, r->err);
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", r->err);
+		}
 		r->veth_made = true;
 		/* The private egressd spawned in step 4: ready (bounded wait) before the grant. */
 		if (r->emb.pid > 0 && r->emb.ready_rd >= 0 &&
-		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0)
+		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0) {
+			attest_network_failed(res->attestation, r->err);
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "embedded egressd: %s",
 			    r->err);
+		}
 		struct egressd_grant_model gm = { spec->connection, r->run_ca_cert, r->run_ca_key,
 			r->placeholder_kv != NULL ? strchr(r->placeholder_kv, '=') + 1 : NULL };
 		grc = egressd_grant_create_fd(r->control, spec->principal ? spec->principal :
@@ -906,7 +914,7 @@ sb_teardown(struct sb_run *r)
 		 * they found in the result. */
 		struct attest_row rows[ATTEST__COUNT];
 
-		(void)attest_end(r->attesting, rows);
+		(void)attest_end_run(r->attesting, r->cg, rows);
 		r->attesting = NULL;
 		r->attest_started = false;
 		if (res->attestation == NULL)
