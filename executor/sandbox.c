@@ -907,6 +907,7 @@ sb_teardown(struct sb_run *r)
 {
 	struct sandbox_result *res = r->res;
 	struct cgroup_usage usage;
+	bool group_empty = false;       /* every process of the run is gone (cgroup_kill) */
 
 	sb_close(&r->syncp[1]);    /* a child still waiting for "go": EOF makes it leave */
 	if (r->attest_started) {
@@ -923,6 +924,8 @@ sb_teardown(struct sb_run *r)
 	if (r->cg) {
 		if (cgroup_kill(r->cg, 0, r->err, sizeof(r->err)) < 0)
 			log_warnx("sandbox %s: cgroup kill: %s", r->run_id, r->err);
+		else
+			group_empty = true;
 		if (cgroup_usage_read(r->cg, &usage, r->err, sizeof(r->err)) == 0) {
 			res->cpu_usec = usage.cpu_usec;
 			res->peak_memory_bytes = usage.peak_memory_bytes;
@@ -963,9 +966,20 @@ sb_teardown(struct sb_run *r)
 		log_warnx("sandbox %s: grant.revoke: %s (the grant expires on its own)", r->run_id,
 		    r->err);
 	sb_close(&r->listen_fd);
-	if (r->veth_made && netns_link_destroy(r->link_ns, r->link.host_if) < 0)
-		log_warnx("sandbox %s: veth %s still present in its link namespace", r->run_id,
-		    r->link.host_if);
+	/* The veth: when every process of the run is gone (the group is empty and init was
+	 * reaped), the worker's network namespace has no user left and the kernel destroys
+	 * it, and a veth pair goes with either of its namespaces; the link namespace goes
+	 * with our fd and egressd's listener (closed by the revoke). Deleting the pair here
+	 * as well only waited for the same RCU grace periods (RTM_DELLINK: 15 ms in a trace
+	 * of a teardown), on the path to egress-exec's exit. If a process of the run may have
+	 * survived, the pair is deleted now and checked gone, as before. */
+	if (r->veth_made && !(group_empty && r->child_reaped)) {
+		if (netns_link_destroy(r->link_ns, r->link.host_if) < 0)
+			log_warnx("sandbox %s: veth %s still present in its link namespace",
+			    r->run_id, r->link.host_if);
+		r->link_ns = -1;    /* closed by netns_link_destroy */
+	}
+	sb_close(&r->link_ns);
 	egressd_embedded_stop(&r->emb);
 
 	res->out = r->out.buf;
