@@ -360,9 +360,11 @@ attest_start(bool with_network, bool veth_probe)
 	/* The slow probes run at the same time as each other and as whatever the caller
 	 * does until attest_end: the seccomp self-test and the namespace probe in children of
 	 * their own, the cgroup probe in attest_end. Each checks everything it checked when
-	 * they ran one after another; only the waiting overlaps. */
-	ap->sec_pid = seccomp_profile_selftest_start(ap->secerr, sizeof(ap->secerr));
+	 * they ran one after another; only the waiting overlaps. The namespace probe (the
+	 * longest) is forked first: it needs no filter, and the self-test's start compiles
+	 * the filter (seccomp_profile_prepare, once per process) while the probe runs. */
 	attest_ns_probe_start(ap->veth_probe, &ap->nr, &ap->np);
+	ap->sec_pid = seccomp_profile_selftest_start(ap->secerr, sizeof(ap->secerr));
 	return ap;
 }
 

@@ -482,11 +482,13 @@ sb_setup_ids(struct sb_run *r)
 static int
 sb_setup_attest_begin(struct sb_run *r)
 {
-	/* The filter is compiled once, here, before any child is forked (seccomp.h). */
-	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
-		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "%s", r->err);
 	r->attesting = attest_begin_run(r->spec->net == SANDBOX_NET_ALLOWLIST);
 	r->attest_started = true;
+	/* The filter is compiled once, before the self-test's fork and the clone (seccomp.h):
+	 * attest_begin_run compiled it after forking the namespace probe, which needs none
+	 * (so the compile overlaps the probe); a compile that failed fails the run here. */
+	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
+		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "%s", r->err);
 	return 0;
 }
 
