@@ -696,6 +696,7 @@ cmd_run(int argc, char **argv)
 	spec.run_dir = run_dir;
 	spec.net_pool = pool;
 	spec.egressd_settings = settings.n ? settings.v : NULL;
+	spec.discard_layer = out == NULL;   /* without --out nothing reads the layer */
 
 	rc = sandbox_run(&spec, &res);
 	if (res.out_len)

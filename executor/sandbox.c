@@ -1047,6 +1047,9 @@ sb_hand_over(struct sb_run *r, bool ran)
 {
 	struct sandbox_result *res = r->res;
 
+	/* A caller that reads nothing of the layer gets neither it nor a merged view (an
+	 * overlay mount and its unmount on the way to egress-exec's exit). */
+	ran = ran && !r->spec->discard_layer;
 	if (r->layer_made && ran) {
 		if (mounts_merged_create(r->merged, r->upper, r->spec->repo_dir, r->err,
 		    sizeof(r->err)) < 0)

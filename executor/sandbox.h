@@ -79,6 +79,9 @@ struct sandbox_spec {
 	                                    * credential held by egressd), or NULL */
 	const char *placeholder_env;       /* with connection: the variable that gets this
 	                                    * run's random placeholder, or NULL */
+	bool discard_layer;                /* nobody reads what the worker wrote (simple run
+	                                    * without --out): the upper layer goes at once,
+	                                    * no merged view is made (step 15) */
 };
 
 struct sandbox_result {
