@@ -53,6 +53,8 @@ struct router {
 	bool pac_local_ok;           /* a local PAC file was copied */
 	struct proxycreds *creds;
 	SSL_CTX *tls;
+	bool tls_loaded;                /* tls holds its trust store (upstream.h) */
+	bool tls_failed;                /* ... could not be loaded: said once */
 	struct gssauth *gss;
 	char pac_status[300];
 	struct route_req *reqs;
@@ -648,6 +650,7 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		r->tls = upstream_tls_ctx_new(cfg->proxy_ca_file, err, errlen);
 		if (r->tls == NULL)
 			goto fail;
+		r->tls_loaded = cfg->proxy_ca_file != NULL;
 		r->gss = gssauth_new(base);
 		if (r->gss == NULL) {
 			snprintf(err, errlen, "cannot set up Negotiate support");
@@ -805,8 +808,20 @@ router_credentials(const struct router *r)
 }
 
 void *
-router_tls_ctx(const struct router *r)
+router_tls_ctx(struct router *r)
 {
+	char err[128];
+
+	if (r->tls != NULL && !r->tls_loaded) {
+		if (upstream_tls_ctx_load_system(r->tls, err, sizeof(err)) != 0) {
+			if (!r->tls_failed)
+				log_warnx("https:// proxies: %s; their hops fail proxy_tls_failed",
+				    err);
+			r->tls_failed = true;
+			return NULL;
+		}
+		r->tls_loaded = true;
+	}
 	return r->tls;
 }
 

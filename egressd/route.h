@@ -106,7 +106,10 @@ size_t router_pending(const struct router *r);
 
 /* What the session needs to go through a proxy entry. */
 const struct proxycreds *router_credentials(const struct router *r);
-void *router_tls_ctx(const struct router *r);          /* SSL_CTX * for https:// proxies */
+/* SSL_CTX * for https:// proxies; the system trust store is loaded by the first call
+ * (upstream.h), so call it only for an https:// proxy. NULL when it cannot be loaded (the
+ * hop fails proxy_tls_failed; logged once per router). */
+void *router_tls_ctx(struct router *r);
 struct gssauth *router_gssauth(const struct router *r);
 uint64_t router_upstream_timeout_ms(const struct router *r);
 enum route_kind router_kind(const struct router *r);

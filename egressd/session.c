@@ -835,7 +835,8 @@ step_proxy(struct session *s, const struct addr *pinned)
 	p.cred = proxycreds_find(router_credentials(s->se_d->router), &via->proxy);
 	p.res = s->se_d->resolver;
 	p.gss = router_gssauth(s->se_d->router);
-	p.tls = router_tls_ctx(s->se_d->router);
+	/* Only an https:// proxy needs the trust store (loaded by the first such hop). */
+	p.tls = via->kind == PROXY_HTTPS ? router_tls_ctx(s->se_d->router) : NULL;
 	p.timeout_ms = (uint32_t)router_upstream_timeout_ms(s->se_d->router);
 	p.gate = proxy_gate;
 	/* Plain HTTP through an http(s) proxy is forwarded in absolute form (proxies commonly

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/err.h>
 
 #include "common/limits.h"
 #include "common/log.h"
@@ -945,11 +946,24 @@ upstream_tls_ctx_new(const char *ca_file, char *err, size_t errlen)
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	if ((ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) :
-	    SSL_CTX_set_default_verify_paths(ctx)) != 1) {
-		snprintf(err, errlen, "cannot load the trust store %s", ca_file ? ca_file : "(system)");
+	/* Without ca_file: the system store, on first use (upstream_tls_ctx_load_system).
+	 * Until then the context verifies against nothing, so nothing can pass. */
+	if (ca_file != NULL && SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+		snprintf(err, errlen, "cannot load the trust store %s", ca_file);
 		SSL_CTX_free(ctx);
+		ERR_clear_error();
 		return NULL;
 	}
 	return ctx;
+}
+
+int
+upstream_tls_ctx_load_system(SSL_CTX *ctx, char *err, size_t errlen)
+{
+	if (ctx == NULL || SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		snprintf(err, errlen, "cannot load the trust store (system)");
+		ERR_clear_error();
+		return -1;
+	}
+	return 0;
 }

@@ -109,9 +109,11 @@ np_file_is(const char *path, char c)
 	return n == 1 && b[0] == c;
 }
 
-/* Run in a forked child; fills p. Everything it mounts lives in its own mount ns. */
+/* Run in a forked child; fills p. Everything it mounts lives in its own mount ns.
+ * veth_probe: also create and delete a veth pair in the probe's namespace (doctor and
+ * attest_probe_all; a run proves its veth by making its own). */
 static void
-np_run(struct ns_probe *p, bool with_network, const char *probe_dir)
+np_run(struct ns_probe *p, bool veth_probe, const char *probe_dir)
 {
 	char dir[64], a[128], b[128], opt[512];
 	struct if_nameindex *ifs;
@@ -134,7 +136,7 @@ np_run(struct ns_probe *p, bool with_network, const char *probe_dir)
 	}
 	if (!p->netns_empty)
 		np_err(p->net_err, "a new network namespace is not empty", 0);
-	if (with_network) {
+	if (veth_probe) {
 		char err[96];
 		if (netns_probe_veth(err, sizeof(err)) == 0)
 			p->veth = true;
@@ -265,7 +267,7 @@ struct ns_probe_run {
 };
 
 static int
-attest_ns_probe_start(bool with_network, struct ns_probe_run *nr, struct ns_probe *out)
+attest_ns_probe_start(bool veth_probe, struct ns_probe_run *nr, struct ns_probe *out)
 {
 	int pp[2];
 
@@ -289,7 +291,7 @@ attest_ns_probe_start(bool with_network, struct ns_probe_run *nr, struct ns_prob
 
 		close(pp[0]);
 		memset(&p, 0, sizeof(p));
-		np_run(&p, with_network, nr->dir);
+		np_run(&p, veth_probe, nr->dir);
 		if (write(pp[1], &p, sizeof(p)) != (ssize_t)sizeof(p))
 			_exit(1);
 		_exit(0);
@@ -339,38 +341,57 @@ attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out)
 /* The children started by attest_begin, collected by attest_end. */
 struct attest_pending {
 	bool with_network;
+	bool veth_probe;                /* false for a run: its own veth is the proof */
 	pid_t sec_pid;
 	struct ns_probe_run nr;
 	struct ns_probe np;
 	char secerr[256];
 };
 
-struct attest_pending *
-attest_begin(bool with_network)
+static struct attest_pending *
+attest_start(bool with_network, bool veth_probe)
 {
 	struct attest_pending *ap = calloc(1, sizeof(*ap));
 
 	if (ap == NULL)
 		return NULL;
 	ap->with_network = with_network;
+	ap->veth_probe = with_network && veth_probe;
 	/* The slow probes run at the same time as each other and as whatever the caller
 	 * does until attest_end: the seccomp self-test and the namespace probe in children of
 	 * their own, the cgroup probe in attest_end. Each checks everything it checked when
-	 * they ran one after another; only the waiting overlaps. */
+	 * they ran one after another; only the waiting overlaps. The namespace probe (the
+	 * longest) is forked first: it needs no filter, and the self-test's start compiles
+	 * the filter (seccomp_profile_prepare, once per process) while the probe runs. */
+	attest_ns_probe_start(ap->veth_probe, &ap->nr, &ap->np);
 	ap->sec_pid = seccomp_profile_selftest_start(ap->secerr, sizeof(ap->secerr));
-	attest_ns_probe_start(with_network, &ap->nr, &ap->np);
 	return ap;
 }
 
-bool
-attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
+struct attest_pending *
+attest_begin(bool with_network)
+{
+	return attest_start(with_network, true);
+}
+
+struct attest_pending *
+attest_begin_run(bool with_network)
+{
+	return attest_start(with_network, false);
+}
+
+/* run_cg: the run's own group (limits already written and read back), or NULL for a
+ * throwaway group made and removed here. */
+static bool
+attest_finish(struct attest_pending *pend, const struct cgroup *run_cg,
+    struct attest_row rows[ATTEST__COUNT])
 {
 	struct cgroup_probe cp;
 	struct cgroup_limits lim = { 500, 64ull * 1024 * 1024, 16 };
 	struct cgroup *cg = NULL;
 	const struct cgroup_applied *ap = NULL;
 	struct ns_probe np;
-	bool with_network;
+	bool with_network, veth_probe;
 	char cgerr[256] = "", secerr[256] = "", id[CGROUP_RUN_ID_MAX];
 	bool cg_ok, sec_ok, env_ok, all = true;
 	static unsigned seq;
@@ -382,10 +403,14 @@ attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 		return false;
 	}
 	with_network = pend->with_network;
+	veth_probe = pend->veth_probe;
 
-	/* cgroup: probe, then a throwaway group whose limits are written and read back */
+	/* cgroup: probe, then the run's group or a throwaway one, limits written and read
+	 * back */
 	cg_ok = cgroup_probe(NULL, &cp) == 0;
-	if (cg_ok) {
+	if (cg_ok && run_cg != NULL) {
+		ap = cgroup_applied(run_cg);
+	} else if (cg_ok) {
 		snprintf(id, sizeof(id), "egx-probe-%d-%u", (int)getpid(), seq++);
 		cg = cgroup_create(NULL, id, &lim, cgerr, sizeof(cgerr));
 		if (cg)
@@ -405,7 +430,15 @@ attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 	    REASON_ADM_ENV_SOCKET &&
 	    env_name_check("LANG", NULL, 0) == REASON_ALLOWED;
 
-	if (with_network) {
+	if (with_network && !veth_probe) {
+		/* A run: the veth is its own, made after this and before the worker exists;
+		 * attest_network_granted / attest_network_failed replace this row then. */
+		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty,
+		    "network namespace with one veth to egressd; grant per run",
+		    np.netns_empty ? "a new network namespace holds only lo; the run's veth and "
+		    "its grant are verified before the worker starts" : "%s%s", np.ns_err,
+		    np.net_err);
+	} else if (with_network) {
 		/* The veth's host end lives in a link namespace of the run's own (only egressd's
 		 * listener there), so nothing in egressd's namespace is reachable through it. */
 		row_set(&rows[ATTEST_NETWORK_ENFORCEMENT], np.netns_empty && np.veth,
@@ -424,10 +457,12 @@ attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 	    np.pid1 ? "first child is pid 1; " : " not pid 1 in a new pid ns;",
 	    sec_ok ? "seccomp self-test passed; " : secerr,
 	    cp.kill ? "cgroup kill present" : " no cgroup kill mechanism");
-	if (cg && ap) {
+	if (ap) {
 		row_set(&rows[ATTEST_CPU_LIMIT], ap->cpu_quota_us > 0, "cgroup cpu quota",
-		    "cgroup v%d: quota %llu/%llu us read back", (int)cgroup_version(cg),
-		    (unsigned long long)ap->cpu_quota_us, (unsigned long long)ap->cpu_period_us);
+		    "cgroup v%d: quota %llu/%llu us read back%s",
+		    (int)cgroup_version(run_cg ? run_cg : cg),
+		    (unsigned long long)ap->cpu_quota_us, (unsigned long long)ap->cpu_period_us,
+		    run_cg ? " (the run's own group)" : "");
 		row_set(&rows[ATTEST_MEMORY_LIMIT], ap->memory_bytes > 0 && ap->swap_limited,
 		    "cgroup memory limit, no swap", "limit %llu read back; swap: %s",
 		    (unsigned long long)ap->memory_bytes, ap->swap_limited ? ap->swap_mechanism :
@@ -440,7 +475,7 @@ attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 		row_set(&rows[ATTEST_PROCESS_LIMIT], false, "cgroup pids.max", "%s", cgerr);
 	}
 	if (cg)
-		cgroup_destroy(cg, NULL, 0);
+		cgroup_destroy(cg, NULL, 0);   /* the throwaway group; never run_cg */
 	row_set(&rows[ATTEST_DISK_LIMIT], np.tmpfs_bound,
 	    "size-bounded tmpfs for the upper layer and /tmp, RLIMIT_FSIZE",
 	    np.tmpfs_bound ? "a full tmpfs refused more bytes (ENOSPC)" : "%s", np.disk_err);
@@ -462,6 +497,30 @@ attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
 	for (int i = 0; i < ATTEST__COUNT; i++)
 		all = all && rows[i].attested;
 	return all;
+}
+
+bool
+attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT])
+{
+	return attest_finish(pend, NULL, rows);
+}
+
+bool
+attest_end_run(struct attest_pending *pend, const struct cgroup *run_cg,
+    struct attest_row rows[ATTEST__COUNT])
+{
+	if (run_cg == NULL) {
+		/* No group of the run's (its creation failed): collect the children, and
+		 * fail closed on the limits, which only a run's own group attests. */
+		(void)attest_finish(pend, NULL, rows);
+		row_set(&rows[ATTEST_CPU_LIMIT], false, "cgroup cpu quota", "the run has no cgroup");
+		row_set(&rows[ATTEST_MEMORY_LIMIT], false, "cgroup memory limit",
+		    "the run has no cgroup");
+		row_set(&rows[ATTEST_PROCESS_LIMIT], false, "cgroup pids.max",
+		    "the run has no cgroup");
+		return false;
+	}
+	return attest_finish(pend, run_cg, rows);
 }
 
 json_t *

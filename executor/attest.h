@@ -8,6 +8,8 @@
  * overlay and checks copy-up leaves the lower layer alone, a read-only bind that refuses
  * writes, pivot_root and checks the host credentials are gone, drops privileges and reads
  * them back; seccomp's own self-test; the environment rules) and the attestation JSON.
+ * A run (attest_begin_run) leaves out the veth pair and the throwaway cgroup: the run's own
+ * veth, grant and cgroup, verified before the worker starts, take their place.
  * Callers: executor/sandbox.c (every run), executor/doctor.c (rows).
  */
 #ifndef EGRESS_ATTEST_H
@@ -52,6 +54,22 @@ bool attest_probe_all(bool with_network, struct attest_row rows[ATTEST__COUNT]);
 struct attest_pending;
 struct attest_pending *attest_begin(bool with_network);
 bool attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUNT]);
+
+/*
+ * The same two halves for a run (executor/sandbox.c), where two probes would only repeat
+ * what the run itself makes and verifies before its worker exists:
+ *  - no veth pair is made in the probe's namespace: the run's own veth (created, address
+ *    read back) and the grant egressd issues for it are the proof, and network_enforcement
+ *    stays attested only when both succeed (attest_network_granted / _failed);
+ *  - no throwaway cgroup: cpu, memory and process limits are attested from run_cg, the
+ *    run's own group, whose limits cgroup_create has written and read back (the group the
+ *    worker is attached to, not a stand-in).
+ * Everything else is probed exactly as attest_begin/attest_end do.
+ */
+struct cgroup;
+struct attest_pending *attest_begin_run(bool with_network);
+bool attest_end_run(struct attest_pending *pend, const struct cgroup *run_cg,
+    struct attest_row rows[ATTEST__COUNT]);
 
 /* {"<cap>": {"attested": b, "mechanism": s, "detail": s}, ...}; new reference. */
 json_t *attest_rows_json(const struct attest_row rows[ATTEST__COUNT]);

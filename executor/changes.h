@@ -28,7 +28,7 @@
 #ifndef EGRESS_CHANGES_H
 #define EGRESS_CHANGES_H
 
-#include <git2.h>
+#include "executor/gitlib.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>

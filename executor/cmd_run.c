@@ -711,6 +711,7 @@ cmd_run(int argc, char **argv)
 	spec.net_pool = pool;
 	spec.egressd_settings = settings.n ? settings.v : NULL;
 	spec.no_transparent = no_transparent;
+	spec.discard_layer = out == NULL;   /* without --out nothing reads the layer */
 
 	rc = sandbox_run(&spec, &res);
 	if (res.out_len)

@@ -98,7 +98,8 @@ int netns_link_create(const struct netns_pool *pool, pid_t child_pid, const char
 
 /* Delete the veth inside the link namespace nsfd and close nsfd. The namespace itself goes
  * when egressd has closed its listener (grant revoked or expired). Returns 0, or -1 when
- * the veth is still present. */
+ * the veth is still present. (A teardown that saw every process of the run gone only
+ * closes nsfd: the pair goes with the worker's namespace; executor/sandbox.c.) */
 int netns_link_destroy(int nsfd, const char *host_if);
 
 /*

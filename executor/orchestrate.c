@@ -730,6 +730,18 @@ run_collector(struct orch *r)
 		return;
 	}
 	write_evidence(r);
+	/* libgit2 is loaded now, by this process, before the collector's fork: the collector's
+	 * root holds no libraries to load it from (executor/gitlib.h). */
+	{
+		char gerr[256];
+
+		if (gitlib_load(gerr, sizeof(gerr)) != 0) {
+			orch_set(r, EXEC_EXIT_INTERNAL, REASON_COLLECTOR_FAILED, "libgit2: %s",
+			    gerr);
+			free(exe_real);
+			return;
+		}
+	}
 	cs.rw_dir = r->out;
 	cs.stage_dir = stage;
 	cs.fn = collector_body;

@@ -2,7 +2,7 @@
 #define _GNU_SOURCE 1
 #include "executor/repocheck.h"
 
-#include <git2.h>
+#include "executor/gitlib.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,8 @@ repocheck_inspect(const char *repo, struct repocheck *out)
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
+	if (gitlib_load(out->why, sizeof(out->why)) != 0)
+		return -1;
 	git_libgit2_init();
 	git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
 	if (realpath(repo, real) == NULL) {

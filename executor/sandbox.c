@@ -474,18 +474,22 @@ sb_setup_ids(struct sb_run *r)
 }
 
 /* 1. Attestation: every capability this run needs, verified now, or no run. The probes
- * start here (attest_begin) and are collected in sb_setup_attest_end, after the clone and
- * before anything is granted or the child is told "go": steps 2, 3 and 5 overlap them.
+ * start here (attest_begin_run) and are collected in sb_setup_attest_end, after the clone
+ * and before anything is granted or the child is told "go": steps 2, 3 and 5 overlap them.
+ * The limits are attested from the run's own group (step 2, read back), and the network
+ * from the run's own veth and grant (step 7): no throwaway group or veth pair (attest.h).
  * Nothing those steps make is usable by a worker before the attestation passed (the
  * child only waits on the sync pipe; teardown undoes it all on a failure). */
 static int
 sb_setup_attest_begin(struct sb_run *r)
 {
-	/* The filter is compiled once, here, before any child is forked (seccomp.h). */
+	r->attesting = attest_begin_run(r->spec->net == SANDBOX_NET_ALLOWLIST);
+	r->attest_started = true;
+	/* The filter is compiled once, before the self-test's fork and the clone (seccomp.h):
+	 * attest_begin_run compiled it after forking the namespace probe, which needs none
+	 * (so the compile overlaps the probe); a compile that failed fails the run here. */
 	if (seccomp_profile_prepare(r->err, sizeof(r->err)) < 0)
 		return sb_fail(r->res, REASON_CAPABILITY_MISSING, "%s", r->err);
-	r->attesting = attest_begin(r->spec->net == SANDBOX_NET_ALLOWLIST);
-	r->attest_started = true;
 	return 0;
 }
 
@@ -498,7 +502,7 @@ sb_setup_attest_end(struct sb_run *r)
 
 	if (!r->attest_started)   /* fail closed: no attestation, no run */
 		return sb_fail(res, REASON_INTERNAL_ERROR, "attestation was not started");
-	ok = attest_end(r->attesting, rows);
+	ok = attest_end_run(r->attesting, r->cg, rows);
 	r->attesting = NULL;
 	r->attest_started = false;
 	res->attestation = attest_rows_json(rows);
@@ -709,15 +713,21 @@ sb_setup_go(struct sb_run *r)
 	memset(&go, 0, sizeof(go));
 	go.ok = 1;
 	if (spec->net == SANDBOX_NET_ALLOWLIST) {
+		/* This veth (address read back) and the grant are network_enforcement's proof
+		 * (attest_begin_run made no veth of its own): either fails the row. */
 		if (netns_link_create(&r->pool, r->pid, r->tag, SB_PROXY_PORT, &r->link, &r->link_ns,
-		    &r->listen_fd, r->err, sizeof(r->err)) < 0)
+		    &r->listen_fd, r->err, sizeof(r->err)) < 0) {
+			attest_network_failed(res->attestation, r->err);
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "veth: %s", r->err);
+		}
 		r->veth_made = true;
 		/* The private egressd spawned in step 4: ready (bounded wait) before the grant. */
 		if (r->emb.pid > 0 && r->emb.ready_rd >= 0 &&
-		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0)
+		    egressd_embedded_ready(&r->emb, r->err, sizeof(r->err)) < 0) {
+			attest_network_failed(res->attestation, r->err);
 			return sb_fail(res, REASON_CAPABILITY_MISSING, "embedded egressd: %s",
 			    r->err);
+		}
 		struct egressd_grant_model gm = { spec->connection, r->run_ca_cert, r->run_ca_key,
 			r->placeholder_kv != NULL ? strchr(r->placeholder_kv, '=') + 1 : NULL };
 		grc = egressd_grant_create_fd(r->control, spec->principal ? spec->principal :
@@ -918,6 +928,7 @@ sb_teardown(struct sb_run *r)
 {
 	struct sandbox_result *res = r->res;
 	struct cgroup_usage usage;
+	bool group_empty = false;       /* every process of the run is gone (cgroup_kill) */
 
 	sb_close(&r->syncp[1]);    /* a child still waiting for "go": EOF makes it leave */
 	if (r->attest_started) {
@@ -925,7 +936,7 @@ sb_teardown(struct sb_run *r)
 		 * they found in the result. */
 		struct attest_row rows[ATTEST__COUNT];
 
-		(void)attest_end(r->attesting, rows);
+		(void)attest_end_run(r->attesting, r->cg, rows);
 		r->attesting = NULL;
 		r->attest_started = false;
 		if (res->attestation == NULL)
@@ -934,6 +945,8 @@ sb_teardown(struct sb_run *r)
 	if (r->cg) {
 		if (cgroup_kill(r->cg, 0, r->err, sizeof(r->err)) < 0)
 			log_warnx("sandbox %s: cgroup kill: %s", r->run_id, r->err);
+		else
+			group_empty = true;
 		if (cgroup_usage_read(r->cg, &usage, r->err, sizeof(r->err)) == 0) {
 			res->cpu_usec = usage.cpu_usec;
 			res->peak_memory_bytes = usage.peak_memory_bytes;
@@ -974,9 +987,20 @@ sb_teardown(struct sb_run *r)
 		log_warnx("sandbox %s: grant.revoke: %s (the grant expires on its own)", r->run_id,
 		    r->err);
 	sb_close(&r->listen_fd);
-	if (r->veth_made && netns_link_destroy(r->link_ns, r->link.host_if) < 0)
-		log_warnx("sandbox %s: veth %s still present in its link namespace", r->run_id,
-		    r->link.host_if);
+	/* The veth: when every process of the run is gone (the group is empty and init was
+	 * reaped), the worker's network namespace has no user left and the kernel destroys
+	 * it, and a veth pair goes with either of its namespaces; the link namespace goes
+	 * with our fd and egressd's listener (closed by the revoke). Deleting the pair here
+	 * as well only waited for the same RCU grace periods (RTM_DELLINK: 15 ms in a trace
+	 * of a teardown), on the path to egress-exec's exit. If a process of the run may have
+	 * survived, the pair is deleted now and checked gone, as before. */
+	if (r->veth_made && !(group_empty && r->child_reaped)) {
+		if (netns_link_destroy(r->link_ns, r->link.host_if) < 0)
+			log_warnx("sandbox %s: veth %s still present in its link namespace",
+			    r->run_id, r->link.host_if);
+		r->link_ns = -1;    /* closed by netns_link_destroy */
+	}
+	sb_close(&r->link_ns);
 	egressd_embedded_stop(&r->emb);
 
 	res->out = r->out.buf;
@@ -1042,6 +1066,9 @@ sb_hand_over(struct sb_run *r, bool ran)
 {
 	struct sandbox_result *res = r->res;
 
+	/* A caller that reads nothing of the layer gets neither it nor a merged view (an
+	 * overlay mount and its unmount on the way to egress-exec's exit). */
+	ran = ran && !r->spec->discard_layer;
 	if (r->layer_made && ran) {
 		if (mounts_merged_create(r->merged, r->upper, r->spec->repo_dir, r->err,
 		    sizeof(r->err)) < 0)

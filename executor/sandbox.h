@@ -82,6 +82,9 @@ struct sandbox_spec {
 	bool no_transparent;               /* transparent capture off (preset transparent =
 	                                    * no, or --transparent=off); on by default for an
 	                                    * allowlist run: docs/transparent.md */
+	bool discard_layer;                /* nobody reads what the worker wrote (simple run
+	                                    * without --out): the upper layer goes at once,
+	                                    * no merged view is made (step 15) */
 };
 
 struct sandbox_result {

@@ -24,7 +24,7 @@ BUILD="build-essential cmake pkg-config scdoc
  libmnl-dev libnftables-dev libjansson-dev libidn2-dev libpsl-dev liburiparser-dev libcap-ng-dev
  libproxy-dev libkrb5-dev libcmocka-dev zlib1g-dev"
 RUNTIME="libproxy1-plugin-webkit gss-ntlmssp iproute2 ca-certificates git publicsuffix
- libnftables1"
+ libnftables1 libgit2-1.5"
 DEMO="curl python3"
 # Peers and tools of the test suite, the fuzzers (clang) and the package build and check.
 TEST="curl python3 squid apache2-utils dante-server krb5-kdc krb5-admin-server krb5-user
