@@ -199,11 +199,14 @@ try:
     res["ipv6"] = "connected"
 except OSError as e:
     res["ipv6"] = "error:%s" % e.errno
-try:
-    socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP).close()
-    res["icmp_socket"] = "made"
-except OSError as e:
-    res["icmp_socket"] = "error:%s" % e.errno
+for k, fam, typ, proto in (("icmp_socket", socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP),
+                           ("raw_socket", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP),
+                           ("packet_socket", socket.AF_PACKET, socket.SOCK_RAW, 0)):
+    try:
+        socket.socket(fam, typ, proto).close()
+        res[k] = "made"
+    except OSError as e:
+        res[k] = "error:%s" % e.errno
 # captured plain HTTP: absolute-form, CONNECT, and a pipelined second request whose Host
 # names another origin: none may pick its own destination
 oaddr = resolve("origin.lab.test")
@@ -394,7 +397,8 @@ def t_private(L, origin, ca_pem):
     check(res["gw_tcp_other"] == "error:111", "another TCP port of the gateway: %s"
           % res["gw_tcp_other"])
     check(res["ipv6"].startswith("error:"), "IPv6: %s" % res["ipv6"])
-    check(res["icmp_socket"].startswith("error:"), "ICMP socket: %s" % res["icmp_socket"])
+    for k in ("icmp_socket", "raw_socket", "packet_socket"):
+        check(res[k].startswith("error:"), "%s: %s" % (k, res[k]))
     for k in ("http_absolute", "http_connect", "http_two_hosts"):
         check(res[k].startswith("data:'HTTP/1.1 4"), "%s: %s" % (k, res[k]))
     check("malformed_request" in res["http_two_hosts"], "two Host headers: %s"
