@@ -75,6 +75,10 @@
 #define EGRESS_DNSSTUB_BURST       32    /* datagrams read per wake-up: fairness on the loop */
 #define EGRESS_DNSSTUB_TTL_S       300   /* TTL of a synthetic answer (the mapping lives as
                                             long as the grant) */
+#define EGRESS_DNSSTUB_DENY_BURST  64    /* deny records one stub writes back to back ... */
+#define EGRESS_DNSSTUB_DENY_RATE   16    /* ... then at most this many a second; the rest are
+                                            counted in one dns_suppressed record a second */
+#define EGRESS_DNSSTUB_SUPPRESS_MS 1000  /* how often that count is written while it grows */
 
 /* Tunnels (egressd/tunnel) */
 #define EGRESS_SPLICE_PIPES_MAX    2048  /* splice pipes in use at once: 4096 of the 20,000 fds */

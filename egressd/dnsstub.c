@@ -152,13 +152,57 @@ dnsstub_answer(const uint8_t *p, enum dnsq_result r, const struct dnsq *q, int r
 	return need;
 }
 
+/* ---- the budget of deny records (dnsstub.h) ---- */
+
+#define BUDGET_FULL ((uint64_t)EGRESS_DNSSTUB_DENY_BURST * 1000u)
+
+void
+dnsstub_budget_init(struct dnsstub_budget *b, uint64_t now_ms)
+{
+	b->credit = BUDGET_FULL;
+	b->last_ms = now_ms;
+}
+
+bool
+dnsstub_budget_take(struct dnsstub_budget *b, uint64_t now_ms)
+{
+	/* A clock that went back (it does not: monotonic) refills nothing. Elapsed time is
+	 * capped before the multiplication: a full refill is all it can give. */
+	if (now_ms > b->last_ms) {
+		uint64_t dt = now_ms - b->last_ms;
+
+		if (dt > (uint64_t)EGRESS_DNSSTUB_DENY_BURST * 1000u)
+			dt = (uint64_t)EGRESS_DNSSTUB_DENY_BURST * 1000u;
+		b->credit += dt * EGRESS_DNSSTUB_DENY_RATE;
+		if (b->credit > BUDGET_FULL)
+			b->credit = BUDGET_FULL;
+		b->last_ms = now_ms;
+	}
+	if (b->credit < 1000u)
+		return false;
+	b->credit -= 1000u;
+	return true;
+}
+
 /* ---- the socket ---- */
+
+#define SUPPRESS_REASONS 4          /* dns_not_granted, dns_pool_exhausted, grant gone */
 
 struct dnsstub {
 	struct daemon *d;
 	struct lgrant *lg;          /* borrowed: it owns us */
 	int fd;
 	struct event *ev;
+	/* Deny records past the budget (dnsstub.h): answered, counted, written as one
+	 * dns_suppressed record by flush. */
+	struct dnsstub_budget budget;
+	struct event *flush;
+	uint64_t suppressed;
+	struct {
+		enum reason r;
+		uint64_t n;
+	} supp[SUPPRESS_REASONS];
+	char supp_last[DNS_NAME_WIRE_MAX + 1];
 };
 
 static const char *
@@ -207,6 +251,78 @@ stub_record(struct dnsstub *s, const char *event, const char *client, const stru
 		log_warnx("decision log refused a %s record (%s)", event, strerror(errno));
 }
 
+/* The count of denials the budget kept out of the log, as one record; then zero. */
+static void
+stub_suppressed_write(struct dnsstub *s)
+{
+	json_t *o, *rs;
+
+	if (s->suppressed == 0)
+		return;
+	o = json_object();
+	rs = json_object();
+	if (o == NULL || rs == NULL) {
+		json_decref(o);
+		json_decref(rs);
+		log_warnx("stub resolver of grant %s: %llu denials not recorded (out of memory)",
+		    s->lg->id, (unsigned long long)s->suppressed);
+		return;
+	}
+	for (size_t i = 0; i < SUPPRESS_REASONS; i++)
+		if (s->supp[i].n > 0)
+			json_object_set_new(rs, reason_str(s->supp[i].r),
+			    json_integer((json_int_t)s->supp[i].n));
+	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->lg->id));
+	json_object_set_new(o, "hop_kind", json_string("dns"));
+	json_object_set_new(o, "capture", json_string("transparent"));
+	json_object_set_new(o, "suppressed", json_integer((json_int_t)s->suppressed));
+	json_object_set_new(o, "reasons", rs);
+	json_object_set_new(o, "last_dest", json_string(s->supp_last));
+	if (dlog_append(s->d->dlog, "dns_suppressed", o, NULL, NULL, NULL) != 0)
+		log_warnx("decision log refused a dns_suppressed record (%s): %llu denials of "
+		    "grant %s not recorded", strerror(errno), (unsigned long long)s->suppressed,
+		    s->lg->id);
+	s->suppressed = 0;
+	memset(s->supp, 0, sizeof(s->supp));
+	s->supp_last[0] = '\0';
+}
+
+static void
+stub_flush(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	stub_suppressed_write(arg);
+}
+
+/* A denial: its record while the budget lasts, else counted for dns_suppressed. */
+static void
+stub_deny(struct dnsstub *s, const char *client, const struct dnsq *q, enum reason r)
+{
+	size_t i;
+
+	if (dnsstub_budget_take(&s->budget, mono_msec())) {
+		stub_record(s, "decision", client, q, r, NULL);
+		return;
+	}
+	s->suppressed++;
+	for (i = 0; i < SUPPRESS_REASONS; i++) {
+		if (s->supp[i].n == 0)
+			s->supp[i].r = r;
+		if (s->supp[i].r == r) {
+			s->supp[i].n++;
+			break;
+		}
+	}
+	snprintf(s->supp_last, sizeof(s->supp_last), "%s", q->name);
+	if (!evtimer_pending(s->flush, NULL)) {
+		struct timeval tv = { EGRESS_DNSSTUB_SUPPRESS_MS / 1000,
+		    (EGRESS_DNSSTUB_SUPPRESS_MS % 1000) * 1000 };
+		evtimer_add(s->flush, &tv);
+	}
+}
+
 /* Any allow entry of the grant names this host (whatever its scheme and port)? */
 static bool
 stub_granted(const struct grant *g, const struct host *h)
@@ -232,8 +348,8 @@ stub_decide(struct dnsstub *s, const char *client, const struct dnsq *q, uint32_
 	    host_parse(q->name, strlen(q->name), HOST_NO_PORT, &h) != HOST_OK ||
 	    h.kind != HOST_NAME || strcmp(h.name, q->name) != 0 ||
 	    s->lg->dead != REASON_ALLOWED || !stub_granted(s->lg->g, &h)) {
-		stub_record(s, "decision", client, q, s->lg->dead != REASON_ALLOWED ?
-		    s->lg->dead : REASON_DNS_NOT_GRANTED, NULL);
+		stub_deny(s, client, q, s->lg->dead != REASON_ALLOWED ? s->lg->dead :
+		    REASON_DNS_NOT_GRANTED);
 		return DNS_RCODE_NXDOMAIN;
 	}
 	/* A granted name: AAAA and other types exist but are empty (IPv6 is off in the
@@ -241,7 +357,7 @@ stub_decide(struct dnsstub *s, const char *client, const struct dnsq *q, uint32_
 	if (q->qtype != DNS_TYPE_A)
 		return DNS_RCODE_NOERROR;
 	if (s->lg->tpool == NULL || tpool_assign(s->lg->tpool, h.name, a4, &fresh) != 0) {
-		stub_record(s, "decision", client, q, REASON_DNS_POOL_EXHAUSTED, NULL);
+		stub_deny(s, client, q, REASON_DNS_POOL_EXHAUSTED);
 		return DNS_RCODE_SERVFAIL;
 	}
 	if (fresh)
@@ -326,8 +442,10 @@ dnsstub_new(struct daemon *d, struct lgrant *lg, int fd, char *err, size_t errle
 	s->fd = fd;
 	evutil_make_socket_nonblocking(fd);
 	evutil_make_socket_closeonexec(fd);
+	dnsstub_budget_init(&s->budget, mono_msec());
+	s->flush = evtimer_new(d->base, stub_flush, s);
 	s->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, stub_read, s);
-	if (s->ev == NULL || event_add(s->ev, NULL) != 0) {
+	if (s->flush == NULL || s->ev == NULL || event_add(s->ev, NULL) != 0) {
 		errbuf_set(err, errlen, ENOMEM, "stub resolver event");
 		dnsstub_free(s);
 		return NULL;
@@ -340,6 +458,9 @@ dnsstub_free(struct dnsstub *s)
 {
 	if (s == NULL)
 		return;
+	stub_suppressed_write(s);
+	if (s->flush != NULL)
+		event_free(s->flush);
 	if (s->ev != NULL)
 		event_free(s->ev);
 	if (s->fd >= 0)

@@ -3,11 +3,12 @@
  * capture is on (docs/transparent.md): A queries for names the run's grant names get an
  * address from the grant's synthetic pool (egressd/tpool), AAAA and every other type for
  * such a name an empty NOERROR answer, any other name NXDOMAIN and a deny record
- * (dns_not_granted). Nothing is ever looked up on behalf of the worker: the real resolution
+ * (dns_not_granted; past a budget, a count: dnsstub_budget below). Nothing is ever looked up on behalf of the worker: the real resolution
  * happens when a captured connection is authorized, exactly as for CONNECT.
  *
  * Owns: struct dnsstub (the UDP socket egress-exec made in the run's link namespace and
- * passed with grant.dns, and its read event). Callers: egressd/control (grant.dns creates
+ * passed with grant.dns, its read event, and the timer that writes the count of
+ * suppressed deny records). Callers: egressd/control (grant.dns creates
  * it), egressd/grants (the grant frees it), fuzz/fuzz_dnsstub and tests (the pure parser and
  * answer builder). Event-loop thread only.
  *
@@ -80,6 +81,25 @@ enum dnsq_result dnsstub_parse(const uint8_t *p, size_t n, struct dnsq *q);
 size_t dnsstub_answer(const uint8_t *p, enum dnsq_result r, const struct dnsq *q, int rcode,
     const uint32_t *a4, uint32_t ttl, uint8_t *out, size_t outlen);
 
+/*
+ * The stub's budget of deny records (docs/transparent.md, "Floods"): a query costs the
+ * worker one datagram and egressd one hash-chained record, so a loop of queries for names
+ * outside the grant would otherwise fill the decision log (and its queue, which the
+ * records of every other grant of a system egressd share). A token bucket of
+ * EGRESS_DNSSTUB_DENY_BURST records, refilled at EGRESS_DNSSTUB_DENY_RATE a second. A
+ * denial past it is answered exactly the same (NXDOMAIN / SERVFAIL) and counted; the count
+ * is written as one dns_suppressed record at most every EGRESS_DNSSTUB_SUPPRESS_MS, and
+ * when the stub closes. Pure: the caller gives the time.
+ */
+struct dnsstub_budget {
+	uint64_t credit;            /* milli-records */
+	uint64_t last_ms;
+};
+
+void dnsstub_budget_init(struct dnsstub_budget *b, uint64_t now_ms);
+/* May one more deny record be written at now_ms? true takes it from the budget. */
+bool dnsstub_budget_take(struct dnsstub_budget *b, uint64_t now_ms);
+
 struct daemon;
 struct lgrant;
 struct dnsstub;
@@ -91,7 +111,8 @@ struct dnsstub;
  */
 struct dnsstub *dnsstub_new(struct daemon *d, struct lgrant *lg, int fd, char *err,
     size_t errlen);
-/* Stop and close the socket. Accepts NULL. */
+/* Stop and close the socket; a count of suppressed denials still unwritten is written
+ * first (dns_suppressed). Accepts NULL. */
 void dnsstub_free(struct dnsstub *s);
 /* "addr:port" of the socket into buf. */
 const char *dnsstub_addr_str(const struct dnsstub *s, char *buf, size_t len);

@@ -51,7 +51,7 @@ SETTINGS = ["dns_server=198.51.100.53", "allow_special_address=198.51.100.0/24",
 GRANT = ["https://tls.lab.test", "http://origin.lab.test", "tcp://echo.lab.test:7"]
 
 WORKER = r'''
-import json, os, socket, ssl, struct, subprocess, sys
+import json, os, re, socket, ssl, struct, subprocess, sys
 ca_pem, key, mode = sys.argv[1:4]
 with open("/tmp/ca.pem", "w") as f:
     f.write(ca_pem)
@@ -175,6 +175,136 @@ res["stub_aaaa"] = udp(gw, 53, query("tls.lab.test", 28))
 res["stub_mx"] = udp(gw, 53, query("tls.lab.test", 15))
 res["stub_nx"] = udp(gw, 53, query("Other.Lab.Test", 1))
 res["stub_a_case"] = udp(gw, 53, query("TLS.lab.TEST", 1))
+# --- attacker's probes (docs/transparent.md): each must end refused, and recorded ---
+def tcp_try(addr, port, payload=None, timeout=5):
+    try:
+        s = socket.create_connection((addr, port), timeout=timeout)
+    except OSError as e:
+        return "error:%s" % e.errno
+    try:
+        if payload:
+            s.sendall(payload)
+        return "data:%r" % recv_all(s)[:300]
+    finally:
+        s.close()
+# a granted https name's address on a port the grant does not name (not_granted)
+res["port_other"] = tcp_try(res["tls_addr"], 22)
+# another TCP port of the gateway itself (rejected by the link namespace's input filter)
+res["gw_tcp_other"] = tcp_try(gw, 8080)
+# IPv6 and ICMP have no way out (no route; no ping sockets)
+try:
+    s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s6.settimeout(3)
+    s6.connect(("64:ff9b::c612:1", 443))
+    res["ipv6"] = "connected"
+except OSError as e:
+    res["ipv6"] = "error:%s" % e.errno
+for k, fam, typ, proto in (("icmp_socket", socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP),
+                           ("raw_socket", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP),
+                           ("packet_socket", socket.AF_PACKET, socket.SOCK_RAW, 0)):
+    try:
+        socket.socket(fam, typ, proto).close()
+        res[k] = "made"
+    except OSError as e:
+        res[k] = "error:%s" % e.errno
+# captured plain HTTP: absolute-form, CONNECT, and a pipelined second request whose Host
+# names another origin: none may pick its own destination
+oaddr = resolve("origin.lab.test")
+res["http_absolute"] = tcp_try(oaddr, 80, b"GET http://other.lab.test/ HTTP/1.1\r\n"
+                               b"Host: other.lab.test\r\nConnection: close\r\n\r\n")
+res["http_connect"] = tcp_try(oaddr, 80, b"CONNECT other.lab.test:443 HTTP/1.1\r\n"
+                              b"Host: other.lab.test:443\r\n\r\n")
+res["http_two_hosts"] = tcp_try(oaddr, 80, b"GET / HTTP/1.1\r\nHost: origin.lab.test\r\n"
+                                b"Host: other.lab.test\r\nConnection: close\r\n\r\n")
+try:
+    s = socket.create_connection((oaddr, 80), timeout=15)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: origin.lab.test\r\n\r\n"
+              b"GET / HTTP/1.1\r\nHost: origin2.lab.test\r\nConnection: close\r\n\r\n")
+    res["http_pipelined"] = re.findall(r"HTTP/1\.1 \d{3}|X-Egress-Reason: [a-z_]+",
+                                       recv_all(s))
+    s.close()
+except OSError as e:
+    res["http_pipelined"] = ["error:%s" % e]
+# a ClientHello cut into two TLS records and sent in three TCP segments: naming another
+# host it is refused, naming the granted host the handshake completes
+import time
+def frag_tls(sni):
+    c = ssl.create_default_context(cafile="/tmp/ca.pem")
+    c.check_hostname = False
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = c.wrap_bio(inc, out, server_hostname=sni)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = out.read()
+    ver, ln = hello[1:3], int.from_bytes(hello[3:5], "big")
+    body = hello[5:5 + ln]
+    recs = b""
+    for part in (body[:40], body[40:]):
+        recs += b"\x16" + ver + len(part).to_bytes(2, "big") + part
+    try:
+        s = socket.create_connection((res["tls_addr"], 443), timeout=10)
+        for a, b in ((0, 3), (3, 70), (70, len(recs))):
+            s.sendall(recs[a:b])
+            time.sleep(0.2)
+        for _ in range(50):
+            d = s.recv(65536)
+            if not d:
+                return "closed"
+            inc.write(d)
+            try:
+                obj.do_handshake()
+                done = True
+            except ssl.SSLWantReadError:
+                done = False
+            o = out.read()
+            if o:
+                s.sendall(o)       # the client's Finished too: the origin counts it
+            if done:
+                time.sleep(0.2)
+                return "handshake"
+        return "stuck"
+    except (OSError, ssl.SSLError) as e:
+        return "error:%s" % type(e).__name__
+res["frag_other"] = frag_tls("other.lab.test")
+res["frag_granted"] = frag_tls("tls.lab.test")
+# a flood of queries for names outside the grant: every one answered NXDOMAIN, the log
+# gets a bounded number of records and a count of the rest (dns_suppressed)
+FLOOD = 3000
+fs = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+fs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+fs.connect((gw, 53))
+fs.settimeout(0.5)
+nx = other = sent = 0
+t0 = time.monotonic()
+for i in range(FLOOD):
+    fs.send(query("flood%d.lab.test" % i, 1))
+    sent += 1
+    if i % 50 == 49:          # keep the stub's socket from overflowing: a burst, then read
+        while True:
+            try:
+                d = fs.recv(2048)
+            except socket.timeout:
+                break
+            if d[3] & 0xf == 3:
+                nx += 1
+            else:
+                other += 1
+            if nx + other >= sent:
+                break
+while nx + other < sent:
+    try:
+        d = fs.recv(2048)
+    except socket.timeout:
+        break
+    if d[3] & 0xf == 3:
+        nx += 1
+    else:
+        other += 1
+res["flood"] = {"sent": sent, "nxdomain": nx, "other": other,
+                "seconds": round(time.monotonic() - t0, 3)}
+fs.close()
 print(json.dumps(res))
 '''
 
@@ -262,7 +392,25 @@ def t_private(L, origin, ca_pem):
     check(dns_answer(res["stub_nx"])[0] == 3, "other.lab.test: %s" % res["stub_nx"])
     check(dns_answer(res["stub_a_case"]) == (0, 1, res["tls_addr"]),
           "case-insensitive: %s vs %s" % (res["stub_a_case"], res["tls_addr"]))
-    check(origin.handshakes - hs == 2, "TLS origin handshakes: %d" % (origin.handshakes - hs))
+    check(res["port_other"] in ("data:''", "data:'<error 104>'"),
+          "a granted name's address on another port: %s" % res["port_other"])
+    check(res["gw_tcp_other"] == "error:111", "another TCP port of the gateway: %s"
+          % res["gw_tcp_other"])
+    check(res["ipv6"].startswith("error:"), "IPv6: %s" % res["ipv6"])
+    for k in ("icmp_socket", "raw_socket", "packet_socket"):
+        check(res[k].startswith("error:"), "%s: %s" % (k, res[k]))
+    for k in ("http_absolute", "http_connect", "http_two_hosts"):
+        check(res[k].startswith("data:'HTTP/1.1 4"), "%s: %s" % (k, res[k]))
+    check("malformed_request" in res["http_two_hosts"], "two Host headers: %s"
+          % res["http_two_hosts"])
+    pl = res["http_pipelined"]
+    check(pl == ["HTTP/1.1 200", "HTTP/1.1 403", "X-Egress-Reason: host_mismatch"],
+          "pipelined Host change: %s" % pl)
+    check(res["frag_other"] in ("closed", "error:ConnectionResetError"),
+          "fragmented ClientHello naming another host: %s" % res["frag_other"])
+    check(res["frag_granted"] == "handshake",
+          "fragmented ClientHello naming the host: %s" % res["frag_granted"])
+    check(origin.handshakes - hs == 3, "TLS origin handshakes: %d" % (origin.handshakes - hs))
     # the records
     tr = decisions(recs, capture="transparent", verdict="allow")
     dests = sorted(set(x.get("dest") for x in tr))
@@ -279,6 +427,33 @@ def t_private(L, origin, ca_pem):
     check(decisions(recs, reason="host_mismatch", capture="transparent"),
           "no host_mismatch record")
     check(decisions(recs, reason="transparent_unmapped"), "no transparent_unmapped record")
+    check(decisions(recs, reason="not_granted", capture="transparent",
+                    dest="tls.lab.test:22"), "no not_granted record for port 22")
+    check(decisions(recs, reason="host_mismatch", capture="transparent") and
+          len(decisions(recs, reason="sni_mismatch", capture="transparent")) >= 2,
+          "fragmented / pipelined refusals not recorded")
+    # every captured allow has its close, with the same capture fields
+    for a in tr:
+        cl = [x for x in closes if x.get("hop") == a.get("hop")]
+        check(len(cl) == 1 and cl[0].get("original_dst") == a.get("original_dst"),
+              "close of captured hop %s: %s" % (a.get("hop"), cl))
+    # the flood: all answered NXDOMAIN; individual records within the budget, the rest
+    # counted (egressd may have dropped datagrams the socket could not hold: never more
+    # than were sent, never fewer than were answered)
+    fl = res["flood"]
+    check(fl["other"] == 0 and fl["nxdomain"] >= fl["sent"] * 0.9, "flood answers: %s" % fl)
+    frec = [x for x in decisions(recs, reason="dns_not_granted")
+            if x.get("dest", "").startswith("flood")]
+    sup = [x for x in recs if x.get("event") == "dns_suppressed"]
+    nsup = sum(x.get("suppressed", 0) for x in sup)
+    budget = 64 + 16 * (fl["seconds"] + 2)
+    check(len(frec) <= budget, "flood: %d deny records (budget %d): %s" % (len(frec), budget, fl))
+    check(fl["nxdomain"] <= len(frec) + nsup <= fl["sent"],
+          "flood: %d records + %d suppressed for %s" % (len(frec), nsup, fl))
+    check(sup and all(x.get("grant_id") == r.result.get("grant_id") and
+                      set(x.get("reasons", {})) == {"dns_not_granted"} and
+                      x.get("last_dest", "").startswith("flood") for x in sup),
+          "dns_suppressed: %s" % sup[:3])
     maps = [x for x in recs if x.get("event") == "dns_map"]
     check(any(x.get("dest") == "tls.lab.test" and x.get("answer") == res["tls_addr"]
               for x in maps), "dns_map: %s" % maps)

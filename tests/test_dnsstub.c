@@ -207,6 +207,45 @@ t_new_refuses(void **state)
 	assert_non_null(strstr(err, "UDP socket bound"));
 }
 
+/* The deny-record budget (docs/transparent.md, "Floods"): a burst, then the rate, never
+ * more than the burst after any pause, nothing gained from a clock that does not move. */
+static void
+t_budget(void **state)
+{
+	struct dnsstub_budget b;
+	uint64_t t = 1000000;
+	unsigned n = 0;
+
+	(void)state;
+	dnsstub_budget_init(&b, t);
+	while (dnsstub_budget_take(&b, t))
+		n++;
+	assert_int_equal(n, EGRESS_DNSSTUB_DENY_BURST);
+	/* a flood at one instant gets nothing more */
+	for (int i = 0; i < 10000; i++)
+		assert_false(dnsstub_budget_take(&b, t));
+	/* one second of flooding (a query every millisecond): the rate, give or take one */
+	n = 0;
+	for (int i = 1; i <= 1000; i++)
+		n += dnsstub_budget_take(&b, t + (uint64_t)i) ? 1 : 0;
+	assert_true(n >= EGRESS_DNSSTUB_DENY_RATE - 1 && n <= EGRESS_DNSSTUB_DENY_RATE + 1);
+	t += 1000;
+	/* a long pause refills the burst, no more */
+	t += 3600u * 1000u;
+	n = 0;
+	while (dnsstub_budget_take(&b, t))
+		n++;
+	assert_int_equal(n, EGRESS_DNSSTUB_DENY_BURST);
+	/* a clock that went back refills nothing */
+	assert_false(dnsstub_budget_take(&b, t - 5000));
+	assert_false(dnsstub_budget_take(&b, t));
+	/* a far future (wrap guard): still just the burst */
+	n = 0;
+	while (dnsstub_budget_take(&b, UINT64_MAX - 1))
+		n++;
+	assert_int_equal(n, EGRESS_DNSSTUB_DENY_BURST);
+}
+
 int
 main(void)
 {
@@ -216,6 +255,7 @@ main(void)
 		cmocka_unit_test(t_parse_refusals),
 		cmocka_unit_test(t_answer),
 		cmocka_unit_test(t_new_refuses),
+		cmocka_unit_test(t_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

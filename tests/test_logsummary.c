@@ -242,10 +242,52 @@ test_text(void **state)
 	free(buf);
 }
 
+/* The stub resolver's dns_suppressed counts are denials: summed and shown, never decisions. */
+static void
+test_dns_suppressed(void **state)
+{
+	char *buf = NULL, *out = NULL;
+	size_t len = 0, olen = 0;
+	FILE *f = open_memstream(&buf, &len), *o;
+	struct lchain c;
+	struct logsummary *s;
+	json_t *sum;
+
+	(void)state;
+	lchain_init(&c, f);
+	lchain_add(&c, "2026-11-30T09:00:00.000000Z", "decision", "\"principal\":\"run-d\","
+	    "\"grant_id\":\"g1\",\"hop_kind\":\"dns\",\"capture\":\"transparent\","
+	    "\"dest\":\"x.example.com\",\"qtype\":\"A\",\"verdict\":\"deny\","
+	    "\"reason\":\"dns_not_granted\"");
+	lchain_add(&c, "2026-11-30T09:00:01.000000Z", "dns_suppressed", "\"principal\":\"run-d\","
+	    "\"grant_id\":\"g1\",\"hop_kind\":\"dns\",\"capture\":\"transparent\","
+	    "\"suppressed\":4071,\"reasons\":{\"dns_not_granted\":4071},"
+	    "\"last_dest\":\"y.example.com\"");
+	lchain_add(&c, "2026-11-30T09:00:02.000000Z", "dns_suppressed", "\"principal\":\"run-d\","
+	    "\"grant_id\":\"g1\",\"suppressed\":29,\"reasons\":{\"dns_pool_exhausted\":29},"
+	    "\"last_dest\":\"z.example.com\"");
+	fclose(f);
+	s = summarize(buf, len);
+	sum = logsummary_finish(s);
+	assert_int_equal(num(sum, "records"), 3);
+	assert_int_equal(num(sum, "decisions"), 1);
+	assert_int_equal(num(sum, "deny"), 1);
+	assert_int_equal(num(sum, "denials_suppressed"), 4100);
+	o = open_memstream(&out, &olen);
+	logsummary_print_text(o, sum);
+	fclose(o);
+	assert_non_null(strstr(out, "denials counted without a record of their own (stub "
+	    "resolver floods, dns_suppressed): 4100"));
+	logsummary_free(s);
+	free(out);
+	free(buf);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dns_suppressed),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_timeline),
 		cmocka_unit_test(test_key_limit),

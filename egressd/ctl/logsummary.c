@@ -201,6 +201,15 @@ logsummary_add(struct logsummary *s, const struct logrec *r)
 	jinc(sum, "records", 1);
 	if (r->event == NULL)
 		return 0;
+	/* The stub resolver's count of denials past its budget (docs/transparent.md,
+	 * "Floods"): no decision records of their own, but denials all the same. */
+	if (strcmp(r->event, "dns_suppressed") == 0) {
+		json_t *v = json_object_get(r->obj, "suppressed");
+
+		if (json_is_integer(v) && json_integer_value(v) > 0)
+			jinc(sum, "denials_suppressed", json_integer_value(v));
+		return 0;
+	}
 	decision = strcmp(r->event, "decision") == 0;
 	if (!decision && strcmp(r->event, "close") != 0)
 		return 0;   /* other events: counted as records only */
@@ -419,6 +428,9 @@ logsummary_print_text(FILE *out, json_t *sum)
 	fputs("\ndenials by reason: ", out);
 	print_map(out, json_object_get(sum, "denials_by_reason"));
 	fputc('\n', out);
+	if (jint(sum, "denials_suppressed") > 0)
+		fprintf(out, "denials counted without a record of their own (stub resolver floods, "
+		    "dns_suppressed): %lld\n", jint(sum, "denials_suppressed"));
 	if (jint(sum, "bad_hash") > 0 || jint(sum, "malformed") > 0)
 		fprintf(out, "WARNING: %lld record(s) fail their own hash (left out of the "
 		    "totals), %lld line(s) are not records: run egressctl log verify\n",
