@@ -53,6 +53,10 @@ struct dlog_ticket {
 	char event[DLOG_EVENT_MAX + 1];
 	char *fields;          /* compact members without braces, "" when none */
 	size_t fields_len;
+	bool fields_inline;    /* fields live in this allocation (rec_new_raw) */
+	/* cb only for a failed record: a written one completes like no_cb (set before the
+	 * queueing, never changed after) */
+	bool err_only;
 	dlog_done_cb cb;       /* loop thread only; NULL after cancel */
 	void *arg;
 	/* appended without a callback: nobody waits, the writer frees it (no hand-off back
@@ -458,7 +462,8 @@ static void
 rec_free(struct dlog_ticket *t)
 {
 	if (t != NULL) {
-		free(t->fields);
+		if (!t->fields_inline)
+			free(t->fields);
 		free(t);
 	}
 }
@@ -708,6 +713,40 @@ fail:
 	return NULL;
 }
 
+/* A record from members already written as compact JSON (dlog_append_raw): one
+ * allocation holds the ticket and a copy of the members. NULL with errno. */
+static struct dlog_ticket *
+rec_new_raw(const char *event, const char *members, size_t n)
+{
+	struct dlog_ticket *t;
+	size_t elen;
+
+	if (!event_name_valid(event) || (members == NULL && n > 0)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	elen = strlen(event);
+	if (DLOG_FIXED_LEN + elen + (n ? n + 1 : 0) > EGRESS_LOG_RECORD_MAX) {
+		errno = EMSGSIZE;
+		return NULL;
+	}
+	t = malloc(sizeof(*t) + n + 1);
+	if (t == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(t, 0, sizeof(*t));
+	t->fields = (char *)(t + 1);
+	if (n > 0)
+		memcpy(t->fields, members, n);
+	t->fields[n] = '\0';
+	t->fields_len = n;
+	t->fields_inline = true;
+	memcpy(t->event, event, elen + 1);
+	now_rfc3339(t->time);
+	return t;
+}
+
 /* Queue t (mu held); applies the failed-state and queue limits. Returns 0 or errno;
  * *wake says whether the caller must signal cv_work after unlocking (the writer is
  * waiting). The signal comes after the unlock so the woken writer does not block on the
@@ -780,7 +819,8 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	 * record nobody waits for (deny, close) gains nothing from it, and under load the
 	 * writer thread formats, hashes and writes on the other core while the loop serves
 	 * the ready events (pipelining: throughput at 64 connections fell without this). */
-	if (t->no_cb || event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0)
+	if (t->no_cb || t->err_only ||
+	    event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0)
 		return false;
 	if (d->inline_off_until_ms != 0) {
 		if (mono_msec() < d->inline_off_until_ms)
@@ -814,19 +854,14 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	return true;
 }
 
-int
-dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, void *arg,
+/* dlog_append of a built record t (owned from here on, also on error). */
+static int
+append_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg,
     struct dlog_ticket **ticket)
 {
-	struct dlog_ticket *t;
 	bool wake;
 	int e;
 
-	if (ticket != NULL)
-		*ticket = NULL;
-	t = rec_new(event, fields);
-	if (t == NULL)
-		return -1;
 	t->cb = cb;
 	t->arg = arg;
 	t->no_cb = cb == NULL;
@@ -852,6 +887,20 @@ dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, 
 	if (ticket != NULL && cb != NULL)
 		*ticket = t;
 	return 0;
+}
+
+int
+dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, void *arg,
+    struct dlog_ticket **ticket)
+{
+	struct dlog_ticket *t;
+
+	if (ticket != NULL)
+		*ticket = NULL;
+	t = rec_new(event, fields);
+	if (t == NULL)
+		return -1;
+	return append_ticket(d, t, cb, arg, ticket);
 }
 
 void
@@ -943,17 +992,13 @@ dlog_accepting(const struct dlog *d)
 	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
 }
 
-int
-dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
-    void *arg)
+/* dlog_append_kept of a built record t (owned from here on, also on error). */
+static int
+append_kept_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg)
 {
-	struct dlog_ticket *t;
 	bool wake;
 	int e;
 
-	t = rec_new(event, fields);
-	if (t == NULL)
-		return -1;
 	t->cb = cb;
 	t->arg = arg;
 	t->keep = true;
@@ -968,6 +1013,39 @@ dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb
 	if (wake)
 		pthread_cond_signal(&d->cv_work);   /* after unlocking: no convoy on mu */
 	return 0;
+}
+
+int
+dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
+    void *arg)
+{
+	struct dlog_ticket *t = rec_new(event, fields);
+
+	if (t == NULL)
+		return -1;
+	return append_kept_ticket(d, t, cb, arg);
+}
+
+int
+dlog_append_raw(struct dlog *d, const char *event, const char *members, size_t len,
+    bool keep, bool err_only_cb, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket)
+{
+	struct dlog_ticket *t;
+
+	if (ticket != NULL)
+		*ticket = NULL;
+	if (keep && ticket != NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	t = rec_new_raw(event, members, len);
+	if (t == NULL)
+		return -1;
+	/* err_only: a ticket would be a handle to a callback that usually never runs */
+	t->err_only = err_only_cb && cb != NULL;
+	if (keep)
+		return append_kept_ticket(d, t, cb, arg);
+	return append_ticket(d, t, cb, arg, t->err_only ? NULL : ticket);
 }
 
 int
@@ -1041,7 +1119,7 @@ complete_locked(struct dlog *d, struct dlog_q *q, int err, bool on_loop)
 			}
 			continue;
 		}
-		if (t->no_cb) {
+		if (t->no_cb || (err == 0 && t->err_only)) {
 			/* nobody waits for it (a deny or close record): done here, no eventfd
 			 * round trip to the loop thread */
 			d->inflight--;

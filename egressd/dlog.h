@@ -149,6 +149,18 @@ int dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb 
     void *arg, struct dlog_ticket **ticket);
 
 /*
+ * dlog_append (keep false) or dlog_append_kept (keep true; ticket must then be NULL) for a
+ * record whose fields are already compact JSON members: members (len bytes, copied) is
+ * what egressd/jsonw.h writes ("k":v,... without braces, 7-bit, no reserved names: the
+ * caller's builder guarantees that, it is not parsed again). The hot path's records
+ * (session_record.c) come this way: no JSON tree, one allocation per record.
+ * err_only_cb: cb runs only when the record failed; a written record then completes
+ * without waking the loop (close records: nobody waits for them). Returns as dlog_append.
+ */
+int dlog_append_raw(struct dlog *d, const char *event, const char *members, size_t len,
+    bool keep, bool err_only_cb, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket);
+
+/*
  * Forget the callback of a queued record (e.g. its session closed while the record was in
  * flight). The record is still written. After the call the callback never fires and the
  * handle is invalid. Accepts NULL. Must not be called from inside that ticket's callback.
