@@ -40,6 +40,9 @@
  * per interval. */
 #define DLOG_INLINE_SLOW_US     1000
 #define DLOG_INLINE_BACKOFF_MS  1000
+/* group_format keeps its buffer between groups up to this size (a larger group's buffer
+ * is freed after the write) */
+#define DLOG_GBUF_KEEP          (64 * 1024)
 
 /* Bytes of a line around the caller's fields (seq at its widest, 20 digits). */
 #define DLOG_FIXED_LEN (sizeof("{\"v\":1,\"time\":\"\",\"seq\":,\"event\":\"\"") - 1 + \
@@ -123,6 +126,11 @@ struct dlog {
 	const char *rotate_cause;
 	char rotate_prev[EGRESS_PATH_MAX];  /* where the previous file is now ("" unknown) */
 	struct dlog_syslog *syslog;  /* optional mirror (writer thread) */
+	/* group_format's state, used by whoever writes (the writer thread, or the loop
+	 * thread inline while the writer is not busy: never both at once) */
+	struct dlog_hasher *hasher;  /* the chain hash's OpenSSL state, kept across records */
+	char *gbuf;                 /* the last group's buffer, kept up to DLOG_GBUF_KEEP */
+	size_t gcap;
 };
 
 static void *writer_main(void *arg);
@@ -546,6 +554,15 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 			return NULL;
 		}
 	}
+	d->hasher = dlog_hasher_new(&d->key);
+	if (d->hasher == NULL) {
+		snprintf(err, errlen, "decision log: cannot set up the chain hash (OpenSSL)");
+		dlog_syslog_close(d->syslog);
+		secret_wipe(&d->key, sizeof(d->key));
+		free(d->path);
+		free(d);
+		return NULL;
+	}
 	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
 	TAILQ_INIT(&d->pending);
 	TAILQ_INIT(&d->done);
@@ -630,6 +647,8 @@ dlog_close(struct dlog *d)
 	pthread_mutex_destroy(&d->mu);
 	secret_wipe(&d->key, sizeof(d->key));
 	dlog_syslog_close(d->syslog);
+	dlog_hasher_free(d->hasher);
+	free(d->gbuf);
 	free(d->path);
 	free(d);
 }
@@ -653,16 +672,33 @@ event_name_valid(const char *s)
 static void
 now_rfc3339(char out[DLOG_TIME_LEN + 1])
 {
+	/* The date and time to the second, formatted once per second per thread (the loop
+	 * stamps records, the writer re-stamps kept ones): gmtime_r takes glibc's time-zone
+	 * lock and strftime is the slow part of a record's stamp. */
+	static __thread time_t cached_sec = (time_t)-1;
+	static __thread char cached[20];
 	struct timespec ts;
-	struct tm tm;
-	char base[32];
+	unsigned us;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (ts.tv_sec != cached_sec) {
+		struct tm tm;
+
+		gmtime_r(&ts.tv_sec, &tm);
+		if (strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+			memcpy(cached, "0000-00-00T00:00:00", 20);   /* year > 9999: unreachable */
+		cached_sec = ts.tv_sec;
+	}
+	memcpy(out, cached, 19);
 	/* tv_nsec < 1e9, so the fraction is exactly six digits */
-	snprintf(out, DLOG_TIME_LEN + 1, "%.19s.%06uZ", base,
-	    (unsigned)(ts.tv_nsec / 1000) % 1000000u);
+	us = (unsigned)(ts.tv_nsec / 1000) % 1000000u;
+	out[19] = '.';
+	for (int i = 25; i >= 20; i--) {
+		out[i] = (char)('0' + us % 10);
+		us /= 10;
+	}
+	out[26] = 'Z';
+	out[27] = '\0';
 }
 
 /* Build a record from the caller's fields (stolen). NULL with errno. */
@@ -1144,53 +1180,99 @@ complete_locked(struct dlog *d, struct dlog_q *q, int err, bool on_loop)
 	}
 }
 
+static char *
+put_mem(char *p, const char *m, size_t n)
+{
+	memcpy(p, m, n);
+	return p + n;
+}
+
+#define PUT_LIT(p, lit) put_mem((p), (lit), sizeof(lit) - 1)
+
+static char *
+put_u64(char *p, uint64_t v)
+{
+	char d[20];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	return put_mem(p, d + i, sizeof(d) - i);
+}
+
 /*
- * Format the group with consecutive seqs and chained hashes into one buffer.
- * Returns the buffer (caller frees) or NULL on ENOMEM; seq_out and hash_out get the
- * chain state after the group.
+ * Format the group with consecutive seqs and chained hashes into one buffer (d->gbuf, or
+ * one of its own for a group larger than DLOG_GBUF_KEEP: group_write frees that).
+ * Returns the buffer or NULL on ENOMEM (or a hash failure); seq_out and hash_out get the
+ * chain state after the group. The line is put together by hand (no printf): the bytes
+ * are the format of dlog.h / docs/decision-log.md.
  */
 static char *
 group_format(struct dlog *d, struct dlog_q *q, size_t *lenp, uint64_t *seq_out,
     char *hash_out)
 {
 	struct dlog_ticket *t;
-	size_t cap = 0, len = 0;
+	size_t cap = 0;
 	uint64_t seq = d->last_seq;
 	char prev[DLOG_HASH_HEX + 1], hash[DLOG_HASH_HEX + 1];
-	char *buf;
+	char *buf, *p;
 
 	TAILQ_FOREACH(t, q, link)
-		cap += DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
-	buf = malloc(cap + 1);
-	if (buf == NULL)
-		return NULL;
-	memcpy(prev, d->last_hash, sizeof(prev));
-	TAILQ_FOREACH(t, q, link) {
-		char *body = buf + len;
-		int n;
-		size_t blen;
-
-		seq++;
-		n = snprintf(body, cap + 1 - len,
-		    "{\"v\":%d,\"time\":\"%s\",\"seq\":%llu,\"event\":\"%s\"%s%s,\"prev\":\"%s\"}",
-		    DLOG_SCHEMA_VERSION, t->time, (unsigned long long)seq, t->event,
-		    t->fields_len ? "," : "", t->fields, prev);
-		if (n < 0 || (size_t)n + DLOG_HASH_HEX + 12 > cap + 1 - len) {
-			free(buf);
+		cap += rec_estimate(t);
+	if (cap <= d->gcap) {
+		buf = d->gbuf;
+	} else if (cap <= DLOG_GBUF_KEEP) {
+		buf = malloc(DLOG_GBUF_KEEP);
+		if (buf == NULL)
 			return NULL;
+		free(d->gbuf);
+		d->gbuf = buf;
+		d->gcap = DLOG_GBUF_KEEP;
+	} else {
+		buf = malloc(cap);
+		if (buf == NULL)
+			return NULL;
+	}
+	memcpy(prev, d->last_hash, sizeof(prev));
+	p = buf;
+	TAILQ_FOREACH(t, q, link) {
+		char *body = p;
+
+		/* at most rec_estimate(t) bytes: DLOG_FIXED_LEN counts every fixed byte, the
+		 * time and a 20-digit seq; + event, ',' + fields, '\n' */
+		seq++;
+		p = PUT_LIT(p, "{\"v\":");
+		p = put_u64(p, DLOG_SCHEMA_VERSION);
+		p = PUT_LIT(p, ",\"time\":\"");
+		p = put_mem(p, t->time, DLOG_TIME_LEN);
+		p = PUT_LIT(p, "\",\"seq\":");
+		p = put_u64(p, seq);
+		p = PUT_LIT(p, ",\"event\":\"");
+		p = put_mem(p, t->event, strlen(t->event));
+		*p++ = '"';
+		if (t->fields_len > 0) {
+			*p++ = ',';
+			p = put_mem(p, t->fields, t->fields_len);
 		}
-		blen = (size_t)n;
-		if (dlog_hash_body_key(&d->key, prev, body, blen, hash) != 0) {
-			free(buf);
+		p = PUT_LIT(p, ",\"prev\":\"");
+		p = put_mem(p, prev, DLOG_HASH_HEX);
+		*p++ = '"';
+		*p++ = '}';
+		if (dlog_hasher_body(d->hasher, prev, body, (size_t)(p - body), hash) != 0) {
+			if (buf != d->gbuf)
+				free(buf);
 			return NULL;
 		}
 		/* replace the final '}' with ,"hash":"<hex>"}\n */
-		n = snprintf(body + blen - 1, cap + 1 - len - (blen - 1),
-		    ",\"hash\":\"%s\"}\n", hash);
-		len += blen - 1 + (size_t)n;
+		p--;
+		p = PUT_LIT(p, ",\"hash\":\"");
+		p = put_mem(p, hash, DLOG_HASH_HEX);
+		p = PUT_LIT(p, "\"}\n");
 		memcpy(prev, hash, sizeof(prev));
 	}
-	*lenp = len;
+	*lenp = (size_t)(p - buf);
 	*seq_out = seq;
 	memcpy(hash_out, prev, DLOG_HASH_HEX + 1);
 	return buf;
@@ -1256,7 +1338,8 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		goto out;
 	}
 out:
-	free(buf);
+	if (buf != d->gbuf)
+		free(buf);
 	return e;
 }
 
