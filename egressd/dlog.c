@@ -40,6 +40,9 @@
  * per interval. */
 #define DLOG_INLINE_SLOW_US     1000
 #define DLOG_INLINE_BACKOFF_MS  1000
+/* An inline write takes along at most this many records queued before it (the writer has
+ * not taken them yet); more are left to the writer thread. */
+#define DLOG_INLINE_TAKE_MAX    16
 /* group_format keeps its buffer between groups up to this size (a larger group's buffer
  * is freed after the write) */
 #define DLOG_GBUF_KEEP          (64 * 1024)
@@ -77,6 +80,11 @@ TAILQ_HEAD(dlog_q, dlog_ticket);
 struct dlog {
 	struct event_base *base;
 	struct event *ev_done;
+	/* activated (never added) when a record nobody waits for was queued: at the end of
+	 * the loop's turn it is written inline if the loop is idle, else the writer is woken
+	 * (loop thread) */
+	struct event *ev_flush;
+	bool flush_queued;
 	int efd;
 	char *path;
 	enum dlog_sync sync;
@@ -134,6 +142,7 @@ struct dlog {
 };
 
 static void *writer_main(void *arg);
+static void flush_cb(evutil_socket_t fd, short what, void *arg);
 
 /* dlog_set_root_checks (process-wide: set once by main before the first dlog_open). */
 static bool root_checks;
@@ -580,7 +589,8 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 		goto fail;
 	}
 	d->ev_done = event_new(base, d->efd, EV_READ | EV_PERSIST, done_cb, d);
-	if (d->ev_done == NULL || event_add(d->ev_done, NULL) != 0) {
+	d->ev_flush = event_new(base, -1, 0, flush_cb, d);
+	if (d->ev_done == NULL || d->ev_flush == NULL || event_add(d->ev_done, NULL) != 0) {
 		snprintf(err, errlen, "decision log: cannot add event");
 		goto fail;
 	}
@@ -638,6 +648,8 @@ dlog_close(struct dlog *d)
 	}
 	if (d->ev_done != NULL)
 		event_free(d->ev_done);
+	if (d->ev_flush != NULL)
+		event_free(d->ev_flush);
 	if (d->efd >= 0)
 		close(d->efd);
 	if (d->fd >= 0)
@@ -825,20 +837,25 @@ static uint64_t rec_estimate(const struct dlog_ticket *t);
 /*
  * The loop thread writes t itself (mu held) when that keeps every guarantee: not
  * log_sync = always (its fdatasync must not stall the loop); the writer owns nothing
- * (no group, reopen or rotation in flight) and nothing is queued (on-disk order = seq
- * order); the log is healthy, its file open, no rotate record due and no size rotation
- * due. Returns false to queue t as usual. The record completes exactly as a one-record
- * group of the writer would (the callback runs later from the loop, through ev_done);
+ * (no group, reopen or rotation in flight); the log is healthy, its file open, no rotate
+ * record due and no size rotation due. Records already queued that the writer has not
+ * taken yet (at most DLOG_INLINE_TAKE_MAX) go first, in the same write: on-disk order
+ * stays seq order, and a close record queued a moment earlier does not send the next
+ * allow through two thread hand-offs. Returns false to queue t as usual. The records
+ * complete exactly as one group of the writer would (callbacks run later from the loop,
+ * through ev_done; records to keep are held for the recovery when the write fails);
  * *wake: the writer must be woken (a batch sync is now due, or the file must be closed).
  */
 static bool
 write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 {
 	struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
+	struct dlog_ticket *p;
 	char hash[DLOG_HASH_HEX + 1];
-	uint64_t seq = 0;
+	uint64_t seq = 0, need;
 	bool synced = false, was_unsynced = d->unsynced;
 	uint64_t t0;
+	size_t npending = 0;
 	int e;
 
 	*wake = false;
@@ -847,15 +864,21 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	 * the device wants stable pages, a write to the page being written back waits for
 	 * the disk, and the 1 ms back-off below bounds that to once a second. */
 	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
-	    !TAILQ_EMPTY(&d->pending) || d->stop || d->reopen_req || d->fd_dead || d->fd < 0 ||
-	    d->rotate_pending ||
+	    d->stop || d->reopen_req || d->fd_dead || d->fd < 0 || d->rotate_pending ||
 	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max)
 		return false;
-	/* Only where it shortens a wait, and only when the loop has nothing else to do: a
-	 * record nobody waits for (deny, close) gains nothing from it, and under load the
-	 * writer thread formats, hashes and writes on the other core while the loop serves
-	 * the ready events (pipelining: throughput at 64 connections fell without this). */
-	if (t->no_cb || t->err_only ||
+	need = t != NULL ? rec_estimate(t) : 0;
+	TAILQ_FOREACH(p, &d->pending, link) {
+		if (++npending > DLOG_INLINE_TAKE_MAX)
+			return false;
+		need += rec_estimate(p);
+	}
+	/* Only when the loop has nothing else to do: under load the writer thread formats,
+	 * hashes and writes on the other core while the loop serves the ready events
+	 * (pipelining: throughput at 64 connections fell without this). Idle, a record
+	 * nobody waits for (deny, close) is written here too: waking the writer for it costs
+	 * more than the write, and it would sit in the queue in front of the next allow. */
+	if ((t == NULL && npending == 0) ||
 	    event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0)
 		return false;
 	if (d->inline_off_until_ms != 0) {
@@ -863,11 +886,13 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 			return false;
 		d->inline_off_until_ms = 0;
 	}
-	if (d->max_bytes > 0 && d->size > 0 &&
-	    (uint64_t)d->size + rec_estimate(t) > d->max_bytes)
+	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
 		return false;   /* the writer rotates first */
-	TAILQ_INSERT_TAIL(&q, t, link);
-	d->inflight++;
+	TAILQ_CONCAT(&q, &d->pending, link);   /* counted in inflight already */
+	if (t != NULL) {
+		TAILQ_INSERT_TAIL(&q, t, link);
+		d->inflight++;
+	}
 	t0 = mono_usec();
 	e = group_write(d, &q, &seq, hash, &synced);
 	if (mono_usec() - t0 > DLOG_INLINE_SLOW_US) {
@@ -882,12 +907,54 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	} else {
 		/* group_write undid what reached the file; the writer closes it (it may be in
 		 * an fdatasync of this fd right now) and the next group probes */
+		struct dlog_ticket *nx;
+
 		set_failed(d, e, "cannot write decision log");
 		d->fd_dead = true;
+		/* as the writer does: records to keep wait for the recovery (bounded) */
+		for (p = TAILQ_FIRST(&q); p != NULL; p = nx) {
+			nx = TAILQ_NEXT(p, link);
+			if (p->keep && !p->is_sync && d->nkept < EGRESS_LOG_KEPT_MAX) {
+				TAILQ_REMOVE(&q, p, link);
+				TAILQ_INSERT_TAIL(&d->kept, p, link);
+				d->nkept++;
+			}
+		}
 	}
 	complete_locked(d, &q, e, true);
 	*wake = d->writer_idle && (e != 0 || (!was_unsynced && d->unsynced));
 	return true;
+}
+
+/* Loop thread, at the end of the turn in which records nobody waits for were queued
+ * without waking the writer: write them here if the loop is idle now, else wake it. */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dlog *d = arg;
+	bool wake = false;
+
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&d->mu);
+	d->flush_queued = false;
+	if (!TAILQ_EMPTY(&d->pending) && !write_inline_locked(d, NULL, &wake))
+		wake = d->writer_idle;
+	pthread_mutex_unlock(&d->mu);
+	if (wake)
+		pthread_cond_signal(&d->cv_work);
+}
+
+/* After queueing a record nobody waits for, instead of waking the writer now: the loop
+ * may still write it itself at the end of this turn (flush_cb), or wakes the writer then.
+ * If the loop never turns again (shutdown), dlog_close writes what is queued. */
+static void
+defer_wake(struct dlog *d)
+{
+	if (!d->flush_queued) {
+		d->flush_queued = true;
+		event_active(d->ev_flush, EV_TIMEOUT, 0);
+	}
 }
 
 /* dlog_append of a built record t (owned from here on, also on error). */
@@ -898,9 +965,12 @@ append_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg,
 	bool wake;
 	int e;
 
+	bool nowait;
+
 	t->cb = cb;
 	t->arg = arg;
 	t->no_cb = cb == NULL;
+	nowait = t->no_cb || t->err_only;
 	pthread_mutex_lock(&d->mu);
 	if (write_inline_locked(d, t, &wake)) {
 		/* completed (its callback is due on the loop, also for a failed write) */
@@ -913,6 +983,12 @@ append_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg,
 	}
 	e = enqueue_locked(d, t, &wake);
 	pthread_mutex_unlock(&d->mu);
+	if (e == 0 && nowait) {
+		/* a busy writer takes it in its next group anyway; an idle one is woken at the
+		 * end of the turn unless the loop writes it itself then */
+		wake = false;
+		defer_wake(d);
+	}
 	if (wake)
 		pthread_cond_signal(&d->cv_work);
 	if (e != 0) {
@@ -1035,12 +1111,29 @@ append_kept_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void 
 	bool wake;
 	int e;
 
+	bool nowait;
+
 	t->cb = cb;
 	t->arg = arg;
+	t->no_cb = cb == NULL;
 	t->keep = true;
+	nowait = t->no_cb || t->err_only;
 	pthread_mutex_lock(&d->mu);
+	if (write_inline_locked(d, t, &wake)) {
+		/* written, or held for the recovery when the write failed */
+		pthread_mutex_unlock(&d->mu);
+		if (wake)
+			pthread_cond_signal(&d->cv_work);
+		return 0;
+	}
 	e = enqueue_locked(d, t, &wake);
 	pthread_mutex_unlock(&d->mu);
+	if (e == 0 && nowait) {
+		/* a busy writer takes it in its next group anyway; an idle one is woken at the
+		 * end of the turn unless the loop writes it itself then */
+		wake = false;
+		defer_wake(d);
+	}
 	if (e != 0) {
 		rec_free(t);
 		errno = e;
