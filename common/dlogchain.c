@@ -8,6 +8,7 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -207,6 +208,88 @@ dlog_hash_body(const char *prev, const char *body, size_t bodylen, char *out)
 out:
 	EVP_MD_CTX_free(ctx);
 	return rc;
+}
+
+struct dlog_hasher {
+	EVP_MD *md;             /* plain chain: SHA-256, fetched once */
+	EVP_MD_CTX *mdctx;
+	EVP_MAC *mac;           /* keyed chain: HMAC-SHA-256 with the key set once */
+	EVP_MAC_CTX *macctx;
+};
+
+struct dlog_hasher *
+dlog_hasher_new(const struct dlog_key *key)
+{
+	struct dlog_hasher *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return NULL;
+	if (key != NULL && key->len > 0) {
+		char digest[] = "SHA256";
+		OSSL_PARAM params[] = {
+			OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+			OSSL_PARAM_construct_end(),
+		};
+
+		h->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+		h->macctx = h->mac != NULL ? EVP_MAC_CTX_new(h->mac) : NULL;
+		if (h->macctx == NULL || EVP_MAC_init(h->macctx, key->bytes, key->len, params) != 1)
+			goto fail;
+	} else {
+		h->md = EVP_MD_fetch(NULL, "SHA256", NULL);
+		h->mdctx = EVP_MD_CTX_new();
+		if (h->md == NULL || h->mdctx == NULL)
+			goto fail;
+	}
+	return h;
+fail:
+	dlog_hasher_free(h);
+	return NULL;
+}
+
+int
+dlog_hasher_body(struct dlog_hasher *h, const char *prev, const char *body, size_t bodylen,
+    char *out)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+
+	if (h->macctx != NULL) {
+		size_t mdlen = 0;
+
+		/* NULL key: HMAC starts again with the key already set (OpenSSL 3) */
+		if (EVP_MAC_init(h->macctx, NULL, 0, NULL) != 1 ||
+		    EVP_MAC_update(h->macctx, (const unsigned char *)prev, DLOG_HASH_HEX) != 1 ||
+		    EVP_MAC_update(h->macctx, (const unsigned char *)"\n", 1) != 1 ||
+		    EVP_MAC_update(h->macctx, (const unsigned char *)body, bodylen) != 1 ||
+		    EVP_MAC_final(h->macctx, md, &mdlen, sizeof(md)) != 1 ||
+		    mdlen != DLOG_HASH_HEX / 2)
+			return -1;
+		hex_encode(md, mdlen, out);
+		return 0;
+	} else {
+		unsigned int mdlen = 0;
+
+		if (EVP_DigestInit_ex2(h->mdctx, h->md, NULL) != 1 ||
+		    EVP_DigestUpdate(h->mdctx, prev, DLOG_HASH_HEX) != 1 ||
+		    EVP_DigestUpdate(h->mdctx, "\n", 1) != 1 ||
+		    EVP_DigestUpdate(h->mdctx, body, bodylen) != 1 ||
+		    EVP_DigestFinal_ex(h->mdctx, md, &mdlen) != 1 || mdlen != DLOG_HASH_HEX / 2)
+			return -1;
+		hex_encode(md, mdlen, out);
+		return 0;
+	}
+}
+
+void
+dlog_hasher_free(struct dlog_hasher *h)
+{
+	if (h == NULL)
+		return;
+	EVP_MD_CTX_free(h->mdctx);
+	EVP_MD_free(h->md);
+	EVP_MAC_CTX_free(h->macctx);   /* cleanses the key */
+	EVP_MAC_free(h->mac);
+	free(h);
 }
 
 /* The key order the writer produces: v, time, seq, event first; prev, hash last. */

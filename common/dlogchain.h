@@ -83,6 +83,19 @@ int dlog_key_load(const char *path, bool require_private, struct dlog_key *key, 
 int dlog_hash_body_key(const struct dlog_key *key, const char *prev, const char *body,
     size_t bodylen, char *out);
 
+/*
+ * The same hash with its OpenSSL state kept between records (the writer's hot path: no
+ * algorithm fetch, no context allocation per record). One hasher per thread at a time.
+ * dlog_hasher_new copies nothing it keeps but the key inside OpenSSL's context (the
+ * caller wipes its own copy); NULL on ENOMEM or an OpenSSL failure. dlog_hasher_body
+ * returns 0 or -1 like dlog_hash_body_key; dlog_hasher_free accepts NULL.
+ */
+struct dlog_hasher;
+struct dlog_hasher *dlog_hasher_new(const struct dlog_key *key);
+int dlog_hasher_body(struct dlog_hasher *h, const char *prev, const char *body,
+    size_t bodylen, char *out);
+void dlog_hasher_free(struct dlog_hasher *h);
+
 /* dlog_line_check with an optional key: the line's hash must be the keyed hash. */
 enum dlog_line_status dlog_line_check_key(const char *line, size_t len,
     const struct dlog_key *key, struct dlog_record_info *info, char *why, size_t whylen);

@@ -1,5 +1,6 @@
 /* addrcheck.c - address-class policy after resolution; see addrcheck.h for the contract. */
 #include "egressd/addrcheck.h"
+#include "egressd/jsonw.h"
 
 #include <string.h>
 
@@ -210,6 +211,18 @@ addrcheck_classes_json(uint64_t mask)
 		return NULL;
 	}
 	return arr;
+}
+
+void
+addrcheck_classes_w(struct jsonw *w, const char *key, uint64_t mask)
+{
+	jsonw_array_begin(w, key);
+	for (unsigned c = 0; c < ADDR_CLASS__COUNT; c++)
+		if (mask & ADDRCHECK_BIT(c))
+			jsonw_array_str(w, addr_class_str((enum addr_class)c));
+	if (mask & ADDRCHECK_SELF_BIT)
+		jsonw_array_str(w, "self");
+	jsonw_array_end(w);
 }
 
 const char *

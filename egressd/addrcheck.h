@@ -100,6 +100,10 @@ bool addrcheck_is_self(const struct addr *a, const struct addr *self, size_t nse
  * classes_dropped. NULL on ENOMEM.
  */
 json_t *addrcheck_classes_json(uint64_t mask);
+/* The same array written as the member "key":[...] (egressd/jsonw.h, the hot path's
+ * records). */
+struct jsonw;
+void addrcheck_classes_w(struct jsonw *w, const char *key, uint64_t mask);
 
 /*
  * Class names of a mask as "loopback,private" into buf (truncated to fit, always

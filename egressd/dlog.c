@@ -40,6 +40,12 @@
  * per interval. */
 #define DLOG_INLINE_SLOW_US     1000
 #define DLOG_INLINE_BACKOFF_MS  1000
+/* An inline write takes along at most this many records queued before it (the writer has
+ * not taken them yet); more are left to the writer thread. */
+#define DLOG_INLINE_TAKE_MAX    16
+/* group_format keeps its buffer between groups up to this size (a larger group's buffer
+ * is freed after the write) */
+#define DLOG_GBUF_KEEP          (64 * 1024)
 
 /* Bytes of a line around the caller's fields (seq at its widest, 20 digits). */
 #define DLOG_FIXED_LEN (sizeof("{\"v\":1,\"time\":\"\",\"seq\":,\"event\":\"\"") - 1 + \
@@ -53,6 +59,10 @@ struct dlog_ticket {
 	char event[DLOG_EVENT_MAX + 1];
 	char *fields;          /* compact members without braces, "" when none */
 	size_t fields_len;
+	bool fields_inline;    /* fields live in this allocation (rec_new_raw) */
+	/* cb only for a failed record: a written one completes like no_cb (set before the
+	 * queueing, never changed after) */
+	bool err_only;
 	dlog_done_cb cb;       /* loop thread only; NULL after cancel */
 	void *arg;
 	/* appended without a callback: nobody waits, the writer frees it (no hand-off back
@@ -70,6 +80,11 @@ TAILQ_HEAD(dlog_q, dlog_ticket);
 struct dlog {
 	struct event_base *base;
 	struct event *ev_done;
+	/* activated (never added) when a record nobody waits for was queued: at the end of
+	 * the loop's turn it is written inline if the loop is idle, else the writer is woken
+	 * (loop thread) */
+	struct event *ev_flush;
+	bool flush_queued;
 	int efd;
 	char *path;
 	enum dlog_sync sync;
@@ -123,9 +138,15 @@ struct dlog {
 	char rotate_prev[EGRESS_PATH_MAX];  /* where the previous file is now ("" unknown) */
 	struct dlog_syslog *syslog;  /* optional mirror (whoever writes the group) */
 	char syslog_target[160];    /* for its loss records */
+	/* group_format's state, used by whoever writes (the writer thread, or the loop
+	 * thread inline while the writer is not busy: never both at once) */
+	struct dlog_hasher *hasher;  /* the chain hash's OpenSSL state, kept across records */
+	char *gbuf;                 /* the last group's buffer, kept up to DLOG_GBUF_KEEP */
+	size_t gcap;
 };
 
 static void *writer_main(void *arg);
+static void flush_cb(evutil_socket_t fd, short what, void *arg);
 static struct dlog_ticket *rec_new(const char *event, json_t *fields);
 static int group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash,
     bool *synced);
@@ -479,7 +500,8 @@ static void
 rec_free(struct dlog_ticket *t)
 {
 	if (t != NULL) {
-		free(t->fields);
+		if (!t->fields_inline)
+			free(t->fields);
 		free(t);
 	}
 }
@@ -568,6 +590,15 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 			return NULL;
 		}
 	}
+	d->hasher = dlog_hasher_new(&d->key);
+	if (d->hasher == NULL) {
+		snprintf(err, errlen, "decision log: cannot set up the chain hash (OpenSSL)");
+		dlog_syslog_close(d->syslog);
+		secret_wipe(&d->key, sizeof(d->key));
+		free(d->path);
+		free(d);
+		return NULL;
+	}
 	memcpy(d->last_hash, dlog_zero_hash, sizeof(d->last_hash));
 	TAILQ_INIT(&d->pending);
 	TAILQ_INIT(&d->done);
@@ -585,7 +616,8 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 		goto fail;
 	}
 	d->ev_done = event_new(base, d->efd, EV_READ | EV_PERSIST, done_cb, d);
-	if (d->ev_done == NULL || event_add(d->ev_done, NULL) != 0) {
+	d->ev_flush = event_new(base, -1, 0, flush_cb, d);
+	if (d->ev_done == NULL || d->ev_flush == NULL || event_add(d->ev_done, NULL) != 0) {
 		snprintf(err, errlen, "decision log: cannot add event");
 		goto fail;
 	}
@@ -709,6 +741,8 @@ dlog_close(struct dlog *d)
 	}
 	if (d->ev_done != NULL)
 		event_free(d->ev_done);
+	if (d->ev_flush != NULL)
+		event_free(d->ev_flush);
 	if (d->efd >= 0)
 		close(d->efd);
 	if (d->fd >= 0)
@@ -718,6 +752,8 @@ dlog_close(struct dlog *d)
 	pthread_mutex_destroy(&d->mu);
 	secret_wipe(&d->key, sizeof(d->key));
 	dlog_syslog_close(d->syslog);
+	dlog_hasher_free(d->hasher);
+	free(d->gbuf);
 	free(d->path);
 	free(d);
 	return lost;
@@ -742,16 +778,33 @@ event_name_valid(const char *s)
 static void
 now_rfc3339(char out[DLOG_TIME_LEN + 1])
 {
+	/* The date and time to the second, formatted once per second per thread (the loop
+	 * stamps records, the writer re-stamps kept ones): gmtime_r takes glibc's time-zone
+	 * lock and strftime is the slow part of a record's stamp. */
+	static __thread time_t cached_sec = (time_t)-1;
+	static __thread char cached[20];
 	struct timespec ts;
-	struct tm tm;
-	char base[32];
+	unsigned us;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (ts.tv_sec != cached_sec) {
+		struct tm tm;
+
+		gmtime_r(&ts.tv_sec, &tm);
+		if (strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+			memcpy(cached, "0000-00-00T00:00:00", 20);   /* year > 9999: unreachable */
+		cached_sec = ts.tv_sec;
+	}
+	memcpy(out, cached, 19);
 	/* tv_nsec < 1e9, so the fraction is exactly six digits */
-	snprintf(out, DLOG_TIME_LEN + 1, "%.19s.%06uZ", base,
-	    (unsigned)(ts.tv_nsec / 1000) % 1000000u);
+	us = (unsigned)(ts.tv_nsec / 1000) % 1000000u;
+	out[19] = '.';
+	for (int i = 25; i >= 20; i--) {
+		out[i] = (char)('0' + us % 10);
+		us /= 10;
+	}
+	out[26] = 'Z';
+	out[27] = '\0';
 }
 
 /* Build a record from the caller's fields (stolen). NULL with errno. */
@@ -812,6 +865,40 @@ held_to_pending_locked(struct dlog *d)
 		now_rfc3339(t->time);
 	TAILQ_CONCAT(&d->pending, &d->kept, link);
 	d->nkept = 0;
+}
+
+/* A record from members already written as compact JSON (dlog_append_raw): one
+ * allocation holds the ticket and a copy of the members. NULL with errno. */
+static struct dlog_ticket *
+rec_new_raw(const char *event, const char *members, size_t n)
+{
+	struct dlog_ticket *t;
+	size_t elen;
+
+	if (!event_name_valid(event) || (members == NULL && n > 0)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	elen = strlen(event);
+	if (DLOG_FIXED_LEN + elen + (n ? n + 1 : 0) > EGRESS_LOG_RECORD_MAX) {
+		errno = EMSGSIZE;
+		return NULL;
+	}
+	t = malloc(sizeof(*t) + n + 1);
+	if (t == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(t, 0, sizeof(*t));
+	t->fields = (char *)(t + 1);
+	if (n > 0)
+		memcpy(t->fields, members, n);
+	t->fields[n] = '\0';
+	t->fields_len = n;
+	t->fields_inline = true;
+	memcpy(t->event, event, elen + 1);
+	now_rfc3339(t->time);
+	return t;
 }
 
 /* Queue t (mu held); applies the failed-state and queue limits. Returns 0 or errno;
@@ -898,20 +985,25 @@ static uint64_t rec_estimate(const struct dlog_ticket *t);
 /*
  * The loop thread writes t itself (mu held) when that keeps every guarantee: not
  * log_sync = always (its fdatasync must not stall the loop); the writer owns nothing
- * (no group, reopen or rotation in flight) and nothing is queued (on-disk order = seq
- * order); the log is healthy, its file open, no rotate record due and no size rotation
- * due. Returns false to queue t as usual. The record completes exactly as a one-record
- * group of the writer would (the callback runs later from the loop, through ev_done);
+ * (no group, reopen or rotation in flight); the log is healthy, its file open, no rotate
+ * record due and no size rotation due. Records already queued that the writer has not
+ * taken yet (at most DLOG_INLINE_TAKE_MAX) go first, in the same write: on-disk order
+ * stays seq order, and a close record queued a moment earlier does not send the next
+ * allow through two thread hand-offs. Returns false to queue t as usual. The records
+ * complete exactly as one group of the writer would (callbacks run later from the loop,
+ * through ev_done; records to keep are held for the recovery when the write fails);
  * *wake: the writer must be woken (a batch sync is now due, or the file must be closed).
  */
 static bool
 write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 {
 	struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
+	struct dlog_ticket *p;
 	char hash[DLOG_HASH_HEX + 1];
-	uint64_t seq = 0;
+	uint64_t seq = 0, need;
 	bool synced = false, was_unsynced = d->unsynced, loss_queued = false;
 	uint64_t t0;
+	size_t npending = 0;
 	int e;
 
 	*wake = false;
@@ -920,26 +1012,35 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	 * the device wants stable pages, a write to the page being written back waits for
 	 * the disk, and the 1 ms back-off below bounds that to once a second. */
 	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
-	    !TAILQ_EMPTY(&d->pending) || d->stop || d->reopen_req || d->fd_dead || d->fd < 0 ||
-	    d->rotate_pending ||
+	    d->stop || d->reopen_req || d->fd_dead || d->fd < 0 || d->rotate_pending ||
 	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max)
 		return false;
-	/* Only where it shortens a wait, and only when the loop has nothing else to do: a
-	 * record nobody waits for (deny, close) gains nothing from it, and under load the
-	 * writer thread formats, hashes and writes on the other core while the loop serves
-	 * the ready events (pipelining: throughput at 64 connections fell without this). */
-	if (t->no_cb || event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0)
+	need = t != NULL ? rec_estimate(t) : 0;
+	TAILQ_FOREACH(p, &d->pending, link) {
+		if (++npending > DLOG_INLINE_TAKE_MAX)
+			return false;
+		need += rec_estimate(p);
+	}
+	/* Only when the loop has nothing else to do: under load the writer thread formats,
+	 * hashes and writes on the other core while the loop serves the ready events
+	 * (pipelining: throughput at 64 connections fell without this). Idle, a record
+	 * nobody waits for (deny, close) is written here too: waking the writer for it costs
+	 * more than the write, and it would sit in the queue in front of the next allow. */
+	if ((t == NULL && npending == 0) ||
+	    event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0)
 		return false;
 	if (d->inline_off_until_ms != 0) {
 		if (mono_msec() < d->inline_off_until_ms)
 			return false;
 		d->inline_off_until_ms = 0;
 	}
-	if (d->max_bytes > 0 && d->size > 0 &&
-	    (uint64_t)d->size + rec_estimate(t) > d->max_bytes)
+	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
 		return false;   /* the writer rotates first */
-	TAILQ_INSERT_TAIL(&q, t, link);
-	d->inflight++;
+	TAILQ_CONCAT(&q, &d->pending, link);   /* counted in inflight already */
+	if (t != NULL) {
+		TAILQ_INSERT_TAIL(&q, t, link);
+		d->inflight++;
+	}
 	t0 = mono_usec();
 	e = group_write(d, &q, &seq, hash, &synced);
 	if (mono_usec() - t0 > DLOG_INLINE_SLOW_US) {
@@ -956,30 +1057,70 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake)
 	} else {
 		/* group_write undid what reached the file; the writer closes it (it may be in
 		 * an fdatasync of this fd right now) and the next group probes */
+		struct dlog_ticket *nx;
+
 		set_failed(d, e, "cannot write decision log");
 		d->fd_dead = true;
+		/* as the writer does: records to keep wait for the recovery (bounded) */
+		for (p = TAILQ_FIRST(&q); p != NULL; p = nx) {
+			nx = TAILQ_NEXT(p, link);
+			if (p->keep && !p->is_sync && d->nkept < EGRESS_LOG_KEPT_MAX) {
+				TAILQ_REMOVE(&q, p, link);
+				TAILQ_INSERT_TAIL(&d->kept, p, link);
+				d->nkept++;
+			}
+		}
 	}
 	complete_locked(d, &q, e, true);
 	*wake = d->writer_idle && (e != 0 || loss_queued || (!was_unsynced && d->unsynced));
 	return true;
 }
 
-int
-dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, void *arg,
+/* Loop thread, at the end of the turn in which records nobody waits for were queued
+ * without waking the writer: write them here if the loop is idle now, else wake it. */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dlog *d = arg;
+	bool wake = false;
+
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&d->mu);
+	d->flush_queued = false;
+	if (!TAILQ_EMPTY(&d->pending) && !write_inline_locked(d, NULL, &wake))
+		wake = d->writer_idle;
+	pthread_mutex_unlock(&d->mu);
+	if (wake)
+		pthread_cond_signal(&d->cv_work);
+}
+
+/* After queueing a record nobody waits for, instead of waking the writer now: the loop
+ * may still write it itself at the end of this turn (flush_cb), or wakes the writer then.
+ * If the loop never turns again (shutdown), dlog_close writes what is queued. */
+static void
+defer_wake(struct dlog *d)
+{
+	if (!d->flush_queued) {
+		d->flush_queued = true;
+		event_active(d->ev_flush, EV_TIMEOUT, 0);
+	}
+}
+
+/* dlog_append of a built record t (owned from here on, also on error). */
+static int
+append_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg,
     struct dlog_ticket **ticket)
 {
-	struct dlog_ticket *t;
 	bool wake;
 	int e;
 
-	if (ticket != NULL)
-		*ticket = NULL;
-	t = rec_new(event, fields);
-	if (t == NULL)
-		return -1;
+	bool nowait;
+
 	t->cb = cb;
 	t->arg = arg;
 	t->no_cb = cb == NULL;
+	nowait = t->no_cb || t->err_only;
 	pthread_mutex_lock(&d->mu);
 	if (write_inline_locked(d, t, &wake)) {
 		/* completed (its callback is due on the loop, also for a failed write) */
@@ -992,6 +1133,12 @@ dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, 
 	}
 	e = enqueue_locked(d, t, &wake);
 	pthread_mutex_unlock(&d->mu);
+	if (e == 0 && nowait) {
+		/* a busy writer takes it in its next group anyway; an idle one is woken at the
+		 * end of the turn unless the loop writes it itself then */
+		wake = false;
+		defer_wake(d);
+	}
 	if (wake)
 		pthread_cond_signal(&d->cv_work);
 	if (e != 0) {
@@ -1002,6 +1149,20 @@ dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, 
 	if (ticket != NULL && cb != NULL)
 		*ticket = t;
 	return 0;
+}
+
+int
+dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, void *arg,
+    struct dlog_ticket **ticket)
+{
+	struct dlog_ticket *t;
+
+	if (ticket != NULL)
+		*ticket = NULL;
+	t = rec_new(event, fields);
+	if (t == NULL)
+		return -1;
+	return append_ticket(d, t, cb, arg, ticket);
 }
 
 void
@@ -1093,23 +1254,36 @@ dlog_accepting(const struct dlog *d)
 	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
 }
 
-int
-dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
-    void *arg)
+/* dlog_append_kept of a built record t (owned from here on, also on error). */
+static int
+append_kept_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg)
 {
-	struct dlog_ticket *t;
 	bool wake;
 	int e;
 
-	t = rec_new(event, fields);
-	if (t == NULL)
-		return -1;
+	bool nowait;
+
 	t->cb = cb;
 	t->arg = arg;
+	t->no_cb = cb == NULL;
 	t->keep = true;
+	nowait = t->no_cb || t->err_only;
 	pthread_mutex_lock(&d->mu);
+	if (write_inline_locked(d, t, &wake)) {
+		/* written, or held for the recovery when the write failed */
+		pthread_mutex_unlock(&d->mu);
+		if (wake)
+			pthread_cond_signal(&d->cv_work);
+		return 0;
+	}
 	e = enqueue_locked(d, t, &wake);
 	pthread_mutex_unlock(&d->mu);
+	if (e == 0 && nowait) {
+		/* a busy writer takes it in its next group anyway; an idle one is woken at the
+		 * end of the turn unless the loop writes it itself then */
+		wake = false;
+		defer_wake(d);
+	}
 	if (e != 0) {
 		rec_free(t);
 		errno = e;
@@ -1118,6 +1292,39 @@ dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb
 	if (wake)
 		pthread_cond_signal(&d->cv_work);   /* after unlocking: no convoy on mu */
 	return 0;
+}
+
+int
+dlog_append_kept(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
+    void *arg)
+{
+	struct dlog_ticket *t = rec_new(event, fields);
+
+	if (t == NULL)
+		return -1;
+	return append_kept_ticket(d, t, cb, arg);
+}
+
+int
+dlog_append_raw(struct dlog *d, const char *event, const char *members, size_t len,
+    bool keep, bool err_only_cb, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket)
+{
+	struct dlog_ticket *t;
+
+	if (ticket != NULL)
+		*ticket = NULL;
+	if (keep && ticket != NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	t = rec_new_raw(event, members, len);
+	if (t == NULL)
+		return -1;
+	/* err_only: a ticket would be a handle to a callback that usually never runs */
+	t->err_only = err_only_cb && cb != NULL;
+	if (keep)
+		return append_kept_ticket(d, t, cb, arg);
+	return append_ticket(d, t, cb, arg, t->err_only ? NULL : ticket);
 }
 
 int
@@ -1200,7 +1407,7 @@ complete_locked(struct dlog *d, struct dlog_q *q, int err, bool on_loop)
 			}
 			continue;
 		}
-		if (t->no_cb) {
+		if (t->no_cb || (err == 0 && t->err_only)) {
 			/* nobody waits for it (a deny or close record): done here, no eventfd
 			 * round trip to the loop thread */
 			d->inflight--;
@@ -1225,53 +1432,99 @@ complete_locked(struct dlog *d, struct dlog_q *q, int err, bool on_loop)
 	}
 }
 
+static char *
+put_mem(char *p, const char *m, size_t n)
+{
+	memcpy(p, m, n);
+	return p + n;
+}
+
+#define PUT_LIT(p, lit) put_mem((p), (lit), sizeof(lit) - 1)
+
+static char *
+put_u64(char *p, uint64_t v)
+{
+	char d[20];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	return put_mem(p, d + i, sizeof(d) - i);
+}
+
 /*
- * Format the group with consecutive seqs and chained hashes into one buffer.
- * Returns the buffer (caller frees) or NULL on ENOMEM; seq_out and hash_out get the
- * chain state after the group.
+ * Format the group with consecutive seqs and chained hashes into one buffer (d->gbuf, or
+ * one of its own for a group larger than DLOG_GBUF_KEEP: group_write frees that).
+ * Returns the buffer or NULL on ENOMEM (or a hash failure); seq_out and hash_out get the
+ * chain state after the group. The line is put together by hand (no printf): the bytes
+ * are the format of dlog.h / docs/decision-log.md.
  */
 static char *
 group_format(struct dlog *d, struct dlog_q *q, size_t *lenp, uint64_t *seq_out,
     char *hash_out)
 {
 	struct dlog_ticket *t;
-	size_t cap = 0, len = 0;
+	size_t cap = 0;
 	uint64_t seq = d->last_seq;
 	char prev[DLOG_HASH_HEX + 1], hash[DLOG_HASH_HEX + 1];
-	char *buf;
+	char *buf, *p;
 
 	TAILQ_FOREACH(t, q, link)
-		cap += DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
-	buf = malloc(cap + 1);
-	if (buf == NULL)
-		return NULL;
-	memcpy(prev, d->last_hash, sizeof(prev));
-	TAILQ_FOREACH(t, q, link) {
-		char *body = buf + len;
-		int n;
-		size_t blen;
-
-		seq++;
-		n = snprintf(body, cap + 1 - len,
-		    "{\"v\":%d,\"time\":\"%s\",\"seq\":%llu,\"event\":\"%s\"%s%s,\"prev\":\"%s\"}",
-		    DLOG_SCHEMA_VERSION, t->time, (unsigned long long)seq, t->event,
-		    t->fields_len ? "," : "", t->fields, prev);
-		if (n < 0 || (size_t)n + DLOG_HASH_HEX + 12 > cap + 1 - len) {
-			free(buf);
+		cap += rec_estimate(t);
+	if (cap <= d->gcap) {
+		buf = d->gbuf;
+	} else if (cap <= DLOG_GBUF_KEEP) {
+		buf = malloc(DLOG_GBUF_KEEP);
+		if (buf == NULL)
 			return NULL;
+		free(d->gbuf);
+		d->gbuf = buf;
+		d->gcap = DLOG_GBUF_KEEP;
+	} else {
+		buf = malloc(cap);
+		if (buf == NULL)
+			return NULL;
+	}
+	memcpy(prev, d->last_hash, sizeof(prev));
+	p = buf;
+	TAILQ_FOREACH(t, q, link) {
+		char *body = p;
+
+		/* at most rec_estimate(t) bytes: DLOG_FIXED_LEN counts every fixed byte, the
+		 * time and a 20-digit seq; + event, ',' + fields, '\n' */
+		seq++;
+		p = PUT_LIT(p, "{\"v\":");
+		p = put_u64(p, DLOG_SCHEMA_VERSION);
+		p = PUT_LIT(p, ",\"time\":\"");
+		p = put_mem(p, t->time, DLOG_TIME_LEN);
+		p = PUT_LIT(p, "\",\"seq\":");
+		p = put_u64(p, seq);
+		p = PUT_LIT(p, ",\"event\":\"");
+		p = put_mem(p, t->event, strlen(t->event));
+		*p++ = '"';
+		if (t->fields_len > 0) {
+			*p++ = ',';
+			p = put_mem(p, t->fields, t->fields_len);
 		}
-		blen = (size_t)n;
-		if (dlog_hash_body_key(&d->key, prev, body, blen, hash) != 0) {
-			free(buf);
+		p = PUT_LIT(p, ",\"prev\":\"");
+		p = put_mem(p, prev, DLOG_HASH_HEX);
+		*p++ = '"';
+		*p++ = '}';
+		if (dlog_hasher_body(d->hasher, prev, body, (size_t)(p - body), hash) != 0) {
+			if (buf != d->gbuf)
+				free(buf);
 			return NULL;
 		}
 		/* replace the final '}' with ,"hash":"<hex>"}\n */
-		n = snprintf(body + blen - 1, cap + 1 - len - (blen - 1),
-		    ",\"hash\":\"%s\"}\n", hash);
-		len += blen - 1 + (size_t)n;
+		p--;
+		p = PUT_LIT(p, ",\"hash\":\"");
+		p = put_mem(p, hash, DLOG_HASH_HEX);
+		p = PUT_LIT(p, "\"}\n");
 		memcpy(prev, hash, sizeof(prev));
 	}
-	*lenp = len;
+	*lenp = (size_t)(p - buf);
 	*seq_out = seq;
 	memcpy(hash_out, prev, DLOG_HASH_HEX + 1);
 	return buf;
@@ -1338,7 +1591,8 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		goto out;
 	}
 out:
-	free(buf);
+	if (buf != d->gbuf)
+		free(buf);
 	return e;
 }
 

@@ -15,18 +15,21 @@
  * hash in on-disk order, writes, syncs as configured, and signals the loop, which then
  * runs the caller's callback.
  *
- * The fast path (log_sync = none | batch, a regular file): a record with a callback
- * (someone waits for it: the 200), appended while the writer is not writing (it may be
- * in a batch fdatasync), nothing is queued and the loop has no other ready event, is
- * written by the loop thread itself: it assigns seq/prev/hash and does the one write(2)
- * under the mutex, and the callback runs from the loop right after (through an activated event,
- * never from inside dlog_append): no thread hand-off stands between the CONNECT and the
- * 200. Such a write lands in the page cache; one that takes longer than 1 ms sends
- * records to the writer thread again for a second (a throttled or network disk stalls
- * the loop at most once a second). Under load (ready events waiting) the writer thread
- * keeps formatting, hashing and writing on the other core. fdatasync, reopening,
- * rotation, records nobody waits for (deny, close: they complete on the writer without
- * waking the loop) and every record that finds the writer busy stay on the writer.
+ * The fast path (log_sync = none | batch, a regular file): a record appended while the
+ * writer is not writing (it may be in a batch fdatasync) and the loop has no other ready
+ * event is written by the loop thread itself, together with the few records queued before
+ * it that the writer has not taken yet (at most 16; on-disk order stays seq order): it
+ * assigns seq/prev/hash and does the one write(2) under the mutex, and a callback runs
+ * from the loop right after (through an activated event, never from inside dlog_append):
+ * no thread hand-off stands between the CONNECT and the 200. A record nobody waits for
+ * (deny, close) that cannot go inline is queued without waking the writer at once: at
+ * the end of the loop's turn it is written inline if the loop is idle then, else the
+ * writer is woken. Such a write lands in the page cache; one that takes longer than 1 ms
+ * sends records to the writer thread again for a second (a throttled or network disk
+ * stalls the loop at most once a second). Under load (ready events waiting) the writer
+ * thread keeps formatting, hashing and writing on the other core. fdatasync, reopening,
+ * rotation and every record that finds the writer busy stay on the writer; records
+ * nobody waits for never wake the loop.
  *
  * Record line (see docs/decision-log.md for the exact bytes):
  *   {"v":1,"time":"2026-11-30T08:53:53.123456Z","seq":N,"event":"...",<fields>,
@@ -157,6 +160,18 @@ typedef void (*dlog_done_cb)(int err, void *arg);
  */
 int dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb,
     void *arg, struct dlog_ticket **ticket);
+
+/*
+ * dlog_append (keep false) or dlog_append_kept (keep true; ticket must then be NULL) for a
+ * record whose fields are already compact JSON members: members (len bytes, copied) is
+ * what egressd/jsonw.h writes ("k":v,... without braces, 7-bit, no reserved names: the
+ * caller's builder guarantees that, it is not parsed again). The hot path's records
+ * (session_record.c) come this way: no JSON tree, one allocation per record.
+ * err_only_cb: cb runs only when the record failed; a written record then completes
+ * without waking the loop (close records: nobody waits for them). Returns as dlog_append.
+ */
+int dlog_append_raw(struct dlog *d, const char *event, const char *members, size_t len,
+    bool keep, bool err_only_cb, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket);
 
 /*
  * Forget the callback of a queued record (e.g. its session closed while the record was in

@@ -1,6 +1,7 @@
 /*
  * listener.c - listening sockets: device binding, accept, EMFILE back-off.
  */
+#define _GNU_SOURCE 1   /* accept4 */
 #include "egressd/listener.h"
 
 #include <errno.h>
@@ -13,13 +14,16 @@
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/listener.h>
+#include <sys/socket.h>
 
 #include "common/limits.h"
 #include "common/log.h"
 
 struct listener {
-	struct evconnlistener *evl;
+	int fd;
+	struct event *ev;                   /* EV_READ | EV_PERSIST on fd: accept one */
+	bool paused;                        /* listener_pause: no accepting for good */
+	bool nodelay_inherited;             /* TCP_NODELAY set on fd: accepted sockets have it */
 	struct event *backoff;
 	struct sockaddr_storage addr;       /* requested */
 	socklen_t addrlen;
@@ -28,20 +32,45 @@ struct listener {
 	void *arg;
 };
 
+/*
+ * One connection per readiness of the listening socket (level-triggered: the loop comes
+ * back at once while more wait). Not a loop until EAGAIN as evconnlistener does: that
+ * costs a failed accept4 per connection whenever connections come one at a time, and a
+ * burst is served as fast by the loop's next turn, fairly with the sessions' events.
+ */
 static void
-listener_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
-    int salen, void *arg)
+listener_ready(evutil_socket_t lfd, short what, void *arg)
 {
 	struct listener *l = arg;
-	int one = 1;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd, one = 1;
 
-	/* evconnlistener accepts with accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the listener
-	 * is made with LEV_OPT_CLOSE_ON_EXEC and without LEV_OPT_LEAVE_SOCKETS_BLOCKING, so
-	 * the fd needs no fcntl (two system calls per connection saved). */
+	(void)what;
+	fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		struct timeval tv = { 0, 200 * 1000 };
+
+		if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED)
+			return;
+		/* Out of fds or memory: stop accepting for a moment instead of spinning. */
+		if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+			log_warnx("accept: %s; pausing this listener for 200 ms (raise the fd limit "
+			    "or lower max_connections)", strerror(e));
+			event_del(l->ev);
+			evtimer_add(l->backoff, &tv);
+			return;
+		}
+		log_warnx("accept: %s", strerror(e));
+		return;
+	}
 	/* The client side of a relay: no Nagle delay on what egressd forwards (connector.c
-	 * sets the same on the upstream side). Best effort. */
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	l->cb(fd, sa, (socklen_t)salen, l->arg);
+	 * sets the same on the upstream side). Inherited from the listening socket where
+	 * that could be set (no system call per connection); best effort. */
+	if (!l->nodelay_inherited)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	l->cb(fd, (struct sockaddr *)&ss, sl, l->arg);   /* may free l */
 }
 
 static void
@@ -49,25 +78,10 @@ listener_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct listener *l = arg;
 
-	evconnlistener_enable(l->evl);
-}
-
-/* Out of fds or memory: stop accepting for a moment instead of spinning on accept(). */
-static void
-listener_error(struct evconnlistener *evl, void *arg)
-{
-	struct listener *l = arg;
-	struct timeval tv = { 0, 200 * 1000 };
-	int e = EVUTIL_SOCKET_ERROR();
-
-	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-		log_warnx("accept: %s; pausing this listener for 200 ms (raise the fd limit or "
-		    "lower max_connections)", strerror(e));
-		evconnlistener_disable(evl);
-		evtimer_add(l->backoff, &tv);
-		return;
-	}
-	log_warnx("accept: %s", strerror(e));
+	(void)fd;
+	(void)what;
+	if (!l->paused)
+		event_add(l->ev, NULL);
 }
 
 static const char *
@@ -99,23 +113,27 @@ listener_wrap(struct event_base *base, int fd, const struct sockaddr *sa, sockle
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	l->fd = fd;
 	memcpy(&l->addr, sa, salen);
 	l->addrlen = salen;
 	bl = sizeof(l->bound);
 	getsockname(fd, (struct sockaddr *)&l->bound, &bl);
 	l->cb = cb;
 	l->arg = arg;
+	/* accepted sockets inherit TCP_NODELAY from the listening socket (Linux) */
+	{
+		int one = 1;
+
+		l->nodelay_inherited = setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one)) == 0;
+	}
 	l->backoff = evtimer_new(base, listener_resume, l);
-	l->evl = evconnlistener_new(base, listener_accept, l,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
-	if (l->evl == NULL || l->backoff == NULL) {
-		if (l->evl == NULL)
-			close(fd);
-		listener_free(l);
-		snprintf(err, errlen, "evconnlistener: out of memory");
+	l->ev = event_new(base, fd, EV_READ | EV_PERSIST, listener_ready, l);
+	if (l->ev == NULL || l->backoff == NULL || event_add(l->ev, NULL) != 0) {
+		listener_free(l);   /* closes fd */
+		snprintf(err, errlen, "listener event: out of memory");
 		return NULL;
 	}
-	evconnlistener_set_error_cb(l->evl, listener_error);
 	return l;
 }
 
@@ -229,10 +247,12 @@ listener_free(struct listener *l)
 {
 	if (l == NULL)
 		return;
-	if (l->evl != NULL)
-		evconnlistener_free(l->evl);
+	if (l->ev != NULL)
+		event_free(l->ev);
 	if (l->backoff != NULL)
 		event_free(l->backoff);
+	if (l->fd >= 0)
+		close(l->fd);
 	free(l);
 }
 
@@ -275,5 +295,7 @@ listener_same_addr(const struct listener *l, const struct sockaddr *sa, socklen_
 void
 listener_pause(struct listener *l)
 {
-	evconnlistener_disable(l->evl);
+	l->paused = true;
+	event_del(l->ev);
+	evtimer_del(l->backoff);
 }

@@ -1,7 +1,9 @@
 /*
- * listener - one listening TCP socket of egressd (an evconnlistener).
+ * listener - one listening TCP socket of egressd (a persistent read event that accepts
+ * one connection per readiness, accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC; accepted
+ * sockets inherit TCP_NODELAY from it).
  *
- * Owns: the listening socket and its evconnlistener (listener_free closes both).
+ * Owns: the listening socket and its event (listener_free closes both).
  * Callers: egressd/daemon (static listeners from egressd.ini), egressd/control (dynamic
  * grants). The principal of every accepted connection is the listener it arrived on:
  * the accept callback receives the listener's current arg (its grant), nothing the client

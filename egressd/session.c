@@ -1077,8 +1077,6 @@ allow_logged(int err, void *arg)
 static void
 step_log_allow(struct session *s)
 {
-	json_t *f;
-
 	if (grant_gone(s->se_lg) != REASON_ALLOWED) {
 		session_refuse(s, grant_gone(s->se_lg));
 		return;
@@ -1087,8 +1085,7 @@ step_log_allow(struct session *s)
 	/* the close record's destination, kept past the setup */
 	free(s->se_dest);
 	s->se_dest = record_dest(s);
-	f = s->se_dest != NULL ? record_hop_decision(s, true, REASON_ALLOWED) : NULL;
-	if (f == NULL || dlog_append(s->se_d->dlog, "decision", f, allow_logged, s,
+	if (s->se_dest == NULL || record_allow_append(s, allow_logged, s,
 	    &s->se_su->su_ticket) != 0) {
 		s->se_su->su_ticket = NULL;
 		unpin(s);
@@ -1131,7 +1128,7 @@ tunnel_done(enum reason why, uint64_t up, uint64_t down, void *arg)
 		    "address", (unsigned long long)s->se_id, session_hop_id(s));
 	s->se_lg->ntunnels--;
 	s->se_allow_open = false;
-	record_write(s, "close", record_close(s, why, up, down));
+	record_close_write(s, why, up, down);
 	log_debug("conn %llu: closed (%s), %llu up, %llu down", (unsigned long long)s->se_id,
 	    reason_str(why), (unsigned long long)up, (unsigned long long)down);
 	if (freeing)

@@ -16,6 +16,7 @@
 #include "common/limits.h"
 #include "common/reasons.h"
 #include "egressd/addrcheck.h"
+#include "egressd/dlog.h"
 #include "egressd/grants.h"
 #include "egressd/http.h"
 #include "egressd/route.h"
@@ -209,6 +210,12 @@ char *record_dest(const struct session *s);
 /* The end of a tunnel: why, bytes each way, duration. Reads only struct session's own
  * members (the setup may be gone). */
 json_t *record_close(struct session *s, enum reason why, uint64_t up, uint64_t down);
+/* The hot path's two records without a JSON tree (the same bytes as the builders above):
+ * the allow decision, appended with cb (the 200 waits for it; returns as dlog_append), and
+ * the close of a tunnel (held through a log failure, logged when refused). */
+int record_allow_append(struct session *s, dlog_done_cb cb, void *arg,
+    struct dlog_ticket **ticket);
+void record_close_write(struct session *s, enum reason why, uint64_t up, uint64_t down);
 /* Fire-and-forget append (denials and close records have nothing waiting on them);
  * fields NULL (ENOMEM) or a refused append is logged. Steals fields. */
 void record_write(struct session *s, const char *event, json_t *fields);

@@ -6,6 +6,7 @@
  */
 #include "egressd/session_int.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "egressd/dlog.h"
 #include "egressd/daemon.h"
 #include "egressd/httpresp.h"
+#include "egressd/jsonw.h"
 #include "egressd/metrics.h"
 #include "egressd/redirect.h"
 
@@ -39,15 +41,16 @@ escape_into(char *out, size_t outlen, const char *p, size_t n)
 	return i;
 }
 
-static json_t *
-addrs_json(const struct addr *a, size_t n)
+/* "key":[addresses] */
+static void
+addrs_w(struct jsonw *w, const char *key, const struct addr *a, size_t n)
 {
-	json_t *arr = json_array();
 	char buf[EGRESS_ADDRSTR_MAX];
 
-	for (size_t i = 0; arr != NULL && i < n; i++)
-		json_array_append_new(arr, json_string(addr_to_str(&a[i], buf, sizeof(buf))));
-	return arr;
+	jsonw_array_begin(w, key);
+	for (size_t i = 0; i < n; i++)
+		jsonw_array_str(w, addr_to_str(&a[i], buf, sizeof(buf)));
+	jsonw_array_end(w);
 }
 
 static const char *
@@ -77,128 +80,214 @@ record_dest(const struct session *s)
  * upstream proxy resolved the name, egressd cannot know the address (DESIGN rule 3).
  * Only such an address is "pinned", in the decision and in the close record alike.
  */
-static json_t *
-pinned_json(const struct session *s)
+static void
+pinned_w(struct jsonw *w, const struct session *s)
 {
 	char ab[EGRESS_ADDRSTR_MAX];
 
-	return s->se_attested ? json_string(addr_to_str(&s->se_pinned, ab, sizeof(ab))) :
-	    json_null();
+	jsonw_str(w, "pinned", s->se_attested ? addr_to_str(&s->se_pinned, ab, sizeof(ab)) :
+	    NULL);
 }
 
 /* The upstream proxy's address, status and authentication scheme (docs/decision-log.md). */
 static void
-proxy_fields(json_t *o, const struct session *s)
+proxy_w(struct jsonw *w, const struct session *s)
 {
 	char pb[EGRESS_ADDRSTR_MAX];
 
-	json_object_set_new(o, "proxy_addr", s->se_proxy_have_addr ?
-	    json_string(addr_to_str(&s->se_proxy_addr, pb, sizeof(pb))) : json_null());
-	json_object_set_new(o, "proxy_status", s->se_proxy_status ?
-	    json_integer(s->se_proxy_status) : json_null());
-	json_object_set_new(o, "proxy_auth", s->se_proxy_auth ? json_string(s->se_proxy_auth) :
-	    json_null());
+	jsonw_str(w, "proxy_addr", s->se_proxy_have_addr ?
+	    addr_to_str(&s->se_proxy_addr, pb, sizeof(pb)) : NULL);
+	if (s->se_proxy_status)
+		jsonw_int(w, "proxy_status", s->se_proxy_status);
+	else
+		jsonw_null(w, "proxy_status");
+	jsonw_str(w, "proxy_auth", s->se_proxy_auth);
 }
 
 /* The fields every record of a hop starts with: the connection and whose authority it
- * ran under; with_client adds the client's address (decisions). NULL on ENOMEM. */
-static json_t *
-record_begin(const struct session *s, bool with_client)
+ * ran under; with_client adds the client's address (decisions). */
+static void
+record_begin(struct jsonw *w, const struct session *s, bool with_client)
 {
-	json_t *o = json_object();
-
-	if (o == NULL)
-		return NULL;
-	json_object_set_new(o, "conn", json_string(s->se_conn));
-	json_object_set_new(o, "principal", json_string(s->se_lg->g->principal));
-	json_object_set_new(o, "grant_id", json_string(s->se_lg->id));
+	jsonw_str(w, "conn", s->se_conn);
+	jsonw_str(w, "principal", s->se_lg->g->principal);
+	jsonw_str(w, "grant_id", s->se_lg->id);
 	if (with_client)
-		json_object_set_new(o, "client", json_string(s->se_client));
-	return o;
+		jsonw_str(w, "client", s->se_client);
 }
 
 /* A decision's place in its hop chain (docs/redirects.md, "Hop chains"). */
 static void
-hop_fields(json_t *o, const char *hop, const char *parent, const char *kind)
+hop_fields(struct jsonw *w, const char *hop, const char *parent, const char *kind)
 {
-	json_object_set_new(o, "hop", json_string(hop));
-	json_object_set_new(o, "parent_hop", parent != NULL ? json_string(parent) : json_null());
-	json_object_set_new(o, "hop_kind", json_string(kind));
+	jsonw_str(w, "hop", hop);
+	jsonw_str(w, "parent_hop", parent);
+	jsonw_str(w, "hop_kind", kind);
 }
 
 /* A transparently captured hop says so, and which address the worker dialled. */
 static void
-capture_fields(const struct session *s, json_t *o)
+capture_w(struct jsonw *w, const struct session *s)
 {
 	if (s->se_cap == NULL)
 		return;
-	json_object_set_new(o, "capture", json_string("transparent"));
-	json_object_set_new(o, "original_dst", json_string(s->se_cap->cap_orig_dst));
+	jsonw_str(w, "capture", "transparent");
+	jsonw_str(w, "original_dst", s->se_cap->cap_orig_dst);
 }
 
-json_t *
-record_hop_decision(struct session *s, bool allow, enum reason r)
+static void
+hop_decision_w(struct jsonw *w, struct session *s, bool allow, enum reason r)
 {
 	const struct session_setup *su = s->se_su;
 	const struct http_request *req = &su->su_req;
 	/* past SE_HEAD the request was parsed (a refusal in SE_HEAD has none) */
 	bool parsed = s->se_state != SE_HEAD;
-	json_t *o;
 	char buf[EGRESS_HOSTPORT_MAX + 32];
-	char tgt[EGRESS_LOG_TARGET_MAX + 1];
 
-	o = record_begin(s, true);
-	if (o == NULL)
-		return NULL;
-	hop_fields(o, session_hop_id(s), su->su_parent_hop[0] != '\0' ? su->su_parent_hop : NULL,
+	record_begin(w, s, true);
+	hop_fields(w, session_hop_id(s), su->su_parent_hop[0] != '\0' ? su->su_parent_hop : NULL,
 	    parsed && req->method == HTTP_CONNECT ? "connect" : "request");
-	json_object_set_new(o, "credentials_stripped", json_boolean(su->su_creds_stripped));
-	json_object_set_new(o, "upstream_reused", json_boolean(su->su_up_reused));
+	jsonw_bool(w, "credentials_stripped", su->su_creds_stripped);
+	jsonw_bool(w, "upstream_reused", su->su_up_reused);
 	if (parsed) {
 		size_t n = req->target_len < EGRESS_LOG_TARGET_MAX ? req->target_len :
 		    EGRESS_LOG_TARGET_MAX;
+
 		/* The parser admitted only printable ASCII in the target. */
-		memcpy(tgt, req->target, n);
-		tgt[n] = '\0';
-		json_object_set_new(o, "method", json_string(http_method_str(req->method)));
-		json_object_set_new(o, "target", json_string(tgt));
-		json_object_set_new(o, "target_truncated",
-		    json_boolean(req->target_len > EGRESS_LOG_TARGET_MAX));
-		json_object_set_new(o, "dest", json_string(hop_dest(s, buf, sizeof(buf))));
+		jsonw_str(w, "method", http_method_str(req->method));
+		jsonw_strn(w, "target", req->target, strnlen(req->target, n));
+		jsonw_bool(w, "target_truncated", req->target_len > EGRESS_LOG_TARGET_MAX);
+		jsonw_str(w, "dest", hop_dest(s, buf, sizeof(buf)));
 	} else {
-		json_object_set_new(o, "method", json_null());
-		json_object_set_new(o, "target", su->su_reqline[0] != '\0' ?
-		    json_string(su->su_reqline) : json_null());
-		json_object_set_new(o, "dest", json_null());
+		jsonw_null(w, "method");
+		jsonw_str(w, "target", su->su_reqline[0] != '\0' ? su->su_reqline : NULL);
+		jsonw_null(w, "dest");
 	}
-	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
-	json_object_set_new(o, "reason", json_string(reason_str(r)));
+	jsonw_str(w, "verdict", allow ? "allow" : "deny");
+	jsonw_str(w, "reason", reason_str(r));
 	if (su->su_route.n > 0 && su->su_route_i < su->su_route.n) {
 		char rb[EGRESS_HOSTPORT_MAX + 32];
-		json_object_set_new(o, "route", json_string(proxyurl_to_str(
-		    &su->su_route.entries[su->su_route_i], rb, sizeof(rb))));
-		json_object_set_new(o, "route_source", json_string(su->su_route.source));
+
+		jsonw_str(w, "route", proxyurl_to_str(&su->su_route.entries[su->su_route_i], rb,
+		    sizeof(rb)));
+		jsonw_str(w, "route_source", su->su_route.source);
 	} else {
-		json_object_set_new(o, "route", json_null());
-		json_object_set_new(o, "route_source", json_null());
+		jsonw_null(w, "route");
+		jsonw_null(w, "route_source");
 	}
 	if (s->se_proxy_known && s->se_proxy_have_addr)
-		proxy_fields(o, s);
-	json_object_set_new(o, "resolved", addrs_json(su->su_resolved, su->su_nresolved));
-	json_object_set_new(o, "pinned", pinned_json(s));
-	json_object_set_new(o, "classes_dropped", su->su_checked ?
-	    addrcheck_classes_json(su->su_ac.dropped_classes) : json_array());
-	json_object_set_new(o, "override", json_boolean(su->su_checked &&
-	    su->su_ac.lifted_override != 0));
-	json_object_set_new(o, "attested", json_boolean(s->se_attested));
+		proxy_w(w, s);
+	addrs_w(w, "resolved", su->su_resolved, su->su_nresolved);
+	pinned_w(w, s);
+	if (su->su_checked) {
+		addrcheck_classes_w(w, "classes_dropped", su->su_ac.dropped_classes);
+	} else {
+		jsonw_array_begin(w, "classes_dropped");
+		jsonw_array_end(w);
+	}
+	jsonw_bool(w, "override", su->su_checked && su->su_ac.lifted_override != 0);
+	jsonw_bool(w, "attested", s->se_attested);
 	/* local: egressd resolved the name (or took the literal) and checked the classes
 	 * itself (also through a proxy that resolves again: check-without-pinning); none: it
 	 * did not (refused before, or no local answer and the proxy resolved it unchecked) */
-	json_object_set_new(o, "checked", json_string(su->su_checked ? "local" : "none"));
-	json_object_set_new(o, "resolve_us", json_integer((json_int_t)su->su_resolve_us));
-	json_object_set_new(o, "connect_us", json_integer((json_int_t)su->su_connect_us));
-	capture_fields(s, o);
-	return o;
+	jsonw_str(w, "checked", su->su_checked ? "local" : "none");
+	jsonw_int(w, "resolve_us", (long long)su->su_resolve_us);
+	jsonw_int(w, "connect_us", (long long)su->su_connect_us);
+	capture_w(w, s);
+}
+
+static void
+redirect_w(struct jsonw *w, struct session *s, const struct httpresp *r,
+    const struct redirect_target *t, bool resolved, const char *rhop, const char *loc,
+    size_t loclen, bool cross, enum reason rr, const char *detail)
+{
+	char db[EGRESS_HOSTPORT_MAX + 1], lb[EGRESS_LOG_TARGET_MAX + 1];
+	size_t kept = escape_into(lb, sizeof(lb), loc, loclen);
+
+	record_begin(w, s, true);
+	hop_fields(w, rhop, session_hop_id(s), "redirect");
+	jsonw_str(w, "method", http_method_str(s->se_method));
+	jsonw_str(w, "target", lb);
+	jsonw_bool(w, "target_truncated", kept < loclen);
+	if (resolved) {
+		struct host hh = t->host;
+
+		hh.port = t->port;
+		jsonw_str(w, "dest", host_to_str(&hh, db, sizeof(db)));
+		jsonw_str(w, "location", t->url);
+	} else {
+		jsonw_null(w, "dest");
+		jsonw_null(w, "location");
+	}
+	jsonw_int(w, "status", r->status);
+	jsonw_bool(w, "cross_origin", cross);
+	jsonw_int(w, "chain_depth", (long long)s->se_su->su_chain_depth + 1);
+	jsonw_str(w, "verdict", rr == REASON_ALLOWED ? "allow" : "deny");
+	jsonw_str(w, "reason", reason_str(rr));
+	jsonw_str(w, "detail", detail);
+}
+
+static void
+close_w(struct jsonw *w, struct session *s, enum reason why, uint64_t up, uint64_t down)
+{
+	record_begin(w, s, false);
+	jsonw_str(w, "hop", session_hop_id(s));
+	jsonw_str(w, "dest", s->se_dest);
+	pinned_w(w, s);
+	jsonw_str(w, "reason", reason_str(why));
+	/* the proxy's answer came after the allow record (docs/decision-log.md); known only
+	 * for a proxy route entry */
+	if (s->se_proxy_known)
+		proxy_w(w, s);
+	jsonw_int(w, "bytes_up", (long long)up);
+	jsonw_int(w, "bytes_down", (long long)down);
+	jsonw_int(w, "duration_us", (long long)(mono_usec() - s->se_tunnel_start_us));
+	/* A forwarded HTTP exchange: the origin's final status (null when none arrived). */
+	if (s->se_method != HTTP_CONNECT) {
+		if (s->se_resp_status > 0)
+			jsonw_int(w, "status", s->se_resp_status);
+		else
+			jsonw_null(w, "status");
+	}
+	if (s->se_sni_checked) {
+		/* an opaque tunnel whose ClientHello was checked (sniguard.h) */
+		jsonw_bool(w, "tls", s->se_tls_seen);
+		jsonw_str(w, "sni", s->se_sni_name);
+	}
+	capture_w(w, s);
+	/* Every close record is counted where it is built (the metrics follow the records:
+	 * a hop refused after its allow record ends with a close, never a second decision). */
+	metrics_close(&s->se_d->stats, why);
+}
+
+/*
+ * The members a builder wrote, as the JSON object the callers that add fields or keep a
+ * base (the SNI refusal, model connections) take: parsed back from the very bytes the hot
+ * path appends, so there is one builder per record kind. buf holds the members from
+ * buf + 1 (jsonw_init(w, buf + 1, sizeof(buf) - 2)). NULL on overflow or ENOMEM.
+ */
+static json_t *
+members_json(struct jsonw *w, char *buf)
+{
+	bool ok;
+	size_t n = jsonw_len(w, &ok);
+
+	if (!ok)
+		return NULL;
+	buf[0] = '{';
+	buf[n + 1] = '}';
+	return json_loadb(buf, n + 2, 0, NULL);
+}
+
+json_t *
+record_hop_decision(struct session *s, bool allow, enum reason r)
+{
+	char buf[EGRESS_LOG_RECORD_MAX];
+	struct jsonw w;
+
+	jsonw_init(&w, buf + 1, sizeof(buf) - 2);
+	hop_decision_w(&w, s, allow, r);
+	return members_json(&w, buf);
 }
 
 json_t *
@@ -206,69 +295,23 @@ record_redirect(struct session *s, const struct httpresp *r,
     const struct redirect_target *t, bool resolved, const char *rhop, const char *loc,
     size_t loclen, bool cross, enum reason rr, const char *detail)
 {
-	char db[EGRESS_HOSTPORT_MAX + 1], lb[EGRESS_LOG_TARGET_MAX + 1];
-	size_t kept = escape_into(lb, sizeof(lb), loc, loclen);
-	json_t *o = record_begin(s, true);
+	char buf[EGRESS_LOG_RECORD_MAX];
+	struct jsonw w;
 
-	if (o == NULL)
-		return NULL;
-	hop_fields(o, rhop, session_hop_id(s), "redirect");
-	json_object_set_new(o, "method", json_string(http_method_str(s->se_method)));
-	json_object_set_new(o, "target", json_string(lb));
-	json_object_set_new(o, "target_truncated", json_boolean(kept < loclen));
-	if (resolved) {
-		struct host hh = t->host;
-		hh.port = t->port;
-		json_object_set_new(o, "dest", json_string(host_to_str(&hh, db, sizeof(db))));
-		json_object_set_new(o, "location", json_string(t->url));
-	} else {
-		json_object_set_new(o, "dest", json_null());
-		json_object_set_new(o, "location", json_null());
-	}
-	json_object_set_new(o, "status", json_integer(r->status));
-	json_object_set_new(o, "cross_origin", json_boolean(cross));
-	json_object_set_new(o, "chain_depth", json_integer(s->se_su->su_chain_depth + 1));
-	json_object_set_new(o, "verdict", json_string(rr == REASON_ALLOWED ? "allow" : "deny"));
-	json_object_set_new(o, "reason", json_string(reason_str(rr)));
-	json_object_set_new(o, "detail", detail != NULL ? json_string(detail) : json_null());
-	return o;
+	jsonw_init(&w, buf + 1, sizeof(buf) - 2);
+	redirect_w(&w, s, r, t, resolved, rhop, loc, loclen, cross, rr, detail);
+	return members_json(&w, buf);
 }
 
 json_t *
 record_close(struct session *s, enum reason why, uint64_t up, uint64_t down)
 {
-	json_t *o = record_begin(s, false);
+	char buf[EGRESS_LOG_RECORD_MAX];
+	struct jsonw w;
 
-	if (o == NULL)
-		return NULL;
-	json_object_set_new(o, "hop", json_string(session_hop_id(s)));
-	json_object_set_new(o, "dest", s->se_dest != NULL ? json_string(s->se_dest) :
-	    json_null());
-	json_object_set_new(o, "pinned", pinned_json(s));
-	json_object_set_new(o, "reason", json_string(reason_str(why)));
-	/* the proxy's answer came after the allow record (docs/decision-log.md); known only
-	 * for a proxy route entry */
-	if (s->se_proxy_known)
-		proxy_fields(o, s);
-	json_object_set_new(o, "bytes_up", json_integer((json_int_t)up));
-	json_object_set_new(o, "bytes_down", json_integer((json_int_t)down));
-	json_object_set_new(o, "duration_us",
-	    json_integer((json_int_t)(mono_usec() - s->se_tunnel_start_us)));
-	/* A forwarded HTTP exchange: the origin's final status (null when none arrived). */
-	if (s->se_method != HTTP_CONNECT)
-		json_object_set_new(o, "status", s->se_resp_status > 0 ?
-		    json_integer(s->se_resp_status) : json_null());
-	if (s->se_sni_checked) {
-		/* an opaque tunnel whose ClientHello was checked (sniguard.h) */
-		json_object_set_new(o, "tls", json_boolean(s->se_tls_seen));
-		json_object_set_new(o, "sni", s->se_sni_name != NULL ?
-		    json_string(s->se_sni_name) : json_null());
-	}
-	capture_fields(s, o);
-	/* Every close record is counted where it is built (the metrics follow the records:
-	 * a hop refused after its allow record ends with a close, never a second decision). */
-	metrics_close(&s->se_d->stats, why);
-	return o;
+	jsonw_init(&w, buf + 1, sizeof(buf) - 2);
+	close_w(&w, s, why, up, down);
+	return members_json(&w, buf);
 }
 
 /* A record queued but then not written (the log failed while it waited): said once per
@@ -298,4 +341,45 @@ record_write(struct session *s, const char *event, json_t *fields)
 	    NULL)) != 0)
 		log_warn("conn %llu: decision log refused a %s record", (unsigned long long)s->se_id,
 		    event);
+}
+
+int
+record_allow_append(struct session *s, dlog_done_cb cb, void *arg, struct dlog_ticket **ticket)
+{
+	char buf[EGRESS_LOG_RECORD_MAX];
+	struct jsonw w;
+	size_t n;
+	bool ok;
+
+	jsonw_init(&w, buf, sizeof(buf));
+	hop_decision_w(&w, s, true, REASON_ALLOWED);
+	n = jsonw_len(&w, &ok);
+	if (!ok) {
+		if (ticket != NULL)
+			*ticket = NULL;
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return dlog_append_raw(s->se_d->dlog, "decision", buf, n, false, false, cb, arg, ticket);
+}
+
+void
+record_close_write(struct session *s, enum reason why, uint64_t up, uint64_t down)
+{
+	char buf[EGRESS_LOG_RECORD_MAX];
+	struct jsonw w;
+	size_t n;
+	bool ok;
+
+	jsonw_init(&w, buf, sizeof(buf));
+	close_w(&w, s, why, up, down);
+	n = jsonw_len(&w, &ok);
+	if (!ok)
+		errno = EMSGSIZE;
+	/* held through a log failure like record_write's close (every allow has its close);
+	 * record_done speaks only when it could not be written */
+	if (!ok || dlog_append_raw(s->se_d->dlog, "close", buf, n, true, true, record_done,
+	    (void *)(uintptr_t)"close", NULL) != 0)
+		log_warn("conn %llu: decision log refused a close record",
+		    (unsigned long long)s->se_id);
 }

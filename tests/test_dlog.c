@@ -639,6 +639,84 @@ test_fast_path_record_before_callback(void **state)
 }
 
 static void
+noop_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/* dlog_append_raw (the hot path's records): members written as given; a record nobody
+ * waits for (a close: held through failures, its callback only on error) is written by
+ * the loop itself when the loop is idle, and when the loop is busy it is queued without
+ * waking the writer and written at the end of the loop's turn. Its callback never runs
+ * for a written record; the chain verifies; keep + a ticket is refused. */
+static void
+test_raw_nowait_inline(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 2000 };
+	char err[256], line[64];
+	char (*ln)[EGRESS_LOG_RECORD_MAX + 2] = calloc(8, sizeof(*ln));
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+	struct event *busy = event_new(f->base, -1, 0, noop_cb, NULL);
+	struct dlog_ticket *t = NULL;
+	static const char m1[] = "\"n\":0,\"principal\":\"run-1\"";
+
+	assert_non_null(d);
+	assert_non_null(ln);
+	assert_non_null(busy);
+	/* idle loop: written before dlog_append_raw returns */
+	assert_int_equal(dlog_append_raw(d, "close", m1, strlen(m1), true, true, on_done, &dn,
+	    NULL), 0);
+	assert_int_equal(count_lines(f->path), 1);
+	/* that write made a batch sync due: let the writer settle into its timed wait */
+	usleep(200 * 1000);
+	/* busy loop (an active event): queued, not yet written, written after the turn */
+	event_active(busy, EV_TIMEOUT, 0);
+	assert_int_equal(dlog_append_raw(d, "close", "\"n\":1", 5, true, true, on_done, &dn,
+	    NULL), 0);
+	assert_int_equal(dlog_append_raw(d, "decision", "\"n\":2", 5, false, false, NULL, NULL,
+	    NULL), 0);
+	assert_int_equal(count_lines(f->path), 1);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(count_lines(f->path), 3);
+	/* a waited-for record through the raw path: its callback runs, from the loop */
+	assert_int_equal(dlog_append_raw(d, "decision", "\"n\":3", 5, false, false, on_done,
+	    &dn, &t), 0);
+	assert_non_null(t);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.calls, 1);
+	assert_int_equal(dn.err, 0);
+	/* keep + ticket is a caller error; an empty member list is a record without fields */
+	assert_int_equal(dlog_append_raw(d, "close", "\"n\":4", 5, true, false, on_done, &dn,
+	    &t), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_null(t);
+	assert_int_equal(dlog_append_raw(d, "Close", "", 0, false, false, NULL, NULL, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(dlog_append_raw(d, "mark", "", 0, false, false, NULL, NULL, NULL), 0);
+	/* the err-only callbacks of written records never ran */
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(dn.calls, 1);
+	dlog_close(d);
+	event_free(busy);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 5);
+	assert_int_equal(read_lines(f->path, ln, 8), 5);
+	for (int i = 0; i < 4; i++) {
+		snprintf(line, sizeof(line), "\"seq\":%d,", i + 1);
+		assert_non_null(strstr(ln[i], line));
+		snprintf(line, sizeof(line), "\"n\":%d,\"", i);
+		assert_non_null(strstr(ln[i], i == 0 ? "\"n\":0,\"principal\":\"run-1\"," : line));
+	}
+	assert_non_null(strstr(ln[4], "\"event\":\"mark\",\"prev\":"));
+	free(ln);
+}
+
+static void
 test_dev_full_fails(void **state)
 {
 	struct fix *f = *state;
@@ -1151,6 +1229,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_many_appends_keep_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_path_record_before_callback, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_raw_nowait_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_through_failure, setup, teardown),

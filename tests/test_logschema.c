@@ -73,27 +73,39 @@ check_names(const char *doc, char names[][64], size_t n)
 	return missing;
 }
 
-/* Every json_object_set_new(<object>, "NAME", ...) in src: the member names. */
+/* Every json_object_set_new(<object>, "NAME", ...) in src, and every member written by
+ * egressd/jsonw.h (jsonw_str(<writer>, "NAME", ...) and its siblings, and
+ * addrcheck_classes_w): the member names. */
 static size_t
 scan_names(const char *src, char names[][64], size_t n, size_t max)
 {
-	static const char call[] = "json_object_set_new(";
+	static const char *const calls[] = { "json_object_set_new(", "jsonw_str(",
+		"jsonw_strn(", "jsonw_null(", "jsonw_bool(", "jsonw_int(", "jsonw_array_begin(",
+		"addrcheck_classes_w(" };
 
-	for (const char *p = src; (p = strstr(p, call)) != NULL && n < max; p++) {
-		const char *k = p + sizeof(call) - 1, *e;
+	for (size_t c = 0; c < sizeof(calls) / sizeof(calls[0]); c++) {
+		const char *call = calls[c];
+		size_t cl = strlen(call);
 
-		while ((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || *k == '_' ||
-		    (*k >= '0' && *k <= '9') || *k == '-' || *k == '>' || *k == '.')
-			k++;
-		if (strncmp(k, ", \"", 3) != 0)
-			continue;   /* a computed name: not a record member */
-		k += 3;
-		e = strchr(k, '"');
-		assert_non_null(e);
-		assert_true(e - k > 0 && e - k < 64);
-		memcpy(names[n], k, (size_t)(e - k));
-		names[n][e - k] = '\0';
-		n++;
+		for (const char *p = src; (p = strstr(p, call)) != NULL && n < max; p++) {
+			const char *k = p + cl, *e;
+
+			if (p > src && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z')))
+				continue;   /* part of a longer name */
+			while ((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || *k == '_' ||
+			    (*k >= '0' && *k <= '9') || *k == '-' || *k == '>' || *k == '.' ||
+			    *k == '&')
+				k++;
+			if (strncmp(k, ", \"", 3) != 0)
+				continue;   /* a computed name, or a declaration: not a record member */
+			k += 3;
+			e = strchr(k, '"');
+			assert_non_null(e);
+			assert_true(e - k > 0 && e - k < 64);
+			memcpy(names[n], k, (size_t)(e - k));
+			names[n][e - k] = '\0';
+			n++;
+		}
 	}
 	return n;
 }

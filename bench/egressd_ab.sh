@@ -1,0 +1,195 @@
+#!/bin/sh
+# bench/egressd_ab.sh BUILD_DIR ROUNDS LABEL=EGRESSD [LABEL=EGRESSD ...] - egressd builds
+# side by side against the bare relay, for measuring a change before and after in one
+# session (docs/performance.md). Each round runs every target in a rotating order:
+# latency (c=1), rate (c=64) with the proxy's CPU per transaction from /proc/PID/stat, and
+# the same egressd through a `pinning = required` grant by a name (DNS cache hit). Prints
+# the medians over the rounds and each as a ratio to the relay of the same run, with the
+# load average before and after. egload, egorigin and egrelay come from BUILD_DIR.
+# Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
+# Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE.
+set -u
+
+die() { echo "egressd_ab: $*" >&2; exit 1; }
+
+[ $# -ge 3 ] || die "usage: sh bench/egressd_ab.sh BUILD_DIR ROUNDS LABEL=EGRESSD..."
+BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
+ROUNDS=$2
+shift 2
+LAT_N=${AB_LAT_N:-500}
+RATE_S=${AB_RATE_S:-3}
+RATE_C=${AB_RATE_C:-64}
+SYNC=${AB_LOG_SYNC:-batch}
+B=$BUILD/bench
+for b in "$B/egload" "$B/egorigin" "$B/egrelay"; do
+	[ -x "$b" ] || die "$b is missing: build first (make build)"
+done
+TMP=$(mktemp -d /tmp/egress-ab.XXXXXX) || die "mktemp failed"
+OUT=${AB_OUT:-$TMP/ab.txt}
+PIDS=""
+cleanup() {
+	trap - EXIT INT TERM
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+	for p in $PIDS; do
+		i=0
+		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_file() { i=0; while [ ! -s "$1" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; [ -s "$1" ]; }
+NEXT=$((30000 + ($$ % 5000) * 4))
+free_port() { # sets PORT
+	i=0
+	while [ $i -lt 500 ]; do
+		NEXT=$((NEXT + 1))
+		if ! ss -Htuan "( sport = :$NEXT )" 2>/dev/null | grep -q .; then
+			PORT=$NEXT
+			return 0
+		fi
+		i=$((i + 1))
+	done
+	die "no free port"
+}
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+free_port
+DNS=127.0.9.53:$PORT
+"$B/egorigin" --listen 127.0.9.1:0 --port-file "$TMP/o.port" --dns "$DNS" \
+    --dns-answer 127.0.9.1 2>/dev/null &
+PIDS="$PIDS $!"
+wait_file "$TMP/o.port" || die "origin did not start"
+OPORT=$(cat "$TMP/o.port")
+O=127.0.9.1:$OPORT
+"$B/egrelay" --listen 127.0.0.1:0 --port-file "$TMP/r.port" 2>/dev/null &
+PID_relay=$!
+PIDS="$PIDS $PID_relay"
+wait_file "$TMP/r.port" || die "relay did not start"
+PX_relay=127.0.0.1:$(cat "$TMP/r.port")
+TARGETS="relay"
+
+for spec in "$@"; do
+	l=${spec%%=*}
+	e=${spec#*=}
+	case $l in *[!a-z0-9_]*|'') die "label $l: [a-z0-9_] only" ;; esac
+	[ -x "$e" ] || die "$e is not executable"
+	free_port
+	p1=$PORT
+	free_port
+	p2=$PORT
+	d=$TMP/$l
+	mkdir -p "$d"
+	cat > "$d/egressd.ini" <<EOF
+[egressd]
+control_socket = none
+decision_log = $d/decisions.jsonl
+log_sync = $SYNC
+max_connections = 20000
+dns_server = $DNS
+allow_special_address = 127.0.0.0/8
+splice = on
+
+[listener ab]
+listen = 127.0.0.1:$p1
+grant = ab
+
+[listener abp]
+listen = 127.0.0.1:$p2
+grant = abp
+
+[grant ab]
+allow = tcp://$O
+connections = 4096
+
+[grant abp]
+allow = https://*.bench.test:$OPORT
+pinning = required
+connections = 4096
+EOF
+	"$e" -f -c "$d/egressd.ini" 2>"$d/egressd.log" &
+	pid=$!
+	PIDS="$PIDS $pid"
+	i=0
+	while ! ss -Hltn "( sport = :$p2 )" | grep -q . && [ $i -lt 100 ]; do
+		kill -0 $pid 2>/dev/null || die "$l did not start: $(tail -3 "$d/egressd.log")"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	eval "PID_$l=$pid PX_$l=127.0.0.1:$p1 PXP_$l=127.0.0.1:$p2"
+	TARGETS="$TARGETS $l ${l}_pin"
+	eval "PID_${l}_pin=$pid PX_${l}_pin=127.0.0.1:$p2"
+done
+var() { eval "echo \${$1_$2:-}"; }
+load() { # target mode args...
+	t=$1
+	shift
+	case $t in
+	*_pin) timeout -k 5 300 "$B/egload" "$@" --target "$O" --proxy "$(var PX "$t")" \
+	    --name "cached.bench.test:$OPORT" --timeout 30 2>/dev/null ;;
+	*) timeout -k 5 300 "$B/egload" "$@" --target "$O" --proxy "$(var PX "$t")" \
+	    --timeout 30 2>/dev/null ;;
+	esac
+}
+for t in $TARGETS; do load "$t" latency -n 50 >/dev/null; done
+
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+: > "$TMP/raw"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+	set -- $TARGETS
+	k=$((r % $#))
+	order=""
+	i=0
+	for t in "$@"; do [ $i -ge $k ] && order="$order $t"; i=$((i + 1)); done
+	i=0
+	for t in "$@"; do [ $i -lt $k ] && order="$order $t"; i=$((i + 1)); done
+	for t in $order; do
+		out=$(load "$t" latency -n "$LAT_N")
+		echo "$t p50 $(kv p50_us "$out")" >> "$TMP/raw"
+		echo "$t p90 $(kv p90_us "$out")" >> "$TMP/raw"
+	done
+	for t in $order; do
+		pid=$(var PID "$t")
+		c0=$(cpu_ticks "$pid")
+		out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
+		c1=$(cpu_ticks "$pid")
+		ok=$(kv ok "$out")
+		echo "$t tps $(kv tps "$out")" >> "$TMP/raw"
+		echo "$t err $(kv errors "$out")" >> "$TMP/raw"
+		echo "$t cpu_us $(awk -v c=$((c1 - c0)) -v n="${ok:-0}" -v hz="$(getconf CLK_TCK)" \
+		    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }')" >> "$TMP/raw"
+	done
+	echo "egressd_ab: round $r of $ROUNDS done" >&2
+	r=$((r + 1))
+done
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+med() { # target key
+	awk -v t="$1" -v k="$2" '$1 == t && $2 == k && $3 != "" { print $3 }' "$TMP/raw" | sort -g |
+	    awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }
+{
+	echo "egressd_ab: $(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds, latency $LAT_N at c=1, rate c=$RATE_C × ${RATE_S} s, log_sync = $SYNC; load average $LOAD0 before, $LOAD1 after"
+	echo "medians (× the relay of this run); all rounds in brackets"
+	printf '%-16s %-28s %-28s %-28s %s\n' target "latency p50 µs" "transactions/s" "CPU µs/txn" "errors"
+	for t in $TARGETS; do
+		printf '%-16s %-28s %-28s %-28s %s\n' "$t" \
+		    "$(med "$t" p50) $(ratio "$(med "$t" p50)" "$(med relay p50)")" \
+		    "$(med "$t" tps) $(ratio "$(med "$t" tps)" "$(med relay tps)")" \
+		    "$(med "$t" cpu_us) $(ratio "$(med "$t" cpu_us)" "$(med relay cpu_us)")" \
+		    "$(awk -v t="$t" '$1 == t && $2 == "err" { s += $3 } END { print s + 0 }' "$TMP/raw")"
+	done
+	for t in $TARGETS; do
+		echo "  $t: p50 [$(all "$t" p50)] tps [$(all "$t" tps)] cpu [$(all "$t" cpu_us)]"
+	done
+} > "$OUT"
+cat "$OUT"
+[ -n "${AB_OUT:-}" ] && echo "egressd_ab: written to $OUT" >&2
+exit 0
