@@ -1,9 +1,15 @@
 /* scfilter.c - seccomp tables and their installer (see scfilter.h). */
+#define _GNU_SOURCE 1   /* memfd_create */
 #include "common/scfilter.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -22,6 +28,8 @@ scf_new(const struct scf_spec *spec, char *err, size_t errlen)
 		rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (rc == 0 && spec->tsync)
 		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	if (rc == 0 && spec->nnp_first)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
 	if (rc != 0) {
 		errbuf_set(err, errlen, 0, "seccomp: setting filter attributes failed: %s",
 		    strerror(-rc));
@@ -79,15 +87,86 @@ scf_add_table(scmp_filter_ctx ctx, uint32_t action, const struct scf_rule *rows,
 }
 
 int
+scf_compile(scmp_filter_ctx ctx, struct scf_prog *out, char *err, size_t errlen)
+{
+	uint32_t tsync = 0, nnp = 1;
+	off_t size = -1;
+	int fd, rc;
+
+	out->len = 0;
+	if (seccomp_attr_get(ctx, SCMP_FLTATR_CTL_TSYNC, &tsync) != 0 ||
+	    seccomp_attr_get(ctx, SCMP_FLTATR_CTL_NNP, &nnp) != 0) {
+		seccomp_release(ctx);
+		return errbuf_set(err, errlen, 0, "seccomp: reading the filter attributes failed");
+	}
+	/* libseccomp 2.5 exports only to a file descriptor */
+	fd = memfd_create("egress-seccomp", MFD_CLOEXEC);
+	if (fd < 0) {
+		seccomp_release(ctx);
+		return errbuf_set(err, errlen, errno, "seccomp: memfd_create");
+	}
+	rc = seccomp_export_bpf(ctx, fd);
+	seccomp_release(ctx);
+	if (rc == 0)
+		size = lseek(fd, 0, SEEK_CUR);
+	if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+	    size > (off_t)sizeof(out->insns)) {
+		close(fd);
+		return errbuf_set(err, errlen, 0, "seccomp: exporting the compiled filter failed "
+		    "(%s, %lld bytes)", rc != 0 ? strerror(-rc) : "size", (long long)size);
+	}
+	if (pread(fd, out->insns, (size_t)size, 0) != (ssize_t)size) {
+		close(fd);
+		return errbuf_set(err, errlen, 0, "seccomp: reading the compiled filter back failed");
+	}
+	close(fd);
+	out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+	out->tsync = tsync != 0;
+	out->set_nnp = nnp != 0;
+	return 0;
+}
+
+int
+scf_install(struct scf_prog *p, char *err, size_t errlen)
+{
+	struct sock_fprog fprog = { .len = p->len, .filter = p->insns };
+	long rc;
+
+	if (p->len == 0)
+		return errbuf_set(err, errlen, 0, "seccomp: no compiled filter to install");
+	/* Without no_new_privs loading needs CAP_SYS_ADMIN, and a later set-user-ID exec could
+	 * shed what the filter intends. */
+	if (p->set_nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return errbuf_set(err, errlen, errno, "seccomp: PR_SET_NO_NEW_PRIVS");
+	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+		return errbuf_set(err, errlen, 0, "seccomp: no_new_privs is not set; the step that "
+		    "sets it must run before the filter is installed");
+	/* A positive return names a thread that could not be synchronized. */
+	rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	    p->tsync ? SECCOMP_FILTER_FLAG_TSYNC : 0, &fprog);
+	if (rc > 0)
+		return errbuf_set(err, errlen, 0, "seccomp: loading the filter failed: thread %ld "
+		    "could not be synchronized", rc);
+	if (rc != 0)
+		return errbuf_set(err, errlen, errno, "seccomp: loading the filter failed");
+	return 0;
+}
+
+int
 scf_load(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
-	int rc = seccomp_load(ctx);
+	struct scf_prog *p = malloc(sizeof(*p));
+	int rc;
 
-	seccomp_release(ctx);
-	if (rc != 0)
-		return errbuf_set(err, errlen, 0, "seccomp_load: %s%s", strerror(-rc),
-		    rc == -EACCES ? " (no_new_privs is not set)" : "");
-	return 0;
+	if (p == NULL) {
+		seccomp_release(ctx);
+		return errbuf_set(err, errlen, 0, "seccomp: out of memory");
+	}
+	rc = scf_compile(ctx, p, err, errlen);
+	if (rc == 0)
+		rc = scf_install(p, err, errlen);
+	free(p);
+	return rc;
 }
 
 bool
