@@ -273,6 +273,13 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		st->added[st->nadded].to = lg;
 		st->added[st->nadded++].fresh = fresh;
 	}
+	/* record_issues runs after the commit, where nothing may fail: the room for every
+	 * first issue is taken now, while a reload that cannot allocate still keeps the
+	 * running configuration. */
+	if (d->gstate != NULL && grantstate_reserve(d->gstate, st->n, err, errlen) != 0) {
+		staged_abort(d, st);
+		return -1;
+	}
 	return 0;
 }
 
