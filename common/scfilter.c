@@ -1,5 +1,4 @@
 /* scfilter.c - seccomp tables and their installer (see scfilter.h). */
-#define _GNU_SOURCE 1   /* memfd_create */
 #include "common/scfilter.h"
 
 #include <errno.h>
@@ -7,8 +6,8 @@
 #include <linux/seccomp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -90,8 +89,9 @@ int
 scf_compile(scmp_filter_ctx ctx, struct scf_prog *out, char *err, size_t errlen)
 {
 	uint32_t tsync = 0, nnp = 1;
-	off_t size = -1;
-	int fd, rc;
+	unsigned char *dst = (unsigned char *)out->insns;
+	size_t got = 0;
+	int sv[2], rc;
 
 	out->len = 0;
 	if (seccomp_attr_get(ctx, SCMP_FLTATR_CTL_TSYNC, &tsync) != 0 ||
@@ -99,28 +99,41 @@ scf_compile(scmp_filter_ctx ctx, struct scf_prog *out, char *err, size_t errlen)
 		seccomp_release(ctx);
 		return errbuf_set(err, errlen, 0, "seccomp: reading the filter attributes failed");
 	}
-	/* libseccomp 2.5 exports only to a file descriptor */
-	fd = memfd_create("egress-seccomp", MFD_CLOEXEC);
-	if (fd < 0) {
+	/* libseccomp 2.5 exports only to a descriptor. A socket pair, not a memfd: a process
+	 * that already runs under a filter (the route helper under egressd's) may have no
+	 * memfd_create, and a socket's buffer (far above the 32 KiB of the largest program)
+	 * is not cut by the per-user pipe limit. Non-blocking: a program that did not fit
+	 * fails the export, it never hangs. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
 		seccomp_release(ctx);
-		return errbuf_set(err, errlen, errno, "seccomp: memfd_create");
+		return errbuf_set(err, errlen, errno, "seccomp: socketpair");
 	}
-	rc = seccomp_export_bpf(ctx, fd);
+	rc = seccomp_export_bpf(ctx, sv[1]);
 	seccomp_release(ctx);
-	if (rc == 0)
-		size = lseek(fd, 0, SEEK_CUR);
-	if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
-	    size > (off_t)sizeof(out->insns)) {
-		close(fd);
-		return errbuf_set(err, errlen, 0, "seccomp: exporting the compiled filter failed "
-		    "(%s, %lld bytes)", rc != 0 ? strerror(-rc) : "size", (long long)size);
+	close(sv[1]);
+	if (rc != 0) {
+		close(sv[0]);
+		return errbuf_set(err, errlen, 0, "seccomp: exporting the compiled filter failed: %s",
+		    strerror(-rc));
 	}
-	if (pread(fd, out->insns, (size_t)size, 0) != (ssize_t)size) {
-		close(fd);
-		return errbuf_set(err, errlen, 0, "seccomp: reading the compiled filter back failed");
+	while (got < sizeof(out->insns)) {
+		ssize_t k = read(sv[0], dst + got, sizeof(out->insns) - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
 	}
-	close(fd);
-	out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+	if (got == sizeof(out->insns)) {
+		unsigned char more;
+		if (read(sv[0], &more, 1) == 1)
+			got++;          /* past BPF_MAXINSNS: the kernel would refuse it */
+	}
+	close(sv[0]);
+	if (got == 0 || got > sizeof(out->insns) || got % sizeof(struct sock_filter) != 0)
+		return errbuf_set(err, errlen, 0, "seccomp: the compiled filter has an unusable size "
+		    "(%zu bytes)", got);
+	out->len = (unsigned short)(got / sizeof(struct sock_filter));
 	out->tsync = tsync != 0;
 	out->set_nnp = nnp != 0;
 	return 0;

@@ -79,8 +79,8 @@ struct scf_prog {
 	bool set_nnp;               /* the install sets no_new_privs (the spec's !nnp_first) */
 };
 
-/* Compile ctx into out and release ctx (always). Allocates (libseccomp, a memfd). Returns
- * 0, or -1 with err. */
+/* Compile ctx into out and release ctx (always). Allocates (libseccomp, a socket pair).
+ * Returns 0, or -1 with err. */
 int scf_compile(scmp_filter_ctx ctx, struct scf_prog *out, char *err, size_t errlen);
 
 /* Install a compiled filter into the calling process with seccomp(2): no_new_privs first
