@@ -11,29 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
 #include "common/grant.h"
 #include "common/runca.h"
 #include "egressd/config.h"
 #include "egressd/connections.h"
-
-static char dir[] = "/tmp/egress-conns-XXXXXX";
-
-static const char *
-put(const char *name, const char *text, mode_t mode)
-{
-	static char path[4][256];
-	static int k;
-	char *p = path[k++ % 4];
-	FILE *f;
-
-	snprintf(p, 256, "%s/%s", dir, name);
-	f = fopen(p, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(p, mode);
-	return p;
-}
 
 static struct connections *
 load(const char *text, char *err, size_t errlen)
@@ -46,8 +28,8 @@ static void
 test_load_apply(void **state)
 {
 	char err[512], text[1024], line[256];
-	const char *key = put("anthropic.key", "sk-ant-REAL-123\n", 0600);
-	const char *key2 = put("other.key", "tok-XYZ\r\n", 0600);
+	const char *key = tmpdir_put("anthropic.key", "sk-ant-REAL-123\n", 0600);
+	const char *key2 = tmpdir_put("other.key", "tok-XYZ\r\n", 0600);
 	struct connections *c;
 	const struct connection *a, *b, *d;
 	struct host h;
@@ -114,7 +96,7 @@ static void
 test_rules(void **state)
 {
 	char err[512], text[512];
-	const char *key = put("g.key", "k\n", 0600);
+	const char *key = tmpdir_put("g.key", "k\n", 0600);
 	struct connections *c;
 	const struct connection *d;
 
@@ -168,9 +150,9 @@ static void
 test_refusals(void **state)
 {
 	char text[1024];
-	const char *key = put("r.key", "secret-value\n", 0600);
-	const char *bad = put("bad.key", "has space\n", 0600);
-	const char *empty = put("empty.key", "\n", 0600);
+	const char *key = tmpdir_put("r.key", "secret-value\n", 0600);
+	const char *bad = tmpdir_put("bad.key", "has space\n", 0600);
+	const char *empty = tmpdir_put("empty.key", "\n", 0600);
 
 	snprintf(text, sizeof(text), "[connection a]\ncredential_file = %s\n", key);
 	refused(text, "needs at least one destination");
@@ -181,7 +163,7 @@ test_refusals(void **state)
 	    "credential_file = %s\n", key);
 	refused(text, "https://host");
 	snprintf(text, sizeof(text), "[connection a]\ndestination = https://a.example\n"
-	    "credential_file = %s/missing\n", dir);
+	    "credential_file = %s/missing\n", tmpdir);
 	refused(text, "No such file");
 	snprintf(text, sizeof(text), "[connection a]\ndestination = https://a.example\n"
 	    "credential_file = %s\n", bad);
@@ -229,7 +211,7 @@ static void
 test_world_readable(void **state)
 {
 	char err[512] = "", text[512];
-	const char *key = put("wr.key", "k\n", 0644);
+	const char *key = tmpdir_put("wr.key", "k\n", 0644);
 
 	if (getuid() != 0)
 		skip();
@@ -247,7 +229,7 @@ test_world_readable(void **state)
 	/* a symlink to the key is not the key */
 	{
 		char link[300];
-		snprintf(link, sizeof(link), "%s/link.key", dir);
+		snprintf(link, sizeof(link), "%s/link.key", tmpdir);
 		assert_int_equal(symlink(key, link), 0);
 		snprintf(text, sizeof(text), "[connection a]\ndestination = https://a.example\n"
 		    "credential_file = %s\n", link);
@@ -262,7 +244,7 @@ static void
 test_grant_and_config(void **state)
 {
 	char err[512], conf[1024], conns[512];
-	const char *key = put("c.key", "k-1\n", 0600);
+	const char *key = tmpdir_put("c.key", "k-1\n", 0600);
 	const char *cpath;
 	struct egressd_config *cfg;
 	json_t *j;
@@ -270,7 +252,7 @@ test_grant_and_config(void **state)
 
 	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
 	    "credential_file = %s\n[connection bare]\ndestination = https://b.example\n", key);
-	cpath = put("conns.ini", conns, 0644);
+	cpath = tmpdir_put("conns.ini", conns, 0644);
 	/* a static grant needs the operator's CA */
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
 	    "[grant g1]\nallow = https://m.example\nmodel_connection = m\n", cpath);
@@ -280,8 +262,8 @@ test_grant_and_config(void **state)
 		char *cert, *cakey;
 		const char *cp, *kp;
 		assert_int_equal(runca_make("op", NULL, 3600, &cert, &cakey, err, sizeof(err)), 0);
-		cp = put("ca.pem", cert, 0644);
-		kp = put("ca.key", cakey, 0600);
+		cp = tmpdir_put("ca.pem", cert, 0644);
+		kp = tmpdir_put("ca.key", cakey, 0600);
 		snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
 		    "intercept_ca_cert = %s\nintercept_ca_key = %s\n"
 		    "[grant g1]\nallow = https://m.example\nmodel_connection = m\n", cpath, cp, kp);
@@ -295,14 +277,14 @@ test_grant_and_config(void **state)
 	/* twins: a CA that fails to load stops the start-up with the reason */
 	{
 		char bad[1024];
-		const char *junk = put("junk.pem", "not a certificate\n", 0644);
+		const char *junk = tmpdir_put("junk.pem", "not a certificate\n", 0644);
 		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
-		    "intercept_ca_cert = %s\nintercept_ca_key = %s/ca.key\n", junk, dir);
+		    "intercept_ca_cert = %s\nintercept_ca_key = %s/ca.key\n", junk, tmpdir);
 		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
 		assert_non_null(strstr(err, "intercept_ca_cert"));
 		assert_non_null(strstr(err, "not a PEM X.509 certificate"));
 		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
-		    "intercept_ca_cert = %s/ca.pem\n", dir);
+		    "intercept_ca_cert = %s/ca.pem\n", tmpdir);
 		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
 		assert_non_null(strstr(err, "go together"));
 		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
@@ -357,15 +339,14 @@ test_grant_and_config(void **state)
 static int
 setup(void **state)
 {
-	return mkdtemp(dir) == NULL ? -1 : 0;
+	return tmpdir_make("conns");
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	(void)state;
+	return tmpdir_remove();
 }
 
 int
