@@ -535,18 +535,23 @@ out:
 }
 
 enum dlog_break
+dlog_verify_unopened(struct dlog_verify *v, const char *path, int e)
+{
+	v->kind = DLOG_BREAK_IO;
+	v->line = 0;
+	v->seq = 0;
+	snprintf(v->message, sizeof(v->message), "%s: %s", path, strerror(e));
+	return DLOG_BREAK_IO;
+}
+
+enum dlog_break
 dlog_verify_file(struct dlog_verify *v, const char *path)
 {
 	FILE *f = fopen(path, "re");
 	enum dlog_break b;
 
-	if (f == NULL) {
-		v->kind = DLOG_BREAK_IO;
-		v->line = 0;
-		v->seq = 0;
-		snprintf(v->message, sizeof(v->message), "%s: %s", path, strerror(errno));
-		return DLOG_BREAK_IO;
-	}
+	if (f == NULL)
+		return dlog_verify_unopened(v, path, errno);
 	b = dlog_verify_stream(v, f, path);
 	fclose(f);
 	return b;
