@@ -186,17 +186,10 @@ bool
 scf_active(void)
 {
 	char buf[4096];
-	size_t len = 0;
-	ssize_t n;
 	const char *p;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	if (file_read_text("/proc/self/status", 0, buf, sizeof(buf)) < 0)
 		return false;
-	while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
 	if ((p = strstr(buf, "\nSeccomp:")) == NULL)
 		return false;
 	p += strlen("\nSeccomp:");

@@ -90,29 +90,10 @@ int
 cg_read(const char *dir, const char *file, char *buf, size_t len)
 {
 	char p[EGRESS_PATH_MAX];
-	size_t got = 0;
-	ssize_t n;
-	int fd;
 
 	if (cg_path_join(p, dir, file) != 0)
 		return -1;
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int saved = errno;
-			close(fd);
-			errno = saved;
-			return -1;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	return 0;
+	return file_read_text(p, 0, buf, len) < 0 ? -1 : 0;
 }
 
 bool

@@ -75,17 +75,10 @@ static int
 doctor_read_int(const char *path, long long *out)
 {
 	char buf[64];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
 	const char *es;
 
-	if (fd < 0)
+	if (file_read_text(path, 0, buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
 	return num_parse(buf, -1, INT64_MAX, out, &es);
 }
