@@ -651,12 +651,16 @@ daemon_grant_add(struct daemon *d, struct grant *g, struct listener *l, const ch
 	struct lgrant *lg = grants_add(d->grants, g, true, NULL, ifname);
 
 	if (lg == NULL) {
-		bool full = errno == ENOSPC;
+		int e = errno;
+		bool full = e == ENOSPC;
 
 		listener_free(l);
 		*code = full ? "limit" : "internal";
 		if (full)
 			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		else if (e == EIO)
+			snprintf(err, errlen, "the random generator failed: this grant was not "
+			    "created (no unguessable id)");
 		else
 			snprintf(err, errlen, "out of memory: this grant was not created");
 		return NULL;
