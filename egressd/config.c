@@ -657,8 +657,8 @@ config_build(struct conf *cf, char *err, size_t errlen)
 	}
 	ce->cf = cf;
 	DUP_OR_OOM(c->path, conf_file(cf));
-	DUP_OR_OOM(c->control_socket, CONFIG_DEFAULT_CONTROL);
-	DUP_OR_OOM(c->decision_log, CONFIG_DEFAULT_DLOG);
+	DUP_OR_OOM(c->control_socket, EGRESS_CONTROL_SOCKET_DEFAULT);
+	DUP_OR_OOM(c->decision_log, EGRESS_DECISION_LOG_DEFAULT);
 	c->log_sync = DLOG_SYNC_BATCH;
 	c->connect_timeout_ms = 10000;
 	c->header_timeout_ms = 10000;

@@ -23,6 +23,7 @@
 
 #include "common/ctlclient.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/util.h"
 #include "executor/attest.h"
 #include "executor/cgroup.h"
@@ -31,7 +32,6 @@
 #include "executor/sandbox.h"
 #include "executor/seccomp.h"
 
-#define DOCTOR_DEFAULT_CONTROL "/run/egressd/control.sock"
 #define DOCTOR_SETTINGS_MAX    32
 
 extern char **environ;
@@ -376,7 +376,7 @@ cmd_doctor(int argc, char **argv)
 	};
 	struct doctor d = { 0 };
 	struct attest_row rows[ATTEST__COUNT];
-	const char *control = DOCTOR_DEFAULT_CONTROL, *route_url = NULL;
+	const char *control = EGRESS_CONTROL_SOCKET_DEFAULT, *route_url = NULL;
 	const char *settings[DOCTOR_SETTINGS_MAX + 1] = { 0 };
 	size_t nset = 0;
 	int ch;
