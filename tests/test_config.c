@@ -199,8 +199,8 @@ test_errors(void **st)
 	    "duplicate section");
 }
 
-/* Every problem of a file is reported, each with file:line, in file order (issue 19: two
- * errors came out line 4 first, then line 2; some had no line at all). */
+/* Every problem of a file is reported, each with file:line, in file order (docs/egressd.md;
+ * two errors once came out line 4 first, then line 2, some with no line at all). */
 static void
 test_errors_all_in_file_order(void **st)
 {

@@ -532,7 +532,7 @@ test_refusal_format(void **st)
 /* ---- docs/redirects.md: the forwarding path's builders and the response framing ---- */
 
 static void
-test_request_head_issue7(void **st)
+test_request_head_forwarding(void **st)
 {
 	char out[4096];
 	size_t n;
@@ -713,7 +713,7 @@ main(void)
 		cmocka_unit_test(test_chunked),
 		cmocka_unit_test(test_body_framer),
 		cmocka_unit_test(test_refusal_format),
-		cmocka_unit_test(test_request_head_issue7),
+		cmocka_unit_test(test_request_head_forwarding),
 		cmocka_unit_test(test_client_response),
 		cmocka_unit_test(test_response_framing),
 		cmocka_unit_test(test_origin_request),

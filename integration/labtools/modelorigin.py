@@ -1,5 +1,5 @@
 """A model origin for the lab: HTTPS (a lab CA's certificate), answers only with the right
-key, and streams Server-Sent Events (issue 16, docs/model-connections.md).
+key, and streams Server-Sent Events (docs/model-connections.md).
 
 GET or POST /v1/stream with `x-api-key: <key>` (or `Authorization: Bearer <key>`): 200,
 text/event-stream, chunked, `events` events a few milliseconds apart, then the end. Any
