@@ -187,7 +187,29 @@ label_valid(const char *s, size_t max)
 		    c == '.' || c == '_' || c == '-'))
 			return false;
 	}
-	return i > 0;
+	/* "." and ".." are path components, not names: a label may end up in a path. */
+	return i > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+bool
+hex_lower_is(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
 }
 
 ssize_t

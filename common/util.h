@@ -97,9 +97,17 @@ int line_read(FILE *f, char *buf, size_t max, size_t *len);
  */
 ssize_t file_read_text(const char *path, int extra_flags, char *buf, size_t size);
 
-/* A name people and paths both carry (principal labels, preset and WorkUnit ids, user
- * names): 1 to max characters of A-Z a-z 0-9 . _ -. Pure; s may be NULL (false). */
+/* A name people and paths both carry (principal labels, connection names, preset and
+ * WorkUnit ids, run ids, user names): 1 to max characters of A-Z a-z 0-9 . _ -, and never
+ * "." or "..". Pure; s may be NULL (false). */
 bool label_valid(const char *s, size_t max);
+
+/* True when the n bytes at s are lowercase hex digits (the form hex_encode writes: grant
+ * ids, chain hashes). The caller has checked that s holds n bytes. Pure. */
+bool hex_lower_is(const char *s, size_t n);
+
+/* The value of one hex digit of either case, or -1. */
+int hex_digit(char c);
 
 /* Monotonic clock in microseconds / milliseconds. */
 uint64_t mono_usec(void);

@@ -810,11 +810,10 @@ oom:
 	return NULL;
 }
 
-struct egressd_config *
-config_load(const char *path, char *err, size_t errlen)
+/* The configuration of a loaded file (cf is freed). */
+static struct egressd_config *
+config_take(struct conf *cf, char *err, size_t errlen)
 {
-	struct conf *cf = conf_load(path, config_schema, EGRESS_NELEM(config_schema), err,
-	    errlen);
 	struct egressd_config *c;
 
 	if (cf == NULL)
@@ -825,15 +824,15 @@ config_load(const char *path, char *err, size_t errlen)
 }
 
 struct egressd_config *
+config_load(const char *path, char *err, size_t errlen)
+{
+	return config_take(conf_load(path, config_schema, EGRESS_NELEM(config_schema), err,
+	    errlen), err, errlen);
+}
+
+struct egressd_config *
 config_load_string(const char *name, const char *text, size_t len, char *err, size_t errlen)
 {
-	struct conf *cf = conf_load_string(name, text, len, config_schema,
-	    EGRESS_NELEM(config_schema), err, errlen);
-	struct egressd_config *c;
-
-	if (cf == NULL)
-		return NULL;
-	c = config_build(cf, err, errlen);
-	conf_free(cf);
-	return c;
+	return config_take(conf_load_string(name, text, len, config_schema,
+	    EGRESS_NELEM(config_schema), err, errlen), err, errlen);
 }

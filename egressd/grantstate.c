@@ -26,14 +26,8 @@ struct grantstate {
 static bool
 id_valid(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n != EGRESS_GRANT_ID_BYTES * 2)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return strlen(s) == EGRESS_GRANT_ID_BYTES * 2 &&
+	    hex_lower_is(s, EGRESS_GRANT_ID_BYTES * 2);
 }
 
 static struct grantstate_entry *
@@ -307,7 +301,7 @@ append(struct grantstate *gs, const char *op, const char *id, const char *princi
 	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:I}", "v", 1, "op", op, "grant_id", id,
 	    "principal", principal, "time", (json_int_t)now);
 	char *s = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	size_t len, off = 0;
+	size_t len;
 	struct stat st;
 	int rc = -1;
 
@@ -322,16 +316,9 @@ append(struct grantstate *gs, const char *op, const char *id, const char *princi
 		snprintf(err, errlen, "%s: full (%d bytes)", gs->path, EGRESS_GRANT_STATE_MAX);
 		goto out;
 	}
-	while (off < len) {
-		ssize_t k = write(gs->fd, s + off, len - off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			snprintf(err, errlen, "%s: write: %s", gs->path, k < 0 ? strerror(errno) :
-			    "short write");
-			goto out;
-		}
-		off += (size_t)k;
+	if (write_all(gs->fd, s, len) != 0) {
+		errbuf_set(err, errlen, errno, "%s: write", gs->path);
+		goto out;
 	}
 	if (fdatasync(gs->fd) != 0) {
 		snprintf(err, errlen, "%s: fdatasync: %s", gs->path, strerror(errno));

@@ -725,18 +725,6 @@ http_chunked_init(struct http_chunked *c)
 	c->state = CH_SIZE;
 }
 
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 long
 http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *done)
 {
@@ -765,7 +753,7 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *don
 					return -1;
 				c->ext = true;
 			} else {
-				int v = hexval(ch);
+				int v = hex_digit(ch);
 				if (v < 0 || c->remaining > (UINT64_MAX >> 4))
 					return -1;
 				c->remaining = (c->remaining << 4) | (uint64_t)v;

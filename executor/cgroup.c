@@ -392,21 +392,7 @@ cg_self_base(const char *hier, const char *controller, char *out, char *err, siz
 bool
 cgroup_run_id_valid(const char *run_id)
 {
-	size_t n;
-
-	if (run_id == NULL)
-		return false;
-	n = strnlen(run_id, CGROUP_RUN_ID_MAX + 1);
-	if (n == 0 || n > CGROUP_RUN_ID_MAX || strcmp(run_id, ".") == 0 ||
-	    strcmp(run_id, "..") == 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = run_id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return label_valid(run_id, CGROUP_RUN_ID_MAX);
 }
 
 /* ---- probing and creation ---- */

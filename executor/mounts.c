@@ -140,17 +140,10 @@ mounts_write_file(const char *path, const char *text, char *err, size_t errlen)
 
 	if (fd < 0)
 		return errbuf_set(err, errlen, errno, "create %s", path);
-	while (len > 0) {
-		ssize_t n = write(fd, text, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int e = errno;
-			close(fd);
-			return errbuf_set(err, errlen, e, "write %s", path);
-		}
-		text += n;
-		len -= (size_t)n;
+	if (write_all(fd, text, len) != 0) {
+		int e = errno;
+		close(fd);
+		return errbuf_set(err, errlen, e, "write %s", path);
 	}
 	close(fd);
 	return 0;

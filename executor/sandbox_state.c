@@ -14,20 +14,11 @@
 
 #include "common/util.h"
 
+/* A run id usable as a file name here (the cgroup's rule, shorter). */
 static bool
 state_id_ok(const char *id)
 {
-	size_t n = strlen(id);
-
-	if (n == 0 || n >= 64 || strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_' || c == '.'))
-			return false;
-	}
-	return true;
+	return label_valid(id, 63);
 }
 
 uint64_t
