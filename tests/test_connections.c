@@ -336,19 +336,6 @@ test_grant_and_config(void **state)
 	grant_free(g);
 }
 
-static int
-setup(void **state)
-{
-	return tmpdir_make("conns");
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	return tmpdir_remove();
-}
-
 int
 main(void)
 {
@@ -359,5 +346,5 @@ main(void)
 		cmocka_unit_test(test_world_readable),
 		cmocka_unit_test(test_grant_and_config),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -244,13 +244,6 @@ setup(void **state)
 	return 0;
 }
 
-static int
-teardown(void **state)
-{
-	(void)state;
-	return tmpdir_remove();
-}
-
 int
 main(void)
 {
@@ -259,5 +252,5 @@ main(void)
 		cmocka_unit_test(test_redirects),
 		cmocka_unit_test(test_bad_config),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

@@ -115,19 +115,6 @@ test_mode_and_owner(void **state)
 	}
 }
 
-static int
-setup(void **state)
-{
-	return tmpdir_make("creds");
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	return tmpdir_remove();
-}
-
 int
 main(void)
 {
@@ -137,5 +124,5 @@ main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_mode_and_owner),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

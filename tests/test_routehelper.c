@@ -218,13 +218,6 @@ setup(void **state)
 	return tmpdir_make("rh");
 }
 
-static int
-teardown(void **state)
-{
-	(void)state;
-	return tmpdir_remove();
-}
-
 int
 main(void)
 {
@@ -235,5 +228,5 @@ main(void)
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_bad_config),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

@@ -108,20 +108,6 @@ test_hex(void **st)
 	assert_int_equal(hex_digit('\0'), -1);
 }
 
-static int
-setup(void **state)
-{
-	(void)state;
-	return tmpdir_make("util");
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	return tmpdir_remove();
-}
-
 int
 main(void)
 {
@@ -131,5 +117,5 @@ main(void)
 		cmocka_unit_test(test_label_valid),
 		cmocka_unit_test(test_hex),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

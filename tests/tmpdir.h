@@ -32,6 +32,22 @@ tmpdir_remove(void)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* cmocka group setup and teardown for a test whose only fixture is the directory:
+ * cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown). */
+static inline int
+tmpdir_setup(void **state)
+{
+	(void)state;
+	return tmpdir_make("test");
+}
+
+static inline int
+tmpdir_teardown(void **state)
+{
+	(void)state;
+	return tmpdir_remove();
+}
+
 /* Write text to tmpdir/name with mode; its path (one of four static buffers, so a test may
  * hold a few at once). Aborts the test program when the file cannot be written. */
 static inline const char *

@@ -48,12 +48,7 @@ class ModelOrigin(servers.Server):
                     k, _, v = line.partition(":")
                     hdrs[k.strip().lower()] = v.strip()
                 n = int(hdrs.get("content-length", "0") or 0)
-                body = more
-                while len(body) < n:
-                    d = t.recv(65536)
-                    if not d:
-                        return
-                    body += d
+                servers.recv_more(t, more, n)
                 got = hdrs.get("x-api-key") or hdrs.get("authorization", "")[7:]
                 self.keys.append(got)
                 if got != self.key:
@@ -69,7 +64,7 @@ class ModelOrigin(servers.Server):
                 t.sendall(b"0\r\n\r\n")
                 if hdrs.get("connection", "").lower() == "close":
                     return
-        except OSError:
+        except (OSError, ValueError):
             pass
         finally:
             c.close()

@@ -148,16 +148,12 @@ class ModelServer(servers.Server):
                         headers[k.strip().lower()] = v.strip()
                 body = b""
                 if headers.get("transfer-encoding", "").lower() == "chunked":
-                    body, buf = self._read_chunked(c, buf)
+                    body, buf = servers.read_chunked(c, buf, BODY_MAX)
                 else:
                     n = int(headers.get("content-length", "0") or "0")
                     if n > BODY_MAX:
                         return
-                    while len(buf) < n:
-                        d = c.recv(65536)
-                        if not d:
-                            return
-                        buf += d
+                    buf = servers.recv_more(c, buf, n)
                     body, buf = buf[:n], buf[n:]
                 keep = self._handle(c, method, target, headers, body)
                 if not keep or headers.get("connection", "").lower() == "close":
@@ -169,29 +165,6 @@ class ModelServer(servers.Server):
                 raw.close()
             except OSError:
                 pass
-
-    def _read_chunked(self, c, buf):
-        out = b""
-        while True:
-            while b"\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    raise ValueError("eof in chunked body")
-                buf += d
-            line, buf = buf.split(b"\r\n", 1)
-            size = int(line.split(b";")[0], 16)
-            while len(buf) < size + 2:
-                d = c.recv(65536)
-                if not d:
-                    raise ValueError("eof in chunk")
-                buf += d
-            if size == 0:
-                # trailers are not used by these clients: skip the final CRLF
-                return out, buf[2:]
-            out += buf[:size]
-            if len(out) > BODY_MAX:
-                raise ValueError("body too large")
-            buf = buf[size + 2:]
 
     def _send(self, c, status, reason, ctype, body, extra=()):
         head = ["HTTP/1.1 %d %s" % (status, reason), "Content-Type: " + ctype,

@@ -139,43 +139,6 @@ def trap_handler(svc, c, peer):
     return
 
 
-def _recv_more(c, buf, n):
-    while len(buf) < n:
-        d = c.recv(65536)
-        if not d:
-            raise ValueError("eof in body")
-        buf += d
-    return buf
-
-
-def _read_chunked(c, buf):
-    body = b""
-    while True:
-        while b"\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                raise ValueError("eof in chunk size")
-            buf += d
-        line, buf = buf.split(b"\r\n", 1)
-        size = int(line.split(b";")[0].strip(), 16)
-        if size == 0:
-            # trailers until empty line
-            while True:
-                while b"\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        raise ValueError("eof in trailer")
-                    buf += d
-                tl, buf = buf.split(b"\r\n", 1)
-                if tl == b"":
-                    return body, buf
-        if len(body) + size > BODY_MAX:
-            raise ValueError("body too large")
-        buf = _recv_more(c, buf, size + 2)
-        body += buf[:size]
-        buf = buf[size + 2:]
-
-
 def _response(status, body=b"", headers=(), name="origin", close=False):
     reason = {200: "OK", 301: "Moved Permanently", 302: "Found", 303: "See Other",
               307: "Temporary Redirect", 308: "Permanent Redirect", 404: "Not Found",
@@ -208,12 +171,12 @@ def http_handler(svc, c, peer):
             hdrs[k.strip().lower()] = v.strip()
         body = b""
         if "chunked" in hdrs.get("transfer-encoding", "").lower():
-            body, buf = _read_chunked(c, buf)
+            body, buf = servers.read_chunked(c, buf, BODY_MAX)
         elif "content-length" in hdrs:
             n = int(hdrs["content-length"])
             if n > BODY_MAX:
                 raise ValueError("body too large")
-            buf = _recv_more(c, buf, n)
+            buf = servers.recv_more(c, buf, n)
             body, buf = buf[:n], buf[n:]
         if len(svc.requests) < 10000:
             svc.requests.append((method, target, hdrs.get("host")))

@@ -1,6 +1,6 @@
 """What the lab's own peers (origins, fake proxies, model endpoints) share: a threaded server
 over a listening socket that a test made in a namespace (netns.listen_in), the HTTP/1.1
-head reader, and the TLS server context.
+head and body readers, and the TLS server context.
 
 Server: one accept thread (polling the stop event every 0.2 s), one daemon thread per
 connection running the subclass's _conn(c) (which closes c), a count of accepts, and a
@@ -63,6 +63,47 @@ def read_head(c, buf=b"", limit=HEAD_MAX):
         buf += d
     i = buf.index(b"\r\n\r\n") + 4
     return buf[:i], buf[i:]
+
+
+def recv_more(c, buf, n):
+    """Read from c until buf holds n bytes; ValueError at end of stream."""
+    while len(buf) < n:
+        d = c.recv(65536)
+        if not d:
+            raise ValueError("eof in body")
+        buf += d
+    return buf
+
+
+def read_chunked(c, buf, limit):
+    """A chunked body (RFC 9112 7.1) from buf and then c, decoded: (body, the bytes after
+    it). Trailers are read and dropped. ValueError on bad framing, end of stream, or a
+    body past limit bytes."""
+    body = b""
+    while True:
+        while b"\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                raise ValueError("eof in chunk size")
+            buf += d
+        line, buf = buf.split(b"\r\n", 1)
+        size = int(line.split(b";")[0].strip(), 16)
+        if size == 0:
+            # trailers until the empty line
+            while True:
+                while b"\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        raise ValueError("eof in trailer")
+                    buf += d
+                tl, buf = buf.split(b"\r\n", 1)
+                if tl == b"":
+                    return body, buf
+        if len(body) + size > limit:
+            raise ValueError("body too large")
+        buf = recv_more(c, buf, size + 2)
+        body += buf[:size]
+        buf = buf[size + 2:]
 
 
 def tls_server_context(certfile, keyfile, alpn=None, sni=None):
