@@ -159,6 +159,21 @@ netns_nl_req(char *buf, uint16_t type, uint16_t flags)
 	return nlh;
 }
 
+/* Dump one table (RTM_GET*, NLM_F_DUMP) of family through cb. The request's family
+ * header (ifaddrmsg, ifinfomsg, rtmsg) is hdrlen bytes; in all three the family is the
+ * first. */
+static int
+netns_nl_dump(struct mnl_socket *nl, uint16_t type, size_t hdrlen, unsigned char family,
+    mnl_cb_t cb, void *data)
+{
+	char buf[NETNS_NL_REQ];
+	struct nlmsghdr *nlh = netns_nl_req(buf, type, NLM_F_DUMP);
+	unsigned char *h = mnl_nlmsg_put_extra_header(nlh, hdrlen);
+
+	h[0] = family;
+	return netns_nl_talk(nl, nlh, cb, data);
+}
+
 struct netns_addrs {
 	uint32_t *v;
 	size_t n;
@@ -204,12 +219,8 @@ netns_addr_cb(const struct nlmsghdr *nlh, void *data)
 static int
 netns_addrs_read(struct mnl_socket *nl, struct netns_addrs *a)
 {
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_GETADDR, NLM_F_DUMP);
-	struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
-
-	ifa->ifa_family = AF_INET;
-	return netns_nl_talk(nl, nlh, netns_addr_cb, a);
+	return netns_nl_dump(nl, RTM_GETADDR, sizeof(struct ifaddrmsg), AF_INET, netns_addr_cb,
+	    a);
 }
 
 static int
@@ -457,12 +468,8 @@ netns_link_cb(const struct nlmsghdr *nlh, void *data)
 static int
 netns_links_read(struct mnl_socket *nl, struct netns_links *l)
 {
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_GETLINK, NLM_F_DUMP);
-	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-
-	ifm->ifi_family = AF_UNSPEC;
-	return netns_nl_talk(nl, nlh, netns_link_cb, l);
+	return netns_nl_dump(nl, RTM_GETLINK, sizeof(struct ifinfomsg), AF_UNSPEC,
+	    netns_link_cb, l);
 }
 
 struct netns_routes {
@@ -486,9 +493,6 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 	struct mnl_socket *nl = netns_nl_open(err, errlen);
 	struct netns_links links = { 0 };
 	struct netns_routes routes = { false };
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh;
-	struct rtmsg *rtm;
 	int lo, rc = -1;
 
 	if (nl == NULL)
@@ -537,10 +541,8 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 		errbuf_set(err, errlen, 0, "worker namespace has %zu links", links.n);
 		goto out;
 	}
-	nlh = netns_nl_req(buf, RTM_GETROUTE, NLM_F_DUMP);
-	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
-	rtm->rtm_family = AF_INET;
-	if (netns_nl_talk(nl, nlh, netns_route_cb, &routes) < 0) {
+	if (netns_nl_dump(nl, RTM_GETROUTE, sizeof(struct rtmsg), AF_INET, netns_route_cb,
+	    &routes) < 0) {
 		errbuf_set(err, errlen, errno, "list routes");
 		goto out;
 	}
@@ -717,9 +719,6 @@ netns_cleanup_leftovers(bool (*keep)(const char *ifname, void *arg), void *arg,
 {
 	struct mnl_socket *nl = netns_nl_open(err, errlen);
 	struct netns_all_links l = { 0 };
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
 	int rc = 0;
 
 	if (removed)
@@ -732,10 +731,8 @@ netns_cleanup_leftovers(bool (*keep)(const char *ifname, void *arg), void *arg,
 		mnl_socket_close(nl);
 		return errbuf_set(err, errlen, ENOMEM, "link list");
 	}
-	nlh = netns_nl_req(buf, RTM_GETLINK, NLM_F_DUMP);
-	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	if (netns_nl_talk(nl, nlh, netns_all_link_cb, &l) < 0) {
+	if (netns_nl_dump(nl, RTM_GETLINK, sizeof(struct ifinfomsg), AF_UNSPEC,
+	    netns_all_link_cb, &l) < 0) {
 		rc = errbuf_set(err, errlen, errno, "list links");
 		goto out;
 	}
