@@ -266,8 +266,12 @@ netns_link_del(struct mnl_socket *nl, const char *name)
 	return netns_nl_talk(nl, nlh, NULL, NULL);
 }
 
+/* A veth pair host_if <-> peer_if. into: the process whose network namespace the peer is
+ * created in (never present in ours); NULL only for the doctor's probe, which makes both
+ * ends here and deletes them at once. */
 static int
-netns_veth_add(struct mnl_socket *nl, const char *host_if, const char *peer_if, pid_t pid)
+netns_veth_add(struct mnl_socket *nl, const char *host_if, const char *peer_if,
+    const pid_t *into)
 {
 	char buf[NETNS_NL_REQ];
 	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_NEWLINK,
@@ -289,7 +293,8 @@ netns_veth_add(struct mnl_socket *nl, const char *host_if, const char *peer_if, 
 	nlh->nlmsg_len += MNL_ALIGN(sizeof(*pifm));
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, peer_if);
 	/* Created directly inside the worker's namespace: never present in ours. */
-	mnl_attr_put_u32(nlh, IFLA_NET_NS_PID, (uint32_t)pid);
+	if (into != NULL)
+		mnl_attr_put_u32(nlh, IFLA_NET_NS_PID, (uint32_t)*into);
 	mnl_attr_nest_end(nlh, peer);
 	mnl_attr_nest_end(nlh, data);
 	mnl_attr_nest_end(nlh, linkinfo);
@@ -364,7 +369,7 @@ netns_veth_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 	netns_quad(net + 1, out->host_addr);
 	netns_quad(net + 2, out->worker_addr);
 
-	if (netns_veth_add(nl, out->host_if, out->worker_if, child_pid) < 0) {
+	if (netns_veth_add(nl, out->host_if, out->worker_if, &child_pid) < 0) {
 		errbuf_set(err, errlen, errno, "create veth %s", out->host_if);
 		goto out;
 	}
@@ -560,31 +565,11 @@ int
 netns_probe_veth(char *err, size_t errlen)
 {
 	struct mnl_socket *nl = netns_nl_open(err, errlen);
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
-	struct nlattr *linkinfo, *data, *peer;
-	struct ifinfomsg *pifm;
 	int rc = -1;
 
 	if (nl == NULL)
 		return -1;
-	nlh = netns_nl_req(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
-	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, "egxprobe0");
-	linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
-	data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
-	peer = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
-	pifm = mnl_nlmsg_get_payload_tail(nlh);
-	memset(pifm, 0, sizeof(*pifm));
-	nlh->nlmsg_len += MNL_ALIGN(sizeof(*pifm));
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, "egxprobe1");
-	mnl_attr_nest_end(nlh, peer);
-	mnl_attr_nest_end(nlh, data);
-	mnl_attr_nest_end(nlh, linkinfo);
-	if (netns_nl_talk(nl, nlh, NULL, NULL) < 0) {
+	if (netns_veth_add(nl, "egxprobe0", "egxprobe1", NULL) < 0) {
 		errbuf_set(err, errlen, errno, "create a veth pair");
 		goto out;
 	}
