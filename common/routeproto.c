@@ -7,6 +7,13 @@
 
 #include "common/util.h"
 
+/* What snprintf returned for a buffer of len: the length, or 0 when it did not fit. */
+static size_t
+fit(int n, size_t len)
+{
+	return n < 0 || (size_t)n >= len ? 0 : (size_t)n;
+}
+
 size_t
 routeproto_query_url(enum dest_scheme scheme, const struct host *h, uint16_t port, char *buf,
     size_t len)
@@ -18,19 +25,13 @@ routeproto_query_url(enum dest_scheme scheme, const struct host *h, uint16_t por
 		n = snprintf(buf, len, "%s://[%s]:%u/", sch, h->name, (unsigned)port);
 	else
 		n = snprintf(buf, len, "%s://%s:%u/", sch, h->name, (unsigned)port);
-	if (n < 0 || (size_t)n >= len)
-		return 0;
-	return (size_t)n;
+	return fit(n, len);
 }
 
 size_t
 routeproto_format_request(uint64_t id, const char *url, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%llu %s\n", (unsigned long long)id, url);
-
-	if (n < 0 || (size_t)n >= len)
-		return 0;
-	return (size_t)n;
+	return fit(snprintf(buf, len, "%llu %s\n", (unsigned long long)id, url), len);
 }
 
 /* Parse the decimal id at the start of line; returns bytes consumed or 0. */
@@ -74,25 +75,19 @@ routeproto_parse_request(const char *line, size_t len, uint64_t *id, char *urlbu
 size_t
 routeproto_format_error(uint64_t id, const char *code, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%llu ERR %s\n", (unsigned long long)id, code);
-
-	if (n < 0 || (size_t)n >= len)
-		return 0;
-	return (size_t)n;
+	return fit(snprintf(buf, len, "%llu ERR %s\n", (unsigned long long)id, code), len);
 }
 
 size_t
 routeproto_format_reply(uint64_t id, char **proxies, char *buf, size_t len)
 {
-	size_t off;
-	int n;
+	size_t off, n;
 
 	if (proxies == NULL || proxies[0] == NULL)
 		return routeproto_format_error(id, "pac_error", buf, len);
-	n = snprintf(buf, len, "%llu OK", (unsigned long long)id);
-	if (n < 0 || (size_t)n >= len)
+	off = fit(snprintf(buf, len, "%llu OK", (unsigned long long)id), len);
+	if (off == 0)
 		return 0;
-	off = (size_t)n;
 	for (size_t i = 0; proxies[i] != NULL; i++) {
 		struct proxy_route e;
 		const char *err;
@@ -107,10 +102,10 @@ routeproto_format_reply(uint64_t id, char **proxies, char *buf, size_t len)
 			snprintf(norm, sizeof(norm), "direct://");
 		else
 			proxyurl_to_str(&e, norm, sizeof(norm));
-		n = snprintf(buf + off, len - off, " %s", norm);
-		if (n < 0 || (size_t)n >= len - off)
+		n = fit(snprintf(buf + off, len - off, " %s", norm), len - off);
+		if (n == 0)
 			return routeproto_format_error(id, "bad_answer", buf, len);
-		off += (size_t)n;
+		off += n;
 	}
 	if (off + 1 >= len)
 		return 0;

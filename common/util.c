@@ -1,7 +1,8 @@
-/* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all. */
+/* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all, small-file reads. */
 #include "common/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -186,5 +187,59 @@ label_valid(const char *s, size_t max)
 		    c == '.' || c == '_' || c == '-'))
 			return false;
 	}
-	return i > 0;
+	/* "." and ".." are path components, not names: a label may end up in a path. */
+	return i > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+bool
+hex_lower_is(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+ssize_t
+file_read_text(const char *path, int extra_flags, char *buf, size_t size)
+{
+	size_t got = 0;
+	int fd, saved;
+
+	if (size == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC | extra_flags);
+	if (fd < 0)
+		return -1;
+	while (got < size - 1) {
+		ssize_t n = read(fd, buf + got, size - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			saved = errno;
+			close(fd);
+			errno = saved;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (ssize_t)got;
 }

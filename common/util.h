@@ -89,9 +89,25 @@ int write_all(int fd, const void *buf, size_t len);
  */
 int line_read(FILE *f, char *buf, size_t max, size_t *len);
 
-/* A name people and paths both carry (principal labels, preset and WorkUnit ids, user
- * names): 1 to max characters of A-Z a-z 0-9 . _ -. Pure; s may be NULL (false). */
+/*
+ * Read the small file path (opened O_RDONLY | O_CLOEXEC | extra_flags, e.g. O_NOFOLLOW)
+ * into buf as a string: up to size - 1 bytes, NUL-terminated, retrying after EINTR and
+ * short reads. Returns the length (0: empty), or -1 with errno. For /proc, /sys and
+ * state files that fit a buffer the caller sizes; a longer file is cut at size - 1.
+ */
+ssize_t file_read_text(const char *path, int extra_flags, char *buf, size_t size);
+
+/* A name people and paths both carry (principal labels, connection names, preset and
+ * WorkUnit ids, run ids, user names): 1 to max characters of A-Z a-z 0-9 . _ -, and never
+ * "." or "..". Pure; s may be NULL (false). */
 bool label_valid(const char *s, size_t max);
+
+/* True when the n bytes at s are lowercase hex digits (the form hex_encode writes: grant
+ * ids, chain hashes). The caller has checked that s holds n bytes. Pure. */
+bool hex_lower_is(const char *s, size_t n);
+
+/* The value of one hex digit of either case, or -1. */
+int hex_digit(char c);
 
 /* Monotonic clock in microseconds / milliseconds. */
 uint64_t mono_usec(void);

@@ -384,6 +384,26 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct c
 	return 0;
 }
 
+/* A key whose value is an absolute path (shorter than EGRESS_PATH_MAX): when present and
+ * valid, *dst (NULL or owned) is replaced by a copy and the value returned; otherwise the
+ * problem is added at its line and NULL returned (absent: NULL, *dst untouched). */
+static const char *
+path_key(const struct conf *cf, size_t i, const char *key, char **dst, struct cerrs *ce)
+{
+	unsigned line;
+	const char *s = conf_get(cf, i, key, &line);
+
+	if (s == NULL)
+		return NULL;
+	if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
+		cerr_add(ce, line, "%s: an absolute path", key);
+		return NULL;
+	}
+	free(*dst);
+	*dst = cdup(ce, s);
+	return s;
+}
+
 /* The [egressd] section. Problems go to ce; keys after a bad one are still checked. */
 static void
 load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerrs *ce)
@@ -408,20 +428,8 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			c->control_socket = cdup(ce, s);
 		}
 	}
-	if ((s = conf_get(cf, i, "decision_log", &line)) != NULL) {
-		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
-			cerr_add(ce, line, "decision_log: an absolute path");
-		} else {
-			free(c->decision_log);
-			c->decision_log = cdup(ce, s);
-		}
-	}
-	if ((s = conf_get(cf, i, "state_file", &line)) != NULL) {
-		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX)
-			cerr_add(ce, line, "state_file: an absolute path");
-		else
-			c->state_file = cdup(ce, s);
-	}
+	(void)path_key(cf, i, "decision_log", &c->decision_log, ce);
+	(void)path_key(cf, i, "state_file", &c->state_file, ce);
 	if ((s = conf_get(cf, i, "log_sync", &line)) != NULL &&
 	    dlog_sync_parse(s, &c->log_sync) != 0)
 		cerr_add(ce, line, "log_sync: always, batch or none");
@@ -433,14 +441,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 	else if (c->log_max_bytes != 0 && c->log_max_bytes < 2 * EGRESS_LOG_RECORD_MAX)
 		cerr_add(ce, conf_line(cf, i, "log_max_bytes"), "log_max_bytes: 0 (no rotation) or "
 		    "at least %d", 2 * EGRESS_LOG_RECORD_MAX);
-	if ((s = conf_get(cf, i, "log_hmac_key", &line)) != NULL) {
-		if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX) {
-			cerr_add(ce, line, "log_hmac_key: an absolute path");
-		} else {
-			free(c->log_hmac_key);
-			c->log_hmac_key = cdup(ce, s);
-		}
-	}
+	(void)path_key(cf, i, "log_hmac_key", &c->log_hmac_key, ce);
 	if ((s = conf_get(cf, i, "log_syslog", &line)) != NULL) {
 		free(c->log_syslog);
 		c->log_syslog = strcmp(s, "none") == 0 ? NULL : cdup(ce, s);
@@ -598,16 +599,9 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			{ "proxy_credentials", offsetof(struct route_config, credentials) },
 			{ "proxy_ca_file", offsetof(struct route_config, proxy_ca_file) },
 		};
-		for (size_t k = 0; k < EGRESS_NELEM(paths); k++) {
-			char **dst = (char **)((char *)&c->route + paths[k].off);
-			if ((s = conf_get(cf, i, paths[k].key, &line)) == NULL)
-				continue;
-			if (s[0] != '/') {
-				cerr_add(ce, line, "%s: an absolute path", paths[k].key);
-				continue;
-			}
-			*dst = cdup(ce, s);
-		}
+		for (size_t k = 0; k < EGRESS_NELEM(paths); k++)
+			(void)path_key(cf, i, paths[k].key,
+			    (char **)((char *)&c->route + paths[k].off), ce);
 	}
 	if ((s = conf_get(cf, i, "wpad_domain", &line)) != NULL) {
 		struct host wh;
@@ -620,10 +614,8 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 		cerr_raw(ce, conf_line(cf, i, "splice"), e1);
 	else
 		c->splice = b;
-	if ((s = conf_get(cf, i, "connections", &line)) != NULL) {
-		if (s[0] != '/') {
-			cerr_add(ce, line, "connections: an absolute path");
-		} else {
+	if (conf_get(cf, i, "connections", NULL) != NULL) {
+		if ((s = path_key(cf, i, "connections", &c->connections_path, ce)) != NULL) {
 			/* Credential files are root-only: read here, as root, before the drop.
 			 * A reload (after the drop) keeps what start-up read from the same files,
 			 * as proxy_credentials does (docs/model-connections.md). */
@@ -632,7 +624,7 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 			const struct connections *keep = ce->prev == NULL ? NULL :
 			    ce->prev->conns != NULL ? ce->prev->conns : &none;
 
-			c->connections_path = cdup(ce, s);
+			line = conf_line(cf, i, "connections");
 			if (cerr == NULL) {
 				ce->oom = true;
 			} else {
@@ -647,14 +639,14 @@ load_main(const struct conf *cf, size_t i, struct egressd_config *c, struct cerr
 				}
 				free(cerr);
 			}
+			/* Intercepted origins are verified against the host trust store (or the
+			 * file named here: labs, private CAs). */
+			s = conf_get(cf, i, "origin_ca_file", &line);
+			c->origin_ctx = mitm_client_ctx(s, e1, sizeof(e1));
+			if (c->origin_ctx == NULL)
+				cerr_add(ce, s != NULL ? line : conf_line(cf, i, "connections"),
+				    "origin_ca_file: %s", e1);
 		}
-		/* Intercepted origins are verified against the host trust store (or the file
-		 * named here: labs, private CAs). */
-		s = conf_get(cf, i, "origin_ca_file", &line);
-		c->origin_ctx = mitm_client_ctx(s, e1, sizeof(e1));
-		if (c->origin_ctx == NULL)
-			cerr_add(ce, s != NULL ? line : conf_line(cf, i, "connections"),
-			    "origin_ca_file: %s", e1);
 	} else if (conf_get(cf, i, "origin_ca_file", &line) != NULL) {
 		cerr_add(ce, line, "origin_ca_file is only for connections");
 	}
@@ -751,8 +743,8 @@ config_build(struct conf *cf, const struct egressd_config *prev, char *err, size
 	ce->cf = cf;
 	ce->prev = prev;
 	DUP_OR_OOM(c->path, conf_file(cf));
-	DUP_OR_OOM(c->control_socket, CONFIG_DEFAULT_CONTROL);
-	DUP_OR_OOM(c->decision_log, CONFIG_DEFAULT_DLOG);
+	DUP_OR_OOM(c->control_socket, EGRESS_CONTROL_SOCKET_DEFAULT);
+	DUP_OR_OOM(c->decision_log, EGRESS_DECISION_LOG_DEFAULT);
 	c->log_sync = DLOG_SYNC_BATCH;
 	c->connect_timeout_ms = 10000;
 	c->header_timeout_ms = 10000;
@@ -904,17 +896,10 @@ oom:
 	return NULL;
 }
 
-struct egressd_config *
-config_load(const char *path, char *err, size_t errlen)
+/* The configuration of a loaded file (cf is freed); prev: the running one (a reload). */
+static struct egressd_config *
+config_take(struct conf *cf, const struct egressd_config *prev, char *err, size_t errlen)
 {
-	return config_reload(path, NULL, err, errlen);
-}
-
-struct egressd_config *
-config_reload(const char *path, const struct egressd_config *prev, char *err, size_t errlen)
-{
-	struct conf *cf = conf_load(path, config_schema, EGRESS_NELEM(config_schema), err,
-	    errlen);
 	struct egressd_config *c;
 
 	if (cf == NULL)
@@ -925,15 +910,21 @@ config_reload(const char *path, const struct egressd_config *prev, char *err, si
 }
 
 struct egressd_config *
+config_reload(const char *path, const struct egressd_config *prev, char *err, size_t errlen)
+{
+	return config_take(conf_load(path, config_schema, EGRESS_NELEM(config_schema), err,
+	    errlen), prev, err, errlen);
+}
+
+struct egressd_config *
+config_load(const char *path, char *err, size_t errlen)
+{
+	return config_reload(path, NULL, err, errlen);
+}
+
+struct egressd_config *
 config_load_string(const char *name, const char *text, size_t len, char *err, size_t errlen)
 {
-	struct conf *cf = conf_load_string(name, text, len, config_schema,
-	    EGRESS_NELEM(config_schema), err, errlen);
-	struct egressd_config *c;
-
-	if (cf == NULL)
-		return NULL;
-	c = config_build(cf, NULL, err, errlen);
-	conf_free(cf);
-	return c;
+	return config_take(conf_load_string(name, text, len, config_schema,
+	    EGRESS_NELEM(config_schema), err, errlen), NULL, err, errlen);
 }

@@ -17,11 +17,10 @@
 
 #include "common/cidr.h"
 #include "common/grant.h"
+#include "common/paths.h"
 #include "egressd/dlog.h"
 #include "egressd/route.h"
 
-#define CONFIG_DEFAULT_CONTROL "/run/egressd/control.sock"
-#define CONFIG_DEFAULT_DLOG    "/var/log/egressd/decisions.jsonl"
 #define CONFIG_USER_MAX        63   /* bytes of an account name in [egressd] user / -u */
 
 struct config_listener {

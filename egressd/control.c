@@ -103,14 +103,7 @@ control_req_clear(struct control_req *r)
 static bool
 is_hex_id(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n != GRANT_ID_HEX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return strlen(s) == GRANT_ID_HEX && hex_lower_is(s, GRANT_ID_HEX);
 }
 
 int

@@ -274,6 +274,13 @@ stage_static(struct daemon *d, struct egressd_config *cfg, bool reuse, struct st
 		st->added[st->nadded].to = lg;
 		st->added[st->nadded++].fresh = fresh;
 	}
+	/* record_issues runs after the commit, where nothing may fail: the room for every
+	 * first issue is taken now, while a reload that cannot allocate still keeps the
+	 * running configuration. */
+	if (d->gstate != NULL && grantstate_reserve(d->gstate, st->n, err, errlen) != 0) {
+		staged_abort(d, st);
+		return -1;
+	}
 	return 0;
 }
 
@@ -706,12 +713,16 @@ daemon_grant_add(struct daemon *d, struct grant *g, struct listener *l, const ch
 	struct lgrant *lg = grants_add(d->grants, g, true, NULL, ifname);
 
 	if (lg == NULL) {
-		bool full = errno == ENOSPC;
+		int e = errno;
+		bool full = e == ENOSPC;
 
 		listener_free(l);
 		*code = full ? "limit" : "internal";
 		if (full)
 			snprintf(err, errlen, "too many grants (%d)", EGRESS_GRANTS_MAX);
+		else if (e == EIO)
+			snprintf(err, errlen, "the random generator failed: this grant was not "
+			    "created (no unguessable id)");
 		else
 			snprintf(err, errlen, "out of memory: this grant was not created");
 		return NULL;

@@ -1546,6 +1546,7 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 	buf = group_format(d, q, &len, seq, hash);
 	if (buf == NULL)
 		return ENOMEM;
+	/* Not write_all: a failure must know how much reached the file, to cut it off. */
 	while (off < len) {
 		ssize_t w = write(d->fd, buf + off, len - off);
 

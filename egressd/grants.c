@@ -143,8 +143,14 @@ add(struct grants *r, struct grant *g, bool dynamic, const char *name, const cha
 	if (dynamic) {
 		/* The id is a capability for revoke/list: 128 bits from the CSPRNG, never a
 		 * counter. */
-		if (RAND_bytes(raw, sizeof(raw)) != 1)
-			fatalx("RAND_bytes failed: cannot make grant ids");
+		if (RAND_bytes(raw, sizeof(raw)) != 1) {
+			/* no id without the CSPRNG (it may have failed to allocate): this grant
+			 * is refused, egressd serves on */
+			free(lg);
+			grant_free(g);
+			errno = EIO;
+			return NULL;
+		}
 		hex_encode(raw, sizeof(raw), lg->id);
 	} else if (grant_static_id(g, lg->id) != 0) {
 		free(lg);

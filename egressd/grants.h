@@ -86,7 +86,8 @@ void grants_free(struct grants *r);
  * Add a grant (g is stolen, also on failure). lifetime_s > 0 arms the expiry timer.
  * Returns the lgrant (the registry's reference; the caller takes its own with
  * lgrant_ref if it keeps the pointer), or NULL with errno ENOSPC when EGRESS_GRANTS_MAX
- * is reached, ENOMEM when memory ran out (the registry is unchanged either way).
+ * is reached, ENOMEM when memory ran out, EIO when the CSPRNG gave no id (the registry
+ * is unchanged either way).
  * A dynamic grant's id is 128 bits from the CSPRNG; a static grant's is
  * grant_static_id (its content), issued now.
  */

@@ -26,14 +26,8 @@ struct grantstate {
 static bool
 id_valid(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n != EGRESS_GRANT_ID_BYTES * 2)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return strlen(s) == EGRESS_GRANT_ID_BYTES * 2 &&
+	    hex_lower_is(s, EGRESS_GRANT_ID_BYTES * 2);
 }
 
 static struct grantstate_entry *
@@ -45,29 +39,59 @@ find(const struct grantstate *gs, const char *id)
 	return NULL;
 }
 
-/* The entry for id, created when missing; NULL when the table is full. */
+/* Room for want entries in all (at most EGRESS_GRANT_STATE_ENTRIES_MAX): 0, or -1 when
+ * it cannot be allocated. */
+static int
+grow(struct grantstate *gs, size_t want)
+{
+	size_t nc = gs->cap ? gs->cap : 16;
+	struct grantstate_entry *nv;
+
+	if (want > EGRESS_GRANT_STATE_ENTRIES_MAX)
+		want = EGRESS_GRANT_STATE_ENTRIES_MAX;
+	if (want <= gs->cap)
+		return 0;
+	while (nc < want)
+		nc *= 2;
+	if ((nv = realloc(gs->v, nc * sizeof(*nv))) == NULL)
+		return -1;
+	gs->v = nv;
+	gs->cap = nc;
+	return 0;
+}
+
+/* The entry for id, created when missing; NULL with a sentence in *why when the table is
+ * full or cannot grow (out of memory: the caller refuses its operation, egressd lives). */
 static struct grantstate_entry *
-find_or_add(struct grantstate *gs, const char *id, const char *principal)
+find_or_add(struct grantstate *gs, const char *id, const char *principal, const char **why)
 {
 	struct grantstate_entry *e = find(gs, id);
 
 	if (e != NULL)
 		return e;
-	if (gs->n >= EGRESS_GRANT_STATE_ENTRIES_MAX)
+	if (gs->n >= EGRESS_GRANT_STATE_ENTRIES_MAX) {
+		*why = "more grants than EGRESS_GRANT_STATE_ENTRIES_MAX";
 		return NULL;
-	if (gs->n == gs->cap) {
-		size_t nc = gs->cap ? gs->cap * 2 : 16;
-		struct grantstate_entry *nv = realloc(gs->v, nc * sizeof(*nv));
-		if (nv == NULL)
-			fatal("realloc");
-		gs->v = nv;
-		gs->cap = nc;
+	}
+	if (grow(gs, gs->n + 1) != 0) {
+		*why = "out of memory";
+		return NULL;
 	}
 	e = &gs->v[gs->n++];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	snprintf(e->principal, sizeof(e->principal), "%s", principal != NULL ? principal : "");
 	return e;
+}
+
+int
+grantstate_reserve(struct grantstate *gs, size_t more, char *err, size_t errlen)
+{
+	if (more > EGRESS_GRANT_STATE_ENTRIES_MAX)
+		more = EGRESS_GRANT_STATE_ENTRIES_MAX;
+	if (grow(gs, gs->n + more) != 0)
+		return errbuf_set(err, errlen, 0, "%s: out of memory", gs->path);
+	return 0;
 }
 
 /* Apply one journal line; -1 with a sentence in *why. */
@@ -91,8 +115,7 @@ replay(struct grantstate *gs, const char *line, size_t len, const char **why)
 	*why = "grant_id is not 32 lowercase hex digits";
 	if (!id_valid(id))
 		goto out;
-	*why = "more grants than EGRESS_GRANT_STATE_ENTRIES_MAX";
-	if ((e = find_or_add(gs, id, principal)) == NULL)
+	if ((e = find_or_add(gs, id, principal, why)) == NULL)
 		goto out;
 	*why = "unknown op (issue, revoke, unrevoke)";
 	if (strcmp(op, "issue") == 0) {
@@ -153,7 +176,7 @@ load(struct grantstate *gs, int fd, const char *path, off_t size, off_t *torn, c
 		return 0;
 	buf = malloc((size_t)size);
 	if (buf == NULL)
-		fatal("malloc");
+		return errbuf_set(err, errlen, 0, "%s: out of memory reading it", path);
 	while (got < (size_t)size) {
 		ssize_t k = pread(fd, buf + got, (size_t)size - got, (off_t)got);
 		if (k < 0 && errno == EINTR)
@@ -205,8 +228,12 @@ grantstate_open(const char *path, uid_t owner, char *err, size_t errlen)
 		return NULL;
 	}
 	gs = calloc(1, sizeof(*gs));
-	if (gs == NULL || (gs->path = strdup(path)) == NULL)
-		fatal("calloc");
+	if (gs == NULL || (gs->path = strdup(path)) == NULL) {
+		free(gs);
+		close(fd);
+		errbuf_set(err, errlen, 0, "%s: out of memory", path);
+		return NULL;
+	}
 	gs->fd = fd;
 	if (load(gs, fd, path, st.st_size, &torn, err, errlen) != 0) {
 		grantstate_free(gs);
@@ -274,7 +301,7 @@ append(struct grantstate *gs, const char *op, const char *id, const char *princi
 	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:I}", "v", 1, "op", op, "grant_id", id,
 	    "principal", principal, "time", (json_int_t)now);
 	char *s = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	size_t len, off = 0;
+	size_t len;
 	struct stat st;
 	int rc = -1;
 
@@ -289,16 +316,9 @@ append(struct grantstate *gs, const char *op, const char *id, const char *princi
 		snprintf(err, errlen, "%s: full (%d bytes)", gs->path, EGRESS_GRANT_STATE_MAX);
 		goto out;
 	}
-	while (off < len) {
-		ssize_t k = write(gs->fd, s + off, len - off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			snprintf(err, errlen, "%s: write: %s", gs->path, k < 0 ? strerror(errno) :
-			    "short write");
-			goto out;
-		}
-		off += (size_t)k;
+	if (write_all(gs->fd, s, len) != 0) {
+		errbuf_set(err, errlen, errno, "%s: write", gs->path);
+		goto out;
 	}
 	if (fdatasync(gs->fd) != 0) {
 		snprintf(err, errlen, "%s: fdatasync: %s", gs->path, strerror(errno));
@@ -314,11 +334,14 @@ time_t
 grantstate_issued(struct grantstate *gs, const char *id, const char *principal, time_t now,
     bool *persisted)
 {
-	struct grantstate_entry *e = find_or_add(gs, id, principal);
+	const char *why;
+	struct grantstate_entry *e = find_or_add(gs, id, principal, &why);
 	char err[256];
 
 	*persisted = true;
 	if (e == NULL) {
+		log_warnx("static grant %s (principal %s): first issue not recorded: %s", id,
+		    principal, why);
 		*persisted = false;
 		return now;
 	}
@@ -337,13 +360,12 @@ int
 grantstate_revoke(struct grantstate *gs, const char *id, const char *principal, time_t now,
     char *err, size_t errlen)
 {
-	struct grantstate_entry *e = find_or_add(gs, id, principal);
+	const char *why;
+	struct grantstate_entry *e = find_or_add(gs, id, principal, &why);
 
-	if (e == NULL) {
-		snprintf(err, errlen, "%s: more than %d static grants recorded: the revocation "
-		    "lasts only until the next reload", gs->path, EGRESS_GRANT_STATE_ENTRIES_MAX);
-		return -1;
-	}
+	if (e == NULL)
+		return errbuf_set(err, errlen, 0, "%s: %s: the revocation lasts only until the "
+		    "next reload", gs->path, why);
 	e->revoked = now;
 	if (append(gs, "revoke", id, principal, now, err, errlen) != 0) {
 		size_t n = strlen(err);

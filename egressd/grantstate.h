@@ -69,7 +69,12 @@ const struct grantstate_entry *grantstate_get(const struct grantstate *gs, const
 time_t grantstate_issued(struct grantstate *gs, const char *id, const char *principal,
     time_t now, bool *persisted);
 
-/* Record a revocation (in memory always). 0 when it is on disk, -1 with err otherwise. */
+/* Make room for more new records, so that grantstate_issued for that many new ids
+ * allocates nothing: a reload calls it while it can still fail (before its commit), so
+ * one that cannot allocate keeps the running configuration. 0, or -1 with err. */
+int grantstate_reserve(struct grantstate *gs, size_t more, char *err, size_t errlen);
+
+/* Record a revocation (in memory when there is room and memory). 0 when it is on disk, -1 with err otherwise. */
 int grantstate_revoke(struct grantstate *gs, const char *id, const char *principal,
     time_t now, char *err, size_t errlen);
 

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "egressd/http.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -724,18 +725,6 @@ http_chunked_init(struct http_chunked *c)
 	c->state = CH_SIZE;
 }
 
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 long
 http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *done)
 {
@@ -764,7 +753,7 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *don
 					return -1;
 				c->ext = true;
 			} else {
-				int v = hexval(ch);
+				int v = hex_digit(ch);
 				if (v < 0 || c->remaining > (UINT64_MAX >> 4))
 					return -1;
 				c->remaining = (c->remaining << 4) | (uint64_t)v;
@@ -872,4 +861,53 @@ http_format_refusal_detail(enum reason r, const char *detail, char *out, size_t 
 	if (n < 0 || (size_t)n >= outlen)
 		return 0;
 	return (size_t)n;
+}
+
+void
+http_body_framer_init(struct http_body_framer *f, enum http_resp_body kind, uint64_t len)
+{
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->left = kind == HTTP_RESP_LENGTH ? len : 0;
+	http_chunked_init(&f->ch);
+	f->done = kind == HTTP_RESP_NONE || (kind == HTTP_RESP_LENGTH && len == 0);
+}
+
+long
+http_body_framer_feed(struct http_body_framer *f, const char *p, size_t n, bool *done)
+{
+	long k;
+
+	if (f->done) {
+		*done = true;
+		return 0;
+	}
+	switch (f->kind) {
+	case HTTP_RESP_LENGTH:
+		if (n > f->left)
+			n = (size_t)f->left;
+		f->left -= n;
+		f->done = f->left == 0;
+		k = (long)n;
+		break;
+	case HTTP_RESP_CHUNKED:
+		if (n == 0) {
+			k = 0;
+			break;
+		}
+		k = http_chunked_feed(&f->ch, p, n, &f->done);
+		if (k < 0)
+			return -1;
+		break;
+	case HTTP_RESP_CLOSE:
+		k = n > (size_t)LONG_MAX ? LONG_MAX : (long)n;
+		break;
+	case HTTP_RESP_NONE:
+	default:
+		f->done = true;
+		k = 0;
+		break;
+	}
+	*done = f->done;
+	return k;
 }

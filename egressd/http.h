@@ -188,4 +188,26 @@ void http_chunked_init(struct http_chunked *c);
  */
 long http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, bool *done);
 
+/*
+ * A message body as its bytes arrive, framed as http_response_framing (or a request's
+ * Content-Length / chunked) said: how many of them belong to the body and when it ends.
+ * NONE ends at once; LENGTH after len bytes; CHUNKED where http_chunked finds the end;
+ * CLOSE never (the sender's close ends it). The one body framer of every forwarding path
+ * (the model-connection interceptor, egressd/mitm, and the tunnel's HTTP mode).
+ */
+struct http_body_framer {
+	enum http_resp_body kind;
+	uint64_t left;              /* LENGTH: bytes still to come */
+	struct http_chunked ch;     /* CHUNKED */
+	bool done;
+};
+void http_body_framer_init(struct http_body_framer *f, enum http_resp_body kind,
+    uint64_t len);
+/*
+ * Of n bytes at p, how many belong to the body (<= n); *done when the body ended within
+ * them or before (bytes after that are not part of it). p is read only for a chunked
+ * body (NULL is fine otherwise). -1: malformed chunked framing.
+ */
+long http_body_framer_feed(struct http_body_framer *f, const char *p, size_t n, bool *done);
+
 #endif

@@ -62,16 +62,14 @@ struct mitm {
 	char *head;                      /* its head (req borrows it) */
 	struct http_request req;
 	bool req_done;                   /* request body fully sent */
-	uint64_t req_left;               /* LENGTH: body bytes still to send */
-	struct http_chunked req_chunk;
+	struct http_body_framer req_body;
 	uint64_t req_up;                 /* bytes of this exchange, both ways */
 	uint64_t req_down;
 	/* the current response */
 	bool resp_head_done;
 	int status;
 	enum http_resp_body resp_kind;
-	uint64_t resp_left;
-	struct http_chunked resp_chunk;
+	struct http_body_framer resp_body;
 	bool keep;                       /* both sides keep the connection after this one */
 	bool allowed;                    /* its allow record is written */
 };
@@ -185,11 +183,9 @@ reset_request(struct mitm *m)
 	m->head = NULL;
 	memset(&m->req, 0, sizeof(m->req));
 	m->req_done = false;
-	m->req_left = 0;
 	m->req_up = m->req_down = 0;
 	m->resp_head_done = false;
 	m->status = 0;
-	m->resp_left = 0;
 	m->keep = false;
 	m->allowed = false;
 }
@@ -300,16 +296,14 @@ count(struct mitm *m, size_t n, bool upward)
 	return true;
 }
 
-/* Move up to max bytes src -> dst. Returns bytes moved. */
+/* Move n bytes src -> dst. Returns bytes moved. */
 static size_t
-move(struct bufferevent *src, struct bufferevent *dst, uint64_t max)
+move(struct bufferevent *src, struct bufferevent *dst, size_t n)
 {
-	struct evbuffer *in = bufferevent_get_input(src);
-	size_t avail = evbuffer_get_length(in), n = avail < max ? avail : (size_t)max;
-
 	if (n == 0)
 		return 0;
-	return evbuffer_remove_buffer(in, bufferevent_get_output(dst), n) < 0 ? 0 : n;
+	return evbuffer_remove_buffer(bufferevent_get_input(src), bufferevent_get_output(dst),
+	    n) < 0 ? 0 : n;
 }
 
 /* Pause reading src while dst has too much queued (resumed from dst's write callback). */
@@ -322,44 +316,36 @@ pace(struct bufferevent *src, struct bufferevent *dst)
 		bufferevent_enable(src, EV_READ);
 }
 
-/* Body bytes from src to dst per framing. Returns 1 when the body is complete, 0 when more
- * is needed, -1 on malformed chunked framing. */
+/* Body bytes from src to dst as f frames them (http_body_framer). Returns 1 when the body
+ * is complete, 0 when more is needed, -1 on malformed chunked framing, -2 past the byte
+ * limit. */
 static int
-move_body(struct mitm *m, struct bufferevent *src, struct bufferevent *dst, bool chunked,
-    uint64_t *left, struct http_chunked *ch, bool upward)
+move_body(struct mitm *m, struct bufferevent *src, struct bufferevent *dst,
+    struct http_body_framer *f, bool upward)
 {
 	struct evbuffer *in = bufferevent_get_input(src);
 
 	for (;;) {
 		size_t avail = evbuffer_get_length(in), moved;
+		size_t take = avail < MITM_MOVE_MAX ? avail : MITM_MOVE_MAX;
+		const char *p = NULL;
+		bool done = false;
+		long k;
+
 		if (evbuffer_get_length(bufferevent_get_output(dst)) >= MITM_HIGH_WATER)
 			return 0;
-		if (!chunked) {
-			if (*left == 0)
-				return 1;
-			moved = move(src, dst, *left);
-			if (moved == 0)
-				return 0;
-			*left -= moved;
-		} else {
-			size_t take = avail < MITM_MOVE_MAX ? avail : MITM_MOVE_MAX;
-			bool done = false;
-			long k;
-			if (take == 0)
-				return 0;
-			k = http_chunked_feed(ch, (const char *)evbuffer_pullup(in, (ssize_t)take),
-			    take, &done);
-			if (k < 0)
-				return -1;
-			moved = move(src, dst, (uint64_t)k);
-			if (!count(m, moved, upward))
-				return -2;
-			if (done)
-				return 1;
-			continue;
-		}
+		if (f->kind == HTTP_RESP_CHUNKED && take > 0)
+			p = (const char *)evbuffer_pullup(in, (ssize_t)take);
+		k = http_body_framer_feed(f, p, take, &done);
+		if (k < 0)
+			return -1;
+		moved = move(src, dst, (size_t)k);
 		if (!count(m, moved, upward))
 			return -2;
+		if (done)
+			return 1;
+		if (moved == 0)
+			return 0;
 	}
 }
 
@@ -481,12 +467,11 @@ logged(int err, void *arg)
 		refuse(m, REASON_LIMIT_BYTES, NULL);
 		return;
 	}
-	m->req_left = m->req.body == HTTP_BODY_LENGTH ? m->req.content_length : 0;
-	http_chunked_init(&m->req_chunk);
-	m->req_done = m->req.body == HTTP_BODY_NONE ||
-	    (m->req.body == HTTP_BODY_LENGTH && m->req.content_length == 0);
+	http_body_framer_init(&m->req_body, m->req.body == HTTP_BODY_CHUNKED ? HTTP_RESP_CHUNKED :
+	    m->req.body == HTTP_BODY_LENGTH ? HTTP_RESP_LENGTH : HTTP_RESP_NONE,
+	    m->req.content_length);
+	m->req_done = m->req_body.done;
 	m->st = M_EXCHANGE;
-	http_chunked_init(&m->resp_chunk);
 	bufferevent_enable(m->ub, EV_READ);
 	process(m);
 }
@@ -651,6 +636,7 @@ read_response_head(struct mitm *m)
 	char *out;
 	size_t n;
 	enum reason rr;
+	uint64_t resp_len = 0;
 	bool keep;
 
 	if (len == 0)
@@ -695,13 +681,14 @@ read_response_head(struct mitm *m)
 	    r->headers[httpresp_find(r, "connection", 0)].value_len, "close")));
 	if (r->status >= 200) {
 		if (http_response_framing(r, m->req.method == HTTP_HEAD, &m->resp_kind,
-		    &m->resp_left) != 0) {
+		    &resp_len) != 0) {
 			free(r);
 			refuse(m, REASON_BAD_RESPONSE, NULL);
 			return;
 		}
 		if (m->resp_kind == HTTP_RESP_CLOSE)
 			keep = false;
+		http_body_framer_init(&m->resp_body, m->resp_kind, resp_len);
 	}
 	out = malloc(EGRESS_RESPONSE_HEAD_MAX + 512);
 	n = out != NULL ? http_build_client_response(r, keep, out,
@@ -762,8 +749,7 @@ process(struct mitm *m)
 		break;
 	}
 	if (!m->req_done) {
-		rc = move_body(m, m->cb, m->ub, m->req.body == HTTP_BODY_CHUNKED, &m->req_left,
-		    &m->req_chunk, true);
+		rc = move_body(m, m->cb, m->ub, &m->req_body, true);
 		if (rc < 0) {
 			refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_FRAMING, NULL);
 			return;
@@ -778,24 +764,9 @@ process(struct mitm *m)
 		if (m->st != M_EXCHANGE || !m->resp_head_done)
 			return;
 	}
-	switch (m->resp_kind) {
-	case HTTP_RESP_NONE:
-		rc = 1;
-		break;
-	case HTTP_RESP_LENGTH:
-		rc = move_body(m, m->ub, m->cb, false, &m->resp_left, NULL, false);
-		break;
-	case HTTP_RESP_CHUNKED:
-		rc = move_body(m, m->ub, m->cb, true, NULL, &m->resp_chunk, false);
-		break;
-	case HTTP_RESP_CLOSE:
-	default: {
-		uint64_t all = UINT64_MAX;
-		rc = move_body(m, m->ub, m->cb, false, &all, NULL, false);
-		rc = rc < 0 ? rc : m->up_eof ? 1 : 0;
-		break;
-	}
-	}
+	rc = move_body(m, m->ub, m->cb, &m->resp_body, false);
+	if (rc == 0 && m->resp_kind == HTTP_RESP_CLOSE && m->up_eof)
+		rc = 1;                     /* a body framed by the origin's close */
 	if (rc < 0) {
 		refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_RESPONSE, NULL);
 		return;

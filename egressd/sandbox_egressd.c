@@ -138,7 +138,7 @@ static const struct scf_rule allowed[] = {
 	{ "sched_getaffinity", "glibc (nproc) and the sanitizers" },
 	{ "restart_syscall", "interrupted sleeps" },
 	/* network (socket itself is filtered by family and type below) */
-	{ "socketpair", "libevent signal delivery" },
+	{ "socketpair", "libevent signal delivery; the route helper, started under this filter, compiles its own (common/scfilter)" },
 	{ "bind", "new listeners for dynamic grants, upstream sockets" },
 	{ "listen", "new listeners for dynamic grants" },
 	{ "accept", "client connections" },

@@ -75,7 +75,6 @@ artifact_write(const char *out_dir, const char *name, const void *data, size_t l
 {
 	char tmp[EGRESS_PATH_MAX], final[EGRESS_PATH_MAX];
 	const char *p = data;
-	size_t off = 0;
 	int fd;
 
 	memset(a, 0, sizeof(*a));
@@ -93,15 +92,9 @@ artifact_write(const char *out_dir, const char *name, const void *data, size_t l
 		snprintf(err, errlen, "create %s: %s", tmp, strerror(errno));
 		return -1;
 	}
-	while (off < len) {
-		ssize_t w = write(fd, p + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			snprintf(err, errlen, "write %s: %s", tmp, w < 0 ? strerror(errno) : "short");
-			goto fail;
-		}
-		off += (size_t)w;
+	if (write_all(fd, p, len) != 0) {
+		snprintf(err, errlen, "write %s: %s", tmp, strerror(errno));
+		goto fail;
 	}
 	/* Readable by the person who asked for the run; the folder's mode decides who else. */
 	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {

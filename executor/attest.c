@@ -83,12 +83,11 @@ np_write_file(const char *path, size_t bytes, char fill)
 	memset(buf, fill, sizeof(buf));
 	while (bytes > 0) {
 		size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
-		ssize_t w = write(fd, buf, n);
-		if (w <= 0) {
+		if (write_all(fd, buf, n) != 0) {
 			rc = -1;
 			break;
 		}
-		bytes -= (size_t)w;
+		bytes -= n;
 	}
 	if (close(fd) < 0)
 		rc = -1;

@@ -16,7 +16,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +36,6 @@
 TESTABLE void (*cgroup_test_mkdir_hook)(const char *path);
 TESTABLE int (*cgroup_test_rmdir)(const char *path);
 TESTABLE const char *cgroup_test_self_file;
-
-void
-cg_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void
 cg_sleep_ms(unsigned ms)
@@ -103,29 +90,10 @@ int
 cg_read(const char *dir, const char *file, char *buf, size_t len)
 {
 	char p[EGRESS_PATH_MAX];
-	size_t got = 0;
-	ssize_t n;
-	int fd;
 
 	if (cg_path_join(p, dir, file) != 0)
 		return -1;
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int saved = errno;
-			close(fd);
-			errno = saved;
-			return -1;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	return 0;
+	return file_read_text(p, 0, buf, len) < 0 ? -1 : 0;
 }
 
 bool
@@ -225,11 +193,11 @@ cg_write_check_u64(const char *dir, const char *file, uint64_t v, char *err, siz
 
 	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
 	if (cg_write(dir, file, s) != 0) {
-		cg_errf(err, errlen, "cgroup: writing %s to %s/%s: %s", s, dir, file, strerror(errno));
+		errbuf_set(err, errlen, 0, "cgroup: writing %s to %s/%s: %s", s, dir, file, strerror(errno));
 		return -1;
 	}
 	if (cg_read_u64(dir, file, &got) != 0 || got != v) {
-		cg_errf(err, errlen, "cgroup: %s/%s did not take %s (read back %s)", dir, file, s,
+		errbuf_set(err, errlen, 0, "cgroup: %s/%s did not take %s (read back %s)", dir, file, s,
 		    cg_read_u64(dir, file, &got) == 0 ? "another value" : "nothing");
 		return -1;
 	}
@@ -275,13 +243,13 @@ int
 cg_mkdir_parent(const char *base, char *parent, char *err, size_t errlen)
 {
 	if (cg_path_join(parent, base, CGROUP_PARENT) != 0) {
-		cg_errf(err, errlen, "cgroup: path too long under %s", base);
+		errbuf_set(err, errlen, 0, "cgroup: path too long under %s", base);
 		return -1;
 	}
 	if (mkdir(parent, 0755) == 0)
 		cg_after_mkdir(parent);
 	else if (errno != EEXIST) {
-		cg_errf(err, errlen, "cgroup: mkdir %s: %s", parent, strerror(errno));
+		errbuf_set(err, errlen, 0, "cgroup: mkdir %s: %s", parent, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -299,7 +267,7 @@ cg_mkdir_group(const char *base, const char *run_id, char *out, bool *created, c
 		if (cg_mkdir_parent(base, parent, err, errlen) != 0)
 			return -1;
 		if (cg_path_join(out, parent, run_id) != 0) {
-			cg_errf(err, errlen, "cgroup: path too long under %s", base);
+			errbuf_set(err, errlen, 0, "cgroup: path too long under %s", base);
 			return -1;
 		}
 		if (mkdir(out, 0755) == 0)
@@ -307,10 +275,10 @@ cg_mkdir_group(const char *base, const char *run_id, char *out, bool *created, c
 		if (errno == ENOENT && t < 3)
 			continue;
 		if (errno == EEXIST)
-			cg_errf(err, errlen, "cgroup: %s already exists (a leftover of a killed run? "
+			errbuf_set(err, errlen, 0, "cgroup: %s already exists (a leftover of a killed run? "
 			    "run `egress-exec cleanup`)", out);
 		else
-			cg_errf(err, errlen, "cgroup: mkdir %s: %s", out, strerror(errno));
+			errbuf_set(err, errlen, 0, "cgroup: mkdir %s: %s", out, strerror(errno));
 		return -1;
 	}
 	*created = true;
@@ -372,7 +340,7 @@ cg_self_base(const char *hier, const char *controller, char *out, char *err, siz
 	if (fd >= 0)
 		close(fd);
 	if (n < 0) {
-		cg_errf(err, errlen, "cgroup: reading %s: %s", file, strerror(errno));
+		errbuf_set(err, errlen, 0, "cgroup: reading %s: %s", file, strerror(errno));
 		return -1;
 	}
 	buf[n] = '\0';
@@ -391,7 +359,7 @@ cg_self_base(const char *hier, const char *controller, char *out, char *err, siz
 
 			if (match) {
 				if (!self_path_ok(c2 + 1, pl)) {
-					cg_errf(err, errlen, "cgroup: %s names an unusable cgroup for %s",
+					errbuf_set(err, errlen, 0, "cgroup: %s names an unusable cgroup for %s",
 					    file, controller ? controller : "the unified hierarchy");
 					return -1;
 				}
@@ -405,7 +373,7 @@ cg_self_base(const char *hier, const char *controller, char *out, char *err, siz
 			line++;
 	}
 	if (!found) {
-		cg_errf(err, errlen, "cgroup: %s has no line for %s", file,
+		errbuf_set(err, errlen, 0, "cgroup: %s has no line for %s", file,
 		    controller ? controller : "the unified hierarchy (0::)");
 		return -1;
 	}
@@ -415,7 +383,7 @@ cg_self_base(const char *hier, const char *controller, char *out, char *err, siz
 		*(slash == path ? slash + 1 : slash) = '\0';
 	if (snprintf(out, EGRESS_PATH_MAX, "%s%s", hier, strcmp(path, "/") == 0 ? "" : path) >=
 	    EGRESS_PATH_MAX) {
-		cg_errf(err, errlen, "cgroup: path too long");
+		errbuf_set(err, errlen, 0, "cgroup: path too long");
 		return -1;
 	}
 	return 0;
@@ -424,21 +392,7 @@ cg_self_base(const char *hier, const char *controller, char *out, char *err, siz
 bool
 cgroup_run_id_valid(const char *run_id)
 {
-	size_t n;
-
-	if (run_id == NULL)
-		return false;
-	n = strnlen(run_id, CGROUP_RUN_ID_MAX + 1);
-	if (n == 0 || n > CGROUP_RUN_ID_MAX || strcmp(run_id, ".") == 0 ||
-	    strcmp(run_id, "..") == 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = run_id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return label_valid(run_id, CGROUP_RUN_ID_MAX);
 }
 
 /* ---- probing and creation ---- */
@@ -470,13 +424,13 @@ cgroup_nest_check(const char *root, char *out, size_t outlen, char *err, size_t 
 	if (root == NULL)
 		root = CGROUP_ROOT_DEFAULT;
 	if ((be = backend_for(root, &pr)) == NULL) {
-		cg_errf(err, errlen, "cgroup: %s", pr.detail);
+		errbuf_set(err, errlen, 0, "cgroup: %s", pr.detail);
 		return -1;
 	}
 	if (be->ver == CGROUP_VERSION_2)
 		snprintf(hier, sizeof(hier), "%s", root);
 	else if (cg_path_join(hier, root, "memory") != 0) {
-		cg_errf(err, errlen, "cgroup: path too long");
+		errbuf_set(err, errlen, 0, "cgroup: path too long");
 		return -1;
 	}
 	if (cg_self_base(hier, be->ver == CGROUP_VERSION_2 ? NULL : "memory", base, err,
@@ -526,29 +480,29 @@ cgroup_create(const char *root, const char *run_id, const struct cgroup_limits *
 	if (root == NULL)
 		root = CGROUP_ROOT_DEFAULT;
 	if (!cgroup_run_id_valid(run_id)) {
-		cg_errf(err, errlen, "cgroup: invalid run id");
+		errbuf_set(err, errlen, 0, "cgroup: invalid run id");
 		return NULL;
 	}
 	if (limits == NULL || limits->cpu_millicores == 0 || limits->memory_bytes == 0 ||
 	    limits->pids == 0) {
-		cg_errf(err, errlen, "cgroup: every limit (cpu, memory, pids) must be set");
+		errbuf_set(err, errlen, 0, "cgroup: every limit (cpu, memory, pids) must be set");
 		return NULL;
 	}
 	/* The kernel refuses a CFS quota under 1 ms. */
 	if ((uint64_t)limits->cpu_millicores * CGROUP_CPU_PERIOD_US / 1000u < 1000u) {
-		cg_errf(err, errlen, "cgroup: cpu limit below 10 millicores");
+		errbuf_set(err, errlen, 0, "cgroup: cpu limit below 10 millicores");
 		return NULL;
 	}
 	if (cg_page_round(limits->memory_bytes) == 0) {
-		cg_errf(err, errlen, "cgroup: memory limit below one page");
+		errbuf_set(err, errlen, 0, "cgroup: memory limit below one page");
 		return NULL;
 	}
 	if ((be = backend_for(root, &pr)) == NULL) {
-		cg_errf(err, errlen, "cgroup: %s", pr.detail);
+		errbuf_set(err, errlen, 0, "cgroup: %s", pr.detail);
 		return NULL;
 	}
 	if ((cg = cg_alloc(be, run_id)) == NULL) {
-		cg_errf(err, errlen, "cgroup: out of memory");
+		errbuf_set(err, errlen, 0, "cgroup: out of memory");
 		return NULL;
 	}
 	if (be->layout(cg, root, run_id, err, errlen) != 0 ||
@@ -625,14 +579,14 @@ cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen)
 	pid_t who = pid == 0 ? getpid() : pid;
 
 	if (pid < 0) {
-		cg_errf(err, errlen, "cgroup: invalid pid");
+		errbuf_set(err, errlen, 0, "cgroup: invalid pid");
 		return -1;
 	}
 	/* "0" means the writing process to the kernel, whatever pid namespace it is in. */
 	snprintf(s, sizeof(s), "%d\n", (int)pid);
 	for (size_t i = 0; i < cg->ndirs; i++) {
 		if (cg_write(cg->dirs[i], "cgroup.procs", s) != 0) {
-			cg_errf(err, errlen, "cgroup: attaching pid %d to %s: %s", (int)who, cg->dirs[i],
+			errbuf_set(err, errlen, 0, "cgroup: attaching pid %d to %s: %s", (int)who, cg->dirs[i],
 			    strerror(errno));
 			return -1;
 		}
@@ -640,7 +594,7 @@ cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen)
 	/* Read back: the pid must be listed in every hierarchy. */
 	for (size_t i = 0; i < cg->ndirs; i++) {
 		if (cg_procs_has(cg->dirs[i], "cgroup.procs", who) != 1) {
-			cg_errf(err, errlen, "cgroup: pid %d is not listed in %s/cgroup.procs after "
+			errbuf_set(err, errlen, 0, "cgroup: pid %d is not listed in %s/cgroup.procs after "
 			    "attaching", (int)who, cg->dirs[i]);
 			return -1;
 		}
@@ -731,7 +685,7 @@ cgroup_kill(struct cgroup *cg, unsigned timeout_ms, char *err, size_t errlen)
 		if (cgroup_empty(cg))
 			return 0;
 		if (mono_msec() >= deadline) {
-			cg_errf(err, errlen, "cgroup: %s still has processes after %u ms of killing",
+			errbuf_set(err, errlen, 0, "cgroup: %s still has processes after %u ms of killing",
 			    cg->dirs[0], timeout_ms);
 			return -1;
 		}
@@ -792,7 +746,7 @@ cgroup_destroy(struct cgroup *cg, char *err, size_t errlen)
 	for (size_t i = 0; i < cg->ndirs; i++) {
 		if (rmdir_bounded(cg->dirs[i]) != 0) {
 			if (rc == 0)
-				cg_errf(err, errlen, "cgroup: rmdir %s: %s", cg->dirs[i],
+				errbuf_set(err, errlen, 0, "cgroup: rmdir %s: %s", cg->dirs[i],
 				    strerror(errno));
 			rc = -1;
 			continue;
@@ -875,7 +829,7 @@ cgroup_cleanup_leftovers(const char *root, bool (*is_live)(const char *run_id, v
 	if (root == NULL)
 		root = CGROUP_ROOT_DEFAULT;
 	if ((be = backend_for(root, &pr)) == NULL) {
-		cg_errf(err, errlen, "cgroup: %s", pr.detail);
+		errbuf_set(err, errlen, 0, "cgroup: %s", pr.detail);
 		return -1;
 	}
 	/* The hierarchies (and, v1, which controller lives in which) from the layout of a
@@ -886,7 +840,7 @@ cgroup_cleanup_leftovers(const char *root, bool (*is_live)(const char *run_id, v
 	if (layout == NULL || w.found == NULL) {
 		free(layout);
 		free(w.found);
-		cg_errf(err, errlen, "cgroup: out of memory");
+		errbuf_set(err, errlen, 0, "cgroup: out of memory");
 		return -1;
 	}
 	if (be->layout(layout, root, "x", err, errlen) != 0) {
@@ -936,7 +890,7 @@ cgroup_cleanup_leftovers(const char *root, bool (*is_live)(const char *run_id, v
 		}
 		if (cgroup_destroy(cg, e, sizeof(e)) != 0) {
 			if (rc == 0)
-				cg_errf(err, errlen, "%s", e);
+				errbuf_set(err, errlen, 0, "%s", e);
 			rc = -1;
 			continue;
 		}

@@ -77,8 +77,6 @@ extern const struct cg_backend cg_backend_v2;
 int cg_v2_nest_check(const char *root, const char *base, char *err, size_t errlen);
 
 /* ---- helpers (cgroup.c) ---- */
-void cg_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 void cg_sleep_ms(unsigned ms);
 int cg_path_join(char *out, const char *a, const char *b);
 int cg_write(const char *dir, const char *file, const char *s);

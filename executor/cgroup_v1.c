@@ -81,7 +81,7 @@ v1_layout(struct cgroup *cg, const char *root, const char *run_id, char *err, si
 		size_t j;
 
 		if (cg_path_join(d, root, cg_v1_names[i]) != 0 || realpath(d, r) == NULL) {
-			cg_errf(err, errlen, "cgroup: v1 controller %s not found under %s",
+			errbuf_set(err, errlen, 0, "cgroup: v1 controller %s not found under %s",
 			    cg_v1_names[i], root);
 			return -1;
 		}
@@ -94,7 +94,7 @@ v1_layout(struct cgroup *cg, const char *root, const char *run_id, char *err, si
 				return -1;
 			if (cg_path_join(parent, cg->bases[nh], CGROUP_PARENT) != 0 ||
 			    cg_path_join(cg->dirs[nh], parent, run_id) != 0) {
-				cg_errf(err, errlen, "cgroup: path too long");
+				errbuf_set(err, errlen, 0, "cgroup: path too long");
 				return -1;
 			}
 			nh++;
@@ -142,14 +142,14 @@ v1_apply(struct cgroup *cg, const struct cgroup_limits *lim, char *err, size_t e
 	} else if (!cg_swap_active()) {
 		a->swap_mechanism = "no-swap-active";
 	} else {
-		cg_errf(err, errlen, "cgroup: no memory.memsw.limit_in_bytes (boot with "
+		errbuf_set(err, errlen, 0, "cgroup: no memory.memsw.limit_in_bytes (boot with "
 		    "swapaccount=1) and swap is active: the memory limit would not bound swap");
 		return -1;
 	}
 	a->swap_limited = true;
 	/* The OOM killer must be on, or a worker at its limit hangs instead of dying. */
 	if (cg_read_keyed(mem, "memory.oom_control", "oom_kill_disable", &v) != 0 || v != 0) {
-		cg_errf(err, errlen, "cgroup: %s/memory.oom_control: oom_kill_disable is not 0", mem);
+		errbuf_set(err, errlen, 0, "cgroup: %s/memory.oom_control: oom_kill_disable is not 0", mem);
 		return -1;
 	}
 	a->pids = lim->pids;
@@ -157,7 +157,7 @@ v1_apply(struct cgroup *cg, const struct cgroup_limits *lim, char *err, size_t e
 		return -1;
 	/* The freezer is how the group is killed: it must be present and thawed. */
 	if (cg_read(frz, "freezer.state", buf, sizeof(buf)) != 0 || strncmp(buf, "THAWED", 6) != 0) {
-		cg_errf(err, errlen, "cgroup: %s/freezer.state is not THAWED", frz);
+		errbuf_set(err, errlen, 0, "cgroup: %s/freezer.state is not THAWED", frz);
 		return -1;
 	}
 	return 0;
@@ -219,7 +219,7 @@ v1_usage(struct cgroup *cg, struct cgroup_usage *out, char *err, size_t errlen)
 	const char *acct = v1_dir(cg, "cpuacct"), *mem = v1_dir(cg, "memory");
 	const char *pids = v1_dir(cg, "pids");
 	if (cg_read_u64(acct, "cpuacct.usage", &v) != 0) {
-		cg_errf(err, errlen, "cgroup: reading %s/cpuacct.usage: %s", acct, strerror(errno));
+		errbuf_set(err, errlen, 0, "cgroup: reading %s/cpuacct.usage: %s", acct, strerror(errno));
 		return -1;
 	}
 	out->cpu_usec = v / 1000u; /* nanoseconds */

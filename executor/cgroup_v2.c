@@ -79,7 +79,7 @@ v2_layout(struct cgroup *cg, const char *root, const char *run_id, char *err, si
 		return -1;
 	if (cg_path_join(parent, cg->bases[0], CGROUP_PARENT) != 0 ||
 	    cg_path_join(cg->dirs[0], parent, run_id) != 0) {
-		cg_errf(err, errlen, "cgroup: path too long");
+		errbuf_set(err, errlen, 0, "cgroup: path too long");
 		return -1;
 	}
 	cg->ndirs = 1;
@@ -94,7 +94,7 @@ v2_enable(const char *dir, char *err, size_t errlen)
 	char buf[1024];
 
 	if (cg_read(dir, "cgroup.subtree_control", buf, sizeof(buf)) != 0) {
-		cg_errf(err, errlen, "cgroup: reading %s/cgroup.subtree_control: %s", dir,
+		errbuf_set(err, errlen, 0, "cgroup: reading %s/cgroup.subtree_control: %s", dir,
 		    strerror(errno));
 		return -1;
 	}
@@ -104,7 +104,7 @@ v2_enable(const char *dir, char *err, size_t errlen)
 			continue;
 		snprintf(w, sizeof(w), "+%s", ctrls[i]);
 		if (cg_write(dir, "cgroup.subtree_control", w) != 0) {
-			cg_errf(err, errlen, "cgroup: enabling %s in %s/cgroup.subtree_control: %s%s",
+			errbuf_set(err, errlen, 0, "cgroup: enabling %s in %s/cgroup.subtree_control: %s%s",
 			    ctrls[i], dir, strerror(errno), errno == EBUSY ?
 			    " (processes in that group: cgroup v2 needs a delegated, empty parent)" : "");
 			return -1;
@@ -132,20 +132,20 @@ cg_v2_nest_check(const char *root, const char *base, char *err, size_t errlen)
 	    cg_has_token(buf, "cpu") && cg_has_token(buf, "memory") && cg_has_token(buf, "pids"))
 		return 0;
 	if (cg_read(base, "cgroup.controllers", buf, sizeof(buf)) != 0) {
-		cg_errf(err, errlen, "cgroup: reading %s/cgroup.controllers: %s", base,
+		errbuf_set(err, errlen, 0, "cgroup: reading %s/cgroup.controllers: %s", base,
 		    strerror(errno));
 		return -1;
 	}
 	for (size_t i = 0; i < EGRESS_NELEM(ctrls); i++)
 		if (!cg_has_token(buf, ctrls[i])) {
-			cg_errf(err, errlen, "cgroup: egress-exec's cgroup %s does not offer the %s "
+			errbuf_set(err, errlen, 0, "cgroup: egress-exec's cgroup %s does not offer the %s "
 			    "controller (it is not delegated: run egress-exec as a service with "
 			    "Delegate=yes, or under `systemd-run --scope -p Delegate=yes`)", base,
 			    ctrls[i]);
 			return -1;
 		}
 	if (cg_read(base, "cgroup.procs", buf, sizeof(buf)) != 0) {
-		cg_errf(err, errlen, "cgroup: reading %s/cgroup.procs: %s", base, strerror(errno));
+		errbuf_set(err, errlen, 0, "cgroup: reading %s/cgroup.procs: %s", base, strerror(errno));
 		return -1;
 	}
 	for (char *p = buf; *p != '\0';) {
@@ -153,7 +153,7 @@ cg_v2_nest_check(const char *root, const char *base, char *err, size_t errlen)
 		size_t n = strcspn(p, "\n");
 
 		if (n > 0 && (cg_parse_u64(p, false, &v) != 0 || v != (uint64_t)me)) {
-			cg_errf(err, errlen, "cgroup: egress-exec's cgroup %s holds other processes; "
+			errbuf_set(err, errlen, 0, "cgroup: egress-exec's cgroup %s holds other processes; "
 			    "cgroup v2 nests limited groups only under a cgroup without processes of "
 			    "its own: run egress-exec in a cgroup of its own (a service with "
 			    "Delegate=yes, or `systemd-run --scope -p Delegate=yes egress-exec ...`)",
@@ -179,7 +179,7 @@ v2_adopt(const char *root, const char *base, char *err, size_t errlen)
 	if (rc <= 0)
 		return rc;
 	if (cg_path_join(leaf, base, CG_SUPERVISOR_LEAF) != 0) {
-		cg_errf(err, errlen, "cgroup: path too long");
+		errbuf_set(err, errlen, 0, "cgroup: path too long");
 		return -1;
 	}
 	snprintf(self, sizeof(self), "%d\n", (int)me);
@@ -189,19 +189,19 @@ v2_adopt(const char *root, const char *base, char *err, size_t errlen)
 		if (mkdir(leaf, 0755) == 0)
 			cg_after_mkdir(leaf);
 		else if (errno != EEXIST) {
-			cg_errf(err, errlen, "cgroup: mkdir %s: %s", leaf, strerror(errno));
+			errbuf_set(err, errlen, 0, "cgroup: mkdir %s: %s", leaf, strerror(errno));
 			return -1;
 		}
 		if (cg_write(leaf, "cgroup.procs", self) == 0)
 			break;
 		if (errno != ENOENT || t >= 3) {
-			cg_errf(err, errlen, "cgroup: moving egress-exec into %s: %s", leaf,
+			errbuf_set(err, errlen, 0, "cgroup: moving egress-exec into %s: %s", leaf,
 			    strerror(errno));
 			return -1;
 		}
 	}
 	if (cg_procs_has(leaf, "cgroup.procs", me) != 1) {
-		cg_errf(err, errlen, "cgroup: egress-exec is not listed in %s/cgroup.procs after "
+		errbuf_set(err, errlen, 0, "cgroup: egress-exec is not listed in %s/cgroup.procs after "
 		    "moving there", leaf);
 		return -1;
 	}
@@ -221,13 +221,13 @@ v2_apply(struct cgroup *cg, const struct cgroup_limits *lim, char *err, size_t e
 	snprintf(s, sizeof(s), "%llu %llu", (unsigned long long)a->cpu_quota_us,
 	    (unsigned long long)a->cpu_period_us);
 	if (cg_write(d, "cpu.max", s) != 0) {
-		cg_errf(err, errlen, "cgroup: writing cpu.max \"%s\": %s", s, strerror(errno));
+		errbuf_set(err, errlen, 0, "cgroup: writing cpu.max \"%s\": %s", s, strerror(errno));
 		return -1;
 	}
 	if (cg_read(d, "cpu.max", buf, sizeof(buf)) != 0 || cg_parse_u64(buf, true, &q) != 0 ||
 	    cg_parse_u64(buf + strcspn(buf, " "), false, &per) != 0 || q != a->cpu_quota_us ||
 	    per != a->cpu_period_us) {
-		cg_errf(err, errlen, "cgroup: cpu.max did not take \"%s\"", s);
+		errbuf_set(err, errlen, 0, "cgroup: cpu.max did not take \"%s\"", s);
 		return -1;
 	}
 	a->memory_bytes = cg_page_round(lim->memory_bytes);
@@ -240,7 +240,7 @@ v2_apply(struct cgroup *cg, const struct cgroup_limits *lim, char *err, size_t e
 	} else if (!cg_swap_active()) {
 		a->swap_mechanism = "no-swap-active";
 	} else {
-		cg_errf(err, errlen, "cgroup: no memory.swap.max (swap accounting off) and swap is "
+		errbuf_set(err, errlen, 0, "cgroup: no memory.swap.max (swap accounting off) and swap is "
 		    "active: the memory limit would not bound swap");
 		return -1;
 	}
@@ -321,7 +321,7 @@ v2_usage(struct cgroup *cg, struct cgroup_usage *out, char *err, size_t errlen)
 
 	const char *d = cg->dirs[0];
 	if (cg_read_keyed(d, "cpu.stat", "usage_usec", &v) != 0) {
-		cg_errf(err, errlen, "cgroup: reading %s/cpu.stat usage_usec: %s", d,
+		errbuf_set(err, errlen, 0, "cgroup: reading %s/cpu.stat usage_usec: %s", d,
 		    strerror(errno));
 		return -1;
 	}

@@ -80,23 +80,15 @@ cleanup_copy(const char *src, const char *dst)
 		return -1;
 	}
 	for (;;) {
-		ssize_t n = read(in, buf, sizeof(buf)), off = 0;
+		ssize_t n = read(in, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			rc = n < 0 ? -1 : 0;
 			break;
 		}
-		while (off < n) {
-			ssize_t w = write(out, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				rc = -1;
-				break;
-			}
-			off += w;
-		}
+		if (write_all(out, buf, (size_t)n) != 0)
+			rc = -1;
 		if (rc != 0)
 			break;
 	}

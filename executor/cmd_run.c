@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/conf.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -121,57 +122,30 @@ run_parse_cpu(const char *s, uint32_t *out)
 	return 0;
 }
 
-/* Decimal with optional K/M/G suffix (powers of 1024). */
+/* A size as egress's files write it (conf_parse_size: K/M/G/T, powers of 1024), at least
+ * one byte and at most 2^50. */
 static int
 run_parse_size(const char *s, uint64_t *out)
 {
-	char buf[32];
-	size_t n = strlen(s);
-	uint64_t mul = 1;
-	long long v;
-	const char *es;
+	uint64_t v;
 
-	if (n == 0 || n >= sizeof(buf))
+	if (conf_parse_size(s, (uint64_t)1 << 50, &v) != 0 || v == 0)
 		return -1;
-	memcpy(buf, s, n + 1);
-	switch (buf[n - 1]) {
-	case 'K': case 'k': mul = 1024; break;
-	case 'M': case 'm': mul = 1024 * 1024; break;
-	case 'G': case 'g': mul = 1024ull * 1024 * 1024; break;
-	default: break;
-	}
-	if (mul != 1)
-		buf[n - 1] = '\0';
-	if (num_parse(buf, 1, (long long)(((uint64_t)1 << 50) / mul), &v, &es) < 0)
-		return -1;
-	*out = (uint64_t)v * mul;
+	*out = v;
 	return 0;
 }
 
-/* Seconds, with optional s/m/h suffix; "ms" rounds up to whole seconds. */
+/* A duration as egress's files write it (conf_parse_duration_ms: ms/s/m/h, bare seconds),
+ * in whole seconds (milliseconds round up), 1 s to 7 days. */
 static int
 run_parse_duration(const char *s, uint32_t *out)
 {
-	char buf[32];
-	size_t n = strlen(s);
-	long long v, mul = 1;
-	const char *es;
-	bool ms = false;
+	uint64_t ms;
 
-	if (n == 0 || n >= sizeof(buf))
+	if (conf_parse_duration_ms(s, (uint64_t)7 * 24 * 3600 * 1000, &ms) != 0 || ms == 0)
 		return -1;
-	memcpy(buf, s, n + 1);
-	if (n > 2 && strcmp(buf + n - 2, "ms") == 0) {
-		ms = true;
-		buf[n - 2] = '\0';
-	} else if (buf[n - 1] == 's' || buf[n - 1] == 'm' || buf[n - 1] == 'h') {
-		mul = buf[n - 1] == 's' ? 1 : buf[n - 1] == 'm' ? 60 : 3600;
-		buf[n - 1] = '\0';
-	}
-	if (num_parse(buf, 1, 7 * 24 * 3600, &v, &es) < 0)
-		return -1;
-	*out = ms ? (uint32_t)((v + 999) / 1000) : (uint32_t)(v * mul);
-	return *out > 0 && *out <= 7 * 24 * 3600 ? 0 : -1;
+	*out = (uint32_t)((ms + 999) / 1000);
+	return 0;
 }
 
 static int

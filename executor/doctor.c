@@ -25,6 +25,7 @@
 
 #include "common/ctlclient.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/util.h"
 #include "executor/attest.h"
 #include "executor/cgroup.h"
@@ -34,7 +35,6 @@
 #include "executor/sandbox.h"
 #include "executor/seccomp.h"
 
-#define DOCTOR_DEFAULT_CONTROL "/run/egressd/control.sock"
 #define DOCTOR_SETTINGS_MAX    32
 
 extern char **environ;
@@ -78,17 +78,10 @@ static int
 doctor_read_int(const char *path, long long *out)
 {
 	char buf[64];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
 	const char *es;
 
-	if (fd < 0)
+	if (file_read_text(path, 0, buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
 	return num_parse(buf, -1, INT64_MAX, out, &es);
 }
@@ -428,7 +421,7 @@ cmd_doctor(int argc, char **argv)
 	};
 	struct doctor d = { 0 };
 	struct attest_row rows[ATTEST__COUNT];
-	const char *control = DOCTOR_DEFAULT_CONTROL, *route_url = NULL;
+	const char *control = EGRESS_CONTROL_SOCKET_DEFAULT, *route_url = NULL;
 	const char *settings[DOCTOR_SETTINGS_MAX + 1] = { 0 };
 	size_t nset = 0;
 	int ch;

@@ -40,15 +40,8 @@ static const char *const service_manager_vars[] = {
 bool
 egressd_grant_id_valid(const char *s)
 {
-	size_t i;
-
-	if (s == NULL)
-		return false;
-	for (i = 0; s[i]; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	}
-	return i == EGRESSD_GRANT_ID_LEN;
+	return s != NULL && strlen(s) == EGRESSD_GRANT_ID_LEN &&
+	    hex_lower_is(s, EGRESSD_GRANT_ID_LEN);
 }
 
 bool

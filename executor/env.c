@@ -13,7 +13,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,21 +65,6 @@ static const char *const SOCKET_FRAGMENTS[] = {
 	"/run/crio", "/run/buildkit", "unix:", "npipe:",
 };
 
-static void
-msgf(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-msgf(char *msg, size_t msglen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg == NULL || msglen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, msglen, fmt, ap);
-	va_end(ap);
-}
-
 static bool
 in_list(const char *s, const char *const *list, size_t n)
 {
@@ -123,12 +107,12 @@ env_name_check(const char *name, char *msg, size_t msglen)
 	size_t len;
 
 	if (name == NULL || name[0] == '\0') {
-		msgf(msg, msglen, "an empty environment variable name is not valid");
+		errbuf_set(msg, msglen, 0, "an empty environment variable name is not valid");
 		return REASON_ADM_ENV_FORBIDDEN;
 	}
 	len = strnlen(name, ENV_NAME_MAX + 1);
 	if (len > ENV_NAME_MAX) {
-		msgf(msg, msglen, "an environment variable name is longer than %d bytes",
+		errbuf_set(msg, msglen, 0, "an environment variable name is longer than %d bytes",
 		    ENV_NAME_MAX);
 		return REASON_ADM_ENV_FORBIDDEN;
 	}
@@ -138,7 +122,7 @@ env_name_check(const char *name, char *msg, size_t msglen)
 		    (i > 0 && c >= '0' && c <= '9');
 		if (!ok) {
 			/* The name itself may be hostile text: do not echo it. */
-			msgf(msg, msglen, "an environment variable name is not [A-Za-z_][A-Za-z0-9_]*");
+			errbuf_set(msg, msglen, 0, "an environment variable name is not [A-Za-z_][A-Za-z0-9_]*");
 			return REASON_ADM_ENV_FORBIDDEN;
 		}
 		up[i] = (char)toupper(c);
@@ -146,7 +130,7 @@ env_name_check(const char *name, char *msg, size_t msglen)
 	up[len] = '\0';
 
 	if (in_list(up, RESERVED_EXACT, EGRESS_NELEM(RESERVED_EXACT))) {
-		msgf(msg, msglen, "%s is set by egress-exec (proxy variables point at the run's "
+		errbuf_set(msg, msglen, 0, "%s is set by egress-exec (proxy variables point at the run's "
 		    "listener; a host proxy URL may carry credentials)", name);
 		return REASON_ADM_ENV_FORBIDDEN;
 	}
@@ -163,7 +147,7 @@ env_name_check(const char *name, char *msg, size_t msglen)
 			goto forbidden;
 	return REASON_ALLOWED;
 forbidden:
-	msgf(msg, msglen, "%s looks like a credential variable and is never passed to a worker",
+	errbuf_set(msg, msglen, 0, "%s looks like a credential variable and is never passed to a worker",
 	    name);
 	return REASON_ADM_ENV_FORBIDDEN;
 }
@@ -269,18 +253,18 @@ env_value_check(const char *name, const char *value, char *msg, size_t msglen)
 		return REASON_ALLOWED;
 	for (size_t i = 0; i < EGRESS_NELEM(SOCKET_FRAGMENTS); i++) {
 		if (strcasestr(value, SOCKET_FRAGMENTS[i]) != NULL) {
-			msgf(msg, msglen, "the value of %s names a container-runtime or unix socket "
+			errbuf_set(msg, msglen, 0, "the value of %s names a container-runtime or unix socket "
 			    "(Docker, containerd, podman); it is never passed to a worker", who);
 			return REASON_ADM_ENV_SOCKET;
 		}
 	}
 	if (names_docker_port(value)) {
-		msgf(msg, msglen, "the value of %s names a Docker daemon TCP port (2375/2376); it "
+		errbuf_set(msg, msglen, 0, "the value of %s names a Docker daemon TCP port (2375/2376); it "
 		    "is never passed to a worker", who);
 		return REASON_ADM_ENV_SOCKET;
 	}
 	if ((kind = names_token(value)) != NULL) {
-		msgf(msg, msglen, "the value of %s has the shape of %s; a credential is never "
+		errbuf_set(msg, msglen, 0, "the value of %s has the shape of %s; a credential is never "
 		    "passed to a worker, whatever the variable is called", who, kind);
 		return REASON_ADM_ENV_FORBIDDEN;
 	}
@@ -351,7 +335,7 @@ env_build(const char *const *allow, const char *const *source, const struct env_
 		opts = &defaults;
 	e.v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(char *));
 	if (e.v == NULL) {
-		msgf(msg, msglen, "out of memory building the worker environment");
+		errbuf_set(msg, msglen, 0, "out of memory building the worker environment");
 		goto fail;
 	}
 	for (size_t i = 0; allow != NULL && allow[i] != NULL; i++) {
@@ -373,13 +357,13 @@ env_build(const char *const *allow, const char *const *source, const struct env_
 			goto fail;
 		if (strnlen(value, ENV_VALUE_MAX + 1) > ENV_VALUE_MAX) {
 			r = REASON_INTERNAL_ERROR;
-			msgf(msg, msglen, "the value of %s is longer than %d bytes", name,
+			errbuf_set(msg, msglen, 0, "the value of %s is longer than %d bytes", name,
 			    ENV_VALUE_MAX);
 			goto fail;
 		}
 		if (envv_add(&e, name, value) != 0) {
 			r = REASON_INTERNAL_ERROR;
-			msgf(msg, msglen, "too many environment variables (at most %d) or out of "
+			errbuf_set(msg, msglen, 0, "too many environment variables (at most %d) or out of "
 			    "memory at %s", EGRESS_ENV_VARS_MAX, name);
 			goto fail;
 		}
@@ -409,7 +393,7 @@ env_build(const char *const *allow, const char *const *source, const struct env_
 		*why = REASON_ALLOWED;
 	return 0;
 full:
-	msgf(msg, msglen, "too many environment variables (at most %d) or out of memory",
+	errbuf_set(msg, msglen, 0, "too many environment variables (at most %d) or out of memory",
 	    EGRESS_ENV_VARS_MAX);
 fail:
 	if (why != NULL)
@@ -429,12 +413,12 @@ env_file_parse(const char *name, const char *text, size_t len, char ***out, char
 	if (name == NULL)
 		name = "(environment file)";
 	if (len > EGRESS_ENV_FILE_MAX) {
-		msgf(err, errlen, "%s: larger than %d bytes", name, EGRESS_ENV_FILE_MAX);
+		errbuf_set(err, errlen, 0, "%s: larger than %d bytes", name, EGRESS_ENV_FILE_MAX);
 		return -1;
 	}
 	e.v = calloc(EGRESS_ENV_VARS_MAX + 1, sizeof(char *));
 	if (e.v == NULL) {
-		msgf(err, errlen, "%s: out of memory", name);
+		errbuf_set(err, errlen, 0, "%s: out of memory", name);
 		return -1;
 	}
 	for (size_t off = 0; off < len;) {
@@ -445,18 +429,18 @@ env_file_parse(const char *name, const char *text, size_t len, char ***out, char
 		lineno++;
 		off += ll + 1;
 		if (memchr(line, '\0', ll) != NULL) {
-			msgf(err, errlen, "%s:%u: a NUL byte (an environment value cannot hold one)",
+			errbuf_set(err, errlen, 0, "%s:%u: a NUL byte (an environment value cannot hold one)",
 			    name, lineno);
 			goto fail;
 		}
 		if (memchr(line, '\r', ll) != NULL) {
 			/* `run` used to strip it and `check` to keep it in the value */
-			msgf(err, errlen, "%s:%u: a carriage return (a file with CRLF line ends?)",
+			errbuf_set(err, errlen, 0, "%s:%u: a carriage return (a file with CRLF line ends?)",
 			    name, lineno);
 			goto fail;
 		}
 		if (ll > (size_t)ENV_NAME_MAX + 1 + ENV_VALUE_MAX) {
-			msgf(err, errlen, "%s:%u: line longer than %d bytes", name, lineno,
+			errbuf_set(err, errlen, 0, "%s:%u: line longer than %d bytes", name, lineno,
 			    ENV_NAME_MAX + 1 + ENV_VALUE_MAX);
 			goto fail;
 		}
@@ -465,17 +449,17 @@ env_file_parse(const char *name, const char *text, size_t len, char ***out, char
 		eq = memchr(line, '=', ll);
 		if (eq == NULL || eq == line) {
 			/* the line may be a secret pasted by mistake: never echo it */
-			msgf(err, errlen, "%s:%u: not NAME=VALUE (comments start with '#' at the "
+			errbuf_set(err, errlen, 0, "%s:%u: not NAME=VALUE (comments start with '#' at the "
 			    "start of a line)", name, lineno);
 			goto fail;
 		}
 		if (e.n >= EGRESS_ENV_VARS_MAX) {
-			msgf(err, errlen, "%s:%u: more than %d variables", name, lineno,
+			errbuf_set(err, errlen, 0, "%s:%u: more than %d variables", name, lineno,
 			    EGRESS_ENV_VARS_MAX);
 			goto fail;
 		}
 		if ((s = strndup(line, ll)) == NULL) {
-			msgf(err, errlen, "%s: out of memory", name);
+			errbuf_set(err, errlen, 0, "%s: out of memory", name);
 			goto fail;
 		}
 		e.v[e.n++] = s;
@@ -497,14 +481,14 @@ env_file_load(const char *path, char ***out, char *err, size_t errlen)
 	*out = NULL;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		msgf(err, errlen, "%s: %s", path, strerror(errno));
+		errbuf_set(err, errlen, 0, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	/* One byte past the limit tells "too big" from "exactly the limit". */
 	buf = malloc((size_t)EGRESS_ENV_FILE_MAX + 1);
 	if (buf == NULL) {
 		close(fd);
-		msgf(err, errlen, "%s: out of memory", path);
+		errbuf_set(err, errlen, 0, "%s: out of memory", path);
 		return -1;
 	}
 	while (len < (size_t)EGRESS_ENV_FILE_MAX + 1) {
@@ -513,7 +497,7 @@ env_file_load(const char *path, char ***out, char *err, size_t errlen)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			msgf(err, errlen, "%s: %s", path, strerror(errno));
+			errbuf_set(err, errlen, 0, "%s: %s", path, strerror(errno));
 			close(fd);
 			secret_wipe(buf, len);
 			free(buf);

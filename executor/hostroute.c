@@ -27,18 +27,6 @@ env_lookup(char *const *env, const char *name)
 	return NULL;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decode s[0..len) into out (outlen with NUL); -1 on bad escapes, control
  * characters or overflow. */
 static int
@@ -53,8 +41,8 @@ pct_decode(const char *s, size_t len, char *out, size_t outlen)
 			int h, l;
 			if (i + 2 >= len)
 				return -1;
-			h = hexval(s[i + 1]);
-			l = hexval(s[i + 2]);
+			h = hex_digit(s[i + 1]);
+			l = hex_digit(s[i + 2]);
 			if (h < 0 || l < 0)
 				return -1;
 			c = h * 16 + l;

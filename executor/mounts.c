@@ -140,17 +140,10 @@ mounts_write_file(const char *path, const char *text, char *err, size_t errlen)
 
 	if (fd < 0)
 		return errbuf_set(err, errlen, errno, "create %s", path);
-	while (len > 0) {
-		ssize_t n = write(fd, text, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int e = errno;
-			close(fd);
-			return errbuf_set(err, errlen, e, "write %s", path);
-		}
-		text += n;
-		len -= (size_t)n;
+	if (write_all(fd, text, len) != 0) {
+		int e = errno;
+		close(fd);
+		return errbuf_set(err, errlen, e, "write %s", path);
 	}
 	close(fd);
 	return 0;
@@ -863,7 +856,6 @@ mounts_verify(const char *workdir, char *err, size_t errlen)
 		"/egress-probe", "/usr/egress-probe", "/etc/egress-probe", "/dev/egress-probe", NULL
 	};
 	char buf[64];
-	int fd;
 	ssize_t n;
 
 	for (size_t i = 0; mounts_denied_paths[i]; i++) {
@@ -883,11 +875,9 @@ mounts_verify(const char *workdir, char *err, size_t errlen)
 			return errbuf_set(err, errlen, errno, "write probe %s", ro_probes[i]);
 	}
 	/* Our /proc is our pid namespace's: we are pid 1 in it. */
-	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errbuf_set(err, errlen, errno, "open /proc/self/stat");
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = file_read_text("/proc/self/stat", 0, buf, sizeof(buf));
+	if (n < 0)
+		return errbuf_set(err, errlen, errno, "read /proc/self/stat");
 	if (n < 2 || buf[0] != '1' || buf[1] != ' ')
 		return errbuf_set(err, errlen, 0, "/proc does not show the sandbox pid namespace");
 	{

@@ -159,6 +159,21 @@ netns_nl_req(char *buf, uint16_t type, uint16_t flags)
 	return nlh;
 }
 
+/* Dump one table (RTM_GET*, NLM_F_DUMP) of family through cb. The request's family
+ * header (ifaddrmsg, ifinfomsg, rtmsg) is hdrlen bytes; in all three the family is the
+ * first. */
+static int
+netns_nl_dump(struct mnl_socket *nl, uint16_t type, size_t hdrlen, unsigned char family,
+    mnl_cb_t cb, void *data)
+{
+	char buf[NETNS_NL_REQ];
+	struct nlmsghdr *nlh = netns_nl_req(buf, type, NLM_F_DUMP);
+	unsigned char *h = mnl_nlmsg_put_extra_header(nlh, hdrlen);
+
+	h[0] = family;
+	return netns_nl_talk(nl, nlh, cb, data);
+}
+
 struct netns_addrs {
 	uint32_t *v;
 	size_t n;
@@ -204,12 +219,8 @@ netns_addr_cb(const struct nlmsghdr *nlh, void *data)
 static int
 netns_addrs_read(struct mnl_socket *nl, struct netns_addrs *a)
 {
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_GETADDR, NLM_F_DUMP);
-	struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
-
-	ifa->ifa_family = AF_INET;
-	return netns_nl_talk(nl, nlh, netns_addr_cb, a);
+	return netns_nl_dump(nl, RTM_GETADDR, sizeof(struct ifaddrmsg), AF_INET, netns_addr_cb,
+	    a);
 }
 
 static int
@@ -278,8 +289,12 @@ netns_link_del(struct mnl_socket *nl, const char *name)
 	return netns_nl_talk(nl, nlh, NULL, NULL);
 }
 
+/* A veth pair host_if <-> peer_if. into: the process whose network namespace the peer is
+ * created in (never present in ours); NULL only for the doctor's probe, which makes both
+ * ends here and deletes them at once. */
 static int
-netns_veth_add(struct mnl_socket *nl, const char *host_if, const char *peer_if, pid_t pid)
+netns_veth_add(struct mnl_socket *nl, const char *host_if, const char *peer_if,
+    const pid_t *into)
 {
 	char buf[NETNS_NL_REQ];
 	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_NEWLINK,
@@ -301,7 +316,8 @@ netns_veth_add(struct mnl_socket *nl, const char *host_if, const char *peer_if, 
 	nlh->nlmsg_len += MNL_ALIGN(sizeof(*pifm));
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, peer_if);
 	/* Created directly inside the worker's namespace: never present in ours. */
-	mnl_attr_put_u32(nlh, IFLA_NET_NS_PID, (uint32_t)pid);
+	if (into != NULL)
+		mnl_attr_put_u32(nlh, IFLA_NET_NS_PID, (uint32_t)*into);
 	mnl_attr_nest_end(nlh, peer);
 	mnl_attr_nest_end(nlh, data);
 	mnl_attr_nest_end(nlh, linkinfo);
@@ -376,7 +392,7 @@ netns_veth_create(const struct netns_pool *pool, pid_t child_pid, const char *ta
 	netns_quad(net + 1, out->host_addr);
 	netns_quad(net + 2, out->worker_addr);
 
-	if (netns_veth_add(nl, out->host_if, out->worker_if, child_pid) < 0) {
+	if (netns_veth_add(nl, out->host_if, out->worker_if, &child_pid) < 0) {
 		errbuf_set(err, errlen, errno, "create veth %s", out->host_if);
 		goto out;
 	}
@@ -480,12 +496,8 @@ netns_link_cb(const struct nlmsghdr *nlh, void *data)
 static int
 netns_links_read(struct mnl_socket *nl, struct netns_links *l)
 {
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh = netns_nl_req(buf, RTM_GETLINK, NLM_F_DUMP);
-	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-
-	ifm->ifi_family = AF_UNSPEC;
-	return netns_nl_talk(nl, nlh, netns_link_cb, l);
+	return netns_nl_dump(nl, RTM_GETLINK, sizeof(struct ifinfomsg), AF_UNSPEC,
+	    netns_link_cb, l);
 }
 
 struct netns_routes {
@@ -509,9 +521,6 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 	struct mnl_socket *nl = netns_nl_open(err, errlen);
 	struct netns_links links = { 0 };
 	struct netns_routes routes = { false };
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh;
-	struct rtmsg *rtm;
 	int lo, rc = -1;
 
 	if (nl == NULL)
@@ -566,10 +575,8 @@ netns_worker_setup(const struct netns_link *link, char *err, size_t errlen)
 		errbuf_set(err, errlen, 0, "worker namespace has %zu links", links.n);
 		goto out;
 	}
-	nlh = netns_nl_req(buf, RTM_GETROUTE, NLM_F_DUMP);
-	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
-	rtm->rtm_family = AF_INET;
-	if (netns_nl_talk(nl, nlh, netns_route_cb, &routes) < 0) {
+	if (netns_nl_dump(nl, RTM_GETROUTE, sizeof(struct rtmsg), AF_INET, netns_route_cb,
+	    &routes) < 0) {
 		errbuf_set(err, errlen, errno, "list routes");
 		goto out;
 	}
@@ -587,31 +594,11 @@ int
 netns_probe_veth(char *err, size_t errlen)
 {
 	struct mnl_socket *nl = netns_nl_open(err, errlen);
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
-	struct nlattr *linkinfo, *data, *peer;
-	struct ifinfomsg *pifm;
 	int rc = -1;
 
 	if (nl == NULL)
 		return -1;
-	nlh = netns_nl_req(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
-	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, "egxprobe0");
-	linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
-	data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
-	peer = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
-	pifm = mnl_nlmsg_get_payload_tail(nlh);
-	memset(pifm, 0, sizeof(*pifm));
-	nlh->nlmsg_len += MNL_ALIGN(sizeof(*pifm));
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, "egxprobe1");
-	mnl_attr_nest_end(nlh, peer);
-	mnl_attr_nest_end(nlh, data);
-	mnl_attr_nest_end(nlh, linkinfo);
-	if (netns_nl_talk(nl, nlh, NULL, NULL) < 0) {
+	if (netns_veth_add(nl, "egxprobe0", "egxprobe1", NULL) < 0) {
 		errbuf_set(err, errlen, errno, "create a veth pair");
 		goto out;
 	}
@@ -746,9 +733,6 @@ netns_cleanup_leftovers(bool (*keep)(const char *ifname, void *arg), void *arg,
 {
 	struct mnl_socket *nl = netns_nl_open(err, errlen);
 	struct netns_all_links l = { 0 };
-	char buf[NETNS_NL_REQ];
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
 	int rc = 0;
 
 	if (removed)
@@ -761,10 +745,8 @@ netns_cleanup_leftovers(bool (*keep)(const char *ifname, void *arg), void *arg,
 		mnl_socket_close(nl);
 		return errbuf_set(err, errlen, ENOMEM, "link list");
 	}
-	nlh = netns_nl_req(buf, RTM_GETLINK, NLM_F_DUMP);
-	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	if (netns_nl_talk(nl, nlh, netns_all_link_cb, &l) < 0) {
+	if (netns_nl_dump(nl, RTM_GETLINK, sizeof(struct ifinfomsg), AF_UNSPEC,
+	    netns_all_link_cb, &l) < 0) {
 		rc = errbuf_set(err, errlen, errno, "list links");
 		goto out;
 	}

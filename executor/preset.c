@@ -80,25 +80,12 @@ preset_schema(struct conf_key *s)
 }
 
 /* An absolute path with no ".", ".." or empty components and no control characters:
- * the preset names exactly one file, never something resolved relative to a cwd. */
+ * the preset names exactly one file, never something resolved relative to a cwd (the
+ * rule of robind_path_canonical; "/" names no file). */
 static bool
 exec_path_valid(const char *s)
 {
-	if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX)
-		return false;
-	for (const char *p = s; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			return false;
-	for (const char *p = s + 1;;) {
-		const char *e = strchr(p, '/');
-		size_t l = e ? (size_t)(e - p) : strlen(p);
-		if (l == 0 || (l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
-			return false;
-		if (e == NULL)
-			break;
-		p = e + 1;
-	}
-	return true;
+	return strcmp(s, "/") != 0 && robind_path_canonical(s);
 }
 
 #define REFUSE(...) do { *why = REASON_ADM_INVALID_FILE; snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -251,13 +238,10 @@ fail:
 	return NULL;
 }
 
-struct preset *
-preset_load_string(const char *name, const char *text, size_t len, enum reason *why,
-    char *err, size_t errlen)
+/* The preset of a loaded file (c is freed). */
+static struct preset *
+preset_take(struct conf *c, const char *name, enum reason *why, char *err, size_t errlen)
 {
-	struct conf_key schema[PRESET_SCHEMA_MAX];
-	size_t n = preset_schema(schema);
-	struct conf *c = conf_load_string(name, text, len, schema, n, err, errlen);
 	struct preset *p;
 
 	if (c == NULL) {
@@ -270,20 +254,23 @@ preset_load_string(const char *name, const char *text, size_t len, enum reason *
 }
 
 struct preset *
+preset_load_string(const char *name, const char *text, size_t len, enum reason *why,
+    char *err, size_t errlen)
+{
+	struct conf_key schema[PRESET_SCHEMA_MAX];
+	size_t n = preset_schema(schema);
+
+	return preset_take(conf_load_string(name, text, len, schema, n, err, errlen), name, why,
+	    err, errlen);
+}
+
+struct preset *
 preset_load(const char *path, enum reason *why, char *err, size_t errlen)
 {
 	struct conf_key schema[PRESET_SCHEMA_MAX];
 	size_t n = preset_schema(schema);
-	struct conf *c = conf_load(path, schema, n, err, errlen);
-	struct preset *p;
 
-	if (c == NULL) {
-		*why = REASON_ADM_INVALID_FILE;
-		return NULL;
-	}
-	p = preset_from_conf(c, path, why, err, errlen);
-	conf_free(c);
-	return p;
+	return preset_take(conf_load(path, schema, n, err, errlen), path, why, err, errlen);
 }
 
 /* The connection layer's file is shared with egressd (egressd/connections.h): egressd
@@ -316,15 +303,13 @@ trusted_from_conf(const struct conf *c, const char *connection, struct strlist *
 	return 0;
 }
 
-int
-trusted_models_load_string(const char *name, const char *text, size_t len,
-    const char *connection, struct strlist *out, char *err, size_t errlen)
+/* The [connection NAME] entries of a loaded file (c is freed). */
+static int
+trusted_models_take(struct conf *c, const char *name, const char *connection,
+    struct strlist *out, char *err, size_t errlen)
 {
-	struct conf *c = conf_load_string(name, text, len, trusted_schema,
-	    EGRESS_NELEM(trusted_schema), err, errlen);
 	int rc;
 
-	memset(out, 0, sizeof(*out));
 	if (c == NULL)
 		return -1;
 	rc = trusted_from_conf(c, connection, out);
@@ -335,21 +320,21 @@ trusted_models_load_string(const char *name, const char *text, size_t len,
 }
 
 int
+trusted_models_load_string(const char *name, const char *text, size_t len,
+    const char *connection, struct strlist *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	return trusted_models_take(conf_load_string(name, text, len, trusted_schema,
+	    EGRESS_NELEM(trusted_schema), err, errlen), name, connection, out, err, errlen);
+}
+
+int
 trusted_models_load(const char *path, const char *connection, struct strlist *out,
     char *err, size_t errlen)
 {
-	struct conf *c = conf_load(path, trusted_schema, EGRESS_NELEM(trusted_schema), err,
-	    errlen);
-	int rc;
-
 	memset(out, 0, sizeof(*out));
-	if (c == NULL)
-		return -1;
-	rc = trusted_from_conf(c, connection, out);
-	if (rc != 0)
-		snprintf(err, errlen, "%s: out of memory", path);
-	conf_free(c);
-	return rc;
+	return trusted_models_take(conf_load(path, trusted_schema,
+	    EGRESS_NELEM(trusted_schema), err, errlen), path, connection, out, err, errlen);
 }
 
 int

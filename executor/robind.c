@@ -5,7 +5,6 @@
 #include "executor/robind.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/limits.h"
+#include "common/util.h"
 #include "executor/mounts.h"
 
 /* Locations a bind may neither be, contain, nor lie inside. mounts_denied_paths (the
@@ -34,21 +34,6 @@ static const char *const ROBIND_SYSTEM[] = {
 	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL
 };
 
-static void
-robind_msg(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-robind_msg(char *msg, size_t msglen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg == NULL || msglen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, msglen, fmt, ap);
-	va_end(ap);
-}
-
 /* Is a equal to b, or a directory-prefix of b ("/opt" of "/opt/node")? */
 static bool
 path_within(const char *inner, const char *outer)
@@ -67,8 +52,8 @@ path_overlaps(const char *a, const char *b)
 	return path_within(a, b) || path_within(b, a);
 }
 
-static bool
-robind_canonical(const char *s)
+bool
+robind_path_canonical(const char *s)
 {
 	if (s[0] != '/' || strlen(s) >= EGRESS_PATH_MAX)
 		return false;
@@ -141,45 +126,45 @@ robind_check(const char *path, char *msg, size_t msglen)
 	const char *which = NULL;
 	struct stat st;
 
-	if (!robind_canonical(path)) {
-		robind_msg(msg, msglen, "ro_bind %s: not an absolute canonical path (no ., .., "
+	if (!robind_path_canonical(path)) {
+		errbuf_set(msg, msglen, 0, "ro_bind %s: not an absolute canonical path (no ., .., "
 		    "// or trailing /)", path);
 		return REASON_ADM_BIND_REFUSED;
 	}
 	if (robind_sensitive(path, &which)) {
-		robind_msg(msg, msglen, "ro_bind %s: overlaps %s, which a worker never sees "
+		errbuf_set(msg, msglen, 0, "ro_bind %s: overlaps %s, which a worker never sees "
 		    "(credentials, homes, sockets, egressd's and egress-exec's own files); bind "
 		    "a narrower toolchain directory", path, which);
 		return REASON_ADM_BIND_REFUSED;
 	}
 	for (size_t i = 0; ROBIND_BUILT[i]; i++)
 		if (path_overlaps(path, ROBIND_BUILT[i])) {
-			robind_msg(msg, msglen, "ro_bind %s: overlaps %s, which the sandbox builds "
+			errbuf_set(msg, msglen, 0, "ro_bind %s: overlaps %s, which the sandbox builds "
 			    "itself", path, ROBIND_BUILT[i]);
 			return REASON_ADM_BIND_REFUSED;
 		}
 	for (size_t i = 0; ROBIND_SYSTEM[i]; i++)
 		if (path_overlaps(path, ROBIND_SYSTEM[i])) {
-			robind_msg(msg, msglen, "ro_bind %s: overlaps %s, which the sandbox already "
+			errbuf_set(msg, msglen, 0, "ro_bind %s: overlaps %s, which the sandbox already "
 			    "shows read-only; drop this entry", path, ROBIND_SYSTEM[i]);
 			return REASON_ADM_BIND_REFUSED;
 		}
 	if ((which = robind_home(path)) != NULL) {
-		robind_msg(msg, msglen, "ro_bind %s: overlaps the home directory %s; install the "
+		errbuf_set(msg, msglen, 0, "ro_bind %s: overlaps the home directory %s; install the "
 		    "toolchain outside homes (e.g. /opt)", path, which);
 		return REASON_ADM_BIND_REFUSED;
 	}
 	if (realpath(path, real) == NULL) {
-		robind_msg(msg, msglen, "ro_bind %s: %s", path, strerror(errno));
+		errbuf_set(msg, msglen, 0, "ro_bind %s: %s", path, strerror(errno));
 		return REASON_ADM_BIND_REFUSED;
 	}
 	if (strcmp(real, path) != 0) {
-		robind_msg(msg, msglen, "ro_bind %s: a component is a symbolic link (to %s); "
+		errbuf_set(msg, msglen, 0, "ro_bind %s: a component is a symbolic link (to %s); "
 		    "name the real path", path, real);
 		return REASON_ADM_BIND_REFUSED;
 	}
 	if (stat(path, &st) < 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
-		robind_msg(msg, msglen, "ro_bind %s: neither a directory nor a regular file",
+		errbuf_set(msg, msglen, 0, "ro_bind %s: neither a directory nor a regular file",
 		    path);
 		return REASON_ADM_BIND_REFUSED;
 	}

@@ -5,7 +5,8 @@
  * agent cache such as /var/cache/egress-agents) and the "is this file visible inside the
  * sandbox's view" question egress-exec check asks about the executable.
  * Callers: executor/admission (robind_check on every preset ro_bind, before anything runs),
- * executor/cmd_check (robind_visible for the executable). Nothing here allocates.
+ * executor/cmd_check (robind_visible for the executable), executor/preset
+ * (robind_path_canonical for every path a preset names). Nothing here allocates.
  *
  * Why the preset and not the WorkUnit: what the worker can run is operation authority,
  * owned by the maintainer's preset; WorkUnit text never widens the view.
@@ -36,6 +37,11 @@
 
 /* REASON_ALLOWED, or REASON_ADM_BIND_REFUSED with a one-line msg naming the path and rule. */
 enum reason robind_check(const char *path, char *msg, size_t msglen);
+
+/* An absolute canonical path: no ".", ".." or empty components ("//", a trailing "/"), no
+ * control characters, shorter than EGRESS_PATH_MAX; "/" itself is canonical. The one
+ * test for host paths an AgentPreset names (its executable and ro_bind entries). Pure. */
+bool robind_path_canonical(const char *s);
 
 /* Pure form of the sensitive-path rule (no file system access), for tests: true when
  * path is, contains or lies inside a refused location; *which names it. */

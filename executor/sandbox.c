@@ -769,7 +769,7 @@ sb_setup_go(struct sb_run *r)
 	    r->run_ca_cert != NULL, r->placeholder_kv);
 	if (r->envp == NULL)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "environment too large");
-	sandbox_pipe_write(r->syncp[1], &go, sizeof(go));
+	(void)write_all(r->syncp[1], &go, sizeof(go));   /* a short write fails the child's step */
 	sandbox_env_send(r->syncp[1], r->envp);
 	sb_close(&r->syncp[1]);
 	return 0;

@@ -23,22 +23,6 @@
 #include "executor/init.h"
 #include "executor/seccomp.h"
 
-void
-sandbox_pipe_write(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
 ssize_t
 sandbox_pipe_read(int fd, void *buf, size_t len)
 {
@@ -66,7 +50,7 @@ sb_child_fail(int fd, const char *step, int e, const char *msg)
 	snprintf(r.step, sizeof(r.step), "%s", step);
 	r.err = e;
 	snprintf(r.msg, sizeof(r.msg), "%s", msg);
-	sandbox_pipe_write(fd, &r, sizeof(r));
+	(void)write_all(fd, &r, sizeof(r));
 	_exit(127);
 }
 
@@ -80,11 +64,11 @@ sandbox_env_send(int fd, char *const *envp)
 
 	while (envp[n])
 		n++;
-	sandbox_pipe_write(fd, &n, sizeof(n));
+	(void)write_all(fd, &n, sizeof(n));
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t len = (uint32_t)strlen(envp[i]);
-		sandbox_pipe_write(fd, &len, sizeof(len));
-		sandbox_pipe_write(fd, envp[i], len);
+		(void)write_all(fd, &len, sizeof(len));
+		(void)write_all(fd, envp[i], len);
 	}
 }
 

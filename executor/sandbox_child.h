@@ -50,9 +50,6 @@ struct sandbox_child {
 	char *wipe;                 /* the run CA key: the child's copy is wiped at once */
 };
 
-/* write(2) all of buf, retrying EINTR; gives up silently on any other error (the reader
- * sees a short message and fails the step). */
-void sandbox_pipe_write(int fd, const void *buf, size_t len);
 /* read(2) until len bytes or EOF; the count, or -1 on error. */
 ssize_t sandbox_pipe_read(int fd, void *buf, size_t len);
 /* The most entries the worker's environment may have: the preset's, the proxy conventions

@@ -14,40 +14,23 @@
 
 #include "common/util.h"
 
+/* A run id usable as a file name here (the cgroup's rule, shorter). */
 static bool
 state_id_ok(const char *id)
 {
-	size_t n = strlen(id);
-
-	if (n == 0 || n >= 64 || strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_' || c == '.'))
-			return false;
-	}
-	return true;
+	return label_valid(id, 63);
 }
 
 uint64_t
 sandbox_state_pid_start(pid_t pid)
 {
 	char path[64], buf[1024], *p;
-	int fd;
-	ssize_t n;
 	long long v;
 	const char *es;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (file_read_text(path, 0, buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	/* comm may hold spaces and parentheses: fields start after the last ')'. */
 	p = strrchr(buf, ')');
 	if (p == NULL)
@@ -126,22 +109,14 @@ sandbox_state_read(const char *run_id, struct sandbox_state *st)
 {
 	char path[EGRESS_PATH_MAX], buf[2 * EGRESS_PATH_MAX];
 	char *line, *next;
-	int fd;
-	ssize_t n;
 	long long v;
 	const char *es;
 
 	memset(st, 0, sizeof(*st));
 	if (!state_id_ok(run_id) || state_path(path, sizeof(path), run_id) < 0)
 		return -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (file_read_text(path, O_NOFOLLOW, buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	snprintf(st->run_id, sizeof(st->run_id), "%s", run_id);
 	for (line = buf; line && *line; line = next) {
 		next = strchr(line, '\n');

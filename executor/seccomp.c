@@ -22,10 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -256,7 +253,7 @@ seccomp_profile_build(char *err, size_t errlen)
 	 * search over syscall numbers instead of a linear chain: every worker syscall runs
 	 * the filter (common/scfilter). */
 	static const struct scf_spec spec = { .default_action = SCMP_ACT_ALLOW,
-		.tsync = true, .badarch_kill = true, .optimize = true };
+		.tsync = true, .badarch_kill = true, .optimize = true, .nnp_first = true };
 	scmp_filter_ctx ctx = scf_new(&spec, err, errlen);
 
 	if (ctx == NULL)
@@ -279,72 +276,31 @@ seccomp_profile_build(char *err, size_t errlen)
  * and the build's libseccomp/arch), so a program compiled once in the supervisor is
  * exactly what a compile in the worker would produce. The supervisor compiles it before
  * the attestation self-test and before the sandbox clone; both children inherit it with
- * their copy of memory and only install it. Nothing is stored on disk or shared across
- * runs, so no other process can substitute it.
+ * their copy of memory and only install it (common/scfilter: scf_compile, scf_install).
+ * Nothing is stored on disk or shared across runs, so no other process can substitute it.
  */
-static struct sock_filter prog_insns[BPF_MAXINSNS];
-static unsigned short prog_len;
+static struct scf_prog prog;
 
 int
 seccomp_profile_prepare(char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx;
-	int fd, rc;
-	off_t size;
 
-	if (prog_len > 0)
+	if (prog.len > 0)
 		return 0;
 	ctx = seccomp_profile_build(err, errlen);
 	if (ctx == NULL)
 		return -1;
-	fd = memfd_create("egress-seccomp", MFD_CLOEXEC);
-	if (fd < 0) {
-		errbuf_set(err, errlen, 0, "seccomp: memfd_create: %s", strerror(errno));
-		seccomp_release(ctx);
-		return -1;
-	}
-	rc = seccomp_export_bpf(ctx, fd);
-	seccomp_release(ctx);
-	size = rc == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
-	if (rc != 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
-	    size > (off_t)sizeof(prog_insns)) {
-		errbuf_set(err, errlen, 0, "seccomp: exporting the compiled filter failed (%s, %lld bytes)",
-		    rc != 0 ? strerror(-rc) : "size", (long long)size);
-		close(fd);
-		return -1;
-	}
-	if (pread(fd, prog_insns, (size_t)size, 0) != (ssize_t)size) {
-		errbuf_set(err, errlen, 0, "seccomp: reading the compiled filter back failed");
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	prog_len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
-	return 0;
+	return scf_compile(ctx, &prog, err, errlen);
 }
 
 int
 seccomp_profile_install(char *err, size_t errlen)
 {
-	struct sock_fprog fprog;
-	long rc;
-
-	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) {
-		errbuf_set(err, errlen, 0, "seccomp: no_new_privs is not set; privs_drop must run first");
+	/* no_new_privs is privs_drop's step (the spec's nnp_first): scf_install refuses
+	 * when it is missing */
+	if (seccomp_profile_prepare(err, errlen) != 0 || scf_install(&prog, err, errlen) != 0)
 		return -1;
-	}
-	if (seccomp_profile_prepare(err, errlen) != 0)
-		return -1;
-	fprog.len = prog_len;
-	fprog.filter = prog_insns;
-	/* What seccomp_load does with SCMP_FLTATR_CTL_TSYNC: one filter for every thread
-	 * (a positive return names a thread that could not be synchronized). */
-	rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
-	if (rc != 0) {
-		errbuf_set(err, errlen, 0, "seccomp: loading the filter failed: %s", rc > 0 ?
-		    "a thread could not be synchronized" : strerror(errno));
-		return -1;
-	}
 	return seccomp_profile_verify(err, errlen);
 }
 

@@ -31,8 +31,8 @@ struct seccomp_profile_entry {
 const struct seccomp_profile_entry *seccomp_profile_entries(size_t *n);
 
 /*
- * Compile the filter once for this process (libseccomp, exported as BPF into a static
- * buffer); later calls return at once. Call it in the supervisor before forking, so the
+ * Compile the filter once for this process (scf_compile: libseccomp, exported as BPF into
+ * a static struct scf_prog); later calls return at once. Call it in the supervisor before forking, so the
  * self-test child and the worker inherit the compiled program and only install it (the
  * inputs are all static, so the program is the one a compile in the child would give).
  * Returns 0, or -1 with err filled. Allocates (libseccomp).
@@ -41,8 +41,8 @@ int seccomp_profile_prepare(char *err, size_t errlen);
 
 /*
  * Load the filter (compiled by seccomp_profile_prepare, compiling now if it was not) into
- * the calling thread with seccomp(2) and SECCOMP_FILTER_FLAG_TSYNC (all threads), then
- * read the mode back (seccomp_profile_verify).
+ * the calling thread with common/scfilter's installer (seccomp(2) with
+ * SECCOMP_FILTER_FLAG_TSYNC: all threads), then read the mode back (seccomp_profile_verify).
  * Requires no_new_privs already set (privs_drop sets it); refuses otherwise (checked with
  * PR_GET_NO_NEW_PRIVS), because without it loading needs CAP_SYS_ADMIN and a later setuid
  * exec could shed the filter's intent. A syscall name unknown on this architecture is

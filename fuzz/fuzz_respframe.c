@@ -1,6 +1,7 @@
 /* libFuzzer: the HTTP forwarding path's response framing (docs/redirects.md): a response head as
  * httpresp parses it, its framing (http_response_framing), the head egressd rebuilds for
- * the client (http_build_client_response), and the chunked framer over what follows. */
+ * the client (http_build_client_response), and the body framer (http_body_framer) over
+ * what follows. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,14 +30,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (http_response_framing(&r, head_req, &kind, &len) == 0) {
 		if (kind == HTTP_RESP_LENGTH && len == 0)
 			__builtin_trap();
-		if (kind == HTTP_RESP_CHUNKED) {
-			struct http_chunked ch;
-			bool done = false;
-			http_chunked_init(&ch);
-			long k = http_chunked_feed(&ch, p + r.head_len, size - r.head_len, &done);
-			if (k > (long)(size - r.head_len))
-				__builtin_trap();
-		}
+		struct http_body_framer f;
+		bool done = false;
+		http_body_framer_init(&f, kind, len);
+		long k = http_body_framer_feed(&f, p + r.head_len, size - r.head_len, &done);
+		if (k > (long)(size - r.head_len) || (k >= 0 && kind == HTTP_RESP_LENGTH &&
+		    (uint64_t)k > len))
+			__builtin_trap();
 	}
 	size_t n = http_build_client_response(&r, data[0] & 2, out, sizeof(out));
 	/* what egressd sends must itself be a valid head with the same status and framing

@@ -14,7 +14,8 @@ Per agent, two WorkUnits:
           not_granted deny record and origin2 sees no connection; the candidate is
           rejected with scope_violation.
 
-Credentials and route (default: model connection, issues 16 and 20). The preset names
+Credentials and route (default: model connection, docs/model-connections.md and
+docs/agents.md). The preset names
 `model_connection = labmodel` and `placeholder_env` (OPENAI_API_KEY for codex through its
 provider's env_key, ANTHROPIC_API_KEY for claude): the agent holds only egress-exec's
 random placeholder. The real key is in a root-only file named by the trusted-models file

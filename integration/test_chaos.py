@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The chaos test (issue 19; docs/SECURITY.md, "What the fault tests prove").
+"""The chaos test (docs/SECURITY.md, "What the fault tests prove").
 
 egressd under concurrent load from three principals (CONNECT tunnels and plain HTTP, direct
 and through an upstream proxy chosen by a PAC, granted, not granted and private

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The chaos test, egress-exec half (issue 19; docs/SECURITY.md, "What the fault tests prove").
+"""The chaos test, egress-exec half (docs/SECURITY.md, "What the fault tests prove").
 
 EGRESS_CHAOS_EXEC_RUNS networked runs (default 6, three at a time) against the lab's
 egressd, each worker fetching http://origin.lab.test through its listener in a loop; each

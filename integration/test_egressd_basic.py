@@ -187,7 +187,8 @@ def t_self_address(L, d):
     rec = wait_decision(d, lambda x: x.get("dest") == "self.lab.test:3128")
     check(rec["classes_dropped"] == ["self"], "self_address record: %s" % rec)
     # A mixed answer: egressd's own address is dropped, the origin kept, and the record
-    # says what was dropped (issue 19: the self address was missing from the list).
+    # says what was dropped (docs/decision-log.md, classes_dropped; the self address was
+    # once missing from the list).
     start = len(d.decisions())
     r = L.connect(1, "mixed-self.lab.test:7")
     allowed_tunnel(r)

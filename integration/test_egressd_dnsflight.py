@@ -2,8 +2,8 @@
 """DNS lookups are single-flight per name (docs/egressd.md "DNS"): many simultaneous
 CONNECTs to one uncached name from one principal cost the DNS server one A and one AAAA
 query, and none of them is refused with limit_dns_pending (max_dns_pending counts distinct
-lookups, not the hops waiting for one). Issue 19 measured 61 x 503 limit_dns_pending of
-200 such CONNECTs (653 of 1,500) before.
+lookups, not the hops waiting for one). Before single-flight, 61 of 200 such CONNECTs
+(653 of 1,500) were refused 503 limit_dns_pending.
 
 Negative twin: max_dns_pending still bounds distinct lookups: more distinct slow names
 than the limit at once are refused with limit_dns_pending beyond it.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Model connections (issue 16): egressd holds the model credential and adds it on the wire.
+"""Model connections (docs/model-connections.md): egressd holds the model credential and adds it on the wire.
 
 The lab: a model origin over HTTPS (certificate from a lab CA) that answers only with the
 real key and streams SSE; a second destination of the same connection whose certificate

@@ -166,7 +166,8 @@ def t_basic_missing(L, sq):
     check(cl.get("reason") == "upstream_auth_required" and cl.get("proxy_status") == 407,
           "close %s" % cl)
     # plain HTTP through the same proxy: the same record semantics and the same answer to
-    # the client as CONNECT (issue 19 item 1: it was allow / proxy_status null, a bare 502)
+    # the client as CONNECT (docs/decision-log.md; it was once allow / proxy_status null, a
+    # bare 502)
     start = len(d.decisions())
     with L.no_origin_connection():
         r = L.http(0, "GET", "http://origin.lab.test/echo")

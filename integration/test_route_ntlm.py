@@ -16,7 +16,6 @@ proxy's 407) and never retried; a proxy that closes between legs is refused.
 """
 
 import os
-import socket
 import struct
 import sys
 import threading
@@ -26,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
-from labtools import checks, netns, ntlm, proxies  # noqa: E402
+from labtools import checks, netns, ntlm, proxies, servers  # noqa: E402
 from labtools.checks import check, refused, require_binaries, stop_clean  # noqa: E402
 
 NTLM_ADDR = "203.0.113.34"
@@ -62,38 +61,24 @@ def challenge_message(server_challenge):
     return msg + target + av
 
 
-class NTLMProxy:
+class NTLMProxy(servers.Server):
     def __init__(self, L, user=USER, close_between=False, password=PASSWORD):
         self.L = L
         self.user = user
         self.password = password
         self.close_between = close_between
-        self.sock = netns.listen_in(L.ns_inet, NTLM_ADDR, PORT)
-        self.sock.settimeout(0.2)
-        self.connections = 0
         self.legs = []            # (connection number, what) in order
         self.seen = []            # raw heads
         self.verdicts = []        # the proxy's verdict on each AUTHENTICATE
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-        self._t.start()
+        super().__init__(netns.listen_in(L.ns_inet, NTLM_ADDR, PORT))
+        self.start()
 
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        self.sock.close()
+    @property
+    def connections(self):
+        return self.accepted
 
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._conn, args=(c, self.connections),
-                             daemon=True).start()
+    def _accepted(self, c, peer):
+        threading.Thread(target=self._conn, args=(c, self.accepted), daemon=True).start()
 
     def _conn(self, c, n):
         import base64
@@ -103,7 +88,7 @@ class NTLMProxy:
         try:
             c.settimeout(10)
             for _ in range(4):
-                head, buf = proxies.RecordingProxy._head(c, buf)
+                head, buf = servers.read_head(c, buf)
                 if head is None:
                     return
                 self.seen.append(head)

@@ -39,8 +39,8 @@ test_defaults(void **st)
 	struct egressd_config *c = load("[egressd]\n");
 
 	assert_non_null(c);
-	assert_string_equal(c->control_socket, CONFIG_DEFAULT_CONTROL);
-	assert_string_equal(c->decision_log, CONFIG_DEFAULT_DLOG);
+	assert_string_equal(c->control_socket, EGRESS_CONTROL_SOCKET_DEFAULT);
+	assert_string_equal(c->decision_log, EGRESS_DECISION_LOG_DEFAULT);
 	assert_int_equal(c->log_sync, DLOG_SYNC_BATCH);
 	assert_int_equal(c->connect_timeout_ms, 10000);
 	assert_int_equal(c->header_timeout_ms, 10000);
@@ -199,8 +199,8 @@ test_errors(void **st)
 	    "duplicate section");
 }
 
-/* Every problem of a file is reported, each with file:line, in file order (issue 19: two
- * errors came out line 4 first, then line 2; some had no line at all). */
+/* Every problem of a file is reported, each with file:line, in file order (docs/egressd.md;
+ * two errors once came out line 4 first, then line 2, some with no line at all). */
 static void
 test_errors_all_in_file_order(void **st)
 {

@@ -11,30 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
 #include "common/grant.h"
 #include "common/runca.h"
 #include "egressd/config.h"
 #include "egressd/connections.h"
 #include "egressd/mitmca.h"
-
-static char dir[] = "/tmp/egress-conns-XXXXXX";
-
-static const char *
-put(const char *name, const char *text, mode_t mode)
-{
-	static char path[4][256];
-	static int k;
-	char *p = path[k++ % 4];
-	FILE *f;
-
-	snprintf(p, 256, "%s/%s", dir, name);
-	f = fopen(p, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(p, mode);
-	return p;
-}
 
 static struct connections *
 load(const char *text, char *err, size_t errlen)
@@ -47,8 +29,8 @@ static void
 test_load_apply(void **state)
 {
 	char err[512], text[1024], line[256];
-	const char *key = put("anthropic.key", "sk-ant-REAL-123\n", 0600);
-	const char *key2 = put("other.key", "tok-XYZ\r\n", 0600);
+	const char *key = tmpdir_put("anthropic.key", "sk-ant-REAL-123\n", 0600);
+	const char *key2 = tmpdir_put("other.key", "tok-XYZ\r\n", 0600);
 	struct connections *c;
 	const struct connection *a, *b, *d;
 	struct host h;
@@ -115,7 +97,7 @@ static void
 test_rules(void **state)
 {
 	char err[512], text[512];
-	const char *key = put("g.key", "k\n", 0600);
+	const char *key = tmpdir_put("g.key", "k\n", 0600);
 	struct connections *c;
 	const struct connection *d;
 
@@ -169,9 +151,9 @@ static void
 test_refusals(void **state)
 {
 	char text[1024];
-	const char *key = put("r.key", "secret-value\n", 0600);
-	const char *bad = put("bad.key", "has space\n", 0600);
-	const char *empty = put("empty.key", "\n", 0600);
+	const char *key = tmpdir_put("r.key", "secret-value\n", 0600);
+	const char *bad = tmpdir_put("bad.key", "has space\n", 0600);
+	const char *empty = tmpdir_put("empty.key", "\n", 0600);
 
 	snprintf(text, sizeof(text), "[connection a]\ncredential_file = %s\n", key);
 	refused(text, "needs at least one destination");
@@ -182,7 +164,7 @@ test_refusals(void **state)
 	    "credential_file = %s\n", key);
 	refused(text, "https://host");
 	snprintf(text, sizeof(text), "[connection a]\ndestination = https://a.example\n"
-	    "credential_file = %s/missing\n", dir);
+	    "credential_file = %s/missing\n", tmpdir);
 	refused(text, "No such file");
 	snprintf(text, sizeof(text), "[connection a]\ndestination = https://a.example\n"
 	    "credential_file = %s\n", bad);
@@ -230,7 +212,7 @@ static void
 test_world_readable(void **state)
 {
 	char err[512] = "", text[512];
-	const char *key = put("wr.key", "k\n", 0644);
+	const char *key = tmpdir_put("wr.key", "k\n", 0644);
 
 	if (getuid() != 0)
 		skip();
@@ -248,7 +230,7 @@ test_world_readable(void **state)
 	/* a symlink to the key is not the key */
 	{
 		char link[300];
-		snprintf(link, sizeof(link), "%s/link.key", dir);
+		snprintf(link, sizeof(link), "%s/link.key", tmpdir);
 		assert_int_equal(symlink(key, link), 0);
 		snprintf(text, sizeof(text), "[connection a]\ndestination = https://a.example\n"
 		    "credential_file = %s\n", link);
@@ -263,7 +245,7 @@ static void
 test_grant_and_config(void **state)
 {
 	char err[512], conf[1024], conns[512];
-	const char *key = put("c.key", "k-1\n", 0600);
+	const char *key = tmpdir_put("c.key", "k-1\n", 0600);
 	const char *cpath;
 	struct egressd_config *cfg;
 	json_t *j;
@@ -271,7 +253,7 @@ test_grant_and_config(void **state)
 
 	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
 	    "credential_file = %s\n[connection bare]\ndestination = https://b.example\n", key);
-	cpath = put("conns.ini", conns, 0644);
+	cpath = tmpdir_put("conns.ini", conns, 0644);
 	/* a static grant needs the operator's CA */
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
 	    "[grant g1]\nallow = https://m.example\nmodel_connection = m\n", cpath);
@@ -281,8 +263,8 @@ test_grant_and_config(void **state)
 		char *cert, *cakey;
 		const char *cp, *kp;
 		assert_int_equal(runca_make("op", NULL, 3600, &cert, &cakey, err, sizeof(err)), 0);
-		cp = put("ca.pem", cert, 0644);
-		kp = put("ca.key", cakey, 0600);
+		cp = tmpdir_put("ca.pem", cert, 0644);
+		kp = tmpdir_put("ca.key", cakey, 0600);
 		snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
 		    "intercept_ca_cert = %s\nintercept_ca_key = %s\n"
 		    "[grant g1]\nallow = https://m.example\nmodel_connection = m\n", cpath, cp, kp);
@@ -296,14 +278,14 @@ test_grant_and_config(void **state)
 	/* twins: a CA that fails to load stops the start-up with the reason */
 	{
 		char bad[1024];
-		const char *junk = put("junk.pem", "not a certificate\n", 0644);
+		const char *junk = tmpdir_put("junk.pem", "not a certificate\n", 0644);
 		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
-		    "intercept_ca_cert = %s\nintercept_ca_key = %s/ca.key\n", junk, dir);
+		    "intercept_ca_cert = %s\nintercept_ca_key = %s/ca.key\n", junk, tmpdir);
 		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
 		assert_non_null(strstr(err, "intercept_ca_cert"));
 		assert_non_null(strstr(err, "not a PEM X.509 certificate"));
 		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
-		    "intercept_ca_cert = %s/ca.pem\n", dir);
+		    "intercept_ca_cert = %s/ca.pem\n", tmpdir);
 		assert_null(config_load_string("e.ini", bad, strlen(bad), err, sizeof(err)));
 		assert_non_null(strstr(err, "go together"));
 		snprintf(bad, sizeof(bad), "[egressd]\ncontrol_socket = none\n"
@@ -361,7 +343,7 @@ static void
 test_every_error(void **state)
 {
 	char err[4096] = "", text[1024], conf[512];
-	const char *key = put("e.key", "k-e\n", 0600);
+	const char *key = tmpdir_put("e.key", "k-e\n", 0600);
 	const char *cpath;
 	struct connections *c;
 
@@ -378,7 +360,7 @@ test_every_error(void **state)
 	    "[connection c]\n"                              /* 10 */
 	    "destination = https://c.example\n"             /* 11 */
 	    "credential_file = %s/missing\n",               /* 12: unreadable */
-	    key, key, dir);
+	    key, key, tmpdir);
 	c = load(text, err, sizeof(err));
 	assert_null(c);
 	assert_non_null(strstr(err, "conns.ini:2: [connection a] destination"));
@@ -409,7 +391,7 @@ test_every_error(void **state)
 	snprintf(text, sizeof(text), "[connection a]\ndestination = https://*.example.com\n"
 	    "credential_file = %s\n[connection b]\ndestination = https://b.example\n"
 	    "credential_file = %s\nallow_method = post\n", key, key);
-	cpath = put("every.ini", text, 0644);
+	cpath = tmpdir_put("every.ini", text, 0644);
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n",
 	    cpath);
 	assert_null(config_load_string("e.ini", conf, strlen(conf), err, sizeof(err)));
@@ -432,18 +414,18 @@ test_reload_keeps_credentials(void **state)
 	char line[256];
 	char *cert, *cakey;
 
-	snprintf(key, sizeof(key), "%s", put("rk.key", "k-start\n", 0600));
+	snprintf(key, sizeof(key), "%s", tmpdir_put("rk.key", "k-start\n", 0600));
 	assert_int_equal(runca_make("op", NULL, 3600, &cert, &cakey, err, sizeof(err)), 0);
-	snprintf(cp, sizeof(cp), "%s", put("rca.pem", cert, 0644));
-	snprintf(kp, sizeof(kp), "%s", put("rca.key", cakey, 0600));
+	snprintf(cp, sizeof(cp), "%s", tmpdir_put("rca.pem", cert, 0644));
+	snprintf(kp, sizeof(kp), "%s", tmpdir_put("rca.key", cakey, 0600));
 	free(cert);
 	free(cakey);
 	snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
 	    "credential_file = %s\n", key);
-	snprintf(cpath, sizeof(cpath), "%s", put("rconns.ini", conns, 0644));
+	snprintf(cpath, sizeof(cpath), "%s", tmpdir_put("rconns.ini", conns, 0644));
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
 	    "intercept_ca_cert = %s\nintercept_ca_key = %s\n", cpath, cp, kp);
-	snprintf(epath, sizeof(epath), "%s", put("r.ini", conf, 0644));
+	snprintf(epath, sizeof(epath), "%s", tmpdir_put("r.ini", conf, 0644));
 	prev = config_load(epath, err, sizeof(err));
 	if (prev == NULL)
 		fail_msg("%s", err);
@@ -467,11 +449,11 @@ test_reload_keeps_credentials(void **state)
 	/* Twin: a connection whose credential file start-up never read fails the reload
 	 * whole, and says a restart is needed. */
 	{
-		const char *k3 = put("new.key", "k-new\n", 0600);
+		const char *k3 = tmpdir_put("new.key", "k-new\n", 0600);
 		snprintf(conns, sizeof(conns), "[connection m]\ndestination = https://m.example\n"
 		    "credential_file = %s/rk.key\n[connection n]\ndestination = https://n.example\n"
-		    "credential_file = %s\n", dir, k3);
-		put("rconns.ini", conns, 0644);
+		    "credential_file = %s\n", tmpdir, k3);
+		tmpdir_put("rconns.ini", conns, 0644);
 	}
 	assert_null(config_reload(epath, prev, err, sizeof(err)));
 	assert_non_null(strstr(err, "[connection n] credential_file"));
@@ -482,39 +464,25 @@ test_reload_keeps_credentials(void **state)
 		char plain[256];
 		struct egressd_config *noconn;
 		snprintf(plain, sizeof(plain), "[egressd]\ncontrol_socket = none\n");
-		put("r.ini", plain, 0644);
+		tmpdir_put("r.ini", plain, 0644);
 		noconn = config_load(epath, err, sizeof(err));
 		if (noconn == NULL)
 			fail_msg("%s", err);
 		snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\n"
 		    "connections = %s\n", cpath);
-		put("r.ini", conf, 0644);
+		tmpdir_put("r.ini", conf, 0644);
 		assert_null(config_reload(epath, noconn, err, sizeof(err)));
 		assert_non_null(strstr(err, "takes a restart"));
 		config_free(noconn);
 	}
 	/* ... and another CA too */
-	put("rconns.ini", "[connection m]\ndestination = https://m.example\n", 0644);
+	tmpdir_put("rconns.ini", "[connection m]\ndestination = https://m.example\n", 0644);
 	snprintf(conf, sizeof(conf), "[egressd]\ncontrol_socket = none\nconnections = %s\n"
-	    "intercept_ca_cert = %s\nintercept_ca_key = %s/other.key\n", cpath, cp, dir);
-	put("r.ini", conf, 0644);
+	    "intercept_ca_cert = %s\nintercept_ca_key = %s/other.key\n", cpath, cp, tmpdir);
+	tmpdir_put("r.ini", conf, 0644);
 	assert_null(config_reload(epath, prev, err, sizeof(err)));
 	assert_non_null(strstr(err, "takes a restart"));
 	config_free(prev);
-}
-
-static int
-setup(void **state)
-{
-	return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
 }
 
 int
@@ -529,5 +497,5 @@ main(void)
 		cmocka_unit_test(test_every_error),
 		cmocka_unit_test(test_reload_keeps_credentials),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -70,6 +70,10 @@ test_survives_reopen(void **st)
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
 	assert_null(grantstate_get(gs, ID1));
+	/* a reload takes the room for its first issues before its commit; any count is
+	 * clamped to the table's limit, never an overflow */
+	assert_int_equal(grantstate_reserve(gs, 2, err, sizeof(err)), 0);
+	assert_int_equal(grantstate_reserve(gs, SIZE_MAX, err, sizeof(err)), 0);
 	assert_int_equal(grantstate_issued(gs, ID1, "svc", 1000, &saved), 1000);
 	assert_true(saved);
 	/* the first issue is kept: a later start does not restart the lifetime */

@@ -461,6 +461,50 @@ test_chunked(void **st)
 	}
 }
 
+/* The body framer: every kind, split feeds, nothing past the end, the state kept after it. */
+static void
+test_body_framer(void **st)
+{
+	struct http_body_framer f;
+	const char *chunked = "3\r\nabc\r\n0\r\n\r\nNEXT";
+	bool done = true;
+	long k;
+
+	(void)st;
+	http_body_framer_init(&f, HTTP_RESP_NONE, 0);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 7, &done), 0);
+	assert_true(done);
+
+	http_body_framer_init(&f, HTTP_RESP_LENGTH, 10);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 4, &done), 4);
+	assert_false(done);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 0, &done), 0);
+	assert_false(done);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 9, &done), 6);   /* 3 bytes are not its */
+	assert_true(done);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 5, &done), 0);
+	assert_true(done);
+	http_body_framer_init(&f, HTTP_RESP_LENGTH, 0);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 5, &done), 0);
+	assert_true(done);
+
+	http_body_framer_init(&f, HTTP_RESP_CHUNKED, 0);
+	k = http_body_framer_feed(&f, chunked, 5, &done);
+	assert_int_equal(k, 5);
+	assert_false(done);
+	k = http_body_framer_feed(&f, chunked + 5, strlen(chunked) - 5, &done);
+	assert_int_equal(5 + k, (long)(strstr(chunked, "NEXT") - chunked));
+	assert_true(done);
+	assert_int_equal(http_body_framer_feed(&f, "NEXT", 4, &done), 0);
+	assert_true(done);
+	http_body_framer_init(&f, HTTP_RESP_CHUNKED, 0);
+	assert_int_equal(http_body_framer_feed(&f, "zz\r\n", 4, &done), -1);
+
+	http_body_framer_init(&f, HTTP_RESP_CLOSE, 0);
+	assert_int_equal(http_body_framer_feed(&f, NULL, 1000, &done), 1000);
+	assert_false(done);
+}
+
 static void
 test_refusal_format(void **st)
 {
@@ -488,7 +532,7 @@ test_refusal_format(void **st)
 /* ---- docs/redirects.md: the forwarding path's builders and the response framing ---- */
 
 static void
-test_request_head_issue7(void **st)
+test_request_head_forwarding(void **st)
 {
 	char out[4096];
 	size_t n;
@@ -667,8 +711,9 @@ main(void)
 		cmocka_unit_test(test_refuse_too_large),
 		cmocka_unit_test(test_forward_head),
 		cmocka_unit_test(test_chunked),
+		cmocka_unit_test(test_body_framer),
 		cmocka_unit_test(test_refusal_format),
-		cmocka_unit_test(test_request_head_issue7),
+		cmocka_unit_test(test_request_head_forwarding),
 		cmocka_unit_test(test_client_response),
 		cmocka_unit_test(test_response_framing),
 		cmocka_unit_test(test_origin_request),

@@ -22,6 +22,7 @@
 
 #include <event2/event.h>
 
+#include "tmpdir.h"
 #include "egressd/pacfetch.h"
 
 static const char *pac_body = "function FindProxyForURL(url, host) { return \"DIRECT\"; }\n";
@@ -29,7 +30,6 @@ static char answer[8192];       /* what the server sends to the next client */
 static int stall;               /* server reads but never answers */
 static int lfd = -1;
 static uint16_t port;
-static char dir[] = "/tmp/egress-pac-XXXXXX";
 
 static void *
 server(void *arg)
@@ -77,7 +77,7 @@ fetch(const char *path, uint32_t timeout_ms, bool *have)
 	struct pacfetch *p;
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
-	snprintf(copy, sizeof(copy), "%s/pac.js", dir);
+	snprintf(copy, sizeof(copy), "%s/pac.js", tmpdir);
 	p = pacfetch_new(base, NULL, &c, cb, &r, err, sizeof(err));
 	assert_non_null(p);
 	for (int i = 0; i < 300 && !r.done; i++) {   /* at most 3 s */
@@ -106,7 +106,7 @@ read_copy(void)
 	FILE *f;
 	size_t n;
 
-	snprintf(path, sizeof(path), "%s/pac.js", dir);
+	snprintf(path, sizeof(path), "%s/pac.js", tmpdir);
 	f = fopen(path, "r");
 	if (f == NULL)
 		return NULL;
@@ -149,7 +149,7 @@ test_fetch_and_keep(void **state)
 	assert_int_equal(r.status, REASON_ALLOWED);
 	assert_true(have);
 	assert_copy_is_wrapped();
-	snprintf(path, sizeof(path), "%s/pac.js", dir);
+	snprintf(path, sizeof(path), "%s/pac.js", tmpdir);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0644);
 
@@ -230,7 +230,7 @@ setup(void **state)
 	pthread_t t;
 	int one = 1;
 
-	if (mkdtemp(dir) == NULL)
+	if (tmpdir_make("pac") != 0)
 		return -1;
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -244,15 +244,6 @@ setup(void **state)
 	return 0;
 }
 
-static int
-teardown(void **state)
-{
-	char cmd[300];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
 int
 main(void)
 {
@@ -261,5 +252,5 @@ main(void)
 		cmocka_unit_test(test_redirects),
 		cmocka_unit_test(test_bad_config),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

@@ -11,30 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
 #include "egressd/proxycreds.h"
-
-static char dir[] = "/tmp/egress-creds-XXXXXX";
-
-static const char *
-put(const char *name, const char *text, mode_t mode)
-{
-	static char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(path, mode);
-	return path;
-}
 
 static void
 test_load_and_find(void **state)
 {
 	char err[512];
-	const char *p = put("ok.ini",
+	const char *p = tmpdir_put("ok.ini",
 	    "[proxy Proxy.Corp.Example:3128]\nscheme = basic\nusername = alice\npassword = s3cret\n"
 	    "[proxy 10.1.2.3:8080]\nscheme = negotiate\nkeytab = /etc/egressd/k.keytab\n", 0600);
 	struct proxycreds *c = proxycreds_load(p, getuid() == 0, err, sizeof(err));
@@ -65,12 +49,12 @@ static void
 test_password_file(void **state)
 {
 	char err[512], text[512];
-	const char *pw = put("pw", "hunter2\n", 0600);
+	const char *pw = tmpdir_put("pw", "hunter2\n", 0600);
 	struct proxycreds *c;
 
 	snprintf(text, sizeof(text), "[proxy proxy.corp.example:3128]\nscheme = basic\n"
 	    "username = bob\npassword_file = %s\n", pw);
-	c = proxycreds_load(put("pwf.ini", text, 0600), getuid() == 0, err, sizeof(err));
+	c = proxycreds_load(tmpdir_put("pwf.ini", text, 0600), getuid() == 0, err, sizeof(err));
 	assert_non_null(c);
 	assert_string_equal(c->v[0].password, "hunter2");
 	proxycreds_free(c);
@@ -93,13 +77,13 @@ test_refusals(void **state)
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct proxycreds *c = proxycreds_load(put("bad.ini", bad[i], 0600), 0, err, sizeof(err));
+		struct proxycreds *c = proxycreds_load(tmpdir_put("bad.ini", bad[i], 0600), 0, err, sizeof(err));
 		if (c != NULL)
 			fail_msg("accepted case %zu", i);
 		assert_null(strstr(err, "password = "));
 	}
 	/* the refusal never quotes a secret */
-	assert_null(proxycreds_load(put("bad2.ini",
+	assert_null(proxycreds_load(tmpdir_put("bad2.ini",
 	    "[proxy p.example:1]\nscheme = basic\nusername = a\npassword = TOPSECRET\nbogus = 1\n", 0600),
 	    0, err, sizeof(err)));
 	assert_null(strstr(err, "TOPSECRET"));
@@ -109,7 +93,7 @@ static void
 test_mode_and_owner(void **state)
 {
 	char err[512];
-	const char *p = put("loose.ini", "[proxy p.example:1]\nscheme = negotiate\n", 0644);
+	const char *p = tmpdir_put("loose.ini", "[proxy p.example:1]\nscheme = negotiate\n", 0644);
 
 	if (getuid() != 0)
 		skip();
@@ -125,25 +109,10 @@ test_mode_and_owner(void **state)
 	/* a symlink is not followed */
 	{
 		char link[300];
-		snprintf(link, sizeof(link), "%s/link.ini", dir);
+		snprintf(link, sizeof(link), "%s/link.ini", tmpdir);
 		assert_int_equal(symlink(p, link), 0);
 		assert_null(proxycreds_load(link, 1, err, sizeof(err)));
 	}
-}
-
-static int
-setup(void **state)
-{
-	return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-	char cmd[300];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
 }
 
 int
@@ -155,5 +124,5 @@ main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_mode_and_owner),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -18,9 +18,8 @@
 
 #include <event2/event.h>
 
+#include "tmpdir.h"
 #include "egressd/routehelper.h"
-
-static char dir[] = "/tmp/egress-rh-XXXXXX";
 
 struct outcome {
 	int done;
@@ -39,19 +38,14 @@ cb(enum reason status, const struct routeproto_reply *r, void *arg)
 		o->reply = *r;
 }
 
-static char *
+static const char *
 script(const char *name, const char *body)
 {
-	static char path[256];
-	FILE *f;
+	char text[1024];
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fprintf(f, "#!/bin/sh\n%s\n", body);
-	fclose(f);
-	chmod(path, 0755);
-	return path;
+	assert_true((size_t)snprintf(text, sizeof(text), "#!/bin/sh\n%s\n", body) <
+	    sizeof(text));
+	return tmpdir_put(name, text, 0755);
 }
 
 static struct routehelper *
@@ -87,7 +81,7 @@ static void
 test_answer_and_cache(void **state)
 {
 	struct event_base *base = event_base_new();
-	char *p = script("ok", "while read id url; do echo \"$id OK http://proxy.corp:3128 direct://\"; done");
+	const char *p = script("ok", "while read id url; do echo \"$id OK http://proxy.corp:3128 direct://\"; done");
 	struct routehelper *rh = mk(base, p, 2000, 60);
 	struct outcome o[2] = { 0 };
 	struct routehelper_stats st;
@@ -115,7 +109,7 @@ static void
 test_stall_times_out_and_restarts(void **state)
 {
 	struct event_base *base = event_base_new();
-	char *p = script("stall", "read id url; exec sleep 30");
+	const char *p = script("stall", "read id url; exec sleep 30");
 	struct routehelper *rh = mk(base, p, 300, 0);
 	struct outcome o[3] = { 0 };
 	struct routehelper_stats st;
@@ -158,7 +152,7 @@ static void
 test_garbage_and_errors(void **state)
 {
 	struct event_base *base = event_base_new();
-	char *p = script("junk", "read id url; echo \"$id OK PROXY evil.example:1\"; exec sleep 5");
+	const char *p = script("junk", "read id url; echo \"$id OK PROXY evil.example:1\"; exec sleep 5");
 	struct routehelper *rh = mk(base, p, 2000, 0);
 	struct outcome o = { 0 };
 
@@ -190,7 +184,7 @@ static void
 test_cancel(void **state)
 {
 	struct event_base *base = event_base_new();
-	char *p = script("slow", "while read id url; do sleep 0.2; echo \"$id OK direct://\"; done");
+	const char *p = script("slow", "while read id url; do sleep 0.2; echo \"$id OK direct://\"; done");
 	struct routehelper *rh = mk(base, p, 2000, 0);
 	struct outcome o[2] = { 0 };
 	struct rh_req *q = routehelper_lookup(rh, "https://a.example:443/", cb, &o[0]);
@@ -221,16 +215,7 @@ setup(void **state)
 	/* A helper that died leaves a socket whose peer is gone: egressd ignores SIGPIPE
 	 * (main.c), and so must this test process. */
 	signal(SIGPIPE, SIG_IGN);
-	return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-	char cmd[300];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmpdir_make("rh");
 }
 
 int
@@ -243,5 +228,5 @@ main(void)
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_bad_config),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

@@ -16,6 +16,7 @@
 
 #include "common/ctlclient.h"
 #include "common/limits.h"
+#include "common/paths.h"
 #include "common/util.h"
 #include "common/dlogchain.h"
 #include "egressd/ctl/gzread.h"
@@ -28,7 +29,6 @@
 
 #define EXIT_BROKEN 1
 #define EXIT_USAGE  2
-#define CONTROL_DEFAULT "/run/egressd/control.sock"
 
 struct ctl {
 	const char *sock;
@@ -83,7 +83,7 @@ usage(FILE *f)
 	    "  --json               print control replies as JSON\n"
 	    "  -h, --help           this text; after a command: that command's usage\n"
 	    "  -V, --version        the version\n"
-	    "commands:\n", CONTROL_DEFAULT, logfiles_default());
+	    "commands:\n", EGRESS_CONTROL_SOCKET_DEFAULT, logfiles_default());
 	for (size_t i = 0; i < EGRESS_NELEM(cmds); i++)
 		fprintf(f, "  egressctl %s\n", cmds[i].usage);
 	fprintf(f, "Several FILEs are read as one chain, in chain order whatever the order given.\n"
@@ -643,7 +643,7 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl c = { .sock = CONTROL_DEFAULT };
+	struct ctl c = { .sock = EGRESS_CONTROL_SOCKET_DEFAULT };
 	const struct cmd *k;
 	int ch, nwords, rc;
 

@@ -170,13 +170,8 @@ gzread_verify_file(struct dlog_verify *v, const char *path)
 	FILE *f = gzread_open(path);
 	enum dlog_break b;
 
-	if (f == NULL) {
-		v->kind = DLOG_BREAK_IO;
-		v->line = 0;
-		v->seq = 0;
-		snprintf(v->message, sizeof(v->message), "%s: %s", path, strerror(errno));
-		return DLOG_BREAK_IO;
-	}
+	if (f == NULL)
+		return dlog_verify_unopened(v, path, errno);
 	errno = 0;
 	b = dlog_verify_stream(v, f, path);
 	if (b == DLOG_BREAK_IO && (errno == EFBIG || errno == EILSEQ))

@@ -85,12 +85,7 @@ xbreak(struct logextract_result *r, enum dlog_break k, const char *name, uint64_
 static bool
 hex64(const char *s)
 {
-	if (s == NULL || strlen(s) != DLOG_HASH_HEX)
-		return false;
-	for (size_t i = 0; i < DLOG_HASH_HEX; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return s != NULL && strlen(s) == DLOG_HASH_HEX && hex_lower_is(s, DLOG_HASH_HEX);
 }
 
 static int

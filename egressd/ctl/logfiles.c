@@ -12,20 +12,20 @@
 #include <sys/stat.h>
 
 #include "common/limits.h"
-#include "egressd/config.h"
+#include "common/paths.h"
 #include "egressd/ctl/logread.h"
 
 /* More rotated files than this in one directory is not a log set egressctl reads at once. */
 #define LOGFILES_SCAN_MAX 4096
 
-static const char *logfiles_path = CONFIG_DEFAULT_DLOG;
+static const char *logfiles_path = EGRESS_DECISION_LOG_DEFAULT;
 static char **set_paths;
 static size_t set_n;
 
 void
 logfiles_set_default(const char *path)
 {
-	logfiles_path = path != NULL ? path : CONFIG_DEFAULT_DLOG;
+	logfiles_path = path != NULL ? path : EGRESS_DECISION_LOG_DEFAULT;
 }
 
 const char *

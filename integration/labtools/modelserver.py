@@ -33,8 +33,9 @@ import ssl
 import threading
 import time
 
+from labtools import servers
+
 BODY_MAX = 8 * 1024 * 1024
-HEAD_MAX = 65536
 
 # The scenarios of the acceptance tests. The shell command and the file are chosen so a
 # test can find both: the command's output lands in the agent's transcript, the file in
@@ -93,31 +94,18 @@ def _write_command(path, text):
     return "printf '%%s' %s > %s" % (_sh_quote(text), _sh_quote(path))
 
 
-class ModelServer:
+class ModelServer(servers.Server):
     def __init__(self, sock, certfile, keyfile, scenario, api_key):
-        self.sock = sock
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(certfile, keyfile)
+        super().__init__(sock)
+        self.ctx = servers.tls_server_context(certfile, keyfile)
         self.scenario = SCENARIOS[scenario] if isinstance(scenario, str) else list(scenario)
         self.api_key = api_key
         self.requests = []
         self.errors = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
         self._seq = 0
 
-    # --- life cycle ------------------------------------------------------------------
-
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._t.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        self.sock.close()
+    # --- life cycle (start, stop: servers.Server) ----------------------------------------
 
     def set_scenario(self, scenario):
         self.scenario = SCENARIOS[scenario] if isinstance(scenario, str) else list(scenario)
@@ -128,16 +116,6 @@ class ModelServer:
             return [r for r in self.requests if r[0] == "POST" and
                     (r[1].split("?")[0].endswith("/responses") or
                      r[1].split("?")[0].endswith("/messages"))]
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._conn, args=(c,), daemon=True).start()
 
     def _next_id(self, prefix):
         with self._lock:
@@ -158,15 +136,10 @@ class ModelServer:
             buf = b""
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not self._stop.is_set():
-                while b"\r\n\r\n" not in buf:
-                    if len(buf) > HEAD_MAX:
-                        return
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                lines = head.decode("latin-1").split("\r\n")
+                head, buf = servers.read_head(c, buf)
+                if head is None:
+                    return
+                lines = head[:-4].decode("latin-1").split("\r\n")
                 method, target, _ = (lines[0].split(" ", 2) + ["", ""])[:3]
                 headers = {}
                 for ln in lines[1:]:
@@ -175,16 +148,12 @@ class ModelServer:
                         headers[k.strip().lower()] = v.strip()
                 body = b""
                 if headers.get("transfer-encoding", "").lower() == "chunked":
-                    body, buf = self._read_chunked(c, buf)
+                    body, buf = servers.read_chunked(c, buf, BODY_MAX)
                 else:
                     n = int(headers.get("content-length", "0") or "0")
                     if n > BODY_MAX:
                         return
-                    while len(buf) < n:
-                        d = c.recv(65536)
-                        if not d:
-                            return
-                        buf += d
+                    buf = servers.recv_more(c, buf, n)
                     body, buf = buf[:n], buf[n:]
                 keep = self._handle(c, method, target, headers, body)
                 if not keep or headers.get("connection", "").lower() == "close":
@@ -196,29 +165,6 @@ class ModelServer:
                 raw.close()
             except OSError:
                 pass
-
-    def _read_chunked(self, c, buf):
-        out = b""
-        while True:
-            while b"\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    raise ValueError("eof in chunked body")
-                buf += d
-            line, buf = buf.split(b"\r\n", 1)
-            size = int(line.split(b";")[0], 16)
-            while len(buf) < size + 2:
-                d = c.recv(65536)
-                if not d:
-                    raise ValueError("eof in chunk")
-                buf += d
-            if size == 0:
-                # trailers are not used by these clients: skip the final CRLF
-                return out, buf[2:]
-            out += buf[:size]
-            if len(out) > BODY_MAX:
-                raise ValueError("body too large")
-            buf = buf[size + 2:]
 
     def _send(self, c, status, reason, ctype, body, extra=()):
         head = ["HTTP/1.1 %d %s" % (status, reason), "Content-Type: " + ctype,
@@ -410,8 +356,8 @@ class ModelServer:
 
 
 def main():
-    """Standalone, for trying an agent by hand: modelserver.py ADDR PORT CERT KEY SCENARIO
-    [KEY]. Prints each request line."""
+    """Standalone, for trying an agent by hand: from integration/, python3 -m
+    labtools.modelserver ADDR PORT CERT KEY SCENARIO [KEY]. Prints each request line."""
     import sys
     addr, port, cert, key, scen = sys.argv[1:6]
     api_key = sys.argv[6] if len(sys.argv) > 6 else None

@@ -19,7 +19,8 @@ import threading
 import time
 import urllib.parse
 
-HEAD_MAX = 65536
+from labtools import servers
+
 BODY_MAX = 64 * 1024 * 1024
 
 _BLOCK = bytes(range(256)) * 256  # 64 KiB
@@ -65,18 +66,16 @@ class Counters:
             return list(self._peers.get(name, []))
 
 
-class TCPService:
+class TCPService(servers.Server):
     """Accept loop on a listening socket; one thread per connection; counts accepts."""
 
     def __init__(self, name, sock, counters, handler):
+        super().__init__(sock)
         self.name = name
-        self.sock = sock
         self.counters = counters
         self.handler = handler
-        self._stop = threading.Event()
         self._conns = set()
         self._lock = threading.Lock()
-        self._thread = None
         # path -> (status, [header lines], body bytes): fixed answers that take precedence
         # over the built-in endpoints (a PAC file, a crafted redirect, ...).
         self.routes = {}
@@ -87,15 +86,8 @@ class TCPService:
     def address(self):
         return self.sock.getsockname()[:2]
 
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
     def stop(self):
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=2)
+        super().stop()
         with self._lock:
             conns = list(self._conns)
         for c in conns:
@@ -107,20 +99,12 @@ class TCPService:
                 c.close()
             except OSError:
                 pass
-        self.sock.close()
 
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, peer = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.counters.hit(self.name, peer[0])
-            with self._lock:
-                self._conns.add(c)
-            threading.Thread(target=self._run, args=(c, peer), daemon=True).start()
+    def _accepted(self, c, peer):
+        self.counters.hit(self.name, peer[0])
+        with self._lock:
+            self._conns.add(c)
+        threading.Thread(target=self._run, args=(c, peer), daemon=True).start()
 
     def _run(self, c, peer):
         try:
@@ -155,55 +139,6 @@ def trap_handler(svc, c, peer):
     return
 
 
-def _read_head(c, buf):
-    while b"\r\n\r\n" not in buf:
-        if len(buf) > HEAD_MAX:
-            raise ValueError("head too large")
-        d = c.recv(65536)
-        if not d:
-            return None, buf
-        buf += d
-    i = buf.index(b"\r\n\r\n") + 4
-    return buf[:i], buf[i:]
-
-
-def _recv_more(c, buf, n):
-    while len(buf) < n:
-        d = c.recv(65536)
-        if not d:
-            raise ValueError("eof in body")
-        buf += d
-    return buf
-
-
-def _read_chunked(c, buf):
-    body = b""
-    while True:
-        while b"\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                raise ValueError("eof in chunk size")
-            buf += d
-        line, buf = buf.split(b"\r\n", 1)
-        size = int(line.split(b";")[0].strip(), 16)
-        if size == 0:
-            # trailers until empty line
-            while True:
-                while b"\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        raise ValueError("eof in trailer")
-                    buf += d
-                tl, buf = buf.split(b"\r\n", 1)
-                if tl == b"":
-                    return body, buf
-        if len(body) + size > BODY_MAX:
-            raise ValueError("body too large")
-        buf = _recv_more(c, buf, size + 2)
-        body += buf[:size]
-        buf = buf[size + 2:]
-
-
 def _response(status, body=b"", headers=(), name="origin", close=False):
     reason = {200: "OK", 301: "Moved Permanently", 302: "Found", 303: "See Other",
               307: "Temporary Redirect", 308: "Permanent Redirect", 404: "Not Found",
@@ -219,7 +154,7 @@ def _response(status, body=b"", headers=(), name="origin", close=False):
 def http_handler(svc, c, peer):
     buf = b""
     for _ in range(1000):
-        head, buf = _read_head(c, buf)
+        head, buf = servers.read_head(c, buf)
         if head is None:
             return
         lines = head.decode("latin-1").split("\r\n")
@@ -236,12 +171,12 @@ def http_handler(svc, c, peer):
             hdrs[k.strip().lower()] = v.strip()
         body = b""
         if "chunked" in hdrs.get("transfer-encoding", "").lower():
-            body, buf = _read_chunked(c, buf)
+            body, buf = servers.read_chunked(c, buf, BODY_MAX)
         elif "content-length" in hdrs:
             n = int(hdrs["content-length"])
             if n > BODY_MAX:
                 raise ValueError("body too large")
-            buf = _recv_more(c, buf, n)
+            buf = servers.recv_more(c, buf, n)
             body, buf = buf[:n], buf[n:]
         if len(svc.requests) < 10000:
             svc.requests.append((method, target, hdrs.get("host")))

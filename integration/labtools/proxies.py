@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 
-from labtools import netns
+from labtools import netns, servers
 
 PROXY_ADDR = "203.0.113.30"
 PROXY2_ADDR = "203.0.113.31"
@@ -420,42 +420,24 @@ class Dante:
 
 # --- a server that accepts and never answers ------------------------------------------
 
-class StallServer:
+class StallServer(servers.Server):
     """Accepts on addr:port in inet and holds every connection silently (a stalled PAC
     server). Counts accepts."""
 
     def __init__(self, lab, addr=STALL_ADDR, port=80):
-        self.sock = netns.listen_in(lab.ns_inet, addr, port)
-        self.accepted = 0
+        super().__init__(netns.listen_in(lab.ns_inet, addr, port))
         self._held = []
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
 
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._t.start()
-        return self
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            self._held.append(c)
+    def _accepted(self, c, peer):
+        self._held.append(c)
 
     def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
+        super().stop()
         for c in self._held:
             try:
                 c.close()
             except OSError:
                 pass
-        self.sock.close()
 
 
 # --- PAC fixtures ---------------------------------------------------------------------
@@ -515,7 +497,7 @@ def credentials_file(lab, name, sections, mode=0o600):
 
 # --- a recording HTTP proxy -----------------------------------------------------------
 
-class RecordingProxy:
+class RecordingProxy(servers.Server):
     """A fake HTTP proxy on addr:port in inet that records every request head it receives
     (self.heads, raw bytes) and answers: to CONNECT 200, then acts as an HTTP origin whose
     every answer's body is the request head it read (like the origin's /echo); to an
@@ -525,48 +507,12 @@ class RecordingProxy:
     without sending a single byte (connected, nothing received)."""
 
     def __init__(self, lab, addr, port=SQUID_PORT, require_auth=None):
-        self.sock = netns.listen_in(lab.ns_inet, addr, port)
+        super().__init__(netns.listen_in(lab.ns_inet, addr, port))
         self.require_auth = require_auth
         self.heads = []
         self.tunnel_heads = []
-        self.accepted = 0
         self.silent = 0
         self.head_times = []          # (time.time(), request line) of each first head
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._t.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        self.sock.close()
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._conn, args=(c,), daemon=True).start()
-
-    @staticmethod
-    def _head(c, buf):
-        while b"\r\n\r\n" not in buf:
-            if len(buf) > 65536:
-                return None, buf
-            d = c.recv(65536)
-            if not d:
-                return None, buf
-            buf += d
-        i = buf.index(b"\r\n\r\n") + 4
-        return buf[:i], buf[i:]
 
     def _authorized(self, head):
         if self.require_auth is None:
@@ -581,7 +527,7 @@ class RecordingProxy:
     def _conn(self, c):
         try:
             c.settimeout(10)
-            head, rest = self._head(c, b"")
+            head, rest = servers.read_head(c, b"")
             if head is None:
                 if not rest:
                     self.silent += 1
@@ -596,7 +542,7 @@ class RecordingProxy:
             if head.startswith(b"CONNECT "):
                 c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 for _ in range(100):
-                    h2, rest = self._head(c, rest)
+                    h2, rest = servers.read_head(c, rest)
                     if h2 is None:
                         return
                     self.tunnel_heads.append(h2)
@@ -645,43 +591,18 @@ class LabCA:
         return base + ".pem", base + ".key"
 
 
-class TLSFront:
+class TLSFront(servers.Server):
     """TLS on addr:port in inet, relaying the decrypted bytes to backend (addr, port) — an
     https:// proxy made of squid. Records the SNI of every handshake (self.sni) and counts
     completed handshakes (self.handshakes)."""
 
     def __init__(self, lab, addr, port, backend, certfile, keyfile):
-        import ssl
+        super().__init__(netns.listen_in(lab.ns_inet, addr, port))
         self.lab = lab
         self.backend = backend
         self.sni = []
         self.handshakes = 0
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(certfile, keyfile)
-        self.ctx.sni_callback = lambda sslobj, name, ctx: self.sni.append(name) and None
-        self.sock = netns.listen_in(lab.ns_inet, addr, port)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._t.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        self.sock.close()
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._conn, args=(c,), daemon=True).start()
+        self.ctx = servers.tls_server_context(certfile, keyfile, sni=self.sni)
 
     def _conn(self, c):
         import ssl
@@ -720,41 +641,19 @@ class TLSFront:
 
 # --- a scripted SOCKS5 server (RFC 1928 / RFC 1929) ------------------------------------
 
-class FakeSocks5:
+class FakeSocks5(servers.Server):
     """SOCKS5 on addr:port in inet. users: {name: password} -> only username/password
     (RFC 1929) is accepted; None -> only "no authentication". reply: the CONNECT reply code
     (0 = success, then the connection echoes bytes). Records the offered methods, the
     credentials received and the CONNECT requests (atyp, address, port)."""
 
     def __init__(self, lab, addr, port=SOCKS_PORT, users=None, reply=0):
+        super().__init__(netns.listen_in(lab.ns_inet, addr, port))
         self.users = users
         self.reply = reply
         self.methods = []
         self.auths = []
         self.requests = []
-        self.sock = netns.listen_in(lab.ns_inet, addr, port)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._t.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        self.sock.close()
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._conn, args=(c,), daemon=True).start()
 
     @staticmethod
     def _recv(c, n):
@@ -814,44 +713,25 @@ class FakeSocks5:
 
 # --- a scripted hostile HTTP proxy ----------------------------------------------------
 
-class ScriptedProxy:
+class ScriptedProxy(servers.Server):
     """An HTTP proxy on addr:port in inet that reads one request head and then plays
     `script`, a list of steps: bytes (sent), a float (seconds to wait, bounded by the
     stop event), "echo" (echo everything from then on) or "hold" (say nothing, keep the
     connection open until stopped). Records the heads it read."""
 
     def __init__(self, lab, addr, port=SQUID_PORT, script=()):
+        super().__init__(netns.listen_in(lab.ns_inet, addr, port))
         self.script = list(script)
         self.heads = []
-        self.sock = netns.listen_in(lab.ns_inet, addr, port)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
 
-    def start(self):
-        self.sock.settimeout(0.2)
-        self._t.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        self.sock.close()
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._conn, args=(c, list(self.script)),
-                             daemon=True).start()
+    def _accepted(self, c, peer):
+        threading.Thread(target=self._conn, args=(c, list(self.script)),
+                         daemon=True).start()
 
     def _conn(self, c, script):
         try:
             c.settimeout(30)
-            head, rest = RecordingProxy._head(c, b"")
+            head, rest = servers.read_head(c, b"")
             if head is None:
                 return
             self.heads.append(head)

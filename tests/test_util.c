@@ -1,0 +1,121 @@
+/* Unit tests for common/util: the shared helpers every program uses instead of its own
+ * copy (errbuf_set, write_all, file_read_text, label_valid, hex_lower_is, hex_digit). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tmpdir.h"
+#include "common/util.h"
+
+static void
+test_errbuf(void **st)
+{
+	char err[64];
+
+	(void)st;
+	errno = EINTR;
+	assert_int_equal(errbuf_set(err, sizeof(err), ENOENT, "open %s", "x"), -1);
+	assert_string_equal(err, "open x: No such file or directory");
+	assert_int_equal(errno, EINTR);             /* preserved */
+	assert_int_equal(errbuf_set(err, sizeof(err), 0, "plain"), -1);
+	assert_string_equal(err, "plain");
+	assert_int_equal(errbuf_set(NULL, 0, 0, "nowhere"), -1);
+	/* cut to the buffer, never past it */
+	assert_int_equal(errbuf_set(err, 4, 0, "abcdef"), -1);
+	assert_string_equal(err, "abc");
+}
+
+static void
+test_write_all_and_read(void **st)
+{
+	char big[100000], buf[16];
+	const char *p;
+	int fd;
+
+	(void)st;
+	memset(big, 'z', sizeof(big));
+	p = tmpdir_put("w", "", 0600);
+	fd = open(p, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write_all(fd, big, sizeof(big)), 0);
+	close(fd);
+	/* read back, cut at size - 1 and NUL-terminated */
+	assert_int_equal(file_read_text(p, 0, buf, sizeof(buf)), (ssize_t)sizeof(buf) - 1);
+	assert_int_equal(strlen(buf), sizeof(buf) - 1);
+	assert_int_equal(buf[0], 'z');
+	p = tmpdir_put("small", "12\n", 0600);
+	assert_int_equal(file_read_text(p, 0, buf, sizeof(buf)), 3);
+	assert_string_equal(buf, "12\n");
+	p = tmpdir_put("empty", "", 0600);
+	assert_int_equal(file_read_text(p, 0, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "");
+	/* negative twins: a missing file, a link with O_NOFOLLOW, a zero-sized buffer */
+	errno = 0;
+	assert_int_equal(file_read_text("/nonexistent/egress", 0, buf, sizeof(buf)), -1);
+	assert_int_equal(errno, ENOENT);
+	{
+		char lnk[256];
+		snprintf(lnk, sizeof(lnk), "%s/lnk", tmpdir);
+		assert_int_equal(symlink(p, lnk), 0);
+		assert_int_equal(file_read_text(lnk, O_NOFOLLOW, buf, sizeof(buf)), -1);
+		assert_int_equal(errno, ELOOP);
+		assert_int_equal(file_read_text(lnk, 0, buf, sizeof(buf)), 0);
+	}
+	assert_int_equal(file_read_text(p, 0, buf, 0), -1);
+	/* write_all to a closed descriptor fails with errno */
+	assert_int_equal(write_all(-1, "x", 1), -1);
+	assert_int_equal(errno, EBADF);
+}
+
+static void
+test_label_valid(void **st)
+{
+	(void)st;
+	assert_true(label_valid("run-1", 64));
+	assert_true(label_valid("a.b_c-D9", 8));
+	assert_true(label_valid("...", 8));          /* dots are fine, just not a path step */
+	assert_false(label_valid("a.b_c-D9x", 8));   /* past max */
+	assert_false(label_valid("", 8));
+	assert_false(label_valid(NULL, 8));
+	assert_false(label_valid(".", 8));
+	assert_false(label_valid("..", 8));
+	assert_false(label_valid("a/b", 8));
+	assert_false(label_valid("a b", 8));
+}
+
+static void
+test_hex(void **st)
+{
+	(void)st;
+	assert_true(hex_lower_is("0123456789abcdef", 16));
+	assert_true(hex_lower_is("ab", 0));
+	assert_false(hex_lower_is("0123456789abcdeF", 16));
+	assert_false(hex_lower_is("g0", 2));
+	assert_true(hex_lower_is("abXY", 2));        /* only the n bytes asked for */
+	assert_int_equal(hex_digit('0'), 0);
+	assert_int_equal(hex_digit('9'), 9);
+	assert_int_equal(hex_digit('a'), 10);
+	assert_int_equal(hex_digit('F'), 15);
+	assert_int_equal(hex_digit('g'), -1);
+	assert_int_equal(hex_digit('\0'), -1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errbuf),
+		cmocka_unit_test(test_write_all_and_read),
+		cmocka_unit_test(test_label_valid),
+		cmocka_unit_test(test_hex),
+	};
+	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
+}
