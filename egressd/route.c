@@ -63,6 +63,8 @@ struct router {
 	struct event *wpad_ev;
 	struct event *discover_ev;   /* the helper reported libproxy's own WPAD: switch */
 	char **envp;                 /* the helpers' environment (system and pac routes) */
+	bool env_bad;                /* a proxy variable is set but unreadable: every hop is
+	                                refused (route_unavailable); pac_status says which */
 	struct resolver *res;
 };
 
@@ -144,6 +146,59 @@ route_config_parse(const char *s, struct route_config *c, const char **err)
 
 static char *find_helper(const char *configured);
 
+/* The proxy variables route = system reads (no_proxy apart: a list, not a route). */
+static const char *const proxy_env_names[] = { "http_proxy", "https_proxy", "HTTP_PROXY",
+	"HTTPS_PROXY", "all_proxy", "ALL_PROXY" };
+
+/* A variable's value for a message: escaped, cut, and hidden when it may hold userinfo. */
+static void
+env_show(const char *v, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	if (strchr(v, '@') != NULL) {
+		snprintf(out, outlen, "(value hidden: it may hold a password)");
+		return;
+	}
+	out[o++] = '"';
+	for (size_t i = 0; v[i] != '\0' && o + 8 < outlen && i < 80; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if (c < 0x20 || c >= 0x7f)
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+}
+
+/*
+ * Is one of route = system's proxy variables set but unreadable? libproxy would ignore it
+ * and answer direct:// (fail open); egressd refuses every hop instead. Returns -1 with a
+ * message naming the variable and the problem, 0 when all are readable or unset.
+ */
+static int
+proxy_env_problem(char *msg, size_t msglen)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(proxy_env_names); i++) {
+		const char *e = getenv(proxy_env_names[i]), *why;
+		enum proxyenv_kind k;
+		char norm[EGRESS_HOST_INPUT_MAX + 16], shown[400];
+
+		if (e == NULL || *e == '\0')
+			continue;
+		if (proxyenv_check(e, &k, norm, sizeof(norm), &why) == 0)
+			continue;
+		env_show(e, shown, sizeof(shown));
+		snprintf(msg, msglen, "route = system: %s=%s cannot be read as a proxy (%s); "
+		    "every hop is refused with route_unavailable until it is fixed or unset",
+		    proxy_env_names[i], shown, why);
+		return -1;
+	}
+	return 0;
+}
+
 int
 route_config_check(const struct route_config *c, char *err, size_t errlen)
 {
@@ -159,6 +214,8 @@ route_config_check(const struct route_config *c, char *err, size_t errlen)
 	}
 	if (c->kind != ROUTE_KIND_SYSTEM && c->kind != ROUTE_KIND_PAC)
 		return 0;
+	if (c->kind == ROUTE_KIND_SYSTEM && proxy_env_problem(err, errlen) != 0)
+		return -1;
 	helper = find_helper(c->helper);
 	if (helper == NULL || access(helper, X_OK) != 0) {
 		snprintf(err, errlen, "route helper %s is not executable", helper ? helper : "?");
@@ -302,6 +359,11 @@ route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, ui
 		break;
 	case ROUTE_KIND_PAC:
 	case ROUTE_KIND_SYSTEM:
+		/* A proxy variable libproxy would ignore (and so go direct): refused. */
+		if (r->env_bad) {
+			q->res.status = REASON_ROUTE_UNAVAILABLE;
+			break;
+		}
 		/* No PAC yet (or WPAD found none): refused, never guessed, never direct. */
 		if ((r->pf != NULL && !pacfetch_have_copy(r->pf)) || (r->wpad && r->pf == NULL)) {
 			q->res.status = REASON_PAC_UNAVAILABLE;
@@ -667,29 +729,49 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		else
 			pac_file = cfg->pac;
 	} else {
-		/* system: egressd's own proxy variables; a pac+ value is fetched by egressd */
-		static const char *const names[] = { "http_proxy", "https_proxy", "HTTP_PROXY",
-		    "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY" };
-		for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
-			if ((e = getenv(names[i])) == NULL || *e == '\0')
+		/* system: egressd's own proxy variables, each checked first (libproxy ignores
+		 * what it cannot parse and goes direct); a pac+ value is fetched by egressd */
+		if ((e = getenv("no_proxy")) != NULL && *e != '\0' &&
+		    env_add(&envp, &nenv, "no_proxy", e) != 0)
+			goto nomem;
+		if ((e = getenv("NO_PROXY")) != NULL && *e != '\0' &&
+		    env_add(&envp, &nenv, "NO_PROXY", e) != 0)
+			goto nomem;
+		if (proxy_env_problem(r->pac_status, sizeof(r->pac_status)) != 0) {
+			r->env_bad = true;
+			log_warnx("%s", r->pac_status);
+			env_free(envp);
+			return r;
+		}
+		for (size_t i = 0; i < EGRESS_NELEM(proxy_env_names); i++) {
+			enum proxyenv_kind k;
+			const char *why;
+			char norm[EGRESS_HOST_INPUT_MAX + 16];
+
+			if ((e = getenv(proxy_env_names[i])) == NULL || *e == '\0')
 				continue;
-			if (strncasecmp(e, "wpad:", 5) == 0) {
+			if (proxyenv_check(e, &k, norm, sizeof(norm), &why) != 0)
+				continue;       /* not reached: proxy_env_problem said none */
+			switch (k) {
+			case PROXYENV_WPAD:
 				/* libproxy would run its own WPAD (blocking, failing open to
 				 * direct): egressd discovers and fetches the PAC itself. */
 				r->wpad = true;
 				continue;
-			}
-			if (strncasecmp(e, "pac+", 4) == 0) {
+			case PROXYENV_PAC_FILE:
 				/* any case: libproxy compares the scheme without it and would
 				 * fetch the PAC itself (blocking, failing open to direct) */
-				if (strncasecmp(e + 4, "file://", 7) == 0)
-					pac_file = e + 11;
-				else
-					pac_url = e + 4;
-				continue;   /* replaced by our own copy below */
+				pac_file = e + 11;
+				continue;       /* replaced by our own copy below */
+			case PROXYENV_PAC_URL:
+				pac_url = e + 4;
+				continue;
+			case PROXYENV_PROXY:
+				/* the normalized form (http:// before a bare HOST:PORT) */
+				if (env_add(&envp, &nenv, proxy_env_names[i], norm) != 0)
+					goto nomem;
+				break;
 			}
-			if (env_add(&envp, &nenv, names[i], e) != 0)
-				goto nomem;
 		}
 		if (pac_url != NULL && r->cfg.pac == NULL)
 			r->cfg.pac = strdup(pac_url);
