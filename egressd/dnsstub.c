@@ -155,10 +155,10 @@ dnsstub_answer(const uint8_t *p, enum dnsq_result r, const struct dnsq *q, int r
 /* ---- the socket ---- */
 
 struct dnsstub {
-	struct daemon *d;
-	struct lgrant *lg;          /* borrowed: it owns us */
-	int fd;
-	struct event *ev;
+	struct daemon *ds_d;
+	struct lgrant *ds_lg;       /* borrowed: it owns us */
+	int ds_fd;
+	struct event *ds_ev;
 };
 
 static const char *
@@ -188,8 +188,8 @@ stub_record(struct dnsstub *s, const char *event, const char *client, const stru
 
 	if (o == NULL)
 		return;
-	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
-	json_object_set_new(o, "grant_id", json_string(s->lg->id));
+	json_object_set_new(o, "principal", json_string(s->ds_lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->ds_lg->id));
 	json_object_set_new(o, "client", json_string(client));
 	json_object_set_new(o, "hop_kind", json_string("dns"));
 	json_object_set_new(o, "capture", json_string("transparent"));
@@ -203,7 +203,7 @@ stub_record(struct dnsstub *s, const char *event, const char *client, const stru
 		json_object_set_new(o, "answer", json_string(inet_ntop(AF_INET, &in, ab,
 		    sizeof(ab))));
 	}
-	if (dlog_append(s->d->dlog, event, o, NULL, NULL, NULL) != 0)
+	if (dlog_append(s->ds_d->dlog, event, o, NULL, NULL, NULL) != 0)
 		log_warnx("decision log refused a %s record (%s)", event, strerror(errno));
 }
 
@@ -231,16 +231,16 @@ stub_decide(struct dnsstub *s, const char *client, const struct dnsq *q, uint32_
 	if (!q->name_ok || q->name[0] == '\0' ||
 	    host_parse(q->name, strlen(q->name), HOST_NO_PORT, &h) != HOST_OK ||
 	    h.kind != HOST_NAME || strcmp(h.name, q->name) != 0 ||
-	    s->lg->dead != REASON_ALLOWED || !stub_granted(s->lg->g, &h)) {
-		stub_record(s, "decision", client, q, s->lg->dead != REASON_ALLOWED ?
-		    s->lg->dead : REASON_DNS_NOT_GRANTED, NULL);
+	    s->ds_lg->dead != REASON_ALLOWED || !stub_granted(s->ds_lg->g, &h)) {
+		stub_record(s, "decision", client, q, s->ds_lg->dead != REASON_ALLOWED ?
+		    s->ds_lg->dead : REASON_DNS_NOT_GRANTED, NULL);
 		return DNS_RCODE_NXDOMAIN;
 	}
 	/* A granted name: AAAA and other types exist but are empty (IPv6 is off in the
 	 * worker's namespace, docs/transparent.md), A gets the pool's address. */
 	if (q->qtype != DNS_TYPE_A)
 		return DNS_RCODE_NOERROR;
-	if (s->lg->tpool == NULL || tpool_assign(s->lg->tpool, h.name, a4, &fresh) != 0) {
+	if (s->ds_lg->tpool == NULL || tpool_assign(s->ds_lg->tpool, h.name, a4, &fresh) != 0) {
 		stub_record(s, "decision", client, q, REASON_DNS_POOL_EXHAUSTED, NULL);
 		return DNS_RCODE_SERVFAIL;
 	}
@@ -321,13 +321,13 @@ dnsstub_new(struct daemon *d, struct lgrant *lg, int fd, char *err, size_t errle
 		errbuf_set(err, errlen, ENOMEM, "stub resolver");
 		return NULL;
 	}
-	s->d = d;
-	s->lg = lg;
-	s->fd = fd;
+	s->ds_d = d;
+	s->ds_lg = lg;
+	s->ds_fd = fd;
 	evutil_make_socket_nonblocking(fd);
 	evutil_make_socket_closeonexec(fd);
-	s->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, stub_read, s);
-	if (s->ev == NULL || event_add(s->ev, NULL) != 0) {
+	s->ds_ev = event_new(d->base, fd, EV_READ | EV_PERSIST, stub_read, s);
+	if (s->ds_ev == NULL || event_add(s->ds_ev, NULL) != 0) {
 		errbuf_set(err, errlen, ENOMEM, "stub resolver event");
 		dnsstub_free(s);
 		return NULL;
@@ -340,10 +340,10 @@ dnsstub_free(struct dnsstub *s)
 {
 	if (s == NULL)
 		return;
-	if (s->ev != NULL)
-		event_free(s->ev);
-	if (s->fd >= 0)
-		close(s->fd);
+	if (s->ds_ev != NULL)
+		event_free(s->ds_ev);
+	if (s->ds_fd >= 0)
+		close(s->ds_fd);
 	free(s);
 }
 
@@ -354,7 +354,7 @@ dnsstub_addr_str(const struct dnsstub *s, char *buf, size_t len)
 	socklen_t sl = sizeof(sin);
 	char ab[INET_ADDRSTRLEN];
 
-	if (getsockname(s->fd, (struct sockaddr *)&sin, &sl) != 0 ||
+	if (getsockname(s->ds_fd, (struct sockaddr *)&sin, &sl) != 0 ||
 	    inet_ntop(AF_INET, &sin.sin_addr, ab, sizeof(ab)) == NULL) {
 		snprintf(buf, len, "?");
 		return buf;
