@@ -17,10 +17,10 @@
 #include "common/util.h"
 
 struct grantstate {
-	char *path;
-	int fd;
-	struct grantstate_entry *v;
-	size_t n, cap;
+	char *gs_path;
+	int gs_fd;
+	struct grantstate_entry *gs_v;
+	size_t gs_n, gs_cap;
 };
 
 static bool
@@ -39,9 +39,9 @@ id_valid(const char *s)
 static struct grantstate_entry *
 find(const struct grantstate *gs, const char *id)
 {
-	for (size_t i = 0; i < gs->n; i++)
-		if (strcmp(gs->v[i].id, id) == 0)
-			return &gs->v[i];
+	for (size_t i = 0; i < gs->gs_n; i++)
+		if (strcmp(gs->gs_v[i].id, id) == 0)
+			return &gs->gs_v[i];
 	return NULL;
 }
 
@@ -53,17 +53,17 @@ find_or_add(struct grantstate *gs, const char *id, const char *principal)
 
 	if (e != NULL)
 		return e;
-	if (gs->n >= EGRESS_GRANT_STATE_ENTRIES_MAX)
+	if (gs->gs_n >= EGRESS_GRANT_STATE_ENTRIES_MAX)
 		return NULL;
-	if (gs->n == gs->cap) {
-		size_t nc = gs->cap ? gs->cap * 2 : 16;
-		struct grantstate_entry *nv = realloc(gs->v, nc * sizeof(*nv));
+	if (gs->gs_n == gs->gs_cap) {
+		size_t nc = gs->gs_cap ? gs->gs_cap * 2 : 16;
+		struct grantstate_entry *nv = realloc(gs->gs_v, nc * sizeof(*nv));
 		if (nv == NULL)
 			fatal("realloc");
-		gs->v = nv;
-		gs->cap = nc;
+		gs->gs_v = nv;
+		gs->gs_cap = nc;
 	}
-	e = &gs->v[gs->n++];
+	e = &gs->gs_v[gs->gs_n++];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	snprintf(e->principal, sizeof(e->principal), "%s", principal != NULL ? principal : "");
@@ -205,9 +205,9 @@ grantstate_open(const char *path, uid_t owner, char *err, size_t errlen)
 		return NULL;
 	}
 	gs = calloc(1, sizeof(*gs));
-	if (gs == NULL || (gs->path = strdup(path)) == NULL)
+	if (gs == NULL || (gs->gs_path = strdup(path)) == NULL)
 		fatal("calloc");
-	gs->fd = fd;
+	gs->gs_fd = fd;
 	if (load(gs, fd, path, st.st_size, &torn, err, errlen) != 0) {
 		grantstate_free(gs);
 		return NULL;
@@ -244,7 +244,7 @@ grantstate_check(const char *path, uid_t owner, char *err, size_t errlen)
 	if (rc == 0)
 		rc = load(&gs, fd, path, st.st_size, &torn, err, errlen);
 	close(fd);
-	free(gs.v);
+	free(gs.gs_v);
 	return rc;
 }
 
@@ -253,10 +253,10 @@ grantstate_free(struct grantstate *gs)
 {
 	if (gs == NULL)
 		return;
-	if (gs->fd >= 0)
-		close(gs->fd);
-	free(gs->path);
-	free(gs->v);
+	if (gs->gs_fd >= 0)
+		close(gs->gs_fd);
+	free(gs->gs_path);
+	free(gs->gs_v);
 	free(gs);
 }
 
@@ -285,23 +285,23 @@ append(struct grantstate *gs, const char *op, const char *id, const char *princi
 	}
 	len = strlen(s);
 	s[len++] = '\n';                /* json_dumps leaves room: it wrote a NUL there */
-	if (fstat(gs->fd, &st) == 0 && st.st_size + (off_t)len > EGRESS_GRANT_STATE_MAX) {
-		snprintf(err, errlen, "%s: full (%d bytes)", gs->path, EGRESS_GRANT_STATE_MAX);
+	if (fstat(gs->gs_fd, &st) == 0 && st.st_size + (off_t)len > EGRESS_GRANT_STATE_MAX) {
+		snprintf(err, errlen, "%s: full (%d bytes)", gs->gs_path, EGRESS_GRANT_STATE_MAX);
 		goto out;
 	}
 	while (off < len) {
-		ssize_t k = write(gs->fd, s + off, len - off);
+		ssize_t k = write(gs->gs_fd, s + off, len - off);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
-			snprintf(err, errlen, "%s: write: %s", gs->path, k < 0 ? strerror(errno) :
+			snprintf(err, errlen, "%s: write: %s", gs->gs_path, k < 0 ? strerror(errno) :
 			    "short write");
 			goto out;
 		}
 		off += (size_t)k;
 	}
-	if (fdatasync(gs->fd) != 0) {
-		snprintf(err, errlen, "%s: fdatasync: %s", gs->path, strerror(errno));
+	if (fdatasync(gs->gs_fd) != 0) {
+		snprintf(err, errlen, "%s: fdatasync: %s", gs->gs_path, strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -341,7 +341,7 @@ grantstate_revoke(struct grantstate *gs, const char *id, const char *principal, 
 
 	if (e == NULL) {
 		snprintf(err, errlen, "%s: more than %d static grants recorded: the revocation "
-		    "lasts only until the next reload", gs->path, EGRESS_GRANT_STATE_ENTRIES_MAX);
+		    "lasts only until the next reload", gs->gs_path, EGRESS_GRANT_STATE_ENTRIES_MAX);
 		return -1;
 	}
 	e->revoked = now;
@@ -369,17 +369,17 @@ grantstate_unrevoke(struct grantstate *gs, const char *id, time_t now, char *err
 size_t
 grantstate_count(const struct grantstate *gs)
 {
-	return gs->n;
+	return gs->gs_n;
 }
 
 const struct grantstate_entry *
 grantstate_at(const struct grantstate *gs, size_t i)
 {
-	return i < gs->n ? &gs->v[i] : NULL;
+	return i < gs->gs_n ? &gs->gs_v[i] : NULL;
 }
 
 const char *
 grantstate_path(const struct grantstate *gs)
 {
-	return gs->path;
+	return gs->gs_path;
 }
