@@ -94,3 +94,64 @@ proxyurl_to_str(const struct proxy_route *e, char *buf, size_t len)
 	    host_to_str(&e->proxy, hp, sizeof(hp)));
 	return buf;
 }
+
+int
+proxyenv_check(const char *value, enum proxyenv_kind *kind, char *norm, size_t normlen,
+    const char **err)
+{
+	struct proxy_route pr;
+	size_t len = strlen(value);
+
+	*kind = PROXYENV_PROXY;
+	if (len == 0) {
+		*err = "empty";
+		return -1;
+	}
+	if (len + 8 > normlen || len > EGRESS_HOST_INPUT_MAX) {
+		*err = "too long";
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)value[i];
+
+		if (c <= 0x20 || c == 0x7f) {
+			*err = (i == 0 || i + 1 == len) && (c == ' ' || c == '\t') ?
+			    "leading or trailing whitespace (not trimmed: remove it)" :
+			    "a space or control character inside the value";
+			return -1;
+		}
+	}
+	if (strncasecmp(value, "wpad:", 5) == 0) {
+		*kind = PROXYENV_WPAD;
+	} else if (strncasecmp(value, "pac+", 4) == 0) {
+		const char *u = value + 4;
+
+		if (strncasecmp(u, "file://", 7) == 0) {
+			if (u[7] != '/') {
+				*err = "pac+file:// needs an absolute path (pac+file:///etc/proxy.pac)";
+				return -1;
+			}
+			*kind = PROXYENV_PAC_FILE;
+		} else if ((strncasecmp(u, "http://", 7) == 0 && u[7] != '\0' && u[7] != '/') ||
+		    (strncasecmp(u, "https://", 8) == 0 && u[8] != '\0' && u[8] != '/')) {
+			*kind = PROXYENV_PAC_URL;
+		} else {
+			*err = "pac+ takes file:///PATH, http://HOST/PATH or https://HOST/PATH";
+			return -1;
+		}
+	} else if (strstr(value, "://") != NULL) {
+		if (proxyurl_parse(value, len, &pr, err) != 0)
+			return -1;
+	} else {
+		struct host h;
+
+		if (host_parse(value, len, HOST_REQUIRE_PORT, &h) != HOST_OK) {
+			*err = "no scheme, and not HOST:PORT (write http://HOST:PORT)";
+			return -1;
+		}
+		snprintf(norm, normlen, "http://%s", value);
+		return 0;
+	}
+	snprintf(norm, normlen, "%s", value);
+	return 0;
+}

@@ -41,4 +41,29 @@ const char *proxyurl_to_str(const struct proxy_route *e, char *buf, size_t len);
 
 const char *proxy_kind_str(enum proxy_kind k);
 
+/*
+ * A proxy variable of the caller's environment (http_proxy, https_proxy, all_proxy, any
+ * case) as `route = system` reads it, checked before libproxy sees it: libproxy ignores a
+ * value it cannot parse and answers direct://, so a set-but-unreadable variable must stop
+ * the route instead (docs/routing.md, "Proxy variables"). Accepted:
+ *   wpad:...                       -> PROXYENV_WPAD (egressd's WPAD by DNS)
+ *   pac+file:///ABS, pac+http(s)://HOST...  -> PROXYENV_PAC_FILE / PROXYENV_PAC_URL
+ *   direct://, http://, https://, socks5://, socks5h://, socks:// proxy URLs (proxyurl_parse)
+ *   HOST:PORT without a scheme     -> read as http://HOST:PORT (curl's reading; the port is
+ *                                     required, since curl defaults to 1080 and libproxy
+ *                                     would not read it at all)
+ * Refused: any byte <= 0x20 or 0x7f (no trimming: curl documents none, libproxy does none,
+ * so " wpad://" is a mistake to name, not to guess), other schemes, bad hosts or ports.
+ * On success *norm (normlen bytes) holds the value to hand to libproxy (the http:// form
+ * for HOST:PORT; otherwise the value itself). Returns 0, or -1 with *err a static sentence.
+ */
+enum proxyenv_kind {
+	PROXYENV_PROXY = 0,
+	PROXYENV_PAC_FILE,
+	PROXYENV_PAC_URL,
+	PROXYENV_WPAD,
+};
+int proxyenv_check(const char *value, enum proxyenv_kind *kind, char *norm, size_t normlen,
+    const char **err);
+
 #endif

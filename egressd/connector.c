@@ -15,26 +15,26 @@
 #include "common/util.h"
 
 struct attempt {
-	struct connector *c;
-	int fd;
-	size_t idx;
-	struct event *ev;               /* NULL: slot free */
+	struct connector *at_c;
+	int at_fd;
+	size_t at_idx;
+	struct event *at_ev;            /* NULL: slot free */
 };
 
 struct connector {
-	struct event_base *base;
-	struct addr addrs[EGRESS_DNS_ADDRS_MAX];
-	size_t n, next;
-	uint16_t port;
-	struct connector_opts o;
-	struct attempt a[CONNECTOR_INFLIGHT_MAX];
-	size_t inflight;
-	struct event *stagger;          /* the next attempt's timer, also the deferred end */
-	bool ending;
-	struct connector_result res;
-	connector_done_cb done;
-	connector_fail_cb failed;
-	void *arg;
+	struct event_base *cn_base;
+	struct addr cn_addrs[EGRESS_DNS_ADDRS_MAX];
+	size_t cn_n, cn_next;
+	uint16_t cn_port;
+	struct connector_opts cn_o;
+	struct attempt cn_a[CONNECTOR_INFLIGHT_MAX];
+	size_t cn_inflight;
+	struct event *cn_stagger;       /* the next attempt's timer, also the deferred end */
+	bool cn_ending;
+	struct connector_result cn_res;
+	connector_done_cb cn_done;
+	connector_fail_cb cn_failed;
+	void *cn_arg;
 };
 
 static void start_more(struct connector *c);
@@ -43,14 +43,14 @@ static void
 close_attempts(struct connector *c)
 {
 	for (size_t k = 0; k < CONNECTOR_INFLIGHT_MAX; k++) {
-		if (c->a[k].ev == NULL)
+		if (c->cn_a[k].at_ev == NULL)
 			continue;
-		event_free(c->a[k].ev);
-		c->a[k].ev = NULL;
-		close(c->a[k].fd);
-		c->a[k].fd = -1;
+		event_free(c->cn_a[k].at_ev);
+		c->cn_a[k].at_ev = NULL;
+		close(c->cn_a[k].at_fd);
+		c->cn_a[k].at_fd = -1;
 	}
-	c->inflight = 0;
+	c->cn_inflight = 0;
 }
 
 void
@@ -59,8 +59,8 @@ connector_free(struct connector *c)
 	if (c == NULL)
 		return;
 	close_attempts(c);
-	if (c->stagger != NULL)
-		event_free(c->stagger);
+	if (c->cn_stagger != NULL)
+		event_free(c->cn_stagger);
 	free(c);
 }
 
@@ -69,10 +69,10 @@ connector_free(struct connector *c)
 static void
 finish_later(struct connector *c)
 {
-	c->ending = true;
+	c->cn_ending = true;
 	close_attempts(c);
-	evtimer_del(c->stagger);
-	event_active(c->stagger, EV_TIMEOUT, 0);
+	evtimer_del(c->cn_stagger);
+	event_active(c->cn_stagger, EV_TIMEOUT, 0);
 }
 
 static void
@@ -82,10 +82,10 @@ on_stagger(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->ending) {
-		struct connector_result r = c->res;
-		connector_done_cb done = c->done;
-		void *darg = c->arg;
+	if (c->cn_ending) {
+		struct connector_result r = c->cn_res;
+		connector_done_cb done = c->cn_done;
+		void *darg = c->cn_arg;
 
 		connector_free(c);
 		done(&r, darg);
@@ -98,38 +98,38 @@ static void
 on_attempt(evutil_socket_t fd, short what, void *arg)
 {
 	struct attempt *a = arg;
-	struct connector *c = a->c;
+	struct connector *c = a->at_c;
 	int err = 0;
 	socklen_t el = sizeof(err);
 
 	(void)fd;
-	event_free(a->ev);
-	a->ev = NULL;
-	c->inflight--;
+	event_free(a->at_ev);
+	a->at_ev = NULL;
+	c->cn_inflight--;
 	if (what & EV_TIMEOUT) {
 		err = ETIMEDOUT;
-		c->res.timed_out = true;
-	} else if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+		c->cn_res.timed_out = true;
+	} else if (getsockopt(a->at_fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
 		err = errno;
 	}
 	if (err == 0) {
 		/* The winner: exactly this address. */
-		c->res.fd = a->fd;
-		c->res.idx = a->idx;
-		a->fd = -1;
+		c->cn_res.fd = a->at_fd;
+		c->cn_res.idx = a->at_idx;
+		a->at_fd = -1;
 		finish_later(c);
 		return;
 	}
-	c->res.err = err;
-	close(a->fd);
-	a->fd = -1;
-	if (c->failed != NULL)
-		c->failed(a->idx, err, c->arg);
-	if (c->next < c->n && (c->o.deadline_us == 0 || mono_usec() < c->o.deadline_us)) {
+	c->cn_res.err = err;
+	close(a->at_fd);
+	a->at_fd = -1;
+	if (c->cn_failed != NULL)
+		c->cn_failed(a->at_idx, err, c->cn_arg);
+	if (c->cn_next < c->cn_n && (c->cn_o.deadline_us == 0 || mono_usec() < c->cn_o.deadline_us)) {
 		start_more(c);                  /* a failure moves on at once */
 		return;
 	}
-	if (c->inflight == 0)
+	if (c->cn_inflight == 0)
 		finish_later(c);
 }
 
@@ -142,20 +142,20 @@ start_more(struct connector *c)
 	uint64_t now, left = 0;
 	int fd, one = 1;
 
-	while (c->next < c->n && c->inflight < c->o.max_inflight) {
+	while (c->cn_next < c->cn_n && c->cn_inflight < c->cn_o.max_inflight) {
 		now = mono_usec();
-		if (c->o.deadline_us != 0 && now >= c->o.deadline_us) {
-			c->res.timed_out = true;
+		if (c->cn_o.deadline_us != 0 && now >= c->cn_o.deadline_us) {
+			c->cn_res.timed_out = true;
 			break;
 		}
-		size_t idx = c->next++;
-		sl = addr_to_sockaddr(&c->addrs[idx], c->port, &ss);
+		size_t idx = c->cn_next++;
+		sl = addr_to_sockaddr(&c->cn_addrs[idx], c->cn_port, &ss);
 		if (sl == 0)
 			continue;
 		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
-			c->res.err = errno;
-			c->res.local_error = true;
+			c->cn_res.err = errno;
+			c->cn_res.local_error = true;
 			break;
 		}
 		/* A relay forwards what it reads at once: without TCP_NODELAY the first small
@@ -164,45 +164,45 @@ start_more(struct connector *c)
 		 * that refuses it still works. */
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-			c->res.err = errno;
+			c->cn_res.err = errno;
 			close(fd);
-			if (c->failed != NULL)
-				c->failed(idx, c->res.err, c->arg);
+			if (c->cn_failed != NULL)
+				c->cn_failed(idx, c->cn_res.err, c->cn_arg);
 			continue;
 		}
 		size_t k = 0;
-		while (c->a[k].ev != NULL)
+		while (c->cn_a[k].at_ev != NULL)
 			k++;                    /* inflight < max: a slot is free */
-		c->a[k].c = c;
-		c->a[k].fd = fd;
-		c->a[k].idx = idx;
-		c->a[k].ev = event_new(c->base, fd, EV_WRITE, on_attempt, &c->a[k]);
-		if (c->a[k].ev == NULL) {
+		c->cn_a[k].at_c = c;
+		c->cn_a[k].at_fd = fd;
+		c->cn_a[k].at_idx = idx;
+		c->cn_a[k].at_ev = event_new(c->cn_base, fd, EV_WRITE, on_attempt, &c->cn_a[k]);
+		if (c->cn_a[k].at_ev == NULL) {
 			close(fd);
-			c->a[k].fd = -1;
-			c->res.err = ENOMEM;
-			c->res.local_error = true;
+			c->cn_a[k].at_fd = -1;
+			c->cn_res.err = ENOMEM;
+			c->cn_res.local_error = true;
 			break;
 		}
-		if (c->o.deadline_us != 0) {
-			left = c->o.deadline_us - now;
+		if (c->cn_o.deadline_us != 0) {
+			left = c->cn_o.deadline_us - now;
 			struct timeval tv = { (time_t)(left / 1000000),
 			    (suseconds_t)(left % 1000000) };
-			event_add(c->a[k].ev, &tv);
+			event_add(c->cn_a[k].at_ev, &tv);
 		} else {
-			event_add(c->a[k].ev, NULL);
+			event_add(c->cn_a[k].at_ev, NULL);
 		}
-		c->inflight++;
-		if (c->o.stagger_us != 0 && c->next < c->n && c->inflight < c->o.max_inflight) {
-			uint64_t d = c->o.stagger_us;
-			if (c->o.deadline_us != 0 && left < d)
+		c->cn_inflight++;
+		if (c->cn_o.stagger_us != 0 && c->cn_next < c->cn_n && c->cn_inflight < c->cn_o.max_inflight) {
+			uint64_t d = c->cn_o.stagger_us;
+			if (c->cn_o.deadline_us != 0 && left < d)
 				d = left;
 			struct timeval st = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
-			evtimer_add(c->stagger, &st);
+			evtimer_add(c->cn_stagger, &st);
 		}
 		return;
 	}
-	if (c->inflight == 0)
+	if (c->cn_inflight == 0)
 		finish_later(c);
 }
 
@@ -215,24 +215,24 @@ connector_start(struct event_base *base, const struct addr *addrs, size_t n, uin
 
 	if (c == NULL)
 		return NULL;
-	c->base = base;
-	c->n = n < EGRESS_DNS_ADDRS_MAX ? n : EGRESS_DNS_ADDRS_MAX;
-	if (c->n > 0)
-		memcpy(c->addrs, addrs, c->n * sizeof(addrs[0]));
-	c->port = port;
-	c->o = *o;
-	if (c->o.max_inflight == 0)
-		c->o.max_inflight = 1;
-	if (c->o.max_inflight > CONNECTOR_INFLIGHT_MAX)
-		c->o.max_inflight = CONNECTOR_INFLIGHT_MAX;
+	c->cn_base = base;
+	c->cn_n = n < EGRESS_DNS_ADDRS_MAX ? n : EGRESS_DNS_ADDRS_MAX;
+	if (c->cn_n > 0)
+		memcpy(c->cn_addrs, addrs, c->cn_n * sizeof(addrs[0]));
+	c->cn_port = port;
+	c->cn_o = *o;
+	if (c->cn_o.max_inflight == 0)
+		c->cn_o.max_inflight = 1;
+	if (c->cn_o.max_inflight > CONNECTOR_INFLIGHT_MAX)
+		c->cn_o.max_inflight = CONNECTOR_INFLIGHT_MAX;
 	for (size_t k = 0; k < CONNECTOR_INFLIGHT_MAX; k++)
-		c->a[k].fd = -1;
-	c->res.fd = -1;
-	c->done = done;
-	c->failed = failed;
-	c->arg = arg;
-	c->stagger = evtimer_new(base, on_stagger, c);
-	if (c->stagger == NULL) {
+		c->cn_a[k].at_fd = -1;
+	c->cn_res.fd = -1;
+	c->cn_done = done;
+	c->cn_failed = failed;
+	c->cn_arg = arg;
+	c->cn_stagger = evtimer_new(base, on_stagger, c);
+	if (c->cn_stagger == NULL) {
 		free(c);
 		return NULL;
 	}

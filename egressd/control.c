@@ -340,17 +340,17 @@ control_error(const json_t *id, const char *code, const char *msg)
 /* ---- server ---- */
 
 struct control_client {
-	struct control *c;
-	struct bufferevent *bev;
-	bool authorized;
-	uid_t uid;
-	bool closing;
-	struct route_req *rq;           /* a route query in flight (its reply comes later) */
-	struct event *rev;              /* reads: recvmsg, so passed fds are seen */
-	struct evbuffer *in;            /* bytes read, not yet a whole line */
-	int fd_in;                      /* an fd passed with the next request line, or -1 */
-	json_t *rq_id;
-	struct control_client *next, *prev;
+	struct control *cc_c;
+	struct bufferevent *cc_bev;
+	bool cc_authorized;
+	uid_t cc_uid;
+	bool cc_closing;
+	struct route_req *cc_rq;        /* a route query in flight (its reply comes later) */
+	struct event *cc_rev;           /* reads: recvmsg, so passed fds are seen */
+	struct evbuffer *cc_in;         /* bytes read, not yet a whole line */
+	int cc_fd_in;                   /* an fd passed with the next request line, or -1 */
+	json_t *cc_rq_id;
+	struct control_client *cc_next, *cc_prev;
 };
 
 struct control {
@@ -364,24 +364,24 @@ struct control {
 static void
 client_free(struct control_client *cl)
 {
-	struct control *c = cl->c;
+	struct control *c = cl->cc_c;
 
-	if (cl->prev != NULL)
-		cl->prev->next = cl->next;
+	if (cl->cc_prev != NULL)
+		cl->cc_prev->cc_next = cl->cc_next;
 	else
-		c->clients = cl->next;
-	if (cl->next != NULL)
-		cl->next->prev = cl->prev;
+		c->clients = cl->cc_next;
+	if (cl->cc_next != NULL)
+		cl->cc_next->cc_prev = cl->cc_prev;
 	c->nclients--;
-	route_cancel(cl->rq);           /* its callback must never see a freed client */
-	json_decref(cl->rq_id);
-	if (cl->rev != NULL)
-		event_free(cl->rev);
-	if (cl->in != NULL)
-		evbuffer_free(cl->in);
-	if (cl->fd_in >= 0)
-		close(cl->fd_in);
-	bufferevent_free(cl->bev);
+	route_cancel(cl->cc_rq);           /* its callback must never see a freed client */
+	json_decref(cl->cc_rq_id);
+	if (cl->cc_rev != NULL)
+		event_free(cl->cc_rev);
+	if (cl->cc_in != NULL)
+		evbuffer_free(cl->cc_in);
+	if (cl->cc_fd_in >= 0)
+		close(cl->cc_fd_in);
+	bufferevent_free(cl->cc_bev);
 	free(cl);
 }
 
@@ -396,8 +396,8 @@ send_reply(struct control_client *cl, json_t *o)
 	json_decref(o);
 	if (s == NULL)
 		return;
-	bufferevent_write(cl->bev, s, strlen(s));
-	bufferevent_write(cl->bev, "\n", 1);
+	bufferevent_write(cl->cc_bev, s, strlen(s));
+	bufferevent_write(cl->cc_bev, "\n", 1);
 	free(s);
 }
 
@@ -661,10 +661,10 @@ static void
 route_answered(const struct route_result *res, void *arg)
 {
 	struct control_client *cl = arg;
-	json_t *o = ok_reply(cl->rq_id), *arr = json_array();
+	json_t *o = ok_reply(cl->cc_rq_id), *arr = json_array();
 	char b[EGRESS_HOSTPORT_MAX + 32];
 
-	cl->rq = NULL;
+	cl->cc_rq = NULL;
 	for (size_t i = 0; arr != NULL && i < res->n; i++)
 		json_array_append_new(arr, json_string(proxyurl_to_str(&res->entries[i], b,
 		    sizeof(b))));
@@ -674,24 +674,24 @@ route_answered(const struct route_result *res, void *arg)
 	    "entries are tried in order; the next only after a connect or TLS failure" :
 	    reason_text(res->status)));
 	json_object_set_new(o, "entries", arr);
-	json_object_set_new(o, "pac", json_string(router_pac_status(cl->c->d->router)));
-	json_decref(cl->rq_id);
-	cl->rq_id = NULL;
+	json_object_set_new(o, "pac", json_string(router_pac_status(cl->cc_c->d->router)));
+	json_decref(cl->cc_rq_id);
+	cl->cc_rq_id = NULL;
 	send_reply(cl, o);
 }
 
 static void
 route_query(struct control_client *cl, const struct control_req *r)
 {
-	if (cl->rq != NULL) {
+	if (cl->cc_rq != NULL) {
 		send_reply(cl, control_error(r->id, "busy", "one route query at a time per client"));
 		return;
 	}
-	cl->rq_id = r->id ? json_deep_copy(r->id) : NULL;
-	cl->rq = route_lookup(cl->c->d->router, r->scheme, &r->host, r->port, route_answered, cl);
-	if (cl->rq == NULL) {
-		json_decref(cl->rq_id);
-		cl->rq_id = NULL;
+	cl->cc_rq_id = r->id ? json_deep_copy(r->id) : NULL;
+	cl->cc_rq = route_lookup(cl->cc_c->d->router, r->scheme, &r->host, r->port, route_answered, cl);
+	if (cl->cc_rq == NULL) {
+		json_decref(cl->cc_rq_id);
+		cl->cc_rq_id = NULL;
 		send_reply(cl, control_error(r->id, "internal", "out of memory"));
 	}
 }
@@ -700,14 +700,14 @@ static void
 client_read(struct bufferevent *bev, void *arg)
 {
 	struct control_client *cl = arg;
-	struct evbuffer *in = cl->in;
+	struct evbuffer *in = cl->cc_in;
 
-	while (!cl->closing) {
+	while (!cl->cc_closing) {
 		struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, NULL, EVBUFFER_EOL_LF);
 		if (eol.pos < 0) {
 			if (evbuffer_get_length(in) > EGRESS_CONTROL_LINE_MAX) {
 				send_reply(cl, control_error(NULL, "malformed", "line too long"));
-				cl->closing = true;
+				cl->cc_closing = true;
 				bufferevent_disable(bev, EV_READ);
 			}
 			return;
@@ -719,13 +719,13 @@ client_read(struct bufferevent *bev, void *arg)
 		evbuffer_remove(in, line, n);
 		evbuffer_drain(in, 1);
 		line[n] = '\0';
-		if (!cl->authorized) {
+		if (!cl->cc_authorized) {
 			/* Changes nothing; say why, then hang up. */
 			send_reply(cl, control_error(NULL, "unauthorized",
 			    "control requests are accepted from uid 0 only"));
-			log_warnx("control: refused a request from uid %u", (unsigned)cl->uid);
+			log_warnx("control: refused a request from uid %u", (unsigned)cl->cc_uid);
 			free(line);
-			cl->closing = true;
+			cl->cc_closing = true;
 			bufferevent_disable(bev, EV_READ);
 			return;
 		}
@@ -746,14 +746,14 @@ client_read(struct bufferevent *bev, void *arg)
 			if (r.op == CTL_ROUTE)
 				route_query(cl, &r);
 			else
-				send_reply(cl, handle(cl->c, &r, &g, &cl->fd_in));
+				send_reply(cl, handle(cl->cc_c, &r, &g, &cl->cc_fd_in));
 			grant_free(g);
 		}
 		/* A passed fd belongs to the line it came with: one that line did not take is
 		 * closed, never kept for a later request. */
-		if (cl->fd_in >= 0) {
-			close(cl->fd_in);
-			cl->fd_in = -1;
+		if (cl->cc_fd_in >= 0) {
+			close(cl->cc_fd_in);
+			cl->cc_fd_in = -1;
 		}
 		control_req_clear(&r);
 		free(line);
@@ -790,7 +790,7 @@ client_recv(evutil_socket_t fd, short what, void *arg)
 	mh.msg_iovlen = 1;
 	/* A client that is not uid 0 gets no control buffer: the kernel discards its fds
 	 * without installing them here (closing a foreign fd can block, e.g. on FUSE). */
-	if (cl->authorized) {
+	if (cl->cc_authorized) {
 		mh.msg_control = cbuf.b;
 		mh.msg_controllen = sizeof(cbuf.b);
 	}
@@ -801,7 +801,7 @@ client_recv(evutil_socket_t fd, short what, void *arg)
 	 * merge earlier fd-less bytes into this read, so the fd is taken only when nothing of
 	 * another line is in the buffer or in this chunk before its end; otherwise it is
 	 * ambiguous and closed (the request that wanted it then fails: no fd came with it). */
-	bool clean = n > 0 && evbuffer_get_length(cl->in) == 0 &&
+	bool clean = n > 0 && evbuffer_get_length(cl->cc_in) == 0 &&
 	    (memchr(buf, '\n', (size_t)n) == NULL ||
 	    memchr(buf, '\n', (size_t)n) == buf + n - 1);
 	for (cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
@@ -815,34 +815,34 @@ client_recv(evutil_socket_t fd, short what, void *arg)
 			int pfd;
 
 			memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (clean && cl->fd_in < 0 && !(mh.msg_flags & MSG_CTRUNC))
-				cl->fd_in = pfd;
+			if (clean && cl->cc_fd_in < 0 && !(mh.msg_flags & MSG_CTRUNC))
+				cl->cc_fd_in = pfd;
 			else
 				close(pfd);
 		}
 	}
-	if (n > 0 && !clean && mh.msg_controllen > 0 && cl->authorized &&
+	if (n > 0 && !clean && mh.msg_controllen > 0 && cl->cc_authorized &&
 	    CMSG_FIRSTHDR(&mh) != NULL)
 		log_warnx("control: a passed file descriptor did not start a request line; "
 		    "closed");
 	if (n <= 0) {
 		/* EOF or an error: finish writing what is queued, then go. */
-		event_del(cl->rev);
-		if (n == 0 && evbuffer_get_length(bufferevent_get_output(cl->bev)) > 0)
-			cl->closing = true;
+		event_del(cl->cc_rev);
+		if (n == 0 && evbuffer_get_length(bufferevent_get_output(cl->cc_bev)) > 0)
+			cl->cc_closing = true;
 		else
 			client_free(cl);
 		return;
 	}
 	if (mh.msg_flags & MSG_CTRUNC)
 		log_warnx("control: a client passed more file descriptors than a request takes");
-	if (evbuffer_add(cl->in, buf, (size_t)n) != 0) {
+	if (evbuffer_add(cl->cc_in, buf, (size_t)n) != 0) {
 		client_free(cl);
 		return;
 	}
-	client_read(cl->bev, cl);
-	if (cl->closing)
-		event_del(cl->rev);
+	client_read(cl->cc_bev, cl);
+	if (cl->cc_closing)
+		event_del(cl->cc_rev);
 }
 
 static void
@@ -850,7 +850,7 @@ client_write(struct bufferevent *bev, void *arg)
 {
 	struct control_client *cl = arg;
 
-	if (cl->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+	if (cl->cc_closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		client_free(cl);
 }
 
@@ -860,7 +860,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	struct control_client *cl = arg;
 
 	if (what & BEV_EVENT_EOF && evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
-		cl->closing = true;
+		cl->cc_closing = true;
 		return;
 	}
 	client_free(cl);
@@ -889,39 +889,39 @@ control_accept(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *
 	}
 	evutil_make_socket_nonblocking(fd);
 	evutil_make_socket_closeonexec(fd);
-	cl->c = c;
+	cl->cc_c = c;
 	/* Who is asking is decided by the kernel, never by the request. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0) {
-		cl->uid = uc.uid;
-		cl->authorized = uc.uid == 0;
+		cl->cc_uid = uc.uid;
+		cl->cc_authorized = uc.uid == 0;
 	}
-	cl->fd_in = -1;
-	cl->bev = bufferevent_socket_new(c->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	cl->rev = event_new(c->d->base, fd, EV_READ | EV_PERSIST, client_recv, cl);
-	cl->in = evbuffer_new();
-	if (cl->bev == NULL || cl->rev == NULL || cl->in == NULL) {
-		if (cl->in != NULL)
-			evbuffer_free(cl->in);
-		if (cl->rev != NULL)
-			event_free(cl->rev);
-		if (cl->bev != NULL)
-			bufferevent_free(cl->bev);
+	cl->cc_fd_in = -1;
+	cl->cc_bev = bufferevent_socket_new(c->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	cl->cc_rev = event_new(c->d->base, fd, EV_READ | EV_PERSIST, client_recv, cl);
+	cl->cc_in = evbuffer_new();
+	if (cl->cc_bev == NULL || cl->cc_rev == NULL || cl->cc_in == NULL) {
+		if (cl->cc_in != NULL)
+			evbuffer_free(cl->cc_in);
+		if (cl->cc_rev != NULL)
+			event_free(cl->cc_rev);
+		if (cl->cc_bev != NULL)
+			bufferevent_free(cl->cc_bev);
 		else
 			close(fd);
 		free(cl);
 		return;
 	}
-	cl->next = c->clients;
+	cl->cc_next = c->clients;
 	if (c->clients != NULL)
-		c->clients->prev = cl;
+		c->clients->cc_prev = cl;
 	c->clients = cl;
 	c->nclients++;
-	bufferevent_setcb(cl->bev, client_read, client_write, client_event, cl);
-	bufferevent_set_timeouts(cl->bev, &tv, &tv);
+	bufferevent_setcb(cl->cc_bev, client_read, client_write, client_event, cl);
+	bufferevent_set_timeouts(cl->cc_bev, &tv, &tv);
 	/* reads come through client_recv (recvmsg); the bufferevent only writes */
-	bufferevent_disable(cl->bev, EV_READ);
-	bufferevent_enable(cl->bev, EV_WRITE);
-	event_add(cl->rev, &tv);
+	bufferevent_disable(cl->cc_bev, EV_READ);
+	bufferevent_enable(cl->cc_bev, EV_WRITE);
+	event_add(cl->cc_rev, &tv);
 }
 
 struct control *

@@ -668,6 +668,7 @@ daemon_stop(struct daemon *d)
 
 	control_free(d->control);
 	d->control = NULL;
+	session_free_refusing(d);        /* they hold grant references */
 	metrics_server_free(d->metrics_srv);
 	d->metrics_srv = NULL;
 	upool_free(d->upool);            /* parked sockets hold grant references */

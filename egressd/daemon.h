@@ -21,6 +21,7 @@ struct event;
 struct resolver;
 struct router;
 struct dlog;
+struct grant_conn;
 struct grants;
 struct lgrant;
 struct control;
@@ -50,6 +51,10 @@ struct daemon {
 	struct upool *upool;
 	struct metrics_stats stats;
 	uint32_t nconns;                    /* live client connections */
+	/* Sessions answering a refusal: off their grant's list (a revoke must not reach
+	 * them), so kept here, linked through their grant_conn, for daemon_stop to free
+	 * when a second SIGTERM ends the loop before their refusal timers fire. */
+	struct grant_conn *refusing;
 	uint64_t next_conn_id;
 	uint32_t boot_id;                   /* random per start: connection ids stay unique */
 	bool draining;

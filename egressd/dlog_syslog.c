@@ -19,20 +19,20 @@
 #include "egressd/syslog_tls.h"
 
 struct dlog_syslog {
-	enum dlog_syslog_kind kind;
-	char target[160];
+	enum dlog_syslog_kind dsl_kind;
+	char dsl_target[160];
 	/* datagram transports */
-	int fd;
-	struct sockaddr_storage to;
-	socklen_t tolen;
-	char host[256];
-	long pid;
-	char *msg;                 /* DLOG_SYSLOG_MSG_MAX */
-	pthread_mutex_t mu;        /* sent and loss, read by stats from other threads */
-	uint64_t sent;
-	struct syslog_loss loss;
+	int dsl_fd;
+	struct sockaddr_storage dsl_to;
+	socklen_t dsl_tolen;
+	char dsl_host[256];
+	long dsl_pid;
+	char *dsl_msg;             /* DLOG_SYSLOG_MSG_MAX */
+	pthread_mutex_t dsl_mu;    /* sent and loss, read by stats from other threads */
+	uint64_t dsl_sent;
+	struct syslog_loss dsl_loss;
 	/* stream transports */
-	struct syslog_stream *stream;
+	struct syslog_stream *dsl_stream;
 };
 
 static const char *const kind_names[] = { "unix", "udp", "tcp", "tls" };
@@ -146,46 +146,46 @@ dlog_syslog_open(const struct dlog_syslog_config *c, char *err, size_t errlen)
 	    dlog_syslog_target_parse(c->target, &kind, &ss, &sl, err, errlen) != 0)
 		return NULL;
 	s = calloc(1, sizeof(*s));
-	if (s == NULL || (s->msg = malloc(DLOG_SYSLOG_MSG_MAX)) == NULL) {
+	if (s == NULL || (s->dsl_msg = malloc(DLOG_SYSLOG_MSG_MAX)) == NULL) {
 		free(s);
 		errbuf_set(err, errlen, 0, "log_syslog: out of memory");
 		return NULL;
 	}
-	s->fd = -1;
-	s->kind = kind;
-	pthread_mutex_init(&s->mu, NULL);
-	snprintf(s->target, sizeof(s->target), "%s", c->target);
-	if (gethostname(s->host, sizeof(s->host) - 1) != 0 || s->host[0] == '\0')
-		snprintf(s->host, sizeof(s->host), "-");
-	s->host[sizeof(s->host) - 1] = '\0';
-	for (char *p = s->host; *p != '\0'; p++)
+	s->dsl_fd = -1;
+	s->dsl_kind = kind;
+	pthread_mutex_init(&s->dsl_mu, NULL);
+	snprintf(s->dsl_target, sizeof(s->dsl_target), "%s", c->target);
+	if (gethostname(s->dsl_host, sizeof(s->dsl_host) - 1) != 0 || s->dsl_host[0] == '\0')
+		snprintf(s->dsl_host, sizeof(s->dsl_host), "-");
+	s->dsl_host[sizeof(s->dsl_host) - 1] = '\0';
+	for (char *p = s->dsl_host; *p != '\0'; p++)
 		if (*p <= 0x20 || *p >= 0x7f)
 			*p = '-';
-	s->pid = (long)getpid();
+	s->dsl_pid = (long)getpid();
 	if (kind == DLOG_SYSLOG_TCP || kind == DLOG_SYSLOG_TLS) {
 		struct syslog_stream_config sc = {
 			.sa = (struct sockaddr *)&ss, .salen = sl, .url = c->target,
-			.name = c->name, .spool_max = c->spool_max, .host = s->host, .pid = s->pid,
+			.name = c->name, .spool_max = c->spool_max, .host = s->dsl_host, .pid = s->dsl_pid,
 		};
 
 		if (kind == DLOG_SYSLOG_TLS &&
 		    (sc.ctx = syslog_tls_ctx(c->ca, c->cert, c->key, err, errlen)) == NULL)
 			goto fail;
-		s->stream = syslog_stream_new(&sc, err, errlen);
-		if (s->stream == NULL)
+		s->dsl_stream = syslog_stream_new(&sc, err, errlen);
+		if (s->dsl_stream == NULL)
 			goto fail;
 		return s;
 	}
 	/* Non-blocking: a collector that does not read must never stall the writer. */
-	s->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (s->fd < 0) {
+	s->dsl_fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->dsl_fd < 0) {
 		errbuf_set(err, errlen, 0, "log_syslog: socket: %s", strerror(errno));
 		goto fail;
 	}
 	/* sendto() each time rather than connect() once: a collector that starts (or
 	 * restarts) later is reached without reopening anything */
-	s->to = ss;
-	s->tolen = sl;
+	s->dsl_to = ss;
+	s->dsl_tolen = sl;
 	return s;
 fail:
 	dlog_syslog_close(s);
@@ -197,13 +197,13 @@ dlog_syslog_stop(struct dlog_syslog *s)
 {
 	if (s == NULL)
 		return;
-	if (s->stream != NULL) {
-		syslog_stream_stop(s->stream);
+	if (s->dsl_stream != NULL) {
+		syslog_stream_stop(s->dsl_stream);
 		return;
 	}
-	pthread_mutex_lock(&s->mu);
-	syslog_loss_flush(&s->loss);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_lock(&s->dsl_mu);
+	syslog_loss_flush(&s->dsl_loss);
+	pthread_mutex_unlock(&s->dsl_mu);
 }
 
 void
@@ -211,11 +211,11 @@ dlog_syslog_close(struct dlog_syslog *s)
 {
 	if (s == NULL)
 		return;
-	syslog_stream_free(s->stream);
-	if (s->fd >= 0)
-		close(s->fd);
-	pthread_mutex_destroy(&s->mu);
-	free(s->msg);
+	syslog_stream_free(s->dsl_stream);
+	if (s->dsl_fd >= 0)
+		close(s->dsl_fd);
+	pthread_mutex_destroy(&s->dsl_mu);
+	free(s->dsl_msg);
 	free(s);
 }
 
@@ -327,8 +327,8 @@ dlog_syslog_send_lines(struct dlog_syslog *s, const char *buf, size_t len)
 {
 	const char *p = buf, *end = buf + len;
 
-	if (s->stream != NULL) {
-		syslog_stream_push(s->stream, buf, len);
+	if (s->dsl_stream != NULL) {
+		syslog_stream_push(s->dsl_stream, buf, len);
 		return;
 	}
 	while (p < end) {
@@ -338,25 +338,25 @@ dlog_syslog_send_lines(struct dlog_syslog *s, const char *buf, size_t len)
 
 		if (nl == NULL)
 			break;
-		n = dlog_syslog_format(p, (size_t)(nl - p), s->host, s->pid, s->msg,
+		n = dlog_syslog_format(p, (size_t)(nl - p), s->dsl_host, s->dsl_pid, s->dsl_msg,
 		    DLOG_SYSLOG_MSG_MAX);
-		ok = n >= 0 && sendto(s->fd, s->msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL,
-		    (struct sockaddr *)&s->to, s->tolen) >= 0;
-		pthread_mutex_lock(&s->mu);
+		ok = n >= 0 && sendto(s->dsl_fd, s->dsl_msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL,
+		    (struct sockaddr *)&s->dsl_to, s->dsl_tolen) >= 0;
+		pthread_mutex_lock(&s->dsl_mu);
 		if (ok) {
-			s->sent++;
-			syslog_loss_ok(&s->loss);
+			s->dsl_sent++;
+			syslog_loss_ok(&s->dsl_loss);
 		} else {
 			int e = errno;
 			uint64_t seq = sspool_line_seq(p, (size_t)(nl - p));
 
-			if (syslog_loss_drop(&s->loss, seq))
+			if (syslog_loss_drop(&s->dsl_loss, seq))
 				log_warnx("syslog mirror %s: cannot send record seq %llu (%s); dropping "
 				    "until a send succeeds; the loss is counted (metrics) and recorded "
-				    "in the decision log", s->target, (unsigned long long)seq,
+				    "in the decision log", s->dsl_target, (unsigned long long)seq,
 				    n < 0 ? "cannot format it" : strerror(e));
 		}
-		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_unlock(&s->dsl_mu);
 		p = nl + 1;
 	}
 }
@@ -367,11 +367,11 @@ dlog_syslog_loss_take(struct dlog_syslog *s, uint64_t *count, uint64_t *first,
 {
 	bool r;
 
-	if (s->stream != NULL)
-		return syslog_stream_loss_take(s->stream, count, first, last);
-	pthread_mutex_lock(&s->mu);
-	r = syslog_loss_take(&s->loss, count, first, last);
-	pthread_mutex_unlock(&s->mu);
+	if (s->dsl_stream != NULL)
+		return syslog_stream_loss_take(s->dsl_stream, count, first, last);
+	pthread_mutex_lock(&s->dsl_mu);
+	r = syslog_loss_take(&s->dsl_loss, count, first, last);
+	pthread_mutex_unlock(&s->dsl_mu);
 	return r;
 }
 
@@ -379,29 +379,29 @@ void
 dlog_syslog_loss_restore(struct dlog_syslog *s, uint64_t count, uint64_t first,
     uint64_t last)
 {
-	if (s->stream != NULL) {
-		syslog_stream_loss_restore(s->stream, count, first, last);
+	if (s->dsl_stream != NULL) {
+		syslog_stream_loss_restore(s->dsl_stream, count, first, last);
 		return;
 	}
-	pthread_mutex_lock(&s->mu);
-	syslog_loss_restore(&s->loss, count, first, last);
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_lock(&s->dsl_mu);
+	syslog_loss_restore(&s->dsl_loss, count, first, last);
+	pthread_mutex_unlock(&s->dsl_mu);
 }
 
 void
 dlog_syslog_stats(struct dlog_syslog *s, struct dlog_syslog_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	snprintf(out->target, sizeof(out->target), "%s", s->target);
-	out->transport = kind_names[s->kind];
-	if (s->stream != NULL) {
-		syslog_stream_stats(s->stream, out);
+	snprintf(out->target, sizeof(out->target), "%s", s->dsl_target);
+	out->transport = kind_names[s->dsl_kind];
+	if (s->dsl_stream != NULL) {
+		syslog_stream_stats(s->dsl_stream, out);
 		return;
 	}
-	pthread_mutex_lock(&s->mu);
+	pthread_mutex_lock(&s->dsl_mu);
 	out->connected = true;
-	out->sent = s->sent;
-	out->dropped = s->loss.total;
-	out->loss_episodes = s->loss.episodes;
-	pthread_mutex_unlock(&s->mu);
+	out->sent = s->dsl_sent;
+	out->dropped = s->dsl_loss.total;
+	out->loss_episodes = s->dsl_loss.episodes;
+	pthread_mutex_unlock(&s->dsl_mu);
 }

@@ -189,20 +189,20 @@ dnsstub_budget_take(struct dnsstub_budget *b, uint64_t now_ms)
 #define SUPPRESS_REASONS 4          /* dns_not_granted, dns_pool_exhausted, grant gone */
 
 struct dnsstub {
-	struct daemon *d;
-	struct lgrant *lg;          /* borrowed: it owns us */
-	int fd;
-	struct event *ev;
+	struct daemon *ds_d;
+	struct lgrant *ds_lg;          /* borrowed: it owns us */
+	int ds_fd;
+	struct event *ds_ev;
 	/* Deny records past the budget (dnsstub.h): answered, counted, written as one
 	 * dns_suppressed record by flush. */
-	struct dnsstub_budget budget;
-	struct event *flush;
-	uint64_t suppressed;
+	struct dnsstub_budget ds_budget;
+	struct event *ds_flush;
+	uint64_t ds_suppressed;
 	struct {
 		enum reason r;
 		uint64_t n;
-	} supp[SUPPRESS_REASONS];
-	char supp_last[DNS_NAME_WIRE_MAX + 1];
+	} ds_supp[SUPPRESS_REASONS];
+	char ds_supp_last[DNS_NAME_WIRE_MAX + 1];
 };
 
 static const char *
@@ -232,8 +232,8 @@ stub_record(struct dnsstub *s, const char *event, const char *client, const stru
 
 	if (o == NULL)
 		return;
-	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
-	json_object_set_new(o, "grant_id", json_string(s->lg->id));
+	json_object_set_new(o, "principal", json_string(s->ds_lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->ds_lg->id));
 	json_object_set_new(o, "client", json_string(client));
 	json_object_set_new(o, "hop_kind", json_string("dns"));
 	json_object_set_new(o, "capture", json_string("transparent"));
@@ -247,7 +247,7 @@ stub_record(struct dnsstub *s, const char *event, const char *client, const stru
 		json_object_set_new(o, "answer", json_string(inet_ntop(AF_INET, &in, ab,
 		    sizeof(ab))));
 	}
-	if (dlog_append(s->d->dlog, event, o, NULL, NULL, NULL) != 0)
+	if (dlog_append(s->ds_d->dlog, event, o, NULL, NULL, NULL) != 0)
 		log_warnx("decision log refused a %s record (%s)", event, strerror(errno));
 }
 
@@ -257,7 +257,7 @@ stub_suppressed_write(struct dnsstub *s)
 {
 	json_t *o, *rs;
 
-	if (s->suppressed == 0)
+	if (s->ds_suppressed == 0)
 		return;
 	o = json_object();
 	rs = json_object();
@@ -265,27 +265,27 @@ stub_suppressed_write(struct dnsstub *s)
 		json_decref(o);
 		json_decref(rs);
 		log_warnx("stub resolver of grant %s: %llu denials not recorded (out of memory)",
-		    s->lg->id, (unsigned long long)s->suppressed);
+		    s->ds_lg->id, (unsigned long long)s->ds_suppressed);
 		return;
 	}
 	for (size_t i = 0; i < SUPPRESS_REASONS; i++)
-		if (s->supp[i].n > 0)
-			json_object_set_new(rs, reason_str(s->supp[i].r),
-			    json_integer((json_int_t)s->supp[i].n));
-	json_object_set_new(o, "principal", json_string(s->lg->g->principal));
-	json_object_set_new(o, "grant_id", json_string(s->lg->id));
+		if (s->ds_supp[i].n > 0)
+			json_object_set_new(rs, reason_str(s->ds_supp[i].r),
+			    json_integer((json_int_t)s->ds_supp[i].n));
+	json_object_set_new(o, "principal", json_string(s->ds_lg->g->principal));
+	json_object_set_new(o, "grant_id", json_string(s->ds_lg->id));
 	json_object_set_new(o, "hop_kind", json_string("dns"));
 	json_object_set_new(o, "capture", json_string("transparent"));
-	json_object_set_new(o, "suppressed", json_integer((json_int_t)s->suppressed));
+	json_object_set_new(o, "suppressed", json_integer((json_int_t)s->ds_suppressed));
 	json_object_set_new(o, "reasons", rs);
-	json_object_set_new(o, "last_dest", json_string(s->supp_last));
-	if (dlog_append(s->d->dlog, "dns_suppressed", o, NULL, NULL, NULL) != 0)
+	json_object_set_new(o, "last_dest", json_string(s->ds_supp_last));
+	if (dlog_append(s->ds_d->dlog, "dns_suppressed", o, NULL, NULL, NULL) != 0)
 		log_warnx("decision log refused a dns_suppressed record (%s): %llu denials of "
-		    "grant %s not recorded", strerror(errno), (unsigned long long)s->suppressed,
-		    s->lg->id);
-	s->suppressed = 0;
-	memset(s->supp, 0, sizeof(s->supp));
-	s->supp_last[0] = '\0';
+		    "grant %s not recorded", strerror(errno), (unsigned long long)s->ds_suppressed,
+		    s->ds_lg->id);
+	s->ds_suppressed = 0;
+	memset(s->ds_supp, 0, sizeof(s->ds_supp));
+	s->ds_supp_last[0] = '\0';
 }
 
 static void
@@ -302,24 +302,24 @@ stub_deny(struct dnsstub *s, const char *client, const struct dnsq *q, enum reas
 {
 	size_t i;
 
-	if (dnsstub_budget_take(&s->budget, mono_msec())) {
+	if (dnsstub_budget_take(&s->ds_budget, mono_msec())) {
 		stub_record(s, "decision", client, q, r, NULL);
 		return;
 	}
-	s->suppressed++;
+	s->ds_suppressed++;
 	for (i = 0; i < SUPPRESS_REASONS; i++) {
-		if (s->supp[i].n == 0)
-			s->supp[i].r = r;
-		if (s->supp[i].r == r) {
-			s->supp[i].n++;
+		if (s->ds_supp[i].n == 0)
+			s->ds_supp[i].r = r;
+		if (s->ds_supp[i].r == r) {
+			s->ds_supp[i].n++;
 			break;
 		}
 	}
-	snprintf(s->supp_last, sizeof(s->supp_last), "%s", q->name);
-	if (!evtimer_pending(s->flush, NULL)) {
+	snprintf(s->ds_supp_last, sizeof(s->ds_supp_last), "%s", q->name);
+	if (!evtimer_pending(s->ds_flush, NULL)) {
 		struct timeval tv = { EGRESS_DNSSTUB_SUPPRESS_MS / 1000,
 		    (EGRESS_DNSSTUB_SUPPRESS_MS % 1000) * 1000 };
-		evtimer_add(s->flush, &tv);
+		evtimer_add(s->ds_flush, &tv);
 	}
 }
 
@@ -347,8 +347,8 @@ stub_decide(struct dnsstub *s, const char *client, const struct dnsq *q, uint32_
 	if (!q->name_ok || q->name[0] == '\0' ||
 	    host_parse(q->name, strlen(q->name), HOST_NO_PORT, &h) != HOST_OK ||
 	    h.kind != HOST_NAME || strcmp(h.name, q->name) != 0 ||
-	    s->lg->dead != REASON_ALLOWED || !stub_granted(s->lg->g, &h)) {
-		stub_deny(s, client, q, s->lg->dead != REASON_ALLOWED ? s->lg->dead :
+	    s->ds_lg->dead != REASON_ALLOWED || !stub_granted(s->ds_lg->g, &h)) {
+		stub_deny(s, client, q, s->ds_lg->dead != REASON_ALLOWED ? s->ds_lg->dead :
 		    REASON_DNS_NOT_GRANTED);
 		return DNS_RCODE_NXDOMAIN;
 	}
@@ -356,7 +356,7 @@ stub_decide(struct dnsstub *s, const char *client, const struct dnsq *q, uint32_
 	 * worker's namespace, docs/transparent.md), A gets the pool's address. */
 	if (q->qtype != DNS_TYPE_A)
 		return DNS_RCODE_NOERROR;
-	if (s->lg->tpool == NULL || tpool_assign(s->lg->tpool, h.name, a4, &fresh) != 0) {
+	if (s->ds_lg->tpool == NULL || tpool_assign(s->ds_lg->tpool, h.name, a4, &fresh) != 0) {
 		stub_deny(s, client, q, REASON_DNS_POOL_EXHAUSTED);
 		return DNS_RCODE_SERVFAIL;
 	}
@@ -437,15 +437,15 @@ dnsstub_new(struct daemon *d, struct lgrant *lg, int fd, char *err, size_t errle
 		errbuf_set(err, errlen, ENOMEM, "stub resolver");
 		return NULL;
 	}
-	s->d = d;
-	s->lg = lg;
-	s->fd = fd;
+	s->ds_d = d;
+	s->ds_lg = lg;
+	s->ds_fd = fd;
 	evutil_make_socket_nonblocking(fd);
 	evutil_make_socket_closeonexec(fd);
-	dnsstub_budget_init(&s->budget, mono_msec());
-	s->flush = evtimer_new(d->base, stub_flush, s);
-	s->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, stub_read, s);
-	if (s->flush == NULL || s->ev == NULL || event_add(s->ev, NULL) != 0) {
+	dnsstub_budget_init(&s->ds_budget, mono_msec());
+	s->ds_flush = evtimer_new(d->base, stub_flush, s);
+	s->ds_ev = event_new(d->base, fd, EV_READ | EV_PERSIST, stub_read, s);
+	if (s->ds_flush == NULL || s->ds_ev == NULL || event_add(s->ds_ev, NULL) != 0) {
 		errbuf_set(err, errlen, ENOMEM, "stub resolver event");
 		dnsstub_free(s);
 		return NULL;
@@ -459,12 +459,12 @@ dnsstub_free(struct dnsstub *s)
 	if (s == NULL)
 		return;
 	stub_suppressed_write(s);
-	if (s->flush != NULL)
-		event_free(s->flush);
-	if (s->ev != NULL)
-		event_free(s->ev);
-	if (s->fd >= 0)
-		close(s->fd);
+	if (s->ds_flush != NULL)
+		event_free(s->ds_flush);
+	if (s->ds_ev != NULL)
+		event_free(s->ds_ev);
+	if (s->ds_fd >= 0)
+		close(s->ds_fd);
 	free(s);
 }
 
@@ -475,7 +475,7 @@ dnsstub_addr_str(const struct dnsstub *s, char *buf, size_t len)
 	socklen_t sl = sizeof(sin);
 	char ab[INET_ADDRSTRLEN];
 
-	if (getsockname(s->fd, (struct sockaddr *)&sin, &sl) != 0 ||
+	if (getsockname(s->ds_fd, (struct sockaddr *)&sin, &sl) != 0 ||
 	    inet_ntop(AF_INET, &sin.sin_addr, ab, sizeof(ab)) == NULL) {
 		snprintf(buf, len, "?");
 		return buf;

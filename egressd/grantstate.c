@@ -17,10 +17,10 @@
 #include "common/util.h"
 
 struct grantstate {
-	char *path;
-	int fd;
-	struct grantstate_entry *v;
-	size_t n, cap;
+	char *gs_path;
+	int gs_fd;
+	struct grantstate_entry *gs_v;
+	size_t gs_n, gs_cap;
 };
 
 static bool
@@ -33,9 +33,9 @@ id_valid(const char *s)
 static struct grantstate_entry *
 find(const struct grantstate *gs, const char *id)
 {
-	for (size_t i = 0; i < gs->n; i++)
-		if (strcmp(gs->v[i].id, id) == 0)
-			return &gs->v[i];
+	for (size_t i = 0; i < gs->gs_n; i++)
+		if (strcmp(gs->gs_v[i].id, id) == 0)
+			return &gs->gs_v[i];
 	return NULL;
 }
 
@@ -44,19 +44,19 @@ find(const struct grantstate *gs, const char *id)
 static int
 grow(struct grantstate *gs, size_t want)
 {
-	size_t nc = gs->cap ? gs->cap : 16;
+	size_t nc = gs->gs_cap ? gs->gs_cap : 16;
 	struct grantstate_entry *nv;
 
 	if (want > EGRESS_GRANT_STATE_ENTRIES_MAX)
 		want = EGRESS_GRANT_STATE_ENTRIES_MAX;
-	if (want <= gs->cap)
+	if (want <= gs->gs_cap)
 		return 0;
 	while (nc < want)
 		nc *= 2;
-	if ((nv = realloc(gs->v, nc * sizeof(*nv))) == NULL)
+	if ((nv = realloc(gs->gs_v, nc * sizeof(*nv))) == NULL)
 		return -1;
-	gs->v = nv;
-	gs->cap = nc;
+	gs->gs_v = nv;
+	gs->gs_cap = nc;
 	return 0;
 }
 
@@ -69,15 +69,15 @@ find_or_add(struct grantstate *gs, const char *id, const char *principal, const 
 
 	if (e != NULL)
 		return e;
-	if (gs->n >= EGRESS_GRANT_STATE_ENTRIES_MAX) {
+	if (gs->gs_n >= EGRESS_GRANT_STATE_ENTRIES_MAX) {
 		*why = "more grants than EGRESS_GRANT_STATE_ENTRIES_MAX";
 		return NULL;
 	}
-	if (grow(gs, gs->n + 1) != 0) {
+	if (grow(gs, gs->gs_n + 1) != 0) {
 		*why = "out of memory";
 		return NULL;
 	}
-	e = &gs->v[gs->n++];
+	e = &gs->gs_v[gs->gs_n++];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	snprintf(e->principal, sizeof(e->principal), "%s", principal != NULL ? principal : "");
@@ -89,8 +89,8 @@ grantstate_reserve(struct grantstate *gs, size_t more, char *err, size_t errlen)
 {
 	if (more > EGRESS_GRANT_STATE_ENTRIES_MAX)
 		more = EGRESS_GRANT_STATE_ENTRIES_MAX;
-	if (grow(gs, gs->n + more) != 0)
-		return errbuf_set(err, errlen, 0, "%s: out of memory", gs->path);
+	if (grow(gs, gs->gs_n + more) != 0)
+		return errbuf_set(err, errlen, 0, "%s: out of memory", gs->gs_path);
 	return 0;
 }
 
@@ -228,13 +228,13 @@ grantstate_open(const char *path, uid_t owner, char *err, size_t errlen)
 		return NULL;
 	}
 	gs = calloc(1, sizeof(*gs));
-	if (gs == NULL || (gs->path = strdup(path)) == NULL) {
+	if (gs == NULL || (gs->gs_path = strdup(path)) == NULL) {
 		free(gs);
 		close(fd);
 		errbuf_set(err, errlen, 0, "%s: out of memory", path);
 		return NULL;
 	}
-	gs->fd = fd;
+	gs->gs_fd = fd;
 	if (load(gs, fd, path, st.st_size, &torn, err, errlen) != 0) {
 		grantstate_free(gs);
 		return NULL;
@@ -271,7 +271,7 @@ grantstate_check(const char *path, uid_t owner, char *err, size_t errlen)
 	if (rc == 0)
 		rc = load(&gs, fd, path, st.st_size, &torn, err, errlen);
 	close(fd);
-	free(gs.v);
+	free(gs.gs_v);
 	return rc;
 }
 
@@ -280,10 +280,10 @@ grantstate_free(struct grantstate *gs)
 {
 	if (gs == NULL)
 		return;
-	if (gs->fd >= 0)
-		close(gs->fd);
-	free(gs->path);
-	free(gs->v);
+	if (gs->gs_fd >= 0)
+		close(gs->gs_fd);
+	free(gs->gs_path);
+	free(gs->gs_v);
 	free(gs);
 }
 
@@ -312,16 +312,16 @@ append(struct grantstate *gs, const char *op, const char *id, const char *princi
 	}
 	len = strlen(s);
 	s[len++] = '\n';                /* json_dumps leaves room: it wrote a NUL there */
-	if (fstat(gs->fd, &st) == 0 && st.st_size + (off_t)len > EGRESS_GRANT_STATE_MAX) {
-		snprintf(err, errlen, "%s: full (%d bytes)", gs->path, EGRESS_GRANT_STATE_MAX);
+	if (fstat(gs->gs_fd, &st) == 0 && st.st_size + (off_t)len > EGRESS_GRANT_STATE_MAX) {
+		snprintf(err, errlen, "%s: full (%d bytes)", gs->gs_path, EGRESS_GRANT_STATE_MAX);
 		goto out;
 	}
-	if (write_all(gs->fd, s, len) != 0) {
-		errbuf_set(err, errlen, errno, "%s: write", gs->path);
+	if (write_all(gs->gs_fd, s, len) != 0) {
+		errbuf_set(err, errlen, errno, "%s: write", gs->gs_path);
 		goto out;
 	}
-	if (fdatasync(gs->fd) != 0) {
-		snprintf(err, errlen, "%s: fdatasync: %s", gs->path, strerror(errno));
+	if (fdatasync(gs->gs_fd) != 0) {
+		snprintf(err, errlen, "%s: fdatasync: %s", gs->gs_path, strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -365,7 +365,7 @@ grantstate_revoke(struct grantstate *gs, const char *id, const char *principal, 
 
 	if (e == NULL)
 		return errbuf_set(err, errlen, 0, "%s: %s: the revocation lasts only until the "
-		    "next reload", gs->path, why);
+		    "next reload", gs->gs_path, why);
 	e->revoked = now;
 	if (append(gs, "revoke", id, principal, now, err, errlen) != 0) {
 		size_t n = strlen(err);
@@ -391,17 +391,17 @@ grantstate_unrevoke(struct grantstate *gs, const char *id, time_t now, char *err
 size_t
 grantstate_count(const struct grantstate *gs)
 {
-	return gs->n;
+	return gs->gs_n;
 }
 
 const struct grantstate_entry *
 grantstate_at(const struct grantstate *gs, size_t i)
 {
-	return i < gs->n ? &gs->v[i] : NULL;
+	return i < gs->gs_n ? &gs->gs_v[i] : NULL;
 }
 
 const char *
 grantstate_path(const struct grantstate *gs)
 {
-	return gs->path;
+	return gs->gs_path;
 }

@@ -30,23 +30,23 @@ struct gss_sec {
 };
 
 struct gss_req {
-	struct gssauth *g;
-	char host[256];
-	char *keytab, *ccache, *principal;
-	gss_cb cb;
-	void *arg;
+	struct gssauth *gq_g;
+	char gq_host[256];
+	char *gq_keytab, *gq_ccache, *gq_principal;
+	gss_cb gq_cb;
+	void *gq_arg;
 	/* NTLM steps */
-	int ntlm;
-	struct gss_sec *sec;    /* owned by the request while it runs */
-	char *user, *pass;      /* wiped on free */
-	char *challenge;
-	gss_step_cb step_cb;
-	int cancelled;          /* loop thread only */
-	int wfd;                /* the pipe's write end, copied so the thread never touches g */
+	int gq_ntlm;
+	struct gss_sec *gq_sec; /* owned by the request while it runs */
+	char *gq_user, *gq_pass; /* wiped on free */
+	char *gq_challenge;
+	gss_step_cb gq_step_cb;
+	int gq_cancelled;       /* loop thread only */
+	int gq_wfd;             /* the pipe's write end, copied so the thread never touches g */
 	/* filled by the thread */
-	char *token;
-	char err[256];
-	struct gss_req *next;   /* pending list, loop thread only */
+	char *gq_token;
+	char gq_err[256];
+	struct gss_req *gq_next; /* pending list, loop thread only */
 };
 
 struct gssauth {
@@ -61,20 +61,20 @@ req_free(struct gss_req *r)
 {
 	if (r == NULL)
 		return;
-	if (r->token != NULL) {
-		secret_wipe(r->token, strlen(r->token));
-		free(r->token);
+	if (r->gq_token != NULL) {
+		secret_wipe(r->gq_token, strlen(r->gq_token));
+		free(r->gq_token);
 	}
-	free(r->keytab);
-	free(r->ccache);
-	free(r->principal);
-	if (r->pass != NULL) {
-		secret_wipe(r->pass, strlen(r->pass));
-		free(r->pass);
+	free(r->gq_keytab);
+	free(r->gq_ccache);
+	free(r->gq_principal);
+	if (r->gq_pass != NULL) {
+		secret_wipe(r->gq_pass, strlen(r->gq_pass));
+		free(r->gq_pass);
 	}
-	free(r->user);
-	free(r->challenge);
-	gssauth_sec_free(r->sec);
+	free(r->gq_user);
+	free(r->gq_challenge);
+	gssauth_sec_free(r->gq_sec);
 	free(r);
 }
 
@@ -117,14 +117,14 @@ set_token(struct gss_req *r, const char *scheme, const gss_buffer_desc *out)
 {
 	size_t sl = strlen(scheme);
 
-	r->token = malloc(sl + 1 + 4 * ((out->length + 2) / 3) + 1);
-	if (r->token == NULL) {
-		snprintf(r->err, sizeof(r->err), "out of memory");
+	r->gq_token = malloc(sl + 1 + 4 * ((out->length + 2) / 3) + 1);
+	if (r->gq_token == NULL) {
+		snprintf(r->gq_err, sizeof(r->gq_err), "out of memory");
 		return -1;
 	}
-	memcpy(r->token, scheme, sl);
-	r->token[sl] = ' ';
-	EVP_EncodeBlock((unsigned char *)r->token + sl + 1, out->value, (int)out->length);
+	memcpy(r->gq_token, scheme, sl);
+	r->gq_token[sl] = ' ';
+	EVP_EncodeBlock((unsigned char *)r->gq_token + sl + 1, out->value, (int)out->length);
 	return 0;
 }
 
@@ -133,7 +133,7 @@ set_token(struct gss_req *r, const char *scheme, const gss_buffer_desc *out)
 static void *
 hand_back(struct gss_req *r)
 {
-	if (write(r->wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+	if (write(r->gq_wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
 		req_free(r);
 	return NULL;
 }
@@ -152,7 +152,7 @@ start_thread(struct gssauth *g, struct gss_req *r, void *(*fn)(void *))
 	pthread_attr_destroy(&at);
 	if (rc != 0)
 		return -1;
-	r->next = g->pending;
+	r->gq_next = g->pending;
 	g->pending = r;
 	return 0;
 }
@@ -171,40 +171,40 @@ token_thread(void *arg)
 	gss_ctx_id_t ctx = GSS_C_NO_CONTEXT;
 	gss_OID_set_desc mechs = { 1, &spnego };
 
-	snprintf(spn, sizeof(spn), "HTTP@%s", r->host);
+	snprintf(spn, sizeof(spn), "HTTP@%s", r->gq_host);
 	nb.value = spn;
 	nb.length = strlen(spn);
 	maj = gss_import_name(&min, &nb, GSS_C_NT_HOSTBASED_SERVICE, &name);
 	if (GSS_ERROR(maj)) {
-		gss_errtext(maj, min, r->err, sizeof(r->err));
+		gss_errtext(maj, min, r->gq_err, sizeof(r->gq_err));
 		goto out;
 	}
-	if (r->keytab != NULL || r->ccache != NULL || r->principal != NULL) {
+	if (r->gq_keytab != NULL || r->gq_ccache != NULL || r->gq_principal != NULL) {
 		gss_key_value_element_desc el[2];
 		gss_key_value_set_desc store = { 0, el };
 
-		if (r->keytab != NULL) {
+		if (r->gq_keytab != NULL) {
 			el[store.count].key = "client_keytab";
-			el[store.count++].value = r->keytab;
+			el[store.count++].value = r->gq_keytab;
 		}
 		/* A TGT obtained from a keytab goes to egressd's own in-memory cache, never to
 		 * the process default (/tmp/krb5cc_0 is shared with every root process). */
-		if (r->ccache != NULL || r->keytab != NULL) {
+		if (r->gq_ccache != NULL || r->gq_keytab != NULL) {
 			el[store.count].key = "ccache";
-			el[store.count++].value = r->ccache != NULL ? r->ccache : "MEMORY:egressd";
+			el[store.count++].value = r->gq_ccache != NULL ? r->gq_ccache : "MEMORY:egressd";
 		}
-		if (r->principal != NULL) {
-			gss_buffer_desc pb = { strlen(r->principal), r->principal };
+		if (r->gq_principal != NULL) {
+			gss_buffer_desc pb = { strlen(r->gq_principal), r->gq_principal };
 			maj = gss_import_name(&min, &pb, GSS_C_NT_USER_NAME, &client);
 			if (GSS_ERROR(maj)) {
-				gss_errtext(maj, min, r->err, sizeof(r->err));
+				gss_errtext(maj, min, r->gq_err, sizeof(r->gq_err));
 				goto out;
 			}
 		}
 		maj = gss_acquire_cred_from(&min, client, GSS_C_INDEFINITE, &mechs, GSS_C_INITIATE,
 		    store.count ? &store : GSS_C_NO_CRED_STORE, &cred, NULL, NULL);
 		if (GSS_ERROR(maj)) {
-			gss_errtext(maj, min, r->err, sizeof(r->err));
+			gss_errtext(maj, min, r->gq_err, sizeof(r->gq_err));
 			goto out;
 		}
 	}
@@ -212,9 +212,9 @@ token_thread(void *arg)
 	    GSS_C_NO_CHANNEL_BINDINGS, GSS_C_NO_BUFFER, NULL, &out, NULL, NULL);
 	if (GSS_ERROR(maj) || out.length == 0 || out.length > GSS_TOKEN_MAX) {
 		if (GSS_ERROR(maj))
-			gss_errtext(maj, min, r->err, sizeof(r->err));
+			gss_errtext(maj, min, r->gq_err, sizeof(r->gq_err));
 		else
-			snprintf(r->err, sizeof(r->err), "no usable Negotiate token");
+			snprintf(r->gq_err, sizeof(r->gq_err), "no usable Negotiate token");
 		goto out;
 	}
 	(void)set_token(r, "Negotiate", &out);
@@ -243,63 +243,63 @@ ntlm_thread(void *arg)
 	gss_name_t target = GSS_C_NO_NAME;
 	unsigned char *raw = NULL;
 
-	if (r->sec == NULL) {
+	if (r->gq_sec == NULL) {
 		gss_name_t user = GSS_C_NO_NAME;
-		gss_buffer_desc ub = { strlen(r->user), r->user };
-		gss_buffer_desc pb = { strlen(r->pass), r->pass };
+		gss_buffer_desc ub = { strlen(r->gq_user), r->gq_user };
+		gss_buffer_desc pb = { strlen(r->gq_pass), r->gq_pass };
 		gss_OID_set_desc mechs = { 1, &ntlm_oid };
 
-		r->sec = calloc(1, sizeof(*r->sec));
-		if (r->sec == NULL) {
-			snprintf(r->err, sizeof(r->err), "out of memory");
+		r->gq_sec = calloc(1, sizeof(*r->gq_sec));
+		if (r->gq_sec == NULL) {
+			snprintf(r->gq_err, sizeof(r->gq_err), "out of memory");
 			goto out;
 		}
 		maj = gss_import_name(&min, &ub, GSS_C_NT_USER_NAME, &user);
 		if (!GSS_ERROR(maj))
 			maj = gss_acquire_cred_with_password(&min, user, &pb, GSS_C_INDEFINITE, &mechs,
-			    GSS_C_INITIATE, &r->sec->cred, NULL, NULL);
+			    GSS_C_INITIATE, &r->gq_sec->cred, NULL, NULL);
 		if (user != GSS_C_NO_NAME)
 			gss_release_name(&min, &user);
 		if (GSS_ERROR(maj)) {
-			gss_errtext(maj, min, r->err, sizeof(r->err));
-			if (r->err[0] == '\0' || strstr(r->err, "unsupported") != NULL)
-				snprintf(r->err, sizeof(r->err), "no NTLM mechanism (install gss-ntlmssp)");
+			gss_errtext(maj, min, r->gq_err, sizeof(r->gq_err));
+			if (r->gq_err[0] == '\0' || strstr(r->gq_err, "unsupported") != NULL)
+				snprintf(r->gq_err, sizeof(r->gq_err), "no NTLM mechanism (install gss-ntlmssp)");
 			goto out;
 		}
-	} else if (r->challenge != NULL) {
-		size_t cl = strlen(r->challenge);
+	} else if (r->gq_challenge != NULL) {
+		size_t cl = strlen(r->gq_challenge);
 		int n;
 		if (cl == 0 || cl > GSS_TOKEN_MAX || cl % 4 != 0) {
-			snprintf(r->err, sizeof(r->err), "malformed NTLM challenge");
+			snprintf(r->gq_err, sizeof(r->gq_err), "malformed NTLM challenge");
 			goto out;
 		}
 		raw = malloc(cl);
-		n = raw ? EVP_DecodeBlock(raw, (const unsigned char *)r->challenge, (int)cl) : -1;
+		n = raw ? EVP_DecodeBlock(raw, (const unsigned char *)r->gq_challenge, (int)cl) : -1;
 		if (n <= 0) {
-			snprintf(r->err, sizeof(r->err), "malformed NTLM challenge");
+			snprintf(r->gq_err, sizeof(r->gq_err), "malformed NTLM challenge");
 			goto out;
 		}
 		/* EVP_DecodeBlock counts '=' padding as zero bytes */
-		if (r->challenge[cl - 1] == '=')
+		if (r->gq_challenge[cl - 1] == '=')
 			n--;
-		if (cl > 1 && r->challenge[cl - 2] == '=')
+		if (cl > 1 && r->gq_challenge[cl - 2] == '=')
 			n--;
 		in.value = raw;
 		in.length = (size_t)n;
 	}
-	snprintf(spn, sizeof(spn), "HTTP@%s", r->host);
+	snprintf(spn, sizeof(spn), "HTTP@%s", r->gq_host);
 	nb.value = spn;
 	nb.length = strlen(spn);
 	maj = gss_import_name(&min, &nb, GSS_C_NT_HOSTBASED_SERVICE, &target);
 	if (!GSS_ERROR(maj))
-		maj = gss_init_sec_context(&min, r->sec->cred, &r->sec->ctx, target, &ntlm_oid, 0, 0,
+		maj = gss_init_sec_context(&min, r->gq_sec->cred, &r->gq_sec->ctx, target, &ntlm_oid, 0, 0,
 		    GSS_C_NO_CHANNEL_BINDINGS, in.length ? &in : GSS_C_NO_BUFFER, NULL, &out, NULL,
 		    NULL);
 	if (GSS_ERROR(maj) || out.length == 0 || out.length > GSS_TOKEN_MAX) {
 		if (GSS_ERROR(maj))
-			gss_errtext(maj, min, r->err, sizeof(r->err));
+			gss_errtext(maj, min, r->gq_err, sizeof(r->gq_err));
 		else
-			snprintf(r->err, sizeof(r->err), "no usable NTLM message");
+			snprintf(r->gq_err, sizeof(r->gq_err), "no usable NTLM message");
 		goto out;
 	}
 	(void)set_token(r, "NTLM", &out);
@@ -321,17 +321,17 @@ on_pipe(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	while (read(fd, &r, sizeof(r)) == (ssize_t)sizeof(r)) {
 		struct gss_req **pp;
-		for (pp = &g->pending; *pp != NULL && *pp != r; pp = &(*pp)->next)
+		for (pp = &g->pending; *pp != NULL && *pp != r; pp = &(*pp)->gq_next)
 			;
 		if (*pp == r)
-			*pp = r->next;
-		if (!r->cancelled) {
-			if (r->ntlm) {
-				struct gss_sec *sec = r->sec;
-				r->sec = NULL;      /* back to the caller */
-				r->step_cb(r->token, r->token ? NULL : r->err, sec, r->arg);
+			*pp = r->gq_next;
+		if (!r->gq_cancelled) {
+			if (r->gq_ntlm) {
+				struct gss_sec *sec = r->gq_sec;
+				r->gq_sec = NULL;      /* back to the caller */
+				r->gq_step_cb(r->gq_token, r->gq_token ? NULL : r->gq_err, sec, r->gq_arg);
 			} else {
-				r->cb(r->token, r->token ? NULL : r->err, r->arg);
+				r->gq_cb(r->gq_token, r->gq_token ? NULL : r->gq_err, r->gq_arg);
 			}
 		}
 		req_free(r);
@@ -366,16 +366,16 @@ gssauth_token(struct gssauth *g, const char *proxy_host, const char *keytab,
 {
 	struct gss_req *r = calloc(1, sizeof(*r));
 
-	if (r == NULL || strlen(proxy_host) >= sizeof(r->host))
+	if (r == NULL || strlen(proxy_host) >= sizeof(r->gq_host))
 		goto fail;
-	snprintf(r->host, sizeof(r->host), "%s", proxy_host);
-	if ((keytab && !(r->keytab = strdup(keytab))) || (ccache && !(r->ccache = strdup(ccache))) ||
-	    (principal && !(r->principal = strdup(principal))))
+	snprintf(r->gq_host, sizeof(r->gq_host), "%s", proxy_host);
+	if ((keytab && !(r->gq_keytab = strdup(keytab))) || (ccache && !(r->gq_ccache = strdup(ccache))) ||
+	    (principal && !(r->gq_principal = strdup(principal))))
 		goto fail;
-	r->g = g;
-	r->wfd = g->pipefd[1];
-	r->cb = cb;
-	r->arg = arg;
+	r->gq_g = g;
+	r->gq_wfd = g->pipefd[1];
+	r->gq_cb = cb;
+	r->gq_arg = arg;
 	if (start_thread(g, r, token_thread) != 0)
 		goto fail;
 	return r;
@@ -395,18 +395,18 @@ gssauth_ntlm_step(struct gssauth *g, struct gss_sec *sec, const char *proxy_host
 		gssauth_sec_free(sec);
 		return NULL;
 	}
-	r->sec = sec;           /* owned from here on, whatever happens */
-	if (strlen(proxy_host) >= sizeof(r->host) || username == NULL || password == NULL)
+	r->gq_sec = sec;           /* owned from here on, whatever happens */
+	if (strlen(proxy_host) >= sizeof(r->gq_host) || username == NULL || password == NULL)
 		goto fail;
-	snprintf(r->host, sizeof(r->host), "%s", proxy_host);
-	if ((r->user = strdup(username)) == NULL || (r->pass = strdup(password)) == NULL ||
-	    (challenge != NULL && (r->challenge = strdup(challenge)) == NULL))
+	snprintf(r->gq_host, sizeof(r->gq_host), "%s", proxy_host);
+	if ((r->gq_user = strdup(username)) == NULL || (r->gq_pass = strdup(password)) == NULL ||
+	    (challenge != NULL && (r->gq_challenge = strdup(challenge)) == NULL))
 		goto fail;
-	r->ntlm = 1;
-	r->g = g;
-	r->wfd = g->pipefd[1];
-	r->step_cb = cb;
-	r->arg = arg;
+	r->gq_ntlm = 1;
+	r->gq_g = g;
+	r->gq_wfd = g->pipefd[1];
+	r->gq_step_cb = cb;
+	r->gq_arg = arg;
 	if (start_thread(g, r, ntlm_thread) != 0)
 		goto fail;
 	return r;
@@ -419,7 +419,7 @@ void
 gssauth_cancel(struct gss_req *r)
 {
 	if (r != NULL)
-		r->cancelled = 1;    /* freed when its thread hands it back */
+		r->gq_cancelled = 1;    /* freed when its thread hands it back */
 }
 
 void
@@ -429,8 +429,8 @@ gssauth_free(struct gssauth *g)
 		return;
 	/* Threads still running would write to the pipe: mark their requests cancelled and
 	 * keep the write end open (leaked on purpose) only if any are pending. */
-	for (struct gss_req *r = g->pending; r != NULL; r = r->next)
-		r->cancelled = 1;
+	for (struct gss_req *r = g->pending; r != NULL; r = r->gq_next)
+		r->gq_cancelled = 1;
 	if (g->ev)
 		event_free(g->ev);
 	close(g->pipefd[0]);

@@ -42,36 +42,36 @@ enum mstate {
 };
 
 struct mitm {
-	struct mitm_opts o;
-	json_t *base;                    /* copy of o.record_base */
-	struct bufferevent *cb;          /* worker side (egressd is the TLS server) */
-	struct bufferevent *ub;          /* origin side (egressd is the TLS client) */
-	enum mstate st;
-	bool client_ready, up_ready, up_failed, up_eof;
-	char up_error[256];              /* the origin's verification error, for the record */
-	enum reason close_reason;        /* M_CLOSING: why, once flushed */
-	struct event *idle;
-	struct event *closer;            /* ends the tunnel outside the current callback */
-	uint64_t last_us;
-	uint64_t start_us;
-	uint64_t up, down;               /* TLS payload bytes, worker -> origin and back */
-	struct dlog_ticket *ticket;
-	unsigned n;                      /* inner requests so far */
-	char hop[96];                    /* current inner hop id */
+	struct mitm_opts mi_o;
+	json_t *mi_base;                 /* copy of o.record_base */
+	struct bufferevent *mi_cb;       /* worker side (egressd is the TLS server) */
+	struct bufferevent *mi_ub;       /* origin side (egressd is the TLS client) */
+	enum mstate mi_st;
+	bool mi_client_ready, mi_up_ready, mi_up_failed, mi_up_eof;
+	char mi_up_error[256];           /* the origin's verification error, for the record */
+	enum reason mi_close_reason;     /* M_CLOSING: why, once flushed */
+	struct event *mi_idle;
+	struct event *mi_closer;         /* ends the tunnel outside the current callback */
+	uint64_t mi_last_us;
+	uint64_t mi_start_us;
+	uint64_t mi_up, mi_down;         /* TLS payload bytes, worker -> origin and back */
+	struct dlog_ticket *mi_ticket;
+	unsigned mi_n;                   /* inner requests so far */
+	char mi_hop[96];                 /* current inner hop id */
 	/* the current request */
-	char *head;                      /* its head (req borrows it) */
-	struct http_request req;
-	bool req_done;                   /* request body fully sent */
-	struct http_body_framer req_body;
-	uint64_t req_up;                 /* bytes of this exchange, both ways */
-	uint64_t req_down;
+	char *mi_head;                   /* its head (req borrows it) */
+	struct http_request mi_req;
+	bool mi_req_done;                /* request body fully sent */
+	struct http_body_framer mi_req_body;
+	uint64_t mi_req_up;              /* bytes of this exchange, both ways */
+	uint64_t mi_req_down;
 	/* the current response */
-	bool resp_head_done;
-	int status;
-	enum http_resp_body resp_kind;
-	struct http_body_framer resp_body;
-	bool keep;                       /* both sides keep the connection after this one */
-	bool allowed;                    /* its allow record is written */
+	bool mi_resp_head_done;
+	int mi_status;
+	enum http_resp_body mi_resp_kind;
+	struct http_body_framer mi_resp_body;
+	bool mi_keep;                    /* both sides keep the connection after this one */
+	bool mi_allowed;                 /* its allow record is written */
 };
 
 static void process(struct mitm *m);
@@ -106,26 +106,26 @@ mitm_client_ctx(const char *ca_file, char *err, size_t errlen)
 static json_t *
 record(struct mitm *m)
 {
-	json_t *o = json_deep_copy(m->base);
+	json_t *o = json_deep_copy(m->mi_base);
 
 	if (o == NULL)
 		return NULL;
-	json_object_set_new(o, "hop", json_string(m->hop));
-	json_object_set_new(o, "parent_hop", json_string(m->o.hop));
+	json_object_set_new(o, "hop", json_string(m->mi_hop));
+	json_object_set_new(o, "parent_hop", json_string(m->mi_o.hop));
 	json_object_set_new(o, "hop_kind", json_string("inner"));
 	json_object_set_new(o, "intercepted", json_true());
-	json_object_set_new(o, "credential", json_string(m->o.conn->name));
-	if (m->head != NULL) {
-		const char *q = memchr(m->req.path, '?', m->req.path_len);
-		size_t pl = q != NULL ? (size_t)(q - m->req.path) : m->req.path_len;
+	json_object_set_new(o, "credential", json_string(m->mi_o.conn->name));
+	if (m->mi_head != NULL) {
+		const char *q = memchr(m->mi_req.path, '?', m->mi_req.path_len);
+		size_t pl = q != NULL ? (size_t)(q - m->mi_req.path) : m->mi_req.path_len;
 		char path[EGRESS_LOG_TARGET_MAX + 1];
 
 		/* The path without its query: queries may carry secrets of the worker's own. */
 		if (pl > EGRESS_LOG_TARGET_MAX)
 			pl = EGRESS_LOG_TARGET_MAX;
-		memcpy(path, m->req.path, pl);
+		memcpy(path, m->mi_req.path, pl);
 		path[pl] = '\0';
-		json_object_set_new(o, "method", json_string(http_method_str(m->req.method)));
+		json_object_set_new(o, "method", json_string(http_method_str(m->mi_req.method)));
 		json_object_set_new(o, "target", json_string(path));
 	} else {
 		json_object_set_new(o, "method", json_null());
@@ -137,8 +137,8 @@ record(struct mitm *m)
 static void
 append(struct mitm *m, const char *event, json_t *o)
 {
-	if (o == NULL || dlog_append(m->o.dlog, event, o, NULL, NULL, NULL) != 0)
-		log_warnx("intercepted %s: decision log refused a %s record", m->hop, event);
+	if (o == NULL || dlog_append(m->mi_o.dlog, event, o, NULL, NULL, NULL) != 0)
+		log_warnx("intercepted %s: decision log refused a %s record", m->mi_hop, event);
 }
 
 static void
@@ -153,10 +153,10 @@ record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error
 	if (tls_error != NULL)
 		json_object_set_new(o, "tls_error", json_string(tls_error));
 	append(m, "decision", o);
-	metrics_decision(m->o.stats, allow, r);
+	metrics_decision(m->mi_o.stats, allow, r);
 	/* A deny after this request's allow record: the hop was let through, then failed. */
-	if (!allow && m->allowed)
-		metrics_hop_failed(m->o.stats, r);
+	if (!allow && m->mi_allowed)
+		metrics_hop_failed(m->mi_o.stats, r);
 }
 
 static void
@@ -166,12 +166,12 @@ record_close(struct mitm *m, enum reason r)
 
 	if (o == NULL)
 		return;
-	json_object_set_new(o, "status", m->status ? json_integer(m->status) : json_null());
+	json_object_set_new(o, "status", m->mi_status ? json_integer(m->mi_status) : json_null());
 	json_object_set_new(o, "reason", json_string(reason_str(r)));
-	json_object_set_new(o, "bytes_up", json_integer((json_int_t)m->req_up));
-	json_object_set_new(o, "bytes_down", json_integer((json_int_t)m->req_down));
+	json_object_set_new(o, "bytes_up", json_integer((json_int_t)m->mi_req_up));
+	json_object_set_new(o, "bytes_down", json_integer((json_int_t)m->mi_req_down));
 	append(m, "close", o);
-	metrics_close(m->o.stats, r);
+	metrics_close(m->mi_o.stats, r);
 }
 
 /* ---- life cycle ---- */
@@ -179,35 +179,35 @@ record_close(struct mitm *m, enum reason r)
 static void
 reset_request(struct mitm *m)
 {
-	free(m->head);
-	m->head = NULL;
-	memset(&m->req, 0, sizeof(m->req));
-	m->req_done = false;
-	m->req_up = m->req_down = 0;
-	m->resp_head_done = false;
-	m->status = 0;
-	m->keep = false;
-	m->allowed = false;
+	free(m->mi_head);
+	m->mi_head = NULL;
+	memset(&m->mi_req, 0, sizeof(m->mi_req));
+	m->mi_req_done = false;
+	m->mi_req_up = m->mi_req_down = 0;
+	m->mi_resp_head_done = false;
+	m->mi_status = 0;
+	m->mi_keep = false;
+	m->mi_allowed = false;
 }
 
 static void
 release(struct mitm *m)
 {
-	if (m->ticket != NULL)
-		dlog_ticket_cancel(m->ticket);
-	if (m->cb != NULL)
-		bufferevent_free(m->cb);        /* closes the socket (SSL shut down quietly) */
-	if (m->ub != NULL)
-		bufferevent_free(m->ub);
-	if (m->idle != NULL)
-		event_free(m->idle);
-	if (m->closer != NULL)
-		event_free(m->closer);
-	free(m->head);
-	json_decref(m->base);
-	SSL_CTX_free(m->o.server_ctx);
-	SSL_CTX_free(m->o.client_ctx);
-	connections_free(m->o.conns);
+	if (m->mi_ticket != NULL)
+		dlog_ticket_cancel(m->mi_ticket);
+	if (m->mi_cb != NULL)
+		bufferevent_free(m->mi_cb);        /* closes the socket (SSL shut down quietly) */
+	if (m->mi_ub != NULL)
+		bufferevent_free(m->mi_ub);
+	if (m->mi_idle != NULL)
+		event_free(m->mi_idle);
+	if (m->mi_closer != NULL)
+		event_free(m->mi_closer);
+	free(m->mi_head);
+	json_decref(m->mi_base);
+	SSL_CTX_free(m->mi_o.server_ctx);
+	SSL_CTX_free(m->mi_o.client_ctx);
+	connections_free(m->mi_o.conns);
 	free(m);
 }
 
@@ -223,7 +223,7 @@ static void end(struct mitm *m, enum reason why);
 void
 mitm_close(struct mitm *m, enum reason why)
 {
-	if (m->st == M_EXCHANGE && m->hop[0] != '\0')
+	if (m->mi_st == M_EXCHANGE && m->mi_hop[0] != '\0')
 		record_close(m, why);
 	end(m, why);
 }
@@ -231,9 +231,9 @@ mitm_close(struct mitm *m, enum reason why)
 static void
 end(struct mitm *m, enum reason why)
 {
-	mitm_done_cb done = m->o.done;
-	void *arg = m->o.arg;
-	uint64_t up = m->up, down = m->down;
+	mitm_done_cb done = m->mi_o.done;
+	void *arg = m->mi_o.arg;
+	uint64_t up = m->mi_up, down = m->mi_down;
 
 	release(m);
 	done(why, up, down, arg);
@@ -244,7 +244,7 @@ on_closer(evutil_socket_t fd, short what, void *arg)
 {
 	struct mitm *m = arg;
 
-	end(m, m->close_reason);
+	end(m, m->mi_close_reason);
 }
 
 /* Stop reading, let what is queued for the worker go out, then end with r. Never ends
@@ -252,13 +252,13 @@ on_closer(evutil_socket_t fd, short what, void *arg)
 static void
 close_after_flush(struct mitm *m, enum reason r)
 {
-	m->close_reason = r;
-	m->st = M_CLOSING;
-	bufferevent_disable(m->ub, EV_READ);
-	bufferevent_disable(m->cb, EV_READ);
-	bufferevent_setwatermark(m->cb, EV_WRITE, 0, 0);
-	if (evbuffer_get_length(bufferevent_get_output(m->cb)) == 0)
-		event_active(m->closer, EV_TIMEOUT, 0);
+	m->mi_close_reason = r;
+	m->mi_st = M_CLOSING;
+	bufferevent_disable(m->mi_ub, EV_READ);
+	bufferevent_disable(m->mi_cb, EV_READ);
+	bufferevent_setwatermark(m->mi_cb, EV_WRITE, 0, 0);
+	if (evbuffer_get_length(bufferevent_get_output(m->mi_cb)) == 0)
+		event_active(m->mi_closer, EV_TIMEOUT, 0);
 }
 
 /* Answer the worker with a refusal (a deny record first), then close once it is out. */
@@ -268,10 +268,10 @@ refuse(struct mitm *m, enum reason r, const char *tls_error)
 	char buf[1024];
 	size_t n = http_format_refusal(r, buf, sizeof(buf));
 
-	log_debug("intercepted %s: refused: %s", m->hop, reason_str(r));
+	log_debug("intercepted %s: refused: %s", m->mi_hop, reason_str(r));
 	record_decision(m, false, r, tls_error);
 	if (n > 0)
-		bufferevent_write(m->cb, buf, n);
+		bufferevent_write(m->mi_cb, buf, n);
 	close_after_flush(m, r);
 }
 
@@ -281,16 +281,16 @@ static bool
 count(struct mitm *m, size_t n, bool upward)
 {
 	if (upward) {
-		m->up += n;
-		m->req_up += n;
+		m->mi_up += n;
+		m->mi_req_up += n;
 	} else {
-		m->down += n;
-		m->req_down += n;
+		m->mi_down += n;
+		m->mi_req_down += n;
 	}
-	m->last_us = mono_usec();
-	if (m->o.bytes_total != NULL) {
-		*m->o.bytes_total += n;
-		if (m->o.bytes_limit != 0 && *m->o.bytes_total > m->o.bytes_limit)
+	m->mi_last_us = mono_usec();
+	if (m->mi_o.bytes_total != NULL) {
+		*m->mi_o.bytes_total += n;
+		if (m->mi_o.bytes_limit != 0 && *m->mi_o.bytes_total > m->mi_o.bytes_limit)
 			return false;
 	}
 	return true;
@@ -354,7 +354,7 @@ move_body(struct mitm *m, struct bufferevent *src, struct bufferevent *dst,
 static bool
 strip(const struct mitm *m, const struct http_header *h)
 {
-	return connection_strips_header(m->o.conn, h->name, h->name_len) ||
+	return connection_strips_header(m->mi_o.conn, h->name, h->name_len) ||
 	    http_is_hop_header(h->name, h->name_len) ||
 	    (h->name_len == 4 && strncasecmp(h->name, "host", 4) == 0);
 }
@@ -391,22 +391,22 @@ build_head(struct mitm *m, char *out, size_t cap)
 	size_t o = 0, cl;
 	int k;
 
-	if (m->req.host.kind == HOST_IPV6)
-		snprintf(hostb, sizeof(hostb), "[%s]", m->req.host.name);
+	if (m->mi_req.host.kind == HOST_IPV6)
+		snprintf(hostb, sizeof(hostb), "[%s]", m->mi_req.host.name);
 	else
-		snprintf(hostb, sizeof(hostb), "%s", m->req.host.name);
-	if (m->o.port != 443) {
+		snprintf(hostb, sizeof(hostb), "%s", m->mi_req.host.name);
+	if (m->mi_o.port != 443) {
 		size_t l = strlen(hostb);
-		snprintf(hostb + l, sizeof(hostb) - l, ":%u", (unsigned)m->o.port);
+		snprintf(hostb + l, sizeof(hostb) - l, ":%u", (unsigned)m->mi_o.port);
 	}
-	k = snprintf(out, cap, "%s %.*s HTTP/1.1\r\nHost: %s\r\n", http_method_str(m->req.method),
-	    (int)m->req.path_len, m->req.path, hostb);
+	k = snprintf(out, cap, "%s %.*s HTTP/1.1\r\nHost: %s\r\n", http_method_str(m->mi_req.method),
+	    (int)m->mi_req.path_len, m->mi_req.path, hostb);
 	if (k < 0 || (size_t)k >= cap)
 		return 0;
 	o = (size_t)k;
-	for (size_t i = 0; i < m->req.nheaders; i++) {
-		const struct http_header *h = &m->req.headers[i];
-		if (strip(m, h) || named_by_connection(&m->req, h))
+	for (size_t i = 0; i < m->mi_req.nheaders; i++) {
+		const struct http_header *h = &m->mi_req.headers[i];
+		if (strip(m, h) || named_by_connection(&m->mi_req, h))
 			continue;
 		if (o + h->name_len + h->value_len + 4 >= cap)
 			return 0;
@@ -419,7 +419,7 @@ build_head(struct mitm *m, char *out, size_t cap)
 		memcpy(out + o, "\r\n", 2);
 		o += 2;
 	}
-	if (m->req.body == HTTP_BODY_CHUNKED) {
+	if (m->mi_req.body == HTTP_BODY_CHUNKED) {
 		/* Transfer-Encoding is hop-by-hop here; the body passes as it is, framed */
 		static const char te[] = "Transfer-Encoding: chunked\r\n";
 		if (o + sizeof(te) >= cap)
@@ -427,7 +427,7 @@ build_head(struct mitm *m, char *out, size_t cap)
 		memcpy(out + o, te, sizeof(te) - 1);
 		o += sizeof(te) - 1;
 	}
-	cl = connection_header_line(m->o.conn, cred, sizeof(cred));
+	cl = connection_header_line(m->mi_o.conn, cred, sizeof(cred));
 	if (cl == 0 || o + cl + 3 >= cap) {
 		secret_wipe(cred, sizeof(cred));
 		return 0;
@@ -446,13 +446,13 @@ logged(int err, void *arg)
 	char *out;
 	size_t n;
 
-	m->ticket = NULL;
+	m->mi_ticket = NULL;
 	if (err != 0) {
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
 		return;
 	}
-	m->allowed = true;
-	metrics_decision(m->o.stats, 1, REASON_ALLOWED);
+	m->mi_allowed = true;
+	metrics_decision(m->mi_o.stats, 1, REASON_ALLOWED);
 	out = malloc(MITM_HEAD_OUT);
 	n = out != NULL ? build_head(m, out, MITM_HEAD_OUT) : 0;
 	if (n == 0) {
@@ -460,19 +460,19 @@ logged(int err, void *arg)
 		refuse(m, REASON_INTERNAL_ERROR, NULL);
 		return;
 	}
-	bufferevent_write(m->ub, out, n);
+	bufferevent_write(m->mi_ub, out, n);
 	secret_wipe(out, n);                /* it holds the credential */
 	free(out);
 	if (!count(m, n, true)) {
 		refuse(m, REASON_LIMIT_BYTES, NULL);
 		return;
 	}
-	http_body_framer_init(&m->req_body, m->req.body == HTTP_BODY_CHUNKED ? HTTP_RESP_CHUNKED :
-	    m->req.body == HTTP_BODY_LENGTH ? HTTP_RESP_LENGTH : HTTP_RESP_NONE,
-	    m->req.content_length);
-	m->req_done = m->req_body.done;
-	m->st = M_EXCHANGE;
-	bufferevent_enable(m->ub, EV_READ);
+	http_body_framer_init(&m->mi_req_body, m->mi_req.body == HTTP_BODY_CHUNKED ? HTTP_RESP_CHUNKED :
+	    m->mi_req.body == HTTP_BODY_LENGTH ? HTTP_RESP_LENGTH : HTTP_RESP_NONE,
+	    m->mi_req.content_length);
+	m->mi_req_done = m->mi_req_body.done;
+	m->mi_st = M_EXCHANGE;
+	bufferevent_enable(m->mi_ub, EV_READ);
 	process(m);
 }
 
@@ -483,15 +483,15 @@ placeholder_leaks(const struct mitm *m)
 {
 	size_t pl;
 
-	if (m->o.placeholder == NULL || (pl = strlen(m->o.placeholder)) == 0)
+	if (m->mi_o.placeholder == NULL || (pl = strlen(m->mi_o.placeholder)) == 0)
 		return false;
-	if (memmem(m->req.target, m->req.target_len, m->o.placeholder, pl) != NULL)
+	if (memmem(m->mi_req.target, m->mi_req.target_len, m->mi_o.placeholder, pl) != NULL)
 		return true;
-	for (size_t i = 0; i < m->req.nheaders; i++) {
-		const struct http_header *h = &m->req.headers[i];
-		if (connection_strips_header(m->o.conn, h->name, h->name_len))
+	for (size_t i = 0; i < m->mi_req.nheaders; i++) {
+		const struct http_header *h = &m->mi_req.headers[i];
+		if (connection_strips_header(m->mi_o.conn, h->name, h->name_len))
 			continue;
-		if (memmem(h->value, h->value_len, m->o.placeholder, pl) != NULL)
+		if (memmem(h->value, h->value_len, m->mi_o.placeholder, pl) != NULL)
 			return true;
 	}
 	return false;
@@ -503,17 +503,17 @@ start_request(struct mitm *m)
 	json_t *o;
 	enum reason r;
 
-	if (m->req.host.kind != m->o.host.kind || strcmp(m->req.host.name, m->o.host.name) != 0 ||
-	    m->req.port != m->o.port) {
+	if (m->mi_req.host.kind != m->mi_o.host.kind || strcmp(m->mi_req.host.name, m->mi_o.host.name) != 0 ||
+	    m->mi_req.port != m->mi_o.port) {
 		refuse(m, REASON_INNER_HOST_MISMATCH, NULL);
 		return;
 	}
-	if (m->req.upgrade) {
+	if (m->mi_req.upgrade) {
 		refuse(m, REASON_UPGRADE_REFUSED, NULL);
 		return;
 	}
-	r = connection_request_allowed(m->o.conn, http_method_str(m->req.method), m->req.path,
-	    m->req.path_len);
+	r = connection_request_allowed(m->mi_o.conn, http_method_str(m->mi_req.method), m->mi_req.path,
+	    m->mi_req.path_len);
 	if (r != REASON_ALLOWED) {
 		refuse(m, r, NULL);
 		return;
@@ -522,12 +522,12 @@ start_request(struct mitm *m)
 		refuse(m, REASON_CREDENTIAL_MISDIRECTED, NULL);
 		return;
 	}
-	if (m->up_failed) {
-		refuse(m, REASON_ORIGIN_TLS_FAILED, m->up_error);
+	if (m->mi_up_failed) {
+		refuse(m, REASON_ORIGIN_TLS_FAILED, m->mi_up_error);
 		return;
 	}
-	if (!m->up_ready) {
-		m->st = M_WAIT_UP;
+	if (!m->mi_up_ready) {
+		m->mi_st = M_WAIT_UP;
 		return;
 	}
 	/* The allow record is written before any byte of this request goes upstream. */
@@ -536,11 +536,11 @@ start_request(struct mitm *m)
 		json_object_set_new(o, "verdict", json_string("allow"));
 		json_object_set_new(o, "reason", json_string(reason_str(REASON_ALLOWED)));
 	}
-	m->st = M_LOG;
-	bufferevent_disable(m->cb, EV_READ);
-	if (o == NULL || dlog_append(m->o.dlog, "decision", o, logged, m, &m->ticket) != 0) {
-		log_warn("intercepted %s: allow record refused", m->hop);
-		m->ticket = NULL;
+	m->mi_st = M_LOG;
+	bufferevent_disable(m->mi_cb, EV_READ);
+	if (o == NULL || dlog_append(m->mi_o.dlog, "decision", o, logged, m, &m->mi_ticket) != 0) {
+		log_warn("intercepted %s: allow record refused", m->mi_hop);
+		m->mi_ticket = NULL;
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
 	}
 }
@@ -548,7 +548,7 @@ start_request(struct mitm *m)
 static void
 read_head(struct mitm *m)
 {
-	struct evbuffer *in = bufferevent_get_input(m->cb);
+	struct evbuffer *in = bufferevent_get_input(m->mi_cb);
 	size_t len = evbuffer_get_length(in);
 	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
 	enum reason why;
@@ -557,27 +557,27 @@ read_head(struct mitm *m)
 	if (len == 0)
 		return;
 	pr = http_parse_origin_request((const char *)evbuffer_pullup(in, (ssize_t)look), look,
-	    &m->req, &why);
+	    &m->mi_req, &why);
 	if (pr == HTTP_PARSE_INCOMPLETE)
 		return;
 	if (pr == HTTP_PARSE_ERROR) {
-		memset(&m->req, 0, sizeof(m->req));
-		snprintf(m->hop, sizeof(m->hop), "%s.%u", m->o.hop, ++m->n);
+		memset(&m->mi_req, 0, sizeof(m->mi_req));
+		snprintf(m->mi_hop, sizeof(m->mi_hop), "%s.%u", m->mi_o.hop, ++m->mi_n);
 		refuse(m, why, NULL);
 		return;
 	}
 	/* Keep a copy the request can point into, and consume the head. */
-	m->head = malloc(m->req.head_len);
-	if (m->head == NULL) {
+	m->mi_head = malloc(m->mi_req.head_len);
+	if (m->mi_head == NULL) {
 		refuse(m, REASON_INTERNAL_ERROR, NULL);
 		return;
 	}
-	evbuffer_remove(in, m->head, m->req.head_len);
-	if (http_parse_origin_request(m->head, m->req.head_len, &m->req, &why) != HTTP_PARSE_OK) {
+	evbuffer_remove(in, m->mi_head, m->mi_req.head_len);
+	if (http_parse_origin_request(m->mi_head, m->mi_req.head_len, &m->mi_req, &why) != HTTP_PARSE_OK) {
 		refuse(m, REASON_INTERNAL_ERROR, NULL);
 		return;
 	}
-	snprintf(m->hop, sizeof(m->hop), "%s.%u", m->o.hop, ++m->n);
+	snprintf(m->mi_hop, sizeof(m->mi_hop), "%s.%u", m->mi_o.hop, ++m->mi_n);
 	start_request(m);
 }
 
@@ -616,11 +616,11 @@ check_redirect(struct mitm *m, const struct httpresp *r)
 	t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		return REASON_INTERNAL_ERROR;
-	e = redirect_resolve(loc, loclen, &m->o.host, m->o.port, m->req.path, m->req.path_len, t);
+	e = redirect_resolve(loc, loclen, &m->mi_o.host, m->mi_o.port, m->mi_req.path, m->mi_req.path_len, t);
 	if (e != REDIRECT_OK)
 		rr = redirect_err_reason(e);
 	else
-		rr = redirect_authorize(m->o.grant, t, &m->o.grant->allow_address, m->o.override,
+		rr = redirect_authorize(m->mi_o.grant, t, &m->mi_o.grant->allow_address, m->mi_o.override,
 		    &detail);
 	free(t);
 	return rr;
@@ -629,7 +629,7 @@ check_redirect(struct mitm *m, const struct httpresp *r)
 static void
 read_response_head(struct mitm *m)
 {
-	struct evbuffer *in = bufferevent_get_input(m->ub);
+	struct evbuffer *in = bufferevent_get_input(m->mi_ub);
 	size_t len = evbuffer_get_length(in);
 	size_t look = len < EGRESS_RESPONSE_HEAD_MAX ? len : EGRESS_RESPONSE_HEAD_MAX;
 	struct httpresp *r;
@@ -651,7 +651,7 @@ read_response_head(struct mitm *m)
 		break;
 	case HTTPRESP_INCOMPLETE:
 		free(r);
-		if (m->up_eof)
+		if (m->mi_up_eof)
 			refuse(m, REASON_UPSTREAM_RESET, NULL);
 		return;
 	case HTTPRESP_TOO_LARGE:
@@ -675,20 +675,20 @@ read_response_head(struct mitm *m)
 		refuse(m, rr, NULL);
 		return;
 	}
-	keep = r->status < 200 || (!m->req.conn_close && r->minor == 1 &&
+	keep = r->status < 200 || (!m->mi_req.conn_close && r->minor == 1 &&
 	    !(httpresp_find(r, "connection", 0) >= 0 &&
 	    httpresp_value_has_token(r->headers[httpresp_find(r, "connection", 0)].value,
 	    r->headers[httpresp_find(r, "connection", 0)].value_len, "close")));
 	if (r->status >= 200) {
-		if (http_response_framing(r, m->req.method == HTTP_HEAD, &m->resp_kind,
+		if (http_response_framing(r, m->mi_req.method == HTTP_HEAD, &m->mi_resp_kind,
 		    &resp_len) != 0) {
 			free(r);
 			refuse(m, REASON_BAD_RESPONSE, NULL);
 			return;
 		}
-		if (m->resp_kind == HTTP_RESP_CLOSE)
+		if (m->mi_resp_kind == HTTP_RESP_CLOSE)
 			keep = false;
-		http_body_framer_init(&m->resp_body, m->resp_kind, resp_len);
+		http_body_framer_init(&m->mi_resp_body, m->mi_resp_kind, resp_len);
 	}
 	out = malloc(EGRESS_RESPONSE_HEAD_MAX + 512);
 	n = out != NULL ? http_build_client_response(r, keep, out,
@@ -700,16 +700,16 @@ read_response_head(struct mitm *m)
 		return;
 	}
 	evbuffer_drain(in, r->head_len);
-	bufferevent_write(m->cb, out, n);
+	bufferevent_write(m->mi_cb, out, n);
 	free(out);
 	count(m, n, false);
 	if (r->status < 200) {
 		free(r);
 		return;                     /* an interim answer; the final one follows */
 	}
-	m->status = r->status;
-	m->keep = keep;
-	m->resp_head_done = true;
+	m->mi_status = r->status;
+	m->mi_keep = keep;
+	m->mi_resp_head_done = true;
 	free(r);
 }
 
@@ -718,13 +718,13 @@ static void
 exchange_done(struct mitm *m)
 {
 	record_close(m, REASON_ALLOWED);
-	if (!m->keep || !m->req_done || m->up_eof) {
-		close_after_flush(m, m->up_eof ? REASON_CLOSE_UPSTREAM : REASON_CLOSE_CLIENT);
+	if (!m->mi_keep || !m->mi_req_done || m->mi_up_eof) {
+		close_after_flush(m, m->mi_up_eof ? REASON_CLOSE_UPSTREAM : REASON_CLOSE_CLIENT);
 		return;
 	}
 	reset_request(m);
-	m->st = M_REQ_HEAD;
-	bufferevent_enable(m->cb, EV_READ);
+	m->mi_st = M_REQ_HEAD;
+	bufferevent_enable(m->mi_cb, EV_READ);
 	process(m);
 }
 
@@ -733,13 +733,13 @@ process(struct mitm *m)
 {
 	int rc;
 
-	switch (m->st) {
+	switch (m->mi_st) {
 	case M_HANDSHAKE:
 	case M_LOG:
 	case M_CLOSING:
 		return;
 	case M_WAIT_UP:
-		if (m->up_ready || m->up_failed)
+		if (m->mi_up_ready || m->mi_up_failed)
 			start_request(m);
 		return;
 	case M_REQ_HEAD:
@@ -748,35 +748,35 @@ process(struct mitm *m)
 	case M_EXCHANGE:
 		break;
 	}
-	if (!m->req_done) {
-		rc = move_body(m, m->cb, m->ub, &m->req_body, true);
+	if (!m->mi_req_done) {
+		rc = move_body(m, m->mi_cb, m->mi_ub, &m->mi_req_body, true);
 		if (rc < 0) {
 			refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_FRAMING, NULL);
 			return;
 		}
-		m->req_done = rc == 1;
-		pace(m->cb, m->ub);
+		m->mi_req_done = rc == 1;
+		pace(m->mi_cb, m->mi_ub);
 	}
-	if (m->req_done)
-		bufferevent_disable(m->cb, EV_READ);    /* the next request waits its turn */
-	if (!m->resp_head_done) {
+	if (m->mi_req_done)
+		bufferevent_disable(m->mi_cb, EV_READ);    /* the next request waits its turn */
+	if (!m->mi_resp_head_done) {
 		read_response_head(m);
-		if (m->st != M_EXCHANGE || !m->resp_head_done)
+		if (m->mi_st != M_EXCHANGE || !m->mi_resp_head_done)
 			return;
 	}
-	rc = move_body(m, m->ub, m->cb, &m->resp_body, false);
-	if (rc == 0 && m->resp_kind == HTTP_RESP_CLOSE && m->up_eof)
+	rc = move_body(m, m->mi_ub, m->mi_cb, &m->mi_resp_body, false);
+	if (rc == 0 && m->mi_resp_kind == HTTP_RESP_CLOSE && m->mi_up_eof)
 		rc = 1;                     /* a body framed by the origin's close */
 	if (rc < 0) {
 		refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_RESPONSE, NULL);
 		return;
 	}
-	pace(m->ub, m->cb);
-	if (rc == 1 && m->req_done) {
+	pace(m->mi_ub, m->mi_cb);
+	if (rc == 1 && m->mi_req_done) {
 		exchange_done(m);
 		return;
 	}
-	if (rc == 0 && m->up_eof) {
+	if (rc == 0 && m->mi_up_eof) {
 		/* the origin went away mid-response */
 		record_close(m, REASON_UPSTREAM_RESET);
 		end(m, REASON_UPSTREAM_RESET);
@@ -790,7 +790,7 @@ on_read(struct bufferevent *bev, void *arg)
 {
 	struct mitm *m = arg;
 
-	m->last_us = mono_usec();
+	m->mi_last_us = mono_usec();
 	process(m);
 }
 
@@ -799,9 +799,9 @@ on_write(struct bufferevent *bev, void *arg)
 {
 	struct mitm *m = arg;
 
-	if (m->st == M_CLOSING) {
-		if (bev == m->cb && evbuffer_get_length(bufferevent_get_output(m->cb)) == 0)
-			event_active(m->closer, EV_TIMEOUT, 0);
+	if (m->mi_st == M_CLOSING) {
+		if (bev == m->mi_cb && evbuffer_get_length(bufferevent_get_output(m->mi_cb)) == 0)
+			event_active(m->mi_closer, EV_TIMEOUT, 0);
 		return;
 	}
 	process(m);
@@ -828,20 +828,20 @@ on_client_event(struct bufferevent *bev, short what, void *arg)
 	char eb[256];
 
 	if (what & BEV_EVENT_CONNECTED) {
-		m->client_ready = true;
-		m->st = M_REQ_HEAD;
-		m->last_us = mono_usec();
+		m->mi_client_ready = true;
+		m->mi_st = M_REQ_HEAD;
+		m->mi_last_us = mono_usec();
 		process(m);
 		return;
 	}
-	if (!m->client_ready) {
+	if (!m->mi_client_ready) {
 		/* The worker refused our leaf (does it trust the run CA?) or is not TLS. */
-		log_info("intercepted %s: worker TLS handshake failed: %s", m->o.hop,
+		log_info("intercepted %s: worker TLS handshake failed: %s", m->mi_o.hop,
 		    ssl_err(bev, eb, sizeof(eb)));
 		end(m, REASON_CLIENT_TLS_FAILED);
 		return;
 	}
-	if (m->st == M_EXCHANGE && m->hop[0] != '\0')
+	if (m->mi_st == M_EXCHANGE && m->mi_hop[0] != '\0')
 		record_close(m, REASON_CLOSE_CLIENT);
 	end(m, (what & BEV_EVENT_EOF) ? REASON_CLOSE_CLIENT : REASON_CLOSE_ERROR);
 }
@@ -853,31 +853,31 @@ on_up_event(struct bufferevent *bev, short what, void *arg)
 	char eb[256];
 
 	if (what & BEV_EVENT_CONNECTED) {
-		m->up_ready = true;
+		m->mi_up_ready = true;
 		process(m);
 		return;
 	}
-	if (!m->up_ready) {
+	if (!m->mi_up_ready) {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
 
 		if (vr != X509_V_OK)
-			snprintf(m->up_error, sizeof(m->up_error), "%s",
+			snprintf(m->mi_up_error, sizeof(m->mi_up_error), "%s",
 			    X509_verify_cert_error_string(vr));
 		else
-			snprintf(m->up_error, sizeof(m->up_error), "%s", ssl_err(bev, eb, sizeof(eb)));
-		log_info("intercepted %s: TLS to the origin failed: %s", m->o.hop, m->up_error);
-		m->up_failed = true;
+			snprintf(m->mi_up_error, sizeof(m->mi_up_error), "%s", ssl_err(bev, eb, sizeof(eb)));
+		log_info("intercepted %s: TLS to the origin failed: %s", m->mi_o.hop, m->mi_up_error);
+		m->mi_up_failed = true;
 		bufferevent_disable(bev, EV_READ | EV_WRITE);
 		process(m);
 		return;
 	}
-	m->up_eof = true;
-	if (m->st == M_EXCHANGE) {
+	m->mi_up_eof = true;
+	if (m->mi_st == M_EXCHANGE) {
 		process(m);
 		return;
 	}
-	if (m->st == M_REQ_HEAD || m->st == M_WAIT_UP) {
+	if (m->mi_st == M_REQ_HEAD || m->mi_st == M_WAIT_UP) {
 		/* Idle between requests and the origin closed: this tunnel cannot carry more
 		 * (a new one gets a fresh, re-authorized connection). */
 		end(m, REASON_CLOSE_UPSTREAM);
@@ -891,14 +891,14 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 
 	uint64_t now = mono_usec();
 
-	if (m->o.lifetime_ms > 0 && now - m->start_us >= m->o.lifetime_ms * 1000) {
-		if (m->st == M_EXCHANGE)
+	if (m->mi_o.lifetime_ms > 0 && now - m->mi_start_us >= m->mi_o.lifetime_ms * 1000) {
+		if (m->mi_st == M_EXCHANGE)
 			record_close(m, REASON_CLOSE_LIFETIME);
 		end(m, REASON_CLOSE_LIFETIME);
 		return;
 	}
-	if (m->o.idle_ms > 0 && now - m->last_us >= m->o.idle_ms * 1000) {
-		if (m->st == M_EXCHANGE)
+	if (m->mi_o.idle_ms > 0 && now - m->mi_last_us >= m->mi_o.idle_ms * 1000) {
+		if (m->mi_st == M_EXCHANGE)
 			record_close(m, REASON_CLOSE_IDLE);
 		end(m, REASON_CLOSE_IDLE);
 	}
@@ -913,13 +913,13 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 
 	if (m == NULL)
 		return NULL;
-	m->o = *o;
-	m->o.server_ctx = NULL;
-	m->o.client_ctx = NULL;
-	m->o.conns = NULL;
-	m->o.record_base = NULL;
-	m->base = json_deep_copy(o->record_base);
-	if (m->base == NULL) {
+	m->mi_o = *o;
+	m->mi_o.server_ctx = NULL;
+	m->mi_o.client_ctx = NULL;
+	m->mi_o.conns = NULL;
+	m->mi_o.record_base = NULL;
+	m->mi_base = json_deep_copy(o->record_base);
+	if (m->mi_base == NULL) {
 		free(m);
 		return NULL;
 	}
@@ -955,69 +955,69 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		errno = w < 0 ? errno : EAGAIN;
 		goto fail;
 	}
-	m->cb = bufferevent_openssl_socket_new(o->base, cfd, cs, BUFFEREVENT_SSL_ACCEPTING,
+	m->mi_cb = bufferevent_openssl_socket_new(o->base, cfd, cs, BUFFEREVENT_SSL_ACCEPTING,
 	    BEV_OPT_CLOSE_ON_FREE);
-	if (m->cb == NULL) {
+	if (m->mi_cb == NULL) {
 		/* the 200 is out: from here the sockets are ours and closed on failure */
 		SSL_free(cs);
 		SSL_free(us);
 		close(cfd);
 		close(ufd);
-		json_decref(m->base);
+		json_decref(m->mi_base);
 		free(m);
 		errno = ENOMEM;
 		return NULL;
 	}
 	cs = NULL;
-	m->ub = bufferevent_openssl_socket_new(o->base, ufd, us, BUFFEREVENT_SSL_CONNECTING,
+	m->mi_ub = bufferevent_openssl_socket_new(o->base, ufd, us, BUFFEREVENT_SSL_CONNECTING,
 	    BEV_OPT_CLOSE_ON_FREE);
-	if (m->ub == NULL) {
+	if (m->mi_ub == NULL) {
 		SSL_free(us);
 		close(ufd);
-		bufferevent_free(m->cb);
-		json_decref(m->base);
+		bufferevent_free(m->mi_cb);
+		json_decref(m->mi_base);
 		free(m);
 		errno = ENOMEM;
 		return NULL;
 	}
 	us = NULL;
-	m->idle = event_new(o->base, -1, EV_PERSIST, on_idle, m);
-	m->closer = evtimer_new(o->base, on_closer, m);
-	if (m->idle == NULL || m->closer == NULL) {
+	m->mi_idle = event_new(o->base, -1, EV_PERSIST, on_idle, m);
+	m->mi_closer = evtimer_new(o->base, on_closer, m);
+	if (m->mi_idle == NULL || m->mi_closer == NULL) {
 		release(m);
 		errno = ENOMEM;
 		return NULL;
 	}
 	SSL_CTX_up_ref(o->server_ctx);
-	m->o.server_ctx = o->server_ctx;
+	m->mi_o.server_ctx = o->server_ctx;
 	SSL_CTX_up_ref(o->client_ctx);
-	m->o.client_ctx = o->client_ctx;
-	m->o.conns = connections_ref(o->conns);
-	m->st = M_HANDSHAKE;
-	m->last_us = mono_usec();
+	m->mi_o.client_ctx = o->client_ctx;
+	m->mi_o.conns = connections_ref(o->conns);
+	m->mi_st = M_HANDSHAKE;
+	m->mi_last_us = mono_usec();
 	/* Origins often end TLS without close_notify; the framing says where bodies end. */
-	bufferevent_openssl_set_allow_dirty_shutdown(m->cb, 1);
-	bufferevent_openssl_set_allow_dirty_shutdown(m->ub, 1);
-	bufferevent_setcb(m->cb, on_read, on_write, on_client_event, m);
-	bufferevent_setcb(m->ub, on_read, on_write, on_up_event, m);
+	bufferevent_openssl_set_allow_dirty_shutdown(m->mi_cb, 1);
+	bufferevent_openssl_set_allow_dirty_shutdown(m->mi_ub, 1);
+	bufferevent_setcb(m->mi_cb, on_read, on_write, on_client_event, m);
+	bufferevent_setcb(m->mi_ub, on_read, on_write, on_up_event, m);
 	/* write callbacks when the queue falls to half the high-water mark (backpressure) */
-	bufferevent_setwatermark(m->cb, EV_WRITE, MITM_HIGH_WATER / 2, 0);
-	bufferevent_setwatermark(m->ub, EV_WRITE, MITM_HIGH_WATER / 2, 0);
-	bufferevent_enable(m->cb, EV_READ | EV_WRITE);
-	bufferevent_enable(m->ub, EV_READ | EV_WRITE);
-	m->start_us = m->last_us;
+	bufferevent_setwatermark(m->mi_cb, EV_WRITE, MITM_HIGH_WATER / 2, 0);
+	bufferevent_setwatermark(m->mi_ub, EV_WRITE, MITM_HIGH_WATER / 2, 0);
+	bufferevent_enable(m->mi_cb, EV_READ | EV_WRITE);
+	bufferevent_enable(m->mi_ub, EV_READ | EV_WRITE);
+	m->mi_start_us = m->mi_last_us;
 	if (o->idle_ms > 0 || o->lifetime_ms > 0) {
 		uint64_t lim = o->idle_ms > 0 && (o->lifetime_ms == 0 || o->idle_ms < o->lifetime_ms) ?
 		    o->idle_ms : o->lifetime_ms;
 		uint64_t step = lim / 4 > 0 ? lim / 4 : 1;
 		struct timeval tv = { (time_t)(step / 1000), (suseconds_t)(step % 1000) * 1000 };
-		event_add(m->idle, &tv);
+		event_add(m->mi_idle, &tv);
 	}
 	return m;
 fail:
 	SSL_free(cs);
 	SSL_free(us);
-	json_decref(m->base);
+	json_decref(m->mi_base);
 	free(m);
 	return NULL;
 }

@@ -32,27 +32,27 @@ relay_http_frame_body(struct dir *d, const char *p, size_t n)
 	bool done = false;
 	long k;
 
-	switch (d->rbody) {
+	switch (d->dr_rbody) {
 	case RB_NONE:
-		d->resp_done = true;
+		d->dr_resp_done = true;
 		if (n > 0)
-			d->t->up_dirty = true;
+			d->dr_t->tn_up_dirty = true;
 		return 0;
 	case RB_LENGTH:
-		if (n > d->rleft) {
-			n = (size_t)d->rleft;
-			d->t->up_dirty = true;
+		if (n > d->dr_rleft) {
+			n = (size_t)d->dr_rleft;
+			d->dr_t->tn_up_dirty = true;
 		}
-		d->rleft -= n;
-		if (d->rleft == 0)
-			d->resp_done = true;
+		d->dr_rleft -= n;
+		if (d->dr_rleft == 0)
+			d->dr_resp_done = true;
 		return (long)n;
 	case RB_CHUNKED:
-		k = http_chunked_feed(&d->rch, p, n, &done);
+		k = http_chunked_feed(&d->dr_rch, p, n, &done);
 		if (k >= 0 && done)
-			d->resp_done = true;
+			d->dr_resp_done = true;
 		if (k >= 0 && (size_t)k < n)
-			d->t->up_dirty = true;
+			d->dr_t->tn_up_dirty = true;
 		return k;
 	default:
 		return (long)n;
@@ -64,28 +64,28 @@ relay_http_frame_body(struct dir *d, const char *p, size_t n)
 int
 relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 {
-	struct tunnel *t = d->t;
+	struct tunnel *t = d->dr_t;
 	struct httpresp r;
 	long li;
 
 	/* room for a whole head plus one read: no byte of a recv is ever dropped */
-	if (d->head == NULL && (d->head = malloc(EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1)) ==
+	if (d->dr_head == NULL && (d->dr_head = malloc(EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1)) ==
 	    NULL) {
 		*why = REASON_INTERNAL_ERROR;
 		return -1;
 	}
-	if (n > EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1 - d->headlen) {
+	if (n > EGRESS_RESPONSE_HEAD_MAX + TUNNEL_BUF + 1 - d->dr_headlen) {
 		*why = REASON_RESPONSE_TOO_LARGE;
 		return -1;
 	}
-	memcpy(d->head + d->headlen, p, n);
-	d->headlen += n;
+	memcpy(d->dr_head + d->dr_headlen, p, n);
+	d->dr_headlen += n;
 	for (;;) {
 		size_t head_len;
 		int status, kind = RB_NONE;
 		uint64_t blen = 0;
 		/* The one response-head parser (egressd/httpresp.h), once over these bytes. */
-		switch (httpresp_parse(d->head, d->headlen, 0, &r)) {
+		switch (httpresp_parse(d->dr_head, d->dr_headlen, 0, &r)) {
 		case HTTPRESP_INCOMPLETE:
 			return 0;
 		case HTTPRESP_TOO_LARGE:
@@ -99,10 +99,10 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		}
 		head_len = r.head_len;
 		status = r.status;
-		if (status == 407 && t->o.via_proxy) {
-			if (t->o.proxy_status != NULL)
-				*t->o.proxy_status = status;
-			*why = t->o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
+		if (status == 407 && t->tn_o.via_proxy) {
+			if (t->tn_o.proxy_status != NULL)
+				*t->tn_o.proxy_status = status;
+			*why = t->tn_o.proxy_auth_sent ? REASON_UPSTREAM_AUTH_FAILED :
 			    REASON_UPSTREAM_AUTH_REQUIRED;
 			return -1;
 		}
@@ -113,67 +113,67 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		bool interim = status < 200;
 		if (!interim) {
 			enum http_resp_body rb;
-			if (http_response_framing(&r, t->o.head_request, &rb, &blen) != 0) {
+			if (http_response_framing(&r, t->tn_o.head_request, &rb, &blen) != 0) {
 				*why = REASON_BAD_RESPONSE;
 				return -1;
 			}
 			kind = (int)rb;
-			if (t->o.on_response != NULL) {
+			if (t->tn_o.on_response != NULL) {
 				char ref[TUNNEL_REFUSAL_MAX];
 				size_t nref = 0;
-				enum reason rr = t->o.on_response(&r, ref, &nref, t->arg);
+				enum reason rr = t->tn_o.on_response(&r, ref, &nref, t->tn_arg);
 				if (rr != REASON_ALLOWED) {
 					if (nref > 0 && nref <= sizeof(ref) &&
-					    (t->refusal = malloc(nref)) != NULL) {
-						memcpy(t->refusal, ref, nref);
-						t->nrefusal = nref;
+					    (t->tn_refusal = malloc(nref)) != NULL) {
+						memcpy(t->tn_refusal, ref, nref);
+						t->tn_nrefusal = nref;
 					}
 					*why = rr;
 					return -1;
 				}
 			}
 		}
-		bool keep = !interim && t->o.keep_client && kind != RB_CLOSE;
-		size_t rest = d->headlen - head_len;
-		if (!tunnel_dir_reserve(d, d->blen + EGRESS_RESPONSE_HEAD_MAX + 512 + rest)) {
+		bool keep = !interim && t->tn_o.keep_client && kind != RB_CLOSE;
+		size_t rest = d->dr_headlen - head_len;
+		if (!tunnel_dir_reserve(d, d->dr_blen + EGRESS_RESPONSE_HEAD_MAX + 512 + rest)) {
 			*why = REASON_INTERNAL_ERROR;
 			return -1;
 		}
-		size_t m = http_build_client_response(&r, keep, d->buf + d->blen,
-		    d->bcap - d->blen - rest);
+		size_t m = http_build_client_response(&r, keep, d->dr_buf + d->dr_blen,
+		    d->dr_bcap - d->dr_blen - rest);
 		if (m == 0) {
 			*why = REASON_RESPONSE_TOO_LARGE;
 			return -1;
 		}
-		d->blen += m;
+		d->dr_blen += m;
 		if (interim) {
-			memmove(d->head, d->head + head_len, rest);
-			d->headlen = rest;
+			memmove(d->dr_head, d->dr_head + head_len, rest);
+			d->dr_headlen = rest;
 			if (rest == 0)
 				return 0;
 			continue;
 		}
-		d->final_started = true;
-		d->want_head = false;
-		t->keep = keep;
-		t->resp_reusable = r.minor == 1;
+		d->dr_final_started = true;
+		d->dr_want_head = false;
+		t->tn_keep = keep;
+		t->tn_resp_reusable = r.minor == 1;
 		for (size_t i = 0; (li = httpresp_find(&r, "connection", i)) >= 0; i++)
 			if (httpresp_value_has_token(r.headers[li].value, r.headers[li].value_len,
 			    "close"))
-				t->resp_reusable = false;
-		d->rbody = kind;
-		d->rleft = blen;
-		http_chunked_init(&d->rch);
-		long k = relay_http_frame_body(d, d->head + head_len, rest);
+				t->tn_resp_reusable = false;
+		d->dr_rbody = kind;
+		d->dr_rleft = blen;
+		http_chunked_init(&d->dr_rch);
+		long k = relay_http_frame_body(d, d->dr_head + head_len, rest);
 		if (k < 0) {
 			*why = REASON_BAD_RESPONSE;
 			return -1;
 		}
-		memcpy(d->buf + d->blen, d->head + head_len, (size_t)k);
-		d->blen += (size_t)k;
-		free(d->head);
-		d->head = NULL;
-		d->headlen = 0;
+		memcpy(d->dr_buf + d->dr_blen, d->dr_head + head_len, (size_t)k);
+		d->dr_blen += (size_t)k;
+		free(d->dr_head);
+		d->dr_head = NULL;
+		d->dr_headlen = 0;
 		return 1;
 	}
 }
@@ -184,20 +184,20 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 void
 relay_http_delivered(struct tunnel *t)
 {
-	struct dir *c2u = &t->d[0];
+	struct dir *c2u = &t->tn_d[0];
 
-	bool sent = c2u->body == 0 && c2u->boff == c2u->blen && c2u->inpipe == 0;
+	bool sent = c2u->dr_body == 0 && c2u->dr_boff == c2u->dr_blen && c2u->dr_inpipe == 0;
 
-	if (t->keep && !t->client_eof && sent) {
-		t->keep_cfd = true;
-		if (t->o.client_kept != NULL)
-			*t->o.client_kept = true;
+	if (t->tn_keep && !t->tn_client_eof && sent) {
+		t->tn_keep_cfd = true;
+		if (t->tn_o.client_kept != NULL)
+			*t->tn_o.client_kept = true;
 	}
-	if (t->o.keep_upstream && t->resp_reusable && !t->up_dirty && sent &&
-	    t->d[1].rbody != RB_CLOSE) {
-		t->keep_ufd = true;
-		if (t->o.upstream_kept_fd != NULL)
-			*t->o.upstream_kept_fd = t->ufd;
+	if (t->tn_o.keep_upstream && t->tn_resp_reusable && !t->tn_up_dirty && sent &&
+	    t->tn_d[1].dr_rbody != RB_CLOSE) {
+		t->tn_keep_ufd = true;
+		if (t->tn_o.upstream_kept_fd != NULL)
+			*t->tn_o.upstream_kept_fd = t->tn_ufd;
 	}
 	tunnel_end(t, REASON_CLOSE_UPSTREAM);
 }
@@ -215,31 +215,31 @@ static void retry_connected(const struct connector_result *r, void *arg);
 bool
 relay_http_retry_fresh(struct tunnel *t)
 {
-	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
+	struct dir *c2u = &t->tn_d[0], *u2c = &t->tn_d[1];
 	/* one address, one attempt; the tunnel's idle timer bounds the wait (an origin that
 	 * does not answer is upstream_timeout, as for the first connection's response) */
 	struct connector_opts co = { .max_inflight = 1, .stagger_us = 0, .deadline_us = 0 };
 
-	if (!t->o.retry || t->retried || t->up_any || t->closing ||
-	    t->o.req_body != 0 || c2u->body != 0 || u2c->final_started || u2c->headlen != 0 ||
-	    t->rhead == NULL || !tunnel_dir_reserve(c2u, t->nrhead))
+	if (!t->tn_o.retry || t->tn_retried || t->tn_up_any || t->tn_closing ||
+	    t->tn_o.req_body != 0 || c2u->dr_body != 0 || u2c->dr_final_started || u2c->dr_headlen != 0 ||
+	    t->tn_rhead == NULL || !tunnel_dir_reserve(c2u, t->tn_nrhead))
 		return false;
-	t->retried = true;
-	t->retry_conn = connector_start(t->base, &t->o.retry_addr, 1, t->o.retry_port, &co,
+	t->tn_retried = true;
+	t->tn_retry_conn = connector_start(t->tn_base, &t->tn_o.retry_addr, 1, t->tn_o.retry_port, &co,
 	    retry_connected, NULL, t);
-	if (t->retry_conn == NULL)
+	if (t->tn_retry_conn == NULL)
 		return false;
 	log_debug("tunnel: reused upstream connection closed before any response byte; "
 	    "retrying the request once on a fresh connection to the same pinned address");
 	/* the failed socket is done with: nothing waits on it while the connector runs */
-	event_del(u2c->rev);
-	event_del(c2u->wev);
-	close(t->ufd);
-	t->ufd = -1;
-	u2c->src = -1;
-	c2u->dst = -1;
-	if (t->o.retried != NULL)
-		*t->o.retried = true;
+	event_del(u2c->dr_rev);
+	event_del(c2u->dr_wev);
+	close(t->tn_ufd);
+	t->tn_ufd = -1;
+	u2c->dr_src = -1;
+	c2u->dr_dst = -1;
+	if (t->tn_o.retried != NULL)
+		*t->tn_o.retried = true;
 	return true;
 }
 
@@ -249,13 +249,13 @@ static void
 retry_connected(const struct connector_result *r, void *arg)
 {
 	struct tunnel *t = arg;
-	struct dir *c2u = &t->d[0], *u2c = &t->d[1];
+	struct dir *c2u = &t->tn_d[0], *u2c = &t->tn_d[1];
 	struct event *rev = NULL, *wev = NULL;
 
-	t->retry_conn = NULL;           /* it frees itself */
+	t->tn_retry_conn = NULL;           /* it frees itself */
 	if (r->fd >= 0) {
-		rev = event_new(t->base, r->fd, EV_READ, tunnel_ev_read, u2c);
-		wev = event_new(t->base, r->fd, EV_WRITE, tunnel_ev_write, c2u);
+		rev = event_new(t->tn_base, r->fd, EV_READ, tunnel_ev_read, u2c);
+		wev = event_new(t->tn_base, r->fd, EV_WRITE, tunnel_ev_write, c2u);
 	}
 	if (rev == NULL || wev == NULL) {
 		if (rev != NULL)
@@ -267,21 +267,21 @@ retry_connected(const struct connector_result *r, void *arg)
 		tunnel_end(t, REASON_UPSTREAM_RESET);
 		return;
 	}
-	event_free(u2c->rev);
-	event_free(c2u->wev);
-	u2c->rev = rev;
-	c2u->wev = wev;
-	t->ufd = r->fd;
-	u2c->src = r->fd;
-	c2u->dst = r->fd;
-	memcpy(c2u->buf, t->rhead, t->nrhead);  /* the whole head again */
-	c2u->boff = 0;
-	c2u->blen = t->nrhead;
-	c2u->done = false;
-	c2u->eof = false;
-	u2c->eof = false;
-	u2c->done = false;
-	t->last_ms = mono_msec();
-	event_add(c2u->wev, NULL);
-	event_add(u2c->rev, NULL);
+	event_free(u2c->dr_rev);
+	event_free(c2u->dr_wev);
+	u2c->dr_rev = rev;
+	c2u->dr_wev = wev;
+	t->tn_ufd = r->fd;
+	u2c->dr_src = r->fd;
+	c2u->dr_dst = r->fd;
+	memcpy(c2u->dr_buf, t->tn_rhead, t->tn_nrhead);  /* the whole head again */
+	c2u->dr_boff = 0;
+	c2u->dr_blen = t->tn_nrhead;
+	c2u->dr_done = false;
+	c2u->dr_eof = false;
+	u2c->dr_eof = false;
+	u2c->dr_done = false;
+	t->tn_last_ms = mono_msec();
+	event_add(c2u->dr_wev, NULL);
+	event_add(u2c->dr_rev, NULL);
 }

@@ -35,37 +35,39 @@
 extern char **environ;
 
 struct route_req {
-	struct router *r;
-	struct event *ev;            /* immediate answers: delivered on the next loop turn */
-	struct rh_req *hq;           /* helper lookups */
-	struct route_result res;
-	route_cb cb;
-	void *arg;
-	struct route_req *next, *prev;
+	struct router *rq_r;
+	struct event *rq_ev;         /* immediate answers: delivered on the next loop turn */
+	struct rh_req *rq_hq;        /* helper lookups */
+	struct route_result rq_res;
+	route_cb rq_cb;
+	void *rq_arg;
+	struct route_req *rq_next, *rq_prev;
 };
 
 struct router {
-	struct event_base *base;
-	struct route_config cfg;
-	struct proxy_route static_proxy;
-	struct routehelper *rh;
-	struct pacfetch *pf;
-	bool pac_local_ok;           /* a local PAC file was copied */
-	struct proxycreds *creds;
-	SSL_CTX *tls;
-	bool tls_loaded;                /* tls holds its trust store (upstream.h) */
-	bool tls_failed;                /* ... could not be loaded: said once */
-	struct gssauth *gss;
-	char pac_status[300];
-	struct route_req *reqs;
+	struct event_base *rt_base;
+	struct route_config rt_cfg;
+	struct proxy_route rt_static_proxy;
+	struct routehelper *rt_rh;
+	struct pacfetch *rt_pf;
+	bool rt_pac_local_ok;        /* a local PAC file was copied */
+	struct proxycreds *rt_creds;
+	SSL_CTX *rt_tls;
+	bool rt_tls_loaded;             /* tls holds its trust store (upstream.h) */
+	bool rt_tls_failed;             /* ... could not be loaded: said once */
+	struct gssauth *rt_gss;
+	char rt_pac_status[300];
+	struct route_req *rt_reqs;
 	/* WPAD (a system route whose proxy variable is wpad://): candidates tried in order */
-	bool wpad;
-	char wpad_urls[WPAD_CANDIDATES_MAX][WPAD_URL_MAX];
-	size_t wpad_n, wpad_i;
-	struct event *wpad_ev;
-	struct event *discover_ev;   /* the helper reported libproxy's own WPAD: switch */
-	char **envp;                 /* the helpers' environment (system and pac routes) */
-	struct resolver *res;
+	bool rt_wpad;
+	char rt_wpad_urls[WPAD_CANDIDATES_MAX][WPAD_URL_MAX];
+	size_t rt_wpad_n, rt_wpad_i;
+	struct event *rt_wpad_ev;
+	struct event *rt_discover_ev; /* the helper reported libproxy's own WPAD: switch */
+	char **rt_envp;              /* the helpers' environment (system and pac routes) */
+	bool rt_env_bad;             /* a proxy variable is set but unreadable: every hop is
+	                                refused (route_unavailable); pac_status says which */
+	struct resolver *rt_res;
 };
 
 const char *
@@ -146,6 +148,59 @@ route_config_parse(const char *s, struct route_config *c, const char **err)
 
 static char *find_helper(const char *configured);
 
+/* The proxy variables route = system reads (no_proxy apart: a list, not a route). */
+static const char *const proxy_env_names[] = { "http_proxy", "https_proxy", "HTTP_PROXY",
+	"HTTPS_PROXY", "all_proxy", "ALL_PROXY" };
+
+/* A variable's value for a message: escaped, cut, and hidden when it may hold userinfo. */
+static void
+env_show(const char *v, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	if (strchr(v, '@') != NULL) {
+		snprintf(out, outlen, "(value hidden: it may hold a password)");
+		return;
+	}
+	out[o++] = '"';
+	for (size_t i = 0; v[i] != '\0' && o + 8 < outlen && i < 80; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if (c < 0x20 || c >= 0x7f)
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+}
+
+/*
+ * Is one of route = system's proxy variables set but unreadable? libproxy would ignore it
+ * and answer direct:// (fail open); egressd refuses every hop instead. Returns -1 with a
+ * message naming the variable and the problem, 0 when all are readable or unset.
+ */
+static int
+proxy_env_problem(char *msg, size_t msglen)
+{
+	for (size_t i = 0; i < EGRESS_NELEM(proxy_env_names); i++) {
+		const char *e = getenv(proxy_env_names[i]), *why;
+		enum proxyenv_kind k;
+		char norm[EGRESS_HOST_INPUT_MAX + 16], shown[400];
+
+		if (e == NULL || *e == '\0')
+			continue;
+		if (proxyenv_check(e, &k, norm, sizeof(norm), &why) == 0)
+			continue;
+		env_show(e, shown, sizeof(shown));
+		snprintf(msg, msglen, "route = system: %s=%s cannot be read as a proxy (%s); "
+		    "every hop is refused with route_unavailable until it is fixed or unset",
+		    proxy_env_names[i], shown, why);
+		return -1;
+	}
+	return 0;
+}
+
 int
 route_config_check(const struct route_config *c, char *err, size_t errlen)
 {
@@ -161,6 +216,8 @@ route_config_check(const struct route_config *c, char *err, size_t errlen)
 	}
 	if (c->kind != ROUTE_KIND_SYSTEM && c->kind != ROUTE_KIND_PAC)
 		return 0;
+	if (c->kind == ROUTE_KIND_SYSTEM && proxy_env_problem(err, errlen) != 0)
+		return -1;
 	helper = find_helper(c->helper);
 	if (helper == NULL || access(helper, X_OK) != 0) {
 		snprintf(err, errlen, "route helper %s is not executable", helper ? helper : "?");
@@ -194,25 +251,25 @@ route_config_check(const struct route_config *c, char *err, size_t errlen)
 static void
 req_unlink_free(struct route_req *q)
 {
-	if (q->prev != NULL)
-		q->prev->next = q->next;
+	if (q->rq_prev != NULL)
+		q->rq_prev->rq_next = q->rq_next;
 	else
-		q->r->reqs = q->next;
-	if (q->next != NULL)
-		q->next->prev = q->prev;
-	if (q->ev != NULL)
-		event_free(q->ev);
-	if (q->hq != NULL)
-		routehelper_cancel(q->hq);
+		q->rq_r->rt_reqs = q->rq_next;
+	if (q->rq_next != NULL)
+		q->rq_next->rq_prev = q->rq_prev;
+	if (q->rq_ev != NULL)
+		event_free(q->rq_ev);
+	if (q->rq_hq != NULL)
+		routehelper_cancel(q->rq_hq);
 	free(q);
 }
 
 static void
 deliver(struct route_req *q)
 {
-	struct route_result res = q->res;
-	route_cb cb = q->cb;
-	void *arg = q->arg;
+	struct route_result res = q->rq_res;
+	route_cb cb = q->rq_cb;
+	void *arg = q->rq_arg;
 
 	req_unlink_free(q);            /* the handle is invalid once the callback starts */
 	cb(&res, arg);
@@ -234,7 +291,7 @@ filter_entries(struct router *r, struct route_result *res)
 	bool dropped_direct = false;
 
 	for (size_t i = 0; i < res->n; i++) {
-		if (res->entries[i].kind == PROXY_DIRECT && !r->cfg.allow_direct) {
+		if (res->entries[i].kind == PROXY_DIRECT && !r->rt_cfg.allow_direct) {
 			dropped_direct = true;
 			continue;
 		}
@@ -249,25 +306,25 @@ static void
 helper_answered(enum reason status, const struct routeproto_reply *reply, void *arg)
 {
 	struct route_req *q = arg;
-	struct router *r = q->r;
+	struct router *r = q->rq_r;
 
 	/* libproxy's own WPAD or PAC fetch (its settings, not egressd's): the hop is refused
 	 * (pac_unavailable) and egressd runs WPAD itself, once, outside this callback. */
 	if (reply != NULL && !reply->ok && strcmp(reply->err, ROUTEPROTO_ERR_WPAD) == 0 &&
-	    r->cfg.kind == ROUTE_KIND_SYSTEM && !r->wpad && r->pf == NULL &&
-	    r->discover_ev != NULL && !evtimer_pending(r->discover_ev, NULL)) {
+	    r->rt_cfg.kind == ROUTE_KIND_SYSTEM && !r->rt_wpad && r->rt_pf == NULL &&
+	    r->rt_discover_ev != NULL && !evtimer_pending(r->rt_discover_ev, NULL)) {
 		struct timeval now = { 0, 0 };
-		evtimer_add(r->discover_ev, &now);
+		evtimer_add(r->rt_discover_ev, &now);
 	}
-	q->hq = NULL;
-	q->res.status = status;
-	q->res.n = 0;
+	q->rq_hq = NULL;
+	q->rq_res.status = status;
+	q->rq_res.n = 0;
 	if (status == REASON_ALLOWED && reply != NULL && reply->ok) {
 		for (size_t i = 0; i < reply->n && i < EGRESS_ROUTE_PROXIES_MAX; i++)
-			q->res.entries[q->res.n++] = reply->entries[i];
-		filter_entries(q->r, &q->res);
+			q->rq_res.entries[q->rq_res.n++] = reply->entries[i];
+		filter_entries(q->rq_r, &q->rq_res);
 	} else if (status == REASON_ALLOWED) {
-		q->res.status = REASON_ROUTE_UNAVAILABLE;
+		q->rq_res.status = REASON_ROUTE_UNAVAILABLE;
 	}
 	deliver(q);
 }
@@ -281,48 +338,53 @@ route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, ui
 
 	if (q == NULL)
 		return NULL;
-	q->r = r;
-	q->cb = cb;
-	q->arg = arg;
-	q->res.source = route_kind_str(r->cfg.kind);
-	q->next = r->reqs;
-	if (r->reqs != NULL)
-		r->reqs->prev = q;
-	r->reqs = q;
+	q->rq_r = r;
+	q->rq_cb = cb;
+	q->rq_arg = arg;
+	q->rq_res.source = route_kind_str(r->rt_cfg.kind);
+	q->rq_next = r->rt_reqs;
+	if (r->rt_reqs != NULL)
+		r->rt_reqs->rq_prev = q;
+	r->rt_reqs = q;
 
-	switch (r->cfg.kind) {
+	switch (r->rt_cfg.kind) {
 	case ROUTE_KIND_DIRECT:
-		q->res.status = REASON_ALLOWED;
-		q->res.entries[0].kind = PROXY_DIRECT;
-		q->res.n = 1;
+		q->rq_res.status = REASON_ALLOWED;
+		q->rq_res.entries[0].kind = PROXY_DIRECT;
+		q->rq_res.n = 1;
 		break;
 	case ROUTE_KIND_PROXY:
-		q->res.status = REASON_ALLOWED;
-		q->res.entries[0] = r->static_proxy;
-		q->res.n = 1;
+		q->rq_res.status = REASON_ALLOWED;
+		q->rq_res.entries[0] = r->rt_static_proxy;
+		q->rq_res.n = 1;
 		break;
 	case ROUTE_KIND_PAC:
 	case ROUTE_KIND_SYSTEM:
+		/* A proxy variable libproxy would ignore (and so go direct): refused. */
+		if (r->rt_env_bad) {
+			q->rq_res.status = REASON_ROUTE_UNAVAILABLE;
+			break;
+		}
 		/* No PAC yet (or WPAD found none): refused, never guessed, never direct. */
-		if ((r->pf != NULL && !pacfetch_have_copy(r->pf)) || (r->wpad && r->pf == NULL)) {
-			q->res.status = REASON_PAC_UNAVAILABLE;
+		if ((r->rt_pf != NULL && !pacfetch_have_copy(r->rt_pf)) || (r->rt_wpad && r->rt_pf == NULL)) {
+			q->rq_res.status = REASON_PAC_UNAVAILABLE;
 			break;
 		}
 		/* The query URL is built from the canonical scheme, host and port only. */
 		if (routeproto_query_url(scheme, h, port, url, sizeof(url)) == 0) {
-			q->res.status = REASON_ROUTE_UNAVAILABLE;
+			q->rq_res.status = REASON_ROUTE_UNAVAILABLE;
 			break;
 		}
-		q->hq = routehelper_lookup(r->rh, url, helper_answered, q);
-		if (q->hq == NULL) {
+		q->rq_hq = routehelper_lookup(r->rt_rh, url, helper_answered, q);
+		if (q->rq_hq == NULL) {
 			req_unlink_free(q);
 			errno = ENOMEM;
 			return NULL;
 		}
 		return q;
 	}
-	q->ev = evtimer_new(r->base, route_fire, q);
-	if (q->ev == NULL) {
+	q->rq_ev = evtimer_new(r->rt_base, route_fire, q);
+	if (q->rq_ev == NULL) {
 		req_unlink_free(q);
 		errno = ENOMEM;
 		return NULL;
@@ -330,7 +392,7 @@ route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, ui
 	/* The answer is known: delivered from the loop later in this same turn (never from
 	 * inside route_lookup). Activated, not a zero timeout: that would cost the loop a
 	 * turn with an extra epoll_wait(…, 0) per connection. */
-	event_active(q->ev, EV_TIMEOUT, 0);
+	event_active(q->rq_ev, EV_TIMEOUT, 0);
 	return q;
 }
 
@@ -349,22 +411,22 @@ pac_updated(enum reason status, const char *detail, void *arg)
 	struct router *r = arg;
 
 	if (status == REASON_ALLOWED) {
-		snprintf(r->pac_status, sizeof(r->pac_status), "PAC %s: good copy installed",
-		    r->cfg.pac ? r->cfg.pac : "");
+		snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "PAC %s: good copy installed",
+		    r->rt_cfg.pac ? r->rt_cfg.pac : "");
 		log_info("PAC %s fetched; the route helper restarts with the new copy",
-		    r->cfg.pac ? r->cfg.pac : "");
-		if (r->rh != NULL)
-			routehelper_reset(r->rh);
+		    r->rt_cfg.pac ? r->rt_cfg.pac : "");
+		if (r->rt_rh != NULL)
+			routehelper_reset(r->rt_rh);
 	} else {
-		snprintf(r->pac_status, sizeof(r->pac_status), "%sPAC %s: %s (%s)",
-		    r->wpad ? "WPAD " : "", r->cfg.pac ? r->cfg.pac : "", detail,
-		    pacfetch_have_copy(r->pf) ? "keeping the last good copy" : "no good copy");
+		snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "%sPAC %s: %s (%s)",
+		    r->rt_wpad ? "WPAD " : "", r->rt_cfg.pac ? r->rt_cfg.pac : "", detail,
+		    pacfetch_have_copy(r->rt_pf) ? "keeping the last good copy" : "no good copy");
 		/* WPAD: this candidate gave nothing; try the next, less specific one. The
 		 * fetcher cannot be freed from inside its own callback: next loop turn. */
-		if (r->wpad && !pacfetch_have_copy(r->pf) && r->wpad_i + 1 < r->wpad_n &&
-		    r->wpad_ev != NULL) {
+		if (r->rt_wpad && !pacfetch_have_copy(r->rt_pf) && r->rt_wpad_i + 1 < r->rt_wpad_n &&
+		    r->rt_wpad_ev != NULL) {
 			struct timeval now = { 0, 0 };
-			evtimer_add(r->wpad_ev, &now);
+			evtimer_add(r->rt_wpad_ev, &now);
 		}
 	}
 }
@@ -379,35 +441,35 @@ wpad_next(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	pacfetch_free(r->pf);
-	r->pf = NULL;
-	r->wpad_i++;
-	if (r->wpad_i >= r->wpad_n)
+	pacfetch_free(r->rt_pf);
+	r->rt_pf = NULL;
+	r->rt_wpad_i++;
+	if (r->rt_wpad_i >= r->rt_wpad_n)
 		return;
-	r->pf = wpad_fetcher(r, err, sizeof(err));
-	if (r->pf == NULL)
-		log_warnx("WPAD %s: %s", r->wpad_urls[r->wpad_i], err);
+	r->rt_pf = wpad_fetcher(r, err, sizeof(err));
+	if (r->rt_pf == NULL)
+		log_warnx("WPAD %s: %s", r->rt_wpad_urls[r->rt_wpad_i], err);
 }
 
 /* A fetcher for the current WPAD candidate (the copy path and CA as for any PAC). */
 static struct pacfetch *
 wpad_fetcher(struct router *r, char *err, size_t errlen)
 {
-	const char *url = r->wpad_urls[r->wpad_i];
+	const char *url = r->rt_wpad_urls[r->rt_wpad_i];
 	struct pacfetch_config pc = {
-		.url = url, .copy_path = r->cfg.pac_copy, .ca_file = r->cfg.proxy_ca_file,
-		.timeout_ms = (uint32_t)(r->cfg.pac_timeout_ms ? r->cfg.pac_timeout_ms : 10000),
+		.url = url, .copy_path = r->rt_cfg.pac_copy, .ca_file = r->rt_cfg.proxy_ca_file,
+		.timeout_ms = (uint32_t)(r->rt_cfg.pac_timeout_ms ? r->rt_cfg.pac_timeout_ms : 10000),
 		.max_bytes = EGRESS_PAC_MAX, .max_redirects = 3,
-		.refresh_s = (uint32_t)(r->cfg.pac_refresh_ms / 1000), .retry_s = 30,
+		.refresh_s = (uint32_t)(r->rt_cfg.pac_refresh_ms / 1000), .retry_s = 30,
 	};
 
-	free(r->cfg.pac);
-	r->cfg.pac = strdup(url);
+	free(r->rt_cfg.pac);
+	r->rt_cfg.pac = strdup(url);
 	/* a status line for people: a long URL may cut it short, nothing reads it back */
-	if (snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: fetching %s (candidate %zu "
-	    "of %zu)", url, r->wpad_i + 1, r->wpad_n) >= (int)sizeof(r->pac_status))
-		r->pac_status[sizeof(r->pac_status) - 1] = '\0';
-	return pacfetch_new(r->base, r->res, &pc, pac_updated, r, err, errlen);
+	if (snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "WPAD: fetching %s (candidate %zu "
+	    "of %zu)", url, r->rt_wpad_i + 1, r->rt_wpad_n) >= (int)sizeof(r->rt_pac_status))
+		r->rt_pac_status[sizeof(r->rt_pac_status) - 1] = '\0';
+	return pacfetch_new(r->rt_base, r->rt_res, &pc, pac_updated, r, err, errlen);
 }
 
 static int env_add(char ***envp, size_t *n, const char *name, const char *value);
@@ -420,14 +482,14 @@ wpad_plan(struct router *r)
 {
 	char dom[EGRESS_HOSTNAME_MAX + 1];
 
-	if (r->cfg.wpad_domain != NULL)
-		snprintf(dom, sizeof(dom), "%s", r->cfg.wpad_domain);
+	if (r->rt_cfg.wpad_domain != NULL)
+		snprintf(dom, sizeof(dom), "%s", r->rt_cfg.wpad_domain);
 	else if (wpad_search_domain("/etc/resolv.conf", dom, sizeof(dom)) != 0)
 		dom[0] = '\0';
-	r->wpad_n = dom[0] ? wpad_candidates(dom, r->wpad_urls, WPAD_CANDIDATES_MAX) : 0;
-	r->wpad_i = 0;
-	if (r->wpad_n == 0)
-		snprintf(r->pac_status, sizeof(r->pac_status), "WPAD: no candidate "
+	r->rt_wpad_n = dom[0] ? wpad_candidates(dom, r->rt_wpad_urls, WPAD_CANDIDATES_MAX) : 0;
+	r->rt_wpad_i = 0;
+	if (r->rt_wpad_n == 0)
+		snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "WPAD: no candidate "
 		    "(search domain %.200s); hops are refused with pac_unavailable",
 		    dom[0] ? dom : "unknown");
 }
@@ -462,45 +524,45 @@ wpad_discover(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (r->wpad || r->pf != NULL)
+	if (r->rt_wpad || r->rt_pf != NULL)
 		return;
 	log_warnx("route: libproxy's settings ask for WPAD or a PAC of their own; egressd "
 	    "discovers by DNS itself (WPAD), hops are refused with pac_unavailable until a PAC "
 	    "is fetched");
-	if (r->cfg.pac_copy == NULL || r->cfg.pac_copy[0] != '/') {
-		snprintf(r->pac_status, sizeof(r->pac_status), "WPAD (libproxy's settings): no "
+	if (r->rt_cfg.pac_copy == NULL || r->rt_cfg.pac_copy[0] != '/') {
+		snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "WPAD (libproxy's settings): no "
 		    "pac_copy path; hops are refused with pac_unavailable");
-		r->wpad = true;
+		r->rt_wpad = true;
 		return;
 	}
-	snprintf(pacenv, sizeof(pacenv), "pac+file://%s", r->cfg.pac_copy);
-	for (size_t i = 0; r->envp != NULL && r->envp[i] != NULL; i++) {
-		const char *eq = strchr(r->envp[i], '=');
+	snprintf(pacenv, sizeof(pacenv), "pac+file://%s", r->rt_cfg.pac_copy);
+	for (size_t i = 0; r->rt_envp != NULL && r->rt_envp[i] != NULL; i++) {
+		const char *eq = strchr(r->rt_envp[i], '=');
 		char name[64];
 
-		if (env_is_proxy(r->envp[i]) || eq == NULL ||
-		    (size_t)(eq - r->envp[i]) >= sizeof(name))
+		if (env_is_proxy(r->rt_envp[i]) || eq == NULL ||
+		    (size_t)(eq - r->rt_envp[i]) >= sizeof(name))
 			continue;
-		memcpy(name, r->envp[i], (size_t)(eq - r->envp[i]));
-		name[eq - r->envp[i]] = '\0';
+		memcpy(name, r->rt_envp[i], (size_t)(eq - r->rt_envp[i]));
+		name[eq - r->rt_envp[i]] = '\0';
 		if (env_add(&envp, &nenv, name, eq + 1) != 0)
 			goto nomem;
 	}
 	if (env_add(&envp, &nenv, "http_proxy", pacenv) != 0 ||
 	    env_add(&envp, &nenv, "https_proxy", pacenv) != 0 ||
-	    routehelper_set_env(r->rh, (const char *const *)envp) != 0)
+	    routehelper_set_env(r->rt_rh, (const char *const *)envp) != 0)
 		goto nomem;
-	env_free(r->envp);
-	r->envp = envp;
-	r->wpad = true;
+	env_free(r->rt_envp);
+	r->rt_envp = envp;
+	r->rt_wpad = true;
 	wpad_plan(r);
-	if (r->wpad_n == 0)
+	if (r->rt_wpad_n == 0)
 		return;
-	if (r->wpad_ev == NULL && (r->wpad_ev = evtimer_new(r->base, wpad_next, r)) == NULL)
+	if (r->rt_wpad_ev == NULL && (r->rt_wpad_ev = evtimer_new(r->rt_base, wpad_next, r)) == NULL)
 		goto nomem_kept;
-	r->pf = wpad_fetcher(r, err, sizeof(err));
-	if (r->pf == NULL)
-		log_warnx("WPAD %s: %s", r->wpad_urls[r->wpad_i], err);
+	r->rt_pf = wpad_fetcher(r, err, sizeof(err));
+	if (r->rt_pf == NULL)
+		log_warnx("WPAD %s: %s", r->rt_wpad_urls[r->rt_wpad_i], err);
 	return;
 nomem:
 	env_free(envp);
@@ -538,8 +600,8 @@ copy_local_pac(struct router *r, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "PAC file %s does not define FindProxyForURL", path);
 		goto done;
 	}
-	if (pac_install_copy(r->cfg.pac_copy, buf, (size_t)n) != 0) {
-		snprintf(err, errlen, "cannot write the PAC copy %s: %s", r->cfg.pac_copy,
+	if (pac_install_copy(r->rt_cfg.pac_copy, buf, (size_t)n) != 0) {
+		snprintf(err, errlen, "cannot write the PAC copy %s: %s", r->rt_cfg.pac_copy,
 		    strerror(errno));
 		goto done;
 	}
@@ -610,24 +672,24 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		snprintf(err, errlen, "router: out of memory");
 		return NULL;
 	}
-	r->base = base;
-	r->cfg = *cfg;
-	r->cfg.pac = cfg->pac ? strdup(cfg->pac) : NULL;
-	r->cfg.proxy = cfg->proxy ? strdup(cfg->proxy) : NULL;
-	r->cfg.helper = NULL;
-	r->cfg.pac_copy = cfg->pac_copy ? strdup(cfg->pac_copy) : NULL;
-	r->cfg.credentials = cfg->credentials ? strdup(cfg->credentials) : NULL;
-	r->cfg.proxy_ca_file = cfg->proxy_ca_file ? strdup(cfg->proxy_ca_file) : NULL;
-	r->cfg.wpad_domain = cfg->wpad_domain ? strdup(cfg->wpad_domain) : NULL;
-	if (r->cfg.timeout_ms == 0)
-		r->cfg.timeout_ms = 5000;
-	if (r->cfg.upstream_timeout_ms == 0)
-		r->cfg.upstream_timeout_ms = 10000;
+	r->rt_base = base;
+	r->rt_cfg = *cfg;
+	r->rt_cfg.pac = cfg->pac ? strdup(cfg->pac) : NULL;
+	r->rt_cfg.proxy = cfg->proxy ? strdup(cfg->proxy) : NULL;
+	r->rt_cfg.helper = NULL;
+	r->rt_cfg.pac_copy = cfg->pac_copy ? strdup(cfg->pac_copy) : NULL;
+	r->rt_cfg.credentials = cfg->credentials ? strdup(cfg->credentials) : NULL;
+	r->rt_cfg.proxy_ca_file = cfg->proxy_ca_file ? strdup(cfg->proxy_ca_file) : NULL;
+	r->rt_cfg.wpad_domain = cfg->wpad_domain ? strdup(cfg->wpad_domain) : NULL;
+	if (r->rt_cfg.timeout_ms == 0)
+		r->rt_cfg.timeout_ms = 5000;
+	if (r->rt_cfg.upstream_timeout_ms == 0)
+		r->rt_cfg.upstream_timeout_ms = 10000;
 
 	if (cfg->kind == ROUTE_KIND_PROXY) {
 		const char *why;
 		if (cfg->proxy == NULL ||
-		    proxyurl_parse(cfg->proxy, strlen(cfg->proxy), &r->static_proxy, &why) != 0) {
+		    proxyurl_parse(cfg->proxy, strlen(cfg->proxy), &r->rt_static_proxy, &why) != 0) {
 			snprintf(err, errlen, "route = proxy: %s", cfg->proxy ? why : "no URL");
 			goto fail;
 		}
@@ -635,26 +697,26 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 	if (cfg->credentials != NULL && prev != NULL) {
 		/* A reload runs after the privilege drop: the root-only file cannot be read
 		 * again, so the credentials start-up read stay in use (docs/egressd.md). */
-		if (prev->creds == NULL || prev->cfg.credentials == NULL ||
-		    strcmp(prev->cfg.credentials, cfg->credentials) != 0) {
+		if (prev->rt_creds == NULL || prev->rt_cfg.credentials == NULL ||
+		    strcmp(prev->rt_cfg.credentials, cfg->credentials) != 0) {
 			snprintf(err, errlen, "proxy_credentials %s: a different credentials file "
 			    "than at start-up takes a restart (it is root-only and read once, before "
 			    "the privilege drop)", cfg->credentials);
 			goto fail;
 		}
-		r->creds = proxycreds_ref(prev->creds);
+		r->rt_creds = proxycreds_ref(prev->rt_creds);
 	} else if (cfg->credentials != NULL) {
-		r->creds = proxycreds_load(cfg->credentials, geteuid() == 0, err, errlen);
-		if (r->creds == NULL)
+		r->rt_creds = proxycreds_load(cfg->credentials, geteuid() == 0, err, errlen);
+		if (r->rt_creds == NULL)
 			goto fail;
 	}
 	if (cfg->kind != ROUTE_KIND_DIRECT) {
-		r->tls = upstream_tls_ctx_new(cfg->proxy_ca_file, err, errlen);
-		if (r->tls == NULL)
+		r->rt_tls = upstream_tls_ctx_new(cfg->proxy_ca_file, err, errlen);
+		if (r->rt_tls == NULL)
 			goto fail;
-		r->tls_loaded = cfg->proxy_ca_file != NULL;
-		r->gss = gssauth_new(base);
-		if (r->gss == NULL) {
+		r->rt_tls_loaded = cfg->proxy_ca_file != NULL;
+		r->rt_gss = gssauth_new(base);
+		if (r->rt_gss == NULL) {
 			snprintf(err, errlen, "cannot set up Negotiate support");
 			goto fail;
 		}
@@ -672,44 +734,64 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 		else
 			pac_file = cfg->pac;
 	} else {
-		/* system: egressd's own proxy variables; a pac+ value is fetched by egressd */
-		static const char *const names[] = { "http_proxy", "https_proxy", "HTTP_PROXY",
-		    "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY" };
-		for (size_t i = 0; i < EGRESS_NELEM(names); i++) {
-			if ((e = getenv(names[i])) == NULL || *e == '\0')
+		/* system: egressd's own proxy variables, each checked first (libproxy ignores
+		 * what it cannot parse and goes direct); a pac+ value is fetched by egressd */
+		if ((e = getenv("no_proxy")) != NULL && *e != '\0' &&
+		    env_add(&envp, &nenv, "no_proxy", e) != 0)
+			goto nomem;
+		if ((e = getenv("NO_PROXY")) != NULL && *e != '\0' &&
+		    env_add(&envp, &nenv, "NO_PROXY", e) != 0)
+			goto nomem;
+		if (proxy_env_problem(r->rt_pac_status, sizeof(r->rt_pac_status)) != 0) {
+			r->rt_env_bad = true;
+			log_warnx("%s", r->rt_pac_status);
+			env_free(envp);
+			return r;
+		}
+		for (size_t i = 0; i < EGRESS_NELEM(proxy_env_names); i++) {
+			enum proxyenv_kind k;
+			const char *why;
+			char norm[EGRESS_HOST_INPUT_MAX + 16];
+
+			if ((e = getenv(proxy_env_names[i])) == NULL || *e == '\0')
 				continue;
-			if (strncasecmp(e, "wpad:", 5) == 0) {
+			if (proxyenv_check(e, &k, norm, sizeof(norm), &why) != 0)
+				continue;       /* not reached: proxy_env_problem said none */
+			switch (k) {
+			case PROXYENV_WPAD:
 				/* libproxy would run its own WPAD (blocking, failing open to
 				 * direct): egressd discovers and fetches the PAC itself. */
-				r->wpad = true;
+				r->rt_wpad = true;
 				continue;
-			}
-			if (strncasecmp(e, "pac+", 4) == 0) {
+			case PROXYENV_PAC_FILE:
 				/* any case: libproxy compares the scheme without it and would
 				 * fetch the PAC itself (blocking, failing open to direct) */
-				if (strncasecmp(e + 4, "file://", 7) == 0)
-					pac_file = e + 11;
-				else
-					pac_url = e + 4;
-				continue;   /* replaced by our own copy below */
+				pac_file = e + 11;
+				continue;       /* replaced by our own copy below */
+			case PROXYENV_PAC_URL:
+				pac_url = e + 4;
+				continue;
+			case PROXYENV_PROXY:
+				/* the normalized form (http:// before a bare HOST:PORT) */
+				if (env_add(&envp, &nenv, proxy_env_names[i], norm) != 0)
+					goto nomem;
+				break;
 			}
-			if (env_add(&envp, &nenv, names[i], e) != 0)
-				goto nomem;
 		}
-		if (pac_url != NULL && r->cfg.pac == NULL)
-			r->cfg.pac = strdup(pac_url);
-		if (r->wpad && pac_url == NULL && pac_file == NULL) {
+		if (pac_url != NULL && r->rt_cfg.pac == NULL)
+			r->rt_cfg.pac = strdup(pac_url);
+		if (r->rt_wpad && pac_url == NULL && pac_file == NULL) {
 			wpad_plan(r);
 		} else {
-			r->wpad = false;
+			r->rt_wpad = false;
 		}
 	}
-	if (pac_url != NULL || pac_file != NULL || r->wpad) {
-		if (r->cfg.pac_copy == NULL || r->cfg.pac_copy[0] != '/') {
+	if (pac_url != NULL || pac_file != NULL || r->rt_wpad) {
+		if (r->rt_cfg.pac_copy == NULL || r->rt_cfg.pac_copy[0] != '/') {
 			snprintf(err, errlen, "pac_copy must be an absolute path");
 			goto fail;
 		}
-		snprintf(pacenv, sizeof(pacenv), "pac+file://%s", r->cfg.pac_copy);
+		snprintf(pacenv, sizeof(pacenv), "pac+file://%s", r->rt_cfg.pac_copy);
 		if (env_add(&envp, &nenv, "http_proxy", pacenv) != 0 ||
 		    env_add(&envp, &nenv, "https_proxy", pacenv) != 0)
 			goto nomem;
@@ -717,49 +799,49 @@ router_new(struct event_base *base, struct resolver *res, const struct route_con
 	if (pac_file != NULL) {
 		if (copy_local_pac(r, pac_file, err, errlen) != 0)
 			goto fail;
-		snprintf(r->pac_status, sizeof(r->pac_status), "PAC file %s: copied", pac_file);
+		snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "PAC file %s: copied", pac_file);
 	}
 	{
 		struct routehelper_config hc = {
 			.envp = (const char *const *)envp,
-			.deadline_ms = (uint32_t)r->cfg.timeout_ms,
-			.cache_ttl_s = (uint32_t)((r->cfg.cache_ttl_ms + 999) / 1000),
+			.deadline_ms = (uint32_t)r->rt_cfg.timeout_ms,
+			.cache_ttl_s = (uint32_t)((r->rt_cfg.cache_ttl_ms + 999) / 1000),
 			.cache_max = EGRESS_ROUTE_CACHE_MAX,
 		};
 		char *helper = find_helper(cfg->helper);
 		if (helper == NULL)
 			goto nomem;
 		hc.helper_path = helper;
-		r->rh = routehelper_new(base, &hc, err, errlen);
-		r->cfg.helper = helper;
-		if (r->rh == NULL)
+		r->rt_rh = routehelper_new(base, &hc, err, errlen);
+		r->rt_cfg.helper = helper;
+		if (r->rt_rh == NULL)
 			goto fail;
 	}
-	r->res = res;
-	r->envp = envp;                 /* kept: a switch to WPAD edits it (wpad_discover) */
+	r->rt_res = res;
+	r->rt_envp = envp;                 /* kept: a switch to WPAD edits it (wpad_discover) */
 	envp = NULL;
-	if ((r->discover_ev = evtimer_new(base, wpad_discover, r)) == NULL)
+	if ((r->rt_discover_ev = evtimer_new(base, wpad_discover, r)) == NULL)
 		goto nomem;
-	if (r->wpad && r->wpad_n > 0) {
-		r->res = res;
-		r->wpad_ev = evtimer_new(base, wpad_next, r);
-		if (r->wpad_ev == NULL)
+	if (r->rt_wpad && r->rt_wpad_n > 0) {
+		r->rt_res = res;
+		r->rt_wpad_ev = evtimer_new(base, wpad_next, r);
+		if (r->rt_wpad_ev == NULL)
 			goto nomem;
-		r->pf = wpad_fetcher(r, err, errlen);
-		if (r->pf == NULL)
+		r->rt_pf = wpad_fetcher(r, err, errlen);
+		if (r->rt_pf == NULL)
 			goto fail;
 	}
 	if (pac_url != NULL) {
 		struct pacfetch_config pc = {
-			.url = pac_url, .copy_path = r->cfg.pac_copy, .ca_file = cfg->proxy_ca_file,
+			.url = pac_url, .copy_path = r->rt_cfg.pac_copy, .ca_file = cfg->proxy_ca_file,
 			.timeout_ms = (uint32_t)(cfg->pac_timeout_ms ? cfg->pac_timeout_ms : 10000),
 			.max_bytes = EGRESS_PAC_MAX, .max_redirects = 3,
 			.refresh_s = (uint32_t)(cfg->pac_refresh_ms / 1000), .retry_s = 30,
 		};
-		r->pf = pacfetch_new(base, res, &pc, pac_updated, r, err, errlen);
-		if (r->pf == NULL)
+		r->rt_pf = pacfetch_new(base, res, &pc, pac_updated, r, err, errlen);
+		if (r->rt_pf == NULL)
 			goto fail;
-		snprintf(r->pac_status, sizeof(r->pac_status), "PAC %s: fetching", pac_url);
+		snprintf(r->rt_pac_status, sizeof(r->rt_pac_status), "PAC %s: fetching", pac_url);
 	}
 	env_free(envp);
 	return r;
@@ -776,20 +858,20 @@ router_free(struct router *r)
 {
 	if (r == NULL)
 		return;
-	while (r->reqs != NULL)
-		req_unlink_free(r->reqs);
-	if (r->wpad_ev != NULL)
-		event_free(r->wpad_ev);
-	if (r->discover_ev != NULL)
-		event_free(r->discover_ev);
-	env_free(r->envp);
-	routehelper_free(r->rh);
-	pacfetch_free(r->pf);
-	proxycreds_free(r->creds);
-	if (r->tls != NULL)
-		SSL_CTX_free(r->tls);
-	gssauth_free(r->gss);
-	route_config_clear(&r->cfg);
+	while (r->rt_reqs != NULL)
+		req_unlink_free(r->rt_reqs);
+	if (r->rt_wpad_ev != NULL)
+		event_free(r->rt_wpad_ev);
+	if (r->rt_discover_ev != NULL)
+		event_free(r->rt_discover_ev);
+	env_free(r->rt_envp);
+	routehelper_free(r->rt_rh);
+	pacfetch_free(r->rt_pf);
+	proxycreds_free(r->rt_creds);
+	if (r->rt_tls != NULL)
+		SSL_CTX_free(r->rt_tls);
+	gssauth_free(r->rt_gss);
+	route_config_clear(&r->rt_cfg);
 	free(r);
 }
 
@@ -798,7 +880,7 @@ router_pending(const struct router *r)
 {
 	size_t n = 0;
 
-	for (const struct route_req *q = r->reqs; q != NULL; q = q->next)
+	for (const struct route_req *q = r->rt_reqs; q != NULL; q = q->rq_next)
 		n++;
 	return n;
 }
@@ -806,7 +888,7 @@ router_pending(const struct router *r)
 const struct proxycreds *
 router_credentials(const struct router *r)
 {
-	return r->creds;
+	return r->rt_creds;
 }
 
 void *
@@ -814,39 +896,39 @@ router_tls_ctx(struct router *r)
 {
 	char err[128];
 
-	if (r->tls != NULL && !r->tls_loaded) {
-		if (upstream_tls_ctx_load_system(r->tls, err, sizeof(err)) != 0) {
-			if (!r->tls_failed)
+	if (r->rt_tls != NULL && !r->rt_tls_loaded) {
+		if (upstream_tls_ctx_load_system(r->rt_tls, err, sizeof(err)) != 0) {
+			if (!r->rt_tls_failed)
 				log_warnx("https:// proxies: %s; their hops fail proxy_tls_failed",
 				    err);
-			r->tls_failed = true;
+			r->rt_tls_failed = true;
 			return NULL;
 		}
-		r->tls_loaded = true;
+		r->rt_tls_loaded = true;
 	}
-	return r->tls;
+	return r->rt_tls;
 }
 
 struct gssauth *
 router_gssauth(const struct router *r)
 {
-	return r->gss;
+	return r->rt_gss;
 }
 
 uint64_t
 router_upstream_timeout_ms(const struct router *r)
 {
-	return r->cfg.upstream_timeout_ms;
+	return r->rt_cfg.upstream_timeout_ms;
 }
 
 enum route_kind
 router_kind(const struct router *r)
 {
-	return r->cfg.kind;
+	return r->rt_cfg.kind;
 }
 
 const char *
 router_pac_status(const struct router *r)
 {
-	return r->pac_status;
+	return r->rt_pac_status;
 }

@@ -9,7 +9,10 @@
  *   direct            every hop goes straight to its pinned address
  *   system            libproxy with egressd's own environment (http_proxy, https_proxy,
  *                     no_proxy; a "pac+URL" value is fetched by egressd, see below; a
- *                     "wpad://" value is WPAD discovery by DNS, egressd/wpad.h)
+ *                     "wpad://" value is WPAD discovery by DNS, egressd/wpad.h); a
+ *                     variable set but unreadable (proxyenv_check: " wpad://", "htp:/x")
+ *                     refuses every hop with route_unavailable, where libproxy would go
+ *                     direct; router_pac_status names it, egressd -t fails on it
  *   pac URL|FILE      a PAC file: an http(s) URL egressd fetches itself (pacfetch), or a
  *                     local file egressd copies; evaluated by libproxy in the helper
  *   proxy URL         one static upstream proxy (http://, https://, socks5://)
@@ -66,7 +69,8 @@ int route_config_parse(const char *s, struct route_config *c, const char **err);
 void route_config_clear(struct route_config *c);   /* frees the strings */
 /* What `egressd -t` checks beyond parsing, without starting anything: the credentials file
  * (root-only, well-formed), a local PAC file (readable, a PAC), the route helper binary,
- * the directory of the PAC copy. Returns 0, or -1 with err. */
+ * the directory of the PAC copy, and for route = system that every proxy variable set is
+ * readable. Returns 0, or -1 with err. */
 int route_config_check(const struct route_config *c, char *err, size_t errlen);
 const char *route_kind_str(enum route_kind k);
 

@@ -30,25 +30,25 @@ enum rq_state {
 };
 
 struct helper {
-	struct routehelper *rh;
-	pid_t pid;
-	struct bufferevent *bev;
-	struct rh_req *cur;           /* the lookup it is evaluating, or NULL */
-	bool busy;                    /* evaluating (cur may be NULL: a cancelled lookup) */
-	uint64_t busy_since_ms;
+	struct routehelper *hp_rh;
+	pid_t hp_pid;
+	struct bufferevent *hp_bev;
+	struct rh_req *hp_cur;        /* the lookup it is evaluating, or NULL */
+	bool hp_busy;                 /* evaluating (cur may be NULL: a cancelled lookup) */
+	uint64_t hp_busy_since_ms;
 };
 
 struct rh_req {
-	struct routehelper *rh;
-	enum rq_state st;
-	struct helper *h;
-	uint64_t id;
-	char *url;
-	rh_cb cb;
-	void *arg;
-	struct event *timer;          /* the deadline, or a zero timer (hit / failure) */
-	struct routeproto_reply hit;
-	struct rh_req *next, *prev;   /* all lookups, oldest first */
+	struct routehelper *hq_rh;
+	enum rq_state hq_st;
+	struct helper *hq_h;
+	uint64_t hq_id;
+	char *hq_url;
+	rh_cb hq_cb;
+	void *hq_arg;
+	struct event *hq_timer;       /* the deadline, or a zero timer (hit / failure) */
+	struct routeproto_reply hq_hit;
+	struct rh_req *hq_next, *hq_prev; /* all lookups, oldest first */
 };
 
 struct rh_cache_entry {
@@ -125,20 +125,20 @@ static void dispatch(struct routehelper *rh);
 static void
 req_unlink(struct rh_req *q)
 {
-	struct routehelper *rh = q->rh;
+	struct routehelper *rh = q->hq_rh;
 
-	if (q->prev)
-		q->prev->next = q->next;
+	if (q->hq_prev)
+		q->hq_prev->hq_next = q->hq_next;
 	else if (rh->head == q)
-		rh->head = q->next;
-	if (q->next)
-		q->next->prev = q->prev;
+		rh->head = q->hq_next;
+	if (q->hq_next)
+		q->hq_next->hq_prev = q->hq_prev;
 	else if (rh->tail == q)
-		rh->tail = q->prev;
-	q->next = q->prev = NULL;
-	if (q->h != NULL && q->h->cur == q)
-		q->h->cur = NULL;       /* its helper's answer, if any, is now ignored */
-	q->h = NULL;
+		rh->tail = q->hq_prev;
+	q->hq_next = q->hq_prev = NULL;
+	if (q->hq_h != NULL && q->hq_h->hp_cur == q)
+		q->hq_h->hp_cur = NULL;       /* its helper's answer, if any, is now ignored */
+	q->hq_h = NULL;
 }
 
 static void
@@ -146,17 +146,17 @@ req_free(struct rh_req *q)
 {
 	if (q == NULL)
 		return;
-	if (q->timer)
-		event_free(q->timer);
-	free(q->url);
+	if (q->hq_timer)
+		event_free(q->hq_timer);
+	free(q->hq_url);
 	free(q);
 }
 
 static void
 req_finish(struct rh_req *q, enum reason status, const struct routeproto_reply *r)
 {
-	rh_cb cb = q->cb;
-	void *arg = q->arg;
+	rh_cb cb = q->hq_cb;
+	void *arg = q->hq_arg;
 	struct routeproto_reply copy;
 
 	if (r != NULL)
@@ -172,9 +172,9 @@ req_soon(struct rh_req *q, enum rq_state st)
 {
 	static const struct timeval zero = { 0, 0 };
 
-	q->st = st;
-	evtimer_del(q->timer);
-	evtimer_add(q->timer, &zero);
+	q->hq_st = st;
+	evtimer_del(q->hq_timer);
+	evtimer_add(q->hq_timer, &zero);
 }
 
 /* ---- cache ---- */
@@ -248,10 +248,10 @@ update_stats(struct routehelper *rh)
 	rh->st.pid = 0;
 	rh->st.helpers = 0;
 	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++) {
-		if (rh->pool[i].pid <= 0)
+		if (rh->pool[i].hp_pid <= 0)
 			continue;
 		if (rh->st.pid == 0)
-			rh->st.pid = rh->pool[i].pid;
+			rh->st.pid = rh->pool[i].hp_pid;
 		rh->st.helpers++;
 	}
 }
@@ -261,31 +261,31 @@ update_stats(struct routehelper *rh)
 static void
 helper_kill(struct helper *h)
 {
-	if (h->bev != NULL) {
-		bufferevent_free(h->bev);
-		h->bev = NULL;
+	if (h->hp_bev != NULL) {
+		bufferevent_free(h->hp_bev);
+		h->hp_bev = NULL;
 	}
-	if (h->pid > 0) {
-		kill(h->pid, SIGKILL);    /* cannot be ignored; reaped without blocking */
-		reap_later(h->rh, h->pid);
-		h->pid = 0;
+	if (h->hp_pid > 0) {
+		kill(h->hp_pid, SIGKILL);    /* cannot be ignored; reaped without blocking */
+		reap_later(h->hp_rh, h->hp_pid);
+		h->hp_pid = 0;
 	}
-	h->busy = false;
-	if (h->cur != NULL) {
-		h->cur->h = NULL;
-		h->cur = NULL;
+	h->hp_busy = false;
+	if (h->hp_cur != NULL) {
+		h->hp_cur->hq_h = NULL;
+		h->hp_cur = NULL;
 	}
-	update_stats(h->rh);
+	update_stats(h->hp_rh);
 }
 
 /* A helper failed while evaluating a lookup: deny that one, replace the helper, go on. */
 static void
 helper_failed(struct helper *h, enum reason why, const char *what)
 {
-	struct rh_req *q = h->cur;
-	struct routehelper *rh = h->rh;
+	struct rh_req *q = h->hp_cur;
+	struct routehelper *rh = h->hp_rh;
 
-	log_warnx("route helper %ld: %s%s", (long)h->pid, what,
+	log_warnx("route helper %ld: %s%s", (long)h->hp_pid, what,
 	    q ? "; that lookup is denied" : "");
 	helper_kill(h);
 	if (q != NULL) {
@@ -299,14 +299,14 @@ static void
 on_read(struct bufferevent *bev, void *arg)
 {
 	struct helper *h = arg;
-	struct routehelper *rh = h->rh;
+	struct routehelper *rh = h->hp_rh;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	char *line;
 	size_t len;
 
 	while ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF)) != NULL) {
 		struct routeproto_reply r;
-		struct rh_req *q = h->cur;
+		struct rh_req *q = h->hp_cur;
 
 		if (routeproto_parse_reply(line, len, &r) != 0) {
 			/* A malformed reply means the helper is not what we think it is. */
@@ -315,15 +315,15 @@ on_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 		free(line);
-		h->busy = false;           /* one lookup at a time: this line ends it */
-		if (q == NULL || q->id != r.id) {
+		h->hp_busy = false;           /* one lookup at a time: this line ends it */
+		if (q == NULL || q->hq_id != r.id) {
 			dispatch(rh);      /* it answered a cancelled lookup: free again */
 			return;
 		}
-		h->cur = NULL;
+		h->hp_cur = NULL;
 		rh->quick_deaths = 0;      /* it answers: not a crash loop */
 		if (r.ok) {
-			cache_put(rh, q->url, &r);
+			cache_put(rh, q->hq_url, &r);
 			req_finish(q, REASON_ALLOWED, &r);
 		} else {
 			/* libproxy's own WPAD/PAC (ROUTEPROTO_ERR_WPAD): no PAC egressd holds
@@ -331,7 +331,7 @@ on_read(struct bufferevent *bev, void *arg)
 			enum reason why = strcmp(r.err, "pac_unreadable") == 0 ||
 			    strcmp(r.err, ROUTEPROTO_ERR_WPAD) == 0 ?
 			    REASON_PAC_UNAVAILABLE : REASON_ROUTE_UNAVAILABLE;
-			log_warnx("route helper: no route for %s (%s)", q->url, r.err);
+			log_warnx("route helper: no route for %s (%s)", q->hq_url, r.err);
 			rh->st.failures++;
 			req_finish(q, why, &r);
 		}
@@ -353,7 +353,7 @@ on_event(struct bufferevent *bev, short what, void *arg)
 static int
 helper_spawn(struct helper *h)
 {
-	struct routehelper *rh = h->rh;
+	struct routehelper *rh = h->hp_rh;
 	int sv[2];
 	pid_t pid;
 	uint64_t now = mono_msec();
@@ -382,16 +382,16 @@ helper_spawn(struct helper *h)
 	}
 	close(sv[1]);
 	evutil_make_socket_nonblocking(sv[0]);
-	h->bev = bufferevent_socket_new(rh->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
-	if (h->bev == NULL) {
+	h->hp_bev = bufferevent_socket_new(rh->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+	if (h->hp_bev == NULL) {
 		close(sv[0]);
 		kill(pid, SIGKILL);
 		reap_later(rh, pid);
 		return -1;
 	}
-	bufferevent_setcb(h->bev, on_read, NULL, on_event, h);
-	bufferevent_enable(h->bev, EV_READ | EV_WRITE);
-	h->pid = pid;
+	bufferevent_setcb(h->hp_bev, on_read, NULL, on_event, h);
+	bufferevent_enable(h->hp_bev, EV_READ | EV_WRITE);
+	h->hp_pid = pid;
 	rh->st.restarts++;
 	/* A helper that keeps dying is not restarted in a tight loop. */
 	if (++rh->quick_deaths > 2 * EGRESS_ROUTE_HELPERS_MAX)
@@ -404,23 +404,23 @@ helper_spawn(struct helper *h)
 static void
 dispatch(struct routehelper *rh)
 {
-	for (struct rh_req *q = rh->head; q != NULL; q = q->next) {
+	for (struct rh_req *q = rh->head; q != NULL; q = q->hq_next) {
 		struct helper *idle = NULL, *empty = NULL;
 		char line[EGRESS_ROUTE_LINE_MAX + 32];
 		size_t n;
 		bool alive = false;
 
-		if (q->st != RQ_QUEUED)
+		if (q->hq_st != RQ_QUEUED)
 			continue;
 		for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++) {
 			struct helper *h = &rh->pool[i];
 			/* still evaluating a cancelled lookup past any deadline: replace it */
-			if (h->pid > 0 && h->busy && h->cur == NULL &&
-			    mono_msec() - h->busy_since_ms > rh->deadline_ms)
+			if (h->hp_pid > 0 && h->hp_busy && h->hp_cur == NULL &&
+			    mono_msec() - h->hp_busy_since_ms > rh->deadline_ms)
 				helper_kill(h);
-			if (h->pid > 0) {
+			if (h->hp_pid > 0) {
 				alive = true;
-				if (!h->busy && idle == NULL)
+				if (!h->hp_busy && idle == NULL)
 					idle = h;
 			} else if (empty == NULL) {
 				empty = h;
@@ -431,23 +431,23 @@ dispatch(struct routehelper *rh)
 		if (idle == NULL) {
 			if (!alive) {
 				/* no helper runs and none can be started: deny, do not wait */
-				for (struct rh_req *r = q; r != NULL; r = r->next)
-					if (r->st == RQ_QUEUED)
+				for (struct rh_req *r = q; r != NULL; r = r->hq_next)
+					if (r->hq_st == RQ_QUEUED)
 						req_soon(r, RQ_FAILED);
 			}
 			return;     /* the rest wait for a helper to become free */
 		}
-		q->id = ++rh->next_id;
-		n = routeproto_format_request(q->id, q->url, line, sizeof(line));
-		if (n == 0 || bufferevent_write(idle->bev, line, n) != 0) {
+		q->hq_id = ++rh->next_id;
+		n = routeproto_format_request(q->hq_id, q->hq_url, line, sizeof(line));
+		if (n == 0 || bufferevent_write(idle->hp_bev, line, n) != 0) {
 			req_soon(q, RQ_FAILED);
 			continue;
 		}
-		q->st = RQ_SENT;
-		q->h = idle;
-		idle->cur = q;
-		idle->busy = true;
-		idle->busy_since_ms = mono_msec();
+		q->hq_st = RQ_SENT;
+		q->hq_h = idle;
+		idle->hp_cur = q;
+		idle->hp_busy = true;
+		idle->hp_busy_since_ms = mono_msec();
 	}
 }
 
@@ -455,13 +455,13 @@ static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct rh_req *q = arg;
-	struct routehelper *rh = q->rh;
+	struct routehelper *rh = q->hq_rh;
 
 	(void)fd;
 	(void)what;
-	switch (q->st) {
+	switch (q->hq_st) {
 	case RQ_HIT:
-		req_finish(q, REASON_ALLOWED, &q->hit);
+		req_finish(q, REASON_ALLOWED, &q->hq_hit);
 		return;
 	case RQ_FAILED:
 		rh->st.failures++;
@@ -469,14 +469,14 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	case RQ_QUEUED:
 		/* every helper stayed busy for the whole deadline */
-		log_warnx("route lookup for %s waited %u ms for a free route helper", q->url,
+		log_warnx("route lookup for %s waited %u ms for a free route helper", q->hq_url,
 		    rh->deadline_ms);
 		rh->st.timeouts++;
 		req_finish(q, REASON_ROUTE_TIMEOUT, NULL);
 		return;
 	case RQ_SENT: {
-		struct helper *h = q->h;
-		log_warnx("route lookup for %s exceeded %u ms; killing its route helper", q->url,
+		struct helper *h = q->hq_h;
+		log_warnx("route lookup for %s exceeded %u ms; killing its route helper", q->hq_url,
 		    rh->deadline_ms);
 		rh->st.timeouts++;
 		if (h != NULL)
@@ -496,32 +496,32 @@ routehelper_lookup(struct routehelper *rh, const char *url, rh_cb cb, void *arg)
 	struct timeval tv = { (time_t)(rh->deadline_ms / 1000),
 	    (suseconds_t)(rh->deadline_ms % 1000) * 1000 };
 
-	if (q == NULL || (q->url = strdup(url)) == NULL) {
+	if (q == NULL || (q->hq_url = strdup(url)) == NULL) {
 		free(q);
 		return NULL;
 	}
-	q->rh = rh;
-	q->cb = cb;
-	q->arg = arg;
-	q->st = RQ_QUEUED;
-	if ((q->timer = evtimer_new(rh->base, on_timer, q)) == NULL) {
+	q->hq_rh = rh;
+	q->hq_cb = cb;
+	q->hq_arg = arg;
+	q->hq_st = RQ_QUEUED;
+	if ((q->hq_timer = evtimer_new(rh->base, on_timer, q)) == NULL) {
 		req_free(q);
 		return NULL;
 	}
-	q->prev = rh->tail;
+	q->hq_prev = rh->tail;
 	if (rh->tail)
-		rh->tail->next = q;
+		rh->tail->hq_next = q;
 	else
 		rh->head = q;
 	rh->tail = q;
 	rh->st.lookups++;
 	if ((hit = cache_get(rh, url)) != NULL) {
-		q->hit = *hit;
+		q->hq_hit = *hit;
 		rh->st.cache_hits++;
 		req_soon(q, RQ_HIT);
 		return q;
 	}
-	evtimer_add(q->timer, &tv);
+	evtimer_add(q->hq_timer, &tv);
 	dispatch(rh);          /* never calls back: failures are delivered by zero timers */
 	return q;
 }
@@ -561,7 +561,7 @@ routehelper_new(struct event_base *base, const struct routehelper_config *cfg, c
 	rh->cache_max = cfg->cache_max > EGRESS_ROUTE_CACHE_MAX ? EGRESS_ROUTE_CACHE_MAX :
 	    cfg->cache_max;
 	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++)
-		rh->pool[i].rh = rh;
+		rh->pool[i].hp_rh = rh;
 	if ((rh->reap_ev = evtimer_new(base, on_reap, rh)) == NULL)
 		goto nomem;
 	if ((rh->path = strdup(cfg->helper_path)) == NULL)
@@ -586,10 +586,10 @@ routehelper_reset(struct routehelper *rh)
 {
 	cache_clear(rh);
 	for (size_t i = 0; i < EGRESS_ROUTE_HELPERS_MAX; i++) {
-		struct rh_req *q = rh->pool[i].cur;
+		struct rh_req *q = rh->pool[i].hp_cur;
 		helper_kill(&rh->pool[i]);
 		if (q != NULL)
-			q->st = RQ_QUEUED;      /* asked again of a fresh helper */
+			q->hq_st = RQ_QUEUED;      /* asked again of a fresh helper */
 	}
 	rh->quick_deaths = 0;
 	rh->restart_after_ms = 0;

@@ -1708,6 +1708,18 @@ setup_free(struct session *s)
 static void
 session_free(struct session *s)
 {
+	if (s->se_refusing) {
+		struct daemon *d = s->se_d;
+
+		if (s->se_gc.prev != NULL)
+			s->se_gc.prev->next = s->se_gc.next;
+		else
+			d->refusing = s->se_gc.next;
+		if (s->se_gc.next != NULL)
+			s->se_gc.next->prev = s->se_gc.prev;
+		s->se_gc.next = s->se_gc.prev = NULL;
+		s->se_refusing = false;
+	}
 	s->se_state = SE_FREEING;
 	cancel_pending(s);
 	sniguard_free(s->se_sni);
@@ -1839,6 +1851,20 @@ session_refuse(struct session *s, enum reason r)
 		return;
 	}
 	evtimer_add(su->su_timer, &tv);
+	/* Off the grant's list since session_detach: the daemon keeps it for shutdown. */
+	s->se_gc.prev = NULL;
+	s->se_gc.next = s->se_d->refusing;
+	if (s->se_d->refusing != NULL)
+		s->se_d->refusing->prev = &s->se_gc;
+	s->se_d->refusing = &s->se_gc;
+	s->se_refusing = true;
+}
+
+void
+session_free_refusing(struct daemon *d)
+{
+	while (d->refusing != NULL)
+		session_free((struct session *)d->refusing);
 }
 
 /* grant_conn kill: revoke, expiry or drain end. */

@@ -30,4 +30,8 @@ struct lgrant;
 void session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *peer,
     socklen_t peerlen);
 
+/* Free every session still answering a refusal (d->refusing): shutdown, after the loop
+ * ended. Their records are written already; nothing more is. */
+void session_free_refusing(struct daemon *d);
+
 #endif

@@ -145,6 +145,7 @@ struct session {
 	 * it); no longer counted in lg->nconns (a refusal draining). */
 	bool se_attached;
 	bool se_released;
+	bool se_refusing;               /* on se_d->refusing (se_gc's links), not a grant's */
 	uint64_t se_id;
 	char se_conn[40];               /* "c-<boot id>-<n>": unique across restarts */
 	enum se_state se_state;

@@ -15,19 +15,19 @@
 #define POLL_MS  5          /* without edge-triggered events: re-peek this often */
 
 struct sniguard {
-	struct event_base *base;
-	int fd;
-	struct host host;
-	struct event *rev;          /* readable (edge-triggered when the backend can) */
-	struct event *timer;        /* the deadline */
-	struct event *kick;         /* runs the first check, and the verdict, outside start */
-	bool edge;
-	unsigned char *buf;         /* prefix + peeked bytes */
-	size_t nprefix;
-	struct clienthello ch;
-	bool have_ch;
-	sniguard_cb cb;
-	void *arg;
+	struct event_base *sg_base;
+	int sg_fd;
+	struct host sg_host;
+	struct event *sg_rev;       /* readable (edge-triggered when the backend can) */
+	struct event *sg_timer;     /* the deadline */
+	struct event *sg_kick;      /* runs the first check, and the verdict, outside start */
+	bool sg_edge;
+	unsigned char *sg_buf;      /* prefix + peeked bytes */
+	size_t sg_nprefix;
+	struct clienthello sg_ch;
+	bool sg_have_ch;
+	sniguard_cb sg_cb;
+	void *sg_arg;
 };
 
 void
@@ -35,24 +35,24 @@ sniguard_free(struct sniguard *g)
 {
 	if (g == NULL)
 		return;
-	if (g->rev != NULL)
-		event_free(g->rev);
-	if (g->timer != NULL)
-		event_free(g->timer);
-	if (g->kick != NULL)
-		event_free(g->kick);
-	free(g->buf);
+	if (g->sg_rev != NULL)
+		event_free(g->sg_rev);
+	if (g->sg_timer != NULL)
+		event_free(g->sg_timer);
+	if (g->sg_kick != NULL)
+		event_free(g->sg_kick);
+	free(g->sg_buf);
 	free(g);
 }
 
 static void
 finish(struct sniguard *g, enum reason r)
 {
-	event_del(g->rev);
-	event_del(g->timer);
-	event_del(g->kick);
+	event_del(g->sg_rev);
+	event_del(g->sg_timer);
+	event_del(g->sg_kick);
 	/* The callback may free the guard: nothing touches g after it. */
-	g->cb(r, g->have_ch ? &g->ch : NULL, g->arg);
+	g->sg_cb(r, g->sg_have_ch ? &g->sg_ch : NULL, g->sg_arg);
 }
 
 static void
@@ -63,23 +63,23 @@ check(struct sniguard *g)
 	bool absent;
 
 	do
-		n = recv(g->fd, g->buf + g->nprefix, PEEK_MAX - g->nprefix, MSG_PEEK | MSG_DONTWAIT);
+		n = recv(g->sg_fd, g->sg_buf + g->sg_nprefix, PEEK_MAX - g->sg_nprefix, MSG_PEEK | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
 		finish(g, REASON_CLOSE_ERROR);
 		return;
 	}
-	if (n == 0 && g->nprefix < PEEK_MAX) {
+	if (n == 0 && g->sg_nprefix < PEEK_MAX) {
 		finish(g, REASON_CLOSE_CLIENT);     /* EOF before a whole hello */
 		return;
 	}
 	if (n < 0)
 		n = 0;                              /* nothing queued yet */
-	cr = clienthello_parse(g->buf, g->nprefix + (size_t)n, &g->ch);
+	cr = clienthello_parse(g->sg_buf, g->sg_nprefix + (size_t)n, &g->sg_ch);
 	switch (cr) {
 	case CH_OK:
-		g->have_ch = true;
-		finish(g, clienthello_sni_check(&g->ch, &g->host, &absent));
+		g->sg_have_ch = true;
+		finish(g, clienthello_sni_check(&g->sg_ch, &g->sg_host, &absent));
 		return;
 	case CH_NOT_TLS:
 		/* Not TLS at all (plain HTTP to port 443, another protocol): there is no
@@ -94,13 +94,13 @@ check(struct sniguard *g)
 	case CH_NEED_MORE:
 		break;
 	}
-	if (g->nprefix + (size_t)n >= PEEK_MAX) {
+	if (g->sg_nprefix + (size_t)n >= PEEK_MAX) {
 		finish(g, REASON_TLS_EXPECTED);
 		return;
 	}
-	if (!g->edge) {
+	if (!g->sg_edge) {
 		struct timeval tv = { 0, POLL_MS * 1000 };
-		event_add(g->kick, &tv);
+		event_add(g->sg_kick, &tv);
 	}
 }
 
@@ -133,29 +133,29 @@ sniguard_start(struct event_base *base, int cfd, const struct host *host,
 
 	if (g == NULL)
 		return NULL;
-	g->base = base;
-	g->fd = cfd;
-	g->host = *host;
-	g->cb = cb;
-	g->arg = arg;
+	g->sg_base = base;
+	g->sg_fd = cfd;
+	g->sg_host = *host;
+	g->sg_cb = cb;
+	g->sg_arg = arg;
 	if (nprefix > PEEK_MAX)
 		nprefix = PEEK_MAX;      /* more than a hello: the parse refuses it */
-	g->buf = malloc(PEEK_MAX);
+	g->sg_buf = malloc(PEEK_MAX);
 	/* A level-triggered read event would fire again and again while the partial hello
 	 * sits unread; edge-triggered fires when more arrives. Otherwise poll. */
-	g->edge = (event_base_get_features(base) & EV_FEATURE_ET) != 0;
-	g->rev = event_new(base, cfd, EV_READ | EV_PERSIST | (g->edge ? EV_ET : 0), on_read, g);
-	g->timer = evtimer_new(base, on_timeout, g);
-	g->kick = evtimer_new(base, on_kick, g);
-	if (g->buf == NULL || g->rev == NULL || g->timer == NULL || g->kick == NULL) {
+	g->sg_edge = (event_base_get_features(base) & EV_FEATURE_ET) != 0;
+	g->sg_rev = event_new(base, cfd, EV_READ | EV_PERSIST | (g->sg_edge ? EV_ET : 0), on_read, g);
+	g->sg_timer = evtimer_new(base, on_timeout, g);
+	g->sg_kick = evtimer_new(base, on_kick, g);
+	if (g->sg_buf == NULL || g->sg_rev == NULL || g->sg_timer == NULL || g->sg_kick == NULL) {
 		sniguard_free(g);
 		return NULL;
 	}
 	if (nprefix > 0)
-		memcpy(g->buf, prefix, nprefix);
-	g->nprefix = nprefix;
-	if ((g->edge && event_add(g->rev, NULL) != 0) || event_add(g->timer, &tv) != 0 ||
-	    event_add(g->kick, &now) != 0) {
+		memcpy(g->sg_buf, prefix, nprefix);
+	g->sg_nprefix = nprefix;
+	if ((g->sg_edge && event_add(g->sg_rev, NULL) != 0) || event_add(g->sg_timer, &tv) != 0 ||
+	    event_add(g->sg_kick, &now) != 0) {
 		sniguard_free(g);
 		return NULL;
 	}

@@ -34,44 +34,44 @@ enum st_state {
 #define ST_ACK_POLL_MS     100   /* re-read the acknowledged count while records are out */
 
 struct syslog_stream {
-	pthread_t th;
-	bool started;
-	pthread_mutex_t mu;
-	int wfd;                     /* eventfd: records arrived, or stop */
+	pthread_t ss_th;
+	bool ss_started;
+	pthread_mutex_t ss_mu;
+	int ss_wfd;                  /* eventfd: records arrived, or stop */
 
 	/* under mu */
-	bool stop;
-	uint64_t stop_by_ms;
-	struct syslog_spool sp;
-	bool connected;
-	uint64_t sent, resent, connects, failures;
-	char error[256];
+	bool ss_stop;
+	uint64_t ss_stop_by_ms;
+	struct syslog_spool ss_sp;
+	bool ss_connected;
+	uint64_t ss_sent, ss_resent, ss_connects, ss_failures;
+	char ss_error[256];
 
 	/* the thread's own */
-	struct sockaddr_storage sa;
-	socklen_t salen;
-	char url[160];
-	char ip[INET6_ADDRSTRLEN];
-	SSL_CTX *ctx;
-	char *name;
-	int fd;
-	SSL *ssl;
-	enum st_state state;
-	short want;                  /* poll events the TLS layer or a blocked write waits for */
-	uint64_t deadline, retry_at, backoff;
-	uint64_t blocked_at;         /* a write waits for the collector since (0: none) */
-	uint64_t wrote;              /* bytes written to this connection (TLS: ciphertext) */
-	struct sspool_rec *cur;      /* the record whose frame is being written */
-	char *msg, *frame;
-	size_t flen, foff;
-	bool warned;                 /* the outage has been reported */
-	bool proven;                 /* this connection delivered a record (acknowledged):
+	struct sockaddr_storage ss_sa;
+	socklen_t ss_salen;
+	char ss_url[160];
+	char ss_ip[INET6_ADDRSTRLEN];
+	SSL_CTX *ss_ctx;
+	char *ss_name;
+	int ss_fd;
+	SSL *ss_ssl;
+	enum st_state ss_state;
+	short ss_want;               /* poll events the TLS layer or a blocked write waits for */
+	uint64_t ss_deadline, ss_retry_at, ss_backoff;
+	uint64_t ss_blocked_at;      /* a write waits for the collector since (0: none) */
+	uint64_t ss_wrote;           /* bytes written to this connection (TLS: ciphertext) */
+	struct sspool_rec *ss_cur;   /* the record whose frame is being written */
+	char *ss_msg, *ss_frame;
+	size_t ss_flen, ss_foff;
+	bool ss_warned;              /* the outage has been reported */
+	bool ss_proven;              /* this connection delivered a record (acknowledged):
 	                                only then is the backoff reset and the recovery said
 	                                (a collector that accepts and then refuses, e.g. a
 	                                client certificate after a TLS 1.3 handshake, must not
 	                                be reconnected to in a tight loop) */
-	char host[256];
-	long pid;
+	char ss_host[256];
+	long ss_pid;
 };
 
 /* ---- the thread ---- */
@@ -89,7 +89,7 @@ bio_count_cb(BIO *b, int oper, const char *argp, size_t len, int argi, long argl
 	if (oper == (BIO_CB_WRITE | BIO_CB_RETURN) && ret > 0 && processed != NULL) {
 		struct syslog_stream *st = (struct syslog_stream *)(void *)BIO_get_callback_arg(b);
 
-		st->wrote += *processed;
+		st->ss_wrote += *processed;
 	}
 	return ret;
 }
@@ -104,23 +104,23 @@ st_ack(struct syslog_stream *st)
 	size_t freed, held;
 
 	memset(&ti, 0, sizeof(ti));
-	if (st->fd < 0 || getsockopt(st->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
+	if (st->ss_fd < 0 || getsockopt(st->ss_fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
 	    tl < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked))
 		return;
 	acked = ti.tcpi_bytes_acked > 0 ? ti.tcpi_bytes_acked - 1 : 0;
-	if (acked > st->wrote)
-		acked = st->wrote;
-	pthread_mutex_lock(&st->mu);
-	freed = sspool_acked(&st->sp, acked);
-	held = st->sp.n;
-	pthread_mutex_unlock(&st->mu);
-	if (freed > 0 && !st->proven) {
-		st->proven = true;
-		st->backoff = EGRESS_SYSLOG_BACKOFF_MIN_MS;
-		if (st->warned)
+	if (acked > st->ss_wrote)
+		acked = st->ss_wrote;
+	pthread_mutex_lock(&st->ss_mu);
+	freed = sspool_acked(&st->ss_sp, acked);
+	held = st->ss_sp.n;
+	pthread_mutex_unlock(&st->ss_mu);
+	if (freed > 0 && !st->ss_proven) {
+		st->ss_proven = true;
+		st->ss_backoff = EGRESS_SYSLOG_BACKOFF_MIN_MS;
+		if (st->ss_warned)
 			log_info("syslog mirror %s: the collector takes records again (%zu still "
-			    "held, sent in order)", st->url, held);
-		st->warned = false;
+			    "held, sent in order)", st->ss_url, held);
+		st->ss_warned = false;
 	}
 }
 
@@ -131,22 +131,22 @@ st_ack(struct syslog_stream *st)
 static void
 st_close_conn(struct syslog_stream *st, bool abort)
 {
-	if (abort && st->fd >= 0) {
+	if (abort && st->ss_fd >= 0) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
-		(void)setsockopt(st->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		(void)setsockopt(st->ss_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
-	if (st->ssl != NULL) {
-		SSL_free(st->ssl);   /* also frees the BIO (BIO_NOCLOSE: not the fd) */
-		st->ssl = NULL;
+	if (st->ss_ssl != NULL) {
+		SSL_free(st->ss_ssl);   /* also frees the BIO (BIO_NOCLOSE: not the fd) */
+		st->ss_ssl = NULL;
 	}
-	if (st->fd >= 0) {
-		close(st->fd);
-		st->fd = -1;
+	if (st->ss_fd >= 0) {
+		close(st->ss_fd);
+		st->ss_fd = -1;
 	}
-	st->cur = NULL;
-	st->flen = st->foff = 0;
-	st->want = 0;
+	st->ss_cur = NULL;
+	st->ss_flen = st->ss_foff = 0;
+	st->ss_want = 0;
 }
 
 static void st_fail(struct syslog_stream *st, const char *fmt, ...)
@@ -164,45 +164,45 @@ st_fail(struct syslog_stream *st, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (st->state == ST_UP || st->state == ST_HANDSHAKE)
+	if (st->ss_state == ST_UP || st->ss_state == ST_HANDSHAKE)
 		st_ack(st);
 	st_close_conn(st, true);
-	pthread_mutex_lock(&st->mu);
-	again = sspool_rewind(&st->sp);
-	held = st->sp.n;
-	st->resent += again;
-	st->connected = false;
-	st->failures++;
-	snprintf(st->error, sizeof(st->error), "%s", why);
-	pthread_mutex_unlock(&st->mu);
-	if (!st->warned) {
+	pthread_mutex_lock(&st->ss_mu);
+	again = sspool_rewind(&st->ss_sp);
+	held = st->ss_sp.n;
+	st->ss_resent += again;
+	st->ss_connected = false;
+	st->ss_failures++;
+	snprintf(st->ss_error, sizeof(st->ss_error), "%s", why);
+	pthread_mutex_unlock(&st->ss_mu);
+	if (!st->ss_warned) {
 		log_warnx("syslog mirror %s: %s; holding records (%zu now, spool up to %llu "
-		    "bytes) and reconnecting with backoff up to %u ms", st->url, why, held,
-		    (unsigned long long)st->sp.max, EGRESS_SYSLOG_BACKOFF_MAX_MS);
-		st->warned = true;
+		    "bytes) and reconnecting with backoff up to %u ms", st->ss_url, why, held,
+		    (unsigned long long)st->ss_sp.max, EGRESS_SYSLOG_BACKOFF_MAX_MS);
+		st->ss_warned = true;
 	} else {
-		log_debug("syslog mirror %s: %s; retrying in %llu ms", st->url, why,
-		    (unsigned long long)st->backoff);
+		log_debug("syslog mirror %s: %s; retrying in %llu ms", st->ss_url, why,
+		    (unsigned long long)st->ss_backoff);
 	}
-	st->state = ST_DOWN;
-	st->retry_at = mono_msec() + st->backoff;
-	st->backoff = st->backoff * 2 > EGRESS_SYSLOG_BACKOFF_MAX_MS ?
-	    EGRESS_SYSLOG_BACKOFF_MAX_MS : st->backoff * 2;
+	st->ss_state = ST_DOWN;
+	st->ss_retry_at = mono_msec() + st->ss_backoff;
+	st->ss_backoff = st->ss_backoff * 2 > EGRESS_SYSLOG_BACKOFF_MAX_MS ?
+	    EGRESS_SYSLOG_BACKOFF_MAX_MS : st->ss_backoff * 2;
 }
 
 static void
 st_up(struct syslog_stream *st)
 {
-	st->state = ST_UP;
-	st->proven = false;
-	st->blocked_at = 0;
-	st->want = POLLOUT;
-	pthread_mutex_lock(&st->mu);
-	st->connected = true;
-	st->connects++;
-	st->error[0] = '\0';
-	pthread_mutex_unlock(&st->mu);
-	log_debug("syslog mirror %s: connected", st->url);
+	st->ss_state = ST_UP;
+	st->ss_proven = false;
+	st->ss_blocked_at = 0;
+	st->ss_want = POLLOUT;
+	pthread_mutex_lock(&st->ss_mu);
+	st->ss_connected = true;
+	st->ss_connects++;
+	st->ss_error[0] = '\0';
+	pthread_mutex_unlock(&st->ss_mu);
+	log_debug("syslog mirror %s: connected", st->ss_url);
 }
 
 /* A handshake failed: say why and what to change. */
@@ -211,7 +211,7 @@ st_tls_failed(struct syslog_stream *st, int sslerr)
 {
 	char why[384];
 
-	syslog_tls_refusal(st->ssl, sslerr, why, sizeof(why));
+	syslog_tls_refusal(st->ss_ssl, sslerr, why, sizeof(why));
 	st_fail(st, "%s", why);
 }
 
@@ -222,16 +222,16 @@ st_handshake(struct syslog_stream *st)
 
 	ERR_clear_error();
 	errno = 0;
-	r = SSL_do_handshake(st->ssl);
+	r = SSL_do_handshake(st->ss_ssl);
 	if (r == 1) {
 		st_up(st);
 		return;
 	}
-	e = SSL_get_error(st->ssl, r);
+	e = SSL_get_error(st->ss_ssl, r);
 	if (e == SSL_ERROR_WANT_READ)
-		st->want = POLLIN;
+		st->ss_want = POLLIN;
 	else if (e == SSL_ERROR_WANT_WRITE)
-		st->want = POLLOUT;
+		st->ss_want = POLLOUT;
 	else
 		st_tls_failed(st, e);
 }
@@ -242,47 +242,47 @@ st_established(struct syslog_stream *st)
 {
 	BIO *bio;
 
-	st->wrote = 0;
-	if (st->ctx == NULL) {
+	st->ss_wrote = 0;
+	if (st->ss_ctx == NULL) {
 		st_up(st);
 		return;
 	}
-	st->ssl = SSL_new(st->ctx);
-	bio = BIO_new_socket(st->fd, BIO_NOCLOSE);
-	if (st->ssl == NULL || bio == NULL) {
+	st->ss_ssl = SSL_new(st->ss_ctx);
+	bio = BIO_new_socket(st->ss_fd, BIO_NOCLOSE);
+	if (st->ss_ssl == NULL || bio == NULL) {
 		BIO_free(bio);
 		st_fail(st, "TLS: out of memory");
 		return;
 	}
 	BIO_set_callback_ex(bio, bio_count_cb);
 	BIO_set_callback_arg(bio, (char *)(void *)st);
-	SSL_set_bio(st->ssl, bio, bio);
-	if (st->name != NULL) {
+	SSL_set_bio(st->ss_ssl, bio, bio);
+	if (st->ss_name != NULL) {
 		/* st->name is our own copy: the SNI macro casts away const */
-		if (SSL_set1_host(st->ssl, st->name) != 1 ||
-		    SSL_set_tlsext_host_name(st->ssl, st->name) != 1) {
+		if (SSL_set1_host(st->ss_ssl, st->ss_name) != 1 ||
+		    SSL_set_tlsext_host_name(st->ss_ssl, st->ss_name) != 1) {
 			st_fail(st, "TLS: cannot set the name to verify");
 			return;
 		}
-	} else if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(st->ssl), st->ip) != 1) {
+	} else if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(st->ss_ssl), st->ss_ip) != 1) {
 		st_fail(st, "TLS: cannot set the address to verify");
 		return;
 	}
-	SSL_set_connect_state(st->ssl);
-	st->state = ST_HANDSHAKE;
-	st->deadline = mono_msec() + EGRESS_SYSLOG_HANDSHAKE_MS;
+	SSL_set_connect_state(st->ss_ssl);
+	st->ss_state = ST_HANDSHAKE;
+	st->ss_deadline = mono_msec() + EGRESS_SYSLOG_HANDSHAKE_MS;
 	st_handshake(st);
 }
 
 static void
 st_connect(struct syslog_stream *st)
 {
-	st->fd = socket(st->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (st->fd < 0) {
+	st->ss_fd = socket(st->ss_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (st->ss_fd < 0) {
 		st_fail(st, "socket: %s", strerror(errno));
 		return;
 	}
-	if (connect(st->fd, (struct sockaddr *)&st->sa, st->salen) == 0) {
+	if (connect(st->ss_fd, (struct sockaddr *)&st->ss_sa, st->ss_salen) == 0) {
 		st_established(st);
 		return;
 	}
@@ -290,8 +290,8 @@ st_connect(struct syslog_stream *st)
 		st_fail(st, "connect: %s", strerror(errno));
 		return;
 	}
-	st->state = ST_CONNECTING;
-	st->deadline = mono_msec() + EGRESS_SYSLOG_CONNECT_MS;
+	st->ss_state = ST_CONNECTING;
+	st->ss_deadline = mono_msec() + EGRESS_SYSLOG_CONNECT_MS;
 }
 
 /* Read and discard what the collector sends (nothing is expected), bounded. Returns -1
@@ -303,16 +303,16 @@ st_drain(struct syslog_stream *st)
 	size_t got = 0;
 
 	while (got < EGRESS_SYSLOG_DISCARD_MAX) {
-		if (st->ssl != NULL) {
+		if (st->ss_ssl != NULL) {
 			int r, e;
 
 			ERR_clear_error();
-			r = SSL_read(st->ssl, buf, sizeof(buf));
+			r = SSL_read(st->ss_ssl, buf, sizeof(buf));
 			if (r > 0) {
 				got += (size_t)r;
 				continue;
 			}
-			e = SSL_get_error(st->ssl, r);
+			e = SSL_get_error(st->ss_ssl, r);
 			if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 				return 0;
 			if (e == SSL_ERROR_SSL)
@@ -320,7 +320,7 @@ st_drain(struct syslog_stream *st)
 			else
 				snprintf(why, sizeof(why), "%s", e == SSL_ERROR_SYSCALL &&
 				    errno != 0 ? strerror(errno) : "end of stream");
-			if (!st->proven)
+			if (!st->ss_proven)
 				/* TLS 1.3: the client's handshake ends before the server has judged
 				 * the client certificate; its refusal arrives now */
 				st_fail(st, "the collector closed the connection before taking a "
@@ -333,7 +333,7 @@ st_drain(struct syslog_stream *st)
 				st_fail(st, "the collector's connection broke (%s)", why);
 			return -1;
 		} else {
-			ssize_t r = recv(st->fd, buf, sizeof(buf), MSG_DONTWAIT);
+			ssize_t r = recv(st->ss_fd, buf, sizeof(buf), MSG_DONTWAIT);
 
 			if (r > 0) {
 				got += (size_t)r;
@@ -360,29 +360,29 @@ st_next_frame(struct syslog_stream *st)
 	for (;;) {
 		int n;
 
-		pthread_mutex_lock(&st->mu);
-		st->cur = sspool_next(&st->sp);
-		pthread_mutex_unlock(&st->mu);
-		if (st->cur == NULL)
+		pthread_mutex_lock(&st->ss_mu);
+		st->ss_cur = sspool_next(&st->ss_sp);
+		pthread_mutex_unlock(&st->ss_mu);
+		if (st->ss_cur == NULL)
 			return false;
-		n = dlog_syslog_format(st->cur->line, st->cur->len, st->host, st->pid, st->msg,
+		n = dlog_syslog_format(st->ss_cur->line, st->ss_cur->len, st->ss_host, st->ss_pid, st->ss_msg,
 		    DLOG_SYSLOG_MSG_MAX);
 		if (n > 0)
-			n = dlog_syslog_frame(st->msg, (size_t)n, st->frame, DLOG_SYSLOG_FRAME_MAX);
+			n = dlog_syslog_frame(st->ss_msg, (size_t)n, st->ss_frame, DLOG_SYSLOG_FRAME_MAX);
 		if (n > 0) {
-			st->flen = (size_t)n;
-			st->foff = 0;
+			st->ss_flen = (size_t)n;
+			st->ss_foff = 0;
 			return true;
 		}
 		/* not a record (cannot happen for lines dlog wrote): counted as lost */
 		log_warnx("syslog mirror %s: record seq %llu cannot be formatted; not sent",
-		    st->url, (unsigned long long)st->cur->seq);
-		pthread_mutex_lock(&st->mu);
-		(void)syslog_loss_drop(&st->sp.loss, st->cur->seq);
-		syslog_loss_ok(&st->sp.loss);
-		sspool_sent(&st->sp, st->cur, st->wrote > 0 ? st->wrote : 1);
-		pthread_mutex_unlock(&st->mu);
-		st->cur = NULL;
+		    st->ss_url, (unsigned long long)st->ss_cur->seq);
+		pthread_mutex_lock(&st->ss_mu);
+		(void)syslog_loss_drop(&st->ss_sp.loss, st->ss_cur->seq);
+		syslog_loss_ok(&st->ss_sp.loss);
+		sspool_sent(&st->ss_sp, st->ss_cur, st->ss_wrote > 0 ? st->ss_wrote : 1);
+		pthread_mutex_unlock(&st->ss_mu);
+		st->ss_cur = NULL;
 	}
 }
 
@@ -391,29 +391,29 @@ static int
 st_write(struct syslog_stream *st)
 {
 	for (int i = 0; i < ST_WRITES_PER_WAKE; i++) {
-		if (st->cur == NULL && !st_next_frame(st)) {
-			st->want = 0;
+		if (st->ss_cur == NULL && !st_next_frame(st)) {
+			st->ss_want = 0;
 			return 0;
 		}
-		if (st->ssl != NULL) {
+		if (st->ss_ssl != NULL) {
 			int r, e;
 
 			ERR_clear_error();
 			errno = 0;
-			r = SSL_write(st->ssl, st->frame, (int)st->flen);
+			r = SSL_write(st->ss_ssl, st->ss_frame, (int)st->ss_flen);
 			if (r <= 0) {
-				e = SSL_get_error(st->ssl, r);
+				e = SSL_get_error(st->ss_ssl, r);
 				if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
-					st->want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
-					if (st->blocked_at == 0)
-						st->blocked_at = mono_msec();
+					st->ss_want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+					if (st->ss_blocked_at == 0)
+						st->ss_blocked_at = mono_msec();
 					return 0;
 				}
 				if (e == SSL_ERROR_SSL) {
 					char why[256];
 
 					syslog_tls_errstr(why, sizeof(why));
-					st_fail(st, "TLS write failed (%s)%s", why, st->proven ? "" :
+					st_fail(st, "TLS write failed (%s)%s", why, st->ss_proven ? "" :
 					    ": does the collector want a client certificate "
 					    "(log_syslog_cert, log_syslog_key) or refuse the one given?");
 				} else {
@@ -423,37 +423,37 @@ st_write(struct syslog_stream *st)
 				}
 				return -1;
 			}
-			st->foff = st->flen;   /* without partial-write mode: all or retry */
+			st->ss_foff = st->ss_flen;   /* without partial-write mode: all or retry */
 		} else {
-			ssize_t w = send(st->fd, st->frame + st->foff, st->flen - st->foff,
+			ssize_t w = send(st->ss_fd, st->ss_frame + st->ss_foff, st->ss_flen - st->ss_foff,
 			    MSG_NOSIGNAL | MSG_DONTWAIT);
 
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				st->want = POLLOUT;
-				if (st->blocked_at == 0)
-					st->blocked_at = mono_msec();
+				st->ss_want = POLLOUT;
+				if (st->ss_blocked_at == 0)
+					st->ss_blocked_at = mono_msec();
 				return 0;
 			}
 			if (w < 0) {
 				st_fail(st, "send: %s", strerror(errno));
 				return -1;
 			}
-			st->wrote += (uint64_t)w;
-			st->foff += (size_t)w;
-			st->blocked_at = 0;
-			if (st->foff < st->flen)
+			st->ss_wrote += (uint64_t)w;
+			st->ss_foff += (size_t)w;
+			st->ss_blocked_at = 0;
+			if (st->ss_foff < st->ss_flen)
 				continue;       /* a partial write: the rest of this frame next */
 		}
-		st->blocked_at = 0;
-		pthread_mutex_lock(&st->mu);
-		sspool_sent(&st->sp, st->cur, st->wrote);
-		st->sent++;
-		pthread_mutex_unlock(&st->mu);
-		st->cur = NULL;
+		st->ss_blocked_at = 0;
+		pthread_mutex_lock(&st->ss_mu);
+		sspool_sent(&st->ss_sp, st->ss_cur, st->ss_wrote);
+		st->ss_sent++;
+		pthread_mutex_unlock(&st->ss_mu);
+		st->ss_cur = NULL;
 	}
-	st->want = POLLOUT;
+	st->ss_want = POLLOUT;
 	return 0;
 }
 
@@ -472,53 +472,53 @@ st_main(void *arg)
 	bool out_left;
 
 	for (;;) {
-		struct pollfd p[2] = { { .fd = st->wfd, .events = POLLIN }, { .fd = -1 } };
+		struct pollfd p[2] = { { .fd = st->ss_wfd, .events = POLLIN }, { .fd = -1 } };
 		uint64_t now = mono_msec(), stop_by;
 		bool stop, have, out;
 		int timeout = -1, np = 1;
 
-		pthread_mutex_lock(&st->mu);
-		stop = st->stop;
-		stop_by = st->stop_by_ms;
-		have = st->cur != NULL || sspool_next(&st->sp) != NULL;
-		out = !TAILQ_EMPTY(&st->sp.q) && TAILQ_FIRST(&st->sp.q)->end != 0;
-		pthread_mutex_unlock(&st->mu);
-		if (stop && (st->state == ST_DOWN || (!have && !out) || now >= stop_by))
+		pthread_mutex_lock(&st->ss_mu);
+		stop = st->ss_stop;
+		stop_by = st->ss_stop_by_ms;
+		have = st->ss_cur != NULL || sspool_next(&st->ss_sp) != NULL;
+		out = !TAILQ_EMPTY(&st->ss_sp.q) && TAILQ_FIRST(&st->ss_sp.q)->end != 0;
+		pthread_mutex_unlock(&st->ss_mu);
+		if (stop && (st->ss_state == ST_DOWN || (!have && !out) || now >= stop_by))
 			break;
-		switch (st->state) {
+		switch (st->ss_state) {
 		case ST_DOWN:
-			if (now >= st->retry_at) {
+			if (now >= st->ss_retry_at) {
 				st_connect(st);
 				continue;
 			}
-			timeout = ms_until(st->retry_at, now);
+			timeout = ms_until(st->ss_retry_at, now);
 			break;
 		case ST_CONNECTING:
 		case ST_HANDSHAKE:
-			if (now >= st->deadline) {
-				st_fail(st, st->state == ST_CONNECTING ? "connect timed out after %u ms" :
+			if (now >= st->ss_deadline) {
+				st_fail(st, st->ss_state == ST_CONNECTING ? "connect timed out after %u ms" :
 				    "TLS handshake timed out after %u ms (does the collector speak TLS "
-				    "on this port?)", st->state == ST_CONNECTING ?
+				    "on this port?)", st->ss_state == ST_CONNECTING ?
 				    EGRESS_SYSLOG_CONNECT_MS : EGRESS_SYSLOG_HANDSHAKE_MS);
 				continue;
 			}
-			p[1].fd = st->fd;
-			p[1].events = st->state == ST_CONNECTING ? POLLOUT : st->want;
+			p[1].fd = st->ss_fd;
+			p[1].events = st->ss_state == ST_CONNECTING ? POLLOUT : st->ss_want;
 			np = 2;
-			timeout = ms_until(st->deadline, now);
+			timeout = ms_until(st->ss_deadline, now);
 			break;
 		case ST_UP:
-			if (have && st->blocked_at != 0 &&
-			    now - st->blocked_at >= EGRESS_SYSLOG_STALL_MS) {
+			if (have && st->ss_blocked_at != 0 &&
+			    now - st->ss_blocked_at >= EGRESS_SYSLOG_STALL_MS) {
 				st_fail(st, "the collector took no data for %u ms (it stopped reading)",
 				    EGRESS_SYSLOG_STALL_MS);
 				continue;
 			}
-			p[1].fd = st->fd;
-			p[1].events = POLLIN | (have ? (st->want != 0 ? st->want : POLLOUT) : 0);
+			p[1].fd = st->ss_fd;
+			p[1].events = POLLIN | (have ? (st->ss_want != 0 ? st->ss_want : POLLOUT) : 0);
 			np = 2;
-			if (have && st->blocked_at != 0)
-				timeout = ms_until(st->blocked_at + EGRESS_SYSLOG_STALL_MS, now);
+			if (have && st->ss_blocked_at != 0)
+				timeout = ms_until(st->ss_blocked_at + EGRESS_SYSLOG_STALL_MS, now);
 			if (out && (timeout < 0 || timeout > ST_ACK_POLL_MS))
 				timeout = ST_ACK_POLL_MS;
 			break;
@@ -530,15 +530,15 @@ st_main(void *arg)
 				timeout = t;
 		}
 		if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) {
-			log_warn("syslog mirror %s: poll", st->url);
+			log_warn("syslog mirror %s: poll", st->ss_url);
 			usleep(100 * 1000);
 		}
 		if (p[0].revents & POLLIN) {
 			uint64_t v;
 
-			(void)!read(st->wfd, &v, sizeof(v));
+			(void)!read(st->ss_wfd, &v, sizeof(v));
 		}
-		switch (st->state) {
+		switch (st->ss_state) {
 		case ST_DOWN:
 			break;
 		case ST_CONNECTING:
@@ -546,7 +546,7 @@ st_main(void *arg)
 				int soerr = 0;
 				socklen_t sl = sizeof(soerr);
 
-				if (getsockopt(st->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+				if (getsockopt(st->ss_fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
 					soerr = errno;
 				if (soerr != 0)
 					st_fail(st, "connect: %s", strerror(soerr));
@@ -567,15 +567,15 @@ st_main(void *arg)
 			break;
 		}
 	}
-	if (st->ssl != NULL && st->state == ST_UP) {
+	if (st->ss_ssl != NULL && st->ss_state == ST_UP) {
 		st_ack(st);
-		(void)SSL_shutdown(st->ssl);   /* close_notify, once, never waited for */
+		(void)SSL_shutdown(st->ss_ssl);   /* close_notify, once, never waited for */
 	}
 	/* stopping: what is still unacknowledged is counted as lost (syslog_stream_stop),
 	 * so it must not arrive later either */
-	pthread_mutex_lock(&st->mu);
-	out_left = !TAILQ_EMPTY(&st->sp.q);
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_lock(&st->ss_mu);
+	out_left = !TAILQ_EMPTY(&st->ss_sp.q);
+	pthread_mutex_unlock(&st->ss_mu);
 	st_close_conn(st, out_left);
 	return NULL;
 }
@@ -587,47 +587,47 @@ syslog_stream_new(const struct syslog_stream_config *cfg, char *err, size_t errl
 {
 	struct syslog_stream *st = calloc(1, sizeof(*st));
 
-	if (st == NULL || cfg->salen > sizeof(st->sa)) {
+	if (st == NULL || cfg->salen > sizeof(st->ss_sa)) {
 		free(st);
 		SSL_CTX_free(cfg->ctx);
 		errbuf_set(err, errlen, 0, "log_syslog: out of memory");
 		return NULL;
 	}
-	st->ctx = cfg->ctx;
-	st->fd = -1;
-	st->wfd = -1;
-	pthread_mutex_init(&st->mu, NULL);
-	sspool_init(&st->sp, cfg->spool_max != 0 ? cfg->spool_max :
+	st->ss_ctx = cfg->ctx;
+	st->ss_fd = -1;
+	st->ss_wfd = -1;
+	pthread_mutex_init(&st->ss_mu, NULL);
+	sspool_init(&st->ss_sp, cfg->spool_max != 0 ? cfg->spool_max :
 	    EGRESS_SYSLOG_SPOOL_DEFAULT);
-	memcpy(&st->sa, cfg->sa, cfg->salen);
-	st->salen = cfg->salen;
-	snprintf(st->url, sizeof(st->url), "%s", cfg->url);
-	snprintf(st->host, sizeof(st->host), "%s", cfg->host);
-	st->pid = cfg->pid;
-	if (st->sa.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&st->sa)->sin6_addr, st->ip,
-		    sizeof(st->ip));
+	memcpy(&st->ss_sa, cfg->sa, cfg->salen);
+	st->ss_salen = cfg->salen;
+	snprintf(st->ss_url, sizeof(st->ss_url), "%s", cfg->url);
+	snprintf(st->ss_host, sizeof(st->ss_host), "%s", cfg->host);
+	st->ss_pid = cfg->pid;
+	if (st->ss_sa.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&st->ss_sa)->sin6_addr, st->ss_ip,
+		    sizeof(st->ss_ip));
 	else
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&st->sa)->sin_addr, st->ip,
-		    sizeof(st->ip));
-	st->backoff = EGRESS_SYSLOG_BACKOFF_MIN_MS;
-	st->msg = malloc(DLOG_SYSLOG_MSG_MAX);
-	st->frame = malloc(DLOG_SYSLOG_FRAME_MAX);
-	if (st->msg == NULL || st->frame == NULL ||
-	    (cfg->name != NULL && (st->name = strdup(cfg->name)) == NULL)) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&st->ss_sa)->sin_addr, st->ss_ip,
+		    sizeof(st->ss_ip));
+	st->ss_backoff = EGRESS_SYSLOG_BACKOFF_MIN_MS;
+	st->ss_msg = malloc(DLOG_SYSLOG_MSG_MAX);
+	st->ss_frame = malloc(DLOG_SYSLOG_FRAME_MAX);
+	if (st->ss_msg == NULL || st->ss_frame == NULL ||
+	    (cfg->name != NULL && (st->ss_name = strdup(cfg->name)) == NULL)) {
 		errbuf_set(err, errlen, 0, "log_syslog: out of memory");
 		goto fail;
 	}
-	st->wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (st->wfd < 0) {
+	st->ss_wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (st->ss_wfd < 0) {
 		errbuf_set(err, errlen, 0, "log_syslog: eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	if (pthread_create(&st->th, NULL, st_main, st) != 0) {
+	if (pthread_create(&st->ss_th, NULL, st_main, st) != 0) {
 		errbuf_set(err, errlen, 0, "log_syslog: cannot start the mirror thread");
 		goto fail;
 	}
-	st->started = true;
+	st->ss_started = true;
 	return st;
 fail:
 	syslog_stream_free(st);
@@ -639,7 +639,7 @@ st_wake(struct syslog_stream *st)
 {
 	uint64_t one = 1;
 
-	while (write(st->wfd, &one, sizeof(one)) < 0 && errno == EINTR)
+	while (write(st->ss_wfd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
 }
 
@@ -648,26 +648,26 @@ syslog_stream_stop(struct syslog_stream *st)
 {
 	struct sspool_rec *r;
 
-	if (st == NULL || !st->started)
+	if (st == NULL || !st->ss_started)
 		return;
-	pthread_mutex_lock(&st->mu);
-	st->stop = true;
-	st->stop_by_ms = mono_msec() + EGRESS_SYSLOG_CLOSE_MS;
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_lock(&st->ss_mu);
+	st->ss_stop = true;
+	st->ss_stop_by_ms = mono_msec() + EGRESS_SYSLOG_CLOSE_MS;
+	pthread_mutex_unlock(&st->ss_mu);
 	st_wake(st);
-	pthread_join(st->th, NULL);
-	st->started = false;
+	pthread_join(st->ss_th, NULL);
+	st->ss_started = false;
 	/* What the collector did not acknowledge is lost to it: count and report it. */
-	pthread_mutex_lock(&st->mu);
-	TAILQ_FOREACH(r, &st->sp.q, link)
-		(void)syslog_loss_drop(&st->sp.loss, r->seq);
-	if (st->sp.n > 0)
+	pthread_mutex_lock(&st->ss_mu);
+	TAILQ_FOREACH(r, &st->ss_sp.q, link)
+		(void)syslog_loss_drop(&st->ss_sp.loss, r->seq);
+	if (st->ss_sp.n > 0)
 		log_warnx("syslog mirror %s: stopping with %zu record(s) the collector has not "
-		    "acknowledged (%s)", st->url, st->sp.n, st->connected ? "it was slow" :
-		    st->error);
-	syslog_loss_flush(&st->sp.loss);
-	sspool_clear(&st->sp);
-	pthread_mutex_unlock(&st->mu);
+		    "acknowledged (%s)", st->ss_url, st->ss_sp.n, st->ss_connected ? "it was slow" :
+		    st->ss_error);
+	syslog_loss_flush(&st->ss_sp.loss);
+	sspool_clear(&st->ss_sp);
+	pthread_mutex_unlock(&st->ss_mu);
 }
 
 void
@@ -676,14 +676,14 @@ syslog_stream_free(struct syslog_stream *st)
 	if (st == NULL)
 		return;
 	syslog_stream_stop(st);
-	sspool_clear(&st->sp);
-	if (st->wfd >= 0)
-		close(st->wfd);
-	pthread_mutex_destroy(&st->mu);
-	SSL_CTX_free(st->ctx);
-	free(st->name);
-	free(st->msg);
-	free(st->frame);
+	sspool_clear(&st->ss_sp);
+	if (st->ss_wfd >= 0)
+		close(st->ss_wfd);
+	pthread_mutex_destroy(&st->ss_mu);
+	SSL_CTX_free(st->ss_ctx);
+	free(st->ss_name);
+	free(st->ss_msg);
+	free(st->ss_frame);
 	free(st);
 }
 
@@ -693,9 +693,9 @@ syslog_stream_push(struct syslog_stream *st, const char *buf, size_t len)
 	const char *p = buf, *end = buf + len;
 	bool any = false;
 
-	pthread_mutex_lock(&st->mu);
-	if (st->stop) {
-		pthread_mutex_unlock(&st->mu);
+	pthread_mutex_lock(&st->ss_mu);
+	if (st->ss_stop) {
+		pthread_mutex_unlock(&st->ss_mu);
 		return;
 	}
 	while (p < end) {
@@ -707,16 +707,16 @@ syslog_stream_push(struct syslog_stream *st, const char *buf, size_t len)
 			break;
 		n = (size_t)(nl - p);
 		seq = sspool_line_seq(p, n);
-		switch (sspool_push(&st->sp, seq, p, n)) {
+		switch (sspool_push(&st->ss_sp, seq, p, n)) {
 		case SSPOOL_QUEUED:
 			any = true;
 			break;
 		case SSPOOL_DROPPED_FIRST:
 			log_warnx("syslog mirror %s: spool full (%llu bytes, %zu records held%s%s): "
 			    "dropping new records from seq %llu until the collector takes some; the "
-			    "loss is counted (metrics) and recorded in the decision log", st->url,
-			    (unsigned long long)st->sp.max, st->sp.n, st->connected ? "" :
-			    "; collector unreachable: ", st->connected ? "" : st->error,
+			    "loss is counted (metrics) and recorded in the decision log", st->ss_url,
+			    (unsigned long long)st->ss_sp.max, st->ss_sp.n, st->ss_connected ? "" :
+			    "; collector unreachable: ", st->ss_connected ? "" : st->ss_error,
 			    (unsigned long long)seq);
 			break;
 		case SSPOOL_DROPPED:
@@ -724,7 +724,7 @@ syslog_stream_push(struct syslog_stream *st, const char *buf, size_t len)
 		}
 		p = nl + 1;
 	}
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_unlock(&st->ss_mu);
 	if (any)
 		st_wake(st);
 }
@@ -735,9 +735,9 @@ syslog_stream_loss_take(struct syslog_stream *st, uint64_t *count, uint64_t *fir
 {
 	bool r;
 
-	pthread_mutex_lock(&st->mu);
-	r = syslog_loss_take(&st->sp.loss, count, first, last);
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_lock(&st->ss_mu);
+	r = syslog_loss_take(&st->ss_sp.loss, count, first, last);
+	pthread_mutex_unlock(&st->ss_mu);
 	return r;
 }
 
@@ -745,25 +745,25 @@ void
 syslog_stream_loss_restore(struct syslog_stream *st, uint64_t count, uint64_t first,
     uint64_t last)
 {
-	pthread_mutex_lock(&st->mu);
-	syslog_loss_restore(&st->sp.loss, count, first, last);
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_lock(&st->ss_mu);
+	syslog_loss_restore(&st->ss_sp.loss, count, first, last);
+	pthread_mutex_unlock(&st->ss_mu);
 }
 
 void
 syslog_stream_stats(struct syslog_stream *st, struct dlog_syslog_stats *out)
 {
-	pthread_mutex_lock(&st->mu);
-	out->connected = st->connected;
-	out->sent = st->sent;
-	out->dropped = st->sp.loss.total;
-	out->loss_episodes = st->sp.loss.episodes;
-	out->resent = st->resent;
-	out->connects = st->connects;
-	out->failures = st->failures;
-	out->spool_records = st->sp.n;
-	out->spool_bytes = st->sp.used;
-	out->spool_max = st->sp.max;
-	snprintf(out->error, sizeof(out->error), "%s", st->error);
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_lock(&st->ss_mu);
+	out->connected = st->ss_connected;
+	out->sent = st->ss_sent;
+	out->dropped = st->ss_sp.loss.total;
+	out->loss_episodes = st->ss_sp.loss.episodes;
+	out->resent = st->ss_resent;
+	out->connects = st->ss_connects;
+	out->failures = st->ss_failures;
+	out->spool_records = st->ss_sp.n;
+	out->spool_bytes = st->ss_sp.used;
+	out->spool_max = st->ss_sp.max;
+	snprintf(out->error, sizeof(out->error), "%s", st->ss_error);
+	pthread_mutex_unlock(&st->ss_mu);
 }

@@ -18,15 +18,15 @@
 #define BRIDGE_HIGH_WM (256 * 1024)
 
 struct tlsbridge {
-	struct event_base *base;
-	struct bufferevent *tls;     /* to the proxy */
-	struct bufferevent *app;     /* our socketpair end */
-	int app_peer;                /* the end handed out (-1 once handed out) */
-	tlsbridge_cb cb;
-	void *arg;
-	int connected;
-	int tls_eof, app_eof;
-	struct tlsbridge *next, *prev;
+	struct event_base *tb_base;
+	struct bufferevent *tb_tls;  /* to the proxy */
+	struct bufferevent *tb_app;  /* our socketpair end */
+	int tb_app_peer;             /* the end handed out (-1 once handed out) */
+	tlsbridge_cb tb_cb;
+	void *tb_arg;
+	int tb_connected;
+	int tb_tls_eof, tb_app_eof;
+	struct tlsbridge *tb_next, *tb_prev;
 };
 
 static struct tlsbridge *bridges;
@@ -34,27 +34,27 @@ static struct tlsbridge *bridges;
 static void
 bridge_free(struct tlsbridge *b)
 {
-	if (b->prev)
-		b->prev->next = b->next;
+	if (b->tb_prev)
+		b->tb_prev->tb_next = b->tb_next;
 	else if (bridges == b)
-		bridges = b->next;
-	if (b->next)
-		b->next->prev = b->prev;
-	if (b->tls)
-		bufferevent_free(b->tls);
-	if (b->app)
-		bufferevent_free(b->app);
-	if (b->app_peer >= 0)
-		close(b->app_peer);
+		bridges = b->tb_next;
+	if (b->tb_next)
+		b->tb_next->tb_prev = b->tb_prev;
+	if (b->tb_tls)
+		bufferevent_free(b->tb_tls);
+	if (b->tb_app)
+		bufferevent_free(b->tb_app);
+	if (b->tb_app_peer >= 0)
+		close(b->tb_app_peer);
 	free(b);
 }
 
 static void
 fail(struct tlsbridge *b, const char *why)
 {
-	tlsbridge_cb cb = b->cb;
-	void *arg = b->arg;
-	int was_connected = b->connected;
+	tlsbridge_cb cb = b->tb_cb;
+	void *arg = b->tb_arg;
+	int was_connected = b->tb_connected;
 
 	bridge_free(b);
 	if (!was_connected && cb != NULL)
@@ -75,9 +75,9 @@ relay(struct bufferevent *from, struct bufferevent *to)
 static void
 maybe_done(struct tlsbridge *b)
 {
-	if (b->tls_eof && b->app_eof &&
-	    evbuffer_get_length(bufferevent_get_output(b->tls)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(b->app)) == 0)
+	if (b->tb_tls_eof && b->tb_app_eof &&
+	    evbuffer_get_length(bufferevent_get_output(b->tb_tls)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(b->tb_app)) == 0)
 		bridge_free(b);
 }
 
@@ -86,7 +86,7 @@ tls_read(struct bufferevent *bev, void *arg)
 {
 	struct tlsbridge *b = arg;
 
-	relay(bev, b->app);
+	relay(bev, b->tb_app);
 }
 
 static void
@@ -94,7 +94,7 @@ app_read(struct bufferevent *bev, void *arg)
 {
 	struct tlsbridge *b = arg;
 
-	relay(bev, b->tls);
+	relay(bev, b->tb_tls);
 }
 
 /* Output drained: resume reading the other side; pass on a pending half-close. */
@@ -103,8 +103,8 @@ tls_write(struct bufferevent *bev, void *arg)
 {
 	struct tlsbridge *b = arg;
 
-	if (!b->app_eof)
-		bufferevent_enable(b->app, EV_READ);
+	if (!b->tb_app_eof)
+		bufferevent_enable(b->tb_app, EV_READ);
 	else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		maybe_done(b);
 }
@@ -114,8 +114,8 @@ app_write(struct bufferevent *bev, void *arg)
 {
 	struct tlsbridge *b = arg;
 
-	if (!b->tls_eof)
-		bufferevent_enable(b->tls, EV_READ);
+	if (!b->tb_tls_eof)
+		bufferevent_enable(b->tb_tls, EV_READ);
 	else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
 		shutdown(bufferevent_getfd(bev), SHUT_WR);
 		maybe_done(b);
@@ -131,30 +131,30 @@ tls_event(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		int sv[2];
-		tlsbridge_cb cb = b->cb;
+		tlsbridge_cb cb = b->tb_cb;
 
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
 			fail(b, "socketpair failed");
 			return;
 		}
-		b->app = bufferevent_socket_new(b->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
-		if (b->app == NULL) {
+		b->tb_app = bufferevent_socket_new(b->tb_base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+		if (b->tb_app == NULL) {
 			close(sv[0]);
 			close(sv[1]);
 			fail(b, "out of memory");
 			return;
 		}
-		b->connected = 1;
-		bufferevent_setcb(b->app, app_read, app_write, app_event, b);
-		bufferevent_setcb(b->tls, tls_read, tls_write, tls_event, b);
-		bufferevent_enable(b->app, EV_READ | EV_WRITE);
-		bufferevent_enable(b->tls, EV_READ | EV_WRITE);
-		b->cb = NULL;
-		cb(sv[1], NULL, b->arg);
+		b->tb_connected = 1;
+		bufferevent_setcb(b->tb_app, app_read, app_write, app_event, b);
+		bufferevent_setcb(b->tb_tls, tls_read, tls_write, tls_event, b);
+		bufferevent_enable(b->tb_app, EV_READ | EV_WRITE);
+		bufferevent_enable(b->tb_tls, EV_READ | EV_WRITE);
+		b->tb_cb = NULL;
+		cb(sv[1], NULL, b->tb_arg);
 		return;
 	}
 	if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) {
-		if (!b->connected) {
+		if (!b->tb_connected) {
 			char why[200];
 			unsigned long e = bufferevent_get_openssl_error(bev);
 			long vr = SSL_get_verify_result(bufferevent_openssl_get_ssl(bev));
@@ -171,12 +171,12 @@ tls_event(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 		/* proxy side ended: flush to the app side, then half-close it */
-		b->tls_eof = 1;
-		relay(bev, b->app);
-		if (evbuffer_get_length(bufferevent_get_output(b->app)) == 0) {
-			shutdown(bufferevent_getfd(b->app), SHUT_WR);
+		b->tb_tls_eof = 1;
+		relay(bev, b->tb_app);
+		if (evbuffer_get_length(bufferevent_get_output(b->tb_app)) == 0) {
+			shutdown(bufferevent_getfd(b->tb_app), SHUT_WR);
 			if (what & BEV_EVENT_ERROR)
-				b->app_eof = 1;   /* nothing more can reach a broken TLS link */
+				b->tb_app_eof = 1;   /* nothing more can reach a broken TLS link */
 			maybe_done(b);
 		}
 	}
@@ -189,9 +189,9 @@ app_event(struct bufferevent *bev, short what, void *arg)
 
 	(void)bev;
 	if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) {
-		b->app_eof = 1;
+		b->tb_app_eof = 1;
 		if (what & BEV_EVENT_ERROR)
-			b->tls_eof = 1;
+			b->tb_tls_eof = 1;
 		maybe_done(b);
 	}
 }
@@ -205,10 +205,10 @@ tlsbridge_new(struct event_base *base, int fd, SSL_CTX *ctx, const struct host *
 
 	if (b == NULL || (ssl = SSL_new(ctx)) == NULL)
 		goto fail;
-	b->base = base;
-	b->app_peer = -1;
-	b->cb = cb;
-	b->arg = arg;
+	b->tb_base = base;
+	b->tb_app_peer = -1;
+	b->tb_cb = cb;
+	b->tb_arg = arg;
 	if (peer->kind == HOST_NAME) {
 		char sni[sizeof(peer->name)];     /* the SNI macro takes a non-const pointer */
 		memcpy(sni, peer->name, sizeof(sni));
@@ -218,16 +218,16 @@ tlsbridge_new(struct event_base *base, int fd, SSL_CTX *ctx, const struct host *
 		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), peer->name);
 	}
 	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
-	b->tls = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+	b->tb_tls = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
 	    BEV_OPT_CLOSE_ON_FREE);
-	if (b->tls == NULL)
+	if (b->tb_tls == NULL)
 		goto fail;
-	bufferevent_openssl_set_allow_dirty_shutdown(b->tls, 1);
-	bufferevent_setcb(b->tls, NULL, NULL, tls_event, b);
-	bufferevent_enable(b->tls, EV_READ | EV_WRITE);
-	b->next = bridges;
+	bufferevent_openssl_set_allow_dirty_shutdown(b->tb_tls, 1);
+	bufferevent_setcb(b->tb_tls, NULL, NULL, tls_event, b);
+	bufferevent_enable(b->tb_tls, EV_READ | EV_WRITE);
+	b->tb_next = bridges;
 	if (bridges)
-		bridges->prev = b;
+		bridges->tb_prev = b;
 	bridges = b;
 	return b;
 fail:
@@ -241,7 +241,7 @@ fail:
 void
 tlsbridge_abort(struct tlsbridge *b)
 {
-	if (b != NULL && !b->connected)
+	if (b != NULL && !b->tb_connected)
 		bridge_free(b);
 }
 

@@ -122,73 +122,73 @@ static void dir_drop_buf(struct dir *d);
 static void
 tunnel_free(struct tunnel *t)
 {
-	connector_free(t->retry_conn);      /* a retry still connecting (relay_http.c) */
+	connector_free(t->tn_retry_conn);      /* a retry still connecting (relay_http.c) */
 	for (int i = 0; i < 2; i++) {
-		struct dir *d = &t->d[i];
-		if (d->rev != NULL)
-			event_free(d->rev);
-		if (d->wev != NULL)
-			event_free(d->wev);
-		pipe_put(t->pool, d->pipe, d->inpipe == 0);
+		struct dir *d = &t->tn_d[i];
+		if (d->dr_rev != NULL)
+			event_free(d->dr_rev);
+		if (d->dr_wev != NULL)
+			event_free(d->dr_wev);
+		pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
 		/* through an upstream proxy the first bytes upstream carried egressd's
 		 * Proxy-Authorization: credentials are wiped before their memory is freed */
-		if (t->o.via_proxy && d->buf != NULL)
-			secret_wipe(d->buf, d->bcap);
-		free(d->buf);
-		free(d->head);
+		if (t->tn_o.via_proxy && d->dr_buf != NULL)
+			secret_wipe(d->dr_buf, d->dr_bcap);
+		free(d->dr_buf);
+		free(d->dr_head);
 	}
-	free(t->refusal);
-	if (t->rhead != NULL)
-		secret_wipe(t->rhead, t->nrhead);   /* may carry the client's credentials */
-	free(t->rhead);
-	if (t->timer != NULL)
-		event_free(t->timer);
-	if (t->cfd >= 0 && t->o.http && !t->keep_cfd) {
+	free(t->tn_refusal);
+	if (t->tn_rhead != NULL)
+		secret_wipe(t->tn_rhead, t->tn_nrhead);   /* may carry the client's credentials */
+	free(t->tn_rhead);
+	if (t->tn_timer != NULL)
+		event_free(t->tn_timer);
+	if (t->tn_cfd >= 0 && t->tn_o.http && !t->tn_keep_cfd) {
 		/* Client bytes egressd never read (a pipelined request) would make close() send
 		 * a reset that can destroy the end of the response still in flight: send FIN
 		 * first and discard what is already queued (bounded). A kept client connection
 		 * (keep-alive) is handed back instead: its unread bytes are the next request. */
 		char sink[4096];
-		shutdown(t->cfd, SHUT_WR);
-		for (int i = 0; i < 16 && recv(t->cfd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		shutdown(t->tn_cfd, SHUT_WR);
+		for (int i = 0; i < 16 && recv(t->tn_cfd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 			;
 	}
-	if (t->cfd >= 0 && !t->keep_cfd)
-		close(t->cfd);
-	if (t->ufd >= 0 && !t->keep_ufd)
-		close(t->ufd);
+	if (t->tn_cfd >= 0 && !t->tn_keep_cfd)
+		close(t->tn_cfd);
+	if (t->tn_ufd >= 0 && !t->tn_keep_ufd)
+		close(t->tn_ufd);
 	free(t);
 }
 
 void
 tunnel_end(struct tunnel *t, enum reason why)
 {
-	if (t->closing)
+	if (t->tn_closing)
 		return;
-	t->closing = true;
+	t->tn_closing = true;
 	/* A refusal can still be told to the client when no final response head reached it
 	 * yet (interim 1xx heads may have: a final 4xx/5xx may follow them). */
-	if (t->o.http && !t->d[1].final_started && reason_http_status(why) > 0) {
+	if (t->tn_o.http && !t->tn_d[1].dr_final_started && reason_http_status(why) > 0) {
 		char r[512];
 		const char *rb = r;
 		size_t n;
-		if (t->refusal != NULL) {
-			rb = t->refusal;
-			n = t->nrefusal;
+		if (t->tn_refusal != NULL) {
+			rb = t->tn_refusal;
+			n = t->tn_nrefusal;
 		} else {
 			n = http_format_refusal(why, r, sizeof(r));
 		}
-		if (n > 0 && send(t->cfd, rb, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		if (n > 0 && send(t->tn_cfd, rb, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			log_debug("tunnel: refusal not delivered: %s", strerror(errno));
-		t->keep_cfd = false;
+		t->tn_keep_cfd = false;
 	}
 	for (int i = 0; i < 2; i++) {
-		event_del(t->d[i].rev);
-		event_del(t->d[i].wev);
+		event_del(t->tn_d[i].dr_rev);
+		event_del(t->tn_d[i].dr_wev);
 	}
-	event_del(t->timer);
-	if (t->cb != NULL)
-		t->cb(why, t->d[0].bytes, t->d[1].bytes, t->arg);
+	event_del(t->tn_timer);
+	if (t->tn_cb != NULL)
+		t->tn_cb(why, t->tn_d[0].dr_bytes, t->tn_d[1].dr_bytes, t->tn_arg);
 	tunnel_free(t);
 }
 
@@ -201,44 +201,44 @@ tunnel_close(struct tunnel *t, enum reason why)
 uint64_t
 tunnel_bytes_up(const struct tunnel *t)
 {
-	return t->d[0].bytes;
+	return t->tn_d[0].dr_bytes;
 }
 
 uint64_t
 tunnel_bytes_down(const struct tunnel *t)
 {
-	return t->d[1].bytes;
+	return t->tn_d[1].dr_bytes;
 }
 
 static void
 count(struct dir *d, size_t n)
 {
-	struct tunnel *t = d->t;
+	struct tunnel *t = d->dr_t;
 
-	d->bytes += n;
-	t->last_ms = mono_msec();
-	if (t->o.bytes_total != NULL) {
-		*t->o.bytes_total += n;
-		if (t->o.bytes_limit > 0 && *t->o.bytes_total >= t->o.bytes_limit)
-			t->over_budget = true;
+	d->dr_bytes += n;
+	t->tn_last_ms = mono_msec();
+	if (t->tn_o.bytes_total != NULL) {
+		*t->tn_o.bytes_total += n;
+		if (t->tn_o.bytes_limit > 0 && *t->tn_o.bytes_total >= t->tn_o.bytes_limit)
+			t->tn_over_budget = true;
 	}
-	if (d->up && t->o.bytes_up_total != NULL)
-		*t->o.bytes_up_total += n;
-	if (!d->up && t->o.bytes_down_total != NULL)
-		*t->o.bytes_down_total += n;
+	if (d->dr_up && t->tn_o.bytes_up_total != NULL)
+		*t->tn_o.bytes_up_total += n;
+	if (!d->dr_up && t->tn_o.bytes_down_total != NULL)
+		*t->tn_o.bytes_down_total += n;
 }
 
 static void
 timer_arm(struct tunnel *t)
 {
 	uint64_t now = mono_msec();
-	uint64_t idle_at = t->last_ms + t->o.idle_ms;
-	uint64_t life_at = t->start_ms + t->o.lifetime_ms;
+	uint64_t idle_at = t->tn_last_ms + t->tn_o.idle_ms;
+	uint64_t life_at = t->tn_start_ms + t->tn_o.lifetime_ms;
 	uint64_t at = idle_at < life_at ? idle_at : life_at;
 	uint64_t wait = at > now ? at - now : 0;
 	struct timeval tv = { (time_t)(wait / 1000), (suseconds_t)((wait % 1000) * 1000) };
 
-	evtimer_add(t->timer, &tv);
+	evtimer_add(t->tn_timer, &tv);
 }
 
 static void
@@ -247,13 +247,13 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct tunnel *t = arg;
 	uint64_t now = mono_msec();
 
-	if (now >= t->start_ms + t->o.lifetime_ms) {
+	if (now >= t->tn_start_ms + t->tn_o.lifetime_ms) {
 		tunnel_end(t, REASON_CLOSE_LIFETIME);
 		return;
 	}
-	if (now >= t->last_ms + t->o.idle_ms) {
+	if (now >= t->tn_last_ms + t->tn_o.idle_ms) {
 		/* An origin that never answered an HTTP request timed out, not "idle". */
-		tunnel_end(t, t->o.http && t->d[1].want_head ? REASON_UPSTREAM_TIMEOUT :
+		tunnel_end(t, t->tn_o.http && t->tn_d[1].dr_want_head ? REASON_UPSTREAM_TIMEOUT :
 		    REASON_CLOSE_IDLE);
 		return;
 	}
@@ -264,24 +264,24 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 dir_finish(struct dir *d)
 {
-	struct tunnel *t = d->t;
+	struct tunnel *t = d->dr_t;
 
-	d->done = true;
-	event_del(d->rev);
-	event_del(d->wev);
-	pipe_put(t->pool, d->pipe, d->inpipe == 0);
-	if (t->first_close == REASON_ALLOWED)
-		t->first_close = d->up ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
-	if (t->o.http) {
+	d->dr_done = true;
+	event_del(d->dr_rev);
+	event_del(d->dr_wev);
+	pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
+	if (t->tn_first_close == REASON_ALLOWED)
+		t->tn_first_close = d->dr_up ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
+	if (t->tn_o.http) {
 		/* The exchange is over when the response is delivered. */
-		if (!d->up)
+		if (!d->dr_up)
 			tunnel_end(t, REASON_CLOSE_UPSTREAM);
 		return;
 	}
-	if (shutdown(d->dst, SHUT_WR) != 0 && errno != ENOTCONN)
+	if (shutdown(d->dr_dst, SHUT_WR) != 0 && errno != ENOTCONN)
 		log_debug("tunnel: shutdown: %s", strerror(errno));
-	if (t->d[0].done && t->d[1].done)
-		tunnel_end(t, t->first_close);
+	if (t->tn_d[0].dr_done && t->tn_d[1].dr_done)
+		tunnel_end(t, t->tn_first_close);
 }
 
 /*
@@ -304,8 +304,8 @@ io_fail_kind(void)
 static int
 flush_buf(struct dir *d)
 {
-	while (d->boff < d->blen) {
-		ssize_t n = send(d->dst, d->buf + d->boff, d->blen - d->boff,
+	while (d->dr_boff < d->dr_blen) {
+		ssize_t n = send(d->dr_dst, d->dr_buf + d->dr_boff, d->dr_blen - d->dr_boff,
 		    MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			enum io_fail k = io_fail_kind();
@@ -313,13 +313,13 @@ flush_buf(struct dir *d)
 				continue;
 			return k == IO_WAIT ? 0 : -1;
 		}
-		d->boff += (size_t)n;
-		size_t own = d->nocount < (size_t)n ? d->nocount : (size_t)n;
-		d->nocount -= own;
+		d->dr_boff += (size_t)n;
+		size_t own = d->dr_nocount < (size_t)n ? d->dr_nocount : (size_t)n;
+		d->dr_nocount -= own;
 		count(d, (size_t)n - own);
 	}
-	d->boff = d->blen = 0;
-	if (d->use_pipe && !d->t->o.http && !d->t->o.via_proxy && d->buf != NULL)
+	d->dr_boff = d->dr_blen = 0;
+	if (d->dr_use_pipe && !d->dr_t->tn_o.http && !d->dr_t->tn_o.via_proxy && d->dr_buf != NULL)
 		/* splice moves the data from now on: give the buffer back (it is grown again
 		 * if this direction ever falls back to copying) */
 		dir_drop_buf(d);
@@ -329,8 +329,8 @@ flush_buf(struct dir *d)
 static int
 flush_pipe(struct dir *d)
 {
-	while (d->inpipe > 0) {
-		ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
+	while (d->dr_inpipe > 0) {
+		ssize_t n = splice(d->dr_pipe[0], NULL, d->dr_dst, NULL, d->dr_inpipe,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0) {
 			enum io_fail k = io_fail_kind();
@@ -340,7 +340,7 @@ flush_pipe(struct dir *d)
 		}
 		if (n == 0)
 			return -1;
-		d->inpipe -= (size_t)n;
+		d->dr_inpipe -= (size_t)n;
 		count(d, (size_t)n);
 	}
 	return 1;
@@ -350,36 +350,36 @@ flush_pipe(struct dir *d)
 static void
 dir_drop_buf(struct dir *d)
 {
-	free(d->buf);
-	d->buf = NULL;
-	d->bcap = 0;
-	d->boff = d->blen = 0;
+	free(d->dr_buf);
+	d->dr_buf = NULL;
+	d->dr_bcap = 0;
+	d->dr_boff = d->dr_blen = 0;
 }
 
 bool
 tunnel_dir_reserve(struct dir *d, size_t cap)
 {
-	if (d->bcap >= cap)
+	if (d->dr_bcap >= cap)
 		return true;
-	char *nb = realloc(d->buf, cap);
+	char *nb = realloc(d->dr_buf, cap);
 	if (nb == NULL)
 		return false;
-	d->buf = nb;
-	d->bcap = cap;
+	d->dr_buf = nb;
+	d->dr_bcap = cap;
 	return true;
 }
 
 static void
 dir_fail(struct dir *d, enum reason why)
 {
-	struct tunnel *t = d->t;
+	struct tunnel *t = d->dr_t;
 
 	if ((why == REASON_UPSTREAM_RESET || why == REASON_CLOSE_UPSTREAM) &&
 	    relay_http_retry_fresh(t))
 		return;
 	/* the fresh connection failed too, before any response: the origin is unreachable
 	 * now, as the first failure said */
-	if (t->retried && !t->up_any && !t->d[1].final_started &&
+	if (t->tn_retried && !t->tn_up_any && !t->tn_d[1].dr_final_started &&
 	    (why == REASON_CLOSE_UPSTREAM || why == REASON_CLOSE_ERROR))
 		why = REASON_UPSTREAM_RESET;
 	tunnel_end(t, why);
@@ -389,7 +389,7 @@ static enum reason
 io_error_reason(struct dir *d, bool reading)
 {
 	int e = errno;
-	bool client_side = reading ? d->up : !d->up;
+	bool client_side = reading ? d->dr_up : !d->dr_up;
 
 	if (e == ECONNRESET || e == EPIPE)
 		return client_side ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
@@ -405,34 +405,34 @@ io_error_reason(struct dir *d, bool reading)
 static void
 dir_wait_read(struct dir *d)
 {
-	event_del(d->wev);      /* no system call when it is not pending */
-	event_add(d->rev, NULL);   /* none when it is pending already */
+	event_del(d->dr_wev);      /* no system call when it is not pending */
+	event_add(d->dr_rev, NULL);   /* none when it is pending already */
 }
 
 static void
 dir_wait_write(struct dir *d)
 {
-	event_del(d->rev);      /* a persistent read event would spin while writes block */
-	event_add(d->wev, NULL);
+	event_del(d->dr_rev);      /* a persistent read event would spin while writes block */
+	event_add(d->dr_wev, NULL);
 }
 
 static void
 dir_run(struct dir *d)
 {
-	struct tunnel *t = d->t;
+	struct tunnel *t = d->dr_t;
 	enum reason why;
 	int r;
 
 	for (int round = 0; round < TUNNEL_ROUNDS; round++) {
-		if (d->done)
+		if (d->dr_done)
 			return;
-		if (t->over_budget) {
+		if (t->tn_over_budget) {
 			dir_fail(d, REASON_LIMIT_BYTES);
 			return;
 		}
 		/* 1. flush what is pending */
-		r = d->blen > d->boff ? flush_buf(d) : 1;
-		if (r == 1 && d->inpipe > 0)
+		r = d->dr_blen > d->dr_boff ? flush_buf(d) : 1;
+		if (r == 1 && d->dr_inpipe > 0)
 			r = flush_pipe(d);
 		if (r < 0) {
 			dir_fail(d, io_error_reason(d, false));
@@ -442,37 +442,37 @@ dir_run(struct dir *d)
 			dir_wait_write(d);
 			return;
 		}
-		if (!t->o.http)
-			event_del(d->wev);   /* written: a persistent write event would spin */
+		if (!t->tn_o.http)
+			event_del(d->dr_wev);   /* written: a persistent write event would spin */
 		/* 2. everything written: pass EOF on, or read more */
-		if (t->over_budget) {
+		if (t->tn_over_budget) {
 			dir_fail(d, REASON_LIMIT_BYTES);
 			return;
 		}
-		if (d->eof) {
+		if (d->dr_eof) {
 			dir_finish(d);
 			return;
 		}
-		if (!d->up && t->o.http && d->resp_done) {
+		if (!d->dr_up && t->tn_o.http && d->dr_resp_done) {
 			relay_http_delivered(t);
 			return;
 		}
-		if (d->up && t->o.http && d->body == 0) {
+		if (d->dr_up && t->tn_o.http && d->dr_body == 0) {
 			/* request body complete: never read what follows (a new, unauthorized
 			 * request) */
-			d->done = true;
-			event_del(d->rev);
+			d->dr_done = true;
+			event_del(d->dr_rev);
 			return;
 		}
-		if (d->fresh) {
+		if (d->dr_fresh) {
 			/* the 200 line (or the client's early bytes) is out; the level-triggered
 			 * read event reports whatever is already waiting */
-			d->fresh = false;
+			d->dr_fresh = false;
 			dir_wait_read(d);
 			return;
 		}
-		bool piped = d->use_pipe;
-		if (piped && d->pipe[0] < 0 && pipe_get(t->pool, d->pipe) != 0) {
+		bool piped = d->dr_use_pipe;
+		if (piped && d->dr_pipe[0] < 0 && pipe_get(t->tn_pool, d->dr_pipe) != 0) {
 			/* No pipe now (fd limit or the pipe cap): copy this round; try again
 			 * next time. */
 			log_debug("tunnel: no pipe (%s); copying through user space",
@@ -486,15 +486,15 @@ dir_run(struct dir *d)
 				return;
 			}
 			want = TUNNEL_BUF;
-			if (d->up && t->o.http && d->body == 1 && d->body_left < want)
-				want = (size_t)d->body_left;
-			if (!d->up && t->o.http && !d->want_head && d->rbody == RB_LENGTH &&
-			    d->rleft < want)
-				want = (size_t)d->rleft;
+			if (d->dr_up && t->tn_o.http && d->dr_body == 1 && d->dr_body_left < want)
+				want = (size_t)d->dr_body_left;
+			if (!d->dr_up && t->tn_o.http && !d->dr_want_head && d->dr_rbody == RB_LENGTH &&
+			    d->dr_rleft < want)
+				want = (size_t)d->dr_rleft;
 		}
 		/* 3. read: into the pipe (splice) or the buffer (copy); one error path */
-		ssize_t n = piped ? splice(d->src, NULL, d->pipe[1], NULL, want,
-		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK) : recv(d->src, d->buf, want, MSG_DONTWAIT);
+		ssize_t n = piped ? splice(d->dr_src, NULL, d->dr_pipe[1], NULL, want,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK) : recv(d->dr_src, d->dr_buf, want, MSG_DONTWAIT);
 		if (n < 0) {
 			switch (io_fail_kind()) {
 			case IO_RETRY:
@@ -504,8 +504,8 @@ dir_run(struct dir *d)
 				 * here: idle tunnels cost two fds, not six) nor, relaying CONNECT
 				 * bytes, a copy buffer (empty too: everything read was written) */
 				if (piped)
-					pipe_put(t->pool, d->pipe, true);
-				else if (!t->o.http)
+					pipe_put(t->tn_pool, d->dr_pipe, true);
+				else if (!t->tn_o.http)
 					dir_drop_buf(d);
 				dir_wait_read(d);
 				return;
@@ -517,68 +517,68 @@ dir_run(struct dir *d)
 		}
 		if (piped) {
 			if (n == 0)
-				d->eof = true;
-			d->inpipe = (size_t)n;
+				d->dr_eof = true;
+			d->dr_inpipe = (size_t)n;
 			continue;
 		}
 		if (n == 0) {
-			if (!d->up && t->o.http && d->want_head) {
-				dir_fail(d, d->headlen == 0 ? REASON_UPSTREAM_RESET :
+			if (!d->dr_up && t->tn_o.http && d->dr_want_head) {
+				dir_fail(d, d->dr_headlen == 0 ? REASON_UPSTREAM_RESET :
 				    REASON_BAD_RESPONSE);
 				return;
 			}
-			if (d->up && t->o.http) {
+			if (d->dr_up && t->tn_o.http) {
 				/* The client stopped sending; the response may still come. A body cut
 				 * short is the origin's problem to detect (its framing). */
-				t->client_eof = true;
-				d->done = true;
-				event_del(d->rev);
+				t->tn_client_eof = true;
+				d->dr_done = true;
+				event_del(d->dr_rev);
 				return;
 			}
-			d->eof = true;
+			d->dr_eof = true;
 			continue;
 		}
-		t->last_ms = mono_msec();
-		if (!d->up)
-			t->up_any = true;
-		d->boff = 0;
-		d->blen = (size_t)n;
-		if (d->up && t->o.http) {
-			if (d->body == 1) {
-				d->body_left -= (uint64_t)n;
-				if (d->body_left == 0)
-					d->body = 0;
-			} else if (d->body == 2) {
+		t->tn_last_ms = mono_msec();
+		if (!d->dr_up)
+			t->tn_up_any = true;
+		d->dr_boff = 0;
+		d->dr_blen = (size_t)n;
+		if (d->dr_up && t->tn_o.http) {
+			if (d->dr_body == 1) {
+				d->dr_body_left -= (uint64_t)n;
+				if (d->dr_body_left == 0)
+					d->dr_body = 0;
+			} else if (d->dr_body == 2) {
 				bool done = false;
-				long k = http_chunked_feed(&d->ch, d->buf, (size_t)n, &done);
+				long k = http_chunked_feed(&d->dr_ch, d->dr_buf, (size_t)n, &done);
 				if (k < 0) {
 					dir_fail(d, REASON_BAD_FRAMING);
 					return;
 				}
-				d->blen = (size_t)k;
+				d->dr_blen = (size_t)k;
 				if (done)
-					d->body = 0;
+					d->dr_body = 0;
 			}
-		} else if (!d->up && t->o.http && d->want_head) {
+		} else if (!d->dr_up && t->tn_o.http && d->dr_want_head) {
 			char tmp[TUNNEL_BUF];
-			memcpy(tmp, d->buf, (size_t)n);
-			d->blen = 0;
+			memcpy(tmp, d->dr_buf, (size_t)n);
+			d->dr_blen = 0;
 			r = relay_http_take_head(d, tmp, (size_t)n, &why);
 			if (r < 0) {
 				dir_fail(d, why);
 				return;
 			}
-		} else if (!d->up && t->o.http) {
-			long k = relay_http_frame_body(d, d->buf, (size_t)n);
+		} else if (!d->dr_up && t->tn_o.http) {
+			long k = relay_http_frame_body(d, d->dr_buf, (size_t)n);
 			if (k < 0) {
 				dir_fail(d, REASON_BAD_RESPONSE);
 				return;
 			}
-			d->blen = (size_t)k;
+			d->dr_blen = (size_t)k;
 		}
 	}
 	/* Fairness: yield, come back when the loop runs again. */
-	event_active(d->rev, EV_READ, 0);
+	event_active(d->dr_rev, EV_READ, 0);
 }
 
 void
@@ -603,114 +603,114 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 
 	if (t == NULL)
 		return NULL;
-	t->base = base;
-	t->pool = pool;
-	t->cfd = cfd;
-	t->ufd = ufd;
-	t->o = *opts;
-	if (t->o.http)
-		t->o.splice = false;
-	if (t->o.idle_ms == 0)
-		t->o.idle_ms = 300000;
-	if (t->o.lifetime_ms == 0)
-		t->o.lifetime_ms = UINT32_MAX;
-	t->start_ms = t->last_ms = mono_msec();
-	t->cb = cb;
-	t->arg = arg;
-	t->first_close = REASON_ALLOWED;
+	t->tn_base = base;
+	t->tn_pool = pool;
+	t->tn_cfd = cfd;
+	t->tn_ufd = ufd;
+	t->tn_o = *opts;
+	if (t->tn_o.http)
+		t->tn_o.splice = false;
+	if (t->tn_o.idle_ms == 0)
+		t->tn_o.idle_ms = 300000;
+	if (t->tn_o.lifetime_ms == 0)
+		t->tn_o.lifetime_ms = UINT32_MAX;
+	t->tn_start_ms = t->tn_last_ms = mono_msec();
+	t->tn_cb = cb;
+	t->tn_arg = arg;
+	t->tn_first_close = REASON_ALLOWED;
 	for (int i = 0; i < 2; i++) {
-		struct dir *d = &t->d[i];
+		struct dir *d = &t->tn_d[i];
 		const void *pre = i == 0 ? to_upstream : to_client;
 		size_t npre = i == 0 ? nupstream : nclient;
 
-		d->t = t;
-		d->up = i == 0;
-		d->src = i == 0 ? cfd : ufd;
-		d->dst = i == 0 ? ufd : cfd;
-		d->pipe[0] = d->pipe[1] = -1;
-		d->use_pipe = t->o.splice;
-		d->rev = event_new(base, d->src, EV_READ | (t->o.http ? 0 : EV_PERSIST),
+		d->dr_t = t;
+		d->dr_up = i == 0;
+		d->dr_src = i == 0 ? cfd : ufd;
+		d->dr_dst = i == 0 ? ufd : cfd;
+		d->dr_pipe[0] = d->dr_pipe[1] = -1;
+		d->dr_use_pipe = t->tn_o.splice;
+		d->dr_rev = event_new(base, d->dr_src, EV_READ | (t->tn_o.http ? 0 : EV_PERSIST),
 		    tunnel_ev_read, d);
-		d->wev = event_new(base, d->dst, EV_WRITE | (t->o.http ? 0 : EV_PERSIST),
+		d->dr_wev = event_new(base, d->dr_dst, EV_WRITE | (t->tn_o.http ? 0 : EV_PERSIST),
 		    tunnel_ev_write, d);
-		if (d->rev == NULL || d->wev == NULL)
+		if (d->dr_rev == NULL || d->dr_wev == NULL)
 			goto fail;
 		if (npre > 0) {
 			/* exactly what is pre-sent (the 39-byte 200 line): an idle spliced tunnel
 			 * should not hold a 16 KiB copy buffer it never uses */
 			if (!tunnel_dir_reserve(d, npre))
 				goto fail;
-			memcpy(d->buf, pre, npre);
-			d->blen = npre;
+			memcpy(d->dr_buf, pre, npre);
+			d->dr_blen = npre;
 			if (i == 1)
-				d->nocount = npre;
+				d->dr_nocount = npre;
 		}
 	}
-	struct dir *c2u = &t->d[0];
-	if (t->o.http && t->o.retry && t->o.req_body == 0 && nupstream > 0) {
-		if ((t->rhead = malloc(nupstream)) == NULL)
+	struct dir *c2u = &t->tn_d[0];
+	if (t->tn_o.http && t->tn_o.retry && t->tn_o.req_body == 0 && nupstream > 0) {
+		if ((t->tn_rhead = malloc(nupstream)) == NULL)
 			goto fail;
-		memcpy(t->rhead, to_upstream, nupstream);
-		t->nrhead = nupstream;
+		memcpy(t->tn_rhead, to_upstream, nupstream);
+		t->tn_nrhead = nupstream;
 	}
-	if (t->o.http) {
-		c2u->body = t->o.req_body;
-		c2u->body_left = t->o.req_body_len;
-		if (t->o.req_body == 1 && t->o.req_body_len == 0)
-			c2u->body = 0;
-		http_chunked_init(&c2u->ch);
-		t->d[1].want_head = true;
+	if (t->tn_o.http) {
+		c2u->dr_body = t->tn_o.req_body;
+		c2u->dr_body_left = t->tn_o.req_body_len;
+		if (t->tn_o.req_body == 1 && t->tn_o.req_body_len == 0)
+			c2u->dr_body = 0;
+		http_chunked_init(&c2u->dr_ch);
+		t->tn_d[1].dr_want_head = true;
 		/* Client bytes after the head are request body: frame them, drop the excess
 		 * (it would be a pipelined request, which is a new hop). */
-		if (npending > 0 && c2u->body == 1) {
-			if (npending > c2u->body_left)
-				npending = (size_t)c2u->body_left;
-			c2u->body_left -= npending;
-			if (c2u->body_left == 0)
-				c2u->body = 0;
-		} else if (npending > 0 && c2u->body == 2) {
+		if (npending > 0 && c2u->dr_body == 1) {
+			if (npending > c2u->dr_body_left)
+				npending = (size_t)c2u->dr_body_left;
+			c2u->dr_body_left -= npending;
+			if (c2u->dr_body_left == 0)
+				c2u->dr_body = 0;
+		} else if (npending > 0 && c2u->dr_body == 2) {
 			bool done = false;
-			long k = http_chunked_feed(&c2u->ch, pending, npending, &done);
+			long k = http_chunked_feed(&c2u->dr_ch, pending, npending, &done);
 			if (k < 0) {
 				errno = EINVAL;
 				goto fail;
 			}
 			npending = (size_t)k;
 			if (done)
-				c2u->body = 0;
+				c2u->dr_body = 0;
 		} else {
 			npending = 0;
 		}
 	}
 	if (npending > 0) {
-		if (!tunnel_dir_reserve(c2u, c2u->blen + npending > TUNNEL_BUF ? c2u->blen + npending :
+		if (!tunnel_dir_reserve(c2u, c2u->dr_blen + npending > TUNNEL_BUF ? c2u->dr_blen + npending :
 		    TUNNEL_BUF))
 			goto fail;
-		memcpy(c2u->buf + c2u->blen, pending, npending);
-		c2u->blen += npending;
+		memcpy(c2u->dr_buf + c2u->dr_blen, pending, npending);
+		c2u->dr_blen += npending;
 	}
 	/* Start from the loop, never from inside tunnel_new (the caller's state must be
 	 * consistent before the callback can fire). */
-	t->timer = evtimer_new(base, timer_cb, t);
-	if (t->timer == NULL)
+	t->tn_timer = evtimer_new(base, timer_cb, t);
+	if (t->tn_timer == NULL)
 		goto fail;
 	timer_arm(t);
 	for (int i = 0; i < 2; i++) {
-		struct dir *d = &t->d[i];
+		struct dir *d = &t->tn_d[i];
 
-		if (!t->o.http && d->blen == 0) {
+		if (!t->tn_o.http && d->dr_blen == 0) {
 			/* Nothing to send yet: wait for bytes (the event is level-triggered, so
 			 * bytes that arrived before this are reported at once) instead of a
 			 * speculative read that finds none. */
-			event_add(d->rev, NULL);
+			event_add(d->dr_rev, NULL);
 		} else {
-			d->fresh = !t->o.http;
-			event_active(d->rev, EV_READ, 0);
+			d->dr_fresh = !t->tn_o.http;
+			event_active(d->dr_rev, EV_READ, 0);
 		}
 	}
 	return t;
 fail:
-	t->cfd = t->ufd = -1;        /* the caller keeps the fds */
+	t->tn_cfd = t->tn_ufd = -1;        /* the caller keeps the fds */
 	tunnel_free(t);
 	return NULL;
 }

@@ -22,66 +22,66 @@ struct connector;
 struct tunnel;
 
 struct dir {
-	struct tunnel *t;
-	bool up;                    /* client -> upstream */
-	int src, dst;
-	struct event *rev, *wev;
-	bool use_pipe;
-	int pipe[2];
-	size_t inpipe;
-	char *buf;                  /* copy buffer / pending bytes */
-	size_t nocount;             /* leading bytes that are egressd's own (the 200 line):
+	struct tunnel *dr_t;
+	bool dr_up;                 /* client -> upstream */
+	int dr_src, dr_dst;
+	struct event *dr_rev, *dr_wev;
+	bool dr_use_pipe;
+	int dr_pipe[2];
+	size_t dr_inpipe;
+	char *dr_buf;               /* copy buffer / pending bytes */
+	size_t dr_nocount;          /* leading bytes that are egressd's own (the 200 line):
 	                               not bytes the destination sent, so not counted */
-	size_t boff, blen, bcap;
-	bool eof, done;
-	bool fresh;                 /* CONNECT start: after flushing what tunnel_new queued,
+	size_t dr_boff, dr_blen, dr_bcap;
+	bool dr_eof, dr_done;
+	bool dr_fresh;              /* CONNECT start: after flushing what tunnel_new queued,
 	                               wait for bytes instead of a read bound to find none */
-	uint64_t bytes;
+	uint64_t dr_bytes;
 	/* http request body framing (client -> upstream) */
-	int body;
-	uint64_t body_left;
-	struct http_chunked ch;
+	int dr_body;
+	uint64_t dr_body_left;
+	struct http_chunked dr_ch;
 	/* http response head (upstream -> client) */
-	bool want_head;
-	char *head;
-	size_t headlen;
+	bool dr_want_head;
+	char *dr_head;
+	size_t dr_headlen;
 	/* http response body framing (upstream -> client, docs/redirects.md) */
-	int rbody;                  /* RB_* */
-	uint64_t rleft;
-	struct http_chunked rch;
-	bool resp_done;             /* the whole response is in buf (or was written) */
-	bool final_started;         /* a final response head was queued for the client */
+	int dr_rbody;               /* RB_* */
+	uint64_t dr_rleft;
+	struct http_chunked dr_rch;
+	bool dr_resp_done;          /* the whole response is in buf (or was written) */
+	bool dr_final_started;      /* a final response head was queued for the client */
 };
 
 enum { RB_NONE = HTTP_RESP_NONE, RB_LENGTH = HTTP_RESP_LENGTH, RB_CHUNKED = HTTP_RESP_CHUNKED,
 	RB_CLOSE = HTTP_RESP_CLOSE };
 
 struct tunnel {
-	struct event_base *base;
-	struct pipe_pool *pool;
-	int cfd, ufd;
-	struct dir d[2];            /* 0: client->upstream, 1: upstream->client */
-	struct event *timer;
-	struct tunnel_opts o;
-	uint64_t start_ms, last_ms;
-	tunnel_done_cb cb;
-	void *arg;
-	enum reason first_close;
-	bool closing;
-	bool over_budget;
-	bool keep;                  /* the final response may leave the client connection open */
-	bool keep_cfd;              /* hand the client socket back instead of closing it */
-	bool keep_ufd;              /* ... and the upstream socket (keep_upstream) */
-	bool resp_reusable;         /* HTTP/1.1 final response without Connection: close */
-	bool up_dirty;              /* the origin sent bytes after the framed response */
-	bool up_any;                /* the origin sent at least one byte on this socket */
-	bool retried;               /* the one retry on a fresh connection was made */
-	struct connector *retry_conn;   /* ... and is connecting (relay_http.c) */
-	char *rhead;                /* the forwarded head, kept for that retry */
-	size_t nrhead;
-	bool client_eof;
-	char *refusal;              /* on_response's refusal, sent instead of the response */
-	size_t nrefusal;
+	struct event_base *tn_base;
+	struct pipe_pool *tn_pool;
+	int tn_cfd, tn_ufd;
+	struct dir tn_d[2];         /* 0: client->upstream, 1: upstream->client */
+	struct event *tn_timer;
+	struct tunnel_opts tn_o;
+	uint64_t tn_start_ms, tn_last_ms;
+	tunnel_done_cb tn_cb;
+	void *tn_arg;
+	enum reason tn_first_close;
+	bool tn_closing;
+	bool tn_over_budget;
+	bool tn_keep;               /* the final response may leave the client connection open */
+	bool tn_keep_cfd;           /* hand the client socket back instead of closing it */
+	bool tn_keep_ufd;           /* ... and the upstream socket (keep_upstream) */
+	bool tn_resp_reusable;      /* HTTP/1.1 final response without Connection: close */
+	bool tn_up_dirty;           /* the origin sent bytes after the framed response */
+	bool tn_up_any;             /* the origin sent at least one byte on this socket */
+	bool tn_retried;            /* the one retry on a fresh connection was made */
+	struct connector *tn_retry_conn; /* ... and is connecting (relay_http.c) */
+	char *tn_rhead;             /* the forwarded head, kept for that retry */
+	size_t tn_nrhead;
+	bool tn_client_eof;
+	char *tn_refusal;           /* on_response's refusal, sent instead of the response */
+	size_t tn_nrefusal;
 };
 
 /* tunnel.c */

@@ -18,14 +18,14 @@
 #include "egressd/grants.h"
 
 struct upool_entry {
-	struct grant_conn gc;           /* first: the kill callback gets &e->gc */
-	struct upool *p;
-	struct lgrant *lg;              /* referenced while parked */
-	struct addr a;
-	uint16_t port;
-	int fd;
-	struct event *ev;
-	struct upool_entry *next, *prev;
+	struct grant_conn ue_gc;        /* first: the kill callback gets &e->gc */
+	struct upool *ue_p;
+	struct lgrant *ue_lg;           /* referenced while parked */
+	struct addr ue_a;
+	uint16_t ue_port;
+	int ue_fd;
+	struct event *ue_ev;
+	struct upool_entry *ue_next, *ue_prev;
 };
 
 struct upool {
@@ -50,23 +50,23 @@ upool_new(struct event_base *base, uint64_t idle_ms)
 static void
 entry_drop(struct upool_entry *e)
 {
-	struct upool *p = e->p;
+	struct upool *p = e->ue_p;
 
-	if (e->prev != NULL)
-		e->prev->next = e->next;
+	if (e->ue_prev != NULL)
+		e->ue_prev->ue_next = e->ue_next;
 	else
-		p->head = e->next;
-	if (e->next != NULL)
-		e->next->prev = e->prev;
+		p->head = e->ue_next;
+	if (e->ue_next != NULL)
+		e->ue_next->ue_prev = e->ue_prev;
 	else
-		p->tail = e->prev;
+		p->tail = e->ue_prev;
 	p->n--;
-	if (e->ev != NULL)
-		event_free(e->ev);
-	if (e->fd >= 0)
-		close(e->fd);
-	lgrant_detach(e->lg, &e->gc);
-	lgrant_unref(e->lg);
+	if (e->ue_ev != NULL)
+		event_free(e->ue_ev);
+	if (e->ue_fd >= 0)
+		close(e->ue_fd);
+	lgrant_detach(e->ue_lg, &e->ue_gc);
+	lgrant_unref(e->ue_lg);
 	free(e);
 }
 
@@ -108,12 +108,12 @@ upool_put(struct upool *p, struct lgrant *lg, const struct addr *a, uint16_t por
 		close(fd);
 		return;
 	}
-	for (struct upool_entry *x = p->head; x != NULL; x = x->next)
-		if (x->lg == lg)
+	for (struct upool_entry *x = p->head; x != NULL; x = x->ue_next)
+		if (x->ue_lg == lg)
 			mine++;
 	if (mine >= EGRESS_UPOOL_PER_GRANT) {
-		for (struct upool_entry *x = p->head; x != NULL; x = x->next) {
-			if (x->lg == lg) {
+		for (struct upool_entry *x = p->head; x != NULL; x = x->ue_next) {
+			if (x->ue_lg == lg) {
 				entry_drop(x);          /* this grant's oldest */
 				break;
 			}
@@ -126,27 +126,27 @@ upool_put(struct upool *p, struct lgrant *lg, const struct addr *a, uint16_t por
 		close(fd);
 		return;
 	}
-	e->p = p;
-	e->lg = lg;
-	e->a = *a;
-	e->port = port;
-	e->fd = fd;
-	e->ev = event_new(p->base, fd, EV_READ, entry_event, e);
+	e->ue_p = p;
+	e->ue_lg = lg;
+	e->ue_a = *a;
+	e->ue_port = port;
+	e->ue_fd = fd;
+	e->ue_ev = event_new(p->base, fd, EV_READ, entry_event, e);
 	tv.tv_sec = (time_t)(p->idle_ms / 1000);
 	tv.tv_usec = (suseconds_t)((p->idle_ms % 1000) * 1000);
-	if (e->ev == NULL || event_add(e->ev, &tv) != 0) {
-		if (e->ev != NULL)
-			event_free(e->ev);
+	if (e->ue_ev == NULL || event_add(e->ue_ev, &tv) != 0) {
+		if (e->ue_ev != NULL)
+			event_free(e->ue_ev);
 		close(fd);
 		free(e);
 		return;
 	}
 	lgrant_ref(lg);
-	e->gc.kill = entry_kill;
-	lgrant_attach(lg, &e->gc);
-	e->prev = p->tail;
+	e->ue_gc.kill = entry_kill;
+	lgrant_attach(lg, &e->ue_gc);
+	e->ue_prev = p->tail;
 	if (p->tail != NULL)
-		p->tail->next = e;
+		p->tail->ue_next = e;
 	else
 		p->head = e;
 	p->tail = e;
@@ -173,16 +173,16 @@ upool_take(struct upool *p, struct lgrant *lg, const struct addr *a, uint16_t po
 		return -1;
 	/* newest first: the least likely to be closed by the origin's own idle timer */
 	for (e = p->tail; e != NULL; e = prev) {
-		prev = e->prev;
-		if (e->lg != lg || e->port != port || strcmp(e->lg->id, lg->id) != 0 ||
-		    !addr_equal(&e->a, a))
+		prev = e->ue_prev;
+		if (e->ue_lg != lg || e->ue_port != port || strcmp(e->ue_lg->id, lg->id) != 0 ||
+		    !addr_equal(&e->ue_a, a))
 			continue;
-		if (!still_idle(e->fd)) {
+		if (!still_idle(e->ue_fd)) {
 			entry_drop(e);
 			continue;
 		}
-		int fd = e->fd;
-		e->fd = -1;
+		int fd = e->ue_fd;
+		e->ue_fd = -1;
 		entry_drop(e);
 		return fd;
 	}

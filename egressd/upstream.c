@@ -32,38 +32,38 @@ enum up_state {
 };
 
 struct upstream_req {
-	struct event_base *base;
-	struct upstream_params p;
-	upstream_cb cb;
-	void *arg;
-	enum up_state st;
-	int fd;
-	struct event *ev;             /* fd readiness */
-	struct event *deadline;
-	struct event *later;          /* deliver an immediate result on the next turn */
-	struct resolve_req *rreq;
-	struct gss_req *greq;
-	struct tlsbridge *tb;
-	struct connector *conn;       /* connecting to the proxy's addresses */
-	struct addr addrs[EGRESS_DNS_ADDRS_MAX];
-	size_t naddrs;
-	uint64_t start_us;
+	struct event_base *ur_base;
+	struct upstream_params ur_p;
+	upstream_cb ur_cb;
+	void *ur_arg;
+	enum up_state ur_st;
+	int ur_fd;
+	struct event *ur_ev;          /* fd readiness */
+	struct event *ur_deadline;
+	struct event *ur_later;       /* deliver an immediate result on the next turn */
+	struct resolve_req *ur_rreq;
+	struct gss_req *ur_greq;
+	struct tlsbridge *ur_tb;
+	struct connector *ur_conn;    /* connecting to the proxy's addresses */
+	struct addr ur_addrs[EGRESS_DNS_ADDRS_MAX];
+	size_t ur_naddrs;
+	uint64_t ur_start_us;
 	/* outgoing bytes of the current step */
-	uint8_t out[EGRESS_REQUEST_HEAD_MAX];
-	size_t outlen, outoff;
+	uint8_t ur_out[EGRESS_REQUEST_HEAD_MAX];
+	size_t ur_outlen, ur_outoff;
 	/* incoming reply bytes consumed so far (never past the reply) */
-	uint8_t *in;
-	size_t inlen;
-	size_t incap;
-	bool sent_auth;
-	bool socks_userpass;
-	bool gated;                   /* the gate ran (p.gate): it runs once */
+	uint8_t *ur_in;
+	size_t ur_inlen;
+	size_t ur_incap;
+	bool ur_sent_auth;
+	bool ur_socks_userpass;
+	bool ur_gated;                /* the gate ran (p.gate): it runs once */
 	/* NTLM: three legs on this one connection */
-	struct gss_sec *gsec;
-	int ntlm_leg;
-	char ntlm_challenge[4096];
-	size_t discard_left;
-	struct upstream_result res;
+	struct gss_sec *ur_gsec;
+	int ur_ntlm_leg;
+	char ur_ntlm_challenge[4096];
+	size_t ur_discard_left;
+	struct upstream_result ur_res;
 };
 
 static void step_send(struct upstream_req *u);
@@ -97,45 +97,45 @@ upstream_connect_head(const char *target_name, const struct addr *target_addr, u
 static void
 cleanup(struct upstream_req *u)
 {
-	if (u->ev) {
-		event_free(u->ev);
-		u->ev = NULL;
+	if (u->ur_ev) {
+		event_free(u->ur_ev);
+		u->ur_ev = NULL;
 	}
-	if (u->deadline) {
-		event_free(u->deadline);
-		u->deadline = NULL;
+	if (u->ur_deadline) {
+		event_free(u->ur_deadline);
+		u->ur_deadline = NULL;
 	}
-	if (u->later) {
-		event_free(u->later);
-		u->later = NULL;
+	if (u->ur_later) {
+		event_free(u->ur_later);
+		u->ur_later = NULL;
 	}
-	connector_free(u->conn);
-	u->conn = NULL;
-	if (u->rreq) {
-		resolve_cancel(u->rreq);
-		u->rreq = NULL;
+	connector_free(u->ur_conn);
+	u->ur_conn = NULL;
+	if (u->ur_rreq) {
+		resolve_cancel(u->ur_rreq);
+		u->ur_rreq = NULL;
 	}
-	if (u->greq) {
-		gssauth_cancel(u->greq);
-		u->greq = NULL;
+	if (u->ur_greq) {
+		gssauth_cancel(u->ur_greq);
+		u->ur_greq = NULL;
 	}
-	if (u->tb) {
-		tlsbridge_abort(u->tb);
-		u->tb = NULL;
+	if (u->ur_tb) {
+		tlsbridge_abort(u->ur_tb);
+		u->ur_tb = NULL;
 	}
-	gssauth_sec_free(u->gsec);
-	u->gsec = NULL;
-	if (u->fd >= 0) {
-		close(u->fd);
-		u->fd = -1;
+	gssauth_sec_free(u->ur_gsec);
+	u->ur_gsec = NULL;
+	if (u->ur_fd >= 0) {
+		close(u->ur_fd);
+		u->ur_fd = -1;
 	}
-	secret_wipe(u->out, sizeof(u->out));
-	free(u->in);
-	u->in = NULL;
-	if (u->res.proxy_authorization != NULL) {
-		secret_wipe(u->res.proxy_authorization, strlen(u->res.proxy_authorization));
-		free(u->res.proxy_authorization);
-		u->res.proxy_authorization = NULL;
+	secret_wipe(u->ur_out, sizeof(u->ur_out));
+	free(u->ur_in);
+	u->ur_in = NULL;
+	if (u->ur_res.proxy_authorization != NULL) {
+		secret_wipe(u->ur_res.proxy_authorization, strlen(u->ur_res.proxy_authorization));
+		free(u->ur_res.proxy_authorization);
+		u->ur_res.proxy_authorization = NULL;
 	}
 }
 
@@ -146,30 +146,30 @@ finish(struct upstream_req *u, enum reason status, bool failover_ok, const char 
 static void
 finish(struct upstream_req *u, enum reason status, bool failover_ok, const char *fmt, ...)
 {
-	upstream_cb cb = u->cb;
-	void *arg = u->arg;
+	upstream_cb cb = u->ur_cb;
+	void *arg = u->ur_arg;
 	struct upstream_result r;
 	va_list ap;
 
-	u->res.status = status;
-	u->res.failover_ok = failover_ok;
+	u->ur_res.status = status;
+	u->ur_res.failover_ok = failover_ok;
 	va_start(ap, fmt);
-	vsnprintf(u->res.detail, sizeof(u->res.detail), fmt, ap);
+	vsnprintf(u->ur_res.detail, sizeof(u->ur_res.detail), fmt, ap);
 	va_end(ap);
 	if (status == REASON_ALLOWED) {
-		u->res.fd = u->fd;
-		u->fd = -1;         /* handed over */
+		u->ur_res.fd = u->ur_fd;
+		u->ur_fd = -1;         /* handed over */
 	} else {
-		u->res.fd = -1;
+		u->ur_res.fd = -1;
 	}
-	r = u->res;
-	u->res.proxy_authorization = NULL;   /* handed over with r (NULL on failure paths) */
+	r = u->ur_res;
+	u->ur_res.proxy_authorization = NULL;   /* handed over with r (NULL on failure paths) */
 	if (status != REASON_ALLOWED && r.proxy_authorization != NULL) {
 		secret_wipe(r.proxy_authorization, strlen(r.proxy_authorization));
 		free(r.proxy_authorization);
 		r.proxy_authorization = NULL;
 	}
-	u->st = UP_DONE;
+	u->ur_st = UP_DONE;
 	cleanup(u);
 	free(u);
 	cb(&r, arg);
@@ -178,10 +178,10 @@ finish(struct upstream_req *u, enum reason status, bool failover_ok, const char 
 static void
 arm(struct upstream_req *u, short what, event_callback_fn fn)
 {
-	if (u->ev)
-		event_free(u->ev);
-	u->ev = event_new(u->base, u->fd, what, fn, u);
-	if (u->ev == NULL || event_add(u->ev, NULL) != 0)
+	if (u->ur_ev)
+		event_free(u->ur_ev);
+	u->ur_ev = event_new(u->ur_base, u->ur_fd, what, fn, u);
+	if (u->ur_ev == NULL || event_add(u->ur_ev, NULL) != 0)
 		finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
 }
 
@@ -231,16 +231,16 @@ read_reply(struct upstream_req *u, reply_len_fn lenfn, size_t limit)
 	ssize_t n;
 	size_t total, want;
 
-	if (u->in == NULL) {
-		u->incap = limit;
-		u->in = malloc(limit);
-		u->inlen = 0;
-		if (u->in == NULL) {
+	if (u->ur_in == NULL) {
+		u->ur_incap = limit;
+		u->ur_in = malloc(limit);
+		u->ur_inlen = 0;
+		if (u->ur_in == NULL) {
 			finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
 			return -1;
 		}
 	}
-	want = u->incap - u->inlen;
+	want = u->ur_incap - u->ur_inlen;
 	if (want > sizeof(peek))
 		want = sizeof(peek);
 	if (want == 0) {
@@ -248,7 +248,7 @@ read_reply(struct upstream_req *u, reply_len_fn lenfn, size_t limit)
 		    limit);
 		return -1;
 	}
-	n = recv(u->fd, peek, want, MSG_PEEK);
+	n = recv(u->ur_fd, peek, want, MSG_PEEK);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return 0;
@@ -261,25 +261,25 @@ read_reply(struct upstream_req *u, reply_len_fn lenfn, size_t limit)
 		    "before answering");
 		return -1;
 	}
-	memcpy(u->in + u->inlen, peek, (size_t)n);
-	total = lenfn(u->in, u->inlen + (size_t)n, limit);
+	memcpy(u->ur_in + u->ur_inlen, peek, (size_t)n);
+	total = lenfn(u->ur_in, u->ur_inlen + (size_t)n, limit);
 	if (total == 0) {
 		/* all of it belongs to the reply: consume it */
-		if (recv(u->fd, peek, (size_t)n, 0) != n) {
+		if (recv(u->ur_fd, peek, (size_t)n, 0) != n) {
 			finish(u, REASON_PROXY_BAD_RESPONSE, false, "short read from the proxy");
 			return -1;
 		}
-		u->inlen += (size_t)n;
+		u->ur_inlen += (size_t)n;
 		return 0;
 	}
 	/* consume only up to the end of the reply */
 	{
-		size_t take = total - u->inlen;
-		if (recv(u->fd, peek, take, 0) != (ssize_t)take) {
+		size_t take = total - u->ur_inlen;
+		if (recv(u->ur_fd, peek, take, 0) != (ssize_t)take) {
 			finish(u, REASON_PROXY_BAD_RESPONSE, false, "short read from the proxy");
 			return -1;
 		}
-		u->inlen = total;
+		u->ur_inlen = total;
 	}
 	return 1;
 }
@@ -287,9 +287,9 @@ read_reply(struct upstream_req *u, reply_len_fn lenfn, size_t limit)
 static void
 reply_reset(struct upstream_req *u)
 {
-	free(u->in);
-	u->in = NULL;
-	u->inlen = 0;
+	free(u->ur_in);
+	u->ur_in = NULL;
+	u->ur_inlen = 0;
 }
 
 /* ---- HTTP CONNECT ---- */
@@ -299,7 +299,7 @@ collect_offered(struct upstream_req *u, const struct httpresp *r)
 {
 	size_t off = 0;
 
-	u->res.offered[0] = '\0';
+	u->ur_res.offered[0] = '\0';
 	for (size_t k = 0;; k++) {
 		long i = httpresp_find(r, "proxy-authenticate", k);
 		size_t sl = 0;
@@ -307,16 +307,16 @@ collect_offered(struct upstream_req *u, const struct httpresp *r)
 			break;
 		while (sl < r->headers[i].value_len && r->headers[i].value[sl] != ' ')
 			sl++;
-		if (off + sl + 2 >= sizeof(u->res.offered))
+		if (off + sl + 2 >= sizeof(u->ur_res.offered))
 			break;
 		if (off)
-			u->res.offered[off++] = ',';
+			u->ur_res.offered[off++] = ',';
 		for (size_t c = 0; c < sl; c++) {
 			char ch = r->headers[i].value[c];
 			/* only token characters reach the log */
-			u->res.offered[off++] = (ch >= 0x21 && ch < 0x7f && ch != '"') ? ch : '?';
+			u->ur_res.offered[off++] = (ch >= 0x21 && ch < 0x7f && ch != '"') ? ch : '?';
 		}
-		u->res.offered[off] = '\0';
+		u->ur_res.offered[off] = '\0';
 	}
 }
 
@@ -332,8 +332,8 @@ on_discard(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
-	while (u->discard_left > 0) {
-		n = recv(fd, buf, u->discard_left < sizeof(buf) ? u->discard_left : sizeof(buf), 0);
+	while (u->ur_discard_left > 0) {
+		n = recv(fd, buf, u->ur_discard_left < sizeof(buf) ? u->ur_discard_left : sizeof(buf), 0);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n <= 0) {
@@ -341,10 +341,10 @@ on_discard(evutil_socket_t fd, short what, void *arg)
 			    "between NTLM legs");
 			return;
 		}
-		u->discard_left -= (size_t)n;
+		u->ur_discard_left -= (size_t)n;
 	}
-	event_free(u->ev);
-	u->ev = NULL;
+	event_free(u->ur_ev);
+	u->ur_ev = NULL;
 	ntlm_next(u);
 }
 
@@ -358,9 +358,9 @@ ntlm_challenge(struct upstream_req *u, const struct httpresp *r)
 	for (size_t k = 0; (i = httpresp_find(r, "proxy-authenticate", k)) >= 0; k++) {
 		const struct httpresp_header *h = &r->headers[i];
 		if (h->value_len > 5 && strncasecmp(h->value, "NTLM ", 5) == 0 &&
-		    h->value_len - 5 < sizeof(u->ntlm_challenge)) {
-			memcpy(u->ntlm_challenge, h->value + 5, h->value_len - 5);
-			u->ntlm_challenge[h->value_len - 5] = '\0';
+		    h->value_len - 5 < sizeof(u->ur_ntlm_challenge)) {
+			memcpy(u->ur_ntlm_challenge, h->value + 5, h->value_len - 5);
+			u->ur_ntlm_challenge[h->value_len - 5] = '\0';
 			break;
 		}
 	}
@@ -395,12 +395,12 @@ ntlm_challenge(struct upstream_req *u, const struct httpresp *r)
 		}
 		body = (size_t)v;
 	}
-	u->discard_left = body;
+	u->ur_discard_left = body;
 	if (body == 0) {
 		ntlm_next(u);
 		return;
 	}
-	u->st = UP_HTTP_DISCARD;
+	u->ur_st = UP_HTTP_DISCARD;
 	arm(u, EV_READ | EV_PERSIST, on_discard);
 }
 
@@ -416,7 +416,7 @@ on_http_head(evutil_socket_t fd, short what, void *arg)
 	rc = read_reply(u, http_head_len, EGRESS_RESPONSE_HEAD_MAX);
 	if (rc <= 0)
 		return;
-	switch (httpresp_parse((const char *)u->in, u->inlen, 0, &r)) {
+	switch (httpresp_parse((const char *)u->ur_in, u->ur_inlen, 0, &r)) {
 	case HTTPRESP_OK:
 		break;
 	case HTTPRESP_INCOMPLETE:
@@ -425,27 +425,27 @@ on_http_head(evutil_socket_t fd, short what, void *arg)
 		finish(u, REASON_PROXY_BAD_RESPONSE, false, "the proxy's answer is not HTTP/1.x");
 		return;
 	}
-	u->res.proxy_status = r.status;
+	u->ur_res.proxy_status = r.status;
 	if (r.status >= 200 && r.status <= 299) {
 		finish(u, REASON_ALLOWED, false, "CONNECT answered %d", r.status);
 		return;
 	}
-	if (r.status == 407 && u->ntlm_leg == 1) {
+	if (r.status == 407 && u->ur_ntlm_leg == 1) {
 		ntlm_challenge(u, &r);
 		return;
 	}
 	if (r.status == 407) {
 		collect_offered(u, &r);
-		if (u->sent_auth)
+		if (u->ur_sent_auth)
 			finish(u, REASON_UPSTREAM_AUTH_FAILED, false,
 			    "the proxy refused egressd's %s credentials (offers: %s)",
-			    u->res.auth ? u->res.auth : "?", u->res.offered[0] ? u->res.offered : "none");
+			    u->ur_res.auth ? u->ur_res.auth : "?", u->ur_res.offered[0] ? u->ur_res.offered : "none");
 		else
 			finish(u, REASON_UPSTREAM_AUTH_REQUIRED, false,
 			    "the proxy demands authentication (offers: %s) and the credentials file "
 			    "has no entry for it: add one to proxy_credentials, or for Negotiate run "
-			    "kinit as the person running egress-exec", u->res.offered[0] ?
-			    u->res.offered : "none");
+			    "kinit as the person running egress-exec", u->ur_res.offered[0] ?
+			    u->ur_res.offered : "none");
 		return;
 	}
 	finish(u, REASON_PROXY_REFUSED, false, "the proxy answered CONNECT with %d", r.status);
@@ -454,24 +454,24 @@ on_http_head(evutil_socket_t fd, short what, void *arg)
 static void
 send_connect(struct upstream_req *u, const char *auth)
 {
-	if (u->p.forward) {
+	if (u->ur_p.forward) {
 		/* plain HTTP through the proxy: the caller sends the request itself */
-		if (auth != NULL && (u->res.proxy_authorization = strdup(auth)) == NULL) {
+		if (auth != NULL && (u->ur_res.proxy_authorization = strdup(auth)) == NULL) {
 			finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
 			return;
 		}
 		finish(u, REASON_ALLOWED, false, "connected to the proxy for forwarding");
 		return;
 	}
-	u->outlen = upstream_connect_head(u->p.target_name, u->p.target_addr, u->p.target_port,
-	    auth, (char *)u->out, sizeof(u->out));
-	u->outoff = 0;
-	if (u->outlen == 0) {
+	u->ur_outlen = upstream_connect_head(u->ur_p.target_name, u->ur_p.target_addr, u->ur_p.target_port,
+	    auth, (char *)u->ur_out, sizeof(u->ur_out));
+	u->ur_outoff = 0;
+	if (u->ur_outlen == 0) {
 		finish(u, REASON_INTERNAL_ERROR, false, "CONNECT request too long");
 		return;
 	}
-	u->sent_auth = auth != NULL;
-	u->st = UP_HTTP_SEND;
+	u->ur_sent_auth = auth != NULL;
+	u->ur_st = UP_HTTP_SEND;
 	step_send(u);
 }
 
@@ -480,20 +480,20 @@ on_token(const char *token, const char *err, void *arg)
 {
 	struct upstream_req *u = arg;
 
-	u->greq = NULL;
+	u->ur_greq = NULL;
 	if (token == NULL) {
 		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "no Negotiate token for HTTP@%s: %s",
-		    u->p.via->proxy.name, err ? err : "unknown error");
+		    u->ur_p.via->proxy.name, err ? err : "unknown error");
 		return;
 	}
-	u->res.auth = "negotiate";
+	u->ur_res.auth = "negotiate";
 	send_connect(u, token);
 }
 
 static void
 begin_http(struct upstream_req *u)
 {
-	const struct proxycred *c = u->p.cred;
+	const struct proxycred *c = u->ur_p.cred;
 
 	if (c == NULL) {
 		send_connect(u, NULL);
@@ -506,26 +506,26 @@ begin_http(struct upstream_req *u)
 			finish(u, REASON_INTERNAL_ERROR, false, "credentials too long");
 			return;
 		}
-		u->res.auth = "basic";
+		u->ur_res.auth = "basic";
 		send_connect(u, hdr);
 		secret_wipe(hdr, sizeof(hdr));
 		return;
 	}
 	case PROXY_AUTH_NEGOTIATE:
-		if (u->p.gss == NULL || u->p.via->proxy.kind != HOST_NAME) {
+		if (u->ur_p.gss == NULL || u->ur_p.via->proxy.kind != HOST_NAME) {
 			/* Kerberos needs the proxy's NAME (HTTP@name); an address cannot work */
 			finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "Negotiate needs the proxy's "
 			    "host name, not an address (configure the proxy by name)");
 			return;
 		}
-		u->st = UP_TOKEN;
-		u->greq = gssauth_token(u->p.gss, u->p.via->proxy.name, c->keytab, c->ccache,
+		u->ur_st = UP_TOKEN;
+		u->ur_greq = gssauth_token(u->ur_p.gss, u->ur_p.via->proxy.name, c->keytab, c->ccache,
 		    c->principal, on_token, u);
-		if (u->greq == NULL)
+		if (u->ur_greq == NULL)
 			finish(u, REASON_INTERNAL_ERROR, false, "cannot start a Negotiate token");
 		return;
 	case PROXY_AUTH_NTLM:
-		if (u->p.gss == NULL || u->p.forward) {
+		if (u->ur_p.gss == NULL || u->ur_p.forward) {
 			/* NTLM authenticates a connection: egressd runs it for CONNECT tunnels */
 			finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "NTLM is supported for CONNECT "
 			    "through the proxy, not for plain-HTTP forwarding");
@@ -542,14 +542,14 @@ on_ntlm(const char *token, const char *err, struct gss_sec *sec, void *arg)
 {
 	struct upstream_req *u = arg;
 
-	u->greq = NULL;
-	u->gsec = sec;
+	u->ur_greq = NULL;
+	u->ur_gsec = sec;
 	if (token == NULL) {
 		finish(u, REASON_UPSTREAM_AUTH_FAILED, false, "NTLM for the proxy %s: %s",
-		    u->p.via->proxy.name, err ? err : "unknown error");
+		    u->ur_p.via->proxy.name, err ? err : "unknown error");
 		return;
 	}
-	u->res.auth = "ntlm";
+	u->ur_res.auth = "ntlm";
 	send_connect(u, token);
 }
 
@@ -557,15 +557,15 @@ on_ntlm(const char *token, const char *err, struct gss_sec *sec, void *arg)
 static void
 ntlm_next(struct upstream_req *u)
 {
-	const struct proxycred *c = u->p.cred;
-	struct gss_sec *sec = u->gsec;
+	const struct proxycred *c = u->ur_p.cred;
+	struct gss_sec *sec = u->ur_gsec;
 
-	u->gsec = NULL;             /* the step owns it now */
-	u->ntlm_leg++;
-	u->st = UP_TOKEN;
-	u->greq = gssauth_ntlm_step(u->p.gss, sec, u->p.via->proxy.name, c->username,
-	    c->password, u->ntlm_leg > 1 ? u->ntlm_challenge : NULL, on_ntlm, u);
-	if (u->greq == NULL)
+	u->ur_gsec = NULL;             /* the step owns it now */
+	u->ur_ntlm_leg++;
+	u->ur_st = UP_TOKEN;
+	u->ur_greq = gssauth_ntlm_step(u->ur_p.gss, sec, u->ur_p.via->proxy.name, c->username,
+	    c->password, u->ur_ntlm_leg > 1 ? u->ur_ntlm_challenge : NULL, on_ntlm, u);
+	if (u->ur_greq == NULL)
 		finish(u, REASON_INTERNAL_ERROR, false, "cannot start an NTLM step");
 }
 
@@ -576,18 +576,18 @@ static void on_socks(evutil_socket_t fd, short what, void *arg);
 static void
 socks_send(struct upstream_req *u, enum up_state next_read, size_t n)
 {
-	u->outlen = n;
-	u->outoff = 0;
-	u->st = next_read;
+	u->ur_outlen = n;
+	u->ur_outoff = 0;
+	u->ur_st = next_read;
 	step_send(u);
 }
 
 static void
 socks_connect_request(struct upstream_req *u)
 {
-	size_t n = u->p.target_addr != NULL ?
-	    socks5_connect_addr(u->p.target_addr, u->p.target_port, u->out, sizeof(u->out)) :
-	    socks5_connect_name(u->p.target_name, u->p.target_port, u->out, sizeof(u->out));
+	size_t n = u->ur_p.target_addr != NULL ?
+	    socks5_connect_addr(u->ur_p.target_addr, u->ur_p.target_port, u->ur_out, sizeof(u->ur_out)) :
+	    socks5_connect_name(u->ur_p.target_name, u->ur_p.target_port, u->ur_out, sizeof(u->ur_out));
 
 	if (n == 0) {
 		finish(u, REASON_INTERNAL_ERROR, false, "SOCKS5 request too long");
@@ -606,29 +606,29 @@ on_socks(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	switch (u->st) {
+	switch (u->ur_st) {
 	case UP_SOCKS_METHOD:
 		if ((rc = read_reply(u, fixed2, 2)) <= 0)
 			return;
-		if (socks5_parse_method(u->in, u->inlen, u->socks_userpass, &m) <= 0) {
+		if (socks5_parse_method(u->ur_in, u->ur_inlen, u->ur_socks_userpass, &m) <= 0) {
 			finish(u, REASON_PROXY_BAD_RESPONSE, false, "invalid SOCKS5 method reply");
 			return;
 		}
 		if (m == SOCKS5_METHOD_REFUSED) {
-			finish(u, u->socks_userpass ? REASON_SOCKS_AUTH_FAILED :
+			finish(u, u->ur_socks_userpass ? REASON_SOCKS_AUTH_FAILED :
 			    REASON_UPSTREAM_AUTH_REQUIRED, false,
 			    "the SOCKS5 proxy accepts none of the offered methods");
 			return;
 		}
 		if (m == SOCKS5_METHOD_USERPASS) {
-			size_t n = socks5_userpass(u->p.cred->username, u->p.cred->password, u->out,
-			    sizeof(u->out));
+			size_t n = socks5_userpass(u->ur_p.cred->username, u->ur_p.cred->password, u->ur_out,
+			    sizeof(u->ur_out));
 			if (n == 0) {
 				finish(u, REASON_INTERNAL_ERROR, false, "SOCKS5 credentials too long");
 				return;
 			}
-			u->res.auth = "basic";
-			u->sent_auth = true;
+			u->ur_res.auth = "basic";
+			u->ur_sent_auth = true;
 			reply_reset(u);
 			socks_send(u, UP_SOCKS_AUTH_REPLY, n);
 			return;
@@ -638,7 +638,7 @@ on_socks(evutil_socket_t fd, short what, void *arg)
 	case UP_SOCKS_AUTH_REPLY:
 		if ((rc = read_reply(u, fixed2, 2)) <= 0)
 			return;
-		if (socks5_parse_userpass(u->in, u->inlen) != 1) {
+		if (socks5_parse_userpass(u->ur_in, u->ur_inlen) != 1) {
 			finish(u, REASON_SOCKS_AUTH_FAILED, false, "the SOCKS5 proxy refused egressd's "
 			    "username/password");
 			return;
@@ -650,7 +650,7 @@ on_socks(evutil_socket_t fd, short what, void *arg)
 		long n;
 		if ((rc = read_reply(u, socks_reply_len, 262)) <= 0)
 			return;
-		n = socks5_parse_connect(u->in, u->inlen, &r, NULL);
+		n = socks5_parse_connect(u->ur_in, u->ur_inlen, &r, NULL);
 		if (n > 0) {
 			finish(u, REASON_ALLOWED, false, "SOCKS5 CONNECT succeeded");
 			return;
@@ -670,15 +670,15 @@ on_socks(evutil_socket_t fd, short what, void *arg)
 static void
 begin_socks(struct upstream_req *u)
 {
-	const struct proxycred *c = u->p.cred;
+	const struct proxycred *c = u->ur_p.cred;
 
-	u->socks_userpass = c != NULL && c->username != NULL && c->password != NULL;
-	if (c != NULL && !u->socks_userpass) {
+	u->ur_socks_userpass = c != NULL && c->username != NULL && c->password != NULL;
+	if (c != NULL && !u->ur_socks_userpass) {
 		finish(u, REASON_SOCKS_AUTH_FAILED, false, "SOCKS5 supports only username/password "
 		    "credentials");
 		return;
 	}
-	socks_send(u, UP_SOCKS_METHOD, socks5_greeting(u->socks_userpass, u->out, sizeof(u->out)));
+	socks_send(u, UP_SOCKS_METHOD, socks5_greeting(u->ur_socks_userpass, u->ur_out, sizeof(u->ur_out)));
 }
 
 /* ---- sending ---- */
@@ -694,8 +694,8 @@ on_writable(evutil_socket_t fd, short what, void *arg)
 static void
 step_send(struct upstream_req *u)
 {
-	while (u->outoff < u->outlen) {
-		ssize_t w = send(u->fd, u->out + u->outoff, u->outlen - u->outoff, MSG_NOSIGNAL);
+	while (u->ur_outoff < u->ur_outlen) {
+		ssize_t w = send(u->ur_fd, u->ur_out + u->ur_outoff, u->ur_outlen - u->ur_outoff, MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EINTR) {
 				arm(u, EV_WRITE, on_writable);
@@ -705,11 +705,11 @@ step_send(struct upstream_req *u)
 			    strerror(errno));
 			return;
 		}
-		u->outoff += (size_t)w;
+		u->ur_outoff += (size_t)w;
 	}
-	secret_wipe(u->out, u->outlen);   /* may have held credentials */
-	if (u->st == UP_HTTP_SEND) {
-		u->st = UP_HTTP_HEAD;
+	secret_wipe(u->ur_out, u->ur_outlen);   /* may have held credentials */
+	if (u->ur_st == UP_HTTP_SEND) {
+		u->ur_st = UP_HTTP_HEAD;
 		reply_reset(u);
 		arm(u, EV_READ | EV_PERSIST, on_http_head);
 	} else {
@@ -722,23 +722,23 @@ step_send(struct upstream_req *u)
 static void
 begin_protocol(struct upstream_req *u)
 {
-	if (!u->gated && u->p.gate != NULL) {
+	if (!u->ur_gated && u->ur_p.gate != NULL) {
 		/* Nothing of the proxy protocol leaves before the caller's allow record is on
 		 * disk: wait for upstream_proceed (or upstream_cancel). */
-		const struct proxycred *c = u->p.cred;
-		u->gated = true;
-		u->st = UP_GATE;
+		const struct proxycred *c = u->ur_p.cred;
+		u->ur_gated = true;
+		u->ur_st = UP_GATE;
 		/* the scheme the credential will use, for the caller's allow record */
-		if (c != NULL && u->p.via->kind == PROXY_SOCKS5)
-			u->res.auth = c->username != NULL && c->password != NULL ? "basic" : NULL;
+		if (c != NULL && u->ur_p.via->kind == PROXY_SOCKS5)
+			u->ur_res.auth = c->username != NULL && c->password != NULL ? "basic" : NULL;
 		else if (c != NULL)
-			u->res.auth = c->scheme == PROXY_AUTH_BASIC ? "basic" :
+			u->ur_res.auth = c->scheme == PROXY_AUTH_BASIC ? "basic" :
 			    c->scheme == PROXY_AUTH_NEGOTIATE ? "negotiate" :
 			    c->scheme == PROXY_AUTH_NTLM ? "ntlm" : NULL;
-		u->p.gate(u, &u->res, u->arg);
+		u->ur_p.gate(u, &u->ur_res, u->ur_arg);
 		return;
 	}
-	if (u->p.via->kind == PROXY_SOCKS5)
+	if (u->ur_p.via->kind == PROXY_SOCKS5)
 		begin_socks(u);
 	else
 		begin_http(u);
@@ -749,14 +749,14 @@ on_tls(int app_fd, const char *err, void *arg)
 {
 	struct upstream_req *u = arg;
 
-	u->tb = NULL;
+	u->ur_tb = NULL;
 	if (app_fd < 0) {
-		u->fd = -1;   /* the bridge took and closed the socket */
+		u->ur_fd = -1;   /* the bridge took and closed the socket */
 		finish(u, REASON_PROXY_TLS_FAILED, true, "TLS to the proxy %s failed: %s",
-		    u->p.via->proxy.name, err ? err : "error");
+		    u->ur_p.via->proxy.name, err ? err : "error");
 		return;
 	}
-	u->fd = app_fd;
+	u->ur_fd = app_fd;
 	begin_protocol(u);
 }
 
@@ -768,10 +768,10 @@ proxy_addr_failed(size_t idx, int err, void *arg)
 	struct upstream_req *u = arg;
 	char a[EGRESS_ADDRSTR_MAX];
 
-	log_info("proxy %s at %s: %s", u->p.via->proxy.name,
-	    addr_to_str(&u->addrs[idx], a, sizeof(a)), strerror(err));
-	u->res.proxy_addr = u->addrs[idx + 1 < u->naddrs ? idx + 1 : idx];
-	u->res.have_proxy_addr = true;
+	log_info("proxy %s at %s: %s", u->ur_p.via->proxy.name,
+	    addr_to_str(&u->ur_addrs[idx], a, sizeof(a)), strerror(err));
+	u->ur_res.proxy_addr = u->ur_addrs[idx + 1 < u->ur_naddrs ? idx + 1 : idx];
+	u->ur_res.have_proxy_addr = true;
 }
 
 static void
@@ -779,25 +779,25 @@ proxy_connected(const struct connector_result *r, void *arg)
 {
 	struct upstream_req *u = arg;
 
-	u->conn = NULL;                 /* it frees itself */
+	u->ur_conn = NULL;                 /* it frees itself */
 	if (r->fd < 0) {
 		if (r->local_error)
 			finish(u, REASON_INTERNAL_ERROR, false, "socket: %s", strerror(r->err));
 		else
 			finish(u, REASON_PROXY_UNREACHABLE, true, "cannot connect to the proxy %s",
-			    u->p.via->proxy.name);
+			    u->ur_p.via->proxy.name);
 		return;
 	}
-	u->res.proxy_addr = u->addrs[r->idx];
-	u->res.have_proxy_addr = true;
-	if (u->p.via->kind == PROXY_HTTPS) {
-		u->st = UP_TLS;
-		u->tb = tlsbridge_new(u->base, r->fd, u->p.tls, &u->p.via->proxy, on_tls, u);
-		if (u->tb == NULL)
+	u->ur_res.proxy_addr = u->ur_addrs[r->idx];
+	u->ur_res.have_proxy_addr = true;
+	if (u->ur_p.via->kind == PROXY_HTTPS) {
+		u->ur_st = UP_TLS;
+		u->ur_tb = tlsbridge_new(u->ur_base, r->fd, u->ur_p.tls, &u->ur_p.via->proxy, on_tls, u);
+		if (u->ur_tb == NULL)
 			finish(u, REASON_PROXY_TLS_FAILED, true, "cannot set up TLS to the proxy");
 		return;
 	}
-	u->fd = r->fd;
+	u->ur_fd = r->fd;
 	begin_protocol(u);
 }
 
@@ -808,14 +808,14 @@ connect_proxy(struct upstream_req *u)
 {
 	static const struct connector_opts one_at_a_time = { .max_inflight = 1 };
 
-	u->st = UP_CONNECT;
-	if (u->naddrs > 0) {
-		u->res.proxy_addr = u->addrs[0];
-		u->res.have_proxy_addr = true;
+	u->ur_st = UP_CONNECT;
+	if (u->ur_naddrs > 0) {
+		u->ur_res.proxy_addr = u->ur_addrs[0];
+		u->ur_res.have_proxy_addr = true;
 	}
-	u->conn = connector_start(u->base, u->addrs, u->naddrs, u->p.via->proxy.port,
+	u->ur_conn = connector_start(u->ur_base, u->ur_addrs, u->ur_naddrs, u->ur_p.via->proxy.port,
 	    &one_at_a_time, proxy_connected, proxy_addr_failed, u);
-	if (u->conn == NULL)
+	if (u->ur_conn == NULL)
 		finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
 }
 
@@ -824,7 +824,7 @@ on_proxy_resolved(const struct resolve_answer *ans, void *arg)
 {
 	struct upstream_req *u = arg;
 
-	u->rreq = NULL;
+	u->ur_rreq = NULL;
 	if (ans->status != REASON_ALLOWED) {
 		finish(u, REASON_PROXY_UNREACHABLE, true, "cannot resolve the proxy %s: %s",
 		    ans->name, reason_str(ans->status));
@@ -832,8 +832,8 @@ on_proxy_resolved(const struct resolve_answer *ans, void *arg)
 	}
 	/* Route infrastructure: no address-class check (corporate proxies live on private
 	 * addresses); the address used is reported for the log. */
-	u->naddrs = ans->naddrs;
-	memcpy(u->addrs, ans->addrs, ans->naddrs * sizeof(ans->addrs[0]));
+	u->ur_naddrs = ans->naddrs;
+	memcpy(u->ur_addrs, ans->addrs, ans->naddrs * sizeof(ans->addrs[0]));
 	connect_proxy(u);
 }
 
@@ -844,19 +844,19 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (u->st == UP_GATE)
+	if (u->ur_st == UP_GATE)
 		finish(u, REASON_UPSTREAM_TIMEOUT, false, "the allow record for the proxy %s "
-		    "was not written within %u ms; nothing was sent to it", u->p.via->proxy.name,
-		    u->p.timeout_ms);
-	else if (u->st == UP_RESOLVE || u->st == UP_CONNECT)
+		    "was not written within %u ms; nothing was sent to it", u->ur_p.via->proxy.name,
+		    u->ur_p.timeout_ms);
+	else if (u->ur_st == UP_RESOLVE || u->ur_st == UP_CONNECT)
 		finish(u, REASON_PROXY_UNREACHABLE, true, "the proxy %s did not accept a connection "
-		    "within %u ms", u->p.via->proxy.name, u->p.timeout_ms);
-	else if (u->st == UP_TLS)
+		    "within %u ms", u->ur_p.via->proxy.name, u->ur_p.timeout_ms);
+	else if (u->ur_st == UP_TLS)
 		finish(u, REASON_PROXY_TLS_FAILED, true, "TLS to the proxy %s took longer than %u ms",
-		    u->p.via->proxy.name, u->p.timeout_ms);
+		    u->ur_p.via->proxy.name, u->ur_p.timeout_ms);
 	else
 		finish(u, REASON_UPSTREAM_TIMEOUT, false, "the proxy %s did not answer within %u ms",
-		    u->p.via->proxy.name, u->p.timeout_ms);
+		    u->ur_p.via->proxy.name, u->ur_p.timeout_ms);
 }
 
 static void
@@ -866,20 +866,20 @@ on_later(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (u->st == UP_GATE) {
+	if (u->ur_st == UP_GATE) {
 		/* upstream_proceed: the allow record is on disk */
-		u->st = UP_HTTP_SEND;   /* from here a timeout is "the proxy did not answer" */
+		u->ur_st = UP_HTTP_SEND;   /* from here a timeout is "the proxy did not answer" */
 		begin_protocol(u);
 		return;
 	}
-	if (u->p.via->proxy.kind != HOST_NAME) {
-		u->addrs[0] = u->p.via->proxy.addr;
-		u->naddrs = 1;
+	if (u->ur_p.via->proxy.kind != HOST_NAME) {
+		u->ur_addrs[0] = u->ur_p.via->proxy.addr;
+		u->ur_naddrs = 1;
 		connect_proxy(u);
 		return;
 	}
-	u->rreq = resolver_lookup(u->p.res, u->p.via->proxy.name, on_proxy_resolved, u);
-	if (u->rreq == NULL)
+	u->ur_rreq = resolver_lookup(u->ur_p.res, u->ur_p.via->proxy.name, on_proxy_resolved, u);
+	if (u->ur_rreq == NULL)
 		finish(u, REASON_INTERNAL_ERROR, false, "out of memory");
 }
 
@@ -897,22 +897,22 @@ upstream_connect(struct event_base *base, const struct upstream_params *p, upstr
 	u = calloc(1, sizeof(*u));
 	if (u == NULL)
 		return NULL;
-	u->base = base;
-	u->p = *p;
-	u->cb = cb;
-	u->arg = arg;
-	u->fd = -1;
-	u->st = UP_RESOLVE;
-	u->start_us = mono_usec();
-	u->deadline = evtimer_new(base, on_deadline, u);
-	u->later = evtimer_new(base, on_later, u);
-	if (u->deadline == NULL || u->later == NULL) {
+	u->ur_base = base;
+	u->ur_p = *p;
+	u->ur_cb = cb;
+	u->ur_arg = arg;
+	u->ur_fd = -1;
+	u->ur_st = UP_RESOLVE;
+	u->ur_start_us = mono_usec();
+	u->ur_deadline = evtimer_new(base, on_deadline, u);
+	u->ur_later = evtimer_new(base, on_later, u);
+	if (u->ur_deadline == NULL || u->ur_later == NULL) {
 		cleanup(u);
 		free(u);
 		return NULL;
 	}
-	evtimer_add(u->deadline, &tv);
-	evtimer_add(u->later, &zero);     /* the callback never runs from inside this call */
+	evtimer_add(u->ur_deadline, &tv);
+	evtimer_add(u->ur_later, &zero);     /* the callback never runs from inside this call */
 	return u;
 }
 
@@ -930,9 +930,9 @@ upstream_proceed(struct upstream_req *u)
 {
 	static const struct timeval zero = { 0, 0 };
 
-	if (u == NULL || u->st != UP_GATE || u->later == NULL)
+	if (u == NULL || u->ur_st != UP_GATE || u->ur_later == NULL)
 		return;
-	evtimer_add(u->later, &zero);
+	evtimer_add(u->ur_later, &zero);
 }
 
 SSL_CTX *

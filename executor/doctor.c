@@ -301,7 +301,12 @@ doctor_route(struct doctor *d, const char *url, const char *const *settings)
 	    "https_proxy, or ask the operator for " HOSTROUTE_OPERATOR_CREDENTIALS;
 
 	hostroute_plan(environ, &h);
-	if (h.var[0] == '\0')
+	if (h.bad[0] != '\0')
+		doctor_row(d, "route.private_egressd", DOC_MISSING, false, "fix or unset the "
+		    "proxy variable (docs/routing.md, \"Proxy variables\")", "route = system: %s: "
+		    "libproxy would ignore it and go direct, so every hop is refused with "
+		    "route_unavailable", h.bad);
+	else if (h.var[0] == '\0')
 		doctor_row(d, "route.private_egressd", DOC_OK, false, "", "route = system: no proxy "
 		    "variable in this environment, so libproxy's system settings (none without a "
 		    "desktop session): allowed hops go direct");

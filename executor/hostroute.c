@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/host.h"
+#include "common/proxyurl.h"
 #include "common/util.h"
 
 static const char *
@@ -241,6 +242,19 @@ hostroute_plan(char *const *env, struct hostroute *h)
 
 	memset(h, 0, sizeof(*h));
 	h->auth_off = mode != NULL && strcmp(mode, "none") == 0;
+	/* As egressd's route = system checks them (egressd/route.c): any set variable that
+	 * libproxy could not read stops the route, whichever one libproxy would consult. */
+	for (size_t i = 0; i < EGRESS_NELEM(vars) && h->bad[0] == '\0'; i++) {
+		const char *v = env_lookup(env, vars[i]), *why;
+		enum proxyenv_kind k;
+		char norm[EGRESS_HOST_INPUT_MAX + 16];
+
+		if (v == NULL || v[0] == '\0' ||
+		    proxyenv_check(v, &k, norm, sizeof(norm), &why) == 0)
+			continue;
+		snprintf(h->bad, sizeof(h->bad), "%s is set but cannot be read as a proxy (%s)%s",
+		    vars[i], why, strchr(v, '@') ? "" : "; fix or unset it");
+	}
 	for (size_t i = 0; i < EGRESS_NELEM(vars); i++) {
 		const char *v = env_lookup(env, vars[i]);
 

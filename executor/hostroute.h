@@ -39,6 +39,9 @@
 
 struct hostroute {
 	char var[32];                  /* the variable naming the proxy, "" when none */
+	char bad[400];                 /* a proxy variable set but unreadable (common/proxyurl
+	                                  proxyenv_check): the private egressd refuses every
+	                                  hop with route_unavailable; "" when none */
 	char shown[EGRESS_PATH_MAX];   /* its value with any user:password hidden */
 	char proxy[EGRESS_HOSTPORT_MAX]; /* canonical host:port of that proxy, "" for none/PAC */
 	bool pac;                      /* the value is pac+URL or wpad:// */

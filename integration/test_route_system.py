@@ -6,10 +6,13 @@ says (route_source "system"); a `pac+http://` value is fetched by egressd itself
 server sees egressd's GET) and applied; a `pac+http://` URL that 404s denies with
 pac_unavailable instead of going direct (libproxy alone would fail open); with no proxy
 variables at all the route is direct; SIGHUP applies a new route and a bad reload keeps
-the old one; the libproxy helper runs as nobody with no_new_privs, seccomp, no
+the old one; a proxy variable that is set but unreadable (" wpad://", "htp:/x", ":3128")
+refuses every hop with route_unavailable and names the variable (libproxy alone would
+ignore it and go direct), in egressd -t too; the libproxy helper runs as nobody with no_new_privs, seccomp, no
 capabilities, only fds 0-2 and only the proxy variables of egressd's environment."""
 
 import os
+import subprocess
 import sys
 import time
 
@@ -157,6 +160,48 @@ def t_reload_changes_route(L, sq):
     stop_clean(d)
 
 
+def t_env_garbage_refuses(L, sq):
+    """A set-but-unreadable proxy variable: every hop refused (never direct), the
+    variable named in the route reply, the log and egressd -t."""
+    cases = (("https_proxy", " wpad://", "whitespace"),
+             ("https_proxy", "htp:/x", "not HOST:PORT"),
+             ("HTTPS_PROXY", ":3128", "not HOST:PORT"),
+             ("all_proxy", "wpad:// ", "whitespace"),
+             ("http_proxy", "ftp://proxy.lab.test:21", "unsupported proxy scheme"))
+    for var, val, why in cases:
+        n0 = len(sq.access_log_lines())
+        d = fresh(L, {var: val})
+        with L.no_origin_connection():
+            refused(L.connect(0, "origin.lab.test:443"), 502, "route_unavailable")
+            refused(L.connect(0, "a.proxied.test:443"), 502, "route_unavailable")
+            r = L.http(0, "GET", "http://origin2.lab.test/echo")
+            check(r.status == 502, "plain HTTP with %s=%r: %r" % (var, val, r))
+        rec = wait_decision(d, lambda x: x.get("dest") == "origin.lab.test:443")
+        check(rec.get("verdict") == "deny" and rec.get("reason") == "route_unavailable",
+              "%s=%r: record %s" % (var, val, rec))
+        q = proxies.route_query(d, "https://origin.lab.test/")
+        check(q.get("status") == "route_unavailable" and var in (q.get("pac") or "") and
+              why in (q.get("pac") or ""), "%s=%r: route reply %s" % (var, val, q))
+        check(var in d.stderr_text() and "route_unavailable" in d.stderr_text(),
+              "%s=%r: no warning naming it:\n%s" % (var, val, d.stderr_tail()))
+        time.sleep(0.2)
+        check(len(sq.access_log_lines()) == n0, "squid was used with %s=%r" % (var, val))
+        env = dict(os.environ)
+        env[var] = val
+        cp = subprocess.run(["ip", "netns", "exec", d.ns, lab.binary("egressd"), "-t",
+                             "-c", d.conf_path], env=env, capture_output=True, text=True,
+                            timeout=30)
+        check(cp.returncode != 0 and var in cp.stderr and why in cp.stderr,
+              "egressd -t with %s=%r: rc %s, %s" % (var, val, cp.returncode, cp.stderr))
+        stop_clean(d)
+    # the negative twin: the same lab with a readable variable goes through squid
+    d = fresh(L, {"https_proxy": "proxy.lab.test:3128"})
+    tunnel_ok(L, "origin2.lab.test:443", "http2_443")
+    rec = wait_decision(d, lambda x: x.get("dest") == "origin2.lab.test:443")
+    check(rec.get("route") == PROXY_URL, "HOST:PORT without a scheme: %s" % rec)
+    stop_clean(d)
+
+
 def helper_pids(d):
     """Children of egressd whose command is egressd-route-helper."""
     out = []
@@ -223,6 +268,7 @@ def main():
                          ("env_pac_fetched_by_egressd", t_env_pac),
                          ("env_pac_404_denies", t_env_pac_404),
                          ("no_proxy_variables_direct", t_no_env_direct),
+                         ("garbage_variable_refuses", t_env_garbage_refuses),
                          ("reload_changes_route", t_reload_changes_route),
                          ("route_helper_confined", t_helper_confined)):
             res.run(name, fn, L, sq)

@@ -100,6 +100,22 @@ test_plan(void **state)
 		assert_true(h.auth_off);
 	}
 	{
+		/* a set but unreadable variable (libproxy would go direct): named, never
+		 * skipped, whichever of the variables it is */
+		char *env[] = { "https_proxy= wpad://", "EGRESS_PROXY_CREDENTIALS=/x/y", NULL };
+		hostroute_plan(env, &h);
+		assert_non_null(strstr(h.bad, "https_proxy"));
+		assert_non_null(strstr(h.bad, "whitespace"));
+		char *env2[] = { "https_proxy=http://proxy.corp.example:8080", "ALL_PROXY=:3128",
+			"EGRESS_PROXY_CREDENTIALS=/x/y", NULL };
+		hostroute_plan(env2, &h);
+		assert_non_null(strstr(h.bad, "ALL_PROXY"));
+		char *env3[] = { "https_proxy=http://proxy.corp.example:8080", "no_proxy=*",
+			"EGRESS_PROXY_CREDENTIALS=/x/y", NULL };
+		hostroute_plan(env3, &h);
+		assert_string_equal(h.bad, "");
+	}
+	{
 		/* a keyring cache cannot be handed over; the plan says why */
 		char *env[] = { "https_proxy=http://proxy.corp.example:8080",
 			"KRB5CCNAME=KEYRING:persistent:1000", "EGRESS_PROXY_CREDENTIALS=/x/y", NULL };
