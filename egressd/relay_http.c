@@ -24,39 +24,22 @@
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
 
-/* How many of n response bytes belong to the body; sets resp_done at its end. -1: bad
- * chunked framing. */
+/* How many of n response bytes belong to the body (the one body framer, http.h); sets
+ * resp_done at its end, and marks the upstream connection unfit for reuse when bytes
+ * follow the body. -1: bad chunked framing. */
 long
 relay_http_frame_body(struct dir *d, const char *p, size_t n)
 {
 	bool done = false;
-	long k;
+	long k = http_body_framer_feed(&d->dr_frame, p, n, &done);
 
-	switch (d->dr_rbody) {
-	case RB_NONE:
+	if (k < 0)
+		return -1;
+	if (done)
 		d->dr_resp_done = true;
-		if (n > 0)
-			d->dr_t->tn_up_dirty = true;
-		return 0;
-	case RB_LENGTH:
-		if (n > d->dr_rleft) {
-			n = (size_t)d->dr_rleft;
-			d->dr_t->tn_up_dirty = true;
-		}
-		d->dr_rleft -= n;
-		if (d->dr_rleft == 0)
-			d->dr_resp_done = true;
-		return (long)n;
-	case RB_CHUNKED:
-		k = http_chunked_feed(&d->dr_rch, p, n, &done);
-		if (k >= 0 && done)
-			d->dr_resp_done = true;
-		if (k >= 0 && (size_t)k < n)
-			d->dr_t->tn_up_dirty = true;
-		return k;
-	default:
-		return (long)n;
-	}
+	if ((size_t)k < n)
+		d->dr_t->tn_up_dirty = true;
+	return k;
 }
 
 /* Response head handling (HTTP mode, upstream->client): accumulate, check, pass interim
@@ -82,7 +65,8 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 	d->dr_headlen += n;
 	for (;;) {
 		size_t head_len;
-		int status, kind = RB_NONE;
+		int status;
+		enum http_resp_body kind = HTTP_RESP_NONE;
 		uint64_t blen = 0;
 		/* The one response-head parser (egressd/httpresp.h), once over these bytes. */
 		switch (httpresp_parse(d->dr_head, d->dr_headlen, 0, &r)) {
@@ -112,12 +96,10 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 		}
 		bool interim = status < 200;
 		if (!interim) {
-			enum http_resp_body rb;
-			if (http_response_framing(&r, t->tn_o.head_request, &rb, &blen) != 0) {
+			if (http_response_framing(&r, t->tn_o.head_request, &kind, &blen) != 0) {
 				*why = REASON_BAD_RESPONSE;
 				return -1;
 			}
-			kind = (int)rb;
 			if (t->tn_o.on_response != NULL) {
 				char ref[TUNNEL_REFUSAL_MAX];
 				size_t nref = 0;
@@ -133,7 +115,7 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 				}
 			}
 		}
-		bool keep = !interim && t->tn_o.keep_client && kind != RB_CLOSE;
+		bool keep = !interim && t->tn_o.keep_client && kind != HTTP_RESP_CLOSE;
 		size_t rest = d->dr_headlen - head_len;
 		if (!tunnel_dir_reserve(d, d->dr_blen + EGRESS_RESPONSE_HEAD_MAX + 512 + rest)) {
 			*why = REASON_INTERNAL_ERROR;
@@ -161,9 +143,7 @@ relay_http_take_head(struct dir *d, const char *p, size_t n, enum reason *why)
 			if (httpresp_value_has_token(r.headers[li].value, r.headers[li].value_len,
 			    "close"))
 				t->tn_resp_reusable = false;
-		d->dr_rbody = kind;
-		d->dr_rleft = blen;
-		http_chunked_init(&d->dr_rch);
+		http_body_framer_init(&d->dr_frame, kind, blen);
 		long k = relay_http_frame_body(d, d->dr_head + head_len, rest);
 		if (k < 0) {
 			*why = REASON_BAD_RESPONSE;
@@ -186,7 +166,7 @@ relay_http_delivered(struct tunnel *t)
 {
 	struct dir *c2u = &t->tn_d[0];
 
-	bool sent = c2u->dr_body == 0 && c2u->dr_boff == c2u->dr_blen && c2u->dr_inpipe == 0;
+	bool sent = c2u->dr_frame.done && c2u->dr_boff == c2u->dr_blen && c2u->dr_inpipe == 0;
 
 	if (t->tn_keep && !t->tn_client_eof && sent) {
 		t->tn_keep_cfd = true;
@@ -194,7 +174,7 @@ relay_http_delivered(struct tunnel *t)
 			*t->tn_o.client_kept = true;
 	}
 	if (t->tn_o.keep_upstream && t->tn_resp_reusable && !t->tn_up_dirty && sent &&
-	    t->tn_d[1].dr_rbody != RB_CLOSE) {
+	    t->tn_d[1].dr_frame.kind != HTTP_RESP_CLOSE) {
 		t->tn_keep_ufd = true;
 		if (t->tn_o.upstream_kept_fd != NULL)
 			*t->tn_o.upstream_kept_fd = t->tn_ufd;
@@ -221,7 +201,7 @@ relay_http_retry_fresh(struct tunnel *t)
 	struct connector_opts co = { .max_inflight = 1, .stagger_us = 0, .deadline_us = 0 };
 
 	if (!t->tn_o.retry || t->tn_retried || t->tn_up_any || t->tn_closing ||
-	    t->tn_o.req_body != 0 || c2u->dr_body != 0 || u2c->dr_final_started || u2c->dr_headlen != 0 ||
+	    t->tn_o.req_body != 0 || !c2u->dr_frame.done || u2c->dr_final_started || u2c->dr_headlen != 0 ||
 	    t->tn_rhead == NULL || !tunnel_dir_reserve(c2u, t->tn_nrhead))
 		return false;
 	t->tn_retried = true;

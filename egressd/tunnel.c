@@ -457,7 +457,7 @@ dir_run(struct dir *d)
 			relay_http_delivered(t);
 			return;
 		}
-		if (d->dr_up && t->tn_o.http && d->dr_body == 0) {
+		if (d->dr_up && t->tn_o.http && d->dr_frame.done) {
 			/* request body complete: never read what follows (a new, unauthorized
 			 * request) */
 			d->dr_done = true;
@@ -486,11 +486,10 @@ dir_run(struct dir *d)
 				return;
 			}
 			want = TUNNEL_BUF;
-			if (d->dr_up && t->tn_o.http && d->dr_body == 1 && d->dr_body_left < want)
-				want = (size_t)d->dr_body_left;
-			if (!d->dr_up && t->tn_o.http && !d->dr_want_head && d->dr_rbody == RB_LENGTH &&
-			    d->dr_rleft < want)
-				want = (size_t)d->dr_rleft;
+			/* a body of known length: never read past it (what follows is not ours) */
+			if (t->tn_o.http && (d->dr_up || !d->dr_want_head) &&
+			    d->dr_frame.kind == HTTP_RESP_LENGTH && d->dr_frame.left < want)
+				want = (size_t)d->dr_frame.left;
 		}
 		/* 3. read: into the pipe (splice) or the buffer (copy); one error path */
 		ssize_t n = piped ? splice(d->dr_src, NULL, d->dr_pipe[1], NULL, want,
@@ -544,21 +543,14 @@ dir_run(struct dir *d)
 		d->dr_boff = 0;
 		d->dr_blen = (size_t)n;
 		if (d->dr_up && t->tn_o.http) {
-			if (d->dr_body == 1) {
-				d->dr_body_left -= (uint64_t)n;
-				if (d->dr_body_left == 0)
-					d->dr_body = 0;
-			} else if (d->dr_body == 2) {
-				bool done = false;
-				long k = http_chunked_feed(&d->dr_ch, d->dr_buf, (size_t)n, &done);
-				if (k < 0) {
-					dir_fail(d, REASON_BAD_FRAMING);
-					return;
-				}
-				d->dr_blen = (size_t)k;
-				if (done)
-					d->dr_body = 0;
+			bool done;
+			long k = http_body_framer_feed(&d->dr_frame, d->dr_buf, (size_t)n, &done);
+
+			if (k < 0) {
+				dir_fail(d, REASON_BAD_FRAMING);
+				return;
 			}
+			d->dr_blen = (size_t)k;
 		} else if (!d->dr_up && t->tn_o.http && d->dr_want_head) {
 			char tmp[TUNNEL_BUF];
 			memcpy(tmp, d->dr_buf, (size_t)n);
@@ -654,33 +646,21 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		t->tn_nrhead = nupstream;
 	}
 	if (t->tn_o.http) {
-		c2u->dr_body = t->tn_o.req_body;
-		c2u->dr_body_left = t->tn_o.req_body_len;
-		if (t->tn_o.req_body == 1 && t->tn_o.req_body_len == 0)
-			c2u->dr_body = 0;
-		http_chunked_init(&c2u->dr_ch);
+		bool done;
+		long k;
+
+		http_body_framer_init(&c2u->dr_frame, t->tn_o.req_body == 1 ? HTTP_RESP_LENGTH :
+		    t->tn_o.req_body == 2 ? HTTP_RESP_CHUNKED : HTTP_RESP_NONE,
+		    t->tn_o.req_body_len);
 		t->tn_d[1].dr_want_head = true;
 		/* Client bytes after the head are request body: frame them, drop the excess
 		 * (it would be a pipelined request, which is a new hop). */
-		if (npending > 0 && c2u->dr_body == 1) {
-			if (npending > c2u->dr_body_left)
-				npending = (size_t)c2u->dr_body_left;
-			c2u->dr_body_left -= npending;
-			if (c2u->dr_body_left == 0)
-				c2u->dr_body = 0;
-		} else if (npending > 0 && c2u->dr_body == 2) {
-			bool done = false;
-			long k = http_chunked_feed(&c2u->dr_ch, pending, npending, &done);
-			if (k < 0) {
-				errno = EINVAL;
-				goto fail;
-			}
-			npending = (size_t)k;
-			if (done)
-				c2u->dr_body = 0;
-		} else {
-			npending = 0;
+		k = http_body_framer_feed(&c2u->dr_frame, pending, npending, &done);
+		if (k < 0) {
+			errno = EINVAL;
+			goto fail;
 		}
+		npending = (size_t)k;
 	}
 	if (npending > 0) {
 		if (!tunnel_dir_reserve(c2u, c2u->dr_blen + npending > TUNNEL_BUF ? c2u->dr_blen + npending :

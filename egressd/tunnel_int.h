@@ -37,24 +37,17 @@ struct dir {
 	bool dr_fresh;              /* CONNECT start: after flushing what tunnel_new queued,
 	                               wait for bytes instead of a read bound to find none */
 	uint64_t dr_bytes;
-	/* http request body framing (client -> upstream) */
-	int dr_body;
-	uint64_t dr_body_left;
-	struct http_chunked dr_ch;
+	/* HTTP mode: the body this direction carries, framed by http.h's one body framer
+	 * (client -> upstream: the request's; upstream -> client: the response's, set when
+	 * its final head arrives, docs/redirects.md) */
+	struct http_body_framer dr_frame;
 	/* http response head (upstream -> client) */
 	bool dr_want_head;
 	char *dr_head;
 	size_t dr_headlen;
-	/* http response body framing (upstream -> client, docs/redirects.md) */
-	int dr_rbody;               /* RB_* */
-	uint64_t dr_rleft;
-	struct http_chunked dr_rch;
 	bool dr_resp_done;          /* the whole response is in buf (or was written) */
 	bool dr_final_started;      /* a final response head was queued for the client */
 };
-
-enum { RB_NONE = HTTP_RESP_NONE, RB_LENGTH = HTTP_RESP_LENGTH, RB_CHUNKED = HTTP_RESP_CHUNKED,
-	RB_CLOSE = HTTP_RESP_CLOSE };
 
 struct tunnel {
 	struct event_base *tn_base;
