@@ -1038,6 +1038,17 @@ test_root_checks(void **state)
 	dlog_set_root_checks(false, 0);
 }
 
+/* Until the writer thread has put the log in the failed state (bounded: 5 s). */
+static void
+wait_failed(const struct dlog *d)
+{
+	uint64_t deadline = mono_msec() + 5000;
+
+	while (dlog_writable(d) && mono_msec() < deadline)
+		usleep(1000);
+	assert_false(dlog_writable(d));
+}
+
 /* The same refusal at a reopen (SIGUSR1 after a rename, or after a failed write): the
  * failed state, hops refused, the planted target untouched. */
 static void
@@ -1060,8 +1071,12 @@ test_reopen_refuses_links(void **state)
 	assert_int_equal(rename(f->path, old), 0);
 	assert_int_equal(symlink(victim, f->path), 0);
 	dlog_reopen(d);
-	/* Whether the writer has already failed the reopen or not, an append past retry_ms
-	 * is accepted (as a probe) and then fails: no timing decides the outcome. */
+	/* The writer refuses the reopen (the failed state: retry_ms = 50 from that moment
+	 * on, appends inside it are refused). Wait for that, bounded, then past retry_ms:
+	 * the append is accepted as a probe and fails. Sleeping from dlog_reopen instead
+	 * raced a writer thread scheduled late (under load the refusal came more than 10 ms
+	 * after the reopen, and the append fell inside the interval). */
+	wait_failed(d);
 	usleep(60 * 1000);
 	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
 	run_until(f->base, &dn.calls, 3);
