@@ -372,8 +372,8 @@ doctor_route(struct doctor *d, const char *url, const char *const *settings)
 		/* stop also removes what start generated; then egressd's own files */
 		egressd_embedded_stop(&e);
 		{
-			static const char *const names[] = { "egressd.ini", "egressd.log",
-				"decisions.jsonl", "egressd.sock" };
+			static const char *const names[] = { "egressd.ini", "egressd.ini.state",
+				"egressd.log", "decisions.jsonl", "egressd.sock" };
 			char p[EGRESS_PATH_MAX + 32];
 
 			for (size_t i = 0; i < EGRESS_NELEM(names); i++) {

@@ -14,6 +14,16 @@
 
 #include "common/util.h"
 
+static const char *state_dir = SANDBOX_STATE_DIR;
+
+#ifdef EGRESS_TESTING
+void
+sandbox_state_set_dir(const char *dir)
+{
+	state_dir = dir != NULL ? dir : SANDBOX_STATE_DIR;
+}
+#endif
+
 /* A run id usable as a file name here (the cgroup's rule, shorter). */
 static bool
 state_id_ok(const char *id)
@@ -56,42 +66,55 @@ sandbox_state_pid_start(pid_t pid)
 static int
 state_path(char *out, size_t len, const char *run_id)
 {
-	int n = snprintf(out, len, "%s/%s", SANDBOX_STATE_DIR, run_id);
+	int n = snprintf(out, len, "%s/%s", state_dir, run_id);
 	return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
 
+/*
+ * The record appears complete or not at all, whenever the run is killed: its lines are
+ * written to an unnamed file in the state directory (O_TMPFILE) that is then given its
+ * name (linkat). A run killed before the link leaves nothing behind (the kernel frees the
+ * unnamed file); one killed after it leaves a whole record that `egress-exec cleanup`
+ * reads. A named temporary file (the former "<id>.tmp" then rename) outlived a kill
+ * between its creation and the rename, and cleanup never looked at it.
+ */
 int
 sandbox_state_write(struct sandbox_state *st, char *err, size_t errlen)
 {
-	char path[EGRESS_PATH_MAX], tmp[EGRESS_PATH_MAX + 8];
-	FILE *f;
-	int fd;
+	char path[EGRESS_PATH_MAX], line[EGRESS_PATH_MAX + 128], proc[64];
+	int fd, n;
 
 	if (!state_id_ok(st->run_id) || state_path(path, sizeof(path), st->run_id) < 0) {
 		snprintf(err, errlen, "invalid run id");
 		return -1;
 	}
 	st->start = sandbox_state_pid_start(st->pid);
-	mkdir("/run/egress-exec", 0700);
-	if (mkdir(SANDBOX_STATE_DIR, 0700) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "mkdir %s: %s", SANDBOX_STATE_DIR, strerror(errno));
+	if (strcmp(state_dir, SANDBOX_STATE_DIR) == 0)
+		mkdir("/run/egress-exec", 0700);
+	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "mkdir %s: %s", state_dir, strerror(errno));
 		return -1;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
-		if (fd >= 0)
-			close(fd);
-		snprintf(err, errlen, "write %s: %s", tmp, strerror(errno));
+	n = snprintf(line, sizeof(line), "pid=%d\nstart=%llu\nrun_dir=%s\nveth=%s\n",
+	    (int)st->pid, (unsigned long long)st->start, st->run_dir, st->veth);
+	if (n < 0 || (size_t)n >= sizeof(line)) {
+		snprintf(err, errlen, "state record of %s too long", st->run_id);
 		return -1;
 	}
-	fprintf(f, "pid=%d\nstart=%llu\nrun_dir=%s\nveth=%s\n", (int)st->pid,
-	    (unsigned long long)st->start, st->run_dir, st->veth);
-	if (fclose(f) != 0 || rename(tmp, path) < 0) {
+	fd = open(state_dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "write %s: unnamed file in %s: %s", path, state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (write_all(fd, line, (size_t)n) < 0 ||
+	    linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
 		snprintf(err, errlen, "write %s: %s", path, strerror(errno));
-		unlink(tmp);
+		close(fd);
 		return -1;
 	}
+	close(fd);
 	return 0;
 }
 
@@ -148,7 +171,7 @@ sandbox_state_live(const char *run_id)
 unsigned
 sandbox_state_each(void (*fn)(const struct sandbox_state *st, bool live, void *arg), void *arg)
 {
-	DIR *d = opendir(SANDBOX_STATE_DIR);
+	DIR *d = opendir(state_dir);
 	struct dirent *de;
 	unsigned n = 0;
 

@@ -40,4 +40,10 @@ uint64_t sandbox_state_pid_start(pid_t pid);
 unsigned sandbox_state_each(void (*fn)(const struct sandbox_state *st, bool live, void *arg),
     void *arg);
 
+#ifdef EGRESS_TESTING
+/* Unit tests only: keep the records in dir (NULL: SANDBOX_STATE_DIR again), so a test
+ * never puts records where a real `egress-exec cleanup` would act on them. */
+void sandbox_state_set_dir(const char *dir);
+#endif
+
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The chaos test, egress-exec half (docs/SECURITY.md, "What the fault tests prove").
+"""The chaos test, egress-exec half (issue 19; docs/SECURITY.md, "What the fault tests prove").
 
 EGRESS_CHAOS_EXEC_RUNS networked runs (default 6, three at a time) against the lab's
 egressd, each worker fetching http://origin.lab.test through its listener in a loop; each
@@ -8,17 +8,21 @@ the sandbox is up, some while the worker is talking). Then `egress-exec cleanup`
 
 Invariants:
 - nothing is left on the host: no state record, cgroup, veth or run-folder mount of any
-  run that appeared during the test (st.leftovers for each), no new state record, and no
-  new egx* veth in this lab's namespace or empty egress/ cgroup at all (also of runs
-  killed before their state record existed);
+  of this test's runs (st.leftovers for each), no state record of them at all (also of
+  a run killed before the watcher saw its record; a run is ours when its record's pid and
+  start time are an egress-exec this test started: parallel tests' live runs keep
+  theirs), and no new egx* veth in this lab's namespace or empty egress/ cgroup at all
+  (also of runs killed before their state record existed);
 - every killed run's records are kept: egressd's decision log still holds every record of
   the runs' grants seen before the cleanup, every allow of them has its close (the worker's
   connections die with its pid namespace), and the chain verifies;
 - egressd never died and stops cleanly (exit 0, no sanitizer report).
+The evidence cleanup kept of this test's runs is removed at the end.
 """
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,18 +67,21 @@ def read_state(rid):
         return None
 
 
-def live_record(rid):
-    """True when the record's process is alive (same pid and start time): a run that is
-    still going, such as another suite's on this machine (the state folder is global)."""
-    rec = read_state(rid)
-    if rec is None or "pid" not in rec:
-        return False
+def pid_start(pid):
+    """/proc/<pid>/stat starttime, as egress-exec writes it in its state record ("start=")."""
     try:
-        with open("/proc/%d/stat" % int(rec["pid"])) as f:
-            start = f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, ValueError, IndexError):
-        return False
-    return start == rec.get("start")
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def is_ours(rec, ours):
+    """A state record of one of this test's runs: its pid and start time are those of an
+    egress-exec this test started. /run/egress-exec/state is the machine's: runs of tests
+    running in parallel (ctest -j, other checkouts) have their records there too, and a
+    live run's record rightly survives `egress-exec cleanup`."""
+    return rec is not None and (rec.get("pid"), rec.get("start")) in ours
 
 
 def empty_cgroup(path):
@@ -104,6 +111,24 @@ def host_snapshot(ns):
     return out
 
 
+def forget_ours(cleanup_stdout, ours):
+    """Remove the evidence cleanup kept (st.KEEP_DIR) of this test's runs only: the copy
+    of the state record there names the run's pid and start time."""
+    for line in cleanup_stdout.decode(errors="replace").splitlines():
+        if not line.startswith("kept the evidence of ") or " in " + st.KEEP_DIR + "/" not in line:
+            continue
+        d = line.split(" in ", 1)[1].split(":", 1)[0]
+        if os.path.dirname(d) != st.KEEP_DIR:
+            continue
+        try:
+            with open(os.path.join(d, "state")) as f:
+                rec = dict(ln.split("=", 1) for ln in f.read().splitlines() if "=" in ln)
+        except OSError:
+            continue
+        if is_ours(rec, ours):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def grant_ids(d):
     try:
         r = d.control({"op": "grant.list"})
@@ -117,6 +142,7 @@ def t_runs_killed(L, d):
     before = state_ids()
     host0 = host_snapshot(L.ns_host)
     seen_runs = {}
+    ours = set()        # (pid, start) of every egress-exec this test started
     seen_grants = set()
     lock = threading.Lock()
     stop = threading.Event()
@@ -125,8 +151,8 @@ def t_runs_killed(L, d):
         while not stop.is_set():
             for rid in state_ids() - before:
                 rec = read_state(rid)
-                if rec is not None:
-                    with lock:
+                with lock:
+                    if is_ours(rec, ours):
                         seen_runs.setdefault(rid, rec)
             g = grant_ids(d)
             with lock:
@@ -144,6 +170,11 @@ def t_runs_killed(L, d):
                                   "http://origin.lab.test", "--wall", "30s", "--"] +
                                  st.py(WORKER), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
+            # nsenter execs egress-exec: same pid, same start time (the pid stays ours,
+            # a zombie at worst, until p.wait below).
+            start = pid_start(p.pid)
+            with lock:
+                ours.add((str(p.pid), start))
             procs.append((p, time.monotonic() + rnd.uniform(0.05, 4.0)))
         for p, at in sorted(procs, key=lambda x: x[1]):
             time.sleep(max(0.0, at - time.monotonic()))
@@ -155,22 +186,27 @@ def t_runs_killed(L, d):
     stop.set()
     w.join(timeout=5)
     check(d.alive(), "egressd died:\n%s" % d.stderr_tail())
-    ours = {g for g in seen_grants}
-    recs_before = [r for r in d.decisions() if r.get("grant_id") in ours]
+    ours_g = {g for g in seen_grants}
+    recs_before = [r for r in d.decisions() if r.get("grant_id") in ours_g]
     cp = subprocess.run(["nsenter", "--net=/run/netns/" + L.ns_host, st.EXE, "cleanup"],
                         capture_output=True, timeout=120)
     check(cp.returncode == 0, "cleanup rc=%d %r" % (cp.returncode, cp.stderr[-400:]))
+    forget_ours(cp.stdout, ours)
     left = []
     for rid, rec in seen_runs.items():
         left += st.leftovers(L.ns_host, {"run_id": rid, "run_dir": rec.get("run_dir")})
     check(not left, "left on the host after cleanup: %s" % left)
-    # this test's runs are all dead by now: none of their records may be left; a record
-    # that appeared meanwhile is a leftover unless its process still runs (a parallel
-    # suite's run: /run/egress-exec/state is the machine's)
-    own_left = {rid for rid in seen_runs if os.path.exists(os.path.join(STATE, rid))}
-    check(not own_left, "state records of the killed runs left: %s" % own_left)
-    dead_left = {rid for rid in state_ids() - before if not live_record(rid)}
-    check(not dead_left, "state records left: %s" % dead_left)
+    # Every record of ours is gone (also of a run killed before the watcher saw it); a
+    # record that cannot be read is a defect whoever wrote it (records are complete or
+    # absent); other runs' records are theirs.
+    left_recs = {}
+    for rid in state_ids() - before:
+        rec = read_state(rid)
+        gone = rec is None and not os.path.exists(os.path.join(STATE, rid))
+        complete = rec is not None and "pid" in rec and "start" in rec
+        if is_ours(rec, ours) or not (gone or complete):
+            left_recs[rid] = rec
+    check(not left_recs, "state records left: %s" % left_recs)
     extra = host_snapshot(L.ns_host) - host0
     if extra:   # a parallel test's run may be between mkdir and its first process
         time.sleep(2)
@@ -178,7 +214,7 @@ def t_runs_killed(L, d):
     check(not extra, "left on the host (any run, with or without a state record): %s"
           % sorted(extra))
     # the killed runs' records: nothing lost, every allow closed, the chain intact
-    recs_after = [r for r in d.decisions() if r.get("grant_id") in ours]
+    recs_after = [r for r in d.decisions() if r.get("grant_id") in ours_g]
     check(recs_after[:len(recs_before)] == recs_before, "records of killed runs changed")
     allows = {r.get("hop") for r in recs_after
               if r.get("event") == "decision" and r.get("verdict") == "allow"}
@@ -192,7 +228,7 @@ def t_runs_killed(L, d):
     rc, out, err = d.egressctl("log", "verify", d.log_path)
     check(rc == 0, "chain does not verify: %s" % (out + err)[-400:])
     print("  %d runs, %d killed, %d reached a state record, %d grants, %d records of "
-          "theirs kept" % (RUNS, len(kills), len(seen_runs), len(ours), len(recs_after)))
+          "theirs kept" % (RUNS, len(kills), len(seen_runs), len(ours_g), len(recs_after)))
 
 
 def main():

@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results, check, require_root  # noqa: E402
 from labtools import proxies  # noqa: E402
+from labtools.checks import bounded_wait  # noqa: E402
 from labtools.egressd import binary  # noqa: E402
 
 import test_orchestrate_local as local  # noqa: E402
@@ -270,6 +271,12 @@ def t_doctor(L, top):
     env.update({"https_proxy": "http://%s:%s@proxy.lab.test:3128" % (USER, PASSWORD),
                 "http_proxy": "http://%s:%s@proxy.lab.test:3128" % (USER, PASSWORD),
                 "EGRESS_PROXY_CREDENTIALS": "/nonexistent-egress-operator-file"})
+    def doctor_dirs():   # the private egressd's folders doctor --route makes
+        try:
+            return {n for n in os.listdir("/run/egress-exec") if n.startswith("doctor-")}
+        except OSError:
+            return set()
+    dirs0 = doctor_dirs()
     args = ["nsenter", "--net=/run/netns/" + L.ns_host, binary("egress-exec"), "doctor",
             "--json", "--route", "http://origin.lab.test/"]
     for kv in SETTINGS:
@@ -296,6 +303,10 @@ def t_doctor(L, top):
     a = rows.get("route.auth", {})
     check(a.get("state") == "degraded" and "kinit" in a.get("fix", "") and
           "upstream_auth_required" in a.get("detail", ""), a)
+    # doctor removes its private egressd's folder (egressd.ini.state too); a folder of a
+    # doctor running in parallel elsewhere goes when that one ends
+    check(bounded_wait(lambda: not (doctor_dirs() - dirs0), 20, step=0.5),
+          "doctor left %s" % sorted(doctor_dirs() - dirs0))
 
 
 def t_java_opt_in(L, top):

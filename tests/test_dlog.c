@@ -638,6 +638,36 @@ test_fast_path_record_before_callback(void **state)
 	free(ln);
 }
 
+/*
+ * An append inside the retry interval is refused at once (EIO). The interval runs
+ * retry_ms from the writer's failure, which came after t0 (taken before the append that
+ * failed). When this thread was scheduled so late that the interval may be over, an
+ * accepted append is a probe, not a defect: it fails again (the log is still broken) and
+ * starts a new interval, and the refusal is tried again inside that one (bounded). An
+ * append accepted while the interval certainly ran fails the test.
+ */
+static void
+refused_in_interval(struct fix *f, struct dlog *d, unsigned retry_ms, uint64_t t0,
+    struct done *dn)
+{
+	for (int k = 0; k < 20; k++) {
+		int calls = dn->calls;
+		uint64_t before = mono_msec();
+		int rc = dlog_append(d, "decision", fields(100 + k), on_done, dn, NULL);
+
+		if (rc == -1) {
+			assert_int_equal(errno, EIO);
+			return;
+		}
+		assert_true(mono_msec() >= t0 + retry_ms);
+		run_until(f->base, &dn->calls, calls + 1);
+		assert_int_equal(dn->calls, calls + 1);
+		assert_int_not_equal(dn->err, 0);
+		t0 = before;
+	}
+	fail_msg("no append landed inside the retry interval in 20 tries");
+}
+
 static void
 noop_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -723,6 +753,8 @@ test_dev_full_fails(void **state)
 	struct done dn = { 0 };
 	struct dlog_status st;
 	struct dlog *d = open_log(f, "/dev/full", DLOG_SYNC_ALWAYS);
+	uint64_t t0 = mono_msec();
+	int calls;
 
 	assert_true(dlog_writable(d));
 	assert_int_equal(dlog_append(d, "decision", fields(1), on_done, &dn, NULL), 0);
@@ -735,13 +767,13 @@ test_dev_full_fails(void **state)
 	assert_int_equal(st.seq, 0);
 	assert_int_equal(st.failed, 1);
 	/* inside the retry interval: refused at once */
-	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), -1);
-	assert_int_equal(errno, EIO);
+	refused_in_interval(f, d, 250, t0, &dn);
 	/* after it: a probe, which fails again */
 	usleep(300 * 1000);
+	calls = dn.calls;
 	assert_int_equal(dlog_append(d, "decision", fields(3), on_done, &dn, NULL), 0);
-	run_until(f->base, &dn.calls, 2);
-	assert_int_equal(dn.calls, 2);
+	run_until(f->base, &dn.calls, calls + 1);
+	assert_int_equal(dn.calls, calls + 1);
 	assert_false(dlog_writable(d));
 	dlog_close(d);
 }
@@ -1116,6 +1148,17 @@ test_root_checks(void **state)
 	dlog_set_root_checks(false, 0);
 }
 
+/* Until the writer thread has put the log in the failed state (bounded: 5 s). */
+static void
+wait_failed(const struct dlog *d)
+{
+	uint64_t deadline = mono_msec() + 5000;
+
+	while (dlog_writable(d) && mono_msec() < deadline)
+		usleep(1000);
+	assert_false(dlog_writable(d));
+}
+
 /* The same refusal at a reopen (SIGUSR1 after a rename, or after a failed write): the
  * failed state, hops refused, the planted target untouched. */
 static void
@@ -1138,8 +1181,12 @@ test_reopen_refuses_links(void **state)
 	assert_int_equal(rename(f->path, old), 0);
 	assert_int_equal(symlink(victim, f->path), 0);
 	dlog_reopen(d);
-	/* Whether the writer has already failed the reopen or not, an append past retry_ms
-	 * is accepted (as a probe) and then fails: no timing decides the outcome. */
+	/* The writer refuses the reopen (the failed state: retry_ms = 50 from that moment
+	 * on, appends inside it are refused). Wait for that, bounded, then past retry_ms:
+	 * the append is accepted as a probe and fails. Sleeping from dlog_reopen instead
+	 * raced a writer thread scheduled late (under load the refusal came more than 10 ms
+	 * after the reopen, and the append fell inside the interval). */
+	wait_failed(d);
 	usleep(60 * 1000);
 	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
 	run_until(f->base, &dn.calls, 3);
