@@ -73,6 +73,7 @@ ECHO2 = "203.0.113.11"
 DNS_SERVER = "198.51.100.53"
 INET_ADDRS = [HTTP_ORIGIN, ECHO_ORIGIN, DNS_SERVER, ORIGIN2, ECHO2]
 PROXY_PORT = 3128
+METRICS_MAX = 1 << 20          # bytes read from one /metrics scrape, at most
 
 SERVICES = [  # (name, kind, namespace role, address, port)
     ("http80", "http", "inet", HTTP_ORIGIN, 80),
@@ -395,6 +396,24 @@ class Lab:
 
     def connect_from(self, who, addr, port, timeout=5.0):
         return netns.connect_in(self.ns_of(who), addr, port, timeout=timeout)
+
+    def metrics_text(self, port, addr="127.0.0.1", who="host"):
+        """One GET /metrics to egressd's metrics listener: the whole HTTP response
+        (status line, headers, body) as text, read until the server closes (at most
+        METRICS_MAX bytes)."""
+        s = self.connect_from(who, addr, port)
+        try:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            s.settimeout(5)
+            while len(data) < METRICS_MAX:
+                c = s.recv(65536)
+                if not c:
+                    break
+                data += c
+        finally:
+            s.close()
+        return data.decode("utf-8", "replace")
 
     def connector(self, who):
         ns = self.ns_of(who)
