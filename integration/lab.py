@@ -105,6 +105,24 @@ def default_prefix():
     return "eg%d" % (os.getpid() % 100000)
 
 
+def fill_fs(path, chunk, tail):
+    """Create path and write zeros into it until its file system is full to the last byte:
+    the free space in chunk-byte writes, then the last chunk bytes in tail-byte writes.
+    Bounded by the free space at the start (chunk // tail writes of slack each way)."""
+    st = os.statvfs(os.path.dirname(path))
+    slack = chunk // tail
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size, n in ((chunk, st.f_bavail * st.f_frsize // chunk + slack), (tail, slack)):
+            for _ in range(n):
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
 class Worker:
     def __init__(self, lab, index):
         n = index + 1

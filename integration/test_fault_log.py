@@ -317,21 +317,6 @@ def t_kill9_under_load(L):
     check(rc == 0, "log after restart does not verify (%d): %s" % (rc, msg))
 
 
-def _fill(path):
-    """Take the rest of the file system (bounded by its free space)."""
-    st = os.statvfs(os.path.dirname(path))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for chunk, n in ((4096, st.f_bavail * st.f_frsize // 4096 + 16), (256, 16)):
-            for _ in range(n):
-                try:
-                    os.write(fd, b"\0" * chunk)
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-
-
 def t_close_held_at_stop(L, freed):
     """A tunnel allowed before the log's disk filled closes while the log is failed: its
     close record is held. freed: the space returns just before the stop (within the retry
@@ -357,7 +342,7 @@ def t_close_held_at_stop(L, freed):
         check(len(hop) == 1, "no allow record for the tunnel: %s" % hop)
         hop = hop[0]
         filler = os.path.join(mnt, "filler")
-        _fill(filler)
+        lab.fill_fs(filler, 4096, 256)   # the rest of the file system
         # hops until the log has failed (the last page of the file may hold a few)
         failed = False
         for _ in range(40):  # bounded
