@@ -61,11 +61,18 @@ def static(L, n=1):
     return listeners, grants
 
 
-def t_disk_full(L):
-    mnt = os.path.join(L.workdir, "logfs")
+def logfs(L, name):
+    """A 512 KiB tmpfs for the decision log, mounted at L.workdir/name (the caller
+    unmounts it)."""
+    mnt = os.path.join(L.workdir, name)
     os.makedirs(mnt, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
                    check=True, timeout=10)
+    return mnt
+
+
+def t_disk_full(L):
+    mnt = logfs(L, "logfs")
     d = None
     try:
         # egressd writes here after its drop (the log directory of an operator's setup).
@@ -167,10 +174,7 @@ def fill(path):
 
 
 def t_log_fails_at_proxy_gate(L):
-    mnt = os.path.join(L.workdir, "logfs2")
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
-                   check=True, timeout=10)
+    mnt = logfs(L, "logfs2")
     d = None
     rp = proxies.RecordingProxy(L, REC_ADDR).start()
     try:
@@ -323,10 +327,7 @@ def t_close_held_at_stop(L, freed):
     interval, with no hop to probe the log): the stop writes the held close, before its
     stop record. Not freed: the close cannot be written; egressd names it at the stop
     (never a silent loss: issue 19, the chaos test's lost closes)."""
-    mnt = os.path.join(L.workdir, "logfs-held-%d" % freed)
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
-                   check=True, timeout=10)
+    mnt = logfs(L, "logfs-held-%d" % freed)
     d = None
     try:
         ed.give_to_run_user(mnt, 0o750)
