@@ -86,14 +86,7 @@ def t_disk_full(L):
             r.close()
         # Fill the file system (bounded: it is 512 KiB).
         filler = os.path.join(mnt, "filler")
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            for _ in range(1024):  # bounded: 512 KiB / 512 bytes
-                os.write(fd, b"\0" * 512)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fill(filler)
         time.sleep(0.3)
         # The log file's last tmpfs page may still hold a few records: hops may be allowed
         # until it is full, each with its record on disk. After the first refusal, every
