@@ -11,6 +11,7 @@
 set -u
 
 die() { echo "egressd_ab: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" || exit 1
 
 [ $# -ge 3 ] || die "usage: sh bench/egressd_ab.sh BUILD_DIR ROUNDS LABEL=EGRESSD..."
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
@@ -27,21 +28,9 @@ done
 TMP=$(mktemp -d /tmp/egress-ab.XXXXXX) || die "mktemp failed"
 OUT=${AB_OUT:-$TMP/ab.txt}
 PIDS=""
-cleanup() {
-	trap - EXIT INT TERM
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$TMP"
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_file() { i=0; while [ ! -s "$1" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; [ -s "$1" ]; }
 NEXT=$((30000 + ($$ % 5000) * 4))
 free_port() { # sets PORT
 	i=0
@@ -55,7 +44,6 @@ free_port() { # sets PORT
 	done
 	die "no free port"
 }
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 free_port

@@ -33,6 +33,7 @@
 set -u
 
 die() { echo "idle_hold: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" || exit 1
 
 [ $# -ge 1 ] || die "usage: sh bench/idle_hold.sh BUILD_DIR"
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
@@ -85,17 +86,7 @@ per_l=$(((N + NL - 1) / NL))
 [ $GENS -le 250 ] || die "too many generators"
 TMP=$(mktemp -d /tmp/egress-idle.XXXXXX) || die "mktemp failed"
 PIDS=""
-cleanup() {
-	trap - EXIT INT TERM
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$TMP"
-}
+STOP_TICKS=100        # 10 s for a proxy holding 100,000 tunnels to stop
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 B=$BUILD/bench
@@ -118,7 +109,6 @@ while [ $k -le $GENS ]; do
 	k=$((k + 1))
 done
 
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 # Generator k (1-based) gets the listeners j with j % GENS == k - 1.
 proxies_for() {
 	j=$(($1 - 1))

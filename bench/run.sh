@@ -35,6 +35,7 @@
 set -u
 
 die() { echo "bench: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" || exit 1
 
 [ $# -ge 1 ] || die "usage: sh bench/run.sh BUILD_DIR"
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
@@ -99,22 +100,6 @@ REPO=$TMP/repo
 : > "$RAW"
 PIDS=""
 
-cleanup() {
-	trap - EXIT INT TERM
-	for p in $PIDS; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in $PIDS; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$TMP"
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -180,8 +165,6 @@ ctxsw() {
 	cat /proc/"$1"/task/*/status 2>/dev/null |
 	    awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
 }
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 CLK_TCK=$(getconf CLK_TCK)
 
 # rec SCENARIO TARGET KEY VALUE

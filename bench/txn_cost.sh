@@ -12,6 +12,7 @@
 set -u
 
 die() { echo "txn_cost: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" || exit 1
 
 [ $# -ge 1 ] || die "usage: sh bench/txn_cost.sh BUILD_DIR"
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
@@ -26,17 +27,6 @@ command -v strace >/dev/null 2>&1 || die "strace is missing (sh scripts/deps.sh 
 mkdir -p "$(dirname "$OUT")" || die "cannot create $(dirname "$OUT")"
 TMP=$(mktemp -d /tmp/egress-txn.XXXXXX) || die "mktemp failed"
 PIDS=""
-cleanup() {
-	trap - EXIT INT TERM
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$TMP"
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -49,7 +39,6 @@ free_port() { # a free loopback TCP port
 	done
 	echo $p
 }
-wait_file() { i=0; while [ ! -s "$1" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; [ -s "$1" ]; }
 
 "$B/egorigin" --listen 127.0.9.1:0 --port-file "$TMP/o.port" 2>/dev/null &
 PIDS="$PIDS $!"

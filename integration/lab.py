@@ -73,6 +73,7 @@ ECHO2 = "203.0.113.11"
 DNS_SERVER = "198.51.100.53"
 INET_ADDRS = [HTTP_ORIGIN, ECHO_ORIGIN, DNS_SERVER, ORIGIN2, ECHO2]
 PROXY_PORT = 3128
+METRICS_MAX = 1 << 20          # bytes read from one /metrics scrape, at most
 
 SERVICES = [  # (name, kind, namespace role, address, port)
     ("http80", "http", "inet", HTTP_ORIGIN, 80),
@@ -102,6 +103,24 @@ def is_root():
 
 def default_prefix():
     return "eg%d" % (os.getpid() % 100000)
+
+
+def fill_fs(path, chunk, tail):
+    """Create path and write zeros into it until its file system is full to the last byte:
+    the free space in chunk-byte writes, then the last chunk bytes in tail-byte writes.
+    Bounded by the free space at the start (chunk // tail writes of slack each way)."""
+    st = os.statvfs(os.path.dirname(path))
+    slack = chunk // tail
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size, n in ((chunk, st.f_bavail * st.f_frsize // chunk + slack), (tail, slack)):
+            for _ in range(n):
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
 
 
 class Worker:
@@ -395,6 +414,24 @@ class Lab:
 
     def connect_from(self, who, addr, port, timeout=5.0):
         return netns.connect_in(self.ns_of(who), addr, port, timeout=timeout)
+
+    def metrics_text(self, port, addr="127.0.0.1", who="host"):
+        """One GET /metrics to egressd's metrics listener: the whole HTTP response
+        (status line, headers, body) as text, read until the server closes (at most
+        METRICS_MAX bytes)."""
+        s = self.connect_from(who, addr, port)
+        try:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            s.settimeout(5)
+            while len(data) < METRICS_MAX:
+                c = s.recv(65536)
+                if not c:
+                    break
+                data += c
+        finally:
+            s.close()
+        return data.decode("utf-8", "replace")
 
     def connector(self, who):
         ns = self.ns_of(who)

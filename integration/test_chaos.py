@@ -241,22 +241,6 @@ def log_room(mnt):
                        timeout=10)
 
 
-def fill(path):
-    """Fill the log's file system to the last byte (bounded by its free space)."""
-    st = os.statvfs(os.path.dirname(path))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        # bounded: the free space in 32 KiB writes, then the last 32 KiB in small ones
-        for chunk, n in ((32768, st.f_bavail * st.f_frsize // 32768 + 64), (512, 64)):
-            for _ in range(n):
-                try:
-                    os.write(fd, b"\0" * chunk)
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-
-
 def chaos(L, d, proxy, mnt, stop, done, log):
     rnd = random.Random(1)
     steps = ["proxy", "dns_drop", "dns_servfail", "fill", "hup_good", "hup_broken",
@@ -281,7 +265,7 @@ def chaos(L, d, proxy, mnt, stop, done, log):
             time.sleep(1.0 + rnd.random())
             L.update_zone({k: BASE_ZONE[k] for k in ("echo.lab.test", "a.proxied.test")})
         elif st == "fill":
-            fill(filler)
+            lab.fill_fs(filler, 32768, 512)   # the log's file system, to the last byte
             time.sleep(1.0 + rnd.random())
             os.unlink(filler)
         elif st == "hup_good":

@@ -80,20 +80,9 @@ def received_since(d, path, start_seq):
 
 
 def metrics(L):
-    s = L.connect_from("host", "127.0.0.1", METRICS[0])
-    try:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        s.settimeout(5)
-        while len(data) < 1 << 20:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
-    finally:
-        s.close()
+    txt = L.metrics_text(METRICS[0])
     out = {}
-    for ln in data.decode("utf-8", "replace").splitlines():
+    for ln in txt.splitlines():
         m = re.match(r"^(egressd_syslog_[a-z_]+)(\{[^}]*\})? (\d+)$", ln)
         if m:
             out[m.group(1)] = int(m.group(3))

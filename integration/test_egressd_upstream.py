@@ -181,22 +181,6 @@ def t_lifetime_exceeded(L, d):
     stop_clean(d7)
 
 
-def _metrics(L):
-    s = L.connect_from("host", "127.0.0.1", 9464)
-    try:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        s.settimeout(5)
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
-    finally:
-        s.close()
-    return data.decode("utf-8", "replace")
-
-
 def t_metrics(L, d):
     d4 = L.egressd(settings={"metrics_listen": "127.0.0.1:9464"})
     L.grant(d4, 0, GRANT, port=3131)
@@ -208,7 +192,7 @@ def t_metrics(L, d):
     allowed_tunnel(held)
     try:
         check(proxyclient.tunnel_echo(held.sock, b"m" * 1000) == b"m" * 1000, "echo")
-        txt = _metrics(L)
+        txt = L.metrics_text(9464)
     finally:
         held.close()
     check(txt.startswith("HTTP/1.") and " 200 " in txt.split("\r\n")[0], txt[:200])

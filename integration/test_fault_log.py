@@ -61,11 +61,18 @@ def static(L, n=1):
     return listeners, grants
 
 
-def t_disk_full(L):
-    mnt = os.path.join(L.workdir, "logfs")
+def logfs(L, name):
+    """A 512 KiB tmpfs for the decision log, mounted at L.workdir/name (the caller
+    unmounts it)."""
+    mnt = os.path.join(L.workdir, name)
     os.makedirs(mnt, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
                    check=True, timeout=10)
+    return mnt
+
+
+def t_disk_full(L):
+    mnt = logfs(L, "logfs")
     d = None
     try:
         # egressd writes here after its drop (the log directory of an operator's setup).
@@ -79,14 +86,7 @@ def t_disk_full(L):
             r.close()
         # Fill the file system (bounded: it is 512 KiB).
         filler = os.path.join(mnt, "filler")
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            for _ in range(1024):  # bounded: 512 KiB / 512 bytes
-                os.write(fd, b"\0" * 512)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fill(filler)
         time.sleep(0.3)
         # The log file's last tmpfs page may still hold a few records: hops may be allowed
         # until it is full, each with its record on disk. After the first refusal, every
@@ -167,10 +167,7 @@ def fill(path):
 
 
 def t_log_fails_at_proxy_gate(L):
-    mnt = os.path.join(L.workdir, "logfs2")
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
-                   check=True, timeout=10)
+    mnt = logfs(L, "logfs2")
     d = None
     rp = proxies.RecordingProxy(L, REC_ADDR).start()
     try:
@@ -317,31 +314,13 @@ def t_kill9_under_load(L):
     check(rc == 0, "log after restart does not verify (%d): %s" % (rc, msg))
 
 
-def _fill(path):
-    """Take the rest of the file system (bounded by its free space)."""
-    st = os.statvfs(os.path.dirname(path))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for chunk, n in ((4096, st.f_bavail * st.f_frsize // 4096 + 16), (256, 16)):
-            for _ in range(n):
-                try:
-                    os.write(fd, b"\0" * chunk)
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-
-
 def t_close_held_at_stop(L, freed):
     """A tunnel allowed before the log's disk filled closes while the log is failed: its
     close record is held. freed: the space returns just before the stop (within the retry
     interval, with no hop to probe the log): the stop writes the held close, before its
     stop record. Not freed: the close cannot be written; egressd names it at the stop
     (never a silent loss: issue 19, the chaos test's lost closes)."""
-    mnt = os.path.join(L.workdir, "logfs-held-%d" % freed)
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
-                   check=True, timeout=10)
+    mnt = logfs(L, "logfs-held-%d" % freed)
     d = None
     try:
         ed.give_to_run_user(mnt, 0o750)
@@ -357,7 +336,7 @@ def t_close_held_at_stop(L, freed):
         check(len(hop) == 1, "no allow record for the tunnel: %s" % hop)
         hop = hop[0]
         filler = os.path.join(mnt, "filler")
-        _fill(filler)
+        lab.fill_fs(filler, 4096, 256)   # the rest of the file system
         # hops until the log has failed (the last page of the file may hold a few)
         failed = False
         for _ in range(40):  # bounded

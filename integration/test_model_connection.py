@@ -306,22 +306,6 @@ def t_sni_marked_tls_port(L, d, tls8443, raw9443, labca):
                   for x in d.decisions()), "a tcp:// tunnel was SNI-checked")
 
 
-def metrics_text(L):
-    s = L.connect_from("host", METRICS[0], METRICS[1])
-    try:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        s.settimeout(5)
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
-    finally:
-        s.close()
-    return data.decode("utf-8", "replace")
-
-
 def t_metrics_inner(L, d):
     """Every inner request is a hop in the metrics as in the log: the decision counters
     match the decision records, by verdict and reason (inner refusals included), and the
@@ -329,7 +313,7 @@ def t_metrics_inner(L, d):
     tunnel of an earlier case may still be writing its close)."""
     def compare():
         recs = d.decisions()
-        txt = metrics_text(L)
+        txt = L.metrics_text(METRICS[1], METRICS[0])
         if len(d.decisions()) != len(recs):
             return None
         counts = {}

@@ -122,22 +122,6 @@ def t_reload_keeps_credentials(L, sq):
     stop_clean(d)
 
 
-def metrics_text(L, port):
-    s = L.connect_from("host", "127.0.0.1", port)
-    try:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        s.settimeout(5)
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
-    finally:
-        s.close()
-    return data.decode("utf-8", "replace")
-
-
 def metric(txt, line_start):
     for ln in txt.splitlines():
         if ln.startswith(line_start + " "):
@@ -184,7 +168,7 @@ def t_basic_missing(L, sq):
                  x.get("verdict") == "allow")
     closes = sum(1 for x in recs if x.get("event") == "close" and
                  x.get("reason") == "upstream_auth_required")
-    txt = metrics_text(L, 9465)
+    txt = L.metrics_text(9465)
     check(closes == 3 and metric(txt, 'egressd_hops_failed_total{reason="upstream_auth_required"}')
           == closes, "failed hops in the metrics:\n%s" % "\n".join(
               ln for ln in txt.splitlines() if "failed" in ln or "closes" in ln))

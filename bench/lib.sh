@@ -1,0 +1,30 @@
+# bench/lib.sh - shell helpers shared by the bench scripts (run.sh, egressd_ab.sh,
+# txn_cost.sh, idle_hold.sh), sourced: . "$(dirname "$0")/lib.sh"
+# The caller keeps its started processes in PIDS and its scratch folder in TMP, and
+# installs `trap cleanup EXIT` and `trap 'exit 130' INT TERM` once TMP exists.
+
+# cleanup: TERM every pid in PIDS, wait for each at most STOP_TICKS tenths of a second
+# (default 50), then KILL and reap it; remove TMP.
+cleanup() {
+	trap - EXIT INT TERM
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+	for p in $PIDS; do
+		i=0
+		while kill -0 "$p" 2>/dev/null && [ $i -lt "${STOP_TICKS:-50}" ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$TMP"
+}
+
+# wait_file FILE: true once FILE is non-empty, false after 5 s.
+wait_file() { i=0; while [ ! -s "$1" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; [ -s "$1" ]; }
+
+# cpu_ticks PID: user + system CPU of the process in clock ticks (0 once it is gone).
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# rss_kib PID: resident memory of the process in KiB (0 once it is gone).
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
