@@ -120,9 +120,26 @@ def exactly_once_in_order(d, path, what):
         dup = len(got) - len(set(got))
         missing = [json.loads(x)["seq"] for x in want if x not in set(got)]
         check(False, "%s: %d records in the log, %d received (%d duplicates, missing seqs "
-              "%s, in order: %s)" % (what, len(want), len(got), dup, missing[:20],
-                                     got == sorted(got, key=lambda x: json.loads(x)["seq"])))
+              "%s, in order: %s)\n%s" % (what, len(want), len(got), dup, missing[:20],
+                                         got == sorted(got, key=lambda x: json.loads(x)["seq"]),
+                                         diagnose(d, path)))
     return want
+
+
+def diagnose(d, path):
+    """What egressd and rsyslog said, for a failure message."""
+    try:
+        sy = d.status()["log"].get("syslog") if d.alive() else "(egressd exited)"
+    except Exception as e:     # noqa: BLE001 - a diagnosis must not mask the failure
+        sy = "(status: %s)" % e
+    rs_err = os.path.join(os.path.dirname(path), "rsyslogd.stderr")
+    try:
+        with open(rs_err, "rb") as f:
+            rs_tail = "\n".join(f.read().decode("utf-8", "replace").splitlines()[-15:])
+    except OSError:
+        rs_tail = "(none)"
+    return "egressd status: %r\negressd stderr:\n%s\nrsyslogd stderr:\n%s" % (
+        sy, d.stderr_tail(), rs_tail)
 
 
 def mirror_settings(st, kind, **extra):
