@@ -326,7 +326,11 @@ def t_tiny_spool_loss(L, st):
     rs = st["rs"]
     rs.stop()
     d = start_egressd(L, mirror_settings(st, "tcp", log_syslog_spool=str(SPOOL_MIN)))
-    start_seq = d.decisions()[0]["seq"]
+    # the start record: egressd writes its log from the event loop, so it may land a
+    # moment after the control socket answers
+    first = d.wait_record(lambda r: True, timeout=PATIENCE)
+    check(first is not None, "no record in %s" % d.log_path)
+    start_seq = first["seq"]
     hops(L, 250)                     # ~100 KiB of records: more than the spool holds
     m = metrics(L)
     dropped = m["egressd_syslog_dropped_total"]
