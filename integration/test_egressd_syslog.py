@@ -106,8 +106,23 @@ def metrics(L):
     return out
 
 
+def settled(d):
+    """Wait until every allowed hop's close record is in d's log: egressd writes it when
+    it sees the connection end, which can be after the client has its answer. A
+    snapshot of the log taken before that misses a record that is then still on its
+    way to the collector (and is lost if the collector is killed next)."""
+    def done():
+        recs = d.decisions()
+        closes = {r.get("hop") for r in recs if r.get("event") == "close"}
+        return all(r.get("hop") in closes for r in recs
+                   if r.get("event") == "decision" and r.get("verdict") == "allow")
+    check(wait_for(done, PATIENCE), "an allowed hop without its close record in %s"
+          % d.log_path)
+
+
 def exactly_once_in_order(d, path, what):
     """The collector has every record of d's log, once each, in file order."""
+    settled(d)
     want = file_lines(d)
     wset = set(want)
 
@@ -355,6 +370,7 @@ def loss_recorded(L, d, rs, start_seq):
     """After a loss episode and one more hop: the syslog_loss record matches the metrics
     (one contiguous range), and the collector got every other record from start_seq on,
     in order, the loss record included. Returns (record, delivered count)."""
+    settled(d)
     rec = d.wait_record(lambda r: r.get("event") == "syslog_loss",
                         timeout=PATIENCE)
     check(rec is not None, "no syslog_loss record")
