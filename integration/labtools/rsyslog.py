@@ -104,7 +104,7 @@ class Rsyslog:
             '      streamDriver.mode="1" streamDriver.authMode="x509/certvalid")',
             ""])
 
-    def start(self, timeout=20.0):
+    def start(self, timeout=60.0):
         with open(self.conf, "w") as f:
             f.write(self._config())
         errf = open(self.stderr_path, "ab")
@@ -148,7 +148,7 @@ class Rsyslog:
             return
         os.kill(self.proc.pid, signal.SIGTERM)
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.kill()
 
@@ -161,10 +161,13 @@ class Rsyslog:
 
     @staticmethod
     def messages(path):
-        """The messages received, as lines (a missing file: none)."""
+        """The messages received, as lines (a missing file: none). Complete lines only:
+        omfile writes through a buffer (ioBufferSize, 4 KiB by default) that it flushes
+        when full, so a reader can catch a message half-written; the part after the last
+        newline is left for the next read."""
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
             return []
-        return [ln.decode("utf-8", "replace") for ln in data.split(b"\n") if ln]
+        return [ln.decode("utf-8", "replace") for ln in data.split(b"\n")[:-1] if ln]
