@@ -360,6 +360,34 @@ test_class_names(void **state)
 	}
 }
 
+/* addr_to_str formats IPv4 by hand: it must equal inet_ntop for every octet value and
+ * every buffer size (too small: "", as inet_ntop's failure gave). */
+static void
+test_to_str_v4_matches_inet_ntop(void **state)
+{
+	(void)state;
+	static const unsigned char oct[] = { 0, 1, 9, 10, 11, 99, 100, 101, 199, 200, 250, 255 };
+	char want[INET_ADDRSTRLEN], got[EGRESS_ADDRSTR_MAX];
+	struct addr a = { .family = AF_INET };
+
+	for (size_t i = 0; i < sizeof(oct); i++) {
+		for (size_t j = 0; j < sizeof(oct); j++) {
+			unsigned char *b = (unsigned char *)&a.u.v4.s_addr;
+
+			b[0] = oct[i];
+			b[1] = oct[j];
+			b[2] = oct[(i + j) % sizeof(oct)];
+			b[3] = oct[(i * 7 + j) % sizeof(oct)];
+			assert_non_null(inet_ntop(AF_INET, &a.u.v4, want, sizeof(want)));
+			assert_string_equal(addr_to_str(&a, got, sizeof(got)), want);
+			/* exactly fitting, and one byte short */
+			size_t n = strlen(want);
+			assert_string_equal(addr_to_str(&a, got, n + 1), want);
+			assert_string_equal(addr_to_str(&a, got, n), "");
+		}
+	}
+}
+
 int
 main(void)
 {
@@ -368,6 +396,7 @@ main(void)
 		cmocka_unit_test(test_literal_edges),
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_class_names),
+		cmocka_unit_test(test_to_str_v4_matches_inet_ntop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
