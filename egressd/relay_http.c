@@ -233,22 +233,18 @@ retry_connected(const struct connector_result *r, void *arg)
 	struct event *rev = NULL, *wev = NULL;
 
 	t->tn_retry_conn = NULL;           /* it frees itself */
+	/* the old socket's events are deleted (relay_http_retry_fresh): the same slots
+	 * take the new socket */
 	if (r->fd >= 0) {
-		rev = event_new(t->tn_base, r->fd, EV_READ, tunnel_ev_read, u2c);
-		wev = event_new(t->tn_base, r->fd, EV_WRITE, tunnel_ev_write, c2u);
+		rev = tunnel_ev_assign(t, TUNNEL_EV_READ(1), r->fd, EV_READ, tunnel_ev_read, u2c);
+		wev = tunnel_ev_assign(t, TUNNEL_EV_WRITE(0), r->fd, EV_WRITE, tunnel_ev_write, c2u);
 	}
 	if (rev == NULL || wev == NULL) {
-		if (rev != NULL)
-			event_free(rev);
-		if (wev != NULL)
-			event_free(wev);
 		if (r->fd >= 0)
 			close(r->fd);
 		tunnel_end(t, REASON_UPSTREAM_RESET);
 		return;
 	}
-	event_free(u2c->dr_rev);
-	event_free(c2u->dr_wev);
 	u2c->dr_rev = rev;
 	c2u->dr_wev = wev;
 	t->tn_ufd = r->fd;

@@ -125,10 +125,11 @@ tunnel_free(struct tunnel *t)
 	connector_free(t->tn_retry_conn);      /* a retry still connecting (relay_http.c) */
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = &t->tn_d[i];
+		/* the events live in t's own allocation (tunnel_new): deleted, not freed */
 		if (d->dr_rev != NULL)
-			event_free(d->dr_rev);
+			event_del(d->dr_rev);
 		if (d->dr_wev != NULL)
-			event_free(d->dr_wev);
+			event_del(d->dr_wev);
 		pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
 		/* through an upstream proxy the first bytes upstream carried egressd's
 		 * Proxy-Authorization: credentials are wiped before their memory is freed */
@@ -142,7 +143,7 @@ tunnel_free(struct tunnel *t)
 		secret_wipe(t->tn_rhead, t->tn_nrhead);   /* may carry the client's credentials */
 	free(t->tn_rhead);
 	if (t->tn_timer != NULL)
-		event_free(t->tn_timer);
+		event_del(t->tn_timer);
 	if (t->tn_cfd >= 0 && t->tn_o.http && !t->tn_keep_cfd) {
 		/* Client bytes egressd never read (a pipelined request) would make close() send
 		 * a reset that can destroy the end of the response still in flight: send FIN
@@ -585,13 +586,46 @@ tunnel_ev_write(evutil_socket_t fd, short what, void *arg)
 	dir_run(arg);
 }
 
+/* The tunnel's five events (two per direction, the timer) live in its own allocation,
+ * after the struct: one calloc and one free per tunnel instead of six of each. libevent
+ * says how large a struct event is (event_get_struct_event_size); event_assign fills
+ * one in place. */
+#define TUNNEL_NEV 5
+
+static size_t
+tunnel_ev_size(void)
+{
+	size_t a = _Alignof(max_align_t);
+
+	return (event_get_struct_event_size() + a - 1) / a * a;
+}
+
+static struct event *
+tunnel_ev_slot(struct tunnel *t, int i)
+{
+	size_t a = _Alignof(max_align_t);
+	size_t off = (sizeof(*t) + a - 1) / a * a;
+
+	return (struct event *)(void *)((char *)t + off + (size_t)i * tunnel_ev_size());
+}
+
+struct event *
+tunnel_ev_assign(struct tunnel *t, int slot, int fd, short what, event_callback_fn fn,
+    void *arg)
+{
+	struct event *ev = tunnel_ev_slot(t, slot);
+
+	return event_assign(ev, t->tn_base, fd, what, fn, arg) == 0 ? ev : NULL;
+}
+
 struct tunnel *
 tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
     const void *to_client, size_t nclient, const void *to_upstream, size_t nupstream,
     const void *pending, size_t npending, const struct tunnel_opts *opts,
     tunnel_done_cb cb, void *arg)
 {
-	struct tunnel *t = calloc(1, sizeof(*t));
+	size_t a = _Alignof(max_align_t);
+	struct tunnel *t = calloc(1, (sizeof(*t) + a - 1) / a * a + TUNNEL_NEV * tunnel_ev_size());
 
 	if (t == NULL)
 		return NULL;
@@ -621,10 +655,10 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		d->dr_dst = i == 0 ? ufd : cfd;
 		d->dr_pipe[0] = d->dr_pipe[1] = -1;
 		d->dr_use_pipe = t->tn_o.splice;
-		d->dr_rev = event_new(base, d->dr_src, EV_READ | (t->tn_o.http ? 0 : EV_PERSIST),
-		    tunnel_ev_read, d);
-		d->dr_wev = event_new(base, d->dr_dst, EV_WRITE | (t->tn_o.http ? 0 : EV_PERSIST),
-		    tunnel_ev_write, d);
+		d->dr_rev = tunnel_ev_assign(t, TUNNEL_EV_READ(i), d->dr_src,
+		    EV_READ | (t->tn_o.http ? 0 : EV_PERSIST), tunnel_ev_read, d);
+		d->dr_wev = tunnel_ev_assign(t, TUNNEL_EV_WRITE(i), d->dr_dst,
+		    EV_WRITE | (t->tn_o.http ? 0 : EV_PERSIST), tunnel_ev_write, d);
 		if (d->dr_rev == NULL || d->dr_wev == NULL)
 			goto fail;
 		if (npre > 0) {
@@ -671,7 +705,7 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 	}
 	/* Start from the loop, never from inside tunnel_new (the caller's state must be
 	 * consistent before the callback can fire). */
-	t->tn_timer = evtimer_new(base, timer_cb, t);
+	t->tn_timer = tunnel_ev_assign(t, TUNNEL_EV_TIMER, -1, 0, timer_cb, t);
 	if (t->tn_timer == NULL)
 		goto fail;
 	timer_arm(t);

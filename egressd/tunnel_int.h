@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/event.h>
 #include <event2/util.h>
 
 #include "common/reasons.h"
@@ -83,6 +84,13 @@ struct tunnel {
 void tunnel_end(struct tunnel *t, enum reason why);
 /* Grow d's buffer to at least cap bytes; false on ENOMEM (nothing changed). */
 bool tunnel_dir_reserve(struct dir *d, size_t cap);
+/* The tunnel's events live in its own allocation, in these slots; tunnel_ev_assign
+ * (re)fills one (not pending) for fd and returns it, or NULL. */
+#define TUNNEL_EV_READ(dir)     (dir)
+#define TUNNEL_EV_WRITE(dir)    (2 + (dir))
+#define TUNNEL_EV_TIMER         4
+struct event *tunnel_ev_assign(struct tunnel *t, int slot, int fd, short what,
+    event_callback_fn fn, void *arg);
 /* The event callbacks of a direction (arg is the struct dir). */
 void tunnel_ev_read(evutil_socket_t fd, short what, void *arg);
 void tunnel_ev_write(evutil_socket_t fd, short what, void *arg);
