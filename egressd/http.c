@@ -300,6 +300,30 @@ note_header(struct http_request *req, const struct http_header *h, int *ncl, int
 	return REASON_ALLOWED;
 }
 
+/* Only pointers into the head move (path may point at a constant "" instead). */
+static const char *
+rebase_ptr(const char *p, const char *old_base, size_t len, const char *new_base)
+{
+	uintptr_t u = (uintptr_t)p, b = (uintptr_t)old_base;
+
+	if (p == NULL || u < b || u - b > len)
+		return p;
+	return new_base + (u - b);
+}
+
+void
+http_request_rebase(struct http_request *req, const char *old_base, const char *new_base)
+{
+	size_t n = req->head_len;
+
+	req->target = rebase_ptr(req->target, old_base, n, new_base);
+	req->path = rebase_ptr(req->path, old_base, n, new_base);
+	for (size_t i = 0; i < req->nheaders; i++) {
+		req->headers[i].name = rebase_ptr(req->headers[i].name, old_base, n, new_base);
+		req->headers[i].value = rebase_ptr(req->headers[i].value, old_base, n, new_base);
+	}
+}
+
 static enum http_parse
 parse_request(const char *buf, size_t len, struct http_request *req, enum reason *why,
     bool origin)

@@ -73,6 +73,13 @@ enum http_parse http_parse_request(const char *buf, size_t len, struct http_requ
     enum reason *why);
 
 /*
+ * A parsed request whose head bytes moved from old_base to new_base (a copy of the same
+ * bytes): every pointer into the head follows, so the head is parsed once and then kept
+ * in a buffer of its own.
+ */
+void http_request_rebase(struct http_request *req, const char *old_base, const char *new_base);
+
+/*
  * The same strict parser for a request inside an intercepted TLS tunnel (egressd/mitm):
  * origin-form target only ("/path?query"; no CONNECT, '*' or absolute-form: ERROR with
  * BAD_METHOD / MALFORMED_REQUEST), and exactly one Host header, parsed with common/host

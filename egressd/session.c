@@ -392,36 +392,34 @@ head_read(struct bufferevent *bev, void *arg)
 		transparent_head_read(s, in, p, look);
 		return;
 	}
-	tmp = malloc(sizeof(*tmp));
-	if (p == NULL || tmp == NULL) {
-		free(tmp);
+	if (p == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
+	tmp = &su->su_req;
 	pr = http_parse_request((const char *)p, look, tmp, &why);
-	if (pr == HTTP_PARSE_INCOMPLETE) {
-		free(tmp);
+	if (pr != HTTP_PARSE_OK)
+		/* no request yet, or none at all: nothing half-parsed (pointing into the
+		 * input buffer) stays behind for the records */
+		memset(tmp, 0, sizeof(*tmp));
+	if (pr == HTTP_PARSE_INCOMPLETE)
 		return;
-	}
 	if (pr == HTTP_PARSE_ERROR) {
-		free(tmp);
 		keep_reqline(s, p, look);
 		session_refuse(s, why);
 		return;
 	}
-	/* Keep our own copy of the head (the request borrows it), leave the rest queued. */
+	/* Keep our own copy of the head (the request borrows it; parsed once, its pointers
+	 * follow the copy), leave the rest queued. */
 	size_t hl = tmp->head_len;
-	free(tmp);
 	su->su_head = malloc(hl);
 	if (su->su_head == NULL) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	evbuffer_remove(in, su->su_head, hl);
-	if (http_parse_request(su->su_head, hl, &su->su_req, &why) != HTTP_PARSE_OK) {
-		session_refuse(s, REASON_INTERNAL_ERROR);   /* cannot happen: same bytes */
-		return;
-	}
+	memcpy(su->su_head, p, hl);
+	http_request_rebase(&su->su_req, (const char *)p, su->su_head);
+	evbuffer_drain(in, hl);
 	s->se_state = SE_AUTHORIZE;
 	s->se_method = su->su_req.method;
 	/* Reading stays enabled while the hop is decided and connected: head_read ignores

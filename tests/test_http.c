@@ -692,6 +692,50 @@ test_origin_request(void **state)
 	}
 }
 
+/* A head parsed in one buffer and copied to another: every pointer follows the copy (the
+ * session parses once, then keeps the head in its own buffer), a constant "" path stays. */
+static void
+test_request_rebase(void **st)
+{
+	(void)st;
+	static const char h1[] = "GET http://example.com/a?b HTTP/1.1\r\nHost: example.com\r\n"
+	    "X-One: 1\r\n\r\nBODY";
+	static const char h2[] = "GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n";
+	static const char h3[] = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n";
+	const char *heads[] = { h1, h2, h3 };
+	struct http_request r, want;
+	enum reason why;
+
+	for (size_t k = 0; k < 3; k++) {
+		char *src = strdup(heads[k]), *dst;
+
+		assert_non_null(src);
+		assert_int_equal(http_parse_request(src, strlen(src), &r, &why), HTTP_PARSE_OK);
+		dst = malloc(r.head_len);
+		assert_non_null(dst);
+		memcpy(dst, src, r.head_len);
+		http_request_rebase(&r, src, dst);
+		memset(src, 'x', strlen(src));   /* nothing may still point here */
+		assert_int_equal(http_parse_request(dst, r.head_len, &want, &why), HTTP_PARSE_OK);
+		assert_ptr_equal(r.target, want.target);
+		assert_int_equal(r.target_len, want.target_len);
+		assert_int_equal(r.path_len, want.path_len);
+		if (want.path_len > 0)
+			assert_ptr_equal(r.path, want.path);
+		else
+			assert_memory_equal(r.path, want.path, 1);
+		assert_int_equal(r.nheaders, want.nheaders);
+		for (size_t i = 0; i < r.nheaders; i++) {
+			assert_ptr_equal(r.headers[i].name, want.headers[i].name);
+			assert_ptr_equal(r.headers[i].value, want.headers[i].value);
+			assert_int_equal(r.headers[i].value_len, want.headers[i].value_len);
+		}
+		assert_string_equal(r.host.name, want.host.name);
+		free(src);
+		free(dst);
+	}
+}
+
 int
 main(void)
 {
@@ -717,6 +761,7 @@ main(void)
 		cmocka_unit_test(test_client_response),
 		cmocka_unit_test(test_response_framing),
 		cmocka_unit_test(test_origin_request),
+		cmocka_unit_test(test_request_rebase),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
