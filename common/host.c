@@ -449,17 +449,43 @@ host_to_str(const struct host *h, char *buf, size_t len)
 {
 	int n;
 
+	char port[8];
+	size_t nl, np = 0, need;
+	bool v6;
+
 	if (buf == NULL || len == 0)
 		return NULL;
-	if (h->kind == HOST_IPV6)
-		n = h->port ? snprintf(buf, len, "[%s]:%u", h->name, (unsigned)h->port)
-		            : snprintf(buf, len, "[%s]", h->name);
-	else
-		n = h->port ? snprintf(buf, len, "%s:%u", h->name, (unsigned)h->port)
-		            : snprintf(buf, len, "%s", h->name);
-	if (n < 0 || (size_t)n >= len) {
+	/* By hand, not snprintf: every record names its destination (a measurable share of
+	 * a transaction's user-space time went to vfprintf). Same output, same failure. */
+	v6 = h->kind == HOST_IPV6;
+	nl = strnlen(h->name, sizeof(h->name));
+	if (h->port) {
+		unsigned v = h->port;
+		char tmp[6];
+		size_t k = 0;
+
+		do {
+			tmp[k++] = (char)('0' + v % 10);
+			v /= 10;
+		} while (v > 0);
+		port[np++] = ':';
+		while (k > 0)
+			port[np++] = tmp[--k];
+	}
+	need = nl + (v6 ? 2 : 0) + np;
+	if (need >= len) {
 		buf[0] = '\0';
 		return NULL;
 	}
+	n = 0;
+	if (v6)
+		buf[n++] = '[';
+	memcpy(buf + n, h->name, nl);
+	n += (int)nl;
+	if (v6)
+		buf[n++] = ']';
+	memcpy(buf + n, port, np);
+	n += (int)np;
+	buf[n] = '\0';
 	return buf;
 }

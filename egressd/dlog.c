@@ -57,6 +57,7 @@ struct dlog_ticket {
 	TAILQ_ENTRY(dlog_ticket) link;
 	char time[DLOG_TIME_LEN + 1];
 	char event[DLOG_EVENT_MAX + 1];
+	size_t event_len;      /* strlen(event): rec_estimate runs per queued record */
 	char *fields;          /* compact members without braces, "" when none */
 	size_t fields_len;
 	bool fields_inline;    /* fields live in this allocation (rec_new_raw) */
@@ -842,7 +843,8 @@ rec_new(const char *event, json_t *fields)
 		e = ENOMEM;
 		goto fail;
 	}
-	memcpy(t->event, event, strlen(event) + 1);
+	t->event_len = strlen(event);
+	memcpy(t->event, event, t->event_len + 1);
 	t->fields = s;
 	t->fields_len = n;
 	now_rfc3339(t->time);
@@ -897,6 +899,7 @@ rec_new_raw(const char *event, const char *members, size_t n)
 	t->fields_len = n;
 	t->fields_inline = true;
 	memcpy(t->event, event, elen + 1);
+	t->event_len = elen;
 	now_rfc3339(t->time);
 	return t;
 }
@@ -1508,7 +1511,7 @@ group_format(struct dlog *d, struct dlog_q *q, size_t *lenp, uint64_t *seq_out,
 		p = PUT_LIT(p, "\",\"seq\":");
 		p = put_u64(p, seq);
 		p = PUT_LIT(p, ",\"event\":\"");
-		p = put_mem(p, t->event, strlen(t->event));
+		p = put_mem(p, t->event, t->event_len);
 		*p++ = '"';
 		if (t->fields_len > 0) {
 			*p++ = ',';
@@ -1607,7 +1610,7 @@ out:
 static uint64_t
 rec_estimate(const struct dlog_ticket *t)
 {
-	return DLOG_FIXED_LEN + strlen(t->event) + t->fields_len + 4;
+	return DLOG_FIXED_LEN + t->event_len + t->fields_len + 4;
 }
 
 /* Would writing q take the current file past max_bytes? (an upper bound of the group's

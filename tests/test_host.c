@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -307,6 +308,31 @@ test_to_str(void **state)
 	assert_string_equal(host_to_str(&h, buf, sizeof(buf)), "example.com:80");
 	assert_null(host_to_str(&h, small, sizeof(small)));
 	assert_string_equal(small, "");
+
+	/* formatted by hand: equal to "%s:%u" / "[%s]:%u" for every port width and every
+	 * buffer size, NULL and "" when it does not fit */
+	static const unsigned ports[] = { 0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, 65535 };
+	static const char *names[] = { "a", "example.com", "[2001:db8::1]", "198.51.100.7" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_equal(host_parse(names[i], strlen(names[i]), 0, &h), HOST_OK);
+		for (size_t j = 0; j < sizeof(ports) / sizeof(ports[0]); j++) {
+			char want[EGRESS_HOSTPORT_MAX + 1];
+			int n;
+
+			h.port = (uint16_t)ports[j];
+			if (h.kind == HOST_IPV6)
+				n = h.port ? snprintf(want, sizeof(want), "[%s]:%u", h.name, ports[j]) :
+				    snprintf(want, sizeof(want), "[%s]", h.name);
+			else
+				n = h.port ? snprintf(want, sizeof(want), "%s:%u", h.name, ports[j]) :
+				    snprintf(want, sizeof(want), "%s", h.name);
+			assert_true(n > 0);
+			assert_string_equal(host_to_str(&h, buf, sizeof(buf)), want);
+			assert_string_equal(host_to_str(&h, buf, (size_t)n + 1), want);
+			assert_null(host_to_str(&h, buf, (size_t)n));
+			assert_string_equal(buf, "");
+		}
+	}
 }
 
 static void
