@@ -25,6 +25,7 @@
 #include "egressd/daemon.h"
 #include "egressd/dlog.h"
 #include "egressd/grants.h"
+#include "egressd/metrics.h"
 #include "egressd/tpool.h"
 
 #define DNS_FLAG_QR     0x8000u
@@ -247,8 +248,13 @@ stub_record(struct dnsstub *s, const char *event, const char *client, const stru
 		json_object_set_new(o, "answer", json_string(inet_ntop(AF_INET, &in, ab,
 		    sizeof(ab))));
 	}
-	if (dlog_append(s->ds_d->dlog, event, o, NULL, NULL, NULL) != 0)
+	if (dlog_append(s->ds_d->dlog, event, o, NULL, NULL, NULL) != 0) {
 		log_warnx("decision log refused a %s record (%s)", event, strerror(errno));
+		return;
+	}
+	/* the metrics follow the records (docs/egressd.md): one per decision record */
+	if (strcmp(event, "decision") == 0)
+		metrics_decision(&s->ds_d->stats, r == REASON_ALLOWED, r);
 }
 
 /* The count of denials the budget kept out of the log, as one record; then zero. */

@@ -41,6 +41,7 @@ from labtools.egressd import binary  # noqa: E402
 
 TLS_ADDR = "203.0.113.40"
 OTHER_ADDR = "203.0.113.42"
+METRICS_PORT = 9466           # the system egressd's metrics listener, inside the lab
 KEY = "sk-lab-transparent-5e6f"
 ZONE = dict(lab.DEFAULT_ZONE)
 ZONE.update({"tls.lab.test": {"A": [TLS_ADDR]}, "other.lab.test": {"A": [OTHER_ADDR]},
@@ -487,6 +488,15 @@ def t_system(L, d, sq, origin, ca_pem):
         check(ln is not None, "squid never saw CONNECT %s: %s" % (hp, sq.access_log_lines()))
     check(decisions(recs, reason="dns_not_granted", dest="nothere.lab.test"),
           "no dns_not_granted in egressd's log")
+    # the metrics follow the records: every stub decision record is counted once
+    txt = L.metrics_text(METRICS_PORT)
+    allrecs = d.decisions()
+    for verdict, reason in (("deny", "dns_not_granted"), ("allow", "allowed")):
+        n = len([x for x in allrecs if x.get("event") == "decision" and
+                 x.get("verdict") == verdict and x.get("reason") == reason])
+        want = 'egressd_decisions_total{verdict="%s",reason="%s"} %d' % (verdict, reason, n)
+        check(want in txt, "metrics: %s not in %s" % (
+            want, [ln for ln in txt.splitlines() if "decisions_total{" in ln]))
     shutil.rmtree(r.out_dir, ignore_errors=True)
 
 
@@ -538,7 +548,8 @@ def main():
         res.run("transparent_off", t_off, L, origin, ca_pem)
         proxies.add_addresses(L, proxies.PROXY_ADDR)
         sq = proxies.Squid(L).start()
-        d = L.egressd(settings={"route": "proxy http://proxy.lab.test:3128"})
+        d = L.egressd(settings={"route": "proxy http://proxy.lab.test:3128",
+                                "metrics_listen": "127.0.0.1:%d" % METRICS_PORT})
         res.run("system_egressd_via_proxy", t_system, L, d, sq, origin, ca_pem)
         res.run("egressd_stops_clean", stop_clean, d)
         sq.stop()
