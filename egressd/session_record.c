@@ -56,11 +56,11 @@ addrs_w(struct jsonw *w, const char *key, const struct addr *a, size_t n)
 static const char *
 hop_dest(const struct session *s, char *buf, size_t len)
 {
-	char hp[EGRESS_HOSTPORT_MAX + 1];
 	struct host h = s->se_su->su_req.host;
 
 	h.port = s->se_su->su_req.port;
-	snprintf(buf, len, "%s", host_to_str(&h, hp, sizeof(hp)));
+	if (host_to_str(&h, buf, len) == NULL)     /* cannot happen: len holds any host:port */
+		buf[0] = '\0';
 	return buf;
 }
 
