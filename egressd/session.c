@@ -491,6 +491,16 @@ put_dec(char *p, uint64_t v)
 	return n;
 }
 
+/* The n bytes at b into out (len bytes), cut to fit and terminated, as snprintf would. */
+static void
+copy_cut(char *out, size_t len, const char *b, size_t n)
+{
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, b, n);
+	out[n] = '\0';
+}
+
 /* "c-<boot id, 8 hex digits>-<n>", as "c-%08x-%llu" (by hand: once per connection, and
  * snprintf was a measurable share of a transaction's user-space time). */
 static void
@@ -506,10 +516,7 @@ conn_name(char *out, size_t len, uint32_t boot_id, uint64_t n)
 		b[o++] = hx[(boot_id >> (i * 4)) & 0xf];
 	b[o++] = '-';
 	o += put_dec(b + o, n);
-	if (o >= len)
-		o = len - 1;
-	memcpy(out, b, o);
-	out[o] = '\0';
+	copy_cut(out, len, b, o);
 }
 
 /* "a.b.c.d:port" or "[v6]:port", as "%s:%u" / "[%s]:%u" (cut to len like snprintf). */
@@ -527,10 +534,7 @@ client_name(char *out, size_t len, const char *addr, bool v6, unsigned port)
 		b[o++] = ']';
 	b[o++] = ':';
 	o += put_dec(b + o, port);
-	if (o >= len)
-		o = len - 1;
-	memcpy(out, b, o);
-	out[o] = '\0';
+	copy_cut(out, len, b, o);
 }
 
 void
