@@ -1,10 +1,10 @@
 /*
- * dlog.c - decision log writer: the loop thread formats and queues, a writer thread
- * assigns seq/prev/hash in on-disk order, writes, syncs and signals completion back
- * through an eventfd. With log_sync = none or batch, a record appended while the writer
- * is idle and nothing is queued is written by the loop thread itself (one write(2) under
- * the mutex, no thread hand-off before the 200); the writer keeps the batch fdatasync,
- * reopening, rotation and every group that finds it busy. Contract: dlog.h. Format:
+ * dlog.c - decision log writer: the loop thread formats records; with log_sync = none or
+ * batch it also writes them (at once when idle, else every record of a loop turn in one
+ * group at the end of the turn: one write(2) under the mutex, no thread hand-off before
+ * the 200), assigning seq/prev/hash in on-disk order. A writer thread keeps the batch
+ * fdatasync, reopening, rotation, log_sync = always, and every group that finds it busy;
+ * it signals completion back through an eventfd. Contract: dlog.h. Format:
  * docs/decision-log.md.
  */
 #define _GNU_SOURCE 1   /* renameat2 */
@@ -34,10 +34,11 @@
 #define DLOG_GROUP_MAX          512     /* records per write(2) */
 #define DLOG_TIME_LEN           27      /* 2026-11-30T08:53:53.123456Z */
 #define DLOG_EVENT_MAX          32
-/* An inline write (loop thread) slower than this means a disk that blocks writers
+/* An inline write(2) (loop thread) slower than this means a disk that blocks writers
  * (dirty-page throttling, NFS): the loop stops writing for DLOG_INLINE_BACKOFF_MS and
  * hands records to the writer thread again, so a slow disk stalls the loop at most once
- * per interval. */
+ * per interval. Only the system call is timed: formatting and hashing a large group at
+ * the end of a turn is CPU the loop would spend handing it over anyway. */
 #define DLOG_INLINE_SLOW_US     1000
 #define DLOG_INLINE_BACKOFF_MS  1000
 /* An inline write takes along at most this many records queued before it (the writer has
@@ -81,9 +82,9 @@ TAILQ_HEAD(dlog_q, dlog_ticket);
 struct dlog {
 	struct event_base *base;
 	struct event *ev_done;
-	/* activated (never added) when a record nobody waits for was queued: at the end of
-	 * the loop's turn it is written inline if the loop is idle, else the writer is woken
-	 * (loop thread) */
+	/* activated (never added) when a record was queued without waking the writer: at
+	 * the end of the loop's turn the loop writes every queued record in one group, or
+	 * wakes the writer when it cannot (loop thread) */
 	struct event *ev_flush;
 	bool flush_queued;
 	int efd;
@@ -143,6 +144,7 @@ struct dlog {
 	 * thread inline while the writer is not busy: never both at once) */
 	struct dlog_hasher *hasher;  /* the chain hash's OpenSSL state, kept across records */
 	char *gbuf;                 /* the last group's buffer, kept up to DLOG_GBUF_KEEP */
+	uint64_t last_write_us;     /* how long the last group's write(2) calls took */
 	size_t gcap;
 };
 
@@ -990,9 +992,11 @@ static uint64_t rec_estimate(const struct dlog_ticket *t);
  * log_sync = always (its fdatasync must not stall the loop); the writer owns nothing
  * (no group, reopen or rotation in flight); the log is healthy, its file open, no rotate
  * record due and no size rotation due. Records already queued that the writer has not
- * taken yet (at most DLOG_INLINE_TAKE_MAX) go first, in the same write: on-disk order
- * stays seq order, and a close record queued a moment earlier does not send the next
- * allow through two thread hand-offs. Returns false to queue t as usual. The records
+ * taken yet (at most DLOG_INLINE_TAKE_MAX, or DLOG_GROUP_MAX at the end of a turn:
+ * at_end, t NULL) go first, in the same write: on-disk order stays seq order, and a
+ * close record queued a moment earlier does not send the next allow through two thread
+ * hand-offs. Without at_end, only when no other event is ready (else the record waits
+ * for the end of the turn). Returns false to queue t as usual. The records
  * complete exactly as one group of the writer would (callbacks run later from the loop,
  * through ev_done; records to keep are held for the recovery when the write fails);
  * *wake: the writer must be woken (a batch sync is now due, or the file must be closed).
@@ -1005,7 +1009,6 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	char hash[DLOG_HASH_HEX + 1];
 	uint64_t seq = 0, need;
 	bool synced = false, was_unsynced = d->unsynced, loss_queued = false;
-	uint64_t t0;
 	size_t npending = 0;
 	int e;
 
@@ -1045,9 +1048,8 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 		TAILQ_INSERT_TAIL(&q, t, link);
 		d->inflight++;
 	}
-	t0 = mono_usec();
 	e = group_write(d, &q, &seq, hash, &synced);
-	if (mono_usec() - t0 > DLOG_INLINE_SLOW_US) {
+	if (d->last_write_us > DLOG_INLINE_SLOW_US) {
 		d->inline_off_until_ms = mono_msec() + DLOG_INLINE_BACKOFF_MS;
 		log_debug("decision log %s: a write took over %u us; the writer thread takes "
 		    "the records for %u ms", d->path, DLOG_INLINE_SLOW_US,
@@ -1548,11 +1550,13 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 {
 	size_t len = 0, off = 0;
 	off_t good = 0;
+	uint64_t t0;
 	char *buf;
 	int e = 0;
 
 	*synced = false;
 	buf = group_format(d, q, &len, seq, hash);
+	t0 = mono_usec();
 	if (buf == NULL)
 		return ENOMEM;
 	/* Not write_all: a failure must know how much reached the file, to cut it off. */
@@ -1567,6 +1571,7 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		}
 		off += (size_t)w;
 	}
+	d->last_write_us = mono_usec() - t0;
 	if (e == 0 && d->sync == DLOG_SYNC_ALWAYS && d->regular) {
 		dir_sync_due(d);
 		if (fdatasync(d->fd) != 0)

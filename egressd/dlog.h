@@ -15,21 +15,23 @@
  * hash in on-disk order, writes, syncs as configured, and signals the loop, which then
  * runs the caller's callback.
  *
- * The fast path (log_sync = none | batch, a regular file): a record appended while the
- * writer is not writing (it may be in a batch fdatasync) and the loop has no other ready
- * event is written by the loop thread itself, together with the few records queued before
- * it that the writer has not taken yet (at most 16; on-disk order stays seq order): it
- * assigns seq/prev/hash and does the one write(2) under the mutex, and a callback runs
- * from the loop right after (through an activated event, never from inside dlog_append):
- * no thread hand-off stands between the CONNECT and the 200. A record nobody waits for
- * (deny, close) that cannot go inline is queued without waking the writer at once: at
- * the end of the loop's turn it is written inline if the loop is idle then, else the
- * writer is woken. Such a write lands in the page cache; one that takes longer than 1 ms
- * sends records to the writer thread again for a second (a throttled or network disk
- * stalls the loop at most once a second). Under load (ready events waiting) the writer
- * thread keeps formatting, hashing and writing on the other core. fdatasync, reopening,
- * rotation and every record that finds the writer busy stay on the writer; records
- * nobody waits for never wake the loop.
+ * The fast path (log_sync = none | batch, a regular file): while the writer is not
+ * writing (it may be in a batch fdatasync) the loop thread writes records itself; it
+ * assigns seq/prev/hash and does one write(2) under the mutex, and a callback runs from
+ * the loop right after (through an activated event, never from inside dlog_append): no
+ * thread hand-off stands between the CONNECT and the 200. A record appended while the
+ * loop has no other ready event is written at once, with the few records queued before
+ * it (at most 16; on-disk order stays seq order). A record that finds other events ready
+ * is queued without waking anybody: at the end of the loop's turn (an activated event
+ * behind the ready ones) every record of that turn is written in one group (at most
+ * DLOG_GROUP_MAX, 512), so under load a turn costs one write(2) and no wake-up; only
+ * when the loop cannot write then (the writer owns the file, a rotation is due, the log
+ * is failed) is the writer woken. Such a write lands in the page cache; one whose
+ * write(2) takes longer than 1 ms sends records to the writer thread again for a second
+ * (a throttled or network disk stalls the loop at most once a second). fdatasync,
+ * reopening, rotation and every record that finds the writer busy stay on the writer;
+ * records nobody waits for never wake the loop. log_sync = always never writes on the
+ * loop.
  *
  * Record line (see docs/decision-log.md for the exact bytes):
  *   {"v":1,"time":"2026-11-30T08:53:53.123456Z","seq":N,"event":"...",<fields>,

@@ -379,15 +379,19 @@ head_read(struct bufferevent *bev, void *arg)
 	struct session *s = arg;
 	struct session_setup *su = s->se_su;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t len = evbuffer_get_length(in);
-	size_t look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
-	unsigned char *p = evbuffer_pullup(in, (ev_ssize_t)look);
+	size_t len, look;
+	unsigned char *p;
 	struct http_request *tmp;
 	enum reason why;
 	enum http_parse pr;
 
+	/* Reading stays on after the head (below): what arrives meanwhile waits in the
+	 * input untouched (no pullup per read) */
 	if (s->se_state != SE_HEAD)
 		return;
+	len = evbuffer_get_length(in);
+	look = len < EGRESS_REQUEST_HEAD_MAX + 1 ? len : EGRESS_REQUEST_HEAD_MAX + 1;
+	p = evbuffer_pullup(in, (ev_ssize_t)look);
 	if (s->se_cap != NULL && s->se_cap->cap_http) {
 		transparent_head_read(s, in, p, look);
 		return;
@@ -414,6 +418,7 @@ head_read(struct bufferevent *bev, void *arg)
 	size_t hl = tmp->head_len;
 	su->su_head = malloc(hl);
 	if (su->su_head == NULL) {
+		memset(tmp, 0, sizeof(*tmp));    /* it points into the input */
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
@@ -424,10 +429,13 @@ head_read(struct bufferevent *bev, void *arg)
 	s->se_method = su->su_req.method;
 	/* Reading stays enabled while the hop is decided and connected: head_read ignores
 	 * what arrives meanwhile (not SE_HEAD), the input's high-water mark bounds it, and
-	 * the tunnel gets it as pending bytes. The tunnel's read event on this socket is
-	 * added before the bufferevent is freed (start_tunnel), so the socket stays in the
-	 * epoll set throughout: two epoll_ctl calls per CONNECT fewer than a disable here
-	 * and an add there. A refusal disables reading itself. */
+	 * the tunnel gets it as pending bytes. For a CONNECT with no early client bytes (the
+	 * usual case) the tunnel adds its read event on this socket before the bufferevent
+	 * is freed (start_tunnel), so the socket stays in the epoll set throughout: two
+	 * epoll_ctl calls fewer than a disable here and an add there. Otherwise (early
+	 * bytes, HTTP forwarding) the tunnel only activates its event, and the socket
+	 * leaves the set at bufferevent_free and comes back later, as before. A refusal
+	 * disables reading itself. */
 	event_del(su->su_timer);
 	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
 	    http_method_str(su->su_req.method), (int)(su->su_req.target_len > 200 ? 200 :
