@@ -505,7 +505,7 @@ sb_setup_attest_end(struct sb_run *r)
 
 	if (!r->attest_started)   /* fail closed: no attestation, no run */
 		return sb_fail(res, REASON_INTERNAL_ERROR, "attestation was not started");
-	ok = attest_end_run(r->attesting, r->cg, rows);
+	ok = attest_end_run(r->attesting, r->cg, r->pid, rows);
 	r->attesting = NULL;
 	r->attest_started = false;
 	res->attestation = attest_rows_json(rows);
@@ -980,7 +980,7 @@ sb_teardown(struct sb_run *r)
 		 * they found in the result. */
 		struct attest_row rows[ATTEST__COUNT];
 
-		(void)attest_end_run(r->attesting, r->cg, rows);
+		(void)attest_end_run(r->attesting, r->cg, r->pid, rows);
 		r->attesting = NULL;
 		r->attest_started = false;
 		if (res->attestation == NULL)
