@@ -290,16 +290,17 @@ attest_ns_probe_start(bool veth_probe, bool run_netns, struct ns_probe_run *nr,
 	memset(out, 0, sizeof(*out));
 	nr->rd = -1;
 	nr->pid = -1;
-	mkdir("/run/egress-exec", 0700);
-	snprintf(nr->dir, sizeof(nr->dir), "/run/egress-exec/probe-%d", (int)getpid());
-	if (mkdir(nr->dir, 0700) < 0 && errno != EEXIST) {
-		np_err(out->ns_err, "mkdir /run/egress-exec/probe", errno);
+	/* The probe's tmpfs goes over /run/egress-exec itself, inside the probe's own mount
+	 * namespace (private propagation first): no directory of its own is made and removed
+	 * on the host's disk per run (here /run is on the root disk, an ext4 mounted with
+	 * discard, where each rmdir waited for a synchronous discard on the path to "go"). */
+	if (mkdir("/run/egress-exec", 0700) < 0 && errno != EEXIST) {
+		np_err(out->ns_err, "mkdir /run/egress-exec", errno);
 		return -1;
 	}
-	if (pipe2(pp, O_CLOEXEC) < 0) {
-		rmdir(nr->dir);
+	snprintf(nr->dir, sizeof(nr->dir), "/run/egress-exec");
+	if (pipe2(pp, O_CLOEXEC) < 0)
 		return -1;
-	}
 	fflush(NULL);
 	nr->pid = fork();
 	if (nr->pid == 0) {
@@ -315,19 +316,52 @@ attest_ns_probe_start(bool veth_probe, bool run_netns, struct ns_probe_run *nr,
 	close(pp[1]);
 	if (nr->pid < 0) {
 		close(pp[0]);
-		rmdir(nr->dir);
 		return -1;
 	}
 	nr->rd = pp[0];
 	return 0;
 }
 
+/* Probes killed after their report and reaped later (attest_reap): a probe's exit tears
+ * down its mount namespace, which waits for an expedited RCU grace period (1-3 ms
+ * measured here), and waiting for that exit was on the run's path to "go". Its report is
+ * all the attestation reads; the process only has to be gone before egress-exec is. */
+#define ATTEST_DEFERRED_MAX 8
+static pid_t attest_deferred[ATTEST_DEFERRED_MAX];
+
+void
+attest_reap(void)
+{
+	for (size_t i = 0; i < ATTEST_DEFERRED_MAX; i++) {
+		int st;
+
+		if (attest_deferred[i] > 0)
+			(void)waitpid(attest_deferred[i], &st, 0);   /* SIGKILLed: bounded */
+		attest_deferred[i] = 0;
+	}
+}
+
+/* SIGKILL the probe; reap it now, or later when defer (a run) and a slot is free. */
+static void
+attest_probe_kill(pid_t pid, bool defer)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	if (defer && waitpid(pid, &st, WNOHANG) == 0)
+		for (size_t i = 0; i < ATTEST_DEFERRED_MAX; i++)
+			if (attest_deferred[i] <= 0) {
+				attest_deferred[i] = pid;
+				return;
+			}
+	(void)waitpid(pid, &st, 0);
+}
+
 static int
-attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out)
+attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out, bool defer_reap)
 {
 	struct pollfd pfd;
 	ssize_t n = 0;
-	int st;
 
 	if (nr->pid < 0)
 		return -1;
@@ -342,10 +376,8 @@ attest_ns_probe_finish(struct ns_probe_run *nr, struct ns_probe *out)
 		}
 		n = (ssize_t)got;
 	}
-	kill(nr->pid, SIGKILL);
-	waitpid(nr->pid, &st, 0);
+	attest_probe_kill(nr->pid, defer_reap);
 	close(nr->rd);
-	rmdir(nr->dir);
 	if (n != (ssize_t)sizeof(*out)) {
 		memset(out, 0, sizeof(*out));
 		np_err(out->ns_err, "namespace probe did not report", 0);
@@ -478,7 +510,7 @@ attest_finish(struct attest_pending *pend, const struct cgroup *run_cg, pid_t ru
 		snprintf(cgerr, sizeof(cgerr), "%s", cp.detail);
 	}
 	np = pend->np;
-	attest_ns_probe_finish(&pend->nr, &np);
+	attest_ns_probe_finish(&pend->nr, &np, pend->run_netns);
 	if (pend->run_netns)
 		attest_run_netns(run_pid, &np);
 	snprintf(secerr, sizeof(secerr), "%s", pend->secerr);

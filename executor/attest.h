@@ -76,6 +76,11 @@ struct attest_pending *attest_begin_run(bool with_network);
 bool attest_end_run(struct attest_pending *pend, const struct cgroup *run_cg, pid_t run_pid,
     struct attest_row rows[ATTEST__COUNT]);
 
+/* attest_end_run SIGKILLs the namespace probe once it has reported, but may leave reaping
+ * it for later (its exit waits for its mount namespace's teardown): reap what is left.
+ * Blocking but bounded (the probes were SIGKILLed). The run's teardown calls it. */
+void attest_reap(void);
+
 /* {"<cap>": {"attested": b, "mechanism": s, "detail": s}, ...}; new reference. */
 json_t *attest_rows_json(const struct attest_row rows[ATTEST__COUNT]);
 

@@ -1046,6 +1046,7 @@ sb_teardown(struct sb_run *r)
 	}
 	sb_close(&r->link_ns);
 	egressd_embedded_stop(&r->emb);
+	attest_reap();   /* the namespace probe, killed at attestation, reaped by now */
 
 	res->out = r->out.buf;
 	res->out_len = r->out.len;
