@@ -14,6 +14,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "common/cryptolib.h"   /* after OpenSSL's headers: its calls go through the table */
+
 #include "common/limits.h"
 #include "common/util.h"
 

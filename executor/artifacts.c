@@ -15,6 +15,8 @@
 
 #include <openssl/evp.h>
 
+#include "common/cryptolib.h"   /* after OpenSSL's headers: calls through the table */
+
 #include "common/limits.h"
 #include "common/util.h"
 #include "executor/changes.h"

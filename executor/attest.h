@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 enum attest_cap {
 	ATTEST_NETWORK_ENFORCEMENT,
@@ -63,13 +64,22 @@ bool attest_end(struct attest_pending *pend, struct attest_row rows[ATTEST__COUN
  *    stays attested only when both succeed (attest_network_granted / _failed);
  *  - no throwaway cgroup: cpu, memory and process limits are attested from run_cg, the
  *    run's own group, whose limits cgroup_create has written and read back (the group the
- *    worker is attached to, not a stand-in).
+ *    worker is attached to, not a stand-in);
+ *  - no network namespace in the probe: the new one the run's child (run_pid, cloned with
+ *    CLONE_NEWNET, unreaped, waiting for "go") made is checked to hold only lo, from the
+ *    supervisor (setns there and back). Call attest_end_run after that clone and before
+ *    anything is put into the child's namespace (the veth); run_pid <= 0 fails the row.
  * Everything else is probed exactly as attest_begin/attest_end do.
  */
 struct cgroup;
 struct attest_pending *attest_begin_run(bool with_network);
-bool attest_end_run(struct attest_pending *pend, const struct cgroup *run_cg,
+bool attest_end_run(struct attest_pending *pend, const struct cgroup *run_cg, pid_t run_pid,
     struct attest_row rows[ATTEST__COUNT]);
+
+/* attest_end_run SIGKILLs the namespace probe once it has reported, but may leave reaping
+ * it for later (its exit waits for its mount namespace's teardown): reap what is left.
+ * Blocking but bounded (the probes were SIGKILLed). The run's teardown calls it. */
+void attest_reap(void);
 
 /* {"<cap>": {"attested": b, "mechanism": s, "detail": s}, ...}; new reference. */
 json_t *attest_rows_json(const struct attest_row rows[ATTEST__COUNT]);

@@ -129,6 +129,20 @@ const char *cgroup_path(const struct cgroup *cg, const char *controller);
  */
 int cgroup_attach(struct cgroup *cg, pid_t pid, char *err, size_t errlen);
 
+/*
+ * The calling process moves itself into the group (the sandbox's first process, as its
+ * first step: executor/sandbox_child.c): v1 writes "0" to `tasks` of every hierarchy,
+ * which moves the calling thread without the kernel's global threadgroup lock and the
+ * RCU grace period its first write-acquisition waits for (the caller must be
+ * single-threaded, so that the thread is the whole process); v2 writes "0" to
+ * cgroup.procs. Allocates nothing (safe in a fresh clone). The supervisor then checks
+ * with cgroup_attach_check before the child may do anything else.
+ */
+int cgroup_attach_self(const struct cgroup *cg, char *err, size_t errlen);
+
+/* Is pid (host namespace) listed in cgroup.procs of every hierarchy? 0, or -1 with err. */
+int cgroup_attach_check(struct cgroup *cg, pid_t pid, char *err, size_t errlen);
+
 /* Sample pids.current and remember the maximum (for kernels without pids.peak). Cheap;
  * call it from the supervisor loop. Returns the current count, or -1 on read error. */
 long cgroup_sample(struct cgroup *cg);

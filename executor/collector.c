@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cryptolib.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/scfilter.h"
@@ -689,6 +690,14 @@ collector_run(const struct collector_spec *spec, struct collector_result *res)
 	    spec->stage_dir == NULL || spec->stage_dir[0] != '/')
 		return res_fail(res, "collector: fn, an absolute output folder and an absolute "
 		    "stage directory are required");
+	/* libcrypto (the artifacts' SHA-256) is loaded now, by this process, before the fork:
+	 * the collector's root holds no libraries to load it from (common/cryptolib.h). */
+	{
+		char cerr[256];
+
+		if (cryptolib_load(cerr, sizeof(cerr)) != 0)
+			return res_fail(res, "collector: libcrypto: %s", cerr);
+	}
 	/* Nothing buffered in stdio may be written twice (once by the child). */
 	fflush(NULL);
 	pid = fork();

@@ -10,6 +10,8 @@
 
 #include <openssl/evp.h>
 
+#include "common/cryptolib.h"   /* after OpenSSL's headers: calls through the table */
+
 #include "common/util.h"
 
 const char *

@@ -6,11 +6,13 @@
 #include "executor/netcapture.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <nftables/libnftables.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +20,62 @@
 
 #include "common/log.h"
 #include "common/util.h"
+
+#ifndef EGRESS_LIBNFTABLES_SONAME
+#error "EGRESS_LIBNFTABLES_SONAME must name libnftables' soname (executor/CMakeLists.txt)"
+#endif
+
+/*
+ * libnftables is loaded when capture rules are first made, not linked: with libnftnl,
+ * libxtables and libgmp it cost every egress-exec start ~1 ms (an empty program linked
+ * with egress-exec's libraries: 5.0 ms per exec, 4.3 ms without these), and every fork of
+ * a run copied its mappings, though only a networked run with transparent capture (and
+ * `doctor`) uses it. Loaded by the supervisor (and doctor), never in a confined process.
+ */
+#define NFTLIB_FUNCS(X) \
+	X(nft_ctx_new) X(nft_ctx_free) X(nft_ctx_buffer_output) X(nft_ctx_buffer_error) \
+	X(nft_run_cmd_from_buffer) X(nft_ctx_get_output_buffer) X(nft_ctx_get_error_buffer)
+
+static struct {
+#define NFTLIB_MEMBER(n) __typeof__(n) *n;
+	NFTLIB_FUNCS(NFTLIB_MEMBER)
+#undef NFTLIB_MEMBER
+} nftlib;
+
+/* Load it once; 0, or -1 with the loader's message (fail closed: no capture, no run). */
+static int
+nftlib_load(char *err, size_t errlen)
+{
+	static bool tried;
+	static int rc = -1;
+	static char why[256];
+	void *h;
+
+	if (!tried) {
+		tried = true;
+		h = dlopen(EGRESS_LIBNFTABLES_SONAME, RTLD_NOW | RTLD_LOCAL);
+		if (h == NULL) {
+			const char *e = dlerror();
+			snprintf(why, sizeof(why), "cannot load %s: %s", EGRESS_LIBNFTABLES_SONAME,
+			    e != NULL ? e : "unknown error");
+			goto out;
+		}
+#define NFTLIB_RESOLVE(n)                                                              \
+		*(void **)&nftlib.n = dlsym(h, #n);                                     \
+		if (nftlib.n == NULL) {                                                 \
+			snprintf(why, sizeof(why), "%s has no %s", EGRESS_LIBNFTABLES_SONAME, \
+			    #n);                                                            \
+			goto out;                                                       \
+		}
+		NFTLIB_FUNCS(NFTLIB_RESOLVE)
+#undef NFTLIB_RESOLVE
+		rc = 0;   /* the handle stays open for the life of the process */
+	}
+out:
+	if (rc != 0)
+		errbuf_set(err, errlen, 0, "%s", why);
+	return rc;
+}
 
 size_t
 netcapture_ruleset(const struct netns_link *link, uint16_t port, char *buf, size_t len)
@@ -54,22 +112,24 @@ netcapture_apply(const struct netns_link *link, uint16_t port, char *err, size_t
 
 	if (netcapture_ruleset(link, port, rules, sizeof(rules)) == 0)
 		return errbuf_set(err, errlen, 0, "ruleset too long");
-	ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (nftlib_load(err, errlen) != 0)
+		return -1;
+	ctx = nftlib.nft_ctx_new(NFT_CTX_DEFAULT);
 	if (ctx == NULL)
 		return errbuf_set(err, errlen, ENOMEM, "nftables context");
-	if (nft_ctx_buffer_output(ctx) != 0 || nft_ctx_buffer_error(ctx) != 0) {
+	if (nftlib.nft_ctx_buffer_output(ctx) != 0 || nftlib.nft_ctx_buffer_error(ctx) != 0) {
 		errbuf_set(err, errlen, ENOMEM, "nftables buffers");
 		goto out;
 	}
-	if (nft_run_cmd_from_buffer(ctx, rules) != 0) {
-		const char *e = nft_ctx_get_error_buffer(ctx);
+	if (nftlib.nft_run_cmd_from_buffer(ctx, rules) != 0) {
+		const char *e = nftlib.nft_ctx_get_error_buffer(ctx);
 		errbuf_set(err, errlen, 0, "nftables refused the capture rules (is nf_tables "
 		    "with nat and redirect in this kernel?): %.200s", e != NULL ? e : "");
 		goto out;
 	}
 	/* Read back: the table is there with the redirect and the stub's rule. */
-	if (nft_run_cmd_from_buffer(ctx, "list table inet " NETCAPTURE_TABLE) != 0 ||
-	    (out = nft_ctx_get_output_buffer(ctx)) == NULL) {
+	if (nftlib.nft_run_cmd_from_buffer(ctx, "list table inet " NETCAPTURE_TABLE) != 0 ||
+	    (out = nftlib.nft_ctx_get_output_buffer(ctx)) == NULL) {
 		errbuf_set(err, errlen, 0, "cannot read the capture rules back");
 		goto out;
 	}
@@ -81,7 +141,7 @@ netcapture_apply(const struct netns_link *link, uint16_t port, char *err, size_t
 	}
 	rc = 0;
 out:
-	nft_ctx_free(ctx);
+	nftlib.nft_ctx_free(ctx);
 	return rc;
 }
 

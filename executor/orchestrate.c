@@ -33,6 +33,8 @@
 
 #include <openssl/rand.h>
 
+#include "common/cryptolib.h"   /* after OpenSSL's headers: calls through the table */
+
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/pathglob.h"

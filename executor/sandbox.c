@@ -9,10 +9,12 @@
  *  1. attestation probes started (children)
  *  2. cgroup: create, limits, read back
  *  3. overlay layer tmpfs (upper + work)
- *  5. clone NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET ----> waits on the sync pipe
- *  6. attach the child to the cgroup
+ *  5. clone NEWNS|NEWPID|NEWIPC|NEWUTS|NEWNET ----> 6. attaches itself to the cgroup,
+ *                                                     then waits on the sync pipe
  *  1b. attestation collected: all nine, or no
  *     run (the child gets EOF and leaves)
+ *  6b. the child's attach confirmed (attach pipe)
+ *     and its pid read back in every hierarchy
  *  7. link netns of the run's own: veth pair
  *     (peer straight into the child's netns),
  *     host address, listener; egressd ready
@@ -80,6 +82,7 @@
 #define SB_SETUP_TIMEOUT_MS  30000  /* child setup (mounts, net) until the worker execs */
 #define SB_DRAIN_TIMEOUT_MS  2000   /* pipes after the cgroup is dead */
 #define SB_REAP_TIMEOUT_MS   5000   /* init after the cgroup is dead */
+#define SB_ATTACH_TIMEOUT_MS 10000  /* the child's own cgroup attach (sb_setup_attached) */
 #define SB_GRANT_MARGIN_S    60     /* grant lifetime = wall budget + this */
 #define SB_PROXY_PORT        3128   /* egressd's listener in the run's link namespace */
 #define SB_ARGV_MAX          4096
@@ -405,7 +408,7 @@ struct sb_run {
 	char **argv, **envp;            /* step 5 */
 	char *run_ca_cert, *run_ca_key; /* step 5: a model connection's run CA (key wiped) */
 	char *placeholder_kv;           /* step 5: "NAME=egress-placeholder-<hex>" */
-	int syncp[2], repp[2], statp[2], outp[2], errp[2], inp[2];
+	int syncp[2], repp[2], statp[2], attp[2], outp[2], errp[2], inp[2];
 	struct sandbox_child child;
 	pid_t pid;                      /* the child (pid 1 of the sandbox) */
 	int pidfd;
@@ -502,7 +505,7 @@ sb_setup_attest_end(struct sb_run *r)
 
 	if (!r->attest_started)   /* fail closed: no attestation, no run */
 		return sb_fail(res, REASON_INTERNAL_ERROR, "attestation was not started");
-	ok = attest_end_run(r->attesting, r->cg, rows);
+	ok = attest_end_run(r->attesting, r->cg, r->pid, rows);
 	r->attesting = NULL;
 	r->attest_started = false;
 	res->attestation = attest_rows_json(rows);
@@ -610,7 +613,8 @@ sb_setup_clone(struct sb_run *r)
 	if (r->argv == NULL)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "argv too long");
 	if (pipe2(r->syncp, O_CLOEXEC) < 0 || pipe2(r->repp, O_CLOEXEC) < 0 ||
-	    pipe2(r->statp, O_CLOEXEC) < 0 || pipe2(r->outp, O_CLOEXEC) < 0 ||
+	    pipe2(r->statp, O_CLOEXEC) < 0 || pipe2(r->attp, O_CLOEXEC) < 0 ||
+	    pipe2(r->outp, O_CLOEXEC) < 0 ||
 	    pipe2(r->errp, O_CLOEXEC) < 0 ||
 	    (spec->prompt_transport == PROMPT_STDIN && pipe2(r->inp, O_CLOEXEC) < 0))
 		return sb_fail(res, REASON_INTERNAL_ERROR, "pipe: %s", strerror(errno));
@@ -621,6 +625,8 @@ sb_setup_clone(struct sb_run *r)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "output buffers");
 
 	c->spec = spec;
+	c->cg = r->cg;
+	c->attach_wr = r->attp[1];
 	c->ms.root_dir = r->rootdir;
 	c->ms.repo_dir = spec->repo_dir;
 	c->ms.upper_dir = r->upper;
@@ -684,22 +690,59 @@ sb_setup_clone(struct sb_run *r)
 	sb_close(&r->syncp[0]);
 	sb_close(&r->repp[1]);
 	sb_close(&r->statp[1]);
+	sb_close(&r->attp[1]);
 	sb_close(&r->outp[1]);
 	sb_close(&r->errp[1]);
 	sb_close(&r->inp[0]);
 	r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
 	if (r->pidfd < 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "pidfd_open: %s", strerror(errno));
-	/* 6. Attach the child to the cgroup before it does anything (no step runs outside the
-	 * limits). Right after the clone, while the attestation probes still run: on cgroup
-	 * v1 the first cgroup.procs write waits for an RCU grace period (measured 9-15 ms
-	 * under load), which now overlaps them. */
-	if (cgroup_attach(r->cg, r->pid, r->err, sizeof(r->err)) < 0)
+	/* 6. The child attaches itself to the cgroup as its first step (sandbox_child.c) and
+	 * does nothing else before "go"; sb_setup_attached checks it. */
+	return 0;
+}
+
+/* 6b. The child's own cgroup attach: its byte on the attach pipe, then its pid read back
+ * in every hierarchy, before anything is granted or the child told "go". EOF without the
+ * byte: the child reported why on the report pipe (or died). It attaches itself rather
+ * than being attached because on cgroup v1 a supervisor's cgroup.procs write waits for an
+ * RCU grace period on the lock it takes (4-22 ms measured here, the longest wait before
+ * "go" without network); the child's own thread moves without that lock (cgroup.h). */
+static int
+sb_setup_attached(struct sb_run *r)
+{
+	struct sandbox_result *res = r->res;
+	struct pollfd p = { r->attp[0], POLLIN, 0 };
+	struct sandbox_report rep;
+	char b = 0;
+	int pr;
+
+	do {
+		pr = poll(&p, 1, SB_ATTACH_TIMEOUT_MS);
+	} while (pr < 0 && errno == EINTR && !sb_interrupted);
+	if (sb_interrupted)
+		return sb_fail(res, REASON_INTERNAL_ERROR, "egress-exec received signal %d during "
+		    "the sandbox setup", (int)sb_interrupted);
+	if (pr <= 0)
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: the sandbox's "
+		    "first process did not attach itself in %d ms", SB_ATTACH_TIMEOUT_MS);
+	if (sandbox_pipe_read(r->attp[0], &b, 1) != 1 || b != 'a') {
+		/* The child exited: its report (written before it exited) names the cause. */
+		sb_nonblock(r->repp[0]);
+		if (sandbox_pipe_read(r->repp[0], &rep, sizeof(rep)) == (ssize_t)sizeof(rep)) {
+			rep.msg[sizeof(rep.msg) - 1] = '\0';
+			return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: %s", rep.msg);
+		}
+		return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: the sandbox's "
+		    "first process exited before attaching itself");
+	}
+	sb_close(&r->attp[0]);
+	if (cgroup_attach_check(r->cg, r->pid, r->err, sizeof(r->err)) < 0)
 		return sb_fail(res, REASON_CAPABILITY_MISSING, "cgroup attach: %s", r->err);
 	return 0;
 }
 
-/* 7-8. (6, the cgroup attach, ends sb_setup_clone.) 7. network: the run's own link namespace (only the veth's host end and
+/* 7-8. (6, the cgroup attach, is sb_setup_clone and sb_setup_attached.) 7. network: the run's own link namespace (only the veth's host end and
  * egressd's listener live there), the peer straight into the child's namespace, then the
  * grant with the listener passed to egressd; 8. "go" and the environment. */
 static int
@@ -818,10 +861,11 @@ sb_setup(struct sb_run *r)
 	if (sb_validate(r->spec, r->res) < 0)
 		return -1;
 	/* egressd first: it only spawns here and is waited for in sb_setup_go. The
-	 * attestation probes run from sb_setup_attest_begin to sb_setup_attest_end. */
+	 * attestation probes run from sb_setup_attest_begin to sb_setup_attest_end; the
+	 * child's cgroup attach from sb_setup_clone to sb_setup_attached. */
 	if (sb_setup_ids(r) < 0 || sb_setup_egressd(r) < 0 || sb_setup_attest_begin(r) < 0 ||
 	    sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0 ||
-	    sb_setup_attest_end(r) < 0 || sb_setup_go(r) < 0)
+	    sb_setup_attest_end(r) < 0 || sb_setup_attached(r) < 0 || sb_setup_go(r) < 0)
 		return -1;
 	return sb_setup_wait_exec(r);
 }
@@ -936,7 +980,7 @@ sb_teardown(struct sb_run *r)
 		 * they found in the result. */
 		struct attest_row rows[ATTEST__COUNT];
 
-		(void)attest_end_run(r->attesting, r->cg, rows);
+		(void)attest_end_run(r->attesting, r->cg, r->pid, rows);
 		r->attesting = NULL;
 		r->attest_started = false;
 		if (res->attestation == NULL)
@@ -1002,6 +1046,7 @@ sb_teardown(struct sb_run *r)
 	}
 	sb_close(&r->link_ns);
 	egressd_embedded_stop(&r->emb);
+	attest_reap();   /* the namespace probe, killed at attestation, reaped by now */
 
 	res->out = r->out.buf;
 	res->out_len = r->out.len;

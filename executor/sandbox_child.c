@@ -19,6 +19,7 @@
 
 #include "common/limits.h"
 #include "common/util.h"
+#include "executor/cgroup.h"
 #include "executor/env.h"
 #include "executor/init.h"
 #include "executor/seccomp.h"
@@ -196,6 +197,16 @@ sandbox_child_main(struct sandbox_child *c)
 		secret_wipe(c->wipe, strlen(c->wipe));
 	/* If the supervisor dies, the sandbox dies with it (and takes the pid ns down). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* 6. Into the run's cgroup before anything else (no step runs outside the limits).
+	 * From here, not by the supervisor: on cgroup v1 a process moving its own (only)
+	 * thread skips the kernel's global lock and the RCU grace period behind it
+	 * (cgroup.h). The supervisor reads the membership back before "go"; a failure is
+	 * reported and the attach pipe reaches EOF without its byte. */
+	if (cgroup_attach_self(c->cg, err, sizeof(err)) < 0)
+		sb_child_fail(c->report_wr, "cgroup-attach", 0, err);
+	if (write_all(c->attach_wr, "a", 1) != 0)
+		_exit(126);
+	close(c->attach_wr);
 	if (sb_close_except(keep, EGRESS_NELEM(keep)) != 0)
 		sb_child_fail(c->report_wr, "fds", errno, "close inherited file descriptors");
 	if (sandbox_pipe_read(c->sync_rd, &go, sizeof(go)) != (ssize_t)sizeof(go) || !go.ok)

@@ -7,8 +7,10 @@
  * worker's execve. Private to executor/sandbox.c, which clones the child and calls
  * sandbox_child_main in it.
  *
- * The order inside the child, and why: close every inherited fd; wait for "go" (the
- * supervisor has attached it to the cgroup and made the veth); unshare the cgroup
+ * The order inside the child, and why: move itself into the run's cgroup (before it does
+ * anything else; one byte on the attach pipe tells the supervisor, which reads the
+ * membership back before "go"); close every inherited fd; wait for "go" (the supervisor
+ * has checked the cgroup membership and made the veth); unshare the cgroup
  * namespace (its root is now the run's group); network up and verified; hostname; mounts
  * and pivot_root, verified; init forks the worker, which sets its session and stdio,
  * closes fds, drops privileges (verified) and installs seccomp last (verified) before
@@ -40,8 +42,12 @@ struct sandbox_report {
 	char msg[448];
 };
 
+struct cgroup;
+
 struct sandbox_child {
 	const struct sandbox_spec *spec;
+	const struct cgroup *cg;    /* the run's group: the child attaches itself first */
+	int attach_wr;              /* one byte once attached (then closed) */
 	struct mounts_spec ms;
 	struct privs_spec ps;
 	char *const *argv;

@@ -282,6 +282,17 @@ test_v2_create_limits(void **state)
 	assert_int_equal(unlink(procs), 0);
 	put(dir, "cgroup.procs", "4242\n");
 
+	/* the sandbox's first process attaching itself: v2 writes "0" to cgroup.procs (the
+	 * fake file keeps what was written); the supervisor's check reads the pid back */
+	put(dir, "cgroup.procs", "");
+	assert_int_equal(cgroup_attach_self(cg, err, sizeof(err)), 0);
+	assert_string_equal(get(dir, "cgroup.procs", buf, sizeof(buf)), "0\n");
+	/* negative twin: the pid is not listed, the check fails */
+	assert_int_equal(cgroup_attach_check(cg, 4242, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not listed"));
+	put(dir, "cgroup.procs", "4242\n");
+	assert_int_equal(cgroup_attach_check(cg, 4242, err, sizeof(err)), 0);
+
 	/* usage */
 	put(dir, "cpu.stat", "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n");
 	put(dir, "memory.peak", "99999744\n");
@@ -905,6 +916,50 @@ test_v1_real_self_attach(void **state)
 	assert_true(WIFSIGNALED(st));
 }
 
+/* The sandbox's way in on v1 (executor/sandbox_child.c): the child moves its own thread
+ * through `tasks`; the parent's check finds its pid in cgroup.procs of every hierarchy,
+ * and a pid that did not attach is not found. */
+static void
+test_v1_real_attach_self_tasks(void **state)
+{
+	(void)state;
+	if (!v1_available())
+		skip();
+	char err[512] = "";
+	struct cgroup_limits lim = { .cpu_millicores = 200, .memory_bytes = 32u << 20, .pids = 8 };
+	make_run_id("selft");
+	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
+	if (cg == NULL)
+		fail_msg("create: %s", err);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char e[256];
+		close(p[0]);
+		char r = cgroup_attach_self(cg, e, sizeof(e)) == 0 ? 'y' : 'n';
+		if (write(p[1], &r, 1) != 1)
+			_exit(1);
+		for (int i = 0; i < 600; i++)
+			sleep(1);
+		_exit(0);
+	}
+	close(p[1]);
+	char r = 0;
+	assert_int_equal(read(p[0], &r, 1), 1);
+	close(p[0]);
+	assert_int_equal(r, 'y');
+	assert_int_equal(cgroup_attach_check(cg, child, err, sizeof(err)), 0);
+	/* negative twin: this process never attached */
+	assert_int_equal(cgroup_attach_check(cg, getpid(), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not listed"));
+	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0); /* kills, then removes */
+	int st = 0;
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFSIGNALED(st));
+}
+
 /* The caller's memory cgroup path from /proc/self/cgroup ("/" at the top). */
 static void
 self_memory_path(char *out, size_t len)
@@ -1043,6 +1098,7 @@ main(void)
 		cmocka_unit_test(test_v1_real_pids_limit),
 		cmocka_unit_test(test_v1_real_cleanup_leftover),
 		cmocka_unit_test(test_v1_real_self_attach),
+		cmocka_unit_test(test_v1_real_attach_self_tasks),
 		cmocka_unit_test(test_v1_real_nested),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
