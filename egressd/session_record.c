@@ -161,7 +161,19 @@ hop_decision_w(struct jsonw *w, struct session *s, bool allow, enum reason r)
 	} else {
 		jsonw_null(w, "method");
 		jsonw_str(w, "target", su->su_reqline[0] != '\0' ? su->su_reqline : NULL);
-		jsonw_null(w, "dest");
+		if (s->se_cap != NULL) {
+			/* a captured connection's destination is known without a head: the name
+			 * its address stands for, and the port the worker dialled */
+			struct host h;
+
+			memset(&h, 0, sizeof(h));
+			h.kind = HOST_NAME;
+			snprintf(h.name, sizeof(h.name), "%s", s->se_cap->cap_name);
+			h.port = s->se_cap->cap_port;
+			jsonw_str(w, "dest", host_to_str(&h, buf, sizeof(buf)));
+		} else {
+			jsonw_null(w, "dest");
+		}
 	}
 	jsonw_str(w, "verdict", allow ? "allow" : "deny");
 	jsonw_str(w, "reason", reason_str(r));

@@ -404,6 +404,10 @@ def t_private(L, origin, ca_pem):
         check(res[k].startswith("data:'HTTP/1.1 4"), "%s: %s" % (k, res[k]))
     check("malformed_request" in res["http_two_hosts"], "two Host headers: %s"
           % res["http_two_hosts"])
+    # refused before its head was parsed, a captured hop still names its destination
+    mal = decisions(recs, capture="transparent", reason="malformed_request")
+    check(mal and all(x.get("dest") == "origin.lab.test:80" and x.get("method") is None
+                      for x in mal), "captured malformed request's record: %s" % mal)
     pl = res["http_pipelined"]
     check(pl == ["HTTP/1.1 200", "HTTP/1.1 403", "X-Egress-Reason: host_mismatch"],
           "pipelined Host change: %s" % pl)
