@@ -264,8 +264,8 @@ mounts_ca_bundle(const char *etc, const char *run_ca_pem, char *err, size_t errl
 }
 
 static int
-mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem,
-    const char *resolver, char *err, size_t errlen)
+mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem, char *err,
+    size_t errlen)
 {
 	static const char *const binds[] = {
 		"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf",
@@ -290,23 +290,8 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem,
 	    gid == 65534 ? "" : "nogroup:x:65534:\n");
 	if (mounts_path(p, etc, "/group") < 0 || mounts_write_file(p, text, err, errlen) < 0)
 		return -1;
-	if (mounts_path(p, etc, "/nsswitch.conf") < 0 || mounts_write_file(p, resolver != NULL ?
-	    "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
-	    "protocols: files\nservices: files\n" :
-	    "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
-	    "protocols: files\nservices: files\n", err, errlen) < 0)
-		return -1;
-	/* Transparent capture: the run's stub resolver, which answers only granted names
-	 * (docs/transparent.md); without it no resolv.conf at all: names are egressd's
-	 * business. No search list: a name is asked as written. */
-	if (resolver != NULL) {
-		snprintf(text, sizeof(text), "# egress: the run's stub resolver (egressd); it "
-		    "answers granted names only\nnameserver %s\noptions ndots:1 timeout:2 "
-		    "attempts:2\n", resolver);
-		if (mounts_path(p, etc, "/resolv.conf") < 0 ||
-		    mounts_write_file(p, text, err, errlen) < 0)
-			return -1;
-	}
+	/* nsswitch.conf and resolv.conf follow "go" (mounts_etc_finish): the resolver's
+	 * address is the run's link, made after the attestation. */
 	/* localhost only. */
 	if (mounts_path(p, etc, "/hosts") < 0 || mounts_write_file(p,
 	    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n", err, errlen) < 0)
@@ -346,7 +331,33 @@ mounts_etc(const char *root, uid_t uid, gid_t gid, const char *run_ca_pem,
 		if (mounts_bind_ro(binds[i], p, false, err, errlen) < 0)
 			return -1;
 	}
-	if (mount(NULL, etc, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	/* /etc stays writable (to this process alone: nothing else runs in the namespace)
+	 * until mounts_etc_finish, which makes it read-only; mounts_verify proves that. */
+	return 0;
+}
+
+int
+mounts_etc_finish(const char *resolver, char *err, size_t errlen)
+{
+	char text[512];
+
+	if (mounts_write_file("/etc/nsswitch.conf", resolver != NULL ?
+	    "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
+	    "protocols: files\nservices: files\n" :
+	    "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
+	    "protocols: files\nservices: files\n", err, errlen) < 0)
+		return -1;
+	/* Transparent capture: the run's stub resolver, which answers only granted names
+	 * (docs/transparent.md); without it no resolv.conf at all: names are egressd's
+	 * business. No search list: a name is asked as written. */
+	if (resolver != NULL) {
+		snprintf(text, sizeof(text), "# egress: the run's stub resolver (egressd); it "
+		    "answers granted names only\nnameserver %s\noptions ndots:1 timeout:2 "
+		    "attempts:2\n", resolver);
+		if (mounts_write_file("/etc/resolv.conf", text, err, errlen) < 0)
+			return -1;
+	}
+	if (mount(NULL, "/etc", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    NULL) < 0)
 		return errbuf_set(err, errlen, errno, "remount /etc read-only");
 	return 0;
@@ -809,7 +820,7 @@ mounts_enter(const struct mounts_spec *s, char *err, size_t errlen)
 		return -1;
 	if (mounts_system_dirs(root, err, errlen) < 0)
 		return -1;
-	if (mounts_etc(root, s->uid, s->gid, s->run_ca_pem, s->resolver, err, errlen) < 0)
+	if (mounts_etc(root, s->uid, s->gid, s->run_ca_pem, err, errlen) < 0)
 		return -1;
 	if (mounts_dev(root, s->tmp_bytes, err, errlen) < 0)
 		return -1;

@@ -7,7 +7,8 @@
  * read-only merged view made after the run, and every mount inside the child's mount
  * namespace (those vanish with the namespace).
  * Callers: executor/sandbox.c (supervisor: mounts_layer_*, mounts_merged_*; child:
- * mounts_enter, mounts_verify), executor/attest.c and executor/cleanup.c.
+ * mounts_enter, mounts_etc_finish, mounts_verify), executor/attest.c and
+ * executor/cleanup.c.
  *
  * Mandatory denials (host homes, /root, credential locations, container sockets,
  * /etc/shadow) are never bound into the new root whatever the policy says; mounts_verify
@@ -42,9 +43,6 @@ struct mounts_spec {
 	/* A model connection's run CA (PEM certificate, never its key), or NULL: written with
 	 * the host's roots as MOUNTS_CA_BUNDLE (docs/model-connections.md). */
 	const char *run_ca_pem;
-	/* Transparent capture: the stub resolver's address (the gateway) for /etc/resolv.conf
-	 * and "hosts: files dns", or NULL: no resolver at all (docs/transparent.md). */
-	const char *resolver;
 };
 
 /* Inside the sandbox: the host's CA roots followed by the run CA. */
@@ -89,9 +87,19 @@ void mounts_merged_destroy(const char *merged_dir);
 /*
  * Child, first process of the new mount (and pid) namespace, still root: private
  * propagation, build the new root as described in docs/sandbox.md, pivot_root into it,
- * detach the old root, make / read-only. Returns 0, or -1 with err.
+ * detach the old root, make / read-only. /etc stays writable for mounts_etc_finish.
+ * Runs before "go" (it needs nothing the attestation or the network step decides).
+ * Returns 0, or -1 with err.
  */
 int mounts_enter(const struct mounts_spec *s, char *err, size_t errlen);
+
+/*
+ * Child, after mounts_enter and "go": /etc/nsswitch.conf ("hosts: files dns" with a
+ * resolver, "files" without) and, with resolver (transparent capture: the stub resolver's
+ * address, the gateway; NULL = none, docs/transparent.md), /etc/resolv.conf; then /etc
+ * read-only. Returns 0, or -1 with err.
+ */
+int mounts_etc_finish(const char *resolver, char *err, size_t errlen);
 
 /*
  * Child, after mounts_enter: every mandatory denial is absent, system dirs and / refuse

@@ -818,6 +818,17 @@ sb_setup_go(struct sb_run *r)
 	return 0;
 }
 
+/* A child's report (sandbox_child.c: the step that failed) as the run's failure. */
+static int
+sb_report_fail(struct sandbox_result *res, struct sandbox_report *rep)
+{
+	rep->step[sizeof(rep->step) - 1] = '\0';
+	rep->msg[sizeof(rep->msg) - 1] = '\0';
+	return sb_fail(res, strcmp(rep->step, "exec") == 0 ? REASON_WORKER_FAILED :
+	    REASON_CAPABILITY_MISSING, "sandbox step %s failed: %s%s%s", rep->step,
+	    rep->msg, rep->err ? ": " : "", rep->err ? strerror(rep->err) : "");
+}
+
 /* 12. Setup result: EOF on the report pipe means the worker exec'd; a report names the
  * step that failed. */
 static int
@@ -840,13 +851,8 @@ sb_setup_wait_exec(struct sb_run *r)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup did not finish in %d ms",
 		    SB_SETUP_TIMEOUT_MS);
 	n = sandbox_pipe_read(r->repp[0], &rep, sizeof(rep));
-	if (n == (ssize_t)sizeof(rep)) {
-		rep.step[sizeof(rep.step) - 1] = '\0';
-		rep.msg[sizeof(rep.msg) - 1] = '\0';
-		return sb_fail(res, strcmp(rep.step, "exec") == 0 ? REASON_WORKER_FAILED :
-		    REASON_CAPABILITY_MISSING, "sandbox step %s failed: %s%s%s", rep.step,
-		    rep.msg, rep.err ? ": " : "", rep.err ? strerror(rep.err) : "");
-	}
+	if (n == (ssize_t)sizeof(rep))
+		return sb_report_fail(res, &rep);
 	if (n != 0)
 		return sb_fail(res, REASON_INTERNAL_ERROR, "sandbox setup ended without exec");
 	res->started = true;
@@ -864,9 +870,19 @@ sb_setup(struct sb_run *r)
 	 * attestation probes run from sb_setup_attest_begin to sb_setup_attest_end; the
 	 * child's cgroup attach from sb_setup_clone to sb_setup_attached. */
 	if (sb_setup_ids(r) < 0 || sb_setup_egressd(r) < 0 || sb_setup_attest_begin(r) < 0 ||
-	    sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0 ||
-	    sb_setup_attest_end(r) < 0 || sb_setup_attached(r) < 0 || sb_setup_go(r) < 0)
+	    sb_setup_cgroup(r) < 0 || sb_setup_layer(r) < 0 || sb_setup_clone(r) < 0)
 		return -1;
+	if (sb_setup_attest_end(r) < 0 || sb_setup_attached(r) < 0 || sb_setup_go(r) < 0) {
+		/* The child builds its root before "go" (sandbox_child.c): when one of its
+		 * steps failed, its report is the cause (the step here may only have found
+		 * it gone, e.g. its network namespace). Still a failed run either way. */
+		struct sandbox_report rep;
+
+		sb_nonblock(r->repp[0]);
+		if (sandbox_pipe_read(r->repp[0], &rep, sizeof(rep)) == (ssize_t)sizeof(rep))
+			(void)sb_report_fail(r->res, &rep);
+		return -1;
+	}
 	return sb_setup_wait_exec(r);
 }
 

@@ -209,6 +209,23 @@ sandbox_child_main(struct sandbox_child *c)
 	close(c->attach_wr);
 	if (sb_close_except(keep, EGRESS_NELEM(keep)) != 0)
 		sb_child_fail(c->report_wr, "fds", errno, "close inherited file descriptors");
+
+	/* The new root is built before "go", while the supervisor collects the attestation
+	 * and makes the run's link and grant: it needs nothing those decide (the resolver's
+	 * address waits for mounts_etc_finish), and nothing runs here but this process until
+	 * "go". No worker exists, no privilege is dropped, no network is touched before it
+	 * (the attestation checks this namespace's network untouched); a failure here is
+	 * reported on the report pipe and the supervisor finds it after "go". */
+	/* Inside the run's cgroup (we attached ourselves): the namespace root is its group. */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		sb_child_fail(c->report_wr, "cgroupns", errno, "unshare(CLONE_NEWCGROUP)");
+	if (sethostname("sandbox", 7) < 0 || setdomainname("sandbox", 7) < 0)
+		sb_child_fail(c->report_wr, "uts", errno, "sethostname");
+	if (mounts_enter(&c->ms, err, sizeof(err)) < 0)
+		sb_child_fail(c->report_wr, "mounts", 0, err);
+	if (c->ms.idmap_fd >= 0)
+		close(c->ms.idmap_fd);
+
 	if (sandbox_pipe_read(c->sync_rd, &go, sizeof(go)) != (ssize_t)sizeof(go) || !go.ok)
 		_exit(126);     /* the supervisor gave up before "go": leave quietly */
 	c->envp = sb_env_recv(c->sync_rd);
@@ -216,22 +233,14 @@ sandbox_child_main(struct sandbox_child *c)
 		sb_child_fail(c->report_wr, "environment", 0, "bad environment from the supervisor");
 	close(c->sync_rd);
 
-	/* After the supervisor attached us: the cgroup namespace root is the run's group. */
-	if (unshare(CLONE_NEWCGROUP) < 0)
-		sb_child_fail(c->report_wr, "cgroupns", errno, "unshare(CLONE_NEWCGROUP)");
 	if (netns_worker_setup(go.has_link ? &go.link : NULL, err, sizeof(err)) < 0)
 		sb_child_fail(c->report_wr, "network", 0, err);
 	/* The stub resolver at the gateway (docs/transparent.md); no resolver otherwise. */
-	if (go.has_link && go.link.capture)
-		c->ms.resolver = go.link.host_addr;
-	if (sethostname("sandbox", 7) < 0 || setdomainname("sandbox", 7) < 0)
-		sb_child_fail(c->report_wr, "uts", errno, "sethostname");
-	if (mounts_enter(&c->ms, err, sizeof(err)) < 0)
+	if (mounts_etc_finish(go.has_link && go.link.capture ? go.link.host_addr : NULL, err,
+	    sizeof(err)) < 0)
 		sb_child_fail(c->report_wr, "mounts", 0, err);
 	if (mounts_verify(c->spec->workdir, err, sizeof(err)) < 0)
 		sb_child_fail(c->report_wr, "mounts-verify", 0, err);
-	if (c->ms.idmap_fd >= 0)
-		close(c->ms.idmap_fd);
 
 	closes[0] = c->report_wr;
 	closes[1] = c->out_wr;

@@ -281,17 +281,57 @@ seccomp_profile_build(char *err, size_t errlen)
  */
 static struct scf_prog prog;
 
+/*
+ * The program compiled at build time (executor/gen/seccomp_gen.c writes
+ * seccomp_builtin.c, linked into egress-exec only; weak, so the unit tests and the
+ * generator itself link without it), and the libseccomp version and native architecture
+ * it was compiled with. The compile's output depends on nothing else (PROFILE, the
+ * attributes of scf_new and libseccomp's syscall table are static), so a program built
+ * with the same libseccomp for the same architecture is the one a compile now would
+ * give (tests/test_seccomp.c compares them); any other libseccomp or architecture
+ * compiles at run time as before. Part of the binary: nothing on disk to substitute.
+ */
+extern const struct scf_prog seccomp_builtin_prog __attribute__((weak));
+extern const char seccomp_builtin_key[] __attribute__((weak));
+
+int
+seccomp_profile_key(char *out, size_t outlen)
+{
+	const struct scmp_version *v = seccomp_version();
+	int n;
+
+	if (v == NULL)
+		return -1;
+	n = snprintf(out, outlen, "libseccomp %u.%u.%u arch %u", v->major, v->minor, v->micro,
+	    (unsigned)seccomp_arch_native());
+	return n > 0 && (size_t)n < outlen ? 0 : -1;
+}
+
+int
+seccomp_profile_compile(struct scf_prog *out, char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_profile_build(err, errlen);
+
+	if (ctx == NULL)
+		return -1;
+	return scf_compile(ctx, out, err, errlen);
+}
+
 int
 seccomp_profile_prepare(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx;
+	char key[64];
 
 	if (prog.len > 0)
 		return 0;
-	ctx = seccomp_profile_build(err, errlen);
-	if (ctx == NULL)
-		return -1;
-	return scf_compile(ctx, &prog, err, errlen);
+	if (&seccomp_builtin_prog != NULL && &seccomp_builtin_key != NULL &&
+	    seccomp_builtin_prog.len > 0 && seccomp_builtin_prog.len <= BPF_MAXINSNS &&
+	    seccomp_profile_key(key, sizeof(key)) == 0 &&
+	    strcmp(key, seccomp_builtin_key) == 0) {
+		prog = seccomp_builtin_prog;
+		return 0;
+	}
+	return seccomp_profile_compile(&prog, err, errlen);
 }
 
 int

@@ -32,12 +32,29 @@ const struct seccomp_profile_entry *seccomp_profile_entries(size_t *n);
 
 /*
  * Compile the filter once for this process (scf_compile: libseccomp, exported as BPF into
- * a static struct scf_prog); later calls return at once. Call it in the supervisor before forking, so the
+ * a static struct scf_prog), or take the program compiled at build time when it was made
+ * with this libseccomp for this architecture (seccomp_profile_key); later calls return
+ * at once. Call it in the supervisor before forking, so the
  * self-test child and the worker inherit the compiled program and only install it (the
  * inputs are all static, so the program is the one a compile in the child would give).
  * Returns 0, or -1 with err filled. Allocates (libseccomp).
  */
 int seccomp_profile_prepare(char *err, size_t errlen);
+
+/*
+ * Compile the filter now, whatever was prepared, into out (for the build-time generator,
+ * executor/gen/seccomp_gen.c, and the test comparing its program with this one). Returns
+ * 0, or -1 with err. Allocates (libseccomp).
+ */
+struct scf_prog;
+int seccomp_profile_compile(struct scf_prog *out, char *err, size_t errlen);
+
+/*
+ * What a compiled program depends on besides the profile: libseccomp's version and the
+ * native architecture, as one string into out. seccomp_profile_prepare uses the program
+ * compiled at build time only when its key equals this. 0, or -1 when out is too small.
+ */
+int seccomp_profile_key(char *out, size_t outlen);
 
 /*
  * Load the filter (compiled by seccomp_profile_prepare, compiling now if it was not) into

@@ -404,6 +404,37 @@ test_entries_documented(void **state)
 	}
 }
 
+#ifdef EGRESS_SECCOMP_BUILTIN
+#include "common/scfilter.h"
+
+extern const struct scf_prog seccomp_builtin_prog;
+extern const char seccomp_builtin_key[];
+
+/* The program compiled at build time (executor/gen/seccomp_gen.c, linked into this test
+ * as into egress-exec; the other tests here install it) is the one a compile now gives,
+ * and was made for this libseccomp and architecture. */
+static void
+test_builtin_program(void **state)
+{
+	static struct scf_prog now;
+	char err[256], key[64];
+
+	(void)state;
+	assert_int_equal(seccomp_profile_key(key, sizeof(key)), 0);
+	assert_string_equal(key, seccomp_builtin_key);
+	if (seccomp_profile_compile(&now, err, sizeof(err)) != 0)
+		fail_msg("compile: %s", err);
+	assert_true(now.len > 0);
+	assert_int_equal(now.len, seccomp_builtin_prog.len);
+	assert_memory_equal(now.insns, seccomp_builtin_prog.insns,
+	    now.len * sizeof(now.insns[0]));
+	assert_int_equal(now.tsync, seccomp_builtin_prog.tsync);
+	assert_int_equal(now.set_nnp, seccomp_builtin_prog.set_nnp);
+	/* A key that names another libseccomp is not this one (prepare compiles then). */
+	assert_string_not_equal(key, "libseccomp 0.0.0 arch 0");
+}
+#endif
+
 int
 main(void)
 {
@@ -415,6 +446,9 @@ main(void)
 		cmocka_unit_test(test_verify_unfiltered),
 		cmocka_unit_test(test_selftest),
 		cmocka_unit_test(test_entries_documented),
+#ifdef EGRESS_SECCOMP_BUILTIN
+		cmocka_unit_test(test_builtin_program),
+#endif
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
