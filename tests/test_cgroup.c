@@ -877,6 +877,47 @@ test_v1_real_cleanup_leftover(void **state)
 	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0);
 }
 
+/* A child that attaches itself to cg (cgroup_attach with pid 0, or cgroup_attach_self),
+ * reports whether that worked, then waits to be killed. */
+static pid_t
+fork_self_attached(struct cgroup *cg, bool through_tasks)
+{
+	int p[2];
+	char r = 0;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char e[256];
+		close(p[0]);
+		r = (through_tasks ? cgroup_attach_self(cg, e, sizeof(e)) :
+		    cgroup_attach(cg, 0, e, sizeof(e))) == 0 ? 'y' : 'n';
+		if (write(p[1], &r, 1) != 1)
+			_exit(1);
+		for (int i = 0; i < 600; i++)
+			sleep(1);
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &r, 1), 1);
+	close(p[0]);
+	assert_int_equal(r, 'y');
+	return child;
+}
+
+/* Destroying cg kills the attached child, then removes the group. */
+static void
+destroy_reaps(struct cgroup *cg, pid_t child)
+{
+	char err[512] = "";
+	int st = 0;
+
+	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0); /* kills, then removes */
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFSIGNALED(st));
+}
+
 static void
 test_v1_real_self_attach(void **state)
 {
@@ -890,30 +931,9 @@ test_v1_real_self_attach(void **state)
 	if (cg == NULL)
 		fail_msg("create: %s", err);
 	/* the child attaches itself (pid 0) and checks it is listed, then waits to be killed */
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		char e[256];
-		close(p[0]);
-		char r = cgroup_attach(cg, 0, e, sizeof(e)) == 0 ? 'y' : 'n';
-		if (write(p[1], &r, 1) != 1)
-			_exit(1);
-		for (int i = 0; i < 600; i++)
-			sleep(1);
-		_exit(0);
-	}
-	close(p[1]);
-	char r = 0;
-	assert_int_equal(read(p[0], &r, 1), 1);
-	close(p[0]);
-	assert_int_equal(r, 'y');
+	pid_t child = fork_self_attached(cg, false);
 	assert_false(cgroup_empty(cg));
-	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0); /* kills, then removes */
-	int st = 0;
-	assert_int_equal(waitpid(child, &st, 0), child);
-	assert_true(WIFSIGNALED(st));
+	destroy_reaps(cg, child);
 }
 
 /* The sandbox's way in on v1 (executor/sandbox_child.c): the child moves its own thread
@@ -931,33 +951,12 @@ test_v1_real_attach_self_tasks(void **state)
 	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
 	if (cg == NULL)
 		fail_msg("create: %s", err);
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		char e[256];
-		close(p[0]);
-		char r = cgroup_attach_self(cg, e, sizeof(e)) == 0 ? 'y' : 'n';
-		if (write(p[1], &r, 1) != 1)
-			_exit(1);
-		for (int i = 0; i < 600; i++)
-			sleep(1);
-		_exit(0);
-	}
-	close(p[1]);
-	char r = 0;
-	assert_int_equal(read(p[0], &r, 1), 1);
-	close(p[0]);
-	assert_int_equal(r, 'y');
+	pid_t child = fork_self_attached(cg, true);
 	assert_int_equal(cgroup_attach_check(cg, child, err, sizeof(err)), 0);
 	/* negative twin: this process never attached */
 	assert_int_equal(cgroup_attach_check(cg, getpid(), err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "not listed"));
-	assert_int_equal(cgroup_destroy(cg, err, sizeof(err)), 0); /* kills, then removes */
-	int st = 0;
-	assert_int_equal(waitpid(child, &st, 0), child);
-	assert_true(WIFSIGNALED(st));
+	destroy_reaps(cg, child);
 }
 
 /* The caller's memory cgroup path from /proc/self/cgroup ("/" at the top). */
