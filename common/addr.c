@@ -157,15 +157,9 @@ addr_to_str(const struct addr *a, char *buf, size_t len)
 		size_t n = 0;
 
 		for (int i = 0; i < 4; i++) {
-			unsigned v = b[i];
-
 			if (i > 0)
 				tmp[n++] = '.';
-			if (v >= 100)
-				tmp[n++] = (char)('0' + v / 100);
-			if (v >= 10)
-				tmp[n++] = (char)('0' + v / 10 % 10);
-			tmp[n++] = (char)('0' + v % 10);
+			n += u64_to_dec(tmp + n, b[i]);
 		}
 		if (n >= len)
 			return buf;        /* too small: "" as inet_ntop's failure gave */

@@ -460,17 +460,8 @@ host_to_str(const struct host *h, char *buf, size_t len)
 	v6 = h->kind == HOST_IPV6;
 	nl = strnlen(h->name, sizeof(h->name));
 	if (h->port) {
-		unsigned v = h->port;
-		char tmp[6];
-		size_t k = 0;
-
-		do {
-			tmp[k++] = (char)('0' + v % 10);
-			v /= 10;
-		} while (v > 0);
 		port[np++] = ':';
-		while (k > 0)
-			port[np++] = tmp[--k];
+		np += u64_to_dec(port + np, h->port);
 	}
 	need = nl + (v6 ? 2 : 0) + np;
 	if (need >= len) {

@@ -74,6 +74,20 @@ secret_wipe(void *p, size_t n)
 		explicit_bzero(p, n);
 }
 
+size_t
+u64_to_dec(char *out, uint64_t v)
+{
+	char d[EGRESS_U64_DEC_MAX];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	memcpy(out, d + i, sizeof(d) - i);
+	return sizeof(d) - i;
+}
+
 void
 hex_encode(const unsigned char *in, size_t n, char *out)
 {

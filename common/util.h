@@ -59,6 +59,12 @@ int num_parse(const char *s, long long min, long long max, long long *out, const
 /* Constant-time wipe for secrets (explicit_bzero). */
 void secret_wipe(void *p, size_t n);
 
+/* The decimal digits of v at out (at most EGRESS_U64_DEC_MAX bytes, not terminated);
+ * returns how many. The one formatter of the hot paths that must not go through
+ * printf (records, addresses, connection ids). */
+#define EGRESS_U64_DEC_MAX 20
+size_t u64_to_dec(char *out, uint64_t v);
+
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void hex_encode(const unsigned char *in, size_t n, char *out);
 

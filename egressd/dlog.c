@@ -1455,14 +1455,7 @@ put_mem(char *p, const char *m, size_t n)
 static char *
 put_u64(char *p, uint64_t v)
 {
-	char d[20];
-	size_t i = sizeof(d);
-
-	do {
-		d[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	return put_mem(p, d + i, sizeof(d) - i);
+	return p + u64_to_dec(p, v);
 }
 
 /*

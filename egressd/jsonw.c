@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "common/util.h"
+
 void
 jsonw_init(struct jsonw *w, char *buf, size_t cap)
 {
@@ -213,19 +215,16 @@ jsonw_bool(struct jsonw *w, const char *key, bool v)
 void
 jsonw_int(struct jsonw *w, const char *key, long long v)
 {
-	char d[24];
-	size_t i = sizeof(d);
+	char d[1 + EGRESS_U64_DEC_MAX];
+	size_t n = 0;
 	/* magnitude as unsigned: also right for LLONG_MIN */
 	unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
 
-	do {
-		d[--i] = (char)('0' + m % 10);
-		m /= 10;
-	} while (m != 0);
 	if (v < 0)
-		d[--i] = '-';
+		d[n++] = '-';
+	n += u64_to_dec(d + n, m);
 	put_key(w, key);
-	put(w, d + i, sizeof(d) - i);
+	put(w, d, n);
 }
 
 void

@@ -483,22 +483,6 @@ setup_new(void)
 	return su;
 }
 
-/* Decimal digits of v at p; returns the count (at most 20). */
-static size_t
-put_dec(char *p, uint64_t v)
-{
-	char tmp[20];
-	size_t k = 0, n = 0;
-
-	do {
-		tmp[k++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v > 0);
-	while (k > 0)
-		p[n++] = tmp[--k];
-	return n;
-}
-
 /* The n bytes at b into out (len bytes), cut to fit and terminated, as snprintf would. */
 static void
 copy_cut(char *out, size_t len, const char *b, size_t n)
@@ -523,7 +507,7 @@ conn_name(char *out, size_t len, uint32_t boot_id, uint64_t n)
 	for (int i = 7; i >= 0; i--)
 		b[o++] = hx[(boot_id >> (i * 4)) & 0xf];
 	b[o++] = '-';
-	o += put_dec(b + o, n);
+	o += u64_to_dec(b + o, n);
 	copy_cut(out, len, b, o);
 }
 
@@ -541,7 +525,7 @@ client_name(char *out, size_t len, const char *addr, bool v6, unsigned port)
 	if (v6)
 		b[o++] = ']';
 	b[o++] = ':';
-	o += put_dec(b + o, port);
+	o += u64_to_dec(b + o, port);
 	copy_cut(out, len, b, o);
 }
 

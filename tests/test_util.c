@@ -108,6 +108,25 @@ test_hex(void **st)
 	assert_int_equal(hex_digit('\0'), -1);
 }
 
+/* u64_to_dec: the digits of printf's %llu, no terminator, every width up to UINT64_MAX. */
+static void
+test_u64_to_dec(void **state)
+{
+	static const uint64_t vals[] = { 0, 1, 9, 10, 99, 100, 65535, 4294967295ULL,
+	    10000000000000000000ULL, UINT64_MAX };
+	(void)state;
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		char want[32], got[EGRESS_U64_DEC_MAX + 1];
+		int n = snprintf(want, sizeof(want), "%llu", (unsigned long long)vals[i]);
+
+		memset(got, 'x', sizeof(got));
+		assert_int_equal(u64_to_dec(got, vals[i]), (size_t)n);
+		assert_memory_equal(got, want, (size_t)n);
+		if ((size_t)n < sizeof(got))
+			assert_int_equal(got[n], 'x');   /* nothing written past the digits */
+	}
+}
+
 int
 main(void)
 {
@@ -116,6 +135,7 @@ main(void)
 		cmocka_unit_test(test_write_all_and_read),
 		cmocka_unit_test(test_label_valid),
 		cmocka_unit_test(test_hex),
+		cmocka_unit_test(test_u64_to_dec),
 	};
 	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
