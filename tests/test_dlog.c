@@ -912,6 +912,20 @@ test_recovery_after_open_failure(void **state)
 	assert_int_equal(v.records, 4);
 }
 
+/* Writes past cur bytes fail with EFBIG (RLIMIT_FSIZE, SIGXFSZ ignored); *old is the
+ * limit to restore. */
+static void
+limit_file_size(rlim_t cur, struct rlimit *old)
+{
+	struct rlimit lim;
+
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, old), 0);
+	lim = *old;
+	lim.rlim_cur = cur;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+}
+
 /* A short write (RLIMIT_FSIZE) is truncated back: no half record, chain continues. */
 static void
 test_partial_write_truncated(void **state)
@@ -919,7 +933,7 @@ test_partial_write_truncated(void **state)
 	struct fix *f = *state;
 	struct done dn = { 0 };
 	struct dlog_verify v;
-	struct rlimit old, lim;
+	struct rlimit old;
 	struct stat st;
 	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
 	off_t good;
@@ -927,11 +941,7 @@ test_partial_write_truncated(void **state)
 	write_n(f, d, 3, &dn);
 	assert_int_equal(stat(f->path, &st), 0);
 	good = st.st_size;
-	signal(SIGXFSZ, SIG_IGN);
-	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-	lim = old;
-	lim.rlim_cur = (rlim_t)good + 40;   /* room for part of one record */
-	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	limit_file_size((rlim_t)good + 40, &old);   /* room for part of one record */
 	dn.err = 0;
 	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
 	run_until(f->base, &dn.calls, 4);
@@ -963,17 +973,13 @@ test_open_is_not_recovery(void **state)
 	struct fix *f = *state;
 	struct done dn = { 0 };
 	struct dlog_verify v;
-	struct rlimit old, lim;
+	struct rlimit old;
 	struct stat st;
 	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
 
 	write_n(f, d, 1, &dn);
 	assert_int_equal(stat(f->path, &st), 0);
-	signal(SIGXFSZ, SIG_IGN);
-	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-	lim = old;
-	lim.rlim_cur = (rlim_t)st.st_size;  /* not one more byte */
-	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	limit_file_size((rlim_t)st.st_size, &old);  /* not one more byte */
 	assert_int_equal(dlog_append(d, "decision", fields(2), on_done, &dn, NULL), 0);
 	run_until(f->base, &dn.calls, 2);
 	assert_int_equal(dn.err, EFBIG);
