@@ -381,7 +381,7 @@ head_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t len, look;
 	unsigned char *p;
-	struct http_request *tmp;
+	struct http_request *req = &su->su_req;   /* parsed in place, once */
 	enum reason why;
 	enum http_parse pr;
 
@@ -400,12 +400,11 @@ head_read(struct bufferevent *bev, void *arg)
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
-	tmp = &su->su_req;
-	pr = http_parse_request((const char *)p, look, tmp, &why);
+	pr = http_parse_request((const char *)p, look, req, &why);
 	if (pr != HTTP_PARSE_OK)
 		/* no request yet, or none at all: nothing half-parsed (pointing into the
 		 * input buffer) stays behind for the records */
-		memset(tmp, 0, sizeof(*tmp));
+		memset(req, 0, sizeof(*req));
 	if (pr == HTTP_PARSE_INCOMPLETE)
 		return;
 	if (pr == HTTP_PARSE_ERROR) {
@@ -415,10 +414,10 @@ head_read(struct bufferevent *bev, void *arg)
 	}
 	/* Keep our own copy of the head (the request borrows it; parsed once, its pointers
 	 * follow the copy), leave the rest queued. */
-	size_t hl = tmp->head_len;
+	size_t hl = req->head_len;
 	su->su_head = malloc(hl);
 	if (su->su_head == NULL) {
-		memset(tmp, 0, sizeof(*tmp));    /* it points into the input */
+		memset(req, 0, sizeof(*req));    /* it points into the input */
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
