@@ -30,8 +30,10 @@
  * write(2) takes longer than 1 ms sends records to the writer thread again for a second
  * (a throttled or network disk stalls the loop at most once a second). fdatasync,
  * reopening, rotation and every record that finds the writer busy stay on the writer;
- * records nobody waits for never wake the loop. log_sync = always never writes on the
- * loop.
+ * records nobody waits for never wake the loop. With batch the writer, after a sync,
+ * looks for unsynced records by itself every batch_ms for 100 ms, so a steady stream
+ * never wakes it for the next sync either (and a record is still synced within batch_ms
+ * of the first unsynced one). log_sync = always never writes on the loop.
  *
  * Record line (see docs/decision-log.md for the exact bytes):
  *   {"v":1,"time":"2026-11-30T08:53:53.123456Z","seq":N,"event":"...",<fields>,
@@ -259,6 +261,7 @@ struct dlog_status {
 	uint64_t written;          /* records written since open */
 	uint64_t failed;           /* records that completed with an error since open */
 	uint64_t syncs;            /* fdatasync calls that succeeded since open */
+	uint64_t wakeups;          /* times another thread woke the writer thread */
 	size_t queued;             /* records queued or in flight */
 	char error[256];           /* why the log is in the failed state ("" when writable) */
 };
