@@ -55,47 +55,78 @@ finish(struct sniguard *g, enum reason r)
 	g->sg_cb(r, g->sg_have_ch ? &g->sg_ch : NULL, g->sg_arg);
 }
 
-static void
-check(struct sniguard *g)
+/*
+ * One look at what is queued after the prefix in buf (PEEK_MAX bytes; recv MSG_PEEK):
+ * true with *r (and *have_ch, ch) when that decides, as the callback would be told; false
+ * when more must arrive.
+ */
+static bool
+decide(int fd, const struct host *host, unsigned char *buf, size_t nprefix,
+    struct clienthello *ch, bool *have_ch, enum reason *r)
 {
 	ssize_t n;
-	enum ch_result cr;
 	bool absent;
 
+	*have_ch = false;
 	do
-		n = recv(g->sg_fd, g->sg_buf + g->sg_nprefix, PEEK_MAX - g->sg_nprefix, MSG_PEEK | MSG_DONTWAIT);
+		n = recv(fd, buf + nprefix, PEEK_MAX - nprefix, MSG_PEEK | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-		finish(g, REASON_CLOSE_ERROR);
-		return;
+		*r = REASON_CLOSE_ERROR;
+		return true;
 	}
-	if (n == 0 && g->sg_nprefix < PEEK_MAX) {
-		finish(g, REASON_CLOSE_CLIENT);     /* EOF before a whole hello */
-		return;
+	if (n == 0 && nprefix < PEEK_MAX) {
+		*r = REASON_CLOSE_CLIENT;           /* EOF before a whole hello */
+		return true;
 	}
 	if (n < 0)
 		n = 0;                              /* nothing queued yet */
-	cr = clienthello_parse(g->sg_buf, g->sg_nprefix + (size_t)n, &g->sg_ch);
-	switch (cr) {
+	switch (clienthello_parse(buf, nprefix + (size_t)n, ch)) {
 	case CH_OK:
-		g->sg_have_ch = true;
-		finish(g, clienthello_sni_check(&g->sg_ch, &g->sg_host, &absent));
-		return;
+		*have_ch = true;
+		*r = clienthello_sni_check(ch, host, &absent);
+		return true;
 	case CH_NOT_TLS:
 		/* Not TLS at all (plain HTTP to port 443, another protocol): there is no
 		 * server name to compare; allowed, and the caller records that it was not TLS.
 		 * A TLS record that is not a readable ClientHello is refused below. */
-		finish(g, REASON_ALLOWED);
-		return;
+		*r = REASON_ALLOWED;
+		return true;
 	case CH_MALFORMED:
 	case CH_TOO_LARGE:
-		finish(g, REASON_TLS_EXPECTED);
-		return;
+		*r = REASON_TLS_EXPECTED;
+		return true;
 	case CH_NEED_MORE:
 		break;
 	}
-	if (g->sg_nprefix + (size_t)n >= PEEK_MAX) {
-		finish(g, REASON_TLS_EXPECTED);
+	if (nprefix + (size_t)n >= PEEK_MAX) {
+		*r = REASON_TLS_EXPECTED;
+		return true;
+	}
+	return false;
+}
+
+bool
+sniguard_try(int cfd, const struct host *host, const unsigned char *prefix, size_t nprefix,
+    struct clienthello *ch, bool *have_ch, enum reason *r)
+{
+	unsigned char buf[PEEK_MAX];
+
+	if (nprefix > PEEK_MAX)
+		nprefix = PEEK_MAX;      /* more than a hello: the parse refuses it */
+	if (nprefix > 0)
+		memcpy(buf, prefix, nprefix);
+	return decide(cfd, host, buf, nprefix, ch, have_ch, r);
+}
+
+static void
+check(struct sniguard *g)
+{
+	enum reason r;
+
+	if (decide(g->sg_fd, &g->sg_host, g->sg_buf, g->sg_nprefix, &g->sg_ch, &g->sg_have_ch,
+	    &r)) {
+		finish(g, r);
 		return;
 	}
 	if (!g->sg_edge) {

@@ -30,6 +30,7 @@
 #ifndef EGRESS_SNIGUARD_H
 #define EGRESS_SNIGUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,14 @@ typedef void (*sniguard_cb)(enum reason r, const struct clienthello *ch, void *a
 struct sniguard *sniguard_start(struct event_base *base, int cfd, const struct host *host,
     const unsigned char *prefix, size_t nprefix, uint64_t timeout_ms, sniguard_cb cb,
     void *arg);
+/*
+ * The same check once, now, without any event: the hello is usually queued already when
+ * the 200 has gone out (the client sends it right behind). true: decided, *r as the
+ * callback would be told (ch filled when *have_ch); false: not complete yet, start the
+ * guard. Never consumes a byte.
+ */
+bool sniguard_try(int cfd, const struct host *host, const unsigned char *prefix,
+    size_t nprefix, struct clienthello *ch, bool *have_ch, enum reason *r);
 /* Stop and free (no callback). Accepts NULL. */
 void sniguard_free(struct sniguard *g);
 

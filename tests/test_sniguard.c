@@ -159,11 +159,66 @@ test_verdicts(void **state)
 	assert_int_equal(r.r, REASON_HEADER_TIMEOUT);
 }
 
+/* sniguard_try: the same verdicts at once, without a loop, when the hello (or what
+ * decides) is queued already; false (undecided) when not all of it is; never a byte
+ * consumed. */
+static void
+test_try_now(void **state)
+{
+	unsigned char buf[4096], rest[4096];
+	size_t n = hello("api.example.com", buf, sizeof(buf));
+	struct clienthello ch;
+	struct host h;
+	bool have;
+	enum reason r;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(host_parse("api.example.com", 15, 0, &h), HOST_OK);
+	h.port = 443;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	/* nothing queued yet; then only a part */
+	assert_false(sniguard_try(sv[0], &h, NULL, 0, &ch, &have, &r));
+	assert_int_equal(write(sv[1], buf, 10), 10);
+	assert_false(sniguard_try(sv[0], &h, NULL, 0, &ch, &have, &r));
+	/* the whole hello: allowed with its name, every byte still queued */
+	assert_int_equal(write(sv[1], buf + 10, n - 10), (ssize_t)(n - 10));
+	assert_true(sniguard_try(sv[0], &h, NULL, 0, &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	assert_true(have);
+	assert_string_equal(ch.sni, "api.example.com");
+	assert_int_equal(recv(sv[0], rest, sizeof(rest), MSG_DONTWAIT), (ssize_t)n);
+	/* a prefix the session read already, the rest queued */
+	assert_int_equal(write(sv[1], buf + 30, n - 30), (ssize_t)(n - 30));
+	assert_true(sniguard_try(sv[0], &h, buf, 30, &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	assert_int_equal(recv(sv[0], rest, sizeof(rest), MSG_DONTWAIT), (ssize_t)(n - 30));
+	/* another name: refused at once */
+	n = hello("evil.example.net", buf, sizeof(buf));
+	assert_int_equal(write(sv[1], buf, n), (ssize_t)n);
+	assert_true(sniguard_try(sv[0], &h, NULL, 0, &ch, &have, &r));
+	assert_int_equal(r, REASON_SNI_MISMATCH);
+	assert_string_equal(ch.sni, "evil.example.net");
+	assert_int_equal(recv(sv[0], rest, sizeof(rest), MSG_DONTWAIT), (ssize_t)n);
+	/* not TLS: allowed without a hello */
+	assert_int_equal(write(sv[1], "SSH-2.0-x\r\n", 11), 11);
+	assert_true(sniguard_try(sv[0], &h, NULL, 0, &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	assert_false(have);
+	assert_int_equal(recv(sv[0], rest, sizeof(rest), MSG_DONTWAIT), 11);
+	/* the client left before any hello */
+	close(sv[1]);
+	assert_true(sniguard_try(sv[0], &h, NULL, 0, &ch, &have, &r));
+	assert_int_equal(r, REASON_CLOSE_CLIENT);
+	close(sv[0]);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_verdicts),
+		cmocka_unit_test(test_try_now),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
