@@ -122,19 +122,13 @@ static void dir_drop_buf(struct dir *d);
 static void
 tunnel_free(struct tunnel *t)
 {
-	/* A CONNECT tunnel closes both its sockets here: their events are deleted after
-	 * the close, which took the sockets out of the epoll set (nobody else holds them),
-	 * so libevent's EPOLL_CTL_DEL fails at once with EBADF, which it takes as done:
-	 * one real epoll_ctl fewer per tunnel. Forwarding may keep a socket: before. */
-	bool del_after = !t->tn_o.http;
-
 	connector_free(t->tn_retry_conn);      /* a retry still connecting (relay_http.c) */
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = &t->tn_d[i];
 		/* the events live in t's own allocation (tunnel_new): deleted, not freed */
-		if (d->dr_rev != NULL && !del_after)
+		if (d->dr_rev != NULL)
 			event_del(d->dr_rev);
-		if (d->dr_wev != NULL && !del_after)
+		if (d->dr_wev != NULL)
 			event_del(d->dr_wev);
 		pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
 		/* through an upstream proxy the first bytes upstream carried egressd's
@@ -164,12 +158,6 @@ tunnel_free(struct tunnel *t)
 		close(t->tn_cfd);
 	if (t->tn_ufd >= 0 && !t->tn_keep_ufd)
 		close(t->tn_ufd);
-	for (int i = 0; i < 2 && del_after; i++) {
-		if (t->tn_d[i].dr_rev != NULL)
-			event_del(t->tn_d[i].dr_rev);
-		if (t->tn_d[i].dr_wev != NULL)
-			event_del(t->tn_d[i].dr_wev);
-	}
 	free(t);
 }
 
@@ -195,8 +183,7 @@ tunnel_end(struct tunnel *t, enum reason why)
 			log_debug("tunnel: refusal not delivered: %s", strerror(errno));
 		t->tn_keep_cfd = false;
 	}
-	/* a CONNECT tunnel's socket events go after its sockets are closed (tunnel_free) */
-	for (int i = 0; i < 2 && t->tn_o.http; i++) {
+	for (int i = 0; i < 2; i++) {
 		event_del(t->tn_d[i].dr_rev);
 		event_del(t->tn_d[i].dr_wev);
 	}
@@ -281,12 +268,8 @@ dir_finish(struct dir *d)
 	struct tunnel *t = d->dr_t;
 
 	d->dr_done = true;
-	/* the last direction of a CONNECT tunnel: the tunnel ends below and its events go
-	 * after the close (tunnel_free) */
-	if (t->tn_o.http || !t->tn_d[0].dr_done || !t->tn_d[1].dr_done) {
-		event_del(d->dr_rev);
-		event_del(d->dr_wev);
-	}
+	event_del(d->dr_rev);
+	event_del(d->dr_wev);
 	pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
 	if (t->tn_first_close == REASON_ALLOWED)
 		t->tn_first_close = d->dr_up ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
