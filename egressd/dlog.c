@@ -623,9 +623,11 @@ dlog_open(struct event_base *base, const struct dlog_config *cfg, char *err, siz
 	TAILQ_INIT(&d->done);
 	TAILQ_INIT(&d->kept);
 	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cv_work, NULL);
+	/* both timed on the monotonic clock: a wall-clock step never stretches the batch
+	 * window or a synchronous append's deadline */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cv_work, &ca);
 	pthread_cond_init(&d->cv_sync, &ca);
 	pthread_condattr_destroy(&ca);
 
@@ -1825,7 +1827,7 @@ writer_main(void *arg)
 					continue;
 				}
 			}
-			clock_gettime(CLOCK_REALTIME, &abs);
+			clock_gettime(CLOCK_MONOTONIC, &abs);
 			abs.tv_nsec += (long)((due - now) * 1000000ULL);
 			abs.tv_sec += abs.tv_nsec / 1000000000L;
 			abs.tv_nsec %= 1000000000L;

@@ -1355,6 +1355,10 @@ sni_end(struct session *s, enum reason why)
 
 	sniguard_free(s->se_sni);
 	s->se_sni = NULL;
+	/* reading stops before the socket closes (the check may have decided with the
+	 * bufferevent still reading: sniguard_try) */
+	if (su->su_cbev != NULL)
+		bufferevent_disable(su->su_cbev, EV_READ);
 	if (su->su_ufd >= 0)
 		close(su->su_ufd);
 	su->su_ufd = -1;
@@ -1525,11 +1529,10 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		s->se_lg->ntunnels++;
 		/* The hello usually follows the 200 at once: decided now, the tunnel starts
 		 * with the client socket still in the epoll set (start_tunnel), and no guard,
-		 * event or epoll_ctl is needed (four fewer than through the guard). A
-		 * refusal stops reading first: sni_end closes the socket. */
+		 * event or epoll_ctl is needed (four fewer than through the guard). No loop
+		 * turn passes between the peek and the tunnel, so the bufferevent reads
+		 * nothing the check did not see; a refusal stops it in sni_end. */
 		if (sniguard_try(s->se_cfd, &su->su_req.host, pre, npending, &ch, &have_ch, &r)) {
-			if (r != REASON_ALLOWED)
-				bufferevent_disable(su->su_cbev, EV_READ);
 			sni_decided(r, have_ch ? &ch : NULL, s);
 			return true;
 		}

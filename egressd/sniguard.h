@@ -11,6 +11,9 @@
  * Callers: egressd/session (the hookup below). Event-loop thread only.
  *
  * Hookup contract (the session side; docs/model-connections.md):
+ *   0. first, sniguard_try (below) may decide at once from what is queued already: then
+ *      there is no guard, the caller acts on its verdict as on cb's (steps 3 and 4)
+ *      before anything else reads the socket;
  *   1. after the allow record of such a CONNECT is written, the session sends
  *      "200 Connection Established" itself and stops reading the client socket;
  *   2. sniguard_start(base, cfd, prefix, nprefix, timeout, cb, arg): prefix = bytes the

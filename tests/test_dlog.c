@@ -541,63 +541,6 @@ test_batch_group_commit(void **state)
 	assert_int_equal(v.records, 200);
 }
 
-/* batch under a steady stream: the loop writes every record itself and the writer, after
- * its first sync, finds the next unsynced records by itself (every batch_ms for 100 ms):
- * nobody wakes it again while records keep coming, and each is still synced. Only a
- * stall of this thread long enough for the writer to go back to sleep (> 50 ms between
- * two appends; counted) may cost another wake-up. */
-static void
-test_batch_steady_stream_wakes_nobody(void **state)
-{
-	struct fix *f = *state;
-	struct done dn = { 0 };
-	struct dlog_status st, st0;
-	struct dlog_verify v;
-	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 5 };
-	char err[256];
-	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
-	uint64_t last, stalls = 0;
-	int n = 0;
-
-	assert_non_null(d);
-	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
-	run_until(f->base, &dn.calls, 1);
-	for (int i = 0; i < 200; i++) {     /* the first record's sync (bounded) */
-		dlog_get_status(d, &st0);
-		if (st0.syncs >= 1)
-			break;
-		usleep(5000);
-	}
-	assert_true(st0.syncs >= 1);
-	last = mono_msec();
-	for (int i = 0; i < 60; i++) {      /* ~120 ms: a record every 2 ms */
-		uint64_t now;
-
-		usleep(2000);
-		now = mono_msec();
-		stalls += now - last > 50;
-		last = now;
-		assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
-		event_base_loop(f->base, EVLOOP_NONBLOCK);
-	}
-	run_until(f->base, &dn.calls, n);
-	assert_int_equal(dn.calls, n);
-	assert_int_equal(dn.err, 0);
-	for (int i = 0; i < 200; i++) {     /* the last record's sync (bounded) */
-		dlog_get_status(d, &st);
-		if (st.syncs > st0.syncs + 1 && st.queued == 0)
-			break;
-		usleep(5000);
-	}
-	/* several windows, each synced; not one wake-up for them (barring stalls) */
-	assert_true(st.syncs >= st0.syncs + 2);
-	assert_true(st.wakeups <= st0.wakeups + stalls);
-	assert_int_equal(st.written, (uint64_t)n);
-	dlog_close(d);
-	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
-	assert_int_equal(v.records, (uint64_t)n);
-}
-
 static void
 test_many_appends_keep_order(void **state)
 {
@@ -638,6 +581,72 @@ count_lines(const char *path)
 		n += c == '\n';
 	fclose(fp);
 	return n;
+}
+
+/* batch under a steady stream: the loop writes every record itself and the writer, after
+ * its first sync, finds the next unsynced records by itself (every batch_ms for 100 ms):
+ * nobody wakes it again while records keep coming, and each is still synced. Only a
+ * stall of this thread long enough for the writer to go back to sleep (> 50 ms between
+ * two appends; counted) may cost another wake-up. On a loaded machine a write(2) slower
+ * than 1 ms hands records to the writer thread for a second (woken for each group: not
+ * what is tested here); then the record is not in the file when dlog_append returns, and
+ * the wake-ups are not judged. */
+static void
+test_batch_steady_stream_wakes_nobody(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_status st, st0;
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 5 };
+	char err[256];
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+	uint64_t last, stalls = 0;
+	bool all_inline = true;
+	int n = 0;
+
+	assert_non_null(d);
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 1);
+	for (int i = 0; i < 200; i++) {     /* the first record's sync (bounded) */
+		dlog_get_status(d, &st0);
+		if (st0.syncs >= 1)
+			break;
+		usleep(5000);
+	}
+	assert_true(st0.syncs >= 1);
+	last = mono_msec();
+	for (int i = 0; i < 60; i++) {      /* ~120 ms: a record every 2 ms */
+		uint64_t now;
+
+		usleep(2000);
+		now = mono_msec();
+		stalls += now - last > 50;
+		last = now;
+		assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+		if (count_lines(f->path) != n)
+			all_inline = false;
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	}
+	run_until(f->base, &dn.calls, n);
+	assert_int_equal(dn.calls, n);
+	assert_int_equal(dn.err, 0);
+	for (int i = 0; i < 200; i++) {     /* the last record's sync (bounded) */
+		dlog_get_status(d, &st);
+		if (st.syncs > st0.syncs + 1 && st.queued == 0)
+			break;
+		usleep(5000);
+	}
+	/* several windows, each synced; not one wake-up for them (barring stalls) */
+	assert_true(st.syncs >= st0.syncs + 2);
+	if (all_inline)
+		assert_true(st.wakeups <= st0.wakeups + stalls);
+	else
+		print_message("a slow write handed records to the writer: wake-ups not judged\n");
+	assert_int_equal(st.written, (uint64_t)n);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, (uint64_t)n);
 }
 
 /* The loop thread's fast path (batch, writer idle, nothing queued): the record is in the
