@@ -4,8 +4,9 @@
 # session (docs/performance.md). Each round runs every target in a rotating order:
 # latency (c=1), rate (c=64) with the proxy's CPU per transaction from /proc/PID/stat, and
 # the same egressd through a `pinning = required` grant by a name (DNS cache hit). Prints
-# the medians over the rounds and each as a ratio to the relay of the same run, with the
-# load average before and after. egload, egorigin and egrelay come from BUILD_DIR.
+# the medians over the rounds and each as a ratio to the relay of the same run, the median
+# of the per-round ratios (paired: less sensitive to a noisy host), with the load average
+# before and after. egload, egorigin and egrelay come from BUILD_DIR.
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
 # Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE.
 set -u
@@ -138,8 +139,8 @@ while [ "$r" -le "$ROUNDS" ]; do
 	for t in "$@"; do [ $i -lt $k ] && order="$order $t"; i=$((i + 1)); done
 	for t in $order; do
 		out=$(load "$t" latency -n "$LAT_N")
-		echo "$t p50 $(kv p50_us "$out")" >> "$TMP/raw"
-		echo "$t p90 $(kv p90_us "$out")" >> "$TMP/raw"
+		echo "$t p50 $(kv p50_us "$out") $r" >> "$TMP/raw"
+		echo "$t p90 $(kv p90_us "$out") $r" >> "$TMP/raw"
 	done
 	for t in $order; do
 		pid=$(var PID "$t")
@@ -147,10 +148,10 @@ while [ "$r" -le "$ROUNDS" ]; do
 		out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
 		c1=$(cpu_ticks "$pid")
 		ok=$(kv ok "$out")
-		echo "$t tps $(kv tps "$out")" >> "$TMP/raw"
-		echo "$t err $(kv errors "$out")" >> "$TMP/raw"
+		echo "$t tps $(kv tps "$out") $r" >> "$TMP/raw"
+		echo "$t err $(kv errors "$out") $r" >> "$TMP/raw"
 		echo "$t cpu_us $(awk -v c=$((c1 - c0)) -v n="${ok:-0}" -v hz="$(getconf CLK_TCK)" \
-		    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }')" >> "$TMP/raw"
+		    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }') $r" >> "$TMP/raw"
 	done
 	echo "egressd_ab: round $r of $ROUNDS done" >&2
 	r=$((r + 1))
@@ -160,6 +161,15 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 med() { # target key
 	awk -v t="$1" -v k="$2" '$1 == t && $2 == k && $3 != "" { print $3 }' "$TMP/raw" | sort -g |
 	    awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# The median over the rounds of (target / relay of the same round): the host's noise moves
+# every target of a round together, so pairing within a round removes much of it.
+paired() { # target key
+	awk -v t="$1" -v k="$2" '$2 == k && $3 != "" { v[$1 SUBSEP $4] = $3; r[$4] = 1 }
+	    END { for (i in r) if ((t SUBSEP i) in v && ("relay" SUBSEP i) in v &&
+	        v["relay" SUBSEP i] > 0) print v[t SUBSEP i] / v["relay" SUBSEP i] }' "$TMP/raw" |
+	    sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) m = v[(NR + 1) / 2];
+	        else if (NR) m = (v[NR / 2] + v[NR / 2 + 1]) / 2; if (NR) printf "×%.2f", m; else printf "—" }'
 }
 all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }
@@ -173,6 +183,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		    "$(med "$t" tps) $(ratio "$(med "$t" tps)" "$(med relay tps)")" \
 		    "$(med "$t" cpu_us) $(ratio "$(med "$t" cpu_us)" "$(med relay cpu_us)")" \
 		    "$(awk -v t="$t" '$1 == t && $2 == "err" { s += $3 } END { print s + 0 }' "$TMP/raw")"
+	done
+	echo "paired: the median over the rounds of each round's ratio to that round's relay"
+	for t in $TARGETS; do
+		[ "$t" = relay ] && continue
+		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
+		    "$(paired "$t" p50)" "$(paired "$t" tps)" "$(paired "$t" cpu_us)"
 	done
 	for t in $TARGETS; do
 		echo "  $t: p50 [$(all "$t" p50)] tps [$(all "$t" tps)] cpu [$(all "$t" cpu_us)]"
