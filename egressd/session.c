@@ -62,6 +62,7 @@ static void transparent_head_read(struct session *s, struct evbuffer *in,
     const unsigned char *p, size_t look);
 static void head_event(struct bufferevent *bev, short what, void *arg);
 static void head_timeout(evutil_socket_t fd, short what, void *arg);
+static void sni_decided(enum reason r, const struct clienthello *ch, void *arg);
 static void follow_memo(struct session *s);
 static void authorize(struct session *s);
 static void log_probed(int err, void *arg);
@@ -446,13 +447,12 @@ head_read(struct bufferevent *bev, void *arg)
 	s->se_method = su->su_req.method;
 	/* Reading stays enabled while the hop is decided and connected: head_read ignores
 	 * what arrives meanwhile (not SE_HEAD), the input's high-water mark bounds it, and
-	 * the tunnel gets it as pending bytes. For a CONNECT with no early client bytes (the
-	 * usual case) the tunnel adds its read event on this socket before the bufferevent
-	 * is freed (start_tunnel), so the socket stays in the epoll set throughout: two
-	 * epoll_ctl calls fewer than a disable here and an add there. Otherwise (early
-	 * bytes, HTTP forwarding) the tunnel only activates its event, and the socket
-	 * leaves the set at bufferevent_free and comes back later, as before. A refusal
-	 * disables reading itself. */
+	 * the tunnel gets it as pending bytes. For a CONNECT (early client bytes or not, an
+	 * SNI check or not) the tunnel adds its read event on this socket before the
+	 * bufferevent is freed (start_tunnel), so the socket stays in the epoll set
+	 * throughout: two epoll_ctl calls fewer than a disable here and an add there. HTTP
+	 * forwarding only activates the tunnel's event: the socket leaves the set at
+	 * bufferevent_free and comes back later. A refusal disables reading itself. */
 	event_del(su->su_timer);
 	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
 	    http_method_str(su->su_req.method), (int)(su->su_req.target_len > 200 ? 200 :
@@ -475,6 +475,11 @@ head_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
+	if (s->se_state == SE_TLS_CHECK) {
+		/* no whole ClientHello within EGRESS_CLIENTHELLO_WAIT_MS (sniguard.h) */
+		sni_decided(REASON_HEADER_TIMEOUT, NULL, s);
+		return;
+	}
 	if (s->se_state != SE_HEAD)
 		return;
 	/* An idle kept-alive connection (an earlier hop was decided on it) that sent nothing
@@ -1353,12 +1358,11 @@ sni_end(struct session *s, enum reason why)
 {
 	struct session_setup *su = s->se_su;
 
-	sniguard_free(s->se_sni);
-	s->se_sni = NULL;
-	/* reading stops before the socket closes (the check may have decided with the
-	 * bufferevent still reading: sniguard_try) */
+	/* reading stops before the socket closes (the bufferevent read the hello) */
 	if (su->su_cbev != NULL)
 		bufferevent_disable(su->su_cbev, EV_READ);
+	if (su->su_timer != NULL)
+		event_del(su->su_timer);
 	if (su->su_ufd >= 0)
 		close(su->su_ufd);
 	su->su_ufd = -1;
@@ -1389,8 +1393,8 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 		    (unsigned long long)s->se_id);
 		r = REASON_INTERNAL_ERROR;
 	}
-	sniguard_free(s->se_sni);           /* ch lives in it */
-	s->se_sni = NULL;
+	if (s->se_su->su_timer != NULL)
+		event_del(s->se_su->su_timer);
 	/* Captured and granted as https://: bytes that are not TLS have no name to check. */
 	if (r == REASON_ALLOWED && ch == NULL && s->se_cap != NULL)
 		r = REASON_TLS_EXPECTED;
@@ -1412,6 +1416,43 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 	}
 	s->se_lg->ntunnels--;               /* start_tunnel counts the tunnel again */
 	start_tunnel(s);
+}
+
+/* The ClientHello wait (sniguard.h, step 3): the client's bytes are read into the
+ * bufferevent's input, judged after each read, and handed to the tunnel as pending bytes
+ * when allowed. The socket stays registered as it was since the head: no event of its
+ * own, no epoll_ctl. */
+static void
+sni_read(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+	const unsigned char *p;
+	struct clienthello ch;
+	bool have_ch = false;
+	enum reason r = REASON_INTERNAL_ERROR;
+
+	if (s->se_state != SE_TLS_CHECK)
+		return;
+	if (n > SNIGUARD_HELLO_MAX)
+		n = SNIGUARD_HELLO_MAX;
+	p = evbuffer_pullup(in, (ev_ssize_t)n);
+	if (p != NULL && !sniguard_judge(p, n, &s->se_su->su_req.host, &ch, &have_ch, &r))
+		return;                         /* more must arrive */
+	sni_decided(r, have_ch ? &ch : NULL, s);
+}
+
+static void
+sni_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)bev;
+	if (s->se_state != SE_TLS_CHECK)
+		return;
+	/* the worker left (or its socket failed) before a whole hello */
+	sni_decided((what & BEV_EVENT_EOF) ? REASON_CLOSE_CLIENT : REASON_CLOSE_ERROR, NULL, s);
 }
 
 /*
@@ -1516,33 +1557,30 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return true;
 	}
-	if (su->su_timer != NULL)
-		event_del(su->su_timer);
 	{
 		struct evbuffer *in = bufferevent_get_input(su->su_cbev);
 		const unsigned char *pre = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
+		struct timeval tv = { EGRESS_CLIENTHELLO_WAIT_MS / 1000,
+		    (EGRESS_CLIENTHELLO_WAIT_MS % 1000) * 1000 };
 		struct clienthello ch;
 		bool have_ch;
 		enum reason r;
 
 		s->se_state = SE_TLS_CHECK;
 		s->se_lg->ntunnels++;
-		/* The hello usually follows the 200 at once: decided now, the tunnel starts
-		 * with the client socket still in the epoll set (start_tunnel), and no guard,
-		 * event or epoll_ctl is needed (four fewer than through the guard). No loop
-		 * turn passes between the peek and the tunnel, so the bufferevent reads
-		 * nothing the check did not see; a refusal stops it in sni_end. */
+		/* A hello queued already (a captured client speaks first; a fast one sends
+		 * it right behind the 200) is decided now, without a loop turn. */
 		if (sniguard_try(s->se_cfd, &su->su_req.host, pre, npending, &ch, &have_ch, &r)) {
 			sni_decided(r, have_ch ? &ch : NULL, s);
 			return true;
 		}
-		/* Not complete yet: the guard peeks as more arrives; nothing is read meanwhile */
-		bufferevent_disable(su->su_cbev, EV_READ);
-		s->se_sni = sniguard_start(s->se_d->base, s->se_cfd, &su->su_req.host, pre,
-		    npending, EGRESS_CLIENTHELLO_WAIT_MS, sni_decided, s);
+		/* Otherwise the bufferevent reads it (a captured connection starts reading
+		 * here), sni_read judges it, the head timer is the deadline. */
+		bufferevent_setcb(su->su_cbev, sni_read, NULL, sni_event, s);
+		if (bufferevent_enable(su->su_cbev, EV_READ) != 0 ||
+		    evtimer_add(su->su_timer, &tv) != 0)
+			sni_end(s, REASON_INTERNAL_ERROR);
 	}
-	if (s->se_sni == NULL)
-		sni_end(s, REASON_INTERNAL_ERROR);
 	return true;
 }
 
@@ -1839,8 +1877,6 @@ session_free(struct session *s)
 	}
 	s->se_state = SE_FREEING;
 	cancel_pending(s);
-	sniguard_free(s->se_sni);
-	s->se_sni = NULL;
 	mitm_free(s->se_mitm);              /* closes both sockets itself */
 	if (s->se_mitm != NULL)
 		s->se_cfd = -1;
@@ -2000,7 +2036,7 @@ session_kill(struct grant_conn *gc, enum reason why)
 		mitm_close(s->se_mitm, why);   /* likewise (mitm_ended) */
 		return;
 	}
-	if (s->se_state == SE_TLS_CHECK && s->se_sni != NULL) {
+	if (s->se_state == SE_TLS_CHECK) {
 		sni_end(s, why);               /* the 200 is out: a close record, no refusal */
 		return;
 	}

@@ -154,7 +154,6 @@ struct session {
 	enum http_method se_method;     /* of the parsed request (SE_AUTHORIZE on) */
 	struct tunnel *se_tun;
 	struct mitm *se_mitm;           /* an intercepted tunnel */
-	struct sniguard *se_sni;        /* waiting for the ClientHello of an opaque tunnel */
 	unsigned se_hop_n;              /* hops decided on this client connection so far */
 	char se_hop[64];                /* this request's hop id, "<conn>/<n>" */
 	/* The allow record of this hop is on disk (or on its way) and its close is not

@@ -712,12 +712,15 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = &t->tn_d[i];
 
-		if (!t->tn_o.http && d->dr_blen == 0) {
-			/* Nothing to send yet: wait for bytes (the event is level-triggered, so
-			 * bytes that arrived before this are reported at once) instead of a
-			 * speculative read that finds none. */
+		/* A CONNECT tunnel's read events are added now, also with bytes to send first
+		 * (the 200, the client's early bytes or ClientHello): added while the caller's
+		 * bufferevent still has the client socket registered, the socket never leaves
+		 * the epoll set (no DEL and ADD). dir_run always sends what is buffered before
+		 * it reads, so order holds. The event is level-triggered: bytes that arrived
+		 * before this are reported at once, no speculative read is needed. */
+		if (!t->tn_o.http)
 			event_add(d->dr_rev, NULL);
-		} else {
+		if (t->tn_o.http || d->dr_blen > 0) {
 			d->dr_fresh = !t->tn_o.http;
 			event_active(d->dr_rev, EV_READ, 0);
 		}

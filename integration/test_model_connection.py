@@ -256,6 +256,91 @@ def t_sni_mismatch(L, d, other, labca):
     check(other.handshakes == n, "the origin saw the mismatching hello")
 
 
+def t_sni_wait_edges(L, d, other, labca):
+    """The ClientHello wait after the 200 (egressd reads the worker's first bytes into its
+    buffer and judges them after each read, sniguard.h): a hello sent in two pieces with a
+    pause between is judged whole, and the handshake and a request go through; a worker
+    that leaves before any byte ends with client_closed (no second decision); a hello that
+    never completes is refused header_timeout when the 10 s wait is over."""
+    # a hello in two pieces
+    n = other.handshakes
+    start = len(d.decisions())
+    r = L.connect(0, "other.lab.test:443")
+    check(r.status == 200, "CONNECT %r" % r)
+    ctx = ssl.create_default_context(cafile=labca.cert)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(inc, out, server_hostname="other.lab.test")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = out.read()
+    r.sock.settimeout(10)
+    r.sock.sendall(hello[:7])
+    time.sleep(0.3)
+    r.sock.sendall(hello[7:])
+    deadline = time.monotonic() + 10
+    done = False
+    while not done and time.monotonic() < deadline:
+        try:
+            tls.do_handshake()
+            done = True
+        except ssl.SSLWantReadError:
+            pending = out.read()
+            if pending:
+                r.sock.sendall(pending)
+            chunk = r.sock.recv(65536)
+            check(chunk, "the tunnel closed during the handshake")
+            inc.write(chunk)
+    check(done, "no handshake through the split hello in 10 s")
+    tls.write(b"GET / HTTP/1.1\r\nHost: other.lab.test\r\nConnection: close\r\n\r\n")
+    r.sock.sendall(out.read())
+    got = b""
+    while time.monotonic() < deadline and b"HTTP/1.1" not in got:
+        try:
+            got += tls.read(65536)
+        except ssl.SSLWantReadError:
+            chunk = r.sock.recv(65536)
+            if not chunk:
+                break
+            inc.write(chunk)
+        except ssl.SSLError:
+            break
+    check(b"HTTP/1.1" in got, "no response through the split hello: %r" % got[:80])
+    check(other.handshakes == n + 1, "handshakes %d -> %d" % (n, other.handshakes))
+    r.sock.close()
+    rec = d.wait_record(lambda x: x.get("event") == "close" and
+                        x.get("dest") == "other.lab.test:443" and x.get("tls") is True and
+                        x.get("sni") == "other.lab.test", timeout=5, start=start)
+    check(rec is not None, "no close record with the split hello's name")
+    # the worker leaves before its hello
+    start = len(d.decisions())
+    r = L.connect(0, "other.lab.test:443")
+    check(r.status == 200, "CONNECT %r" % r)
+    r.sock.close()
+    rec = d.wait_record(lambda x: x.get("event") == "close" and
+                        x.get("dest") == "other.lab.test:443", timeout=5, start=start)
+    check(rec is not None and rec.get("reason") == "client_closed", "close record %s" % rec)
+    check(not [x for x in d.decisions()[start:] if x.get("event") == "decision" and
+               x.get("verdict") == "deny"], "a second decision for a worker that left")
+    # a hello that never completes: header_timeout after the wait (10 s)
+    start = len(d.decisions())
+    n = other.handshakes
+    r = L.connect(0, "other.lab.test:443")
+    check(r.status == 200, "CONNECT %r" % r)
+    r.sock.sendall(hello[:40])
+    rec = d.wait_record(lambda x: x.get("event") == "decision" and
+                        x.get("reason") == "header_timeout", timeout=20, start=start)
+    check(rec is not None and rec.get("dest") == "other.lab.test:443", "record %s" % rec)
+    r.sock.settimeout(5)
+    try:
+        check(r.sock.recv(100) == b"", "the tunnel stayed open after the timeout")
+    except OSError:
+        pass
+    r.sock.close()
+    check(other.handshakes == n, "the origin saw the incomplete hello")
+
+
 def t_sni_marked_tls_port(L, d, tls8443, raw9443, labca):
     """An https:// entry marks its destination as TLS on any port: other.lab.test:8443 is
     SNI-checked like port 443. Its twin, tcp://other.lab.test:9443, is not (a tcp entry
@@ -536,6 +621,7 @@ def main():
                 ("placeholder_misdirected", t_placeholder_misdirected, (origin, runca)),
                 ("origin_bad_certificate_502", t_bad_origin_cert, (bad, runca)),
                 ("opaque_sni_mismatch", t_sni_mismatch, (other, labca)),
+                ("sni_wait_split_left_timeout", t_sni_wait_edges, (other, labca)),
                 ("not_bound_stays_opaque", t_not_bound_opaque, (other, labca, runca)),
                 ("sni_checked_on_marked_tls_port", t_sni_marked_tls_port,
                  (tls8443, raw9443, labca)),

@@ -1,5 +1,5 @@
-/* Unit tests for egressd/sniguard: the ClientHello wait over a real socket pair and event
- * loop, bytes left unconsumed, every verdict. */
+/* Unit tests for egressd/sniguard: every verdict over bytes read so far, and over what is
+ * queued on a real socket pair, left unconsumed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <event2/event.h>
 #include <openssl/bio.h>
 #include <openssl/ssl.h>
 
@@ -26,24 +25,6 @@ set_sni(SSL *ssl, const char *sni)
 
 	snprintf(h, sizeof(h), "%s", sni);
 	SSL_set_tlsext_host_name(ssl, h);
-}
-
-struct result {
-	int calls;
-	enum reason r;
-	bool have_ch;
-	char sni[300];
-};
-
-static void
-on_verdict(enum reason r, const struct clienthello *ch, void *arg)
-{
-	struct result *res = arg;
-
-	res->calls++;
-	res->r = r;
-	res->have_ch = ch != NULL;
-	snprintf(res->sni, sizeof(res->sni), "%s", ch != NULL && ch->has_sni ? ch->sni : "");
 }
 
 static size_t
@@ -66,97 +47,68 @@ hello(const char *sni, unsigned char *out, size_t cap)
 	return (size_t)n;
 }
 
-/* Run the guard on one end of a socket pair while `feed` writes into the other: first
- * `split` bytes, then (after the loop ran a while) the rest; close the writer when asked. */
-static struct result
-run(const unsigned char *data, size_t n, size_t split, bool close_after, uint64_t timeout_ms,
-    const unsigned char *prefix, size_t nprefix, size_t *left_queued)
-{
-	struct result res = { 0, REASON_ALLOWED, false, "" };
-	struct event_base *base = event_base_new();
-	struct timeval step = { 0, 30 * 1000 };
-	struct sniguard *g;
-	struct host h;
-	int sv[2];
-
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	assert_int_equal(host_parse("api.example.com", 15, 0, &h), HOST_OK);
-	h.port = 443;
-	if (split > 0)
-		assert_int_equal(write(sv[1], data, split), (ssize_t)split);
-	g = sniguard_start(base, sv[0], &h, prefix, nprefix, timeout_ms, on_verdict, &res);
-	assert_non_null(g);
-	assert_int_equal(res.calls, 0);            /* never inside start */
-	for (int i = 0; i < 100 && res.calls == 0; i++) {
-		event_base_loopexit(base, &step);
-		event_base_dispatch(base);
-		if (i == 2 && split < n)
-			assert_int_equal(write(sv[1], data + split, n - split), (ssize_t)(n - split));
-		if (i == 3 && close_after)
-			close(sv[1]), sv[1] = -1;
-	}
-	sniguard_free(g);
-	if (left_queued != NULL) {
-		unsigned char buf[20000];
-		ssize_t k = recv(sv[0], buf, sizeof(buf), MSG_DONTWAIT);
-		*left_queued = k > 0 ? (size_t)k : 0;
-	}
-	close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
-	event_base_free(base);
-	return res;
-}
-
+/* sniguard_judge over the bytes read so far: every verdict, and "more" for a part. */
 static void
 test_verdicts(void **state)
 {
-	unsigned char buf[4096];
-	size_t n = hello("api.example.com", buf, sizeof(buf)), left = 0;
-	struct result r;
+	unsigned char buf[SNIGUARD_HELLO_MAX + 100];
+	size_t n = hello("api.example.com", buf, sizeof(buf));
+	struct clienthello ch;
+	struct host h;
+	bool have;
+	enum reason r;
 
-	/* whole hello at once: allowed, and every byte is still queued for the tunnel */
-	r = run(buf, n, n, false, 2000, NULL, 0, &left);
-	assert_int_equal(r.calls, 1);
-	assert_int_equal(r.r, REASON_ALLOWED);
-	assert_string_equal(r.sni, "api.example.com");
-	assert_int_equal(left, n);
-	/* in two pieces, the first one not even a record header */
-	r = run(buf, n, 3, false, 2000, NULL, 0, &left);
-	assert_int_equal(r.r, REASON_ALLOWED);
-	assert_int_equal(left, n);
-	/* a prefix the session had already read, and the rest on the socket */
-	r = run(buf + 20, n - 20, n - 20, false, 2000, buf, 20, &left);
-	assert_int_equal(r.r, REASON_ALLOWED);
-	assert_int_equal(left, n - 20);
-
-	/* twins: another server name; no SNI (allowed, absent); not TLS; EOF; timeout */
+	(void)state;
+	assert_int_equal(host_parse("api.example.com", 15, 0, &h), HOST_OK);
+	h.port = 443;
+	/* the whole hello: allowed with its name; any part of it (the first byte, a record
+	 * header, all but the last byte): more must arrive */
+	assert_true(sniguard_judge(buf, n, &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	assert_true(have);
+	assert_string_equal(ch.sni, "api.example.com");
+	assert_false(sniguard_judge(buf, 0, &h, &ch, &have, &r));
+	assert_false(sniguard_judge(buf, 1, &h, &ch, &have, &r));
+	assert_false(sniguard_judge(buf, 5, &h, &ch, &have, &r));
+	assert_false(sniguard_judge(buf, n - 1, &h, &ch, &have, &r));
+	/* bytes behind the hello (the client's next record) change nothing */
+	memset(buf + n, 0x17, 50);
+	assert_true(sniguard_judge(buf, n + 50, &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	/* another server name; no SNI (allowed, absent) */
 	n = hello("evil.example.net", buf, sizeof(buf));
-	r = run(buf, n, n, false, 2000, NULL, 0, NULL);
-	assert_int_equal(r.r, REASON_SNI_MISMATCH);
-	assert_string_equal(r.sni, "evil.example.net");
+	assert_true(sniguard_judge(buf, n, &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_SNI_MISMATCH);
+	assert_string_equal(ch.sni, "evil.example.net");
 	n = hello(NULL, buf, sizeof(buf));
-	r = run(buf, n, n, false, 2000, NULL, 0, NULL);
-	assert_int_equal(r.r, REASON_ALLOWED);
-	assert_true(r.have_ch);
-	assert_string_equal(r.sni, "");
+	assert_true(sniguard_judge(buf, n, &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	assert_true(have);
+	assert_false(ch.has_sni);
 	/* not TLS at all: nothing to compare, allowed without a hello (the caller records it) */
-	r = run((const unsigned char *)"SSH-2.0-OpenSSH_9.2\r\n", 21, 21, false, 2000, NULL, 0,
-	    NULL);
-	assert_int_equal(r.r, REASON_ALLOWED);
-	assert_false(r.have_ch);
+	assert_true(sniguard_judge((const unsigned char *)"SSH-2.0-OpenSSH_9.2\r\n", 21, &h,
+	    &ch, &have, &r));
+	assert_int_equal(r, REASON_ALLOWED);
+	assert_false(have);
 	/* a TLS record that is no ClientHello: refused */
-	r = run((const unsigned char *)"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00", 10, 10,
-	    false, 2000, NULL, 0, NULL);
-	assert_int_equal(r.r, REASON_TLS_EXPECTED);
-	n = hello("api.example.com", buf, sizeof(buf));
-	r = run(buf, 0, 0, true, 2000, NULL, 0, NULL);
-	assert_int_equal(r.r, REASON_CLOSE_CLIENT);
-	r = run(buf, n, 10, false, 2000, NULL, 0, NULL);
-	/* the rest arrives later, within the deadline: allowed */
-	assert_int_equal(r.r, REASON_ALLOWED);
-	r = run(buf, 10, 10, false, 100, NULL, 0, NULL);
-	assert_int_equal(r.r, REASON_HEADER_TIMEOUT);
+	assert_true(sniguard_judge((const unsigned char *)"\x16\x03\x01\x00\x05\x02\x00\x00"
+	    "\x01\x00", 10, &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_TLS_EXPECTED);
+	/* handshake records that never complete a hello within the room one may take */
+	memset(buf, 0, sizeof(buf));
+	for (size_t k = 0; k + 5 <= SNIGUARD_HELLO_MAX; k += 5 + 16384) {
+		buf[k] = 0x16;
+		buf[k + 1] = 0x03;
+		buf[k + 2] = 0x01;
+		buf[k + 3] = 0x40;
+		buf[k + 4] = 0x00;
+	}
+	buf[5] = 0x01;
+	buf[6] = 0x00;
+	buf[7] = 0xff;
+	buf[8] = 0xff;
+	assert_true(sniguard_judge(buf, sizeof(buf), &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_TLS_EXPECTED);
 }
 
 /* sniguard_try: the same verdicts at once, without a loop, when the hello (or what
