@@ -50,7 +50,7 @@
 #define EGRESS_CONNECTION_RULES_MAX 64   /* allow_method / allow_path / destination entries */
 #define EGRESS_CREDENTIAL_MAX      4096  /* one connection's secret, in bytes */
 #define EGRESS_HEADER_NAME_MAX     64    /* credential_header field name */
-#define EGRESS_CLIENTHELLO_MAX     16384 /* ClientHello bytes peeked before a tunnel (one
+#define EGRESS_CLIENTHELLO_MAX     16384 /* ClientHello bytes looked at before a tunnel (one
                                             TLS record's plaintext limit, 2^14) */
 #define EGRESS_CLIENTHELLO_WAIT_MS 10000 /* time a client gets to send its ClientHello */
 #define EGRESS_ALPN_MAX            8     /* ALPN protocol names kept from a ClientHello */

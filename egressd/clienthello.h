@@ -1,6 +1,7 @@
 /*
- * clienthello - read a TLS ClientHello from bytes peeked off a worker's tunnel, without
- * consuming them, and decide whether its server name (SNI) matches the CONNECT host.
+ * clienthello - read a TLS ClientHello from a worker's first bytes on a tunnel (peeked, or
+ * read into egressd's buffer before any is forwarded), and decide whether its server name
+ * (SNI) matches the CONNECT host.
  *
  * Owns: nothing (pure functions over caller buffers). Callers: egressd/sniguard (the
  * opaque-tunnel SNI check), egressd/mitm later (the ALPN offer), fuzz/fuzz_clienthello.

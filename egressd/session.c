@@ -1398,9 +1398,9 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 	/* Captured and granted as https://: bytes that are not TLS have no name to check. */
 	if (r == REASON_ALLOWED && ch == NULL && s->se_cap != NULL)
 		r = REASON_TLS_EXPECTED;
-	if (r == REASON_CLOSE_CLIENT) {
-		/* The client left before its ClientHello: nothing was refused, so no second
-		 * decision; the close record says client_closed. */
+	if (r == REASON_CLOSE_CLIENT || r == REASON_CLOSE_ERROR) {
+		/* The client left (or its connection failed) before its ClientHello: nothing
+		 * was refused, so no second decision; the close record says why. */
 		sni_end(s, r);
 		return;
 	}
@@ -1448,11 +1448,15 @@ sni_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
 
+	int e = EVUTIL_SOCKET_ERROR();
+
 	(void)bev;
 	if (s->se_state != SE_TLS_CHECK)
 		return;
-	/* the worker left (or its socket failed) before a whole hello */
-	sni_decided((what & BEV_EVENT_EOF) ? REASON_CLOSE_CLIENT : REASON_CLOSE_ERROR, NULL, s);
+	/* the worker left (or its socket failed) before a whole hello: a reset is the
+	 * worker leaving, as the tunnel counts it */
+	sni_decided((what & BEV_EVENT_EOF) || e == ECONNRESET || e == EPIPE ?
+	    REASON_CLOSE_CLIENT : REASON_CLOSE_ERROR, NULL, s);
 }
 
 /*
@@ -1548,7 +1552,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		 * port */
 		return false;
 	}
-	/* Opaque TLS tunnel: the 200 now, then the ClientHello is peeked (sniguard.h). */
+	/* Opaque TLS tunnel: the 200 now, then the ClientHello is judged (sniguard.h). */
 	do
 		w = s->se_cap != NULL ? (ssize_t)n200 :
 		    send(s->se_cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -1568,6 +1572,10 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 
 		s->se_state = SE_TLS_CHECK;
 		s->se_lg->ntunnels++;
+		if (npending > 0 && pre == NULL) {
+			sni_end(s, REASON_INTERNAL_ERROR);   /* the 200 is out */
+			return true;
+		}
 		/* A hello queued already (a captured client speaks first; a fast one sends
 		 * it right behind the 200) is decided now, without a loop turn. */
 		if (sniguard_try(s->se_cfd, &su->su_req.host, pre, npending, &ch, &have_ch, &r)) {
@@ -1575,13 +1583,28 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 			return true;
 		}
 		/* Otherwise the bufferevent reads it (a captured connection starts reading
-		 * here), sni_read judges it, the head timer is the deadline. */
+		 * here), sni_read judges it, the head timer is the deadline. The input holds
+		 * at most what a hello may take (the judge decides there at the latest). */
 		bufferevent_setcb(su->su_cbev, sni_read, NULL, sni_event, s);
+		bufferevent_setwatermark(su->su_cbev, EV_READ, 0, SNIGUARD_HELLO_MAX);
 		if (bufferevent_enable(su->su_cbev, EV_READ) != 0 ||
 		    evtimer_add(su->su_timer, &tv) != 0)
 			sni_end(s, REASON_INTERNAL_ERROR);
 	}
 	return true;
+}
+
+/* start_tunnel could not start the tunnel: after the ClientHello check the 200 is out
+ * already, so the hop ends with a close record instead of an HTTP refusal. */
+static void
+tunnel_failed(struct session *s, enum reason why)
+{
+	if (s->se_state == SE_TLS_CHECK) {
+		s->se_lg->ntunnels++;           /* sni_decided uncounted it for start_tunnel */
+		sni_end(s, why);
+		return;
+	}
+	session_refuse(s, why);
 }
 
 static void
@@ -1601,6 +1624,10 @@ start_tunnel(struct session *s)
 	bool send200 = s->se_method == HTTP_CONNECT && s->se_state != SE_TLS_CHECK;
 	bool tell200 = send200 && s->se_cap == NULL;
 
+	if (npending > 0 && pending == NULL) {
+		tunnel_failed(s, REASON_INTERNAL_ERROR);
+		return;
+	}
 	memset(&o, 0, sizeof(o));
 	o.splice = s->se_d->cfg->splice;
 	o.idle_ms = s->se_d->cfg->idle_timeout_ms;
@@ -1684,7 +1711,7 @@ start_tunnel(struct session *s)
 		secret_wipe(fwd, nfwd);       /* may hold egressd's proxy credential */
 	free(fwd);
 	if (s->se_tun == NULL) {
-		session_refuse(s, errno == EINVAL ? REASON_BAD_FRAMING : REASON_INTERNAL_ERROR);
+		tunnel_failed(s, errno == EINVAL ? REASON_BAD_FRAMING : REASON_INTERNAL_ERROR);
 		return;
 	}
 	/* The tunnel owns both sockets now. */

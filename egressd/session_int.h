@@ -31,7 +31,6 @@ struct resolve_req;
 struct route_req;
 struct tunnel;
 struct upstream_req;
-struct sniguard;
 struct httpresp;
 struct redirect_target;
 

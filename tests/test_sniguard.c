@@ -94,19 +94,28 @@ test_verdicts(void **state)
 	assert_true(sniguard_judge((const unsigned char *)"\x16\x03\x01\x00\x05\x02\x00\x00"
 	    "\x01\x00", 10, &h, &ch, &have, &r));
 	assert_int_equal(r, REASON_TLS_EXPECTED);
-	/* handshake records that never complete a hello within the room one may take */
+	/* a hello (16,000 bytes, within EGRESS_CLIENTHELLO_MAX) spread over records of 100
+	 * bytes each: with their headers it does not end within SNIGUARD_HELLO_MAX bytes, so
+	 * one byte short of that more may come, and at it the answer is tls_expected */
 	memset(buf, 0, sizeof(buf));
-	for (size_t k = 0; k + 5 <= SNIGUARD_HELLO_MAX; k += 5 + 16384) {
+	for (size_t k = 0; k < sizeof(buf); k += 105) {
 		buf[k] = 0x16;
-		buf[k + 1] = 0x03;
-		buf[k + 2] = 0x01;
-		buf[k + 3] = 0x40;
-		buf[k + 4] = 0x00;
+		if (k + 5 <= sizeof(buf)) {
+			buf[k + 1] = 0x03;
+			buf[k + 2] = 0x01;
+			buf[k + 3] = 0x00;
+			buf[k + 4] = 100;
+		}
 	}
-	buf[5] = 0x01;
+	buf[5] = 0x01;                      /* client_hello, length 0x003e80 = 16,000 */
 	buf[6] = 0x00;
-	buf[7] = 0xff;
-	buf[8] = 0xff;
+	buf[7] = 0x3e;
+	buf[8] = 0x80;
+	buf[9] = 0x03;
+	buf[10] = 0x03;
+	assert_false(sniguard_judge(buf, SNIGUARD_HELLO_MAX - 1, &h, &ch, &have, &r));
+	assert_true(sniguard_judge(buf, SNIGUARD_HELLO_MAX, &h, &ch, &have, &r));
+	assert_int_equal(r, REASON_TLS_EXPECTED);
 	assert_true(sniguard_judge(buf, sizeof(buf), &h, &ch, &have, &r));
 	assert_int_equal(r, REASON_TLS_EXPECTED);
 }
