@@ -2,7 +2,7 @@
  * cryptolib - libcrypto (OpenSSL 3), loaded when it is first needed instead of when the
  * program starts.
  *
- * Owns: the one dlopen of libcrypto (EGRESS_LIBCRYPTO_SONAME, the soname the build found)
+ * Owns: the one dlopen of libcrypto (EGRESS_LIBCRYPTO_SONAME, through common/dynload.h)
  * and the table of the libcrypto functions its callers use. A file that calls them
  * includes this header after its <openssl/...> headers: each call below goes through the
  * table (the types, constants and OpenSSL's own macros are the headers'; a header macro

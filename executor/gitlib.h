@@ -1,7 +1,7 @@
 /*
  * gitlib - libgit2, loaded when it is first needed instead of when egress-exec starts.
  *
- * Owns: the one dlopen of libgit2 (EGRESS_LIBGIT2_SONAME, the soname the build found) and
+ * Owns: the one dlopen of libgit2 (EGRESS_LIBGIT2_SONAME, through common/dynload.h) and
  * the table of the libgit2 functions egress-exec calls. Every file that calls libgit2
  * includes this header instead of <git2.h>: each git_*() call below goes through the table
  * (the types and constants are git2.h's own).

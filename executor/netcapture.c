@@ -6,7 +6,6 @@
 #include "executor/netcapture.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/dynload.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -36,45 +36,27 @@
 	X(nft_ctx_new) X(nft_ctx_free) X(nft_ctx_buffer_output) X(nft_ctx_buffer_error) \
 	X(nft_run_cmd_from_buffer) X(nft_ctx_get_output_buffer) X(nft_ctx_get_error_buffer)
 
-static struct {
+static struct nftlib {
 #define NFTLIB_MEMBER(n) __typeof__(n) *n;
 	NFTLIB_FUNCS(NFTLIB_MEMBER)
 #undef NFTLIB_MEMBER
 } nftlib;
 
+static const char *const nftlib_names[] = { NFTLIB_FUNCS(DYNLOAD_NAME) };
+DYNLOAD_CHECK(struct nftlib, nftlib_names);
+static struct dynload nftlib_dl = {
+	.soname = EGRESS_LIBNFTABLES_SONAME,
+	.prefix = "",
+	.names = nftlib_names,
+	.slots = (void **)&nftlib,
+	.nslots = DYNLOAD_COUNT(nftlib_names),
+};
+
 /* Load it once; 0, or -1 with the loader's message (fail closed: no capture, no run). */
 static int
 nftlib_load(char *err, size_t errlen)
 {
-	static bool tried;
-	static int rc = -1;
-	static char why[256];
-	void *h;
-
-	if (!tried) {
-		tried = true;
-		h = dlopen(EGRESS_LIBNFTABLES_SONAME, RTLD_NOW | RTLD_LOCAL);
-		if (h == NULL) {
-			const char *e = dlerror();
-			snprintf(why, sizeof(why), "cannot load %s: %s", EGRESS_LIBNFTABLES_SONAME,
-			    e != NULL ? e : "unknown error");
-			goto out;
-		}
-#define NFTLIB_RESOLVE(n)                                                              \
-		*(void **)&nftlib.n = dlsym(h, #n);                                     \
-		if (nftlib.n == NULL) {                                                 \
-			snprintf(why, sizeof(why), "%s has no %s", EGRESS_LIBNFTABLES_SONAME, \
-			    #n);                                                            \
-			goto out;                                                       \
-		}
-		NFTLIB_FUNCS(NFTLIB_RESOLVE)
-#undef NFTLIB_RESOLVE
-		rc = 0;   /* the handle stays open for the life of the process */
-	}
-out:
-	if (rc != 0)
-		errbuf_set(err, errlen, 0, "%s", why);
-	return rc;
+	return dynload_once(&nftlib_dl, err, errlen);
 }
 
 size_t

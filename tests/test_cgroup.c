@@ -609,6 +609,22 @@ make_run_id(const char *tag)
 	snprintf(run_id, sizeof(run_id), "egx-probe-%d-t%s", (int)getpid(), tag);
 }
 
+/* A fresh group for this test's run_id (make_run_id(tag)) with small limits (200
+ * millicores, 32 MiB, 8 pids); the test fails when it cannot be made. */
+static struct cgroup *
+small_group(const char *tag)
+{
+	char err[512] = "";
+	struct cgroup_limits lim = { .cpu_millicores = 200, .memory_bytes = 32u << 20, .pids = 8 };
+	struct cgroup *cg;
+
+	make_run_id(tag);
+	cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
+	if (cg == NULL)
+		fail_msg("create: %s", err);
+	return cg;
+}
+
 /* A child that waits for "go" on a pipe (so it is attached before doing anything). */
 static pid_t
 spawn_waiting(int (*body)(void), int *gofd)
@@ -854,11 +870,7 @@ test_v1_real_cleanup_leftover(void **state)
 	if (!v1_available())
 		skip();
 	char err[512] = "", memdir[4096];
-	struct cgroup_limits lim = { .cpu_millicores = 200, .memory_bytes = 32u << 20, .pids = 8 };
-	make_run_id("left");
-	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
-	if (cg == NULL)
-		fail_msg("create: %s", err);
+	struct cgroup *cg = small_group("left");
 	snprintf(memdir, sizeof(memdir), "%s", cgroup_path(cg, "memory"));
 	int gofd, st = 0;
 	pid_t child = spawn_waiting(body_spin_and_daemon, &gofd);
@@ -924,12 +936,7 @@ test_v1_real_self_attach(void **state)
 	(void)state;
 	if (!v1_available())
 		skip();
-	char err[512] = "";
-	struct cgroup_limits lim = { .cpu_millicores = 200, .memory_bytes = 32u << 20, .pids = 8 };
-	make_run_id("self");
-	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
-	if (cg == NULL)
-		fail_msg("create: %s", err);
+	struct cgroup *cg = small_group("self");
 	/* the child attaches itself (pid 0) and checks it is listed, then waits to be killed */
 	pid_t child = fork_self_attached(cg, false);
 	assert_false(cgroup_empty(cg));
@@ -946,11 +953,7 @@ test_v1_real_attach_self_tasks(void **state)
 	if (!v1_available())
 		skip();
 	char err[512] = "";
-	struct cgroup_limits lim = { .cpu_millicores = 200, .memory_bytes = 32u << 20, .pids = 8 };
-	make_run_id("selft");
-	struct cgroup *cg = cgroup_create(NULL, run_id, &lim, err, sizeof(err));
-	if (cg == NULL)
-		fail_msg("create: %s", err);
+	struct cgroup *cg = small_group("selft");
 	pid_t child = fork_self_attached(cg, true);
 	assert_int_equal(cgroup_attach_check(cg, child, err, sizeof(err)), 0);
 	/* negative twin: this process never attached */

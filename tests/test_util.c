@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tmpdir.h"
+#include "common/dynload.h"
 #include "common/util.h"
 
 static void
@@ -127,6 +128,38 @@ test_u64_to_dec(void **state)
 	}
 }
 
+/* dynload: a table resolved at once from the library, with a prefix; the first result
+ * (also a failure, with its message) kept for every later call; a missing library and a
+ * missing name fail with what is missing. */
+static void
+test_dynload(void **state)
+{
+	static struct { __typeof__(strlen) *len; __typeof__(strcmp) *cmp; } ok;
+	static const char *const ok_names[] = { "len", "cmp" };
+	struct dynload dl = { .soname = "libc.so.6", .prefix = "str", .names = ok_names,
+	    .slots = (void **)&ok, .nslots = 2 };
+	static void *slot[1];
+	static const char *const missing[] = { "no_such_function_here" };
+	struct dynload nosym = { .soname = "libc.so.6", .prefix = "", .names = missing,
+	    .slots = slot, .nslots = 1 };
+	struct dynload nolib = { .soname = "libegress-none.so.9", .prefix = "", .names = missing,
+	    .slots = slot, .nslots = 1 };
+	char err[256];
+
+	(void)state;
+	assert_int_equal(dynload_once(&dl, err, sizeof(err)), 0);
+	assert_int_equal(ok.len("abc"), 3);
+	assert_int_equal(ok.cmp("a", "a"), 0);
+	assert_int_equal(dynload_once(&dl, NULL, 0), 0);
+	assert_int_equal(dynload_once(&nosym, err, sizeof(err)), -1);
+	assert_string_equal(err, "libc.so.6 has no no_such_function_here");
+	err[0] = '\0';
+	assert_int_equal(dynload_once(&nosym, err, sizeof(err)), -1);   /* kept */
+	assert_string_equal(err, "libc.so.6 has no no_such_function_here");
+	assert_int_equal(dynload_once(&nolib, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "cannot load libegress-none.so.9: "));
+}
+
 int
 main(void)
 {
@@ -136,6 +169,7 @@ main(void)
 		cmocka_unit_test(test_label_valid),
 		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_u64_to_dec),
+		cmocka_unit_test(test_dynload),
 	};
 	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
