@@ -133,6 +133,26 @@ on_attempt(evutil_socket_t fd, short what, void *arg)
 		finish_later(c);
 }
 
+/*
+ * Where a connect(2) that answered EINPROGRESS stands: 0 once the handshake has completed,
+ * EINPROGRESS while it is in flight, or the error that ended it. To a peer on this host
+ * (loopback, a local upstream proxy such as cntlm or px) the SYN-ACK is processed before
+ * connect(2) returns, so the socket is often connected already; asking costs one
+ * system call, and saves registering the socket for EPOLLOUT, the loop turn that reports
+ * it and the delete (two epoll_ctl; docs/performance.md). Linux's second connect(2) on a
+ * socket in progress answers 0 when established, EALREADY while in SYN-SENT, and the
+ * socket's error (ECONNREFUSED, ...) when the attempt failed.
+ */
+static int
+connect_probe(int fd, const struct sockaddr *sa, socklen_t sl)
+{
+	if (connect(fd, sa, sl) == 0 || errno == EISCONN)
+		return 0;
+	if (errno == EALREADY || errno == EINPROGRESS)
+		return EINPROGRESS;
+	return errno;
+}
+
 /* Start the next attempt (one), then arm the stagger timer for the one after. */
 static void
 start_more(struct connector *c)
@@ -163,8 +183,18 @@ start_more(struct connector *c)
 		 * delayed ACK (~40 ms per CONNECT, docs/performance.md). Best effort: a socket
 		 * that refuses it still works. */
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-			c->cn_res.err = errno;
+		int cerr = connect(fd, (struct sockaddr *)&ss, sl) == 0 ? 0 : errno;
+		if (cerr == EINPROGRESS)
+			cerr = connect_probe(fd, (struct sockaddr *)&ss, sl);
+		if (cerr == 0) {
+			/* Connected already: the winner, without an event (see connect_probe). */
+			c->cn_res.fd = fd;
+			c->cn_res.idx = idx;
+			finish_later(c);
+			return;
+		}
+		if (cerr != EINPROGRESS) {
+			c->cn_res.err = cerr;
 			close(fd);
 			if (c->cn_failed != NULL)
 				c->cn_failed(idx, c->cn_res.err, c->cn_arg);

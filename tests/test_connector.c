@@ -1,7 +1,9 @@
 /*
  * test_connector - egressd/connector: the first address that answers wins, in order;
  * a refused address moves on at once; none answering is a failure with the last error;
- * the deadline ends it; the callback never runs inside connector_start.
+ * the deadline ends it; the callback never runs inside connector_start; a handshake
+ * still in flight when connect(2) returns is waited for (a peer on this host usually
+ * answers inside connect(2), which the connector takes without an event).
  * Loopback only: a listening socket, and ports nothing listens on.
  */
 #include <stdarg.h>
@@ -115,6 +117,64 @@ test_first_answer_wins(void **st)
 	event_base_free(o.base);
 }
 
+/* The connector's attempt cannot complete inside connect(2): the listener's accept queue
+ * is full, so its SYN is dropped and the socket stays in SYN-SENT (the probe answers
+ * EALREADY) until the queue drains and the SYN is sent again (~1 s). The attempt must wait
+ * on its event and then win. */
+static void
+test_handshake_in_flight_waits(void **st)
+{
+	struct outcome o = { .base = event_base_new() };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t sl = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), fill[8];
+	int nfill = 0;
+	struct addr a[1] = { loopback() };
+	struct connector_opts co = { .max_inflight = 1, .deadline_us = mono_usec() + 5000000 };
+	struct connector *c;
+
+	(void)st;
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	/* Fill the queue: connect until one stays in flight (bounded). */
+	for (;;) {
+		assert_true(nfill < 8);
+		fill[nfill] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fill[nfill] >= 0);
+		int rc = connect(fill[nfill], (struct sockaddr *)&sin, sizeof(sin));
+		assert_true(rc == 0 || errno == EINPROGRESS);
+		rc = connect(fill[nfill], (struct sockaddr *)&sin, sizeof(sin));
+		int e = rc == 0 ? 0 : errno;
+		nfill++;
+		if (e == EALREADY)
+			break;
+		assert_int_equal(e, 0);
+	}
+	c = connector_start(o.base, a, 1, ntohs(sin.sin_port), &co, done, failed, &o);
+	assert_non_null(c);
+	assert_false(o.called);
+	/* One pass of the loop: the attempt is still in flight, nothing is decided. */
+	event_base_loop(o.base, EVLOOP_NONBLOCK);
+	assert_false(o.called);
+	/* Drain the queue (and keep draining while the loop runs): the retried SYNs get in. */
+	for (int k = 0; k < nfill; k++)
+		close(fill[k]);
+	for (int k = 0; k < 3; k++) {
+		int afd = accept(lfd, NULL, NULL);     /* lfd is non-blocking */
+		if (afd >= 0)
+			close(afd);
+	}
+	run(&o);
+	assert_true(o.r.fd >= 0);
+	assert_int_equal(o.r.idx, 0);
+	assert_int_equal(o.nfailed, 0);
+	close(o.r.fd);
+	close(lfd);
+	event_base_free(o.base);
+}
+
 static void
 test_refused_moves_on(void **st)
 {
@@ -196,6 +256,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_first_answer_wins),
+		cmocka_unit_test(test_handshake_in_flight_waits),
 		cmocka_unit_test(test_refused_moves_on),
 		cmocka_unit_test(test_empty_list_fails),
 		cmocka_unit_test(test_deadline_passed),
