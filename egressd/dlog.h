@@ -261,6 +261,7 @@ struct dlog_status {
 	uint64_t written;          /* records written since open */
 	uint64_t failed;           /* records that completed with an error since open */
 	uint64_t syncs;            /* fdatasync calls that succeeded since open */
+	uint64_t groups;           /* groups of records written, one write(2) each, since open */
 	uint64_t wakeups;          /* times another thread woke the writer thread */
 	size_t queued;             /* records queued or in flight */
 	char error[256];           /* why the log is in the failed state ("" when writable) */

@@ -747,6 +747,88 @@ noop_cb(evutil_socket_t fd, short what, void *arg)
  * the loop itself when the loop is idle, and when the loop is busy it is queued without
  * waking the writer and written at the end of the loop's turn. Its callback never runs
  * for a written record; the chain verifies; keep + a ticket is refused. */
+/*
+ * A turn of the loop under load: a tunnel's end queues its close record while other
+ * callbacks are ready; a later callback of the same turn (a connect that completed)
+ * appends the allow record a 200 waits for. Both go in one write(2): the end-of-turn
+ * flush steps behind the callbacks made ready after it, and the allow record is written
+ * at once with the queued close record, since only that flush is still ready.
+ */
+struct turn {
+	struct dlog *d;
+	struct event *later;
+	struct done *dn;
+	int lines_at_allow;
+	const char *path;
+};
+
+static void
+turn_allow_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct turn *tn = arg;
+
+	(void)fd;
+	(void)what;
+	assert_int_equal(dlog_append_raw(tn->d, "decision", "\"n\":2", 5, false, false, on_done,
+	    tn->dn, NULL), 0);
+	tn->lines_at_allow = count_lines(tn->path);
+}
+
+static void
+turn_close_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct turn *tn = arg;
+
+	(void)fd;
+	(void)what;
+	assert_int_equal(dlog_append_raw(tn->d, "close", "\"n\":1", 5, true, true, NULL, NULL,
+	    NULL), 0);
+	event_active(tn->later, EV_TIMEOUT, 0);     /* made ready after the flush */
+}
+
+static void
+test_turn_one_write(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_status st0, st;
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 2000 };
+	char err[256];
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+	struct turn tn = { .d = d, .dn = &dn, .lines_at_allow = -1, .path = f->path };
+	struct event *first = event_new(f->base, -1, 0, turn_close_cb, &tn);
+	struct event *busy = event_new(f->base, -1, 0, noop_cb, NULL);
+
+	assert_non_null(d);
+	assert_non_null(first);
+	assert_non_null(busy);
+	tn.later = event_new(f->base, -1, 0, turn_allow_cb, &tn);
+	assert_non_null(tn.later);
+	assert_int_equal(dlog_append_raw(d, "mark", "\"n\":0", 5, false, false, NULL, NULL,
+	    NULL), 0);
+	assert_int_equal(count_lines(f->path), 1);     /* idle: written at once */
+	usleep(200 * 1000);     /* the writer settles into its timed wait */
+	dlog_get_status(d, &st0);
+	event_active(first, EV_TIMEOUT, 0);
+	event_active(busy, EV_TIMEOUT, 0);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	/* the allow was written when appended (the 200 does not wait for the flush),
+	 * with the close record queued before it, in one group */
+	assert_int_equal(tn.lines_at_allow, 3);
+	run_until(f->base, &dn.calls, 1);
+	assert_int_equal(dn.err, 0);
+	dlog_get_status(d, &st);
+	assert_int_equal(st.written, st0.written + 2);
+	assert_int_equal(st.groups, st0.groups + 1);
+	dlog_close(d);
+	event_free(first);
+	event_free(busy);
+	event_free(tn.later);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, 3);
+}
+
 static void
 test_raw_nowait_inline(void **state)
 {
@@ -1351,6 +1433,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_fast_path_record_before_callback, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_raw_nowait_inline, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_turn_one_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_through_failure, setup, teardown),
