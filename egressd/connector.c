@@ -59,6 +59,9 @@ connector_free(struct connector *c)
 	if (c == NULL)
 		return;
 	close_attempts(c);
+	/* cancelled between the win and the report (done never ran): the socket is ours */
+	if (c->cn_res.fd >= 0)
+		close(c->cn_res.fd);
 	if (c->cn_stagger != NULL)
 		event_free(c->cn_stagger);
 	free(c);
@@ -87,6 +90,7 @@ on_stagger(evutil_socket_t fd, short what, void *arg)
 		connector_done_cb done = c->cn_done;
 		void *darg = c->cn_arg;
 
+		c->cn_res.fd = -1;      /* the caller's now */
 		connector_free(c);
 		done(&r, darg);
 		return;

@@ -141,7 +141,8 @@ struct dlog {
 	bool failed;                /* also read without mu via __atomic */
 	char error[256];
 	uint64_t written, nfailed, syncs;
-	uint64_t groups;            /* groups written (one write(2) each, short writes aside) */
+	uint64_t groups;            /* groups written, one write(2) each (__atomic: the writer
+	                               writes without mu) */
 	uint64_t wakeups;           /* cv_work signals (__atomic: some outside mu) */
 
 	/* rotation and keyed chain (writer thread after dlog_open) */
@@ -1010,6 +1011,20 @@ syslog_loss_queue_locked(struct dlog *d)
 static void complete_locked(struct dlog *d, struct dlog_q *q, int err, bool on_loop);
 static uint64_t rec_estimate(const struct dlog_ticket *t);
 
+/* The loop thread may write records itself now (mu held). Regular files only: a FIFO or
+ * device may block for good. Also during the writer's fdatasync (the syncing window is a
+ * large share of the time under batch): where the device wants stable pages, a write to
+ * the page being written back waits for the disk, and the 1 ms back-off in
+ * write_inline_locked bounds that to once a second. */
+static bool
+inline_ok_locked(const struct dlog *d)
+{
+	return !(d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
+	    d->stop || d->reopen_req || d->fd_dead || d->fd < 0 || d->rotate_pending ||
+	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max ||
+	    (d->inline_off_until_ms != 0 && mono_msec() < d->inline_off_until_ms));
+}
+
 /* Loop thread: other callbacks are ready in this turn, besides the end-of-turn flush
  * (which takes every queued record along anyway). */
 static bool
@@ -1046,13 +1061,7 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	int e;
 
 	*wake = false;
-	/* Regular files only: a FIFO or device may block for good. Also during the writer's
-	 * fdatasync (the syncing window is a large share of the time under batch): where
-	 * the device wants stable pages, a write to the page being written back waits for
-	 * the disk, and the 1 ms back-off below bounds that to once a second. */
-	if (d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
-	    d->stop || d->reopen_req || d->fd_dead || d->fd < 0 || d->rotate_pending ||
-	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max)
+	if (!inline_ok_locked(d))
 		return false;
 	need = t != NULL ? rec_estimate(t) : 0;
 	TAILQ_FOREACH(p, &d->pending, link) {
@@ -1131,15 +1140,17 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 	 * 200 waits for: step behind them (event_active puts the flush at the end of the
 	 * active queue; the loop still runs it before it waits again), so that their records
 	 * and the ones queued so far go in one write(2) (measured: 1.5 write(2) per
-	 * transaction at 64 connections, a close record's and an allow's, -> 1.0). */
-	if (d->flush_yields < DLOG_FLUSH_YIELD_MAX &&
-	    event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0) {
+	 * transaction at 64 connections, a close record's and an allow's, -> 0.8). Only
+	 * when the loop will write them itself: else the writer is woken now, as before. */
+	pthread_mutex_lock(&d->mu);
+	if (d->flush_yields < DLOG_FLUSH_YIELD_MAX && !TAILQ_EMPTY(&d->pending) &&
+	    inline_ok_locked(d) && event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0) {
 		d->flush_yields++;
+		pthread_mutex_unlock(&d->mu);
 		event_active(d->ev_flush, EV_TIMEOUT, 0);
 		return;
 	}
 	d->flush_yields = 0;
-	pthread_mutex_lock(&d->mu);
 	d->flush_queued = false;
 	if (!TAILQ_EMPTY(&d->pending) && !write_inline_locked(d, NULL, &wake, true))
 		wake = d->writer_idle;
@@ -1426,7 +1437,7 @@ dlog_get_status(const struct dlog *d, struct dlog_status *st)
 	st->written = d->written;
 	st->failed = d->nfailed;
 	st->syncs = d->syncs;
-	st->groups = d->groups;
+	st->groups = __atomic_load_n(&d->groups, __ATOMIC_RELAXED);
 	st->wakeups = __atomic_load_n(&d->wakeups, __ATOMIC_RELAXED);
 	st->queued = d->inflight;
 	snprintf(st->error, sizeof(st->error), "%s", d->error);
@@ -1625,7 +1636,7 @@ group_write(struct dlog *d, struct dlog_q *q, uint64_t *seq, char *hash, bool *s
 		d->unsynced_since_ms = mono_msec();
 	}
 	if (e == 0) {
-		d->groups++;
+		__atomic_add_fetch(&d->groups, 1, __ATOMIC_RELAXED);  /* either thread, mu or not */
 		d->size += (off_t)len;
 		/* the mirror follows the file (best effort, never blocks) */
 		if (d->syslog != NULL)
