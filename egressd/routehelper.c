@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,21 +365,38 @@ helper_spawn(struct helper *h)
 		log_warn("route helper: socketpair");
 		return -1;
 	}
-	pid = fork();
-	if (pid < 0) {
-		log_warn("route helper: fork");
-		close(sv[0]);
-		close(sv[1]);
-		return -1;
-	}
-	if (pid == 0) {
+	/*
+	 * posix_spawn, not fork: glibc's is a vfork-style clone (CLONE_VM | CLONE_VFORK),
+	 * so spawning copies no page tables (fork of an egressd holding many tunnels stalled
+	 * the event loop for the copy, and its copy-on-write faults after) and no other
+	 * process ever holds egressd's sockets: the child's descriptor table lives only
+	 * until its execve, while this thread waits. stdin and stdout are the socket,
+	 * stderr stays egressd's, nothing else crosses. A helper that cannot be started
+	 * (its file gone, EAGAIN, ENOMEM) is reported here, not as an early exit.
+	 */
+	{
 		char *argv[] = { rh->path, NULL };
-		/* stdin and stdout are the socket; stderr stays egressd's */
-		if (dup2(sv[1], 0) < 0 || dup2(sv[1], 1) < 0)
-			_exit(127);
-		closefrom(3);
-		execve(rh->path, argv, rh->envp);
-		_exit(127);
+		posix_spawn_file_actions_t fa;
+		int e = posix_spawn_file_actions_init(&fa);
+
+		if (e == 0) {
+			e = posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+			if (e == 0)
+				e = posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+			if (e == 0)
+				e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+			if (e == 0)
+				e = posix_spawn(&pid, rh->path, &fa, NULL, argv, rh->envp);
+			posix_spawn_file_actions_destroy(&fa);
+		}
+		if (e != 0) {
+			errno = e;
+			log_warn("route helper: cannot start %s", rh->path);
+			close(sv[0]);
+			close(sv[1]);
+			rh->restart_after_ms = now + 1000;  /* not again for every lookup */
+			return -1;
+		}
 	}
 	close(sv[1]);
 	evutil_make_socket_nonblocking(sv[0]);

@@ -198,6 +198,34 @@ test_cancel(void **state)
 	event_base_free(base);
 }
 
+/* The helper's file is gone when the first lookup needs a helper: the start fails at
+ * once (posix_spawn reports it, no child ever runs), the lookup is refused without
+ * waiting, and for a second the next lookups do not try again. */
+static void
+test_helper_gone(void **state)
+{
+	struct event_base *base = event_base_new();
+	const char *p = script("gone", "while read id url; do echo \"$id OK direct://\"; done");
+	struct routehelper *rh = mk(base, p, 30000, 0);    /* run() gives up after 5 s */
+	struct outcome o[2] = { 0 };
+	struct routehelper_stats st;
+
+	(void)state;
+	assert_int_equal(unlink(p), 0);
+	assert_non_null(routehelper_lookup(rh, "https://a.example:443/", cb, &o[0]));
+	assert_int_equal(o[0].done, 0);            /* never from inside lookup */
+	assert_non_null(routehelper_lookup(rh, "https://b.example:443/", cb, &o[1]));
+	run(base, o, 2);
+	assert_int_equal(o[0].done, 1);
+	assert_int_equal(o[0].status, REASON_ROUTE_UNAVAILABLE);
+	assert_int_equal(o[1].done, 1);
+	assert_int_equal(o[1].status, REASON_ROUTE_UNAVAILABLE);
+	routehelper_stats(rh, &st);
+	assert_int_equal(st.restarts, 0);          /* nothing was started */
+	routehelper_free(rh);
+	event_base_free(base);
+}
+
 static void
 test_bad_config(void **state)
 {
@@ -226,6 +254,7 @@ main(void)
 		cmocka_unit_test(test_stall_times_out_and_restarts),
 		cmocka_unit_test(test_garbage_and_errors),
 		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_helper_gone),
 		cmocka_unit_test(test_bad_config),
 	};
 	return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
