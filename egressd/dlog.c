@@ -1077,11 +1077,7 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	 * were ~10% of egressd's CPU per transaction at 64 connections). */
 	if ((t == NULL && npending == 0) || (!at_end && others_ready(d)))
 		return false;
-	if (d->inline_off_until_ms != 0) {
-		if (mono_msec() < d->inline_off_until_ms)
-			return false;
-		d->inline_off_until_ms = 0;
-	}
+	d->inline_off_until_ms = 0;     /* inline_ok_locked: no back-off, or it is over */
 	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
 		return false;   /* the writer rotates first */
 	TAILQ_CONCAT(&q, &d->pending, link);   /* counted in inflight already */
@@ -1143,6 +1139,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 	 * transaction at 64 connections, a close record's and an allow's, -> 0.8). Only
 	 * when the loop will write them itself: else the writer is woken now, as before. */
 	pthread_mutex_lock(&d->mu);
+	/* (not others_ready: this flush is running, so it is not among the active) */
 	if (d->flush_yields < DLOG_FLUSH_YIELD_MAX && !TAILQ_EMPTY(&d->pending) &&
 	    inline_ok_locked(d) && event_base_get_num_events(d->base, EVENT_BASE_COUNT_ACTIVE) > 0) {
 		d->flush_yields++;
