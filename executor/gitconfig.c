@@ -184,6 +184,19 @@ gc_contains(const char *s, size_t n, const char *w)
 	return false;
 }
 
+/* Does the line read as a section header ("[...", after blanks)? A continuation line that
+ * does is kept out: git reads it as part of the value, a reader that does not join the
+ * lines would see a section there ("[include]" followed by a path). */
+static bool
+gc_header_like(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && (s[i] == ' ' || s[i] == '\t'))
+		i++;
+	return i < n && s[i] == '[';
+}
+
 /* A line that carries header material wherever it sits (a key, a value, a continuation). */
 static bool
 gc_header_material(const char *s, size_t n)
@@ -349,7 +362,8 @@ gitconfig_sanitize(const char *in, size_t len, char **out, size_t *outlen, unsig
 					const char *nl2 = memchr(l2, '\n', len - q);
 					size_t n2 = nl2 ? (size_t)(nl2 - l2) : len - q;
 
-					if (gc_header_material(l2, n2) || memchr(l2, '\0', n2) != NULL)
+					if (gc_header_material(l2, n2) || memchr(l2, '\0', n2) != NULL ||
+					    gc_header_like(l2, n2))
 						v = GC_DROP;
 					else if (gc_userinfo(l2, n2, NULL) && v == GC_KEEP)
 						v = GC_REWRITE;

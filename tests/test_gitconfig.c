@@ -102,6 +102,14 @@ test_tricky_syntax(void **state)
 	assert_null(strstr(o, "h2/r"));
 	assert_non_null(strstr(o, "fetch = x"));
 	free(o);
+	/* a continued value whose next line reads as a header ("[include]") is dropped
+	 * whole (found by fuzz_gitconfig): no reader can take the line for a section */
+	o = clean("[core]\n\tnote = x \\\n[include]\n\tpath = /home/a/.secret\n"
+	    "[ok]\n\tk = v\n", NULL);
+	assert_null(strstr(o, "note"));
+	assert_null(strstr(o, "[include]"));
+	assert_non_null(strstr(o, "[ok]\n\tk = v\n"));
+	free(o);
 	/* header material anywhere, keys outside sections, garbage, NUL bytes */
 	o = clean("stray = 1\n[core]\n\tnote = Authorization: Bearer abc\n\tweird/key = 1\n"
 	    "[bad header\n\tk = v\n[ok]\n\tk = v\n", NULL);
