@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int
 num_parse(const char *s, long long min, long long max, long long *out, const char **errstr)
@@ -134,6 +135,30 @@ errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
 	}
 	errno = keep;
 	return -1;
+}
+
+int
+stdio_ensure(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		int nfd;
+
+		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+			continue;
+		/* the lowest free number: fd itself, as the lower ones are open by now */
+		if ((nfd = open("/dev/null", O_RDWR)) < 0)
+			return -1;
+		if (nfd != fd) {
+			int e = dup2(nfd, fd) < 0 ? errno : 0;
+
+			close(nfd);
+			if (e != 0) {
+				errno = e;
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 int

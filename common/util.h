@@ -80,6 +80,15 @@ int errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /*
+ * Make sure file descriptors 0, 1 and 2 are open: each closed one is opened on /dev/null.
+ * Called first thing in main(): started with one of them closed (a careless supervisor,
+ * "2>&-"), a program's next open(2) or socket(2) would get that number, and its log lines
+ * on stderr would go into that file or socket: the decision log, a client's connection.
+ * Returns 0, or -1 with errno when /dev/null cannot be opened (the caller exits).
+ */
+int stdio_ensure(void);
+
+/*
  * Write all len bytes to fd, retrying after EINTR and short writes. Returns 0, or -1 with
  * errno (EIO when write(2) returned 0). Async-signal-safe (only write(2)), so usable
  * between fork and exec.

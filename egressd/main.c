@@ -396,6 +396,12 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 
+	/* First of all: a closed 0, 1 or 2 must not become a socket or a file (util.h). */
+	if (stdio_ensure() != 0) {
+		fprintf(stderr, "egressd: standard input, output or error is closed and /dev/null "
+		    "cannot be opened: %s\n", strerror(errno));
+		return 1;
+	}
 	/* Before anything else, above all before the first thread: the bounding set and
 	 * no_new_privs are per thread (sandbox_egressd_early). */
 	if (sandbox_egressd_early(err, sizeof(err)) != 0) {

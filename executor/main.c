@@ -9,12 +9,14 @@
  *
  * Each subcommand takes --help. Exit codes: enum exec_exit (executor/sandbox.h).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "executor/commands.h"
 #include "executor/sandbox.h"
 #include "executor/supcaps.h"
@@ -60,6 +62,12 @@ main(int argc, char **argv)
 {
 	char err[256];
 
+	/* First of all: a closed 0, 1 or 2 must not become a socket or a file (util.h). */
+	if (stdio_ensure() != 0) {
+		fprintf(stderr, "egress-exec: standard input, output or error is closed and /dev/null "
+		    "cannot be opened: %s\n", strerror(errno));
+		return 1;
+	}
 	log_init("egress-exec", 0);
 	/* SIGCHLD ignored by whoever started us (inherited across exec) would make the kernel
 	 * reap our children itself: every wait for the worker, the private egressd and the

@@ -12,6 +12,9 @@ a $JOURNAL_STREAM stderr.
 - SIGTERM: STOPPING=1, then a clean exit.
 - Negative twin: with stderr redirected elsewhere than the stream $JOURNAL_STREAM names,
   no priority prefixes.
+- Started with standard input, output and error closed, egressd opens them on /dev/null
+  first: a refusal reaches the client clean (no log line in it) and the decision log
+  verifies (no log line in the chain).
 Runs in a network namespace of its own (only loopback)."""
 
 import os
@@ -180,6 +183,56 @@ def inside(d):
         check(r.returncode == 1 and out.startswith("<3>") and "bad.ini:2" in out,
               "egressd -t under the journal: %r" % out)
     res.run("config_error_priority_only_in_the_journal", not_journal)
+
+    def closed_stdio():
+        # Started with 0, 1 and 2 closed (a careless supervisor, "2>&-"): they are opened on
+        # /dev/null before anything else, so neither a socket nor the decision log takes
+        # their numbers and no log line lands in a client's connection or in the chain.
+        d2 = os.path.join(d, "closed")
+        os.makedirs(os.path.join(d2, "log"))
+        os.chown(os.path.join(d2, "log"), 65534, 65534)
+        os.chmod(d2, 0o755)
+        conf2 = os.path.join(d2, "egressd.ini")
+        with open(conf2, "w") as f:
+            f.write(CONF.format(d=d2, port=PORT + 1))
+
+        def close_stdio():
+            for fd in (0, 1, 2):
+                os.close(fd)
+        q = subprocess.Popen([EGRESSD, "-f", "-d", "-c", conf2], preexec_fn=close_stdio,
+                             close_fds=True)
+        try:
+            deadline = time.monotonic() + WAIT
+            head = b""
+            while time.monotonic() < deadline:
+                try:
+                    with socket.create_connection(("127.0.0.1", PORT + 1), timeout=WAIT) as c:
+                        c.sendall(b"CONNECT other.example.net:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+                        c.settimeout(WAIT)
+                        while b"\r\n\r\n" not in head:
+                            b = c.recv(4096)
+                            if not b:
+                                break
+                            head += b
+                    break
+                except ConnectionRefusedError:
+                    time.sleep(0.05)
+            check(head.startswith(b"HTTP/1.1 403 "), "refusal with stdio closed: %r" % head[:200])
+            check(b"egressd:" not in head, "a log line reached the client: %r" % head[:300])
+            for fd in (0, 1, 2):
+                t = os.readlink("/proc/%d/fd/%d" % (q.pid, fd))
+                check(t == "/dev/null", "fd %d is %s, not /dev/null" % (fd, t))
+            q.send_signal(signal.SIGTERM)
+            check(q.wait(timeout=WAIT * 2) == 0, "exit with stdio closed")
+        finally:
+            if q.poll() is None:
+                q.kill()
+                q.wait(timeout=WAIT)
+        r = subprocess.run([EGRESSCTL, "log", "verify", os.path.join(d2, "log", "decisions.jsonl")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=WAIT)
+        check(r.returncode == 0, "the decision log does not verify: %s" % r.stdout[-800:])
+    res.run("closed_stdio_opened_on_dev_null", closed_stdio)
     return res.finish()
 
 

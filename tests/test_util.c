@@ -10,6 +10,10 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tmpdir.h"
@@ -160,6 +164,56 @@ test_dynload(void **state)
 	assert_non_null(strstr(err, "cannot load libegress-none.so.9: "));
 }
 
+/* In a child started with 0 and 2 closed (1 left open): both are opened on /dev/null,
+ * 1 is left alone, and the next socket gets a number above 2. The child's exit status
+ * says which check failed (cmocka cannot report from there: its output may be closed). */
+static int
+stdio_child(void)
+{
+	struct stat st, st1_before, st1_after;
+	int s;
+
+	if (fstat(1, &st1_before) != 0)
+		return 10;
+	close(0);
+	close(2);
+	if (stdio_ensure() != 0)
+		return 11;
+	for (int fd = 0; fd <= 2; fd += 2) {
+		if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) ||
+		    st.st_rdev != makedev(1, 3))
+			return 12 + fd;
+		if (fcntl(fd, F_GETFD) != 0)        /* inherited across exec: no FD_CLOEXEC */
+			return 13 + fd;
+	}
+	if (fstat(1, &st1_after) != 0 || st1_after.st_ino != st1_before.st_ino ||
+	    st1_after.st_dev != st1_before.st_dev)
+		return 16;
+	if ((s = socket(AF_UNIX, SOCK_STREAM, 0)) < 3)
+		return 17;
+	close(s);
+	if (stdio_ensure() != 0)                /* all open: nothing changes */
+		return 18;
+	return 0;
+}
+
+static void
+test_stdio_ensure(void **state)
+{
+	pid_t pid;
+	int status;
+
+	(void)state;
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(stdio_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int
 main(void)
 {
@@ -170,6 +224,7 @@ main(void)
 		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_u64_to_dec),
 		cmocka_unit_test(test_dynload),
+		cmocka_unit_test(test_stdio_ensure),
 	};
 	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

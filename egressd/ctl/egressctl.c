@@ -647,6 +647,12 @@ main(int argc, char **argv)
 	const struct cmd *k;
 	int ch, nwords, rc;
 
+	/* First of all: a closed 0, 1 or 2 must not become a socket or a file (util.h). */
+	if (stdio_ensure() != 0) {
+		fprintf(stderr, "egressctl: standard input, output or error is closed and /dev/null "
+		    "cannot be opened: %s\n", strerror(errno));
+		return 1;
+	}
 	/* '+': stop at the first non-option so subcommands keep their own options */
 	while ((ch = getopt_long(argc, argv, "+s:l:hV", longopts, NULL)) != -1) {
 		switch (ch) {
