@@ -59,6 +59,9 @@ struct rh_cache_entry {
 	struct rh_cache_entry *next;  /* insertion order (oldest first) */
 };
 
+#define RH_START_BACKOFF_MIN_MS 50
+#define RH_START_BACKOFF_MAX_MS 1000
+
 struct routehelper {
 	struct event_base *base;
 	char *path;
@@ -73,6 +76,13 @@ struct routehelper {
 	size_t cache_n;
 	uint64_t restart_after_ms;    /* crash-loop back-off */
 	unsigned quick_deaths;
+	/* A helper that could not be started (EAGAIN, ENOMEM, its file gone): the next try
+	 * after this long, doubled per failure in a row from RH_START_BACKOFF_MIN_MS up to
+	 * RH_START_BACKOFF_MAX_MS, back to the minimum once one starts. Lookups meanwhile are
+	 * refused (route_unavailable), never waited for: a short back-off keeps a transient
+	 * failure from refusing a whole second of hops, a capped one keeps a lasting failure
+	 * from costing a spawn per lookup. */
+	uint32_t start_backoff_ms;
 	struct routehelper_stats st;
 	/* killed helpers not yet reaped: retried from a timer, never waited for on the loop */
 	pid_t zombies[2 * EGRESS_ROUTE_HELPERS_MAX];
@@ -394,7 +404,11 @@ helper_spawn(struct helper *h)
 			log_warn("route helper: cannot start %s", rh->path);
 			close(sv[0]);
 			close(sv[1]);
-			rh->restart_after_ms = now + 1000;  /* not again for every lookup */
+			rh->start_backoff_ms = rh->start_backoff_ms == 0 ? RH_START_BACKOFF_MIN_MS :
+			    rh->start_backoff_ms * 2 > RH_START_BACKOFF_MAX_MS ?
+			    RH_START_BACKOFF_MAX_MS : rh->start_backoff_ms * 2;
+			rh->restart_after_ms = now + rh->start_backoff_ms;
+			rh->st.start_failures++;
 			return -1;
 		}
 	}
@@ -411,6 +425,7 @@ helper_spawn(struct helper *h)
 	bufferevent_enable(h->hp_bev, EV_READ | EV_WRITE);
 	h->hp_pid = pid;
 	rh->st.restarts++;
+	rh->start_backoff_ms = 0;
 	/* A helper that keeps dying is not restarted in a tight loop. */
 	if (++rh->quick_deaths > 2 * EGRESS_ROUTE_HELPERS_MAX)
 		rh->restart_after_ms = now + 1000;
@@ -611,6 +626,7 @@ routehelper_reset(struct routehelper *rh)
 	}
 	rh->quick_deaths = 0;
 	rh->restart_after_ms = 0;
+	rh->start_backoff_ms = 0;
 	dispatch(rh);
 }
 

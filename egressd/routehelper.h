@@ -63,6 +63,7 @@ int routehelper_set_env(struct routehelper *rh, const char *const *envp);
 /* Counters for metrics and tests. */
 struct routehelper_stats {
 	uint64_t lookups, cache_hits, timeouts, restarts, failures;
+	uint64_t start_failures;      /* helpers that could not be started */
 	long pid;                     /* the first live helper's pid, 0 when none */
 	size_t helpers;               /* live helper processes */
 };
