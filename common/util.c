@@ -1,4 +1,5 @@
-/* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all, small-file reads. */
+/* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all, small-file
+ * reads, stdio_ensure. */
 #include "common/util.h"
 
 #include <errno.h>
@@ -138,7 +139,7 @@ errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
 }
 
 int
-stdio_ensure(void)
+stdio_ensure(bool out_writable)
 {
 	for (int fd = 0; fd <= 2; fd++) {
 		int nfd;
@@ -146,7 +147,7 @@ stdio_ensure(void)
 		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
 			continue;
 		/* the lowest free number: fd itself, as the lower ones are open by now */
-		if ((nfd = open("/dev/null", O_RDWR)) < 0)
+		if ((nfd = open("/dev/null", fd == 0 || !out_writable ? O_RDONLY : O_RDWR)) < 0)
 			return -1;
 		if (nfd != fd) {
 			int e = dup2(nfd, fd) < 0 ? errno : 0;

@@ -84,9 +84,12 @@ int errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
  * Called first thing in main(): started with one of them closed (a careless supervisor,
  * "2>&-"), a program's next open(2) or socket(2) would get that number, and its log lines
  * on stderr would go into that file or socket: the decision log, a client's connection.
+ * out_writable: 1 and 2 are opened for writing (a daemon's log lines vanish quietly);
+ * false: read-only, so that a tool whose output was closed still fails to write it (and
+ * says so in its exit status) instead of succeeding into /dev/null.
  * Returns 0, or -1 with errno when /dev/null cannot be opened (the caller exits).
  */
-int stdio_ensure(void);
+int stdio_ensure(bool out_writable);
 
 /*
  * Write all len bytes to fd, retrying after EINTR and short writes. Returns 0, or -1 with

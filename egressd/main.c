@@ -397,7 +397,7 @@ main(int argc, char **argv)
 	};
 
 	/* First of all: a closed 0, 1 or 2 must not become a socket or a file (util.h). */
-	if (stdio_ensure() != 0) {
+	if (stdio_ensure(true) != 0) {
 		fprintf(stderr, "egressd: standard input, output or error is closed and /dev/null "
 		    "cannot be opened: %s\n", strerror(errno));
 		return 1;

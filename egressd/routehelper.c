@@ -76,12 +76,12 @@ struct routehelper {
 	size_t cache_n;
 	uint64_t restart_after_ms;    /* crash-loop back-off */
 	unsigned quick_deaths;
-	/* A helper that could not be started (EAGAIN, ENOMEM, its file gone): the next try
-	 * after this long, doubled per failure in a row from RH_START_BACKOFF_MIN_MS up to
-	 * RH_START_BACKOFF_MAX_MS, back to the minimum once one starts. Lookups meanwhile are
-	 * refused (route_unavailable), never waited for: a short back-off keeps a transient
-	 * failure from refusing a whole second of hops, a capped one keeps a lasting failure
-	 * from costing a spawn per lookup. */
+	/* A helper that could not be started (EAGAIN, EMFILE, ENOMEM, its file gone): the
+	 * next try after this long, doubled per failure in a row from RH_START_BACKOFF_MIN_MS
+	 * up to RH_START_BACKOFF_MAX_MS, back to the minimum once one starts. While no helper
+	 * runs, lookups meanwhile are refused (route_unavailable), never waited for: a short
+	 * back-off keeps a transient failure from refusing a whole second of hops, a capped
+	 * one keeps a lasting failure from costing a spawn per lookup. */
 	uint32_t start_backoff_ms;
 	struct routehelper_stats st;
 	/* killed helpers not yet reaped: retried from a timer, never waited for on the loop */
@@ -361,6 +361,18 @@ on_event(struct bufferevent *bev, short what, void *arg)
 		helper_failed(arg, REASON_ROUTE_UNAVAILABLE, "exited");
 }
 
+/* No helper could be started: the next try after the back-off (start_backoff_ms). */
+static void
+start_failed(struct routehelper *rh, uint64_t now)
+{
+	rh->start_backoff_ms = rh->start_backoff_ms == 0 ? RH_START_BACKOFF_MIN_MS :
+	    rh->start_backoff_ms * 2 > RH_START_BACKOFF_MAX_MS ? RH_START_BACKOFF_MAX_MS :
+	    rh->start_backoff_ms * 2;
+	if (now + rh->start_backoff_ms > rh->restart_after_ms)
+		rh->restart_after_ms = now + rh->start_backoff_ms;
+	rh->st.start_failures++;
+}
+
 static int
 helper_spawn(struct helper *h)
 {
@@ -373,6 +385,7 @@ helper_spawn(struct helper *h)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
 		log_warn("route helper: socketpair");
+		start_failed(rh, now);
 		return -1;
 	}
 	/*
@@ -404,11 +417,7 @@ helper_spawn(struct helper *h)
 			log_warn("route helper: cannot start %s", rh->path);
 			close(sv[0]);
 			close(sv[1]);
-			rh->start_backoff_ms = rh->start_backoff_ms == 0 ? RH_START_BACKOFF_MIN_MS :
-			    rh->start_backoff_ms * 2 > RH_START_BACKOFF_MAX_MS ?
-			    RH_START_BACKOFF_MAX_MS : rh->start_backoff_ms * 2;
-			rh->restart_after_ms = now + rh->start_backoff_ms;
-			rh->st.start_failures++;
+			start_failed(rh, now);
 			return -1;
 		}
 	}
@@ -416,9 +425,11 @@ helper_spawn(struct helper *h)
 	evutil_make_socket_nonblocking(sv[0]);
 	h->hp_bev = bufferevent_socket_new(rh->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
 	if (h->hp_bev == NULL) {
+		log_warnx("route helper: out of memory for its connection");
 		close(sv[0]);
 		kill(pid, SIGKILL);
 		reap_later(rh, pid);
+		start_failed(rh, now);
 		return -1;
 	}
 	bufferevent_setcb(h->hp_bev, on_read, NULL, on_event, h);

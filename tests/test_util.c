@@ -165,7 +165,8 @@ test_dynload(void **state)
 }
 
 /* In a child started with 0 and 2 closed (1 left open): both are opened on /dev/null,
- * 1 is left alone, and the next socket gets a number above 2. The child's exit status
+ * 1 is left alone, and the next socket gets a number above 2; 2 is writable for a daemon
+ * (out_writable) and read-only for a tool, whose writes then fail with EBADF. The child's exit status
  * says which check failed (cmocka cannot report from there: its output may be closed). */
 static int
 stdio_child(void)
@@ -177,7 +178,7 @@ stdio_child(void)
 		return 10;
 	close(0);
 	close(2);
-	if (stdio_ensure() != 0)
+	if (stdio_ensure(true) != 0)
 		return 11;
 	for (int fd = 0; fd <= 2; fd += 2) {
 		if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) ||
@@ -192,8 +193,17 @@ stdio_child(void)
 	if ((s = socket(AF_UNIX, SOCK_STREAM, 0)) < 3)
 		return 17;
 	close(s);
-	if (stdio_ensure() != 0)                /* all open: nothing changes */
+	if (stdio_ensure(true) != 0)            /* all open: nothing changes */
 		return 18;
+	if (write(2, "", 0) != 0)               /* a daemon's stderr: writable */
+		return 19;
+	/* a tool's closed output stays unwritable: its write fails, not vanishes */
+	close(2);
+	if (stdio_ensure(false) != 0)
+		return 20;
+	errno = 0;
+	if (write(2, "x", 1) != -1 || errno != EBADF)
+		return 21;
 	return 0;
 }
 

@@ -648,7 +648,7 @@ main(int argc, char **argv)
 	int ch, nwords, rc;
 
 	/* First of all: a closed 0, 1 or 2 must not become a socket or a file (util.h). */
-	if (stdio_ensure() != 0) {
+	if (stdio_ensure(false) != 0) {
 		fprintf(stderr, "egressctl: standard input, output or error is closed and /dev/null "
 		    "cannot be opened: %s\n", strerror(errno));
 		return 1;
