@@ -26,5 +26,9 @@ wait_file() { i=0; while [ ! -s "$1" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 
 # cpu_ticks PID: user + system CPU of the process in clock ticks (0 once it is gone).
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
+# machine_ticks: "BUSY IDLE" clock ticks of the whole machine, summed over its CPUs
+# (/proc/stat: user nice system irq softirq steal; idle iowait).
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat; }
+
 # rss_kib PID: resident memory of the process in KiB (0 once it is gone).
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }

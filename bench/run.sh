@@ -554,8 +554,14 @@ while [ $r -le "$ROUNDS" ]; do
 		c0=0
 		[ -n "$pid" ] && c0=$(cpu_ticks "$pid")
 		o0=$(cpu_ticks $ORIGIN_PID)
+		m0=$(machine_ticks)
 		out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
+		m1=$(machine_ticks)
 		o1=$(cpu_ticks $ORIGIN_PID)
+		# the whole machine (load generator, origin, proxy, kernel): two shared cores
+		# bound the rate by what all of them spend per transaction
+		rec rate "$t" mbusy "$(echo "$m0 $m1" | awk '{ print $3 - $1 }')"
+		rec rate "$t" midle "$(echo "$m0 $m1" | awk '{ print $4 - $2 }')"
 		c1=0
 		[ -n "$pid" ] && c1=$(cpu_ticks "$pid")
 		rec rate "$t" origin_ticks $((o1 - o0))
@@ -786,6 +792,12 @@ for t in $TARGETS; do
 	tk=$(sum rate "$t" origin_ticks)
 	[ -n "$tk" ] && [ "${n:-0}" -gt 0 ] &&
 	    rec calc "$t" origin_us "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", c / hz * 1e6 / n }')"
+	tk=$(sum rate "$t" mbusy)
+	ti=$(sum rate "$t" midle)
+	[ -n "$tk" ] && [ "${n:-0}" -gt 0 ] &&
+	    rec calc "$t" machine_us "$(awk -v c="$tk" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", c / hz * 1e6 / n }')"
+	[ -n "$tk" ] && [ -n "$ti" ] && [ $((tk + ti)) -gt 0 ] &&
+	    rec calc "$t" idle_pct "$(awk -v b="$tk" -v i="$ti" 'BEGIN { printf "%.1f", 100 * i / (b + i) }')"
 	tk=$(sum bulk "$t" cpu_ticks)
 	n=$(sum bulk "$t" bytes)
 	[ -n "$tk" ] && [ "${n:-0}" -gt 0 ] &&
@@ -865,6 +877,10 @@ OUT=$OUTDIR/latest.md
 	done
 	echo
 	row "origin CPU per transaction (µs, reference)" calc origin_us 0
+	row "machine CPU per transaction, all processes (µs, rate run)" calc machine_us 0
+	printf '| machine idle during the rate run (%% of all cores) |'
+	for t in $TARGETS; do v=$(med calc "$t" idle_pct); printf ' %s |' "${v:-—}"; done
+	echo
 	echo
 	echo "egressd with an intercepted model connection: $MODEL_NOTE."
 	echo "egressd, pinning + name: the same egressd through a grant with \`pinning = required\`, CONNECT by a name (DNS cache hit) instead of an IP literal; its RSS is the same process's (—)."
