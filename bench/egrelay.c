@@ -9,9 +9,12 @@
  * proxy is from what the kernel makes possible on this machine. Never run it anywhere but
  * inside the benchmark: it relays to any address it is asked for.
  *
- * Usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F]
+ * Usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]
  *   PORT 0 picks a free port; --port-file receives the first listener's port (written
- *   last, by rename, so a reader that sees the file can connect at once).
+ *   last, by rename, so a reader that sees the file can connect at once). --work-us N
+ *   (0..1000, default 0) spins N microseconds of CPU on the relay's one thread for every
+ *   connection it accepts: the benchmark's "work budget" rows (docs/performance.md) use it
+ *   to measure what a given amount of per-transaction work costs a proxy on this machine.
  * A transaction: read the head (up to RELAY_HEAD_MAX bytes) until the blank line, parse
  * `CONNECT a.b.c.d:port HTTP/1.x`, connect, answer `200`, relay both directions until each
  * has seen EOF (half-close forwarded with shutdown(SHUT_WR)) or either side fails.
@@ -33,6 +36,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RELAY_LISTEN_MAX 32
@@ -79,6 +83,22 @@ static unsigned npool;
 static volatile sig_atomic_t stop;
 static struct tunnel *graveyard;
 static unsigned long long n_accepted, n_tunnels, n_refused, n_bytes;
+static long work_ns;    /* --work-us, in ns */
+
+/* --work-us: busy work standing in for what a real proxy does per transaction (checks,
+ * records). A spin on the monotonic clock (vDSO: no system call), not a sleep. */
+static void
+busy_work(void)
+{
+	struct timespec a, b;
+
+	if (work_ns <= 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < work_ns);
+}
 
 static void
 on_signal(int sig)
@@ -326,6 +346,7 @@ on_accept(int lfd)
 		if (fd < 0)
 			return;
 		n_accepted++;
+		busy_work();
 		struct tunnel *t = calloc(1, sizeof(*t));
 
 		if (t == NULL || (t->head = malloc(RELAY_HEAD_MAX)) == NULL) {
@@ -396,6 +417,13 @@ main(int argc, char **argv)
 			nlisten++;
 		} else if (strcmp(a, "--port-file") == 0) {
 			port_file = v;
+		} else if (strcmp(a, "--work-us") == 0) {
+			char *end;
+			long us = strtol(v, &end, 10);
+
+			if (*v == '\0' || *end != '\0' || us < 0 || us > 1000)
+				goto usage;
+			work_ns = us * 1000L;
 		} else {
 			goto usage;
 		}
@@ -464,6 +492,6 @@ main(int argc, char **argv)
 	    n_accepted, n_tunnels, n_refused, n_bytes);
 	return 0;
 usage:
-	fprintf(stderr, "usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F]\n");
+	fprintf(stderr, "usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]\n");
 	return 2;
 }

@@ -28,6 +28,9 @@
 #                           default: full run yes, quick run no); BENCH_EXEC_STEPS_RUNS=10
 #   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run yes,
 #                           quick run no)
+#   BENCH_BUDGET_US="5 10 20 30"  the work budget: the relay again with this much busy work
+#                           per transaction (egrelay --work-us), interleaved with the relay
+#                           and egressd in rate runs of their own (full run; "" skips it)
 #   BENCH_OUT=DIR           results directory [BUILD_DIR/bench-results]
 # shellcheck disable=SC2034,SC3045
 # (SC2034: PROXY_*, PID_*, SP_* are read through eval; SC3045: dash and bash both have
@@ -53,6 +56,7 @@ if [ "$QUICK" = 1 ]; then
 	WRITE_DOC=${BENCH_WRITE_DOC:-0}
 	STEPS=${BENCH_EXEC_STEPS:-0}
 	EGRESSD_SYNCS="batch"
+	BUDGET_US=${BENCH_BUDGET_US-}
 else
 	ROUNDS=${BENCH_ROUNDS:-3}
 	LAT_N=${BENCH_LAT_N:-1000}
@@ -65,6 +69,7 @@ else
 	WRITE_DOC=${BENCH_WRITE_DOC:-1}
 	STEPS=${BENCH_EXEC_STEPS:-1}
 	EGRESSD_SYNCS="batch none always"
+	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30}
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
 STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
@@ -277,6 +282,20 @@ start_relay() {
 	PROXY_relay=127.0.0.1:$p1
 	IDLEPROXY_relay=127.0.0.1:$p1,127.0.0.1:$p2
 	PID_relay=$pid
+}
+
+# The work budget (BUDGET_US): the same relay with W µs of busy work per accepted connection,
+# PROXY_relay_wW / PID_relay_wW; not in TARGETS (only the budget runs use it).
+BUDGET_TARGETS=""
+start_relay_work() { # W
+	pick_port
+	"$EGRELAY" --listen "127.0.0.1:$PORT" --work-us "$1" 2>"$TMP/relay-w$1.log" &
+	pid=$!
+	addpid $pid
+	wait_listen 127.0.0.1 "$PORT" $pid || { echo "bench: egrelay --work-us $1 did not start" >&2; return 1; }
+	BUDGET_TARGETS="$BUDGET_TARGETS relay-w$1"
+	eval "PROXY_relay_w$1=127.0.0.1:$PORT"
+	eval "PID_relay_w$1=$pid"
 }
 
 # Apache Traffic Server as a forward proxy: no remap required, CONNECT to the origin's port
@@ -603,6 +622,47 @@ while [ $r -le "$ROUNDS" ]; do
 	done
 	r=$((r + 1))
 done
+
+# --- the work budget (full run) --------------------------------------------------------------
+# What per-transaction work costs a proxy here: transactions/s of the relay with W µs of busy
+# work per transaction, interleaved with the plain relay and egressd (batch) in rate runs of
+# their own (the same rounds and rotation as above), so the table can say how much work
+# egressd's figure corresponds to and how much the 0.85× goal leaves for everything a real
+# proxy must do. egressd's checks, records and log are not optional; this only reads them.
+if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-batch)" ]; then
+	for w in $BUDGET_US; do
+		start_relay_work "$w" || true
+	done
+	if [ -n "$BUDGET_TARGETS" ]; then
+		# shellcheck disable=SC2086
+		set -- relay $BUDGET_TARGETS egressd-batch
+		BUDGET_ALL="$*"
+		r=1
+		while [ $r -le "$ROUNDS" ]; do
+			echo "bench: work budget, round $r of $ROUNDS" >&2
+			# rotate the order as the rounds above do
+			# shellcheck disable=SC2086
+			set -- $BUDGET_ALL
+			k=$((r % $#))
+			order=""
+			i=0
+			for t in "$@"; do [ $i -ge $k ] && order="$order $t"; i=$((i + 1)); done
+			i=0
+			for t in "$@"; do [ $i -lt $k ] && order="$order $t"; i=$((i + 1)); done
+			for t in $order; do
+				pid=$(var PID "$t")
+				c0=$(cpu_ticks "$pid")
+				out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
+				c1=$(cpu_ticks "$pid")
+				rec budget "$t" tps "$(kv tps "$out")"
+				rec budget "$t" ok "$(kv ok "$out")"
+				rec budget "$t" errors "$(kv errors "$out")"
+				rec budget "$t" cpu_ticks $((c1 - c0))
+			done
+			r=$((r + 1))
+		done
+	fi
+fi
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 T_PROXY=$(($(date +%s) - T_START))
 
@@ -925,6 +985,55 @@ OUT=$OUTDIR/latest.md
 		for v in none batch always; do
 			echo "| $v | $(med lat egressd-$v p50_us) ($(ratio "$(med lat egressd-$v p50_us)" "$ln")) | $(med rate egressd-$v tps) ($(ratio "$(med rate egressd-$v tps)" "$tn")) |"
 		done
+	fi
+	if [ -n "${BUDGET_ALL:-}" ] && [ -n "$(med budget relay tps)" ]; then
+		echo
+		echo "Work budget (rate runs of their own, $ROUNDS interleaved rounds, c=$RATE_C): the bare relay with W µs of busy work per transaction on its one thread (egrelay --work-us W), beside egressd (batch) in the same rounds; × the relay of these runs:"
+		echo
+		printf '| |'
+		for t in $BUDGET_ALL; do
+			case $t in relay) printf ' relay |' ;; relay-w*) printf ' relay + %s µs |' "${t#relay-w}" ;; *) printf ' egressd |' ;; esac
+		done
+		echo
+		printf '|---|'
+		for t in $BUDGET_ALL; do printf -- '---:|'; done
+		echo
+		bt=$(med budget relay tps)
+		printf '| transactions/s |'
+		for t in $BUDGET_ALL; do printf ' %s |' "$(fmt "$(med budget "$t" tps)" "" "$bt" 0 | sed 's/(– \/ /(/')"; done
+		echo
+		bc0=$(awk -v c="$(sum budget relay cpu_ticks)" -v n="$(sum budget relay ok)" -v hz="$CLK_TCK" \
+		    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }')
+		printf '| proxy CPU per transaction (µs) |'
+		for t in $BUDGET_ALL; do
+			cu=$(awk -v c="$(sum budget "$t" cpu_ticks)" -v n="$(sum budget "$t" ok)" -v hz="$CLK_TCK" \
+			    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }')
+			printf ' %s |' "$(fmt "$cu" "" "$bc0" 0 | sed 's/(– \/ /(/')"
+		done
+		echo
+		printf '| errors (all rounds) |'
+		for t in $BUDGET_ALL; do printf ' %s |' "$(sum budget "$t" errors)"; done
+		echo
+		# W at which the relay's ratio falls to R (linear between the measured points; the
+		# points are (0, 1) and (W, median ratio) in increasing W)
+		pts=$(for t in $BUDGET_ALL; do
+			case $t in
+			relay) echo "0 1" ;;
+			relay-w*) echo "${t#relay-w} $(awk -v a="$(med budget "$t" tps)" -v b="$bt" 'BEGIN { if (a != "" && b > 0) printf "%.4f", a / b }')" ;;
+			esac
+		done | sort -n)
+		at() { # ratio
+			echo "$pts" | awk -v R="$1" 'NF == 2 && $2 != "" {
+				if (n > 0 && !done && pr >= R && $2 <= R) {
+					w = (pr == $2) ? $1 : pw + ($1 - pw) * (pr - R) / (pr - $2)
+					printf "about %.0f µs", w; done = 1
+				}
+				pw = $1; pr = $2; n++ }
+				END { if (!done) printf "more than %s µs", pw }'
+		}
+		re=$(awk -v a="$(med budget egressd-batch tps)" -v b="$bt" 'BEGIN { if (a != "" && b > 0) printf "%.4f", a / b }')
+		echo
+		echo "egressd's transactions/s in these runs ($(ratio "$(med budget egressd-batch tps)" "$bt") of the relay) is what the relay gives with $(at "$re") of busy work per transaction; the goal of 0.85× is the relay with $(at 0.85): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
 	fi
 	echo
 	echo "DNS cache (egressd; ratio to direct latency p50 / to the bare relay):"
