@@ -3,7 +3,8 @@
 # correctness, not of timing (no figure is asserted). Inside a network namespace of its own
 # (loopback only): egorigin as the origin, egrelay in front of it, egload through it for a
 # few CONNECT + GET transactions and a small bulk download, and a request that is not a
-# CONNECT to an IP literal answered 400. Needs root for the namespace (exit 77 otherwise).
+# CONNECT to an IP literal answered 400. The work-budget relay (--work-us, bench/run.sh)
+# relays the same way, and a bad --work-us is refused with the usage. Needs root for the namespace (exit 77 otherwise).
 set -u
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespace)"; exit 77; }
 B=${EGRESS_BINARY_DIR:?EGRESS_BINARY_DIR unset}/bench
@@ -45,6 +46,24 @@ kill -TERM $rp
 wait $rp
 cat "$T/relay.log"
 grep -q "tunnels=22 refused=1" "$T/relay.log" || { echo "FAIL: relay counters"; fail=1; }
+# --work-us: the same relay with busy work per connection still relays every transaction
+"$B/egrelay" --listen 127.0.0.1:0 --port-file "$T/w.port" --work-us 50 2>"$T/relayw.log" &
+wp=$!
+trap "kill $op $wp 2>/dev/null; wait 2>/dev/null" EXIT
+i=0
+while [ ! -s "$T/w.port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ -s "$T/w.port" ] || { echo "FAIL: egrelay --work-us did not start"; exit 1; }
+out=$("$B/egload" latency --target "$O" --proxy "127.0.0.1:$(cat "$T/w.port")" -n 20 --timeout 10)
+echo "latency, --work-us 50: $out"
+case " $out " in *" ok=20 errors=0 "*) ;; *) echo "FAIL: 20 transactions expected with --work-us"; fail=1 ;; esac
+kill -TERM $wp
+wait $wp
+for bad in -1 1001 x 5x ""; do
+	"$B/egrelay" --listen 127.0.0.1:0 --work-us "$bad" 2>"$T/bad.log"
+	rc=$?
+	[ $rc = 2 ] && grep -q "usage:" "$T/bad.log" ||
+	    { echo "FAIL: --work-us \"$bad\" accepted (exit $rc)"; fail=1; }
+done
 exit $fail
 ' bash "$B" "$T"
 rc=$?
