@@ -28,7 +28,7 @@
 #                           default: full run yes, quick run no); BENCH_EXEC_STEPS_RUNS=10
 #   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run yes,
 #                           quick run no)
-#   BENCH_BUDGET_US="5 10 20 30"  the work budget: the relay again with this much busy work
+#   BENCH_BUDGET_US="5 10 20 30 40"  the work budget: the relay again with this much busy work
 #                           per transaction (egrelay --work-us), interleaved with the relay
 #                           and egressd in rate runs of their own (full run; "" skips it)
 #   BENCH_OUT=DIR           results directory [BUILD_DIR/bench-results]
@@ -69,7 +69,7 @@ else
 	WRITE_DOC=${BENCH_WRITE_DOC:-1}
 	STEPS=${BENCH_EXEC_STEPS:-1}
 	EGRESSD_SYNCS="batch none always"
-	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30}
+	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30 40}
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
 STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
