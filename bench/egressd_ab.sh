@@ -130,13 +130,8 @@ LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 : > "$TMP/raw"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-	set -- $TARGETS
-	k=$((r % $#))
-	order=""
-	i=0
-	for t in "$@"; do [ $i -ge $k ] && order="$order $t"; i=$((i + 1)); done
-	i=0
-	for t in "$@"; do [ $i -lt $k ] && order="$order $t"; i=$((i + 1)); done
+	# shellcheck disable=SC2086
+	order=$(rotate_list "$r" $TARGETS)
 	for t in $order; do
 		out=$(load "$t" latency -n "$LAT_N")
 		echo "$t p50 $(kv p50_us "$out") $r" >> "$TMP/raw"

@@ -32,3 +32,17 @@ machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exi
 
 # rss_kib PID: resident memory of the process in KiB (0 once it is gone).
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# rotate_list R WORD...: the words in a rotating order for round R (from word R mod N on,
+# then the ones before it), so that no target always runs first. Call it as $(...).
+rotate_list() {
+	_rl_k=$(($1 % ($# - 1)))
+	shift
+	_rl_out=""
+	_rl_i=0
+	for _rl_w in "$@"; do [ $_rl_i -ge $_rl_k ] && _rl_out="$_rl_out $_rl_w"; _rl_i=$((_rl_i + 1)); done
+	_rl_i=0
+	for _rl_w in "$@"; do [ $_rl_i -lt $_rl_k ] && _rl_out="$_rl_out $_rl_w"; _rl_i=$((_rl_i + 1)); done
+	# shellcheck disable=SC2086
+	echo $_rl_out   # unquoted: one line of words
+}

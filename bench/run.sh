@@ -477,26 +477,9 @@ load() { # target mode args...: run egload through (or around) the target's prox
 		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" "$@" 2>>"$TMP/egload.log"
 	fi
 }
-# The targets in a rotating order for round $1, so no target always runs first.
-rotate() {
-	set -- $1 $TARGETS
-	r=$1
-	shift
-	n=$#
-	k=$((r % n))
-	out=""
-	i=0
-	for t in "$@"; do
-		[ $i -ge $k ] && out="$out $t"
-		i=$((i + 1))
-	done
-	i=0
-	for t in "$@"; do
-		[ $i -lt $k ] && out="$out $t"
-		i=$((i + 1))
-	done
-	echo $out
-}
+# The targets in a rotating order for round $1 (rotate_list, bench/lib.sh).
+# shellcheck disable=SC2086
+rotate() { rotate_list "$1" $TARGETS; }
 
 echo "bench: targets:$(for t in $TARGETS; do printf ' %s' "$t"; done); origin $ORIGIN; $ROUNDS rounds" >&2
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -640,21 +623,15 @@ if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-b
 		r=1
 		while [ $r -le "$ROUNDS" ]; do
 			echo "bench: work budget, round $r of $ROUNDS" >&2
-			# rotate the order as the rounds above do
+			# rotated as the rounds above are
 			# shellcheck disable=SC2086
-			set -- $BUDGET_ALL
-			k=$((r % $#))
-			order=""
-			i=0
-			for t in "$@"; do [ $i -ge $k ] && order="$order $t"; i=$((i + 1)); done
-			i=0
-			for t in "$@"; do [ $i -lt $k ] && order="$order $t"; i=$((i + 1)); done
-			for t in $order; do
+			for t in $(rotate_list $r $BUDGET_ALL); do
 				pid=$(var PID "$t")
 				c0=$(cpu_ticks "$pid")
 				out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
 				c1=$(cpu_ticks "$pid")
 				rec budget "$t" tps "$(kv tps "$out")"
+				rec "budget$r" "$t" tps "$(kv tps "$out")"
 				rec budget "$t" ok "$(kv ok "$out")"
 				rec budget "$t" errors "$(kv errors "$out")"
 				rec budget "$t" cpu_ticks $((c1 - c0))
@@ -988,7 +965,7 @@ OUT=$OUTDIR/latest.md
 	fi
 	if [ -n "${BUDGET_ALL:-}" ] && [ -n "$(med budget relay tps)" ]; then
 		echo
-		echo "Work budget (rate runs of their own, $ROUNDS interleaved rounds, c=$RATE_C): the bare relay with W µs of busy work per transaction on its one thread (egrelay --work-us W), beside egressd (batch) in the same rounds; × the relay of these runs:"
+		echo "Work budget (rate runs of their own, $ROUNDS interleaved rounds, c=$RATE_C): the bare relay with W µs of busy work per transaction on its one thread (egrelay --work-us W), beside egressd (batch) in the same rounds:"
 		echo
 		printf '| |'
 		for t in $BUDGET_ALL; do
@@ -998,9 +975,19 @@ OUT=$OUTDIR/latest.md
 		printf '|---|'
 		for t in $BUDGET_ALL; do printf -- '---:|'; done
 		echo
-		bt=$(med budget relay tps)
-		printf '| transactions/s |'
-		for t in $BUDGET_ALL; do printf ' %s |' "$(fmt "$(med budget "$t" tps)" "" "$bt" 0 | sed 's/(– \/ /(/')"; done
+		# paired: the median over rounds of (target / the relay of the same round); the
+		# host's noise moves a round's runs together, so pairing removes much of it
+		pr() {
+			awk -v t="$1" '$1 ~ /^budget[0-9]+$/ && $3 == "tps" && $4 != "" { v[$2 SUBSEP $1] = $4; rr[$1] = 1 }
+			    END { for (r in rr) if ((t SUBSEP r) in v && ("relay" SUBSEP r) in v && v["relay" SUBSEP r] > 0)
+			        print v[t SUBSEP r] / v["relay" SUBSEP r] }' "$RAW" |
+			    sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.4f", v[int((NR + 1) / 2)] }'
+		}
+		printf '| transactions/s (median; × the relay, paired by round) |'
+		for t in $BUDGET_ALL; do
+			printf ' %s (%s) |' "$(med budget "$t" tps | awk '{ printf "%.0f", $1 }')" \
+			    "$(awk -v x="$(pr "$t")" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }')"
+		done
 		echo
 		bc0=$(awk -v c="$(sum budget relay cpu_ticks)" -v n="$(sum budget relay ok)" -v hz="$CLK_TCK" \
 		    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }')
@@ -1019,21 +1006,22 @@ OUT=$OUTDIR/latest.md
 		pts=$(for t in $BUDGET_ALL; do
 			case $t in
 			relay) echo "0 1" ;;
-			relay-w*) echo "${t#relay-w} $(awk -v a="$(med budget "$t" tps)" -v b="$bt" 'BEGIN { if (a != "" && b > 0) printf "%.4f", a / b }')" ;;
+			relay-w*) echo "${t#relay-w} $(pr "$t")" ;;
 			esac
 		done | sort -n)
-		at() { # ratio
+		at() { # ratio: "about W µs of busy work", from the first segment that crosses it
 			echo "$pts" | awk -v R="$1" 'NF == 2 && $2 != "" {
+				if (n == 0 && R + 0 >= $2 + 0) { printf "no added work"; done = 1 }
 				if (n > 0 && !done && pr >= R && $2 <= R) {
 					w = (pr == $2) ? $1 : pw + ($1 - pw) * (pr - R) / (pr - $2)
-					printf "about %.0f µs", w; done = 1
+					printf "about %.0f µs of busy work", w; done = 1
 				}
 				pw = $1; pr = $2; n++ }
-				END { if (!done) printf "more than %s µs", pw }'
+				END { if (!done) printf "more than %s µs of busy work", pw }'
 		}
-		re=$(awk -v a="$(med budget egressd-batch tps)" -v b="$bt" 'BEGIN { if (a != "" && b > 0) printf "%.4f", a / b }')
+		re=$(pr egressd-batch)
 		echo
-		echo "egressd's transactions/s in these runs ($(ratio "$(med budget egressd-batch tps)" "$bt") of the relay) is what the relay gives with $(at "$re") of busy work per transaction; the goal of 0.85× is the relay with $(at 0.85): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
+		echo "egressd's transactions/s in these runs ($(awk -v x="$re" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }') of the relay, paired) is what the relay gives with $(at "$re") per transaction; the goal of 0.85× is the relay with $(at 0.85): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
 	fi
 	echo
 	echo "DNS cache (egressd; ratio to direct latency p50 / to the bare relay):"
