@@ -614,7 +614,10 @@ done
 # proxy must do. egressd's checks, records and log are not optional; this only reads them.
 if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-batch)" ]; then
 	for w in $BUDGET_US; do
-		start_relay_work "$w" || true
+		case $w in
+		'' | *[!0-9]*) echo "bench: BENCH_BUDGET_US: '$w' is not a whole number of µs; skipped" >&2 ;;
+		*) start_relay_work "$w" || true ;;
+		esac
 	done
 	if [ -n "$BUDGET_TARGETS" ]; then
 		# shellcheck disable=SC2086
