@@ -160,11 +160,8 @@ med() { # target key
 # The median over the rounds of (target / relay of the same round): the host's noise moves
 # every target of a round together, so pairing within a round removes much of it.
 paired() { # target key
-	awk -v t="$1" -v k="$2" '$2 == k && $3 != "" { v[$1 SUBSEP $4] = $3; r[$4] = 1 }
-	    END { for (i in r) if ((t SUBSEP i) in v && ("relay" SUBSEP i) in v &&
-	        v["relay" SUBSEP i] > 0) print v[t SUBSEP i] / v["relay" SUBSEP i] }' "$TMP/raw" |
-	    sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) m = v[(NR + 1) / 2];
-	        else if (NR) m = (v[NR / 2] + v[NR / 2 + 1]) / 2; if (NR) printf "×%.2f", m; else printf "—" }'
+	awk -v k="$2" '$2 == k { print $1, $4, $3 }' "$TMP/raw" | paired_median "$1" |
+	    awk '{ x = $1 } END { if (x == "") printf "—"; else printf "×%.2f", x }'
 }
 all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }

@@ -46,3 +46,15 @@ rotate_list() {
 	# shellcheck disable=SC2086
 	echo $_rl_out   # unquoted: one line of words
 }
+
+# paired_median TARGET [REF]: on stdin lines "TARGET ROUND VALUE", the median over the rounds
+# of TARGET's value / REF's value in the same round (REF: relay), as a plain number with four
+# decimals ("" when no round has both). The host's noise moves a round's runs together, so
+# pairing within a round removes much of it.
+paired_median() {
+	awk -v t="$1" -v ref="${2:-relay}" '$3 != "" { v[$1 SUBSEP $2] = $3; r[$2] = 1 }
+	    END { for (i in r) if ((t SUBSEP i) in v && (ref SUBSEP i) in v && v[ref SUBSEP i] > 0)
+	        print v[t SUBSEP i] / v[ref SUBSEP i] }' |
+	    sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.4f", v[(NR + 1) / 2];
+	        else if (NR) printf "%.4f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}

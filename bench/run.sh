@@ -978,14 +978,8 @@ OUT=$OUTDIR/latest.md
 		printf '|---|'
 		for t in $BUDGET_ALL; do printf -- '---:|'; done
 		echo
-		# paired: the median over rounds of (target / the relay of the same round); the
-		# host's noise moves a round's runs together, so pairing removes much of it
-		pr() {
-			awk -v t="$1" '$1 ~ /^budget[0-9]+$/ && $3 == "tps" && $4 != "" { v[$2 SUBSEP $1] = $4; rr[$1] = 1 }
-			    END { for (r in rr) if ((t SUBSEP r) in v && ("relay" SUBSEP r) in v && v["relay" SUBSEP r] > 0)
-			        print v[t SUBSEP r] / v["relay" SUBSEP r] }' "$RAW" |
-			    sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.4f", v[int((NR + 1) / 2)] }'
-		}
+		# paired by round (paired_median, bench/lib.sh)
+		pr() { awk '$1 ~ /^budget[0-9]+$/ && $3 == "tps" { print $2, $1, $4 }' "$RAW" | paired_median "$1"; }
 		printf '| transactions/s (median; × the relay, paired by round) |'
 		for t in $BUDGET_ALL; do
 			printf ' %s (%s) |' "$(med budget "$t" tps | awk '{ printf "%.0f", $1 }')" \
