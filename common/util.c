@@ -1,11 +1,12 @@
 /* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all, small-file
- * reads, stdio_ensure. */
+ * reads, stdio_ensure, utf8_valid. */
 #include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -160,6 +161,44 @@ stdio_ensure(bool out_writable)
 		}
 	}
 	return 0;
+}
+
+bool
+utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = u[i];
+		size_t len;
+		uint32_t cp, min;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			len = 2; cp = c & 0x1f; min = 0x80;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			len = 3; cp = c & 0x0f; min = 0x800;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			len = 4; cp = c & 0x07; min = 0x10000;
+		} else {
+			return false;   /* a continuation byte, C0/C1 (overlong), or F5-FF */
+		}
+		if (n - i < len)
+			return false;
+		for (size_t k = 1; k < len; k++) {
+			if ((u[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (u[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
 }
 
 int

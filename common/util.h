@@ -92,6 +92,13 @@ int errbuf_set(char *err, size_t errlen, int saved_errno, const char *fmt, ...)
 int stdio_ensure(bool out_writable);
 
 /*
+ * Whether s[0..n) is well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates
+ * (U+D800-U+DFFF), nothing above U+10FFFF, no truncated sequence. An embedded NUL counts
+ * as a character. What JSON text (jansson) and the decision log accept as a string.
+ */
+bool utf8_valid(const char *s, size_t n);
+
+/*
  * Write all len bytes to fd, retrying after EINTR and short writes. Returns 0, or -1 with
  * errno (EIO when write(2) returned 0). Async-signal-safe (only write(2)), so usable
  * between fork and exec.

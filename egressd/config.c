@@ -295,6 +295,11 @@ list_json(const struct conf *cf, size_t sec, const char *key)
 	return a;
 }
 
+/* The [grant] keys whose text goes into the grant's JSON as strings. */
+static const char *const grant_text_keys[] = {
+	"allow", "allow_address", "credential_origin", "pinning", "model_connection",
+};
+
 /* One [grant] section; every problem goes to ce. 0 when out is filled. */
 static int
 load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct cerrs *ce)
@@ -322,6 +327,22 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct c
 	if (!grant_principal_valid(label))
 		cerr_add(ce, sline, "[grant %s]: invalid principal label (use A-Z a-z 0-9 . _ -, "
 		    "1-64 characters)", label);
+	/* The grant is built through JSON, whose strings are UTF-8: a value that is not would
+	 * fail there and read as out of memory. Name it instead. */
+	for (size_t k = 0; k < sizeof(grant_text_keys) / sizeof(grant_text_keys[0]); k++) {
+		size_t n = 0;
+		const char *const *v = conf_get_list(cf, sec, grant_text_keys[k], &n);
+
+		for (size_t i = 0; v != NULL && i < n; i++) {
+			if (!utf8_valid(v[i], strlen(v[i]))) {
+				unsigned kl = conf_line(cf, sec, grant_text_keys[k]);
+
+				cerr_add(ce, kl != 0 ? kl : sline, "[grant %s]: %s: not valid UTF-8 "
+				    "(write names in ASCII, or as UTF-8 text)", label, grant_text_keys[k]);
+				break;
+			}
+		}
+	}
 	if (ce->n + ce->dropped != before)
 		return -1;
 	obj = json_object();
@@ -343,12 +364,6 @@ load_grant(const struct conf *cf, size_t sec, struct config_grant *out, struct c
 	    json_object_set_new(obj, "limits", json_incref(limits)) != 0) {
 		json_decref(obj);
 		json_decref(limits);
-	if ((pin = conf_get(cf, sec, "model_connection", NULL)) != NULL &&
-	    json_object_set_new(obj, "connection", json_string(pin)) != 0) {
-		json_decref(obj);
-		ce->oom = true;
-		return -1;
-	}
 		ce->oom = true;
 		return -1;
 	}

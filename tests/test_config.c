@@ -246,6 +246,31 @@ test_errors_all_in_file_order(void **st)
 	    "t.ini:4: [grant g]: pinning");
 }
 
+/* A grant value that is not UTF-8 is named as such, at its line (it used to fail inside
+ * the JSON build, read as "out of memory", and with model_connection present touched the
+ * freed grant object: a fuzz finding). */
+static void
+test_grant_not_utf8(void **st)
+{
+	(void)st;
+	expect_error("[listener l]\nlisten = 127.0.0.1:3128\ngrant = build\n\n"
+	    "[grant build]\nallow = https://api.e\xddxample.com\nmodel_connection = 0\n",
+	    "t.ini:6: [grant build]: allow: not valid UTF-8");
+	expect_error("[listener l]\nlisten = 127.0.0.1:3128\ngrant = build\n\n"
+	    "[grant build]\nallow = https://api.example.com\npinning = pref\xc3\n",
+	    "t.ini:7: [grant build]: pinning: not valid UTF-8");
+	expect_error("[listener l]\nlisten = 127.0.0.1:3128\ngrant = build\n\n"
+	    "[grant build]\nallow = https://api.example.com\nmodel_connection = x\xed\xa0\x80\n",
+	    "model_connection: not valid UTF-8");
+	/* the fuzzer's input itself: refused with errors, no crash (ASan) */
+	static const char fz[] = "[egressd]\ncontrol_socket = /run/eg/lasssssss.eplice = off\n\n"
+	    "[listener |vc]\nlisten = 490.0.0.1:3128\ngrant = b5ild\n\n[grant build]\n"
+	    "allow = https://api.eFindProxy\335ForURL10M\nmodel_connection = 0\n";
+	struct egressd_config *c = load(fz);
+	assert_null(c);
+	assert_non_null(strstr(err, "not valid UTF-8"));
+}
+
 static void
 test_sockaddr(void **st)
 {
@@ -335,6 +360,7 @@ main(void)
 		cmocka_unit_test(test_route_keys),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_errors_all_in_file_order),
+		cmocka_unit_test(test_grant_not_utf8),
 		cmocka_unit_test(test_sockaddr),
 		cmocka_unit_test(test_shipped_example),
 	};

@@ -207,6 +207,41 @@ stdio_child(void)
 	return 0;
 }
 
+/* utf8_valid: RFC 3629, as JSON strings (jansson) require */
+static void
+test_utf8_valid(void **state)
+{
+	static const struct { const char *s; size_t n; bool ok; } cases[] = {
+		{ "", 0, true },
+		{ "plain ascii", 11, true },
+		{ "caf\xc3\xa9", 5, true },                 /* U+00E9 */
+		{ "\xe2\x82\xac", 3, true },                /* U+20AC */
+		{ "\xf0\x9f\x98\x80", 4, true },            /* U+1F600 */
+		{ "\xf4\x8f\xbf\xbf", 4, true },            /* U+10FFFF, the last */
+		{ "a\0b", 3, true },                        /* NUL is a character */
+		{ "\xdd", 1, false },                        /* a lead byte alone */
+		{ "api.e\xdd" "Find", 11, false },          /* the fuzz finding's byte */
+		{ "\x80", 1, false },                        /* a continuation byte first */
+		{ "\xc0\xaf", 2, false },                    /* overlong '/' */
+		{ "\xc1\xbf", 2, false },                    /* overlong */
+		{ "\xe0\x80\xaf", 3, false },                /* overlong 3-byte */
+		{ "\xf0\x80\x80\xaf", 4, false },            /* overlong 4-byte */
+		{ "\xed\xa0\x80", 3, false },                /* U+D800, a surrogate */
+		{ "\xed\xbf\xbf", 3, false },                /* U+DFFF */
+		{ "\xf4\x90\x80\x80", 4, false },            /* U+110000 */
+		{ "\xf5\x80\x80\x80", 4, false },            /* F5: never a lead */
+		{ "\xff", 1, false },
+		{ "\xe2\x82", 2, false },                    /* truncated */
+		{ "\xe2\x82\xac", 2, false },                /* truncated by n */
+		{ "\xe2\x28\xa1", 3, false },                /* bad continuation */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (utf8_valid(cases[i].s, cases[i].n) != cases[i].ok)
+			fail_msg("case %zu: expected %s", i, cases[i].ok ? "valid" : "invalid");
+}
+
 static void
 test_stdio_ensure(void **state)
 {
@@ -235,6 +270,7 @@ main(void)
 		cmocka_unit_test(test_u64_to_dec),
 		cmocka_unit_test(test_dynload),
 		cmocka_unit_test(test_stdio_ensure),
+		cmocka_unit_test(test_utf8_valid),
 	};
 	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
