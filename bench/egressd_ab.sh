@@ -8,7 +8,9 @@
 # of the per-round ratios (paired: less sensitive to a noisy host), with the load average
 # before and after. egload, egorigin and egrelay come from BUILD_DIR.
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
-# Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE.
+# Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE,
+# AB_BULK_BYTES=0 (N > 0: each round also moves N bytes through one tunnel and through four,
+# with the proxy's CPU per GB; the pinning targets are skipped there, their tunnel is the same).
 set -u
 
 die() { echo "egressd_ab: $*" >&2; exit 1; }
@@ -22,6 +24,8 @@ LAT_N=${AB_LAT_N:-500}
 RATE_S=${AB_RATE_S:-3}
 RATE_C=${AB_RATE_C:-64}
 SYNC=${AB_LOG_SYNC:-batch}
+BULK=${AB_BULK_BYTES:-0}
+case $BULK in '' | *[!0-9]*) die "AB_BULK_BYTES: a number of bytes" ;; esac
 B=$BUILD/bench
 for b in "$B/egload" "$B/egorigin" "$B/egrelay"; do
 	[ -x "$b" ] || die "$b is missing: build first (make build)"
@@ -148,6 +152,21 @@ while [ "$r" -le "$ROUNDS" ]; do
 		echo "$t cpu_us $(awk -v c=$((c1 - c0)) -v n="${ok:-0}" -v hz="$(getconf CLK_TCK)" \
 		    'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n }') $r" >> "$TMP/raw"
 	done
+	if [ "$BULK" -gt 0 ]; then
+		for t in $order; do
+			case $t in *_pin) continue ;; esac
+			pid=$(var PID "$t")
+			for n in 1 4; do
+				c0=$(cpu_ticks "$pid")
+				out=$(load "$t" bulk -c $n --bytes $((BULK / n)))
+				c1=$(cpu_ticks "$pid")
+				echo "$t bulk$n $(kv mib_s "$out") $r" >> "$TMP/raw"
+				echo "$t err $(kv errors "$out") $r" >> "$TMP/raw"
+				echo "$t cpu_gb$n $(awk -v c=$((c1 - c0)) -v b="$(kv bytes "$out")" -v hz="$(getconf CLK_TCK)" \
+				    'BEGIN { if (b > 0) printf "%.3f", c / hz / (b / 1e9) }') $r" >> "$TMP/raw"
+			done
+		done
+	fi
 	echo "egressd_ab: round $r of $ROUNDS done" >&2
 	r=$((r + 1))
 done
@@ -182,6 +201,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
 		    "$(paired "$t" p50)" "$(paired "$t" tps)" "$(paired "$t" cpu_us)"
 	done
+	if [ "$BULK" -gt 0 ]; then
+		echo "bulk, $BULK bytes per run (MiB/s; CPU s per GB, one tunnel and four): medians, then paired"
+		for t in $TARGETS; do
+			case $t in *_pin) continue ;; esac
+			printf '  %-14s one %s (%s) four %s (%s)  CPU/GB %s (%s), %s (%s)\n' "$t" \
+			    "$(med "$t" bulk1)" "$(paired "$t" bulk1)" "$(med "$t" bulk4)" "$(paired "$t" bulk4)" \
+			    "$(med "$t" cpu_gb1)" "$(paired "$t" cpu_gb1)" "$(med "$t" cpu_gb4)" "$(paired "$t" cpu_gb4)"
+		done
+	fi
 	for t in $TARGETS; do
 		echo "  $t: p50 [$(all "$t" p50)] tps [$(all "$t" tps)] cpu [$(all "$t" cpu_us)]"
 	done
