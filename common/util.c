@@ -1,5 +1,5 @@
 /* util.c - checked number parsing, secret wiping, hex, clocks, errbuf_set, write_all, small-file
- * reads, stdio_ensure, utf8_valid. */
+ * reads, stdio_ensure, utf8_valid, utf8_lossy_dup. */
 #include "common/util.h"
 
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,42 +164,79 @@ stdio_ensure(bool out_writable)
 	return 0;
 }
 
+size_t
+utf8_seq_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned char c;
+	size_t len;
+	uint32_t cp, min;
+
+	if (n == 0)
+		return 0;
+	c = u[0];
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2; cp = c & 0x1f; min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3; cp = c & 0x0f; min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4; cp = c & 0x07; min = 0x10000;
+	} else {
+		return 0;   /* a continuation byte, C0/C1 (overlong), or F5-FF */
+	}
+	if (n < len)
+		return 0;
+	for (size_t k = 1; k < len; k++) {
+		if ((u[k] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (u[k] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
 bool
 utf8_valid(const char *s, size_t n)
 {
-	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0;
 
 	while (i < n) {
-		unsigned char c = u[i];
-		size_t len;
-		uint32_t cp, min;
+		size_t len = utf8_seq_len(s + i, n - i);
 
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			len = 2; cp = c & 0x1f; min = 0x80;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			len = 3; cp = c & 0x0f; min = 0x800;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			len = 4; cp = c & 0x07; min = 0x10000;
-		} else {
-			return false;   /* a continuation byte, C0/C1 (overlong), or F5-FF */
-		}
-		if (n - i < len)
-			return false;
-		for (size_t k = 1; k < len; k++) {
-			if ((u[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (u[i + k] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		if (len == 0)
 			return false;
 		i += len;
 	}
 	return true;
+}
+
+char *
+utf8_lossy_dup(const char *s)
+{
+	size_t n = strlen(s), o = 0, i = 0;
+	char *out;
+
+	if (n > (SIZE_MAX - 1) / 2 || (out = malloc(2 * n + 1)) == NULL)
+		return NULL;
+	while (i < n) {
+		size_t len = utf8_seq_len(s + i, n - i);
+
+		if (len > 0) {
+			memcpy(out + o, s + i, len);
+			o += len;
+			i += len;
+			continue;
+		}
+		/* the byte as U+0080..U+00FF (a byte below 0x80 is always a sequence) */
+		out[o++] = (char)(0xc0 | ((unsigned char)s[i] >> 6));
+		out[o++] = (char)(0x80 | ((unsigned char)s[i] & 0x3f));
+		i++;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 int

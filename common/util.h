@@ -98,6 +98,20 @@ int stdio_ensure(bool out_writable);
  */
 bool utf8_valid(const char *s, size_t n);
 
+/* The length (1-4) of the well-formed UTF-8 sequence at s[0..n), or 0 when none starts
+ * there (the rules of utf8_valid). */
+size_t utf8_seq_len(const char *s, size_t n);
+
+/*
+ * A malloc'd copy of the NUL-terminated s that is valid UTF-8 whatever s holds: every
+ * well-formed sequence as it is, every other byte as the code point of the same number
+ * (U+0080-U+00FF), the way egressd's record writer (jsonw) escapes such a byte. For text
+ * from outside (a path, an error message quoting a file) that goes into a JSON record,
+ * where jansson refuses invalid UTF-8 and the member would be lost. NULL when out of
+ * memory.
+ */
+char *utf8_lossy_dup(const char *s);
+
 /*
  * Write all len bytes to fd, retrying after EINTR and short writes. Returns 0, or -1 with
  * errno (EIO when write(2) returned 0). Async-signal-safe (only write(2)), so usable

@@ -107,7 +107,7 @@ auditev_start(struct daemon *d)
 	if (f != NULL) {
 		json_object_set_new(f, "version", json_string(EGRESS_VERSION));
 		json_object_set_new(f, "pid", json_integer((json_int_t)getpid()));
-		json_object_set_new(f, "config", json_string(d->cfg->path));
+		json_object_set_new(f, "config", dlog_text(d->cfg->path));
 		json_object_set_new(f, "config_sha256", config_hash_json(d->cfg->path));
 	}
 	append(d, "start", f);
@@ -137,10 +137,9 @@ auditev_config(struct daemon *d, const char *path, bool ok, const char *error)
 	if (f != NULL) {
 		json_object_set_new(f, "action", json_string("reload"));
 		json_object_set_new(f, "result", json_string(ok ? "ok" : "failed"));
-		json_object_set_new(f, "path", json_string(path));
+		json_object_set_new(f, "path", dlog_text(path));
 		json_object_set_new(f, "sha256", config_hash_json(path));
-		json_object_set_new(f, "error", ok || error == NULL ? json_null() :
-		    json_string(error));
+		json_object_set_new(f, "error", ok ? json_null() : dlog_text(error));
 	}
 	append(d, "config", f);
 }

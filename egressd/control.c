@@ -612,11 +612,11 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 		struct dlog_syslog_stats ss;
 		json_t *lo = json_object();
 		dlog_get_status(d->dlog, &ds);
-		json_object_set_new(lo, "path", json_string(ds.path));
+		json_object_set_new(lo, "path", dlog_text(ds.path));
 		json_object_set_new(lo, "seq", json_integer((json_int_t)ds.seq));
 		json_object_set_new(lo, "writable", json_boolean(ds.writable));
 		if (!ds.writable)
-			json_object_set_new(lo, "error", json_string(ds.error));
+			json_object_set_new(lo, "error", dlog_text(ds.error));
 		if (dlog_syslog_status(d->dlog, &ss)) {
 			/* the mirror (docs/audit.md): what it holds and what it lost */
 			json_t *so = json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:I}", "target", ss.target,
@@ -625,7 +625,7 @@ handle(struct control *c, const struct control_req *r, struct grant **stolen, in
 			    (json_int_t)ss.spool_records, "spool_bytes", (json_int_t)ss.spool_bytes);
 
 			if (so != NULL && ss.error[0] != '\0')
-				json_object_set_new(so, "error", json_string(ss.error));
+				json_object_set_new(so, "error", dlog_text(ss.error));
 			if (so != NULL)
 				json_object_set_new(lo, "syslog", so);
 		}

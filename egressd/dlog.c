@@ -1214,6 +1214,23 @@ append_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg,
 	return 0;
 }
 
+json_t *
+dlog_text(const char *s)
+{
+	json_t *j;
+	char *c;
+
+	if (s == NULL)
+		return json_null();
+	if ((j = json_string(s)) != NULL)
+		return j;
+	if ((c = utf8_lossy_dup(s)) == NULL)
+		return NULL;
+	j = json_string(c);
+	free(c);
+	return j;
+}
+
 int
 dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb cb, void *arg,
     struct dlog_ticket **ticket)
@@ -1402,7 +1419,7 @@ dlog_probe(struct dlog *d, dlog_done_cb cb, void *arg, struct dlog_ticket **tick
 	snprintf(err, sizeof(err), "%s", d->error);
 	pthread_mutex_unlock(&d->mu);
 	f = json_object();
-	if (f == NULL || json_object_set_new(f, "after", json_string(err)) != 0) {
+	if (f == NULL || json_object_set_new(f, "after", dlog_text(err)) != 0) {
 		json_decref(f);
 		if (ticket != NULL)
 			*ticket = NULL;
@@ -1759,7 +1776,7 @@ rotate_record(struct dlog *d, struct dlog_q *q)
 		json_decref(f);
 		return;
 	}
-	name = d->rotate_prev[0] != '\0' ? json_string(d->rotate_prev) : NULL;
+	name = d->rotate_prev[0] != '\0' ? dlog_text(d->rotate_prev) : NULL;
 	json_object_set_new(f, "previous_file", name != NULL ? name : json_null());
 	json_object_set_new(f, "previous_seq", json_integer((json_int_t)d->last_seq));
 	json_object_set_new(f, "cause", json_string(d->rotate_cause != NULL ?

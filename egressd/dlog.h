@@ -166,6 +166,15 @@ int dlog_append(struct dlog *d, const char *event, json_t *fields, dlog_done_cb 
     void *arg, struct dlog_ticket **ticket);
 
 /*
+ * A JSON string for a record field that carries text from outside egressd (a path, an
+ * error message that may quote a file): s as it is when it is UTF-8, else with each byte
+ * outside a well-formed sequence as U+0080-U+00FF (utf8_lossy_dup), so the member is
+ * kept and readable; jansson's json_string would refuse it and the member would vanish.
+ * NULL s: JSON null. NULL only when out of memory.
+ */
+json_t *dlog_text(const char *s);
+
+/*
  * dlog_append (keep false) or dlog_append_kept (keep true; ticket must then be NULL) for a
  * record whose fields are already compact JSON members: members (len bytes, copied) is
  * what egressd/jsonw.h writes ("k":v,... without braces, 7-bit, no reserved names: the

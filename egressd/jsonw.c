@@ -61,42 +61,23 @@ put_u(struct jsonw *w, unsigned cp)
 
 /*
  * One UTF-8 sequence at p (n > 0 bytes left): its length, with the code point in *cp, or 0
- * when it is not valid UTF-8 by jansson's rules (utf.c: utf8_check_first, _full): no
- * continuation or 0xC0/0xC1/0xF5+ lead, no overlong form, no surrogate, nothing above
- * U+10FFFF.
+ * when it is not valid UTF-8 (utf8_seq_len, common/util: jansson's rules too, utf.c
+ * utf8_check_first, _full: no continuation or 0xC0/0xC1/0xF5+ lead, no overlong form, no
+ * surrogate, nothing above U+10FFFF).
  */
 static size_t
 utf8_next(const unsigned char *p, size_t n, unsigned *cp)
 {
-	unsigned u = p[0], v;
-	size_t len;
+	size_t len = utf8_seq_len((const char *)p, n);
+	unsigned v;
 
-	if (u < 0x80) {
-		*cp = u;
-		return 1;
+	if (len <= 1) {
+		*cp = p[0];
+		return len;
 	}
-	if (u < 0xC2 || u > 0xF4)
-		return 0;
-	if (u < 0xE0) {
-		len = 2;
-		v = u & 0x1F;
-	} else if (u < 0xF0) {
-		len = 3;
-		v = u & 0x0F;
-	} else {
-		len = 4;
-		v = u & 0x07;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if (p[i] < 0x80 || p[i] > 0xBF)
-			return 0;
-		v = (v << 6) + (p[i] & 0x3F);
-	}
-	if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) ||
-	    (len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && v < 0x10000))
-		return 0;
+	v = p[0] & (0x7fu >> len);    /* the lead byte's bits: 0x1f, 0x0f, 0x07 */
+	for (size_t i = 1; i < len; i++)
+		v = (v << 6) | (p[i] & 0x3f);
 	*cp = v;
 	return len;
 }

@@ -81,6 +81,10 @@ def _broken_texts(d):
     good = render_ini(d.settings, d.listeners, d.grants)
     out = [("syntax", "[egressd\n" + good)]
     out.append(("unknown_key", good.replace("[egressd]\n", "[egressd]\nno_such_key = 1\n")))
+    # a key that is not UTF-8: the error quotes its bytes (the failed reload's record keeps
+    # them, as U+00FF, t_grant_and_config_events)
+    out.append(("unknown_key_bytes", good.replace("[egressd]\n",
+                                                  "[egressd]\nno_such_key\udcff = 1\n")))
     g = dict(d.grants)
     g["svc"] = dict(g["svc"], allow=["https://first.lab.test", "https://*.test"])
     out.append(("bad_allow", render_ini(d.settings, d.listeners, g)))
@@ -234,6 +238,8 @@ def t_grant_and_config_events(L, d, st):
     check(len(failed) >= len(_broken_texts(d)) + 1 and
           all(r["error"] and re.fullmatch(r"[0-9a-f]{64}", r["sha256"]) for r in failed),
           "failed reloads: %r" % failed)
+    check(any("unknown key 'no_such_key\u00ff'" in r["error"] for r in failed),
+          "the failed reload of a key that is not UTF-8 has no error: %r" % failed)
     oks = [r for r in conf if r["result"] == "ok"]
     check(oks and oks[-1]["sha256"] == _sha256(d.conf_path) and oks[-1]["error"] is None,
           "last good reload's hash: %r" % oks[-1:])

@@ -1110,6 +1110,69 @@ test_partial_write_truncated(void **state)
 	assert_int_equal(v.records, 5);
 }
 
+/* A log whose path is not UTF-8 (a file name is bytes) recovers from a failure: the
+ * probe's log_recovered record quotes the failure, path included, with the byte as U+00FF
+ * (dlog_text); jansson refused the text and dlog_probe failed with ENOMEM, so every hop
+ * after the outage was refused audit_unavailable for good. */
+static void
+test_probe_non_utf8_path(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct rlimit old;
+	struct stat st;
+	char sub[192], path[256], got[8][EGRESS_LOG_RECORD_MAX + 2];
+	struct dlog *d;
+	int n;
+
+	snprintf(sub, sizeof(sub), "%s/odd\xff", f->dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
+	d = open_log(f, path, DLOG_SYNC_NONE);
+	write_n(f, d, 2, &dn);
+	assert_int_equal(stat(path, &st), 0);
+	limit_file_size((rlim_t)st.st_size, &old);   /* the next write fails: EFBIG */
+	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 3);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(dn.err, EFBIG);
+	assert_false(dlog_writable(d));
+	usleep(300 * 1000);
+	dn.err = 0;
+	assert_int_equal(dlog_probe(d, on_done, &dn, NULL), 0);
+	run_until(f->base, &dn.calls, 4);
+	assert_int_equal(dn.calls, 4);
+	assert_int_equal(dn.err, 0);
+	assert_true(dlog_writable(d));
+	dlog_close(d);
+	assert_int_equal(verify(path, false, &v), DLOG_INTACT);
+	n = read_lines(path, got, 8);
+	assert_int_equal(n, 3);
+	assert_non_null(strstr(got[2], "\"event\":\"log_recovered\""));
+	assert_non_null(strstr(got[2], "odd\\u00FF/decisions.jsonl"));
+}
+
+/* dlog_text: UTF-8 as it is; other bytes as U+0080-U+00FF; NULL as null. */
+static void
+test_text_lossy(void **state)
+{
+	json_t *j;
+
+	(void)state;
+	j = dlog_text("caf\xc3\xa9");
+	assert_non_null(j);
+	assert_string_equal(json_string_value(j), "caf\xc3\xa9");
+	json_decref(j);
+	j = dlog_text("bad \xff\xe2\x82 end");
+	assert_non_null(j);
+	assert_string_equal(json_string_value(j), "bad \xc3\xbf\xc3\xa2\xc2\x82 end");
+	json_decref(j);
+	j = dlog_text(NULL);
+	assert_true(json_is_null(j));
+	json_decref(j);
+}
+
 /* A failed log is writable again only once a record is on disk: a reopen (or a probe's
  * open) that succeeds on a disk that still refuses writes must not make hops go ahead
  * (each would connect upstream and only then find its allow record refused). */
@@ -1434,6 +1497,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_turn_one_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_probe_non_utf8_path, setup, teardown),
+		cmocka_unit_test(test_text_lossy),
 		cmocka_unit_test_setup_teardown(test_kept_through_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_written_at_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_write_truncated, setup, teardown),

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -242,6 +243,42 @@ test_utf8_valid(void **state)
 			fail_msg("case %zu: expected %s", i, cases[i].ok ? "valid" : "invalid");
 }
 
+/* utf8_seq_len and utf8_lossy_dup: sequences kept, other bytes as U+0080-U+00FF, the
+ * result always valid. */
+static void
+test_utf8_lossy(void **state)
+{
+	static const struct { const char *in, *out; } cases[] = {
+		{ "", "" },
+		{ "plain", "plain" },
+		{ "caf\xc3\xa9 \xf0\x9f\x98\x80", "caf\xc3\xa9 \xf0\x9f\x98\x80" },
+		{ "\xff", "\xc3\xbf" },
+		{ "api.e\xdd" "Find", "api.e\xc3\x9d" "Find" },
+		{ "\xe2\x82", "\xc3\xa2\xc2\x82" },              /* truncated at the end */
+		{ "\xc0\xaf", "\xc3\x80\xc2\xaf" },              /* overlong */
+		{ "\xed\xa0\x80", "\xc3\xad\xc2\xa0\xc2\x80" },  /* a surrogate */
+		{ "a\x80" "b\xe2\x82\xac", "a\xc2\x80" "b\xe2\x82\xac" },
+	};
+
+	(void)state;
+	assert_int_equal(utf8_seq_len("", 0), 0);
+	assert_int_equal(utf8_seq_len("a", 1), 1);
+	assert_int_equal(utf8_seq_len("\xc3\xa9", 2), 2);
+	assert_int_equal(utf8_seq_len("\xe2\x82\xac", 3), 3);
+	assert_int_equal(utf8_seq_len("\xe2\x82\xac", 2), 0);
+	assert_int_equal(utf8_seq_len("\xf0\x9f\x98\x80", 4), 4);
+	assert_int_equal(utf8_seq_len("\x80", 1), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *o = utf8_lossy_dup(cases[i].in);
+
+		assert_non_null(o);
+		if (strcmp(o, cases[i].out) != 0)
+			fail_msg("case %zu: unexpected output", i);
+		assert_true(utf8_valid(o, strlen(o)));
+		free(o);
+	}
+}
+
 static void
 test_stdio_ensure(void **state)
 {
@@ -271,6 +308,7 @@ main(void)
 		cmocka_unit_test(test_dynload),
 		cmocka_unit_test(test_stdio_ensure),
 		cmocka_unit_test(test_utf8_valid),
+		cmocka_unit_test(test_utf8_lossy),
 	};
 	return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

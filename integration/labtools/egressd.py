@@ -148,11 +148,13 @@ class Egressd:
         return self.settings["decision_log"]
 
     def write_config(self, text=None):
-        """(Re)write egressd.ini from the current settings, or write text verbatim."""
+        """(Re)write egressd.ini from the current settings, or write text verbatim (a lone
+        surrogate U+DC80-U+DCFF in text is written as the byte it escapes: a file that is
+        not UTF-8)."""
         if text is None:
             text = render_ini(self.settings, self.listeners, self.grants)
         tmp = self.conf_path + ".tmp"
-        with open(tmp, "w") as f:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(text)
         os.replace(tmp, self.conf_path)
 

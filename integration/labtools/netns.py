@@ -30,7 +30,10 @@ class LabError(Exception):
 def run(args, check=True, timeout=30, input=None):
     """Run a command (bounded), return CompletedProcess; raise LabError on failure."""
     try:
-        cp = subprocess.run(args, capture_output=True, text=True, timeout=timeout, input=input)
+        # errors="replace": a program may print bytes that are not UTF-8 (egressd -t quotes
+        # a broken file's bytes); the test reads the text, it must not crash on it
+        cp = subprocess.run(args, capture_output=True, text=True, errors="replace",
+                            timeout=timeout, input=input)
     except subprocess.TimeoutExpired:
         raise LabError("timeout after %ss: %s" % (timeout, " ".join(args)))
     if check and cp.returncode != 0:
