@@ -10,11 +10,15 @@
  * inside the benchmark: it relays to any address it is asked for.
  *
  * Usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]
+ *               [--pipe-size BYTES]
  *   PORT 0 picks a free port; --port-file receives the first listener's port (written
  *   last, by rename, so a reader that sees the file can connect at once). --work-us N
  *   (0..1000, default 0) spins N microseconds of CPU on the relay's one thread for every
  *   connection it accepts: the benchmark's "work budget" rows (docs/performance.md) use it
  *   to measure what a given amount of per-transaction work costs a proxy on this machine.
+ *   --pipe-size BYTES (4096..1048576; default: the kernel's 64 KiB) sets every pipe's size
+ *   (F_SETPIPE_SZ) when it is made: what egressd's big pipes for bulk directions are
+ *   worth to a relay that does nothing else (docs/performance.md).
  * A transaction: read the head (up to RELAY_HEAD_MAX bytes) until the blank line, parse
  * `CONNECT a.b.c.d:port HTTP/1.x`, connect, answer `200`, relay both directions until each
  * has seen EOF (half-close forwarded with shutdown(SHUT_WR)) or either side fails.
@@ -84,6 +88,7 @@ static volatile sig_atomic_t stop;
 static struct tunnel *graveyard;
 static unsigned long long n_accepted, n_tunnels, n_refused, n_bytes;
 static long work_ns;    /* --work-us, in ns */
+static int pipe_size;   /* --pipe-size; 0: the kernel's default */
 
 /* --work-us: busy work standing in for what a real proxy does per transaction (checks,
  * records). A spin on the monotonic clock (vDSO: no system call), not a sleep. */
@@ -138,7 +143,15 @@ pipe_get(int p[2])
 		p[1] = pool[npool][1];
 		return 0;
 	}
-	return pipe2(p, O_NONBLOCK | O_CLOEXEC);
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
+		return -1;
+	if (pipe_size > 0 && fcntl(p[1], F_SETPIPE_SZ, pipe_size) < pipe_size) {
+		fprintf(stderr, "egrelay: F_SETPIPE_SZ %d: %s\n", pipe_size, strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	return 0;
 }
 
 static void
@@ -424,6 +437,13 @@ main(int argc, char **argv)
 			if (*v == '\0' || *end != '\0' || us < 0 || us > 1000)
 				goto usage;
 			work_ns = us * 1000L;
+		} else if (strcmp(a, "--pipe-size") == 0) {
+			char *end;
+			long b = strtol(v, &end, 10);
+
+			if (*v == '\0' || *end != '\0' || b < 4096 || b > 1048576)
+				goto usage;
+			pipe_size = (int)b;
 		} else {
 			goto usage;
 		}
@@ -492,6 +512,7 @@ main(int argc, char **argv)
 	    n_accepted, n_tunnels, n_refused, n_bytes);
 	return 0;
 usage:
-	fprintf(stderr, "usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]\n");
+	fprintf(stderr, "usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]\n"
+	    "               [--pipe-size BYTES]\n");
 	return 2;
 }

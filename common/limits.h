@@ -83,6 +83,11 @@
 /* Tunnels (egressd/tunnel) */
 #define EGRESS_SPLICE_PIPES_MAX    2048  /* splice pipes in use at once: 4096 of the 20,000 fds */
 #define EGRESS_SPLICE_PIPES_IDLE   256   /* empty pipes kept for reuse */
+#define EGRESS_SPLICE_BIG_PIPES    16    /* pipes grown for bulk directions (in use + idle):
+                                            16 MiB of pipe capacity, a quarter of the
+                                            kernel's default per-user soft limit */
+#define EGRESS_SPLICE_BIG_SIZE     (1024 * 1024)  /* their size: the default pipe-max-size */
+#define EGRESS_SPLICE_BIG_AFTER    (1024 * 1024)  /* bytes a direction moves before it gets one */
 
 /* Route helper and PAC (egressd/route) */
 #define EGRESS_PAC_MAX             (1024 * 1024)

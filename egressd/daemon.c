@@ -336,7 +336,7 @@ daemon_start(struct daemon *d, struct event_base *base, struct egressd_config *c
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	d->pipes = pipe_pool_new(EGRESS_SPLICE_PIPES_IDLE);  /* splice may be turned on by reload */
+	d->pipes = pipe_pool_new(EGRESS_SPLICE_PIPES_IDLE, EGRESS_SPLICE_BIG_PIPES);  /* splice may be turned on by reload */
 	d->memo = redirmemo_new(0);
 	d->upool = upool_new(base, 0);
 	if (d->grants == NULL || d->pipes == NULL || d->memo == NULL || d->upool == NULL) {

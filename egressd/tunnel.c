@@ -27,6 +27,8 @@
 
 #define TUNNEL_SPLICE   65536
 #define TUNNEL_ROUNDS   16      /* I/O rounds per callback before yielding to the loop */
+#define TUNNEL_YIELD_BYTES (1024 * 1024)  /* ... or after this many bytes read: one big
+                                             pipe's worth, as 16 rounds of a default one */
 
 /* ---- pipe pool ---- */
 
@@ -34,16 +36,21 @@ struct pipe_pool {
 	int (*idle)[2];
 	size_t nidle, max_idle;
 	size_t in_use;
+	int big_idle[EGRESS_SPLICE_BIG_PIPES][2];   /* empty big pipes kept for reuse */
+	size_t nbig_idle;
+	size_t nbig, max_big;          /* big pipes that exist (in use + idle), the cap */
+	uint64_t big_retry_ms;         /* the kernel refused the size: not before then */
 };
 
 struct pipe_pool *
-pipe_pool_new(size_t max_idle)
+pipe_pool_new(size_t max_idle, size_t max_big)
 {
 	struct pipe_pool *p = calloc(1, sizeof(*p));
 
 	if (p == NULL)
 		return NULL;
 	p->max_idle = max_idle;
+	p->max_big = max_big < EGRESS_SPLICE_BIG_PIPES ? max_big : EGRESS_SPLICE_BIG_PIPES;
 	if (max_idle > 0 && (p->idle = calloc(max_idle, sizeof(*p->idle))) == NULL) {
 		free(p);
 		return NULL;
@@ -59,6 +66,10 @@ pipe_pool_free(struct pipe_pool *p)
 	for (size_t i = 0; i < p->nidle; i++) {
 		close(p->idle[i][0]);
 		close(p->idle[i][1]);
+	}
+	for (size_t i = 0; i < p->nbig_idle; i++) {
+		close(p->big_idle[i][0]);
+		close(p->big_idle[i][1]);
 	}
 	free(p->idle);
 	free(p);
@@ -76,42 +87,90 @@ pipe_pool_in_use(const struct pipe_pool *p)
 	return p->in_use;
 }
 
+size_t
+pipe_pool_big(const struct pipe_pool *p)
+{
+	return p->nbig;
+}
+
+/* Make the pipe fds big if the cap and the kernel allow; true when it is. */
+static bool
+pipe_grow(struct pipe_pool *p, int fds[2])
+{
+	if (p->nbig >= p->max_big || mono_msec() < p->big_retry_ms)
+		return false;
+	if (fcntl(fds[1], F_SETPIPE_SZ, EGRESS_SPLICE_BIG_SIZE) < EGRESS_SPLICE_BIG_SIZE) {
+		/* EPERM: above pipe-max-size or the user's pipe pages; the default pipe
+		 * serves */
+		log_debug("tunnel: no %d-byte pipe (%s); default pipes for a second",
+		    EGRESS_SPLICE_BIG_SIZE, strerror(errno));
+		p->big_retry_ms = mono_msec() + 1000;
+		return false;
+	}
+	p->nbig++;
+	return true;
+}
+
+/* A pipe for a direction; *big says whether it is a big one (want_big: the direction is
+ * a bulk transfer, give it a big pipe if one can be had). */
 static int
-pipe_get(struct pipe_pool *p, int fds[2])
+pipe_get(struct pipe_pool *p, int fds[2], bool want_big, bool *big)
 {
 	/* Pipes must not eat the fds that new connections need: past the cap, copy. */
 	if (p->in_use >= EGRESS_SPLICE_PIPES_MAX) {
 		errno = EMFILE;
 		return -1;
 	}
-	if (p->nidle > 0) {
+	*big = false;
+	if (want_big && p->nbig_idle > 0) {
+		p->nbig_idle--;
+		fds[0] = p->big_idle[p->nbig_idle][0];
+		fds[1] = p->big_idle[p->nbig_idle][1];
+		*big = true;
+	} else if (p->nidle > 0) {
 		p->nidle--;
 		fds[0] = p->idle[p->nidle][0];
 		fds[1] = p->idle[p->nidle][1];
 	} else if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
 		return -1;
 	}
+	if (want_big && !*big)
+		*big = pipe_grow(p, fds);
 	p->in_use++;
 	return 0;
 }
 
 /* A pipe goes back to the pool only when empty: leftover bytes would leak into another
- * tunnel. */
+ * tunnel. big: it is one of the big pipes (kept apart, for bulk directions). */
 static void
-pipe_put(struct pipe_pool *p, int fds[2], bool empty)
+pipe_put(struct pipe_pool *p, int fds[2], bool empty, bool big)
 {
 	if (fds[0] < 0)
 		return;
 	p->in_use--;
-	if (empty && p->nidle < p->max_idle) {
+	if (big && empty && p->nbig_idle < EGRESS_SPLICE_BIG_PIPES) {
+		p->big_idle[p->nbig_idle][0] = fds[0];
+		p->big_idle[p->nbig_idle][1] = fds[1];
+		p->nbig_idle++;
+	} else if (!big && empty && p->nidle < p->max_idle) {
 		p->idle[p->nidle][0] = fds[0];
 		p->idle[p->nidle][1] = fds[1];
 		p->nidle++;
 	} else {
+		if (big)
+			p->nbig--;
 		close(fds[0]);
 		close(fds[1]);
 	}
 	fds[0] = fds[1] = -1;
+}
+
+/* The direction's pipe back to the pool. */
+static void
+dir_pipe_put(struct dir *d)
+{
+	pipe_put(d->dr_t->tn_pool, d->dr_pipe, d->dr_inpipe == 0, d->dr_pipe_big);
+	d->dr_pipe_big = false;
 }
 
 /* ---- tunnel ---- */
@@ -130,7 +189,7 @@ tunnel_free(struct tunnel *t)
 			event_del(d->dr_rev);
 		if (d->dr_wev != NULL)
 			event_del(d->dr_wev);
-		pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
+		dir_pipe_put(d);
 		/* through an upstream proxy the first bytes upstream carried egressd's
 		 * Proxy-Authorization: credentials are wiped before their memory is freed */
 		if (t->tn_o.via_proxy && d->dr_buf != NULL)
@@ -270,7 +329,7 @@ dir_finish(struct dir *d)
 	d->dr_done = true;
 	event_del(d->dr_rev);
 	event_del(d->dr_wev);
-	pipe_put(t->tn_pool, d->dr_pipe, d->dr_inpipe == 0);
+	dir_pipe_put(d);
 	if (t->tn_first_close == REASON_ALLOWED)
 		t->tn_first_close = d->dr_up ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
 	if (t->tn_o.http) {
@@ -422,9 +481,10 @@ dir_run(struct dir *d)
 {
 	struct tunnel *t = d->dr_t;
 	enum reason why;
+	size_t moved = 0;
 	int r;
 
-	for (int round = 0; round < TUNNEL_ROUNDS; round++) {
+	for (int round = 0; round < TUNNEL_ROUNDS && moved < TUNNEL_YIELD_BYTES; round++) {
 		if (d->dr_done)
 			return;
 		if (t->tn_over_budget) {
@@ -473,14 +533,20 @@ dir_run(struct dir *d)
 			return;
 		}
 		bool piped = d->dr_use_pipe;
-		if (piped && d->dr_pipe[0] < 0 && pipe_get(t->tn_pool, d->dr_pipe) != 0) {
+		bool bulk = d->dr_bytes >= EGRESS_SPLICE_BIG_AFTER;
+		if (piped && d->dr_pipe[0] >= 0 && bulk && !d->dr_pipe_big)
+			/* became a bulk transfer while holding a default pipe: grow it in place
+			 * (its bytes stay; the size only grows) */
+			d->dr_pipe_big = pipe_grow(t->tn_pool, d->dr_pipe);
+		if (piped && d->dr_pipe[0] < 0 &&
+		    pipe_get(t->tn_pool, d->dr_pipe, bulk, &d->dr_pipe_big) != 0) {
 			/* No pipe now (fd limit or the pipe cap): copy this round; try again
 			 * next time. */
 			log_debug("tunnel: no pipe (%s); copying through user space",
 			    strerror(errno));
 			piped = false;
 		}
-		size_t want = TUNNEL_SPLICE;
+		size_t want = d->dr_pipe_big ? EGRESS_SPLICE_BIG_SIZE : TUNNEL_SPLICE;
 		if (!piped) {
 			if (!tunnel_dir_reserve(d, TUNNEL_BUF)) {
 				dir_fail(d, REASON_CLOSE_ERROR);
@@ -504,7 +570,7 @@ dir_run(struct dir *d)
 				 * here: idle tunnels cost two fds, not six) nor, relaying CONNECT
 				 * bytes, a copy buffer (empty too: everything read was written) */
 				if (piped)
-					pipe_put(t->tn_pool, d->dr_pipe, true);
+					dir_pipe_put(d);
 				else if (!t->tn_o.http)
 					dir_drop_buf(d);
 				dir_wait_read(d);
@@ -515,6 +581,7 @@ dir_run(struct dir *d)
 			dir_fail(d, io_error_reason(d, true));
 			return;
 		}
+		moved += (size_t)n;
 		if (piped) {
 			if (n == 0)
 				d->dr_eof = true;

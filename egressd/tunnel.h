@@ -36,11 +36,21 @@ struct httpresp;
 struct tunnel;
 struct pipe_pool;
 
-/* max_idle pipes kept for reuse; pipes in use are not limited here (one per direction). */
-struct pipe_pool *pipe_pool_new(size_t max_idle);
+/*
+ * max_idle pipes of the default size kept for reuse; pipes in use are limited to
+ * EGRESS_SPLICE_PIPES_MAX. A direction that has moved EGRESS_SPLICE_BIG_AFTER bytes (a
+ * bulk transfer) gets a pipe of EGRESS_SPLICE_BIG_SIZE instead, while fewer than max_big
+ * such pipes exist (in use or kept idle for the next bulk direction; at most
+ * EGRESS_SPLICE_BIG_PIPES): one splice(2) then moves up to 1 MiB instead of the 16 pages
+ * of a default pipe (docs/performance.md: half the CPU per GB). When the kernel refuses
+ * the size (pipe-max-size, the per-user pipe limits), the default pipe serves and growing
+ * is tried again a second later.
+ */
+struct pipe_pool *pipe_pool_new(size_t max_idle, size_t max_big);
 void pipe_pool_free(struct pipe_pool *p);
 size_t pipe_pool_idle(const struct pipe_pool *p);
 size_t pipe_pool_in_use(const struct pipe_pool *p);
+size_t pipe_pool_big(const struct pipe_pool *p);    /* big pipes that exist */
 
 struct tunnel_opts {
 	bool splice;

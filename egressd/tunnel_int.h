@@ -29,6 +29,7 @@ struct dir {
 	struct event *dr_rev, *dr_wev;
 	bool dr_use_pipe;
 	int dr_pipe[2];
+	bool dr_pipe_big;           /* dr_pipe is one of the pool's big pipes */
 	size_t dr_inpipe;
 	char *dr_buf;               /* copy buffer / pending bytes */
 	size_t dr_nocount;          /* leading bytes that are egressd's own (the 200 line):

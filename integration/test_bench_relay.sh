@@ -4,7 +4,9 @@
 # (loopback only): egorigin as the origin, egrelay in front of it, egload through it for a
 # few CONNECT + GET transactions and a small bulk download, and a request that is not a
 # CONNECT to an IP literal answered 400. The work-budget relay (--work-us, bench/run.sh)
-# relays the same way, and a bad --work-us is refused with the usage. Needs root for the namespace (exit 77 otherwise).
+# relays the same way, so does the relay with 1 MiB pipes (--pipe-size), and a bad
+# --work-us or --pipe-size is refused with the usage. Needs root for the namespace (exit 77
+# otherwise).
 set -u
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespace)"; exit 77; }
 B=${EGRESS_BINARY_DIR:?EGRESS_BINARY_DIR unset}/bench
@@ -63,6 +65,25 @@ for bad in -1 1001 x 5x ""; do
 	rc=$?
 	[ $rc = 2 ] && grep -q "usage:" "$T/bad.log" ||
 	    { echo "FAIL: --work-us \"$bad\" accepted (exit $rc)"; fail=1; }
+done
+# --pipe-size: a bulk download through 1 MiB pipes arrives whole
+"$B/egrelay" --listen 127.0.0.1:0 --port-file "$T/p.port" --pipe-size 1048576 2>"$T/relayp.log" &
+pp=$!
+trap "kill $op $pp 2>/dev/null; wait 2>/dev/null" EXIT
+i=0
+while [ ! -s "$T/p.port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ -s "$T/p.port" ] || { echo "FAIL: egrelay --pipe-size did not start"; exit 1; }
+out=$("$B/egload" bulk --target "$O" --proxy "127.0.0.1:$(cat "$T/p.port")" -c 2 --bytes 4000000 --timeout 30)
+echo "bulk, --pipe-size 1048576: $out"
+case " $out " in *" ok=2 errors=0 tunnels=2 bytes=8000000 "*) ;; *) echo "FAIL: 2 x 4 MB expected with --pipe-size"; fail=1 ;; esac
+kill -TERM $pp
+wait $pp
+grep -q "F_SETPIPE_SZ" "$T/relayp.log" && { echo "FAIL: a pipe was not resized"; fail=1; }
+for bad in 0 4095 1048577 x ""; do
+	"$B/egrelay" --listen 127.0.0.1:0 --pipe-size "$bad" 2>"$T/bad.log"
+	rc=$?
+	[ $rc = 2 ] && grep -q "usage:" "$T/bad.log" ||
+	    { echo "FAIL: --pipe-size \"$bad\" accepted (exit $rc)"; fail=1; }
 done
 exit $fail
 ' bash "$B" "$T"

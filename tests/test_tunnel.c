@@ -22,6 +22,7 @@
 #include <event2/event.h>
 
 #include "egressd/httpresp.h"
+#include "common/limits.h"
 #include "egressd/tunnel.h"
 
 struct done {
@@ -77,16 +78,22 @@ struct fixture {
 };
 
 static void
-fx_open(struct fixture *f)
+fx_open_big(struct fixture *f, size_t max_big)
 {
 	f->base = event_base_new();
-	f->pool = pipe_pool_new(8);
+	f->pool = pipe_pool_new(8, max_big);
 	assert_non_null(f->base);
 	assert_non_null(f->pool);
 	tcp_pair(&f->cpeer, &f->cfd);
 	tcp_pair(&f->ufd, &f->upeer);
 	nonblock(f->cfd);
 	nonblock(f->ufd);
+}
+
+static void
+fx_open(struct fixture *f)
+{
+	fx_open_big(f, EGRESS_SPLICE_BIG_PIPES);
 }
 
 static void
@@ -151,8 +158,11 @@ pump_reader(void *arg)
 	return NULL;
 }
 
+/* 4 MiB each way through one tunnel; max_big: the pool's cap on big pipes, big: how
+ * many there must be afterwards (both directions are bulk transfers past
+ * EGRESS_SPLICE_BIG_AFTER; the cap holds; the bytes are the same either way). */
 static void
-bulk(bool splice_mode)
+bulk_big(bool splice_mode, size_t max_big, size_t big)
 {
 	struct fixture f;
 	struct done d = { 0 };
@@ -172,7 +182,7 @@ bulk(bool splice_mode)
 		down[i] = (unsigned char)(i * 13 + 1);
 	}
 	o.bytes_total = &total;
-	fx_open(&f);
+	fx_open_big(&f, max_big);
 	struct tunnel *t = tunnel_new(f.base, f.pool, f.cfd, f.ufd, hello, sizeof(hello) - 1,
 	    NULL, 0, early, sizeof(early) - 1, &o, on_done, &d);
 	assert_non_null(t);
@@ -207,9 +217,11 @@ bulk(bool splice_mode)
 	assert_int_equal(total, d.up + d.down);
 	assert_int_equal(pipe_pool_in_use(f.pool), 0);
 	if (splice_mode)
-		assert_true(pipe_pool_idle(f.pool) > 0);    /* pipes came back to the pool */
+		/* pipes came back to the pool: default ones, and the big ones apart */
+		assert_true(pipe_pool_idle(f.pool) > 0 || pipe_pool_big(f.pool) > 0);
 	else
 		assert_int_equal(pipe_pool_idle(f.pool), 0);
+	assert_int_equal(pipe_pool_big(f.pool), big);
 	free(up);
 	free(down);
 	free(cr.in);
@@ -217,8 +229,10 @@ bulk(bool splice_mode)
 	fx_close(&f);
 }
 
-static void test_bulk_splice(void **st) { bulk(true); }
-static void test_bulk_copy(void **st) { bulk(false); }
+static void test_bulk_splice(void **st) { bulk_big(true, EGRESS_SPLICE_BIG_PIPES, 2); }
+static void test_bulk_splice_one_big(void **st) { bulk_big(true, 1, 1); }
+static void test_bulk_splice_no_big(void **st) { bulk_big(true, 0, 0); }
+static void test_bulk_copy(void **st) { bulk_big(false, EGRESS_SPLICE_BIG_PIPES, 0); }
 
 /* ---- half-close: the client finishes sending, the origin still answers ---- */
 
@@ -669,6 +683,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bulk_splice),
+		cmocka_unit_test(test_bulk_splice_one_big),
+		cmocka_unit_test(test_bulk_splice_no_big),
 		cmocka_unit_test(test_bulk_copy),
 		cmocka_unit_test(test_idle_holds_no_pipe),
 		cmocka_unit_test(test_half_close_splice),
