@@ -953,7 +953,8 @@ OUT=$OUTDIR/latest.md
 	echo "|---|---|---|"
 	# pp SCEN TARGET [REF]: the paired median ratio (paired_median, bench/lib.sh)
 	pp() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_median "$2" "${3:-relay}"; }
-	x2() { awk -v v="$1" 'BEGIN { if (v == "") printf "—"; else printf "×%.2f", v }'; }
+	# three decimals: a figure just under its bound must not print as the bound
+	x2() { awk -v v="$1" 'BEGIN { if (v == "") printf "—"; else printf "×%.3f", v }'; }
 	goal() { # text paired ratio-of-medians op bound
 		m=$(awk -v v="$2" -v o="$4" -v b="$5" 'BEGIN { if (v == "") { print "—"; exit }
 		    if ((o == "le" && v + 0 <= b + 0) || (o == "ge" && v + 0 >= b + 0)) print "yes"; else print "no" }')
