@@ -48,43 +48,42 @@ kill -TERM $rp
 wait $rp
 cat "$T/relay.log"
 grep -q "tunnels=22 refused=1" "$T/relay.log" || { echo "FAIL: relay counters"; fail=1; }
+# start_relay NAME ARGS...: another egrelay with ARGS; RP its pid, RPORT its port
+start_relay() {
+	"$B/egrelay" --listen 127.0.0.1:0 --port-file "$T/$1.port" "${@:2}" 2>"$T/$1.log" &
+	RP=$!
+	trap "kill $op $RP 2>/dev/null; wait 2>/dev/null" EXIT
+	i=0
+	while [ ! -s "$T/$1.port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	[ -s "$T/$1.port" ] || { echo "FAIL: egrelay ${*:2} did not start"; exit 1; }
+	RPORT=$(cat "$T/$1.port")
+}
+# refused OPTION VALUE...: each value is refused with the usage (exit 2)
+refused() {
+	for bad in "${@:2}"; do
+		"$B/egrelay" --listen 127.0.0.1:0 "$1" "$bad" 2>"$T/bad.log"
+		rc=$?
+		[ $rc = 2 ] && grep -q "usage:" "$T/bad.log" ||
+		    { echo "FAIL: $1 \"$bad\" accepted (exit $rc)"; fail=1; }
+	done
+}
 # --work-us: the same relay with busy work per connection still relays every transaction
-"$B/egrelay" --listen 127.0.0.1:0 --port-file "$T/w.port" --work-us 50 2>"$T/relayw.log" &
-wp=$!
-trap "kill $op $wp 2>/dev/null; wait 2>/dev/null" EXIT
-i=0
-while [ ! -s "$T/w.port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-[ -s "$T/w.port" ] || { echo "FAIL: egrelay --work-us did not start"; exit 1; }
-out=$("$B/egload" latency --target "$O" --proxy "127.0.0.1:$(cat "$T/w.port")" -n 20 --timeout 10)
+start_relay w --work-us 50
+out=$("$B/egload" latency --target "$O" --proxy "127.0.0.1:$RPORT" -n 20 --timeout 10)
 echo "latency, --work-us 50: $out"
 case " $out " in *" ok=20 errors=0 "*) ;; *) echo "FAIL: 20 transactions expected with --work-us"; fail=1 ;; esac
-kill -TERM $wp
-wait $wp
-for bad in -1 1001 x 5x ""; do
-	"$B/egrelay" --listen 127.0.0.1:0 --work-us "$bad" 2>"$T/bad.log"
-	rc=$?
-	[ $rc = 2 ] && grep -q "usage:" "$T/bad.log" ||
-	    { echo "FAIL: --work-us \"$bad\" accepted (exit $rc)"; fail=1; }
-done
+kill -TERM $RP
+wait $RP
+refused --work-us -1 1001 x 5x ""
 # --pipe-size: a bulk download through 1 MiB pipes arrives whole
-"$B/egrelay" --listen 127.0.0.1:0 --port-file "$T/p.port" --pipe-size 1048576 2>"$T/relayp.log" &
-pp=$!
-trap "kill $op $pp 2>/dev/null; wait 2>/dev/null" EXIT
-i=0
-while [ ! -s "$T/p.port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-[ -s "$T/p.port" ] || { echo "FAIL: egrelay --pipe-size did not start"; exit 1; }
-out=$("$B/egload" bulk --target "$O" --proxy "127.0.0.1:$(cat "$T/p.port")" -c 2 --bytes 4000000 --timeout 30)
+start_relay p --pipe-size 1048576
+out=$("$B/egload" bulk --target "$O" --proxy "127.0.0.1:$RPORT" -c 2 --bytes 4000000 --timeout 30)
 echo "bulk, --pipe-size 1048576: $out"
 case " $out " in *" ok=2 errors=0 tunnels=2 bytes=8000000 "*) ;; *) echo "FAIL: 2 x 4 MB expected with --pipe-size"; fail=1 ;; esac
-kill -TERM $pp
-wait $pp
-grep -q "F_SETPIPE_SZ" "$T/relayp.log" && { echo "FAIL: a pipe was not resized"; fail=1; }
-for bad in 0 4095 1048577 x ""; do
-	"$B/egrelay" --listen 127.0.0.1:0 --pipe-size "$bad" 2>"$T/bad.log"
-	rc=$?
-	[ $rc = 2 ] && grep -q "usage:" "$T/bad.log" ||
-	    { echo "FAIL: --pipe-size \"$bad\" accepted (exit $rc)"; fail=1; }
-done
+kill -TERM $RP
+wait $RP
+grep -q "F_SETPIPE_SZ" "$T/p.log" && { echo "FAIL: a pipe was not resized"; fail=1; }
+refused --pipe-size 0 4095 1048577 x ""
 exit $fail
 ' bash "$B" "$T"
 rc=$?

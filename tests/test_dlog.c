@@ -1072,6 +1072,27 @@ limit_file_size(rlim_t cur, struct rlimit *old)
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
 }
 
+/* The next record of d (at path) fails with EFBIG: the file may grow by room bytes only.
+ * The log is then failed. Returns the file's size before. */
+static off_t
+fail_one_write(struct fix *f, struct dlog *d, const char *path, off_t room, struct done *dn)
+{
+	struct rlimit old;
+	struct stat st;
+	int calls = dn->calls;
+
+	assert_int_equal(stat(path, &st), 0);
+	limit_file_size((rlim_t)(st.st_size + room), &old);
+	dn->err = 0;
+	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, dn, NULL), 0);
+	run_until(f->base, &dn->calls, calls + 1);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(dn->calls, calls + 1);
+	assert_int_equal(dn->err, EFBIG);
+	assert_false(dlog_writable(d));
+	return st.st_size;
+}
+
 /* A short write (RLIMIT_FSIZE) is truncated back: no half record, chain continues. */
 static void
 test_partial_write_truncated(void **state)
@@ -1079,22 +1100,12 @@ test_partial_write_truncated(void **state)
 	struct fix *f = *state;
 	struct done dn = { 0 };
 	struct dlog_verify v;
-	struct rlimit old;
 	struct stat st;
 	struct dlog *d = open_log(f, f->path, DLOG_SYNC_NONE);
 	off_t good;
 
 	write_n(f, d, 3, &dn);
-	assert_int_equal(stat(f->path, &st), 0);
-	good = st.st_size;
-	limit_file_size((rlim_t)good + 40, &old);   /* room for part of one record */
-	dn.err = 0;
-	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
-	run_until(f->base, &dn.calls, 4);
-	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
-	assert_int_equal(dn.calls, 4);
-	assert_int_equal(dn.err, EFBIG);
-	assert_false(dlog_writable(d));
+	good = fail_one_write(f, d, f->path, 40, &dn);   /* room for part of one record */
 	assert_int_equal(stat(f->path, &st), 0);
 	assert_int_equal(st.st_size, good);
 	usleep(300 * 1000);
@@ -1120,8 +1131,6 @@ test_probe_non_utf8_path(void **state)
 	struct fix *f = *state;
 	struct done dn = { 0 };
 	struct dlog_verify v;
-	struct rlimit old;
-	struct stat st;
 	char sub[192], path[256], got[8][EGRESS_LOG_RECORD_MAX + 2];
 	struct dlog *d;
 	int n;
@@ -1131,13 +1140,7 @@ test_probe_non_utf8_path(void **state)
 	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
 	d = open_log(f, path, DLOG_SYNC_NONE);
 	write_n(f, d, 2, &dn);
-	assert_int_equal(stat(path, &st), 0);
-	limit_file_size((rlim_t)st.st_size, &old);   /* the next write fails: EFBIG */
-	assert_int_equal(dlog_append(d, "decision", fields(9), on_done, &dn, NULL), 0);
-	run_until(f->base, &dn.calls, 3);
-	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
-	assert_int_equal(dn.err, EFBIG);
-	assert_false(dlog_writable(d));
+	(void)fail_one_write(f, d, path, 0, &dn);
 	usleep(300 * 1000);
 	dn.err = 0;
 	assert_int_equal(dlog_probe(d, on_done, &dn, NULL), 0);
