@@ -674,7 +674,7 @@ route_answered(const struct route_result *res, void *arg)
 	    "entries are tried in order; the next only after a connect or TLS failure" :
 	    reason_text(res->status)));
 	json_object_set_new(o, "entries", arr);
-	json_object_set_new(o, "pac", json_string(router_pac_status(cl->cc_c->d->router)));
+	json_object_set_new(o, "pac", dlog_text(router_pac_status(cl->cc_c->d->router)));
 	json_decref(cl->cc_rq_id);
 	cl->cc_rq_id = NULL;
 	send_reply(cl, o);

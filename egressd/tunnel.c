@@ -169,6 +169,8 @@ pipe_put(struct pipe_pool *p, int fds[2], bool empty, bool big)
 static void
 dir_pipe_put(struct dir *d)
 {
+	if (d->dr_pipe[0] < 0)
+		return;
 	pipe_put(d->dr_t->tn_pool, d->dr_pipe, d->dr_inpipe == 0, d->dr_pipe_big);
 	d->dr_pipe_big = false;
 }
@@ -534,10 +536,15 @@ dir_run(struct dir *d)
 		}
 		bool piped = d->dr_use_pipe;
 		bool bulk = d->dr_bytes >= EGRESS_SPLICE_BIG_AFTER;
-		if (piped && d->dr_pipe[0] >= 0 && bulk && !d->dr_pipe_big)
-			/* became a bulk transfer while holding a default pipe: grow it in place
-			 * (its bytes stay; the size only grows) */
-			d->dr_pipe_big = pipe_grow(t->tn_pool, d->dr_pipe);
+		if (piped && d->dr_pipe[0] >= 0 && bulk && !d->dr_pipe_big) {
+			/* became a bulk transfer while holding a default pipe (empty here:
+			 * everything read was written): swap it for an idle big one, or grow it
+			 * in place */
+			if (t->tn_pool->nbig_idle > 0)
+				dir_pipe_put(d);    /* pipe_get below takes the big one */
+			else
+				d->dr_pipe_big = pipe_grow(t->tn_pool, d->dr_pipe);
+		}
 		if (piped && d->dr_pipe[0] < 0 &&
 		    pipe_get(t->tn_pool, d->dr_pipe, bulk, &d->dr_pipe_big) != 0) {
 			/* No pipe now (fd limit or the pipe cap): copy this round; try again
@@ -711,16 +718,20 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 	t->tn_cb = cb;
 	t->tn_arg = arg;
 	t->tn_first_close = REASON_ALLOWED;
+	/* Both directions are whole before anything can fail: tunnel_free walks both, and
+	 * a direction without its tunnel or with pipe fds 0 would give fd 0 to the pool. */
+	for (int i = 0; i < 2; i++) {
+		t->tn_d[i].dr_t = t;
+		t->tn_d[i].dr_pipe[0] = t->tn_d[i].dr_pipe[1] = -1;
+	}
 	for (int i = 0; i < 2; i++) {
 		struct dir *d = &t->tn_d[i];
 		const void *pre = i == 0 ? to_upstream : to_client;
 		size_t npre = i == 0 ? nupstream : nclient;
 
-		d->dr_t = t;
 		d->dr_up = i == 0;
 		d->dr_src = i == 0 ? cfd : ufd;
 		d->dr_dst = i == 0 ? ufd : cfd;
-		d->dr_pipe[0] = d->dr_pipe[1] = -1;
 		d->dr_use_pipe = t->tn_o.splice;
 		d->dr_rev = tunnel_ev_assign(t, TUNNEL_EV_READ(i), d->dr_src,
 		    EV_READ | (t->tn_o.http ? 0 : EV_PERSIST), tunnel_ev_read, d);
