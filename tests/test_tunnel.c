@@ -180,11 +180,13 @@ kernel_allows_big(void)
 }
 
 /* 4 MiB each way through one tunnel whose pipes come from shared (NULL: a pool of its own
- * with at most max_big big pipes); big: how many big pipes the pool must hold afterwards
- * where the kernel allows them (both directions are bulk transfers past
- * EGRESS_SPLICE_BIG_AFTER; the cap holds; the bytes are exact either way). */
+ * with at most max_big big pipes); lo..hi: how many big pipes the pool must hold
+ * afterwards where the kernel allows them (both directions are bulk transfers past
+ * EGRESS_SPLICE_BIG_AFTER, so at least one got a big pipe; a direction may take over the
+ * other's big pipe while that one waits for its source, so it may be one; the cap holds;
+ * the bytes are exact either way). */
 static void
-bulk_through(struct pipe_pool *shared, bool splice_mode, size_t max_big, size_t big)
+bulk_through(struct pipe_pool *shared, bool splice_mode, size_t max_big, size_t lo, size_t hi)
 {
 	struct fixture f;
 	struct done d = { 0 };
@@ -243,7 +245,12 @@ bulk_through(struct pipe_pool *shared, bool splice_mode, size_t max_big, size_t 
 		assert_true(pipe_pool_idle(f.pool) > 0 || pipe_pool_big(f.pool) > 0);
 	else
 		assert_int_equal(pipe_pool_idle(f.pool), 0);
-	assert_int_equal(pipe_pool_big(f.pool), kernel_allows_big() ? big : 0);
+	if (kernel_allows_big()) {
+		assert_true(pipe_pool_big(f.pool) >= lo);
+		assert_true(pipe_pool_big(f.pool) <= hi);
+	} else {
+		assert_int_equal(pipe_pool_big(f.pool), 0);
+	}
 	free(up);
 	free(down);
 	free(cr.in);
@@ -251,15 +258,15 @@ bulk_through(struct pipe_pool *shared, bool splice_mode, size_t max_big, size_t 
 	fx_close(&f);
 }
 
-static void test_bulk_splice(void **st) { bulk_through(NULL, true, EGRESS_SPLICE_BIG_PIPES, 2); }
-static void test_bulk_splice_one_big(void **st) { bulk_through(NULL, true, 1, 1); }
-static void test_bulk_splice_no_big(void **st) { bulk_through(NULL, true, 0, 0); }
-static void test_bulk_copy(void **st) { bulk_through(NULL, false, EGRESS_SPLICE_BIG_PIPES, 0); }
+static void test_bulk_splice(void **st) { bulk_through(NULL, true, EGRESS_SPLICE_BIG_PIPES, 1, 2); }
+static void test_bulk_splice_one_big(void **st) { bulk_through(NULL, true, 1, 1, 1); }
+static void test_bulk_splice_no_big(void **st) { bulk_through(NULL, true, 0, 0, 0); }
+static void test_bulk_copy(void **st) { bulk_through(NULL, false, EGRESS_SPLICE_BIG_PIPES, 0, 0); }
 
-/* The big pipes one tunnel gave back serve the next tunnel's bulk directions: no new big
- * pipe is made, and not a byte of the first tunnel reaches the second (both streams are
- * checked byte for byte). With a cap of 1, the second tunnel's other bulk direction grows
- * nothing: it swaps its default pipe only for an idle big one. */
+/* The big pipes one tunnel gave back serve the next tunnels' bulk directions: after three
+ * tunnels one after the other there are still at most two (one per direction; six if
+ * each tunnel made its own), and not a byte of one tunnel reaches the next (every stream
+ * is checked byte for byte). With a cap of 1 the one big pipe goes from tunnel to tunnel. */
 static void
 test_bulk_big_reused(void **st)
 {
@@ -269,10 +276,10 @@ test_bulk_big_reused(void **st)
 	(void)st;
 	assert_non_null(pool);
 	assert_non_null(one);
-	bulk_through(pool, true, 0, 2);
-	bulk_through(pool, true, 0, 2);
-	bulk_through(one, true, 0, 1);
-	bulk_through(one, true, 0, 1);
+	for (int i = 0; i < 3; i++)
+		bulk_through(pool, true, 0, 1, 2);
+	for (int i = 0; i < 3; i++)
+		bulk_through(one, true, 0, 1, 1);
 	pipe_pool_free(pool);
 	pipe_pool_free(one);
 }
