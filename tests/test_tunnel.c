@@ -17,7 +17,9 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -282,6 +284,60 @@ test_bulk_big_reused(void **st)
 		bulk_through(one, true, 0, 1, 1);
 	pipe_pool_free(pool);
 	pipe_pool_free(one);
+}
+
+/* The kernel refuses big pipes to a user past its pipe pages (pipe-user-pages-soft; root
+ * is exempt, so this runs as nobody in a child): the tunnels move every byte through
+ * default pipes and the pool makes no big pipe; once the pages are free again, the next
+ * bulk direction after the one-second wait gets one. The child's failures reach the
+ * parent as its exit status (cmocka's runner in the child counts them). */
+static void
+test_bulk_big_refused(void **st)
+{
+	pid_t pid;
+	int status;
+
+	(void)st;
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static int fill[256][2];
+		struct pipe_pool *pool;
+		int n = 0;
+		bool refused = false;
+
+		if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(3);
+		/* use up the user's pipe pages with big pipes until the kernel refuses one */
+		while (n < 256 && !refused) {
+			if (pipe2(fill[n], O_CLOEXEC) != 0)
+				_exit(4);
+			refused = fcntl(fill[n][1], F_SETPIPE_SZ, EGRESS_SPLICE_BIG_SIZE) < 0;
+			n++;
+		}
+		if (!refused)
+			_exit(77);      /* no per-user limit here: nothing to test */
+		pool = pipe_pool_new(8, EGRESS_SPLICE_BIG_PIPES);
+		if (pool == NULL)
+			_exit(5);
+		bulk_through(pool, true, 0, 0, 0);      /* kernel_allows_big() is false */
+		if (pipe_pool_big(pool) != 0)
+			_exit(6);
+		for (int i = 0; i < n; i++) {
+			close(fill[i][0]);
+			close(fill[i][1]);
+		}
+		usleep(1100 * 1000);                     /* the pool's wait before it tries again */
+		bulk_through(pool, true, 0, 1, 2);       /* allowed again: a big pipe */
+		pipe_pool_free(pool);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		skip();
+	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* ---- half-close: the client finishes sending, the origin still answers ---- */
@@ -736,6 +792,7 @@ main(void)
 		cmocka_unit_test(test_bulk_splice_one_big),
 		cmocka_unit_test(test_bulk_splice_no_big),
 		cmocka_unit_test(test_bulk_big_reused),
+		cmocka_unit_test(test_bulk_big_refused),
 		cmocka_unit_test(test_bulk_copy),
 		cmocka_unit_test(test_idle_holds_no_pipe),
 		cmocka_unit_test(test_half_close_splice),
