@@ -287,7 +287,9 @@ test_bulk_big_reused(void **st)
 }
 
 /* The kernel refuses big pipes to a user past its pipe pages (pipe-user-pages-soft; root
- * is exempt, so this runs as nobody in a child): the tunnels move every byte through
+ * is exempt, so this runs in a child as a uid of its own, which no other process shares:
+ * the pages are counted per uid, and two runs at once as nobody took each other's
+ * pages): the tunnels move every byte through
  * default pipes and the pool makes no big pipe; once the pages are free again, the next
  * bulk direction after the one-second wait gets one. The child's failures reach the
  * parent as its exit status (cmocka's runner in the child counts them). */
@@ -307,7 +309,10 @@ test_bulk_big_refused(void **st)
 		int n = 0;
 		bool refused = false;
 
-		if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+		/* a uid nobody else runs as (no passwd entry is needed to become one) */
+		uid_t uid = (uid_t)(3000000 + getpid() % 1000000);
+
+		if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0)
 			_exit(3);
 		/* use up the user's pipe pages with big pipes until the kernel refuses one */
 		while (n < 256 && !refused) {
