@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "egressd/jsonw.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -60,5 +61,32 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)jsonw_len(&w, &ok);
 	if (ok != (n <= sizeof(small)))
 		abort();
+	{
+		size_t m = strnlen((const char *)data, size);
+		char *c = malloc(m + 1), *lossy, *want;
+		json_t *o;
+
+		if (c == NULL)
+			return 0;
+		memcpy(c, data, m);
+		c[m] = '\0';
+		lossy = utf8_lossy_dup(c);
+		if (lossy == NULL || !utf8_valid(lossy, strlen(lossy)))
+			abort();
+		jsonw_init(&w, buf + 1, sizeof(buf) - 2);
+		jsonw_strn(&w, "k", c, m);
+		n = jsonw_len(&w, &ok);
+		buf[0] = '{';
+		buf[n + 1] = '}';
+		o = json_object();
+		json_object_set_new(o, "k", json_string(lossy));
+		want = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+		if (!ok || want == NULL || strlen(want) != n + 2 || memcmp(want, buf, n + 2) != 0)
+			abort();
+		free(want);
+		json_decref(o);
+		free(lossy);
+		free(c);
+	}
 	return 0;
 }
