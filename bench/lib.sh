@@ -47,14 +47,25 @@ rotate_list() {
 	echo $_rl_out   # unquoted: one line of words
 }
 
-# paired_median TARGET [REF]: on stdin lines "TARGET ROUND VALUE", the median over the rounds
-# of TARGET's value / REF's value in the same round (REF: relay), as a plain number with four
+# paired_ratios TARGET [REF]: on stdin lines "TARGET ROUND VALUE", TARGET's value / REF's
+# value (REF: relay) for every round that has both, one per line, ascending.
+paired_ratios() {
+	awk -v t="$1" -v ref="${2:-relay}" '$3 != "" { v[$1 SUBSEP $2] = $3; r[$2] = 1 }
+	    END { for (i in r) if ((t SUBSEP i) in v && (ref SUBSEP i) in v && v[ref SUBSEP i] > 0)
+	        print v[t SUBSEP i] / v[ref SUBSEP i] }' | sort -g
+}
+
+# paired_median TARGET [REF]: the median of paired_ratios, as a plain number with four
 # decimals ("" when no round has both). The host's noise moves a round's runs together, so
 # pairing within a round removes much of it.
 paired_median() {
-	awk -v t="$1" -v ref="${2:-relay}" '$3 != "" { v[$1 SUBSEP $2] = $3; r[$2] = 1 }
-	    END { for (i in r) if ((t SUBSEP i) in v && (ref SUBSEP i) in v && v[ref SUBSEP i] > 0)
-	        print v[t SUBSEP i] / v[ref SUBSEP i] }' |
-	    sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.4f", v[(NR + 1) / 2];
-	        else if (NR) printf "%.4f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	paired_ratios "$@" | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.4f", v[(NR + 1) / 2];
+	    else if (NR) printf "%.4f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# paired_range TARGET [REF]: "LOW HIGH", the smallest and the largest of paired_ratios
+# (four decimals; "" when no round has both): how far one round's ratio strays here, so a
+# reader sees whether a goal's bound lies inside the spread of the rounds.
+paired_range() {
+	paired_ratios "$@" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.4f %.4f", lo, hi }'
 }

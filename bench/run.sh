@@ -947,33 +947,39 @@ OUT=$OUTDIR/latest.md
 		echo "System calls per transaction (strace -f -c, 200 at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
 	fi
 	echo
-	echo "Goals (egressd = log_sync batch). Measured: the median over the rounds of each round's ratio (bulk: each repetition's), paired within the round, which cancels most of the host's noise (it moves a round's runs together); in brackets the ratio of the medians in the table above. The verdict is the paired figure's."
+	echo "Goals (egressd = log_sync batch). Measured: the median over the rounds of each round's ratio (bulk: each repetition's), paired within the round, which cancels most of the host's noise (it moves a round's runs together); in parentheses the lowest and the highest of those per-round ratios (a bound inside that spread is one this run cannot place firmly on either side); in brackets the ratio of the medians in the table above. The verdict is the paired median's."
 	echo
-	echo "| goal | measured (paired) [ratio of the medians] | met? |"
+	echo "| goal | measured (paired) (rounds) [ratio of the medians] | met? |"
 	echo "|---|---|---|"
-	# pp SCEN TARGET [REF]: the paired median ratio (paired_median, bench/lib.sh)
+	# pp SCEN TARGET [REF]: the paired median ratio (paired_median, bench/lib.sh); ppr: the
+	# per-round spread (paired_range)
 	pp() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_median "$2" "${3:-relay}"; }
+	ppr() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_range "$2" "${3:-relay}"; }
 	# three decimals: a figure just under its bound must not print as the bound
 	x2() { awk -v v="$1" 'BEGIN { if (v == "") printf "—"; else printf "×%.3f", v }'; }
-	goal() { # text paired ratio-of-medians op bound
-		m=$(awk -v v="$2" -v o="$4" -v b="$5" 'BEGIN { if (v == "") { print "—"; exit }
+	# xr "LOW HIGH": the spread as "(×LOW–×HIGH)", two decimals ("" without rounds)
+	xr() { awk -v v="$1" 'BEGIN { if (split(v, a, " ") == 2) printf " (×%.2f–×%.2f)", a[1], a[2] }'; }
+	goal() { # text scen op bound ratio-of-medians
+		v=$(pp "$2" egressd-batch)
+		m=$(awk -v v="$v" -v o="$3" -v b="$4" 'BEGIN { if (v == "") { print "—"; exit }
 		    if ((o == "le" && v + 0 <= b + 0) || (o == "ge" && v + 0 >= b + 0)) print "yes"; else print "no" }')
-		printf '| %s | %s [%s] | %s |\n' "$1" "$(x2 "$2")" "$(x2 "$3")" "$m"
+		printf '| %s | %s%s [%s] | %s |\n' "$1" "$(x2 "$v")" "$(xr "$(ppr "$2" egressd-batch)")" "$(x2 "$5")" "$m"
 	}
 	rr() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 > 0) printf "%.4f", a / b }'; }
-	goal "latency p50 ≤ 1.15× the bare relay" "$(pp lat egressd-batch)" "$(rr "$(med lat egressd-batch p50_us)" "$(med lat relay p50_us)")" le 1.15
-	goal "transactions/s ≥ 0.85× the bare relay" "$(pp rate egressd-batch)" "$(rr "$(med rate egressd-batch tps)" "$(med rate relay tps)")" ge 0.85
-	goal "CPU per transaction ≤ 1.4× the bare relay" "$(pp cpu egressd-batch)" "$(rr "$(med calc egressd-batch cpu_us)" "$(med calc relay cpu_us)")" le 1.4
-	goal "one-tunnel bulk ≥ 0.95× the bare relay" "$(pp bulk1 egressd-batch)" "$(rr "$(med calc egressd-batch gbs1)" "$(med calc relay gbs1)")" ge 0.95
-	goal "four-tunnel bulk ≥ 0.95× the bare relay" "$(pp bulk4 egressd-batch)" "$(rr "$(med calc egressd-batch gbs4)" "$(med calc relay gbs4)")" ge 0.95
+	goal "latency p50 ≤ 1.15× the bare relay" lat le 1.15 "$(rr "$(med lat egressd-batch p50_us)" "$(med lat relay p50_us)")"
+	goal "transactions/s ≥ 0.85× the bare relay" rate ge 0.85 "$(rr "$(med rate egressd-batch tps)" "$(med rate relay tps)")"
+	goal "CPU per transaction ≤ 1.4× the bare relay" cpu le 1.4 "$(rr "$(med calc egressd-batch cpu_us)" "$(med calc relay cpu_us)")"
+	goal "one-tunnel bulk ≥ 0.95× the bare relay" bulk1 ge 0.95 "$(rr "$(med calc egressd-batch gbs1)" "$(med calc relay gbs1)")"
+	goal "four-tunnel bulk ≥ 0.95× the bare relay" bulk4 ge 0.95 "$(rr "$(med calc egressd-batch gbs4)" "$(med calc relay gbs4)")"
 	k=$(med idle egressd-batch kib_per_tunnel)
 	printf '| ≤ 4 KiB RSS per idle tunnel | %s KiB | %s |\n' "${k:-—}" "$(awk -v v="$k" 'BEGIN { if (v == "") print "—"; else print (v + 0 <= 4 ? "yes" : "no") }')"
 	for t in ats tinyproxy squid; do
 		[ -n "$(var PID "$t")" ] || continue
 		pl=$(pp lat egressd-batch "$t")
 		pr=$(pp rate egressd-batch "$t")
-		printf '| below/above %s: latency p50, transactions/s | %s, %s of %s [%s, %s] | %s |\n' "$(label "$t")" \
-		    "$(x2 "$pl")" "$(x2 "$pr")" "$(label "$t")" \
+		printf '| below/above %s: latency p50, transactions/s | %s%s, %s%s of %s [%s, %s] | %s |\n' "$(label "$t")" \
+		    "$(x2 "$pl")" "$(xr "$(ppr lat egressd-batch "$t")")" "$(x2 "$pr")" \
+		    "$(xr "$(ppr rate egressd-batch "$t")")" "$(label "$t")" \
 		    "$(ratio "$(med lat egressd-batch p50_us)" "$(med lat "$t" p50_us)")" \
 		    "$(ratio "$(med rate egressd-batch tps)" "$(med rate "$t" tps)")" \
 		    "$(awk -v a="$pl" -v c="$pr" 'BEGIN { print (a != "" && c != "" && a + 0 < 1 && c + 0 > 1) ? "yes" : "no" }')"
