@@ -5,8 +5,9 @@
 # latency (c=1), rate (c=64) with the proxy's CPU per transaction from /proc/PID/stat, and
 # the same egressd through a `pinning = required` grant by a name (DNS cache hit). Prints
 # the medians over the rounds and each as a ratio to the relay of the same run, the median
-# of the per-round ratios (paired: less sensitive to a noisy host), with the load average
-# before and after. egload, egorigin and egrelay come from BUILD_DIR.
+# of the per-round ratios (paired: less sensitive to a noisy host) with the lowest and the
+# highest of them, and the load average before and after. egload, egorigin and egrelay
+# come from BUILD_DIR.
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
 # Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE,
 # AB_BULK_BYTES=0 (N > 0: each round also moves N bytes through one tunnel and through four,
@@ -182,6 +183,11 @@ paired() { # target key
 	awk -v k="$2" '$2 == k { print $1, $4, $3 }' "$TMP/raw" | paired_median "$1" |
 	    awk '{ x = $1 } END { if (x == "") printf "—"; else printf "×%.2f", x }'
 }
+# The lowest and the highest of those per-round ratios: "(×LOW–×HIGH)" (paired_range).
+spread() { # target key
+	awk -v k="$2" '$2 == k { print $1, $4, $3 }' "$TMP/raw" | paired_range "$1" |
+	    awk 'NF == 2 { printf "(×%.2f–×%.2f)", $1, $2 }'
+}
 all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }
 {
@@ -195,11 +201,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		    "$(med "$t" cpu_us) $(ratio "$(med "$t" cpu_us)" "$(med relay cpu_us)")" \
 		    "$(awk -v t="$t" '$1 == t && $2 == "err" { s += $3 } END { print s + 0 }' "$TMP/raw")"
 	done
-	echo "paired: the median over the rounds of each round's ratio to that round's relay"
+	echo "paired: the median over the rounds of each round's ratio to that round's relay (lowest–highest round)"
 	for t in $TARGETS; do
 		[ "$t" = relay ] && continue
-		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
-		    "$(paired "$t" p50)" "$(paired "$t" tps)" "$(paired "$t" cpu_us)"
+		printf '  %-14s latency p50 %s %s  transactions/s %s %s  CPU/txn %s %s\n' "$t" \
+		    "$(paired "$t" p50)" "$(spread "$t" p50)" "$(paired "$t" tps)" "$(spread "$t" tps)" \
+		    "$(paired "$t" cpu_us)" "$(spread "$t" cpu_us)"
 	done
 	if [ "$BULK" -gt 0 ]; then
 		echo "bulk, $BULK bytes per run (MiB/s; CPU s per GB, one tunnel and four): medians, then paired"
