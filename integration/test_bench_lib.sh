@@ -11,7 +11,7 @@ LIB=$SRC/bench/lib.sh
 fail=0
 
 # check SHELL DESCRIPTION EXPECTED COMMAND INPUT: COMMAND's output under SHELL, lib.sh
-# sourced, INPUT (printf format) on stdin
+# sourced, INPUT (with backslash escapes, as printf %b reads them) on stdin
 check() {
 	got=$(printf '%b' "$5" | "$1" -c ". '$LIB'; $4")
 	if [ "$got" = "$3" ]; then
