@@ -1,9 +1,14 @@
 #!/bin/sh
-# bench/egressd_ab.sh BUILD_DIR ROUNDS LABEL=EGRESSD [LABEL=EGRESSD ...] - egressd builds
+# bench/egressd_ab.sh BUILD_DIR ROUNDS LABEL=EGRESSD[@SYNC] [...] - egressd builds
 # side by side against the bare relay, for measuring a change before and after in one
 # session (docs/performance.md). Each round runs every target in a rotating order:
 # latency (c=1), rate (c=64) with the proxy's CPU per transaction from /proc/PID/stat, and
-# the same egressd through a `pinning = required` grant by a name (DNS cache hit). Prints
+# the same egressd through a `pinning = required` grant by a name (DNS cache hit). @SYNC
+# (always, batch, none) sets that target's log_sync, e.g. `batch=E none=E@none` compares
+# the two settings of one binary. The rate runs also count the wake-ups they cost: the
+# whole machine's context switches and the origin's sleeps (voluntary switches) per
+# transaction, since a slower proxy loop costs mostly in its peers' sleeps (the tenth
+# round in docs/performance.md). Prints
 # the medians over the rounds and each as a ratio to the relay of the same run, the median
 # of the per-round ratios (paired: less sensitive to a noisy host) with the lowest and the
 # highest of them, and the load average before and after. egload, egorigin and egrelay
@@ -56,6 +61,7 @@ free_port
 DNS=127.0.9.53:$PORT
 "$B/egorigin" --listen 127.0.9.1:0 --port-file "$TMP/o.port" --dns "$DNS" \
     --dns-answer 127.0.9.1 2>/dev/null &
+PID_origin=$!
 PIDS="$PIDS $!"
 wait_file "$TMP/o.port" || die "origin did not start"
 OPORT=$(cat "$TMP/o.port")
@@ -70,6 +76,9 @@ TARGETS="relay"
 for spec in "$@"; do
 	l=${spec%%=*}
 	e=${spec#*=}
+	sync=$SYNC
+	case $e in *@*) sync=${e##*@}; e=${e%@*} ;; esac
+	case $sync in always | batch | none) ;; *) die "$spec: log_sync $sync: always, batch or none" ;; esac
 	case $l in *[!a-z0-9_]*|'') die "label $l: [a-z0-9_] only" ;; esac
 	[ -x "$e" ] || die "$e is not executable"
 	free_port
@@ -82,7 +91,7 @@ for spec in "$@"; do
 [egressd]
 control_socket = none
 decision_log = $d/decisions.jsonl
-log_sync = $SYNC
+log_sync = $sync
 max_connections = 20000
 dns_server = $DNS
 allow_special_address = 127.0.0.0/8
@@ -119,6 +128,10 @@ EOF
 	eval "PID_${l}_pin=$pid PX_${l}_pin=127.0.0.1:$p2"
 done
 var() { eval "echo \${$1_$2:-}"; }
+# context switches of the whole machine since boot; voluntary switches (sleeps) of PID
+machine_ctxt() { awk '/^ctxt / { print $2; exit }' /proc/stat; }
+sleeps() { awk '/^voluntary_ctxt_switches:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+per_txn() { awk -v c="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.2f", c / n }'; }
 load() { # target mode args...
 	t=$1
 	shift
@@ -144,10 +157,16 @@ while [ "$r" -le "$ROUNDS" ]; do
 	done
 	for t in $order; do
 		pid=$(var PID "$t")
+		x0=$(machine_ctxt)
+		s0=$(sleeps "$PID_origin")
 		c0=$(cpu_ticks "$pid")
 		out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
 		c1=$(cpu_ticks "$pid")
+		s1=$(sleeps "$PID_origin")
+		x1=$(machine_ctxt)
 		ok=$(kv ok "$out")
+		echo "$t ctxt $(per_txn $((x1 - x0)) "${ok:-0}") $r" >> "$TMP/raw"
+		echo "$t osleep $(per_txn $((s1 - s0)) "${ok:-0}") $r" >> "$TMP/raw"
 		echo "$t tps $(kv tps "$out") $r" >> "$TMP/raw"
 		echo "$t err $(kv errors "$out") $r" >> "$TMP/raw"
 		echo "$t cpu_us $(awk -v c=$((c1 - c0)) -v n="${ok:-0}" -v hz="$(getconf CLK_TCK)" \
@@ -191,7 +210,7 @@ spread() { # target key
 all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }
 {
-	echo "egressd_ab: $(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds, latency $LAT_N at c=1, rate c=$RATE_C × ${RATE_S} s, log_sync = $SYNC; load average $LOAD0 before, $LOAD1 after"
+	echo "egressd_ab: $(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds, latency $LAT_N at c=1, rate c=$RATE_C × ${RATE_S} s, log_sync = $SYNC unless a target names one; load average $LOAD0 before, $LOAD1 after"
 	echo "medians (× the relay of this run); all rounds in brackets"
 	printf '%-16s %-28s %-28s %-28s %s\n' target "latency p50 µs" "transactions/s" "CPU µs/txn" "errors"
 	for t in $TARGETS; do
@@ -207,6 +226,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		printf '  %-14s latency p50 %s %s  transactions/s %s %s  CPU/txn %s %s\n' "$t" \
 		    "$(paired "$t" p50)" "$(spread "$t" p50)" "$(paired "$t" tps)" "$(spread "$t" tps)" \
 		    "$(paired "$t" cpu_us)" "$(spread "$t" cpu_us)"
+	done
+	echo "wake-ups in the rate runs, per transaction: the machine's context switches, the origin's sleeps (medians; paired)"
+	for t in $TARGETS; do
+		printf '  %-14s machine %s (%s)  origin %s (%s)\n' "$t" \
+		    "$(med "$t" ctxt)" "$(paired "$t" ctxt)" "$(med "$t" osleep)" "$(paired "$t" osleep)"
 	done
 	if [ "$BULK" -gt 0 ]; then
 		echo "bulk, $BULK bytes per run (MiB/s; CPU s per GB, one tunnel and four): medians, then paired"
