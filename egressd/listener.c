@@ -5,6 +5,7 @@
 #include "egressd/listener.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -49,6 +50,22 @@ struct listener {
  */
 #define LISTENER_ACCEPT_BURST 16
 
+/* An accept4 error that concerns only the connection it would have returned (already
+ * aborted, or one of the network errors Linux passes on from the new socket: accept(2),
+ * "Error handling"): that connection is gone, the next one may be fine. */
+static bool
+accept_skip(int e)
+{
+	switch (e) {
+	case EINTR: case ECONNABORTED: case EPROTO: case ENOPROTOOPT: case ENETDOWN:
+	case ENETUNREACH: case EHOSTDOWN: case EHOSTUNREACH: case ENONET: case EOPNOTSUPP:
+	case EPERM:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void
 listener_ready(evutil_socket_t lfd, short what, void *arg)
 {
@@ -67,7 +84,7 @@ listener_ready(evutil_socket_t lfd, short what, void *arg)
 			int e = errno;
 			struct timeval tv = { 0, 200 * 1000 };
 
-			if (e == EINTR || e == ECONNABORTED)
+			if (accept_skip(e))
 				continue;       /* that one is gone; the next may be there */
 			if (e == EAGAIN || e == EWOULDBLOCK)
 				break;
@@ -89,7 +106,10 @@ listener_ready(evutil_socket_t lfd, short what, void *arg)
 		 * best effort. */
 		if (!l->nodelay_inherited)
 			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		/* The callback may free l (its grant's last session refused) or pause it. */
+		/* Defensive: no path of egressd frees or pauses a listener from inside its
+		 * accept callback today (a grant's listeners close in grants_retire, which
+		 * runs from its own events), but the callback owns the decision, so the
+		 * burst stops at either rather than rely on that. */
 		l->cb(fd, (struct sockaddr *)&ss, sl, l->arg);
 		if (freed)
 			return;

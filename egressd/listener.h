@@ -1,8 +1,8 @@
 /*
  * listener - one listening TCP socket of egressd (a persistent read event that accepts
  * a bounded burst of connections per readiness, accept4 with SOCK_NONBLOCK |
- * SOCK_CLOEXEC; accepted sockets inherit TCP_NODELAY from it). The accept callback may
- * free or pause the listener.
+ * SOCK_CLOEXEC; accepted sockets inherit TCP_NODELAY from it). Should the accept
+ * callback free or pause the listener, the burst stops there.
  *
  * Owns: the listening socket and its event (listener_free closes both).
  * Callers: egressd/daemon (static listeners from egressd.ini), egressd/control (dynamic

@@ -2,11 +2,15 @@
  * test_listener - egressd/listener: one readiness of the listening socket accepts the
  * connections waiting, up to the burst bound, and the rest in the next turn; one waiting
  * connection is one accept; an accept callback that frees or pauses its listener stops
- * the burst there (no use after free: the suite runs under AddressSanitizer); accepted
- * sockets are non-blocking and close-on-exec.
+ * the burst there (no use after free: the suite runs under AddressSanitizer); out of fds,
+ * the listener backs off and accepts again once fds are free; accepted sockets are
+ * non-blocking and close-on-exec.
  * Loopback only: a listening socket on 127.0.0.1 and client sockets that connect to it.
+ * Every wait is bounded (a timer beside the loop's turn).
  */
+#define _GNU_SOURCE 1   /* pipe2 */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -15,6 +19,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -32,6 +37,7 @@ struct acc {
 	size_t pause_at;        /* pause it at this count (0: never) */
 	int fds[NCLIENTS];
 	bool flags_ok;
+	bool overflow;
 };
 
 static void
@@ -44,7 +50,11 @@ on_accept(int fd, const struct sockaddr *peer, socklen_t peerlen, void *arg)
 	(void)peerlen;
 	if (fl < 0 || !(fl & O_NONBLOCK) || fdfl < 0 || !(fdfl & FD_CLOEXEC))
 		a->flags_ok = false;
-	assert_true(a->n < NCLIENTS);
+	if (a->n >= NCLIENTS) {         /* cannot happen; reported by the test */
+		close(fd);
+		a->overflow = true;
+		return;
+	}
 	a->fds[a->n++] = fd;
 	if (a->free_at != 0 && a->n == a->free_at) {
 		listener_free(a->l);
@@ -114,46 +124,73 @@ clients(struct fixture *f, size_t n)
 	}
 }
 
-/* One turn of the loop, not waiting. */
 static void
-turn(struct fixture *f)
+turn_timeout(evutil_socket_t fd, short what, void *arg)
 {
-	assert_int_not_equal(event_base_loop(f->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), -1);
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/* One turn of the loop: waits until something is ready, at most ms; returns how many
+ * connections that turn delivered. */
+static size_t
+turn_wait(struct fixture *f, int ms)
+{
+	struct event *t = evtimer_new(f->base, turn_timeout, NULL);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	size_t before = f->acc.n;
+
+	assert_non_null(t);
+	assert_int_equal(evtimer_add(t, &tv), 0);
+	assert_int_not_equal(event_base_loop(f->base, EVLOOP_ONCE), -1);
+	event_free(t);
+	assert_false(f->acc.overflow);
+	return f->acc.n - before;
+}
+
+/* Turns until n connections were delivered or about 3 s passed; the largest turn. */
+static size_t
+turns_until(struct fixture *f, size_t n)
+{
+	size_t most = 0;
+
+	for (int i = 0; i < 30 && f->acc.n < n; i++) {
+		size_t got = turn_wait(f, 100);
+
+		if (got > most)
+			most = got;
+	}
+	return most;
 }
 
 static void
 test_burst_per_readiness(void **st)
 {
 	struct fixture *f = *st;
-	size_t first;
+	size_t most;
 
 	clients(f, NCLIENTS);
-	turn(f);
-	first = f->acc.n;
-	/* one readiness takes several (the bound is the listener's, at least 2 and less
-	 * than the whole queue here) */
-	assert_true(first >= 2);
-	assert_true(first < NCLIENTS);
-	for (int i = 0; i < 10 && f->acc.n < NCLIENTS; i++)
-		turn(f);
+	most = turns_until(f, NCLIENTS);
 	assert_int_equal(f->acc.n, NCLIENTS);
+	/* a readiness took several, and never the whole queue of 40 (the bound is 16) */
+	assert_true(most >= 2);
+	assert_true(most <= 16);
 	assert_true(f->acc.flags_ok);
-	turn(f);                        /* the queue is empty: nothing more */
-	assert_int_equal(f->acc.n, NCLIENTS);
+	assert_int_equal(turn_wait(f, 20), 0);  /* the queue is empty: nothing more */
 }
 
 static void
-test_one_waiting_is_one_accept(void **st)
+test_single_waiting_delivered_once(void **st)
 {
 	struct fixture *f = *st;
 
 	clients(f, 1);
-	turn(f);
+	turns_until(f, 1);
 	assert_int_equal(f->acc.n, 1);
-	turn(f);
-	assert_int_equal(f->acc.n, 1);
+	assert_int_equal(turn_wait(f, 20), 0);
 	clients(f, 1);
-	turn(f);
+	turns_until(f, 2);
 	assert_int_equal(f->acc.n, 2);
 	assert_true(f->acc.flags_ok);
 }
@@ -165,11 +202,11 @@ test_freed_in_callback_stops(void **st)
 
 	f->acc.free_at = 2;
 	clients(f, 8);
-	turn(f);
+	turns_until(f, 2);
 	assert_int_equal(f->acc.n, 2);       /* nothing after the free */
 	assert_null(f->acc.l);
-	turn(f);                             /* its event is gone with it */
-	assert_int_equal(f->acc.n, 2);
+	assert_int_equal(turn_wait(f, 20), 0);   /* its event went with it */
+	assert_true(f->acc.flags_ok);
 }
 
 static void
@@ -179,11 +216,59 @@ test_paused_in_callback_stops(void **st)
 
 	f->acc.pause_at = 3;
 	clients(f, 8);
-	turn(f);
+	turns_until(f, 3);
 	assert_int_equal(f->acc.n, 3);
-	turn(f);
-	turn(f);
-	assert_int_equal(f->acc.n, 3);       /* paused for good */
+	assert_int_equal(turn_wait(f, 20), 0);   /* paused for good */
+	assert_int_equal(turn_wait(f, 20), 0);
+	assert_int_equal(f->acc.n, 3);
+	assert_true(f->acc.flags_ok);
+}
+
+/* Out of fds (RLIMIT_NOFILE at the lowest free descriptor): accept4 fails with EMFILE,
+ * the listener warns once and stops for its back-off (200 ms) instead of coming back every
+ * turn, and accepts the waiting connections once descriptors are free again. */
+static void
+test_out_of_fds_backs_off(void **st)
+{
+	struct fixture *f = *st;
+	struct rlimit old, low;
+	int probe, errp[2], saved;
+	char buf[4096];
+	ssize_t r;
+	size_t len = 0, warnings = 0;
+
+	clients(f, 3);
+	/* the listener's warnings, counted: stderr into a pipe while fds run out */
+	assert_int_equal(pipe2(errp, O_CLOEXEC | O_NONBLOCK), 0);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_int_equal(dup2(errp[1], STDERR_FILENO), STDERR_FILENO);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);   /* the lowest free fd */
+	assert_true(probe >= 0);
+	close(probe);
+	low = old;
+	low.rlim_cur = (rlim_t)probe;       /* no new descriptor fits */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	turn_wait(f, 100);
+	turn_wait(f, 30);                   /* backing off: the waiting queue does not */
+	turn_wait(f, 30);                   /* bring the listener back each turn */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	close(errp[1]);
+	while (len < sizeof(buf) - 1 && (r = read(errp[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)r;
+	close(errp[0]);
+	buf[len] = '\0';
+	for (const char *q = buf; (q = strstr(q, "accept: ")) != NULL; q++)
+		warnings++;
+	assert_int_equal(f->acc.n, 0);
+	assert_int_equal(warnings, 1);
+	assert_non_null(strstr(buf, "pausing this listener for 200 ms"));
+	turns_until(f, 3);
+	assert_int_equal(f->acc.n, 3);
+	assert_true(f->acc.flags_ok);
 }
 
 int
@@ -191,9 +276,11 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_burst_per_readiness, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_one_waiting_is_one_accept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_single_waiting_delivered_once, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_freed_in_callback_stops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_paused_in_callback_stops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_out_of_fds_backs_off, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
