@@ -73,7 +73,7 @@ listener_ready(evutil_socket_t lfd, short what, void *arg)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	bool freed = false;
-	int fd, one = 1;
+	int fd, one = 1, skipped = 0;
 
 	(void)what;
 	l->freed = &freed;
@@ -84,8 +84,15 @@ listener_ready(evutil_socket_t lfd, short what, void *arg)
 			int e = errno;
 			struct timeval tv = { 0, 200 * 1000 };
 
-			if (accept_skip(e))
-				continue;       /* that one is gone; the next may be there */
+			if (accept_skip(e)) {
+				/* that one is gone; the next may be there. An error that
+				 * every attempt of a burst meets is not one connection's:
+				 * say so (each turn, as for the errors below). */
+				if (++skipped == LISTENER_ACCEPT_BURST)
+					log_warnx("accept: %s (%d times in a row)", strerror(e),
+					    LISTENER_ACCEPT_BURST);
+				continue;
+			}
 			if (e == EAGAIN || e == EWOULDBLOCK)
 				break;
 			/* Out of fds or memory: stop accepting for a moment instead of

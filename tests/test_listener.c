@@ -3,8 +3,9 @@
  * connections waiting, up to the burst bound, and the rest in the next turn; one waiting
  * connection is one accept; an accept callback that frees or pauses its listener stops
  * the burst there (no use after free: the suite runs under AddressSanitizer); out of fds,
- * the listener backs off and accepts again once fds are free; accepted sockets are
- * non-blocking and close-on-exec.
+ * the listener warns once, backs off and accepts again once fds are free; an accept4
+ * error of one connection is skipped silently, the same error on every attempt of a burst
+ * is warned about; accepted sockets are non-blocking and close-on-exec.
  * Loopback only: a listening socket on 127.0.0.1 and client sockets that connect to it.
  * Every wait is bounded (a timer beside the loop's turn).
  */
@@ -29,6 +30,60 @@
 #include "egressd/listener.h"
 
 #define NCLIENTS 40     /* more than two bursts */
+
+/* accept4 as the listener sees it: linked with --wrap=accept4 (tests/CMakeLists.txt), so
+ * a test can make the next fail_n calls fail with fail_errno. */
+int __real_accept4(int fd, struct sockaddr *sa, socklen_t *sl, int flags);
+int __wrap_accept4(int fd, struct sockaddr *sa, socklen_t *sl, int flags);
+static int fail_errno;
+static int fail_n;
+
+int
+__wrap_accept4(int fd, struct sockaddr *sa, socklen_t *sl, int flags)
+{
+	if (fail_n > 0) {
+		fail_n--;
+		errno = fail_errno;
+		return -1;
+	}
+	return __real_accept4(fd, sa, sl, flags);
+}
+
+/* stderr into a pipe (the listener's warnings), made before any fd limit is lowered */
+struct capture {
+	int p[2];
+	int saved;
+	char buf[4096];
+};
+
+static void
+capture_start(struct capture *c)
+{
+	assert_int_equal(pipe2(c->p, O_CLOEXEC | O_NONBLOCK), 0);
+	c->saved = dup(STDERR_FILENO);
+	assert_true(c->saved >= 0);
+	assert_int_equal(dup2(c->p[1], STDERR_FILENO), STDERR_FILENO);
+}
+
+/* Restores stderr; returns how many times needle was written meanwhile. */
+static size_t
+capture_end(struct capture *c, const char *needle)
+{
+	size_t len = 0, n = 0;
+	ssize_t r;
+
+	assert_int_equal(dup2(c->saved, STDERR_FILENO), STDERR_FILENO);
+	close(c->saved);
+	close(c->p[1]);
+	while (len < sizeof(c->buf) - 1 &&
+	    (r = read(c->p[0], c->buf + len, sizeof(c->buf) - 1 - len)) > 0)
+		len += (size_t)r;
+	close(c->p[0]);
+	c->buf[len] = '\0';
+	for (const char *q = c->buf; (q = strstr(q, needle)) != NULL; q++)
+		n++;
+	return n;
+}
 
 struct acc {
 	struct listener *l;
@@ -232,17 +287,11 @@ test_out_of_fds_backs_off(void **st)
 {
 	struct fixture *f = *st;
 	struct rlimit old, low;
-	int probe, errp[2], saved;
-	char buf[4096];
-	ssize_t r;
-	size_t len = 0, warnings = 0;
+	struct capture cap;
+	int probe;
 
 	clients(f, 3);
-	/* the listener's warnings, counted: stderr into a pipe while fds run out */
-	assert_int_equal(pipe2(errp, O_CLOEXEC | O_NONBLOCK), 0);
-	saved = dup(STDERR_FILENO);
-	assert_true(saved >= 0);
-	assert_int_equal(dup2(errp[1], STDERR_FILENO), STDERR_FILENO);
+	capture_start(&cap);
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
 	probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);   /* the lowest free fd */
 	assert_true(probe >= 0);
@@ -254,21 +303,51 @@ test_out_of_fds_backs_off(void **st)
 	turn_wait(f, 30);                   /* backing off: the waiting queue does not */
 	turn_wait(f, 30);                   /* bring the listener back each turn */
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
-	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
-	close(saved);
-	close(errp[1]);
-	while (len < sizeof(buf) - 1 && (r = read(errp[0], buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)r;
-	close(errp[0]);
-	buf[len] = '\0';
-	for (const char *q = buf; (q = strstr(q, "accept: ")) != NULL; q++)
-		warnings++;
+	assert_int_equal(capture_end(&cap, "accept: "), 1);
+	assert_non_null(strstr(cap.buf, "pausing this listener for 200 ms"));
 	assert_int_equal(f->acc.n, 0);
-	assert_int_equal(warnings, 1);
-	assert_non_null(strstr(buf, "pausing this listener for 200 ms"));
 	turns_until(f, 3);
 	assert_int_equal(f->acc.n, 3);
 	assert_true(f->acc.flags_ok);
+}
+
+/* accept4 failing for one connection (a network error Linux passes on from it, an aborted
+ * one): the burst goes on to the next, silently. */
+static void
+test_one_connections_error_skipped(void **st)
+{
+	struct fixture *f = *st;
+	struct capture cap;
+
+	clients(f, 3);
+	capture_start(&cap);
+	fail_errno = EPROTO;
+	fail_n = 2;
+	turns_until(f, 3);
+	fail_n = 0;
+	assert_int_equal(capture_end(&cap, "accept: "), 0);
+	assert_int_equal(f->acc.n, 3);
+}
+
+/* The same error on every attempt of a burst is not one connection's: it is said, and
+ * accepting resumes when it stops. */
+static void
+test_persistent_error_warns(void **st)
+{
+	struct fixture *f = *st;
+	struct capture cap;
+
+	clients(f, 2);
+	capture_start(&cap);
+	fail_errno = EPERM;
+	fail_n = 1000;
+	turn_wait(f, 100);
+	fail_n = 0;
+	assert_int_equal(capture_end(&cap, "times in a row"), 1);
+	assert_non_null(strstr(cap.buf, "accept: Operation not permitted (16 times in a row)"));
+	assert_int_equal(f->acc.n, 0);
+	turns_until(f, 2);
+	assert_int_equal(f->acc.n, 2);
 }
 
 int
@@ -281,6 +360,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_freed_in_callback_stops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_paused_in_callback_stops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_fds_backs_off, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_connections_error_skipped, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_persistent_error_warns, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
