@@ -38,7 +38,12 @@
  * (dirty-page throttling, NFS): the loop stops writing for DLOG_INLINE_BACKOFF_MS and
  * hands records to the writer thread again, so a slow disk stalls the loop at most once
  * per interval. Only the system call is timed: formatting and hashing a large group at
- * the end of a turn is CPU the loop would spend handing it over anyway. */
+ * the end of a turn is CPU the loop would spend handing it over anyway. A slow write that
+ * began during the writer's batch fdatasync waited for that sync (ext4 on this VM: the
+ * write blocks while the sync's writeback holds the log's last page or the journal, 1-3
+ * ms, a few times a minute at one transaction at a time): then only the records written
+ * while a sync runs go to the writer for the interval, the others stay on the loop, so a
+ * healthy disk does not send every record through two thread hand-offs for a second. */
 #define DLOG_INLINE_SLOW_US     1000
 #define DLOG_INLINE_BACKOFF_MS  1000
 /* An inline write takes along at most this many records queued before it (the writer has
@@ -122,6 +127,7 @@ struct dlog {
 	bool syncing;               /* the writer is in a batch fdatasync (without mu) */
 	bool fd_dead;               /* an inline write failed: the writer closes fd */
 	uint64_t inline_off_until_ms;  /* no inline write before this (mono ms), loop thread */
+	uint64_t inline_sync_off_until_ms; /* ... none during a sync (syncing) before this */
 	uint64_t retry_after_ms;    /* failed state: no probe before this (mono ms) */
 
 	/* writer-thread state (read under mu for status) */
@@ -1022,7 +1028,9 @@ inline_ok_locked(const struct dlog *d)
 	return !(d->sync == DLOG_SYNC_ALWAYS || !d->regular || d->writer_busy ||
 	    d->stop || d->reopen_req || d->fd_dead || d->fd < 0 || d->rotate_pending ||
 	    __atomic_load_n(&d->failed, __ATOMIC_ACQUIRE) || d->inflight >= d->queue_max ||
-	    (d->inline_off_until_ms != 0 && mono_msec() < d->inline_off_until_ms));
+	    (d->inline_off_until_ms != 0 && mono_msec() < d->inline_off_until_ms) ||
+	    (d->syncing && d->inline_sync_off_until_ms != 0 &&
+	    mono_msec() < d->inline_sync_off_until_ms));
 }
 
 /* Loop thread: other callbacks are ready in this turn, besides the end-of-turn flush
@@ -1056,7 +1064,7 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	struct dlog_ticket *p;
 	char hash[DLOG_HASH_HEX + 1];
 	uint64_t seq = 0, need;
-	bool synced = false, was_unsynced = d->unsynced, loss_queued = false;
+	bool synced = false, was_unsynced = d->unsynced, loss_queued = false, during_sync;
 	size_t npending = 0;
 	int e;
 
@@ -1078,6 +1086,8 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	if ((t == NULL && npending == 0) || (!at_end && others_ready(d)))
 		return false;
 	d->inline_off_until_ms = 0;     /* inline_ok_locked: no back-off, or it is over */
+	if (d->syncing)
+		d->inline_sync_off_until_ms = 0;        /* likewise */
 	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
 		return false;   /* the writer rotates first */
 	TAILQ_CONCAT(&q, &d->pending, link);   /* counted in inflight already */
@@ -1085,8 +1095,15 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 		TAILQ_INSERT_TAIL(&q, t, link);
 		d->inflight++;
 	}
+	/* mu is held: a sync cannot begin during this write, only be running already */
+	during_sync = d->syncing;
 	e = group_write(d, &q, &seq, hash, &synced);
-	if (d->last_write_us > DLOG_INLINE_SLOW_US) {
+	if (d->last_write_us > DLOG_INLINE_SLOW_US && during_sync) {
+		d->inline_sync_off_until_ms = mono_msec() + DLOG_INLINE_BACKOFF_MS;
+		log_debug("decision log %s: a write during the log's fdatasync took over %u us; "
+		    "the writer thread takes the records written during a sync for %u ms",
+		    d->path, DLOG_INLINE_SLOW_US, DLOG_INLINE_BACKOFF_MS);
+	} else if (d->last_write_us > DLOG_INLINE_SLOW_US) {
 		d->inline_off_until_ms = mono_msec() + DLOG_INLINE_BACKOFF_MS;
 		log_debug("decision log %s: a write took over %u us; the writer thread takes "
 		    "the records for %u ms", d->path, DLOG_INLINE_SLOW_US,

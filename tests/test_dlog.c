@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,62 @@
 #include "common/util.h"
 #include "egressd/dlog.h"
 #include "common/dlogchain.h"
+
+/*
+ * Wrappers (tests/CMakeLists.txt: --wrap=write, --wrap=fdatasync) for the inline write's
+ * back-off: while wrap_hold is set, an fdatasync of the log's fd waits (bounded, 3 s)
+ * until it is cleared, with wrap_in_sync set; a write(2) of the log's fd by the loop
+ * thread (the test's own) takes 3 ms when wrap_slow says so (1: only during a held sync,
+ * 2: always); writes of the log's fd are counted by thread. Everything else passes
+ * through. wrap_fd < 0: no log fd known, every call passes through.
+ */
+ssize_t __real_write(int fd, const void *buf, size_t n);
+ssize_t __wrap_write(int fd, const void *buf, size_t n);
+int __real_fdatasync(int fd);
+int __wrap_fdatasync(int fd);
+
+static int wrap_fd = -1;
+static pthread_t wrap_loop;
+static int wrap_hold, wrap_in_sync, wrap_slow;
+static int wrap_loop_writes, wrap_other_writes;
+static int wrap_syncs, wrap_synced_writes;   /* fdatasyncs done; writes before the last */
+
+ssize_t
+__wrap_write(int fd, const void *buf, size_t n)
+{
+	if (fd >= 0 && fd == __atomic_load_n(&wrap_fd, __ATOMIC_ACQUIRE)) {
+		bool loop = pthread_equal(pthread_self(), wrap_loop);
+		int slow = __atomic_load_n(&wrap_slow, __ATOMIC_ACQUIRE);
+
+		__atomic_add_fetch(loop ? &wrap_loop_writes : &wrap_other_writes, 1,
+		    __ATOMIC_ACQ_REL);
+		if (loop && (slow == 2 ||
+		    (slow == 1 && __atomic_load_n(&wrap_in_sync, __ATOMIC_ACQUIRE))))
+			usleep(3000);
+	}
+	return __real_write(fd, buf, n);
+}
+
+int
+__wrap_fdatasync(int fd)
+{
+	int writes, r;
+
+	if (fd < 0 || fd != __atomic_load_n(&wrap_fd, __ATOMIC_ACQUIRE))
+		return __real_fdatasync(fd);
+	writes = __atomic_load_n(&wrap_loop_writes, __ATOMIC_ACQUIRE) +
+	    __atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&wrap_hold, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&wrap_in_sync, 1, __ATOMIC_RELEASE);
+		for (int i = 0; i < 3000 && __atomic_load_n(&wrap_hold, __ATOMIC_ACQUIRE); i++)
+			usleep(1000);
+		__atomic_store_n(&wrap_in_sync, 0, __ATOMIC_RELEASE);
+	}
+	r = __real_fdatasync(fd);
+	__atomic_store_n(&wrap_synced_writes, writes, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&wrap_syncs, 1, __ATOMIC_ACQ_REL);
+	return r;
+}
 
 struct fix {
 	char dir[64];
@@ -892,6 +949,113 @@ test_raw_nowait_inline(void **state)
 	free(ln);
 }
 
+static int
+get_fd(int fd, void *arg)
+{
+	*(int *)arg = fd;
+	return 0;
+}
+
+/* Bounded: until `written` records are written, nothing is queued, an fdatasync began
+ * after the last write and the log has counted every fdatasync that returned (so its
+ * sync is over: a further one needs a write first). Counts from the wrappers. */
+static void
+wait_settled(struct dlog *d, uint64_t written)
+{
+	struct dlog_status st;
+
+	for (int i = 0; i < 400; i++) {
+		int writes = __atomic_load_n(&wrap_loop_writes, __ATOMIC_ACQUIRE) +
+		    __atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE);
+		int syncs = __atomic_load_n(&wrap_syncs, __ATOMIC_ACQUIRE);
+
+		dlog_get_status(d, &st);
+		if (st.written == written && st.queued == 0 && st.syncs == (uint64_t)syncs &&
+		    __atomic_load_n(&wrap_synced_writes, __ATOMIC_ACQUIRE) == writes)
+			return;
+		usleep(5000);
+	}
+	fail_msg("the log did not settle: written %llu, syncs %llu, queued %zu",
+	    (unsigned long long)st.written, (unsigned long long)st.syncs, st.queued);
+}
+
+/*
+ * The loop's own write(2) of a record is timed. A slow one that began during the
+ * writer's batch fdatasync (it waited for that sync) sends only the records written
+ * while a sync runs to the writer thread for a second; records between syncs are still
+ * written by the loop at once. A slow one outside a sync (a disk that blocks writers)
+ * sends every record to the writer for a second. The chain stays one either way.
+ */
+static void
+test_slow_write_backoff(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 };
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 5 };
+	char err[256];
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+	int fd = -1, n = 0, others;
+
+	assert_non_null(d);
+	assert_int_equal(dlog_with_fd(d, get_fd, &fd), 0);
+	wrap_loop = pthread_self();
+	wrap_loop_writes = wrap_other_writes = wrap_syncs = wrap_synced_writes = 0;
+	__atomic_store_n(&wrap_fd, fd, __ATOMIC_RELEASE);
+
+	/* 1: the loop writes; the writer's sync of it is held */
+	__atomic_store_n(&wrap_hold, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&wrap_slow, 1, __ATOMIC_RELEASE);
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	assert_int_equal(count_lines(f->path), 1);
+	run_until(f->base, &dn.calls, n);   /* its callback: the loop is idle again */
+	for (int i = 0; i < 2000 && !__atomic_load_n(&wrap_in_sync, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	assert_true(__atomic_load_n(&wrap_in_sync, __ATOMIC_ACQUIRE));
+	/* 2: during the sync the loop still writes itself, slowly (it waited for the sync) */
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	assert_int_equal(count_lines(f->path), 2);
+	assert_int_equal(wrap_loop_writes, 2);
+	run_until(f->base, &dn.calls, n);
+	/* 3: during a sync after that: queued for the writer, which is in the sync */
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(count_lines(f->path), 2);
+	others = __atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&wrap_hold, 0, __ATOMIC_RELEASE);
+	run_until(f->base, &dn.calls, n);
+	assert_int_equal(dn.calls, n);
+	assert_int_equal(dn.err, 0);
+	assert_int_equal(count_lines(f->path), 3);
+	assert_int_equal(__atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE), others + 1);
+	/* 4: between syncs the loop writes at once again (no sync runs: nothing unsynced) */
+	wait_settled(d, 3);
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	assert_int_equal(count_lines(f->path), 4);
+	assert_int_equal(wrap_loop_writes, 3);
+	run_until(f->base, &dn.calls, n);
+	/* 5: a slow write outside a sync: the writer takes every record for a second */
+	wait_settled(d, 4);
+	__atomic_store_n(&wrap_slow, 2, __ATOMIC_RELEASE);
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	assert_int_equal(count_lines(f->path), 5);
+	assert_int_equal(wrap_loop_writes, 4);
+	run_until(f->base, &dn.calls, n);
+	__atomic_store_n(&wrap_slow, 0, __ATOMIC_RELEASE);
+	others = __atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE);
+	assert_int_equal(dlog_append(d, "decision", fields(n++), on_done, &dn, NULL), 0);
+	assert_int_equal(wrap_loop_writes, 4);
+	run_until(f->base, &dn.calls, n);
+	assert_int_equal(dn.calls, n);
+	assert_int_equal(dn.err, 0);
+	assert_int_equal(count_lines(f->path), 6);
+	assert_int_equal(__atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE), others + 1);
+	__atomic_store_n(&wrap_fd, -1, __ATOMIC_RELEASE);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	assert_int_equal(v.records, (uint64_t)n);
+}
+
 static void
 test_dev_full_fails(void **state)
 {
@@ -1497,6 +1661,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_fast_path_record_before_callback, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_raw_nowait_inline, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slow_write_backoff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_turn_one_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
