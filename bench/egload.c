@@ -9,7 +9,12 @@
  * every proxy, so the ratio to direct compares like with like.
  *
  * Modes:
- *   latency  -n N transactions at concurrency -c (default 1); p50/p90/p99
+ *   latency  -n N transactions at concurrency -c (default 1); p50/p90/p99. With several
+ *            proxies (--proxy A,B,...) the transactions go to them in turn, one each,
+ *            and each proxy's figures are printed too (pI_p50_us, ...: I from 0 in the
+ *            order given): interleaved transaction by transaction, every proxy meets
+ *            the same moments of a noisy host, which comparing runs one after the
+ *            other does not give (bench/egressd_ab.sh, AB_LAT_MIX)
  *   rate     -c C connections looping for -t seconds; transactions/s, errors, p99
  *   bulk     -c C tunnels each downloading --bytes from the origin's bulk source
  *   idle     -n N tunnels opened (at concurrency -c), each carrying one small exchange
@@ -76,6 +81,7 @@ struct conn {
 	uint64_t body_left;
 	uint64_t body_total;
 	unsigned idx;
+	unsigned pidx;         /* which proxy (o.proxy[pidx]) this transaction goes through */
 };
 
 struct opts {
@@ -99,6 +105,9 @@ static struct event_base *base;
 static struct conn *conns;
 static uint32_t *samples;
 static size_t nsamples;
+static uint32_t *psamples[PROXIES_MAX];   /* latency mode, several proxies: each one's */
+static size_t npsamples[PROXIES_MAX];
+static size_t pcap;
 static unsigned long long started, ok, errors, name_counter;
 static unsigned proxy_rr;
 static unsigned long long bytes_total;
@@ -235,6 +244,13 @@ conn_done(struct conn *c, bool success)
 			uint64_t us = (t - c->t_start) / 1000u;
 
 			samples[nsamples++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+		}
+		if (c->pidx < PROXIES_MAX && psamples[c->pidx] != NULL &&
+		    npsamples[c->pidx] < pcap) {
+			uint64_t us = (t - c->t_start) / 1000u;
+
+			psamples[c->pidx][npsamples[c->pidx]++] =
+			    us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 		}
 		t_last_done = t;
 	} else {
@@ -562,8 +578,13 @@ conn_timeout(evutil_socket_t fd, short what, void *arg)
 static void
 conn_start(struct conn *c)
 {
-	const struct sockaddr_in *dst = o.nproxy > 0 ? &o.proxy[proxy_rr++ % o.nproxy] : &o.target;
+	const struct sockaddr_in *dst = &o.target;
 	int one = 1;
+
+	if (o.nproxy > 0) {
+		c->pidx = proxy_rr++ % o.nproxy;
+		dst = &o.proxy[c->pidx];
+	}
 
 	started++;
 	c->t_start = now_ns();
@@ -619,13 +640,19 @@ cmp_u32(const void *a, const void *b)
 }
 
 static uint32_t
+pct_of(const uint32_t *v, size_t n, double p)
+{
+	if (n == 0)
+		return 0;
+	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+
+	return v[i < n ? i : n - 1];
+}
+
+static uint32_t
 pct(double p)
 {
-	if (nsamples == 0)
-		return 0;
-	size_t i = (size_t)(p * (double)(nsamples - 1) + 0.5);
-
-	return samples[i < nsamples ? i : nsamples - 1];
+	return pct_of(samples, nsamples, p);
 }
 
 static void
@@ -739,6 +766,12 @@ main(int argc, char **argv)
 	conns = calloc(o.conc, sizeof(*conns));
 	if (samples == NULL || conns == NULL)
 		return 1;
+	if (o.mode == MODE_LATENCY && o.nproxy > 1) {
+		pcap = (size_t)(o.n / o.nproxy + 1);
+		for (unsigned i = 0; i < o.nproxy; i++)
+			if ((psamples[i] = calloc(pcap, sizeof(**psamples))) == NULL)
+				return 1;
+	}
 	for (unsigned i = 0; i < o.conc; i++) {
 		conns[i].fd = -1;
 		conns[i].idx = i;
@@ -783,9 +816,22 @@ main(int argc, char **argv)
 	case MODE_LATENCY:
 	case MODE_RATE:
 		printf("mode=%s ok=%llu errors=%llu elapsed_s=%.3f tps=%.1f mean_us=%.0f "
-		    "p50_us=%u p90_us=%u p99_us=%u max_us=%u\n",
+		    "p50_us=%u p90_us=%u p99_us=%u max_us=%u",
 		    argv[1], ok, errors, elapsed, elapsed > 0 ? (double)ok / elapsed : 0, mean,
 		    pct(0.50), pct(0.90), pct(0.99), nsamples ? samples[nsamples - 1] : 0);
+		for (unsigned i = 0; i < o.nproxy && psamples[i] != NULL; i++) {
+			size_t n = npsamples[i];
+			double m = 0;
+
+			qsort(psamples[i], n, sizeof(*psamples[i]), cmp_u32);
+			for (size_t k = 0; k < n; k++)
+				m += psamples[i][k];
+			printf(" p%u_ok=%zu p%u_mean_us=%.0f p%u_p50_us=%u p%u_p90_us=%u "
+			    "p%u_p99_us=%u", i, n, i, n ? m / (double)n : 0, i,
+			    pct_of(psamples[i], n, 0.50), i, pct_of(psamples[i], n, 0.90), i,
+			    pct_of(psamples[i], n, 0.99));
+		}
+		printf("\n");
 		break;
 	case MODE_BULK:
 		printf("mode=bulk ok=%llu errors=%llu tunnels=%u bytes=%llu elapsed_s=%.3f "
@@ -806,5 +852,7 @@ main(int argc, char **argv)
 	event_base_free(base);
 	free(conns);
 	free(samples);
+	for (unsigned i = 0; i < PROXIES_MAX; i++)
+		free(psamples[i]);
 	return (ok > 0 && (o.mode != MODE_BULK || errors == 0)) ? 0 : 1;
 }

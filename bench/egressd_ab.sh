@@ -16,7 +16,12 @@
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
 # Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE,
 # AB_BULK_BYTES=0 (N > 0: each round also moves N bytes through one tunnel and through four,
-# with the proxy's CPU per GB; the pinning targets are skipped there, their tunnel is the same).
+# with the proxy's CPU per GB; the pinning targets are skipped there, their tunnel is the same),
+# AB_LAT_MIX=0 (1: each round also runs one latency run whose transactions go to the relay
+# and every egressd in turn, one each (egload --proxy A,B,...), so that every target meets
+# the same moments of a noisy host; reported as "interleaved"; the pinning targets are
+# skipped there). Interleaved, each proxy waits idle through the others' transactions, so
+# the figures are those of sporadic requests, not of one client's back-to-back ones.
 set -u
 
 die() { echo "egressd_ab: $*" >&2; exit 1; }
@@ -31,7 +36,9 @@ RATE_S=${AB_RATE_S:-3}
 RATE_C=${AB_RATE_C:-64}
 SYNC=${AB_LOG_SYNC:-batch}
 BULK=${AB_BULK_BYTES:-0}
+MIX=${AB_LAT_MIX:-0}
 case $BULK in '' | *[!0-9]*) die "AB_BULK_BYTES: a number of bytes" ;; esac
+case $MIX in 0 | 1) ;; *) die "AB_LAT_MIX: 0 or 1" ;; esac
 B=$BUILD/bench
 for b in "$B/egload" "$B/egorigin" "$B/egrelay"; do
 	[ -x "$b" ] || die "$b is missing: build first (make build)"
@@ -155,6 +162,23 @@ while [ "$r" -le "$ROUNDS" ]; do
 		echo "$t p50 $(kv p50_us "$out") $r" >> "$TMP/raw"
 		echo "$t p90 $(kv p90_us "$out") $r" >> "$TMP/raw"
 	done
+	if [ "$MIX" = 1 ]; then
+		mt="" mp="" mn=0
+		for t in $order; do
+			case $t in *_pin) continue ;; esac
+			mt="$mt $t"
+			mp="$mp${mp:+,}$(var PX "$t")"
+			mn=$((mn + 1))
+		done
+		out=$(timeout -k 5 300 "$B/egload" latency -n $((LAT_N * mn)) --target "$O" \
+		    --proxy "$mp" --timeout 30 2>/dev/null)
+		i=0
+		for t in $mt; do
+			echo "$t mix50 $(kv "p${i}_p50_us" "$out") $r" >> "$TMP/raw"
+			echo "$t mixmean $(kv "p${i}_mean_us" "$out") $r" >> "$TMP/raw"
+			i=$((i + 1))
+		done
+	fi
 	for t in $order; do
 		pid=$(var PID "$t")
 		x0=$(machine_ctxt)
@@ -227,6 +251,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		    "$(paired "$t" p50)" "$(spread "$t" p50)" "$(paired "$t" tps)" "$(spread "$t" tps)" \
 		    "$(paired "$t" cpu_us)" "$(spread "$t" cpu_us)"
 	done
+	if [ "$MIX" = 1 ]; then
+		echo "interleaved latency (one run a round, the targets' transactions in turn): p50 and mean µs, medians (paired)"
+		for t in $TARGETS; do
+			case $t in *_pin) continue ;; esac
+			printf '  %-14s p50 %s (%s %s)  mean %s (%s %s)\n' "$t" \
+			    "$(med "$t" mix50)" "$(paired "$t" mix50)" "$(spread "$t" mix50)" \
+			    "$(med "$t" mixmean)" "$(paired "$t" mixmean)" "$(spread "$t" mixmean)"
+		done
+	fi
 	echo "wake-ups in the rate runs, per transaction: the machine's context switches, the origin's sleeps (medians; paired)"
 	for t in $TARGETS; do
 		printf '  %-14s machine %s (%s)  origin %s (%s)\n' "$t" \
