@@ -36,14 +36,15 @@
 #define DLOG_EVENT_MAX          32
 /* An inline write(2) (loop thread) slower than this means a disk that blocks writers
  * (dirty-page throttling, NFS): the loop stops writing for DLOG_INLINE_BACKOFF_MS and
- * hands records to the writer thread again, so a slow disk stalls the loop at most once
- * per interval. Only the system call is timed: formatting and hashing a large group at
- * the end of a turn is CPU the loop would spend handing it over anyway. A slow write that
- * began during the writer's batch fdatasync waited for that sync (ext4 on this VM: the
- * write blocks while the sync's writeback holds the log's last page or the journal, 1-3
- * ms, a few times a minute at one transaction at a time): then only the records written
- * while a sync runs go to the writer for the interval, the others stay on the loop, so a
- * healthy disk does not send every record through two thread hand-offs for a second. */
+ * hands records to the writer thread again. Only the system call is timed: formatting
+ * and hashing a large group at the end of a turn is CPU the loop would spend handing it
+ * over anyway. A slow write that began during the writer's batch fdatasync is taken to
+ * have waited for that sync (ext4 on this VM: the write blocks while the sync's
+ * writeback holds the log's last page or the journal, 1-3 ms, a few times a minute at one
+ * transaction at a time): then only the records appended while a sync runs go to the
+ * writer for the interval, the others stay on the loop, so a healthy disk does not send
+ * every record through two thread hand-offs for a second. Each kind of slow write stalls
+ * the loop at most once per interval, so a slow disk at most twice. */
 #define DLOG_INLINE_SLOW_US     1000
 #define DLOG_INLINE_BACKOFF_MS  1000
 /* An inline write takes along at most this many records queued before it (the writer has
@@ -1064,13 +1065,15 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	struct dlog_ticket *p;
 	char hash[DLOG_HASH_HEX + 1];
 	uint64_t seq = 0, need;
-	bool synced = false, was_unsynced = d->unsynced, loss_queued = false, during_sync;
+	bool synced = false, was_unsynced, loss_queued = false, during_sync;
 	size_t npending = 0;
 	int e;
 
 	*wake = false;
 	if (!inline_ok_locked(d))
 		return false;
+	/* only now: while the writer writes a group (writer_busy) it sets unsynced without mu */
+	was_unsynced = d->unsynced;
 	need = t != NULL ? rec_estimate(t) : 0;
 	TAILQ_FOREACH(p, &d->pending, link) {
 		if (++npending > (at_end ? DLOG_GROUP_MAX : DLOG_INLINE_TAKE_MAX))
