@@ -245,8 +245,7 @@ conn_done(struct conn *c, bool success)
 
 			samples[nsamples++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 		}
-		if (c->pidx < PROXIES_MAX && psamples[c->pidx] != NULL &&
-		    npsamples[c->pidx] < pcap) {
+		if (psamples[c->pidx] != NULL && npsamples[c->pidx] < pcap) {
 			uint64_t us = (t - c->t_start) / 1000u;
 
 			psamples[c->pidx][npsamples[c->pidx]++] =
@@ -649,6 +648,16 @@ pct_of(const uint32_t *v, size_t n, double p)
 	return v[i < n ? i : n - 1];
 }
 
+static double
+mean_of(const uint32_t *v, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m += v[i];
+	return n > 0 ? m / (double)n : 0;
+}
+
 static uint32_t
 pct(double p)
 {
@@ -806,12 +815,7 @@ main(int argc, char **argv)
 	double elapsed = (double)(t_stop - t_begin) / 1e9;
 
 	qsort(samples, nsamples, sizeof(*samples), cmp_u32);
-	double mean = 0;
-
-	for (size_t i = 0; i < nsamples; i++)
-		mean += samples[i];
-	if (nsamples > 0)
-		mean /= (double)nsamples;
+	double mean = mean_of(samples, nsamples);
 	switch (o.mode) {
 	case MODE_LATENCY:
 	case MODE_RATE:
@@ -821,13 +825,10 @@ main(int argc, char **argv)
 		    pct(0.50), pct(0.90), pct(0.99), nsamples ? samples[nsamples - 1] : 0);
 		for (unsigned i = 0; i < o.nproxy && psamples[i] != NULL; i++) {
 			size_t n = npsamples[i];
-			double m = 0;
 
 			qsort(psamples[i], n, sizeof(*psamples[i]), cmp_u32);
-			for (size_t k = 0; k < n; k++)
-				m += psamples[i][k];
 			printf(" p%u_ok=%zu p%u_mean_us=%.0f p%u_p50_us=%u p%u_p90_us=%u "
-			    "p%u_p99_us=%u", i, n, i, n ? m / (double)n : 0, i,
+			    "p%u_p99_us=%u", i, n, i, mean_of(psamples[i], n), i,
 			    pct_of(psamples[i], n, 0.50), i, pct_of(psamples[i], n, 0.90), i,
 			    pct_of(psamples[i], n, 0.99));
 		}
