@@ -794,27 +794,63 @@ if [ "$PROFILE" = 1 ] && [ -n "${PID_egressd_batch:-}" ] && command -v perf >/de
 else
 	PROFILE_NOTE="profile: skipped (perf unusable or BENCH_PROFILE=0)"
 fi
-# System calls per transaction (strace counts them exactly; its overhead does not matter
-# for a count): 200 transactions at c=1 through egressd (batch) and through the relay.
-if [ "$PROFILE" = 1 ] && command -v strace >/dev/null 2>&1; then
+# System calls per transaction at c=1 through egressd (batch) and through the relay:
+# counted by perf's syscall tracepoints (no tracer stopping the process at each call, so
+# the count is the one of a normal run: under strace a transaction takes ~15x longer and
+# egressd's batch syncs and writer hand-offs multiply, the relay's EAGAIN splices vanish).
+# `perf stat -p PID -- sleep S` ends by itself: a background perf stat -p in this script
+# did not end on SIGINT. Its window includes a little idle time (timers: a few calls a
+# second, against thousands per second of load). strace -f -c when perf cannot open the
+# tracepoints.
+SYS_N=1000
+SYS_TOOL=""
+if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1 &&
+    perf stat -e 'syscalls:sys_enter_close' -x, -o /dev/null -- true >/dev/null 2>&1; then
+	SYS_TOOL=perf
+elif [ "$PROFILE" = 1 ] && command -v strace >/dev/null 2>&1; then
+	SYS_TOOL=strace
+	SYS_N=200
+fi
+if [ -n "$SYS_TOOL" ]; then
 	for t in relay egressd-batch; do
 		pid=$(var PID "$t")
 		[ -n "$pid" ] || continue
-		timeout -k 5 120 strace -f -c -p "$pid" -o "$TMP/strace.$t.txt" 2>/dev/null &
+		rm -f "$TMP/sys.$t.txt"
+		if [ "$SYS_TOOL" = perf ]; then
+			# attaching to ~350 tracepoints per thread takes a moment: 1.5 s before the
+			# load; 1,000 transactions take 0.5-1 s here, the window ends 8 s after start
+			timeout -k 5 60 perf stat -e 'syscalls:sys_enter_*' -x, -o "$TMP/sys.$t.raw" \
+			    -p "$pid" -- sleep 8 >/dev/null 2>&1 &
+		else
+			timeout -k 5 120 strace -f -c -p "$pid" -o "$TMP/sys.$t.raw" 2>/dev/null &
+		fi
 		sp=$!
 		addpid $sp
-		sleep 1
-		sout=$(load "$t" latency -n 200 --timeout 30)
-		sleep 0.5
-		kill -INT $sp 2>/dev/null
+		sleep 1.5
+		sout=$(load "$t" latency -n "$SYS_N" --timeout 30)
+		[ "$SYS_TOOL" = strace ] && { sleep 0.5; kill -INT $sp 2>/dev/null; }
 		wait $sp 2>/dev/null
 		dropid $sp
+		if [ "$SYS_TOOL" = perf ]; then
+			awk -F, -v n="$SYS_N" '$1 ~ /^[0-9]+$/ && $1 > 0 {
+				c = $3; sub(/^syscalls:sys_enter_/, "", c)
+				printf "%-16s %8.2f per transaction\n", c, $1 / n; s += $1 }
+			    END { printf "%-16s %8.2f per transaction\n", "TOTAL", s / n }' \
+			    "$TMP/sys.$t.raw" > "$TMP/sys.$t.txt"
+		else
+			awk -v n="$SYS_N" 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / n }
+			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / n }' \
+			    "$TMP/sys.$t.raw" > "$TMP/sys.$t.txt"
+		fi
 		{
-			echo "# strace -f -c on $t for 200 transactions at c=1: $sout"
-			awk 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / 200 }
-			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / 200 }' "$TMP/strace.$t.txt"
+			if [ "$SYS_TOOL" = perf ]; then
+				echo "# perf stat -e 'syscalls:sys_enter_*' on $t (all threads) for $SYS_N transactions at c=1: $sout"
+			else
+				echo "# strace -f -c on $t for $SYS_N transactions at c=1 (perf unusable): $sout"
+			fi
+			sort -k2 -rn "$TMP/sys.$t.txt"
 		} >> "$OUTDIR/syscalls.txt.tmp"
-		rec sys "$t" per_txn "$(awk '$NF == "total" { printf "%.1f", $4 / 200 }' "$TMP/strace.$t.txt")"
+		rec sys "$t" per_txn "$(awk '$1 == "TOTAL" { printf "%.1f", $2 }' "$TMP/sys.$t.txt")"
 	done
 	[ -f "$OUTDIR/syscalls.txt.tmp" ] && mv "$OUTDIR/syscalls.txt.tmp" "$OUTDIR/syscalls.txt"
 fi
@@ -944,7 +980,7 @@ OUT=$OUTDIR/latest.md
 	echo "egressd with an intercepted model connection: $MODEL_NOTE."
 	echo "egressd, pinning + name: the same egressd through a grant with \`pinning = required\`, CONNECT by a name (DNS cache hit) instead of an IP literal; its RSS is the same process's (—)."
 	if [ -n "$(med sys egressd-batch per_txn)" ]; then
-		echo "System calls per transaction (strace -f -c, 200 at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
+		echo "System calls per transaction ($SYS_TOOL, $SYS_N at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
 	fi
 	echo
 	echo "Goals (egressd = log_sync batch). Measured: the median over the rounds of each round's ratio (bulk: each repetition's), paired within the round, which cancels most of the host's noise (it moves a round's runs together); in parentheses the lowest and the highest of those per-round ratios (a bound inside that spread is one this run cannot place firmly on either side); in brackets the ratio of the medians in the table above. The verdict is the paired median's."
