@@ -470,18 +470,21 @@ for v in $EGRESSD_SYNCS; do [ "$v" = batch ] || start_egressd "$v"; done
 
 var() { eval "echo \${$1_$(echo "$2" | tr - _):-}"; }
 load() { # target mode args...: run egload through (or around) the target's proxy
+	# (LOAD_WRAP: a command line put before it, e.g. perf stat -p PID --, which counts
+	# the proxy for exactly the run)
 	t=$1
 	shift
 	m=$1
 	shift
 	px=$(var PROXY "$t")
 	if [ "$t" = egressd-pin ]; then
-		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" --proxy "$px" \
+		${LOAD_WRAP:-} timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" --proxy "$px" \
 		    --name "cached.bench.test:$OPORT" "$@" 2>>"$TMP/egload.log"
 	elif [ -n "$px" ]; then
-		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" --proxy "$px" "$@" 2>>"$TMP/egload.log"
+		${LOAD_WRAP:-} timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" --proxy "$px" "$@" \
+		    2>>"$TMP/egload.log"
 	else
-		timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" "$@" 2>>"$TMP/egload.log"
+		${LOAD_WRAP:-} timeout -k 5 900 "$EGLOAD" "$m" --target "$ORIGIN" "$@" 2>>"$TMP/egload.log"
 	fi
 }
 # The targets in a rotating order for round $1 (rotate_list, bench/lib.sh).
@@ -542,21 +545,12 @@ done
 r=1
 while [ $r -le "$ROUNDS" ]; do
 	echo "bench: round $r of $ROUNDS" >&2
-	# latency at concurrency 1
-	# (and the proxy's context switches, all threads: its wake-ups per transaction)
+	# latency at concurrency 1 (the wake-ups are counted in a pass of their own below)
 	for t in $(rotate $r); do
-		pid=$(var PID "$t")
-		w0=0
-		[ -n "$pid" ] && w0=$(ctxsw "$pid")
 		out=$(load "$t" latency -n "$LAT_N")
-		w1=0
-		[ -n "$pid" ] && w1=$(ctxsw "$pid")
 		for k in p50_us p90_us p99_us; do rec lat "$t" $k "$(kv $k "$out")"; done
 		recp lat "$t" $r "$(kv p50_us "$out")"
 		rec lat "$t" errors "$(kv errors "$out")"
-		n=$(kv ok "$out")
-		[ -n "$pid" ] && [ "${n:-0}" -gt 0 ] &&
-		    rec lat "$t" wakeups "$(awk -v a="$w0" -v b="$w1" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')"
 	done
 	# transactions/s at concurrency RATE_C, proxy CPU per transaction
 	for t in $(rotate $r); do
@@ -623,6 +617,37 @@ while [ $r -le "$ROUNDS" ]; do
 		rec dnshit "$t" errors "$(kv errors "$out")"
 	done
 	r=$((r + 1))
+done
+
+# --- wake-ups per transaction at c=1 ------------------------------------------------------
+# Context switches of the proxy, all its threads, per transaction: one latency run per
+# target after the rounds (a counter attached during the rounds would slow the latency
+# figures). perf's context-switches counter is inherited by threads the proxy starts during
+# the run and sums them when they end: tinyproxy runs a thread per connection, whose
+# switches /proc/PID/task no longer lists once it has ended (that count said 1.0 for
+# tinyproxy where perf counts 3.1). Without perf: /proc/PID/task, with that caveat.
+if perf stat -e context-switches -x, -o /dev/null -- true >/dev/null 2>&1; then
+	WAKE_TOOL=perf
+else
+	WAKE_TOOL=proc
+fi
+for t in $TARGETS; do
+	pid=$(var PID "$t")
+	[ -n "$pid" ] || continue
+	if [ "$WAKE_TOOL" = perf ]; then
+		rm -f "$TMP/cs.$t"
+		LOAD_WRAP="perf stat -e context-switches -x, -o $TMP/cs.$t -p $pid --"
+		out=$(load "$t" latency -n "$LAT_N")
+		LOAD_WRAP=""
+		w=$(awk -F, '$3 == "context-switches" && $1 ~ /^[0-9]+$/ { print $1 }' "$TMP/cs.$t" 2>/dev/null)
+	else
+		w0=$(ctxsw "$pid")
+		out=$(load "$t" latency -n "$LAT_N")
+		w=$(( $(ctxsw "$pid") - w0 ))
+	fi
+	n=$(kv ok "$out")
+	[ -n "$w" ] && [ "${n:-0}" -gt 0 ] &&
+	    rec lat "$t" wakeups "$(awk -v w="$w" -v n="$n" 'BEGIN { printf "%.1f", w / n }')"
 done
 
 # --- the work budget (full run) --------------------------------------------------------------
@@ -798,10 +823,9 @@ fi
 # counted by perf's syscall tracepoints (no tracer stopping the process at each call, so
 # the count is the one of a normal run: under strace a transaction takes ~15x longer and
 # egressd's batch syncs and writer hand-offs multiply, the relay's EAGAIN splices vanish).
-# `perf stat -p PID -- sleep S` ends by itself: a background perf stat -p in this script
-# did not end on SIGINT. Its window includes a little idle time (timers: a few calls a
-# second, against thousands per second of load). strace -f -c when perf cannot open the
-# tracepoints.
+# `perf stat -p PID -- egload ...` (LOAD_WRAP) counts the proxy for exactly the load's
+# run (a background perf stat -p in this script did not end on SIGINT). strace -f -c when
+# perf cannot open the tracepoints.
 SYS_N=1000
 SYS_TOOL=""
 if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1 &&
@@ -817,20 +841,23 @@ if [ -n "$SYS_TOOL" ]; then
 		[ -n "$pid" ] || continue
 		rm -f "$TMP/sys.$t.txt"
 		if [ "$SYS_TOOL" = perf ]; then
-			# attaching to ~350 tracepoints per thread takes a moment: 1.5 s before the
-			# load; 1,000 transactions take 0.5-1 s here, the window ends 8 s after start
-			timeout -k 5 60 perf stat -e 'syscalls:sys_enter_*' -x, -o "$TMP/sys.$t.raw" \
-			    -p "$pid" -- sleep 8 >/dev/null 2>&1 &
+			# (set -f: the event's * is perf's, not the shell's)
+			set -f
+			LOAD_WRAP="perf stat -e syscalls:sys_enter_* -x, -o $TMP/sys.$t.raw -p $pid --"
+			sout=$(load "$t" latency -n "$SYS_N" --timeout 30)
+			LOAD_WRAP=""
+			set +f
 		else
 			timeout -k 5 120 strace -f -c -p "$pid" -o "$TMP/sys.$t.raw" 2>/dev/null &
+			sp=$!
+			addpid $sp
+			sleep 1
+			sout=$(load "$t" latency -n "$SYS_N" --timeout 30)
+			sleep 0.5
+			kill -INT $sp 2>/dev/null
+			wait $sp 2>/dev/null
+			dropid $sp
 		fi
-		sp=$!
-		addpid $sp
-		sleep 1.5
-		sout=$(load "$t" latency -n "$SYS_N" --timeout 30)
-		[ "$SYS_TOOL" = strace ] && { sleep 0.5; kill -INT $sp 2>/dev/null; }
-		wait $sp 2>/dev/null
-		dropid $sp
 		if [ "$SYS_TOOL" = perf ]; then
 			awk -F, -v n="$SYS_N" '$1 ~ /^[0-9]+$/ && $1 > 0 {
 				c = $3; sub(/^syscalls:sys_enter_/, "", c)
