@@ -10,11 +10,15 @@
  *
  * Modes:
  *   latency  -n N transactions at concurrency -c (default 1); p50/p90/p99. With several
- *            proxies (--proxy A,B,...) the transactions go to them in turn, one each,
- *            and each proxy's figures are printed too (pI_p50_us, ...: I from 0 in the
- *            order given): interleaved transaction by transaction, every proxy meets
- *            the same moments of a noisy host, which comparing runs one after the
- *            other does not give (bench/egressd_ab.sh, AB_LAT_MIX)
+ *            proxies (--proxy A,B,...) the transactions go to them in turn, --block K
+ *            each (default 1), and each proxy's figures are printed too (pI_p50_us,
+ *            pI_errors, ...: I from 0 in the order given; with K > 1 the first of each
+ *            block is a warm-up, counted in ok but not timed): interleaved, every proxy
+ *            meets the same moments of a noisy host, which comparing runs one after
+ *            the other does not give (bench/egressd_ab.sh, AB_LAT_MIX; bench/run.sh's
+ *            latency row, in blocks of back-to-back transactions). An entry of the
+ *            list is ADDR:PORT, ADDR:PORT@NAME (CONNECT NAME through that proxy, as
+ *            --name does for all), or `direct` (no proxy: straight to the target)
  *   rate     -c C connections looping for -t seconds; transactions/s, errors, p99
  *   bulk     -c C tunnels each downloading --bytes from the origin's bulk source
  *   idle     -n N tunnels opened (at concurrency -c), each carrying one small exchange
@@ -48,7 +52,7 @@
 
 #include "common/util.h"
 
-#define PROXIES_MAX    8
+#define PROXIES_MAX    16
 #define HEAD_MAX       8192
 #define SAMPLES_CAP    (4u * 1024u * 1024u)
 #define SCRATCH_SIZE   (256u * 1024u)
@@ -82,6 +86,7 @@ struct conn {
 	uint64_t body_total;
 	unsigned idx;
 	unsigned pidx;         /* which proxy (o.proxy[pidx]) this transaction goes through */
+	bool warmup;           /* the first of a block (--block K > 1): counted, not timed */
 };
 
 struct opts {
@@ -90,7 +95,10 @@ struct opts {
 	char target_str[64];
 	const char *connect_name;        /* CONNECT authority; may hold one %u */
 	struct sockaddr_in proxy[PROXIES_MAX];
+	bool proxy_direct[PROXIES_MAX];  /* entry `direct`: no proxy for its transactions */
+	const char *proxy_name[PROXIES_MAX];     /* entry ADDR@NAME: its CONNECT name */
 	unsigned nproxy;
+	unsigned block;                  /* consecutive transactions per proxy (>= 1) */
 	unsigned long long n;
 	unsigned conc;
 	double seconds;
@@ -107,6 +115,7 @@ static uint32_t *samples;
 static size_t nsamples;
 static uint32_t *psamples[PROXIES_MAX];   /* latency mode, several proxies: each one's */
 static size_t npsamples[PROXIES_MAX];
+static unsigned long long perrors[PROXIES_MAX];
 static size_t pcap;
 static unsigned long long started, ok, errors, name_counter;
 static unsigned proxy_rr;
@@ -130,8 +139,10 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: egload latency|rate|bulk|idle --target IP:PORT [--proxy IP:PORT[,IP:PORT]]\n"
+	    "usage: egload latency|rate|bulk|idle --target IP:PORT [--proxy P[,P...]]\n"
+	    "              (P: IP:PORT, IP:PORT@NAME (its CONNECT name), or direct)\n"
 	    "              [--name HOST:PORT (may hold %%u: a new name per transaction)]\n"
+	    "              [--block K (latency, several proxies: K in a row each)]\n"
 	    "              [-n COUNT] [-c CONCURRENCY] [-t SECONDS] [--bytes N]\n"
 	    "              [--timeout SECONDS] [--path /] [--ready FILE]\n");
 	exit(2);
@@ -238,7 +249,10 @@ conn_done(struct conn *c, bool success)
 {
 	uint64_t t = now_ns();
 
-	if (success) {
+	if (success && c->warmup) {
+		ok++;
+		t_last_done = t;
+	} else if (success) {
 		ok++;
 		if (nsamples < SAMPLES_CAP && samples != NULL) {
 			uint64_t us = (t - c->t_start) / 1000u;
@@ -254,6 +268,8 @@ conn_done(struct conn *c, bool success)
 		t_last_done = t;
 	} else {
 		errors++;
+		if (o.nproxy > 0)
+			perrors[c->pidx]++;
 	}
 	if (success && o.mode == MODE_IDLE) {
 		/* Keep the fd, drop the event: an idle tunnel costs the proxy, not us. */
@@ -334,7 +350,9 @@ build_connect(struct conn *c)
 	char name[NAME_MAX_LEN];
 	int n;
 
-	if (o.connect_name != NULL && strstr(o.connect_name, "%u") != NULL) {
+	if (o.proxy_name[c->pidx] != NULL) {
+		snprintf(name, sizeof(name), "%s", o.proxy_name[c->pidx]);
+	} else if (o.connect_name != NULL && strstr(o.connect_name, "%u") != NULL) {
 		/* The only conversion in the pattern is checked above; a new name per hop. */
 		const char *p = strstr(o.connect_name, "%u");
 
@@ -529,7 +547,7 @@ conn_cb(evutil_socket_t fd, short what, void *arg)
 			conn_fail(c);
 			return;
 		}
-		if (o.nproxy > 0) {
+		if (o.nproxy > 0 && !o.proxy_direct[c->pidx]) {
 			build_connect(c);
 			c->st = CS_SEND_CONNECT;
 			conn_send(c, CS_READ_CONNECT);
@@ -581,8 +599,12 @@ conn_start(struct conn *c)
 	int one = 1;
 
 	if (o.nproxy > 0) {
-		c->pidx = proxy_rr++ % o.nproxy;
-		dst = &o.proxy[c->pidx];
+		/* the first of a block follows the other proxies' blocks (this one idle
+		 * meanwhile): not timed, so that p99 stays the figure of back-to-back runs */
+		c->warmup = o.block > 1 && proxy_rr % o.block == 0;
+		c->pidx = proxy_rr++ / o.block % o.nproxy;
+		if (!o.proxy_direct[c->pidx])
+			dst = &o.proxy[c->pidx];
 	}
 
 	started++;
@@ -698,6 +720,7 @@ main(int argc, char **argv)
 	o.bytes = 1ull << 30;
 	o.timeout_s = 10;
 	o.path = "/";
+	o.block = 1;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -725,6 +748,8 @@ main(int argc, char **argv)
 			o.path = v;
 		else if (strcmp(a, "--ready") == 0)
 			o.ready_file = v;
+		else if (strcmp(a, "--block") == 0)
+			o.block = (unsigned)parse_num(v, 1, 1000000, "--block");
 		else
 			usage();
 	}
@@ -743,11 +768,26 @@ main(int argc, char **argv)
 			char one[64];
 			size_t l = strcspn(p, ",");
 
+			char *at;
+
 			if (l == 0 || l >= sizeof(one) || o.nproxy >= PROXIES_MAX)
 				usage();
 			memcpy(one, p, l);
 			one[l] = '\0';
-			if (parse_sin(one, &o.proxy[o.nproxy]) != 0)
+			if ((at = strchr(one, '@')) != NULL) {
+				/* ADDR@NAME: the name lives in argv (p), not in one[] */
+				*at = '\0';
+				if (at[1] == '\0')
+					usage();
+				char *nm = strndup(p + (at + 1 - one), l - (size_t)(at + 1 - one));
+
+				if (nm == NULL)
+					return 1;
+				o.proxy_name[o.nproxy] = nm;
+			}
+			if (strcmp(one, "direct") == 0 && o.proxy_name[o.nproxy] == NULL)
+				o.proxy_direct[o.nproxy] = true;
+			else if (parse_sin(one, &o.proxy[o.nproxy]) != 0)
 				usage();
 			o.nproxy++;
 			p += l;
@@ -776,7 +816,8 @@ main(int argc, char **argv)
 	if (samples == NULL || conns == NULL)
 		return 1;
 	if (o.mode == MODE_LATENCY && o.nproxy > 1) {
-		pcap = (size_t)(o.n / o.nproxy + 1);
+		/* a proxy's share: whole blocks, plus at most one more (partial) block */
+		pcap = (size_t)(o.n / o.nproxy + o.block);
 		for (unsigned i = 0; i < o.nproxy; i++)
 			if ((psamples[i] = calloc(pcap, sizeof(**psamples))) == NULL)
 				return 1;
@@ -827,10 +868,10 @@ main(int argc, char **argv)
 			size_t n = npsamples[i];
 
 			qsort(psamples[i], n, sizeof(*psamples[i]), cmp_u32);
-			printf(" p%u_ok=%zu p%u_mean_us=%.0f p%u_p50_us=%u p%u_p90_us=%u "
-			    "p%u_p99_us=%u", i, n, i, mean_of(psamples[i], n), i,
-			    pct_of(psamples[i], n, 0.50), i, pct_of(psamples[i], n, 0.90), i,
-			    pct_of(psamples[i], n, 0.99));
+			printf(" p%u_ok=%zu p%u_errors=%llu p%u_mean_us=%.0f p%u_p50_us=%u "
+			    "p%u_p90_us=%u p%u_p99_us=%u", i, n, i, perrors[i], i,
+			    mean_of(psamples[i], n), i, pct_of(psamples[i], n, 0.50), i,
+			    pct_of(psamples[i], n, 0.90), i, pct_of(psamples[i], n, 0.99));
 		}
 		printf("\n");
 		break;
@@ -855,5 +896,7 @@ main(int argc, char **argv)
 	free(samples);
 	for (unsigned i = 0; i < PROXIES_MAX; i++)
 		free(psamples[i]);
+	for (unsigned i = 0; i < o.nproxy; i++)
+		free((char *)(uintptr_t)o.proxy_name[i]);
 	return (ok > 0 && (o.mode != MODE_BULK || errors == 0)) ? 0 : 1;
 }
