@@ -17,8 +17,6 @@
 #   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh bench)
 #   BENCH_ROUNDS=5          interleaved rounds (quick: 1)
 #   BENCH_LAT_N=1000        latency transactions per target per round
-#   BENCH_LAT_BLOCK=50      the latency run's transactions go to the targets in turn, this
-#                           many in a row each (the first of a block untimed)
 #   BENCH_RATE_SECONDS=5    rate seconds per target per round; BENCH_RATE_CONC=64
 #   BENCH_BULK_BYTES=536870912  bytes per bulk run (one tunnel; four tunnels share it)
 #   BENCH_BULK_REPS=3       bulk runs per target per round (interleaved; a bulk run is short
@@ -51,7 +49,6 @@ QUICK=${BENCH_QUICK:-0}
 if [ "$QUICK" = 1 ]; then
 	ROUNDS=${BENCH_ROUNDS:-1}
 	LAT_N=${BENCH_LAT_N:-200}
-	LAT_BLOCK=${BENCH_LAT_BLOCK:-25}
 	RATE_S=${BENCH_RATE_SECONDS:-2}
 	BULK=${BENCH_BULK_BYTES:-268435456}
 	BULK_REPS=${BENCH_BULK_REPS:-1}
@@ -66,7 +63,6 @@ if [ "$QUICK" = 1 ]; then
 else
 	ROUNDS=${BENCH_ROUNDS:-5}
 	LAT_N=${BENCH_LAT_N:-1000}
-	LAT_BLOCK=${BENCH_LAT_BLOCK:-50}
 	RATE_S=${BENCH_RATE_SECONDS:-5}
 	BULK=${BENCH_BULK_BYTES:-536870912}
 	BULK_REPS=${BENCH_BULK_REPS:-3}
@@ -549,34 +545,12 @@ done
 r=1
 while [ $r -le "$ROUNDS" ]; do
 	echo "bench: round $r of $ROUNDS" >&2
-	# Latency at concurrency 1: one egload run for all targets, whose transactions go to
-	# them in turn, LAT_BLOCK in a row each (the first of a block untimed: the target
-	# idled through the others' blocks), so that every target meets the same moments of
-	# the host; within a block they are one client's back-to-back transactions, as in a
-	# run of their own. (Run one after the other, 1,000 each, the per-round ratios of one
-	# target to the relay spread x0.97-2.02 on this host; in turn, x1.04-1.34.) The
-	# wake-ups are counted in a pass of their own below.
-	order=$(rotate $r)
-	plist=""
-	nt=0
-	for t in $order; do
-		px=$(var PROXY "$t")
-		if [ -z "$px" ]; then
-			plist="$plist,direct"
-		elif [ "$t" = egressd-pin ]; then
-			plist="$plist,$px@cached.bench.test:$OPORT"
-		else
-			plist="$plist,$px"
-		fi
-		nt=$((nt + 1))
-	done
-	out=$(load direct latency -n $((LAT_N * nt)) --proxy "${plist#,}" --block "$LAT_BLOCK")
-	i=0
-	for t in $order; do
-		for k in p50_us p90_us p99_us; do rec lat "$t" $k "$(kv "p${i}_$k" "$out")"; done
-		recp lat "$t" $r "$(kv "p${i}_p50_us" "$out")"
-		rec lat "$t" errors "$(kv "p${i}_errors" "$out")"
-		i=$((i + 1))
+	# latency at concurrency 1 (the wake-ups are counted in a pass of their own below)
+	for t in $(rotate $r); do
+		out=$(load "$t" latency -n "$LAT_N")
+		for k in p50_us p90_us p99_us; do rec lat "$t" $k "$(kv $k "$out")"; done
+		recp lat "$t" $r "$(kv p50_us "$out")"
+		rec lat "$t" errors "$(kv errors "$out")"
 	done
 	# transactions/s at concurrency RATE_C, proxy CPU per transaction
 	for t in $(rotate $r); do
@@ -986,7 +960,7 @@ OUT=$OUTDIR/latest.md
 	atv="not installed"
 	[ -n "$ATS" ] && atv=$("$ATS" -V 2>/dev/null | sed -n 's/^Traffic Server \([0-9.]*\).*/\1/p' | head -1)
 	echo "Peers: Traffic Server $atv (forward proxy, cache off, access log on), tinyproxy $tpv (LogLevel Warning), squid $sqv (access log on, no cache); egressd log_sync = batch unless named, splice on; bare relay = bench/egrelay (epoll, splice, no checks)."
-	echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions per target and round, all targets in one run, $LAT_BLOCK in a row each in turn (the first of a block untimed); rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
+	echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
 	echo "Each cell: the median over the rounds, then (× direct / × bare relay)."
 	echo
 	printf '| figure |'
