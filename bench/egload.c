@@ -13,10 +13,10 @@
  *            proxies (--proxy A,B,...) the transactions go to them in turn, --block K
  *            each (default 1), and each proxy's figures are printed too (pI_p50_us,
  *            pI_errors, ...: I from 0 in the order given; with K > 1 the first of each
- *            block is a warm-up, counted in ok but not timed): interleaved, every proxy
- *            meets the same moments of a noisy host, which comparing runs one after
- *            the other does not give (bench/egressd_ab.sh, AB_LAT_MIX; bench/run.sh's
- *            latency row, in blocks of back-to-back transactions). An entry of the
+ *            block is a warm-up, counted in ok and pI_ok but not timed: pI_timed): interleaved,
+ *            every proxy meets the same moments of a noisy host, which comparing runs
+ *            one after the other does not give (bench/egressd_ab.sh, AB_LAT_MIX). If a
+ *            warm-up fails, the block's next transaction is timed. An entry of the
  *            list is ADDR:PORT, ADDR:PORT@NAME (CONNECT NAME through that proxy, as
  *            --name does for all), or `direct` (no proxy: straight to the target)
  *   rate     -c C connections looping for -t seconds; transactions/s, errors, p99
@@ -115,7 +115,7 @@ static uint32_t *samples;
 static size_t nsamples;
 static uint32_t *psamples[PROXIES_MAX];   /* latency mode, several proxies: each one's */
 static size_t npsamples[PROXIES_MAX];
-static unsigned long long perrors[PROXIES_MAX];
+static unsigned long long pok[PROXIES_MAX], perrors[PROXIES_MAX];
 static size_t pcap;
 static unsigned long long started, ok, errors, name_counter;
 static unsigned proxy_rr;
@@ -249,6 +249,8 @@ conn_done(struct conn *c, bool success)
 {
 	uint64_t t = now_ns();
 
+	if (success && o.nproxy > 0)
+		pok[c->pidx]++;
 	if (success && c->warmup) {
 		ok++;
 		t_last_done = t;
@@ -601,7 +603,8 @@ conn_start(struct conn *c)
 	if (o.nproxy > 0) {
 		/* the first of a block follows the other proxies' blocks (this one idle
 		 * meanwhile): not timed, so that p99 stays the figure of back-to-back runs */
-		c->warmup = o.block > 1 && proxy_rr % o.block == 0;
+		c->warmup = o.mode == MODE_LATENCY && o.nproxy > 1 && o.block > 1 &&
+		    proxy_rr % o.block == 0;
 		c->pidx = proxy_rr++ / o.block % o.nproxy;
 		if (!o.proxy_direct[c->pidx])
 			dst = &o.proxy[c->pidx];
@@ -868,8 +871,9 @@ main(int argc, char **argv)
 			size_t n = npsamples[i];
 
 			qsort(psamples[i], n, sizeof(*psamples[i]), cmp_u32);
-			printf(" p%u_ok=%zu p%u_errors=%llu p%u_mean_us=%.0f p%u_p50_us=%u "
-			    "p%u_p90_us=%u p%u_p99_us=%u", i, n, i, perrors[i], i,
+			printf(" p%u_ok=%llu p%u_timed=%zu p%u_errors=%llu p%u_mean_us=%.0f "
+			    "p%u_p50_us=%u p%u_p90_us=%u p%u_p99_us=%u", i, pok[i], i, n, i,
+			    perrors[i], i,
 			    mean_of(psamples[i], n), i, pct_of(psamples[i], n, 0.50), i,
 			    pct_of(psamples[i], n, 0.90), i, pct_of(psamples[i], n, 0.99));
 		}

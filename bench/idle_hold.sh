@@ -78,7 +78,7 @@ PER_GEN=$((HARD - 200))               # tunnels one egload (or one origin) can h
 SHARDS=$(((N + PER_PROXY - 1) / PER_PROXY))
 GENS=$(((N + PER_GEN - 1) / PER_GEN))
 NL=$((SHARDS * LPER))
-# egload takes at most 8 proxy addresses: enough generators that each has at most 8.
+# egload takes up to 16 proxy addresses; 8 per generator here (its share stays small).
 [ $((GENS * 8)) -lt $NL ] && GENS=$(((NL + 7) / 8))
 # Each listener's share must fit a grant (4,096) and each shard's share PER_PROXY.
 per_l=$(((N + NL - 1) / NL))

@@ -76,6 +76,7 @@ else
 	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30 40}
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
+LOAD_WRAP=""    # load()'s prefix; set only around the perf-counted runs below
 STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
 OUTDIR=${BENCH_OUT:-$BUILD/bench-results}
 DOC=$SRC/docs/performance.md
@@ -626,21 +627,25 @@ done
 # the run and sums them when they end: tinyproxy runs a thread per connection, whose
 # switches /proc/PID/task no longer lists once it has ended (that count said 1.0 for
 # tinyproxy where perf counts 3.1). Without perf: /proc/PID/task, with that caveat.
-if perf stat -e context-switches -x, -o /dev/null -- true >/dev/null 2>&1; then
+# (perf only when it counts the event itself: where the kernel refuses it, perf may fall
+# back to context-switches:u, which counts nothing useful)
+WAKE_TOOL=proc
+if perf stat -e context-switches -x, -o "$TMP/cs.probe" -- true >/dev/null 2>&1 &&
+    awk -F, '$3 == "context-switches" { f = 1 } END { exit !f }' "$TMP/cs.probe"; then
 	WAKE_TOOL=perf
-else
-	WAKE_TOOL=proc
 fi
 for t in $TARGETS; do
 	pid=$(var PID "$t")
 	[ -n "$pid" ] || continue
+	w=""
 	if [ "$WAKE_TOOL" = perf ]; then
 		rm -f "$TMP/cs.$t"
 		LOAD_WRAP="perf stat -e context-switches -x, -o $TMP/cs.$t -p $pid --"
 		out=$(load "$t" latency -n "$LAT_N")
 		LOAD_WRAP=""
 		w=$(awk -F, '$3 == "context-switches" && $1 ~ /^[0-9]+$/ { print $1 }' "$TMP/cs.$t" 2>/dev/null)
-	else
+	fi
+	if [ -z "$w" ]; then
 		w0=$(ctxsw "$pid")
 		out=$(load "$t" latency -n "$LAT_N")
 		w=$(( $(ctxsw "$pid") - w0 ))
@@ -858,22 +863,25 @@ if [ -n "$SYS_TOOL" ]; then
 			wait $sp 2>/dev/null
 			dropid $sp
 		fi
+		# per completed transaction (egload's ok: a failed one is retried)
+		sn=$(kv ok "$sout")
+		[ "${sn:-0}" -gt 0 ] 2>/dev/null || continue
 		if [ "$SYS_TOOL" = perf ]; then
-			awk -F, -v n="$SYS_N" '$1 ~ /^[0-9]+$/ && $1 > 0 {
+			awk -F, -v n="$sn" '$1 ~ /^[0-9]+$/ && $1 > 0 {
 				c = $3; sub(/^syscalls:sys_enter_/, "", c)
 				printf "%-16s %8.2f per transaction\n", c, $1 / n; s += $1 }
 			    END { printf "%-16s %8.2f per transaction\n", "TOTAL", s / n }' \
 			    "$TMP/sys.$t.raw" > "$TMP/sys.$t.txt"
 		else
-			awk -v n="$SYS_N" 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / n }
+			awk -v n="$sn" 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%-16s %8.2f per transaction\n", $NF, $4 / n }
 			     $NF == "total" { printf "%-16s %8.2f per transaction\n", "TOTAL", $4 / n }' \
 			    "$TMP/sys.$t.raw" > "$TMP/sys.$t.txt"
 		fi
 		{
 			if [ "$SYS_TOOL" = perf ]; then
-				echo "# perf stat -e 'syscalls:sys_enter_*' on $t (all threads) for $SYS_N transactions at c=1: $sout"
+				echo "# perf stat -e 'syscalls:sys_enter_*' on $t (all threads) for $sn transactions at c=1: $sout"
 			else
-				echo "# strace -f -c on $t for $SYS_N transactions at c=1 (perf unusable): $sout"
+				echo "# strace -f -c on $t for $sn transactions at c=1 (perf unusable): $sout"
 			fi
 			sort -k2 -rn "$TMP/sys.$t.txt"
 		} >> "$OUTDIR/syscalls.txt.tmp"
@@ -961,7 +969,7 @@ OUT=$OUTDIR/latest.md
 	[ -n "$ATS" ] && atv=$("$ATS" -V 2>/dev/null | sed -n 's/^Traffic Server \([0-9.]*\).*/\1/p' | head -1)
 	echo "Peers: Traffic Server $atv (forward proxy, cache off, access log on), tinyproxy $tpv (LogLevel Warning), squid $sqv (access log on, no cache); egressd log_sync = batch unless named, splice on; bare relay = bench/egrelay (epoll, splice, no checks)."
 	echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
-	echo "Each cell: the median over the rounds, then (× direct / × bare relay)."
+	echo "Each cell: the median over the rounds (the wake-ups: one run per target after them), then (× direct / × bare relay)."
 	echo
 	printf '| figure |'
 	for t in $TARGETS; do printf ' %s |' "$(label "$t")"; done
@@ -984,7 +992,7 @@ OUT=$OUTDIR/latest.md
 	for t in $TARGETS; do printf ' %s |' "$(sum rate "$t" errors)"; done
 	echo
 	row "proxy CPU per transaction (µs)" calc cpu_us 0 nodirect
-	row "proxy wake-ups per transaction (context switches, c=1)" lat wakeups 1 nodirect
+	row "proxy wake-ups per transaction (context switches, c=1; one run, $WAKE_TOOL)" lat wakeups 1 nodirect
 	row "bulk, one tunnel (GB/s)" calc gbs1 2
 	row "bulk, four tunnels (GB/s)" calc gbs4 2
 	row "proxy CPU per GB moved (s)" calc cpu_s_per_gb 2 nodirect
