@@ -417,9 +417,16 @@ st_write(struct syslog_stream *st)
 					    ": does the collector want a client certificate "
 					    "(log_syslog_cert, log_syslog_key) or refuse the one given?");
 				} else {
-					st_fail(st, "TLS write failed (%s)", e == SSL_ERROR_SYSCALL &&
+					/* Before any record was taken, a reset or close is how a TLS
+					 * 1.3 collector that refuses the client certificate often ends
+					 * it: its alert can lose the race with our first write (seen:
+					 * "Connection reset by peer" instead of the alert) */
+					st_fail(st, "TLS write failed (%s)%s", e == SSL_ERROR_SYSCALL &&
 					    errno != 0 ? strerror(errno) :
-					    "the collector closed the connection");
+					    "the collector closed the connection", st->ss_proven ? "" :
+					    ": the collector ended it before taking a record: does it "
+					    "want a client certificate (log_syslog_cert, log_syslog_key) "
+					    "or refuse the one given?");
 				}
 				return -1;
 			}
