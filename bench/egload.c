@@ -96,7 +96,7 @@ struct opts {
 	const char *connect_name;        /* CONNECT authority; may hold one %u */
 	struct sockaddr_in proxy[PROXIES_MAX];
 	bool proxy_direct[PROXIES_MAX];  /* entry `direct`: no proxy for its transactions */
-	const char *proxy_name[PROXIES_MAX];     /* entry ADDR@NAME: its CONNECT name */
+	char *proxy_name[PROXIES_MAX];   /* entry ADDR@NAME: its CONNECT name (owned) */
 	unsigned nproxy;
 	unsigned block;                  /* consecutive transactions per proxy (>= 1) */
 	unsigned long long n;
@@ -768,10 +768,8 @@ main(int argc, char **argv)
 
 		/* Split on commas by hand (STYLE: no strtok). */
 		while (*p != '\0') {
-			char one[64];
+			char one[64], *at;
 			size_t l = strcspn(p, ",");
-
-			char *at;
 
 			if (l == 0 || l >= sizeof(one) || o.nproxy >= PROXIES_MAX)
 				usage();
@@ -782,11 +780,10 @@ main(int argc, char **argv)
 				*at = '\0';
 				if (at[1] == '\0')
 					usage();
-				char *nm = strndup(p + (at + 1 - one), l - (size_t)(at + 1 - one));
-
-				if (nm == NULL)
+				o.proxy_name[o.nproxy] = strndup(p + (at + 1 - one),
+				    l - (size_t)(at + 1 - one));
+				if (o.proxy_name[o.nproxy] == NULL)
 					return 1;
-				o.proxy_name[o.nproxy] = nm;
 			}
 			if (strcmp(one, "direct") == 0 && o.proxy_name[o.nproxy] == NULL)
 				o.proxy_direct[o.nproxy] = true;
@@ -901,6 +898,6 @@ main(int argc, char **argv)
 	for (unsigned i = 0; i < PROXIES_MAX; i++)
 		free(psamples[i]);
 	for (unsigned i = 0; i < o.nproxy; i++)
-		free((char *)(uintptr_t)o.proxy_name[i]);
+		free(o.proxy_name[i]);
 	return (ok > 0 && (o.mode != MODE_BULK || errors == 0)) ? 0 : 1;
 }

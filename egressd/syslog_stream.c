@@ -32,6 +32,9 @@ enum st_state {
 
 #define ST_WRITES_PER_WAKE 512   /* records written before the loop looks around again */
 #define ST_ACK_POLL_MS     100   /* re-read the acknowledged count while records are out */
+/* what to try when a TLS collector ends the connection before taking any record */
+#define ST_CERT_HINT "does it want a client certificate (log_syslog_cert, log_syslog_key) " \
+	"or refuse the one given?"
 
 struct syslog_stream {
 	pthread_t ss_th;
@@ -324,8 +327,7 @@ st_drain(struct syslog_stream *st)
 				/* TLS 1.3: the client's handshake ends before the server has judged
 				 * the client certificate; its refusal arrives now */
 				st_fail(st, "the collector closed the connection before taking a "
-				    "record (%s): does it want a client certificate (log_syslog_cert, "
-				    "log_syslog_key) or refuse the one given?", e ==
+				    "record (%s): " ST_CERT_HINT, e ==
 				    SSL_ERROR_ZERO_RETURN ? "close_notify" : why);
 			else if (e == SSL_ERROR_ZERO_RETURN)
 				st_fail(st, "the collector closed the connection");
@@ -409,25 +411,21 @@ st_write(struct syslog_stream *st)
 						st->ss_blocked_at = mono_msec();
 					return 0;
 				}
-				if (e == SSL_ERROR_SSL) {
-					char why[256];
+				char why[256];
 
+				if (e == SSL_ERROR_SSL)
 					syslog_tls_errstr(why, sizeof(why));
-					st_fail(st, "TLS write failed (%s)%s", why, st->ss_proven ? "" :
-					    ": does the collector want a client certificate "
-					    "(log_syslog_cert, log_syslog_key) or refuse the one given?");
-				} else {
-					/* Before any record was taken, a reset or close is how a TLS
-					 * 1.3 collector that refuses the client certificate often ends
-					 * it: its alert can lose the race with our first write (seen:
-					 * "Connection reset by peer" instead of the alert) */
-					st_fail(st, "TLS write failed (%s)%s", e == SSL_ERROR_SYSCALL &&
+				else
+					snprintf(why, sizeof(why), "%s", e == SSL_ERROR_SYSCALL &&
 					    errno != 0 ? strerror(errno) :
-					    "the collector closed the connection", st->ss_proven ? "" :
-					    ": the collector ended it before taking a record: does it "
-					    "want a client certificate (log_syslog_cert, log_syslog_key) "
-					    "or refuse the one given?");
-				}
+					    "the collector closed the connection");
+				/* Before any record was taken, the alert of a TLS 1.3 collector
+				 * that refuses the client certificate, or a reset or close: its
+				 * alert can lose the race with our first write (seen: "Connection
+				 * reset by peer" instead of the alert) */
+				st_fail(st, "TLS write failed (%s)%s", why, st->ss_proven ? "" :
+				    ": the collector ended the connection before taking a record: "
+				    ST_CERT_HINT);
 				return -1;
 			}
 			st->ss_foff = st->ss_flen;   /* without partial-write mode: all or retry */
