@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 20
 
 SOAK_SECONDS ?= 600
 
-.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration soak demo install fuzz-smoke fuzz bench bench-quick bench-idle valgrind clean \
+.PHONY: all deps deps-build deps-runtime deps-demo bench-deps build check unit integration soak demo install fuzz-smoke fuzz bench bench-quick bench-goals bench-idle valgrind clean \
 	soak-candidate
 
 all: build
@@ -123,6 +123,12 @@ bench: bench-deps build
 # Quick run (< 3 min): one round, small counts; prints the table, does not touch the docs.
 bench-quick: bench-deps build
 	BENCH_QUICK=1 sh bench/run.sh $(BUILD)
+
+# The goal figures only (latency, transactions/s, CPU per transaction; egressd, the relay,
+# the peers) over 15 interleaved rounds (~15 min): verdicts with narrower intervals than a
+# full run's five rounds; writes its own block of docs/performance.md.
+bench-goals: bench-deps build
+	BENCH_GOALS=1 sh bench/run.sh $(BUILD)
 
 # 100,000 idle tunnels held through egressd and the bare relay (bench/idle_hold.sh).
 bench-idle: bench-deps build

@@ -69,3 +69,62 @@ paired_median() {
 paired_range() {
 	paired_ratios "$@" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.4f %.4f", lo, hi }'
 }
+
+# paired_ci TARGET [REF]: "LOW HIGH PCT", a distribution-free confidence interval for the
+# median of paired_ratios from its order statistics: [x(k), x(n+1-k)] with the largest k
+# whose coverage 1 - 2 P(Bin(n, 1/2) <= k-1) is at least 90% (PCT: that coverage, whole
+# percent, rounded down). n = 5 gives the lowest and the highest (93%), n = 15 the 4th and
+# the 12th (96%), n = 20 the 6th and the 15th (95%). Fewer than 5 rounds: the lowest and
+# the highest with the coverage they have (n = 3: 75%). "" when no round has both.
+paired_ci() {
+	paired_ratios "$@" | awk '{ v[NR] = $1 }
+	    END {
+		n = NR
+		if (n == 0) exit
+		# cdf[j] = P(B <= j), B ~ Bin(n, 1/2)
+		p = 1; c = 0; for (i = 0; i < n; i++) p /= 2
+		for (j = 0; j <= n; j++) { c += p; cdf[j] = c; p = p * (n - j) / (j + 1) }
+		k = 1
+		while (k + 1 <= n + 1 - (k + 1) && 1 - 2 * cdf[k] >= 0.90) k++
+		cov = 1 - 2 * cdf[k - 1]
+		printf "%.4f %.4f %d", v[k], v[n + 1 - k], int(cov * 100 + 1e-9)
+	    }'
+}
+
+# ci_side "LOW HIGH PCT" OP BOUND: where an interval (paired_ci) lies against a goal's
+# bound: met (all of it on the goal's side), missed (none of it), open (the bound lies
+# inside it; also without an interval). OP: le, ge (inclusive: the ratio goals), lt, gt
+# (strict: below and above a peer).
+ci_side() {
+	awk -v v="$1" -v o="$2" -v b="$3" 'BEGIN {
+		if (split(v, a, " ") != 3) { print "open"; exit }
+		lo = a[1] + 0; hi = a[2] + 0; b += 0
+		if (o == "le") print (hi <= b ? "met" : (lo > b ? "missed" : "open"))
+		else if (o == "ge") print (lo >= b ? "met" : (hi < b ? "missed" : "open"))
+		else if (o == "lt") print (hi < b ? "met" : (lo >= b ? "missed" : "open"))
+		else if (o == "gt") print (lo > b ? "met" : (hi <= b ? "missed" : "open"))
+		else print "open" }'
+}
+
+# ci_verdict VERDICT SIDE...: VERDICT (yes or no, from the medians) with its firmness
+# from the intervals' ci_side: "yes (firm)" when every side is met, "no (firm)" when at
+# least one is missed, else "... (not firm)"; "—" for any other VERDICT (no figure).
+ci_verdict() {
+	_cv_v=$1
+	shift
+	case $_cv_v in
+	yes)
+		_cv_f=firm
+		for _cv_s in "$@"; do [ "$_cv_s" = met ] || _cv_f="not firm"; done
+		;;
+	no)
+		_cv_f="not firm"
+		for _cv_s in "$@"; do [ "$_cv_s" = missed ] && _cv_f=firm; done
+		;;
+	*)
+		echo "—"
+		return 0
+		;;
+	esac
+	echo "$_cv_v ($_cv_f)"
+}

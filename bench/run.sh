@@ -14,6 +14,12 @@
 # Knobs (environment):
 #   BENCH_QUICK=1           quick mode (< 3 min): 1 round, small counts, egressd batch only,
 #                           no profile; does not write docs/performance.md
+#   BENCH_GOALS=1           goals mode (`make bench-goals`, ~15 min): only what the goals of
+#                           latency, transactions/s and CPU per transaction are judged on
+#                           (direct, the relay, egressd batch and the peers; latency and rate
+#                           rounds), over 15 rounds, so that each verdict has a confidence
+#                           interval narrower than one full run's five rounds give; writes
+#                           its own block of docs/performance.md (bench-goals markers)
 #   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh bench)
 #   BENCH_ROUNDS=5          interleaved rounds (quick: 1)
 #   BENCH_LAT_N=1000        latency transactions per target per round
@@ -46,7 +52,26 @@ die() { echo "bench: $*" >&2; exit 1; }
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 QUICK=${BENCH_QUICK:-0}
-if [ "$QUICK" = 1 ]; then
+GOALS=${BENCH_GOALS:-0}
+case $GOALS in 0 | 1) ;; *) die "BENCH_GOALS: 0 or 1" ;; esac
+[ "$QUICK" = 1 ] && [ "$GOALS" = 1 ] && die "BENCH_QUICK and BENCH_GOALS: one at a time"
+if [ "$GOALS" = 1 ]; then
+	# the goal figures only: no bulk, idle tunnels, DNS, start-up, profile, work budget,
+	# wake-up or system-call passes
+	ROUNDS=${BENCH_ROUNDS:-15}
+	LAT_N=${BENCH_LAT_N:-1000}
+	RATE_S=${BENCH_RATE_SECONDS:-5}
+	BULK=0
+	BULK_REPS=0
+	IDLE_N=0
+	DNS_N=0
+	SPAWN_N=0
+	PROFILE=0
+	WRITE_DOC=${BENCH_WRITE_DOC:-1}
+	STEPS=0
+	EGRESSD_SYNCS="batch"
+	BUDGET_US=""
+elif [ "$QUICK" = 1 ]; then
 	ROUNDS=${BENCH_ROUNDS:-1}
 	LAT_N=${BENCH_LAT_N:-200}
 	RATE_S=${BENCH_RATE_SECONDS:-2}
@@ -268,7 +293,7 @@ EOF
 	eval "PROXY_$(echo $t | tr - _)=127.0.0.1:$p1"
 	eval "IDLEPROXY_$(echo $t | tr - _)=127.0.0.1:$p1,127.0.0.1:$p2"
 	eval "PID_$(echo $t | tr - _)=$pid"
-	if [ "$v" = batch ]; then
+	if [ "$v" = batch ] && [ "$GOALS" = 0 ]; then
 		# The same egressd through a grant with pinning = required, CONNECT by name
 		# (load() adds --name): authorization by pattern, a DNS cache hit, pinning.
 		TARGETS="$TARGETS egressd-pin"
@@ -504,6 +529,7 @@ done
 
 # --- idle tunnels first: RSS deltas are only meaningful before other load grew the heaps --
 for t in $TARGETS; do
+	[ "$IDLE_N" -gt 0 ] || break
 	pid=$(var PID "$t")
 	px=$(var IDLEPROXY "$t")
 	[ -n "$pid" ] && [ -n "$px" ] || continue
@@ -606,7 +632,7 @@ while [ $r -le "$ROUNDS" ]; do
 	# DNS cache (egressd resolves; the peers are given IP literals everywhere else): a new
 	# name per hop (first hop: DNS query, cache miss) versus one warm name (cache hit).
 	for t in $TARGETS; do
-		case $t in egressd-batch) ;; *) continue ;; esac
+		case $t in egressd-batch) [ "$DNS_N" -gt 0 ] || continue ;; *) continue ;; esac
 		out=$(load "$t" latency -n "$DNS_N" --name "r${r}n%u.bench.test:$OPORT")
 		rec dnsnew "$t" p50_us "$(kv p50_us "$out")"
 		rec dnsnew "$t" p90_us "$(kv p90_us "$out")"
@@ -636,7 +662,7 @@ if perf stat -e context-switches -x, -o "$TMP/cs.probe" -- true >/dev/null 2>&1 
 fi
 for t in $TARGETS; do
 	pid=$(var PID "$t")
-	[ -n "$pid" ] || continue
+	[ -n "$pid" ] && [ "$GOALS" = 0 ] || continue
 	w=""
 	if [ "$WAKE_TOOL" = perf ]; then
 		rm -f "$TMP/cs.$t"
@@ -700,6 +726,8 @@ SPAWN_VARIANTS=""
 spawn_skip=""
 if [ "${BENCH_SKIP_EXEC:-0}" = 1 ]; then
 	spawn_skip="BENCH_SKIP_EXEC=1"
+elif [ "$GOALS" = 1 ]; then
+	spawn_skip="goals mode (BENCH_GOALS=1)"
 elif [ "$(id -u)" != 0 ]; then
 	spawn_skip="not root"
 elif [ ! -x "$EXEC" ]; then
@@ -958,8 +986,12 @@ if [ -f "$SRC/egressd/mitm.c" ] && [ -f "$SRC/bench/model.sh" ]; then
 fi
 
 OUT=$OUTDIR/latest.md
+[ "$GOALS" = 1 ] && OUT=$OUTDIR/goals.md
 {
-	echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $([ "$QUICK" = 1 ] && echo "QUICK mode (BENCH_QUICK=1)" || echo "full mode"), source $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown), build $(basename "$BUILD")."
+	mode="full mode"
+	[ "$QUICK" = 1 ] && mode="QUICK mode (BENCH_QUICK=1)"
+	[ "$GOALS" = 1 ] && mode="goals mode (BENCH_GOALS=1: the goal figures only, over more rounds)"
+	echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $mode, source $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown), build $(basename "$BUILD")."
 	echo "Machine: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after the proxy scenarios (${T_PROXY} s)."
 	tpv="not installed"
 	[ -n "$TINYPROXY" ] && tpv=$("$TINYPROXY" -v 2>&1 | head -1 | sed 's/^tinyproxy //')
@@ -968,8 +1000,16 @@ OUT=$OUTDIR/latest.md
 	atv="not installed"
 	[ -n "$ATS" ] && atv=$("$ATS" -V 2>/dev/null | sed -n 's/^Traffic Server \([0-9.]*\).*/\1/p' | head -1)
 	echo "Peers: Traffic Server $atv (forward proxy, cache off, access log on), tinyproxy $tpv (LogLevel Warning), squid $sqv (access log on, no cache); egressd log_sync = batch unless named, splice on; bare relay = bench/egrelay (epoll, splice, no checks)."
-	echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
-	echo "Each cell: the median over the rounds (the wake-ups: one run per target after them), then (× direct / × bare relay)."
+	if [ "$GOALS" = 1 ]; then
+		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round."
+	else
+		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
+	fi
+	if [ "$GOALS" = 1 ]; then
+		echo "Each cell: the median over the rounds, then (× direct / × bare relay)."
+	else
+		echo "Each cell: the median over the rounds (the wake-ups: one run per target after them), then (× direct / × bare relay)."
+	fi
 	echo
 	printf '| figure |'
 	for t in $TARGETS; do printf ' %s |' "$(label "$t")"; done
@@ -992,68 +1032,77 @@ OUT=$OUTDIR/latest.md
 	for t in $TARGETS; do printf ' %s |' "$(sum rate "$t" errors)"; done
 	echo
 	row "proxy CPU per transaction (µs)" calc cpu_us 0 nodirect
-	row "proxy wake-ups per transaction (context switches, c=1; one run, $WAKE_TOOL)" lat wakeups 1 nodirect
-	row "bulk, one tunnel (GB/s)" calc gbs1 2
-	row "bulk, four tunnels (GB/s)" calc gbs4 2
-	row "proxy CPU per GB moved (s)" calc cpu_s_per_gb 2 nodirect
-	printf '| RSS per idle tunnel (KiB) |'
-	r=$(med idle relay kib_per_tunnel)
-	for t in $TARGETS; do printf ' %s |' "$(fmt "$(med idle "$t" kib_per_tunnel)" "" "$r" 1)"; done
-	echo
-	printf '| idle tunnels held (of %s); proxy fds |' "$IDLE_N"
-	for t in $TARGETS; do
-		o=$(med idle "$t" open)
-		if [ -n "$o" ]; then printf ' %s; %s |' "$o" "$(med idle "$t" fds)"; else printf ' — |'; fi
-	done
-	echo
+	if [ "$GOALS" = 0 ]; then
+		row "proxy wake-ups per transaction (context switches, c=1; one run, $WAKE_TOOL)" lat wakeups 1 nodirect
+		row "bulk, one tunnel (GB/s)" calc gbs1 2
+		row "bulk, four tunnels (GB/s)" calc gbs4 2
+		row "proxy CPU per GB moved (s)" calc cpu_s_per_gb 2 nodirect
+		printf '| RSS per idle tunnel (KiB) |'
+		r=$(med idle relay kib_per_tunnel)
+		for t in $TARGETS; do printf ' %s |' "$(fmt "$(med idle "$t" kib_per_tunnel)" "" "$r" 1)"; done
+		echo
+		printf '| idle tunnels held (of %s); proxy fds |' "$IDLE_N"
+		for t in $TARGETS; do
+			o=$(med idle "$t" open)
+			if [ -n "$o" ]; then printf ' %s; %s |' "$o" "$(med idle "$t" fds)"; else printf ' — |'; fi
+		done
+		echo
+	fi
 	row "origin CPU per transaction (µs, reference)" calc origin_us 0
 	row "machine CPU per transaction, all processes (µs, rate run)" calc machine_us 0
 	printf '| machine idle during the rate run (%% of all cores) |'
 	for t in $TARGETS; do v=$(med calc "$t" idle_pct); printf ' %s |' "${v:-—}"; done
 	echo
-	echo
-	echo "egressd with an intercepted model connection: $MODEL_NOTE."
-	echo "egressd, pinning + name: the same egressd through a grant with \`pinning = required\`, CONNECT by a name (DNS cache hit) instead of an IP literal; its RSS is the same process's (—)."
+	[ "$GOALS" = 0 ] && echo && echo "egressd with an intercepted model connection: $MODEL_NOTE."
+	[ "$GOALS" = 0 ] && echo "egressd, pinning + name: the same egressd through a grant with \`pinning = required\`, CONNECT by a name (DNS cache hit) instead of an IP literal; its RSS is the same process's (—)."
 	if [ -n "$(med sys egressd-batch per_txn)" ]; then
 		echo "System calls per transaction ($SYS_TOOL, $SYS_N at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
 	fi
 	echo
-	echo "Goals (egressd = log_sync batch). Measured: the median over the rounds of each round's ratio (bulk: each repetition's), paired within the round, which cancels most of the host's noise (it moves a round's runs together); in parentheses the lowest and the highest of those per-round ratios (a bound inside that spread is one this run cannot place firmly on either side); in brackets the ratio of the medians in the table above. The verdict is the paired median's."
+	echo "Goals (egressd = log_sync batch). Measured: the median over the rounds of each round's ratio (bulk: each repetition's), paired within the round, which cancels most of the host's noise (it moves a round's runs together); in parentheses a confidence interval for that median from the order statistics of the per-round ratios, with its coverage (distribution-free; with 5 rounds it is the lowest and the highest ratio, 93%); in brackets the ratio of the medians in the table above. The verdict is the paired median's: *firm* when the whole interval lies on the verdict's side of the bound, *not firm* when the bound lies inside the interval (this run cannot place that goal on either side; \`make bench-goals\` measures the goal figures over 15 rounds)."
 	echo
-	echo "| goal | measured (paired) (rounds) [ratio of the medians] | met? |"
+	echo "| goal | measured (paired) (confidence interval) [ratio of the medians] | met? |"
 	echo "|---|---|---|"
-	# pp SCEN TARGET [REF]: the paired median ratio (paired_median, bench/lib.sh); ppr: the
-	# per-round spread (paired_range)
+	# pp SCEN TARGET [REF]: the paired median ratio (paired_median, bench/lib.sh); pci: its
+	# confidence interval, "LOW HIGH PCT" (paired_ci)
 	pp() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_median "$2" "${3:-relay}"; }
-	ppr() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_range "$2" "${3:-relay}"; }
+	pci() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_ci "$2" "${3:-relay}"; }
 	# three decimals: a figure just under its bound must not print as the bound
 	x2() { awk -v v="$1" 'BEGIN { if (v == "") printf "—"; else printf "×%.3f", v }'; }
-	# xr "LOW HIGH": the spread as "(×LOW–×HIGH)", two decimals ("" without rounds)
-	xr() { awk -v v="$1" 'BEGIN { if (split(v, a, " ") == 2) printf " (×%.2f–×%.2f)", a[1], a[2] }'; }
+	# xr "LOW HIGH PCT": the interval as "(×LOW–×HIGH, PCT%)", two decimals ("" without rounds)
+	xr() { awk -v v="$1" 'BEGIN { if (split(v, a, " ") == 3) printf " (×%.2f–×%.2f, %d%%)", a[1], a[2], a[3] }'; }
+	# where an interval lies against a bound and the verdict's firmness: ci_side and
+	# ci_verdict (bench/lib.sh)
 	goal() { # text scen op bound ratio-of-medians
 		v=$(pp "$2" egressd-batch)
+		ci=$(pci "$2" egressd-batch)
 		m=$(awk -v v="$v" -v o="$3" -v b="$4" 'BEGIN { if (v == "") { print "—"; exit }
 		    if ((o == "le" && v + 0 <= b + 0) || (o == "ge" && v + 0 >= b + 0)) print "yes"; else print "no" }')
-		printf '| %s | %s%s [%s] | %s |\n' "$1" "$(x2 "$v")" "$(xr "$(ppr "$2" egressd-batch)")" "$(x2 "$5")" "$m"
+		printf '| %s | %s%s [%s] | %s |\n' "$1" "$(x2 "$v")" "$(xr "$ci")" "$(x2 "$5")" \
+		    "$(ci_verdict "$m" "$(ci_side "$ci" "$3" "$4")")"
 	}
 	rr() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 > 0) printf "%.4f", a / b }'; }
 	goal "latency p50 ≤ 1.15× the bare relay" lat le 1.15 "$(rr "$(med lat egressd-batch p50_us)" "$(med lat relay p50_us)")"
 	goal "transactions/s ≥ 0.85× the bare relay" rate ge 0.85 "$(rr "$(med rate egressd-batch tps)" "$(med rate relay tps)")"
 	goal "CPU per transaction ≤ 1.4× the bare relay" cpu le 1.4 "$(rr "$(med calc egressd-batch cpu_us)" "$(med calc relay cpu_us)")"
-	goal "one-tunnel bulk ≥ 0.95× the bare relay" bulk1 ge 0.95 "$(rr "$(med calc egressd-batch gbs1)" "$(med calc relay gbs1)")"
-	goal "four-tunnel bulk ≥ 0.95× the bare relay" bulk4 ge 0.95 "$(rr "$(med calc egressd-batch gbs4)" "$(med calc relay gbs4)")"
-	k=$(med idle egressd-batch kib_per_tunnel)
-	printf '| ≤ 4 KiB RSS per idle tunnel | %s KiB | %s |\n' "${k:-—}" "$(awk -v v="$k" 'BEGIN { if (v == "") print "—"; else print (v + 0 <= 4 ? "yes" : "no") }')"
+	if [ "$GOALS" = 0 ]; then
+		goal "one-tunnel bulk ≥ 0.95× the bare relay" bulk1 ge 0.95 "$(rr "$(med calc egressd-batch gbs1)" "$(med calc relay gbs1)")"
+		goal "four-tunnel bulk ≥ 0.95× the bare relay" bulk4 ge 0.95 "$(rr "$(med calc egressd-batch gbs4)" "$(med calc relay gbs4)")"
+		k=$(med idle egressd-batch kib_per_tunnel)
+		printf '| ≤ 4 KiB RSS per idle tunnel | %s KiB | %s |\n' "${k:-—}" "$(awk -v v="$k" 'BEGIN { if (v == "") print "—"; else print (v + 0 <= 4 ? "yes" : "no") }')"
+	fi
 	for t in ats tinyproxy squid; do
 		[ -n "$(var PID "$t")" ] || continue
 		pl=$(pp lat egressd-batch "$t")
 		pr=$(pp rate egressd-batch "$t")
+		cl=$(pci lat egressd-batch "$t")
+		cr=$(pci rate egressd-batch "$t")
 		printf '| below/above %s: latency p50, transactions/s | %s%s, %s%s of %s [%s, %s] | %s |\n' "$(label "$t")" \
-		    "$(x2 "$pl")" "$(xr "$(ppr lat egressd-batch "$t")")" "$(x2 "$pr")" \
-		    "$(xr "$(ppr rate egressd-batch "$t")")" "$(label "$t")" \
+		    "$(x2 "$pl")" "$(xr "$cl")" "$(x2 "$pr")" "$(xr "$cr")" "$(label "$t")" \
 		    "$(ratio "$(med lat egressd-batch p50_us)" "$(med lat "$t" p50_us)")" \
 		    "$(ratio "$(med rate egressd-batch tps)" "$(med rate "$t" tps)")" \
-		    "$(awk -v a="$pl" -v c="$pr" 'BEGIN { print (a != "" && c != "" && a + 0 < 1 && c + 0 > 1) ? "yes" : "no" }')"
+		    "$(ci_verdict "$(awk -v a="$pl" -v c="$pr" 'BEGIN { print (a != "" && c != "" && a + 0 < 1 && c + 0 > 1) ? "yes" : "no" }')" \
+		        "$(ci_side "$cl" lt 1)" "$(ci_side "$cr" gt 1)")"
 	done
 	if [ -n "$(med lat egressd-none p50_us)" ]; then
 		echo
@@ -1121,6 +1170,12 @@ OUT=$OUTDIR/latest.md
 		echo
 		echo "egressd's transactions/s in these runs ($(awk -v x="$re" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }') of the relay, paired) is what the relay gives with $(at "$re") per transaction; the goal of 0.85× is the relay with $(at 0.85): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
 	fi
+	if [ "$GOALS" = 1 ]; then
+		echo
+		echo "Rounds as the verdicts saw them (per-round ratios, egressd to the bare relay, ascending): latency p50 $(awk '$1 == "pair:lat" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); transactions/s $(awk '$1 == "pair:rate" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); CPU per transaction $(awk '$1 == "pair:cpu" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }')."
+	fi
+} > "$OUT"
+if [ "$GOALS" = 0 ]; then {
 	echo
 	echo "DNS cache (egressd; ratio to direct latency p50 / to the bare relay):"
 	echo
@@ -1175,18 +1230,21 @@ OUT=$OUTDIR/latest.md
 	fi
 	echo
 	echo "$PROFILE_NOTE"
-} > "$OUT"
+} >> "$OUT"; fi
 cat "$OUT"
-# The docs quote the latest full run: the block between the markers is replaced.
-if [ "$WRITE_DOC" = 1 ] && [ -f "$DOC" ] && grep -q '^<!-- bench-table-begin -->$' "$DOC" &&
-    grep -q '^<!-- bench-table-end -->$' "$DOC"; then
-	awk -v f="$OUT" '
-		/^<!-- bench-table-begin -->$/ { print; while ((getline l < f) > 0) print l; skip = 1; next }
-		/^<!-- bench-table-end -->$/ { skip = 0 }
+# The docs quote the latest full run (and the latest goals run): the block between the
+# markers is replaced.
+MARK=bench-table
+[ "$GOALS" = 1 ] && MARK=bench-goals
+if [ "$WRITE_DOC" = 1 ] && [ -f "$DOC" ] && grep -q "^<!-- $MARK-begin -->\$" "$DOC" &&
+    grep -q "^<!-- $MARK-end -->\$" "$DOC"; then
+	awk -v f="$OUT" -v b="<!-- $MARK-begin -->" -v e="<!-- $MARK-end -->" '
+		$0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
+		$0 == e { skip = 0 }
 		!skip { print }' "$DOC" > "$TMP/doc.md" && cat "$TMP/doc.md" > "$DOC" &&
-	    echo "bench: wrote the table into $DOC" >&2
+	    echo "bench: wrote the table into $DOC ($MARK)" >&2
 elif [ "$WRITE_DOC" = 1 ]; then
-	echo "bench: $DOC has no bench-table markers; not written" >&2
+	echo "bench: $DOC has no $MARK markers; not written" >&2
 fi
 # Logs worth keeping for a reader of the results.
 cp "$TMP/egload.log" "$OUTDIR/egload.log" 2>/dev/null

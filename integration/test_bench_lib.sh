@@ -2,7 +2,9 @@
 # The benchmark's verdicts rest on bench/lib.sh's pairing (make bench's goals table,
 # egressd_ab.sh): paired_ratios, paired_median and paired_range on hand-made rounds, with
 # rounds that lack one side, a reference of 0, odd and even counts, another reference and
-# no common round at all; and rotate_list's orders. Pure shell arithmetic (no network, no
+# no common round at all; paired_ci's order-statistic intervals against their binomial
+# coverage for 1, 3, 5, 9, 15 and 20 rounds; ci_side and ci_verdict for every operator
+# and firmness; and rotate_list's orders. Pure shell arithmetic (no network, no
 # timing), under dash as bench/run.sh runs (sh) and under bash.
 set -u
 SRC=${EGRESS_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -41,6 +43,38 @@ for sh in dash bash; do
 	check "$sh" "no common round: spread empty" "" "paired_range nobody" "$R"
 	check "$sh" "a bulk repetition is its own unit" "0.7500 1.5000" "paired_range e" \
 	    'relay 1.1 2\nrelay 1.2 4\ne 1.1 3\ne 1.2 3\n'
+	# paired_ci: rounds whose ratios are 1..n (the relay 1 in every round), given in
+	# descending order
+	rounds() { i=$1; while [ "$i" -ge 1 ]; do printf 'relay %d 1\\ne %d %d\\n' "$i" "$i" "$i"; i=$((i - 1)); done; }
+	for n in 1 3 5 9 15 20; do eval "in$n=\$(rounds $n)"; done
+	# n = 5: P(B <= 0) = 1/32, coverage 1 - 2/32 = 93.75%: the lowest and the highest
+	check "$sh" "interval of 5 rounds: x(1)..x(5), 93%" "1.0000 5.0000 93" "paired_ci e" "$in5"
+	# n = 15: P(B <= 3) = 576/32768 -> 96.5%; k = 5 would give 88.2%
+	check "$sh" "interval of 15 rounds: x(4)..x(12), 96%" "4.0000 12.0000 96" "paired_ci e" "$in15"
+	# n = 20: P(B <= 5) = 0.0207 -> 95.9%; k = 7 would give 88.5%
+	check "$sh" "interval of 20 rounds: x(6)..x(15), 95%" "6.0000 15.0000 95" "paired_ci e" "$in20"
+	# n = 9: P(B <= 1) = 10/512 -> 96.1%; k = 3 would give 82.0%
+	check "$sh" "interval of 9 rounds: x(2)..x(8), 96%" "2.0000 8.0000 96" "paired_ci e" "$in9"
+	check "$sh" "interval of 3 rounds: the extremes, 75%" "1.0000 3.0000 75" "paired_ci e" "$in3"
+	check "$sh" "interval of 1 round: 0%" "1.0000 1.0000 0" "paired_ci e" "$in1"
+	check "$sh" "interval: no common round" "" "paired_ci nobody" "$R"
+	check "$sh" "ci_side le met" "met" "ci_side '1.05 1.14 93' le 1.15" ''
+	check "$sh" "ci_side le at the bound is met" "met" "ci_side '1.05 1.15 93' le 1.15" ''
+	check "$sh" "ci_side le open" "open" "ci_side '1.10 1.20 93' le 1.15" ''
+	check "$sh" "ci_side le missed" "missed" "ci_side '1.16 1.30 93' le 1.15" ''
+	check "$sh" "ci_side ge met" "met" "ci_side '0.85 0.95 93' ge 0.85" ''
+	check "$sh" "ci_side ge open" "open" "ci_side '0.80 0.95 93' ge 0.85" ''
+	check "$sh" "ci_side ge missed" "missed" "ci_side '0.70 0.84 93' ge 0.85" ''
+	check "$sh" "ci_side lt at the bound is not met" "open" "ci_side '0.90 1.00 93' lt 1" ''
+	check "$sh" "ci_side lt missed" "missed" "ci_side '1.00 1.20 93' lt 1" ''
+	check "$sh" "ci_side gt met" "met" "ci_side '1.01 1.20 93' gt 1" ''
+	check "$sh" "ci_side gt missed" "missed" "ci_side '0.80 1.00 93' gt 1" ''
+	check "$sh" "ci_side without an interval" "open" "ci_side '' le 1.15" ''
+	check "$sh" "ci_verdict yes, all met" "yes (firm)" "ci_verdict yes met met" ''
+	check "$sh" "ci_verdict yes, one open" "yes (not firm)" "ci_verdict yes met open" ''
+	check "$sh" "ci_verdict no, one missed" "no (firm)" "ci_verdict no open missed" ''
+	check "$sh" "ci_verdict no, all open" "no (not firm)" "ci_verdict no open open" ''
+	check "$sh" "ci_verdict without a figure" "—" "ci_verdict — open" ''
 	check "$sh" "rotate_list round 0" "a b c" "rotate_list 0 a b c" ''
 	check "$sh" "rotate_list round 1" "b c a" "rotate_list 1 a b c" ''
 	check "$sh" "rotate_list round 5" "c a b" "rotate_list 5 a b c" ''
