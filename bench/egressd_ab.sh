@@ -11,7 +11,9 @@
 # round in docs/performance.md). Prints
 # the medians over the rounds and each as a ratio to the relay of the same run, the median
 # of the per-round ratios (paired: less sensitive to a noisy host) with the lowest and the
-# highest of them, and the load average before and after. egload, egorigin and egrelay
+# highest of them, every further egressd target against the first one (paired by round,
+# with a confidence interval: paired_ci, bench/lib.sh), and the load average before and
+# after. egload, egorigin and egrelay
 # come from BUILD_DIR.
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
 # Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE,
@@ -231,6 +233,15 @@ spread() { # target key
 	awk -v k="$2" '$2 == k { print $1, $4, $3 }' "$TMP/raw" | paired_range "$1" |
 	    awk 'NF == 2 { printf "(×%.2f–×%.2f)", $1, $2 }'
 }
+# Against another target: the paired median of target / REF and its confidence interval
+# from the rounds' order statistics (paired_ci): "×M (×LOW–×HIGH, PCT%)".
+against() { # target key ref
+	awk -v k="$2" '$2 == k { print $1, $4, $3 }' "$TMP/raw" > "$TMP/against"
+	m=$(paired_median "$1" "$3" < "$TMP/against")
+	c=$(paired_ci "$1" "$3" < "$TMP/against")
+	awk -v m="$m" -v c="$c" 'BEGIN { if (m == "") { printf "—"; exit }
+	    printf "×%.3f", m; if (split(c, a, " ") == 3) printf " (×%.2f–×%.2f, %d%%)", a[1], a[2], a[3] }'
+}
 all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }
 {
@@ -250,6 +261,19 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		printf '  %-14s latency p50 %s %s  transactions/s %s %s  CPU/txn %s %s\n' "$t" \
 		    "$(paired "$t" p50)" "$(spread "$t" p50)" "$(paired "$t" tps)" "$(spread "$t" tps)" \
 		    "$(paired "$t" cpu_us)" "$(spread "$t" cpu_us)"
+	done
+	# builds against the first one, paired by round: what an A/B decides on
+	ref=""
+	for t in $TARGETS; do
+		case $t in relay | *_pin) continue ;; esac
+		if [ -z "$ref" ]; then
+			ref=$t
+			echo "against $ref, paired by round (median; confidence interval from the rounds' order statistics, its coverage)"
+			continue
+		fi
+		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
+		    "$(against "$t" p50 "$ref")" "$(against "$t" tps "$ref")" "$(against "$t" cpu_us "$ref")"
+		[ "$MIX" = 1 ] && printf '  %-14s interleaved p50 %s\n' "" "$(against "$t" mix50 "$ref")"
 	done
 	if [ "$MIX" = 1 ]; then
 		echo "interleaved latency (one run a round, the targets' transactions in turn): p50 and mean µs, medians (paired)"
