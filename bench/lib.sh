@@ -93,11 +93,11 @@ paired_ci() {
 
 # ci_side "LOW HIGH PCT" OP BOUND: where an interval (paired_ci) lies against a goal's
 # bound: met (all of it on the goal's side), missed (none of it), open (the bound lies
-# inside it; also without an interval). OP: le, ge (inclusive: the ratio goals), lt, gt
-# (strict: below and above a peer).
+# inside it; also without an interval, or one whose coverage is below 90%: fewer than 5
+# units). OP: le, ge (inclusive: the ratio goals), lt, gt (strict: below and above a peer).
 ci_side() {
 	awk -v v="$1" -v o="$2" -v b="$3" 'BEGIN {
-		if (split(v, a, " ") != 3) { print "open"; exit }
+		if (split(v, a, " ") != 3 || a[3] + 0 < 90) { print "open"; exit }
 		lo = a[1] + 0; hi = a[2] + 0; b += 0
 		if (o == "le") print (hi <= b ? "met" : (lo > b ? "missed" : "open"))
 		else if (o == "ge") print (lo >= b ? "met" : (hi < b ? "missed" : "open"))

@@ -22,8 +22,10 @@
 #                           its own block of docs/performance.md (bench-goals markers)
 #   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh bench)
 #   BENCH_ROUNDS=5          interleaved rounds (quick: 1)
-#   BENCH_LAT_N=1000        latency transactions per target per round
-#   BENCH_RATE_SECONDS=5    rate seconds per target per round; BENCH_RATE_CONC=64
+#   BENCH_LAT_N=1000        latency transactions per target per repetition
+#   BENCH_RATE_SECONDS=3    rate seconds per target per repetition; BENCH_RATE_CONC=64
+#   BENCH_LAT_REPS=3        latency + rate repetitions per round (quick, goals: 1), each a
+#                           pairing unit: a full run judges its goals on 5 x 3 = 15
 #   BENCH_BULK_BYTES=536870912  bytes per bulk run (one tunnel; four tunnels share it)
 #   BENCH_BULK_REPS=3       bulk runs per target per round (interleaved; a bulk run is short
 #                           and the host's noise large, so it is repeated within the round)
@@ -61,6 +63,7 @@ if [ "$GOALS" = 1 ]; then
 	ROUNDS=${BENCH_ROUNDS:-15}
 	LAT_N=${BENCH_LAT_N:-1000}
 	RATE_S=${BENCH_RATE_SECONDS:-5}
+	LAT_REPS=${BENCH_LAT_REPS:-1}
 	BULK=0
 	BULK_REPS=0
 	IDLE_N=0
@@ -75,6 +78,7 @@ elif [ "$QUICK" = 1 ]; then
 	ROUNDS=${BENCH_ROUNDS:-1}
 	LAT_N=${BENCH_LAT_N:-200}
 	RATE_S=${BENCH_RATE_SECONDS:-2}
+	LAT_REPS=${BENCH_LAT_REPS:-1}
 	BULK=${BENCH_BULK_BYTES:-268435456}
 	BULK_REPS=${BENCH_BULK_REPS:-1}
 	IDLE_N=${BENCH_IDLE_TUNNELS:-1000}
@@ -88,7 +92,8 @@ elif [ "$QUICK" = 1 ]; then
 else
 	ROUNDS=${BENCH_ROUNDS:-5}
 	LAT_N=${BENCH_LAT_N:-1000}
-	RATE_S=${BENCH_RATE_SECONDS:-5}
+	RATE_S=${BENCH_RATE_SECONDS:-3}
+	LAT_REPS=${BENCH_LAT_REPS:-3}
 	BULK=${BENCH_BULK_BYTES:-536870912}
 	BULK_REPS=${BENCH_BULK_REPS:-3}
 	IDLE_N=${BENCH_IDLE_TUNNELS:-5000}
@@ -101,6 +106,7 @@ else
 	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30 40}
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
+case $LAT_REPS in '' | *[!0-9]* | 0) die "BENCH_LAT_REPS: a whole number of at least 1" ;; esac
 LOAD_WRAP=""    # load()'s prefix; set only around the perf-counted runs below
 STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
 OUTDIR=${BENCH_OUT:-$BUILD/bench-results}
@@ -572,39 +578,46 @@ done
 r=1
 while [ $r -le "$ROUNDS" ]; do
 	echo "bench: round $r of $ROUNDS" >&2
-	# latency at concurrency 1 (the wake-ups are counted in a pass of their own below)
-	for t in $(rotate $r); do
-		out=$(load "$t" latency -n "$LAT_N")
-		for k in p50_us p90_us p99_us; do rec lat "$t" $k "$(kv $k "$out")"; done
-		recp lat "$t" $r "$(kv p50_us "$out")"
-		rec lat "$t" errors "$(kv errors "$out")"
-	done
-	# transactions/s at concurrency RATE_C, proxy CPU per transaction
-	for t in $(rotate $r); do
-		pid=$(var PID "$t")
-		c0=0
-		[ -n "$pid" ] && c0=$(cpu_ticks "$pid")
-		o0=$(cpu_ticks $ORIGIN_PID)
-		m0=$(machine_ticks)
-		out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
-		m1=$(machine_ticks)
-		o1=$(cpu_ticks $ORIGIN_PID)
-		# the whole machine (load generator, origin, proxy, kernel): two shared cores
-		# bound the rate by what all of them spend per transaction
-		rec rate "$t" mbusy "$(echo "$m0 $m1" | awk '{ print $3 - $1 }')"
-		rec rate "$t" midle "$(echo "$m0 $m1" | awk '{ print $4 - $2 }')"
-		c1=0
-		[ -n "$pid" ] && c1=$(cpu_ticks "$pid")
-		rec rate "$t" origin_ticks $((o1 - o0))
-		rec rate "$t" tps "$(kv tps "$out")"
-		rec rate "$t" ok "$(kv ok "$out")"
-		rec rate "$t" errors "$(kv errors "$out")"
-		rec rate "$t" p99_us "$(kv p99_us "$out")"
-		[ -n "$pid" ] && rec rate "$t" cpu_ticks $((c1 - c0))
-		recp rate "$t" $r "$(kv tps "$out")"
-		[ -n "$pid" ] && [ "$(kv ok "$out")" -gt 0 ] 2>/dev/null &&
-		    recp cpu "$t" $r "$(awk -v c=$((c1 - c0)) -v n="$(kv ok "$out")" -v hz="$CLK_TCK" \
-		        'BEGIN { printf "%.1f", c / hz * 1e6 / n }')"
+	# latency at concurrency 1 (the wake-ups are counted in a pass of their own below),
+	# then transactions/s at concurrency RATE_C with the proxy's CPU per transaction;
+	# LAT_REPS times per round, every target once per repetition (rotated), each
+	# repetition a pairing unit of its own ("R.K"): the goals' intervals rest on the
+	# number of units (15 in a full run)
+	k=1
+	while [ $k -le "$LAT_REPS" ]; do
+		for t in $(rotate $((r + k - 1))); do
+			out=$(load "$t" latency -n "$LAT_N")
+			for q in p50_us p90_us p99_us; do rec lat "$t" $q "$(kv $q "$out")"; done
+			recp lat "$t" "$r.$k" "$(kv p50_us "$out")"
+			rec lat "$t" errors "$(kv errors "$out")"
+		done
+		for t in $(rotate $((r + k - 1))); do
+			pid=$(var PID "$t")
+			c0=0
+			[ -n "$pid" ] && c0=$(cpu_ticks "$pid")
+			o0=$(cpu_ticks $ORIGIN_PID)
+			m0=$(machine_ticks)
+			out=$(load "$t" rate -c "$RATE_C" -t "$RATE_S")
+			m1=$(machine_ticks)
+			o1=$(cpu_ticks $ORIGIN_PID)
+			# the whole machine (load generator, origin, proxy, kernel): two shared cores
+			# bound the rate by what all of them spend per transaction
+			rec rate "$t" mbusy "$(echo "$m0 $m1" | awk '{ print $3 - $1 }')"
+			rec rate "$t" midle "$(echo "$m0 $m1" | awk '{ print $4 - $2 }')"
+			c1=0
+			[ -n "$pid" ] && c1=$(cpu_ticks "$pid")
+			rec rate "$t" origin_ticks $((o1 - o0))
+			rec rate "$t" tps "$(kv tps "$out")"
+			rec rate "$t" ok "$(kv ok "$out")"
+			rec rate "$t" errors "$(kv errors "$out")"
+			rec rate "$t" p99_us "$(kv p99_us "$out")"
+			[ -n "$pid" ] && rec rate "$t" cpu_ticks $((c1 - c0))
+			recp rate "$t" "$r.$k" "$(kv tps "$out")"
+			[ -n "$pid" ] && [ "$(kv ok "$out")" -gt 0 ] 2>/dev/null &&
+			    recp cpu "$t" "$r.$k" "$(awk -v c=$((c1 - c0)) -v n="$(kv ok "$out")" -v hz="$CLK_TCK" \
+			        'BEGIN { printf "%.1f", c / hz * 1e6 / n }')"
+		done
+		k=$((k + 1))
 	done
 	# bulk: one tunnel, four tunnels (BULK bytes in total each), proxy CPU per GiB;
 	# BULK_REPS times per round, every target once per repetition (rotated), each
@@ -1001,14 +1014,14 @@ OUT=$OUTDIR/latest.md
 	[ -n "$ATS" ] && atv=$("$ATS" -V 2>/dev/null | sed -n 's/^Traffic Server \([0-9.]*\).*/\1/p' | head -1)
 	echo "Peers: Traffic Server $atv (forward proxy, cache off, access log on), tinyproxy $tpv (LogLevel Warning), squid $sqv (access log on, no cache); egressd log_sync = batch unless named, splice on; bare relay = bench/egrelay (epoll, splice, no checks)."
 	if [ "$GOALS" = 1 ]; then
-		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round."
+		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions and rate $RATE_C connections × ${RATE_S} s, $LAT_REPS per target per round."
 	else
-		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions/round; rate $RATE_C connections × ${RATE_S} s/round; bulk $BULK bytes/run; $IDLE_N idle tunnels."
+		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions and rate $RATE_C connections × ${RATE_S} s, $LAT_REPS per target per round (each repetition a pairing unit); bulk $BULK bytes/run, $BULK_REPS per target per round; $IDLE_N idle tunnels."
 	fi
 	if [ "$GOALS" = 1 ]; then
-		echo "Each cell: the median over the rounds, then (× direct / × bare relay)."
+		echo "Each cell: the median over the runs (every repetition of every round), then (× direct / × bare relay)."
 	else
-		echo "Each cell: the median over the rounds (the wake-ups: one run per target after them), then (× direct / × bare relay)."
+		echo "Each cell: the median over the runs (every repetition of every round; the wake-ups: one run per target after them), then (× direct / × bare relay)."
 	fi
 	echo
 	printf '| figure |'
@@ -1059,7 +1072,7 @@ OUT=$OUTDIR/latest.md
 		echo "System calls per transaction ($SYS_TOOL, $SYS_N at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
 	fi
 	echo
-	echo "Goals (egressd = log_sync batch). Measured: the median over the rounds of each round's ratio (bulk: each repetition's), paired within the round, which cancels most of the host's noise (it moves a round's runs together); in parentheses a confidence interval for that median from the order statistics of the per-round ratios, with its coverage (distribution-free; with 5 rounds it is the lowest and the highest ratio, 93%); in brackets the ratio of the medians in the table above. The verdict is the paired median's: *firm* when the whole interval lies on the verdict's side of the bound, *not firm* when the bound lies inside the interval (this run cannot place that goal on either side; \`make bench-goals\` measures the goal figures over 15 rounds)."
+	echo "Goals (egressd = log_sync batch). Measured: the median over the repetitions of each one's ratio, paired within the repetition (every target runs once per repetition, $LAT_REPS latency and rate and $BULK_REPS bulk repetitions per round), which cancels most of the host's noise (it moves a round's runs together); in parentheses a confidence interval for that median from the order statistics of the per-repetition ratios, with its coverage (distribution-free; 5 units: the lowest and the highest ratio, 93%; 15 units: the 4th to the 12th, 96%); in brackets the ratio of the medians in the table above. The verdict is the paired median's: *firm* when the whole interval lies on the verdict's side of the bound, *not firm* when the bound lies inside the interval or the interval covers less than 90% (fewer than 5 units) (this run cannot place that goal on either side; \`make bench-goals\` measures the goal figures over more rounds)."
 	echo
 	echo "| goal | measured (paired) (confidence interval) [ratio of the medians] | met? |"
 	echo "|---|---|---|"

@@ -70,6 +70,8 @@ for sh in dash bash; do
 	check "$sh" "ci_side gt met" "met" "ci_side '1.01 1.20 93' gt 1" ''
 	check "$sh" "ci_side gt missed" "missed" "ci_side '0.80 1.00 93' gt 1" ''
 	check "$sh" "ci_side without an interval" "open" "ci_side '' le 1.15" ''
+	check "$sh" "ci_side below 90% coverage: open" "open" "ci_side '1.01 1.05 87' le 1.15" ''
+	check "$sh" "ci_side at 90% coverage" "met" "ci_side '1.01 1.05 90' le 1.15" ''
 	check "$sh" "ci_verdict yes, all met" "yes (firm)" "ci_verdict yes met met" ''
 	check "$sh" "ci_verdict yes, one open" "yes (not firm)" "ci_verdict yes met open" ''
 	check "$sh" "ci_verdict no, one missed" "no (firm)" "ci_verdict no open missed" ''
