@@ -125,8 +125,8 @@ bench-quick: bench-deps build
 	BENCH_QUICK=1 sh bench/run.sh $(BUILD)
 
 # The goal figures only (latency, transactions/s, CPU per transaction; egressd, the relay,
-# the peers) over 15 interleaved rounds (~15 min): verdicts with narrower intervals than a
-# full run's five rounds; writes its own block of docs/performance.md.
+# the peers) over 15 interleaved rounds of one repetition (~9 min): units farther apart in
+# time than a full run's repetitions; writes its own block of docs/performance.md.
 bench-goals: bench-deps build
 	BENCH_GOALS=1 sh bench/run.sh $(BUILD)
 

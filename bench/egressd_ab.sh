@@ -240,7 +240,7 @@ against() { # target key ref
 	m=$(paired_median "$1" "$3" < "$TMP/against")
 	c=$(paired_ci "$1" "$3" < "$TMP/against")
 	awk -v m="$m" -v c="$c" 'BEGIN { if (m == "") { printf "—"; exit }
-	    printf "×%.3f", m; if (split(c, a, " ") == 3) printf " (×%.2f–×%.2f, %d%%)", a[1], a[2], a[3] }'
+	    printf "×%.3f", m; if (split(c, a, " ") == 3) printf " (×%.3f–×%.3f, %d%%)", a[1], a[2], a[3] }'
 }
 all() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k { printf "%s ", $3 }' "$TMP/raw"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%.2f", a / b; else printf "—" }'; }
@@ -264,13 +264,16 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 	done
 	# builds against the first one, paired by round: what an A/B decides on
 	ref=""
+	said=""
 	for t in $TARGETS; do
 		case $t in relay | *_pin) continue ;; esac
 		if [ -z "$ref" ]; then
 			ref=$t
-			echo "against $ref, paired by round (median; confidence interval from the rounds' order statistics, its coverage)"
 			continue
 		fi
+		[ "$ref" = "${said:-}" ] ||
+		    echo "against $ref, paired by round (median; confidence interval from the rounds' order statistics, its coverage)"
+		said=$ref
 		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
 		    "$(against "$t" p50 "$ref")" "$(against "$t" tps "$ref")" "$(against "$t" cpu_us "$ref")"
 		[ "$MIX" = 1 ] && printf '  %-14s interleaved p50 %s\n' "" "$(against "$t" mix50 "$ref")"

@@ -14,12 +14,13 @@
 # Knobs (environment):
 #   BENCH_QUICK=1           quick mode (< 3 min): 1 round, small counts, egressd batch only,
 #                           no profile; does not write docs/performance.md
-#   BENCH_GOALS=1           goals mode (`make bench-goals`, ~15 min): only what the goals of
+#   BENCH_GOALS=1           goals mode (`make bench-goals`, ~9 min): only what the goals of
 #                           latency, transactions/s and CPU per transaction are judged on
-#                           (direct, the relay, egressd batch and the peers; latency and rate
-#                           rounds), over 15 rounds, so that each verdict has a confidence
-#                           interval narrower than one full run's five rounds give; writes
-#                           its own block of docs/performance.md (bench-goals markers)
+#                           (direct, the relay, egressd batch and the peers; latency 1000 and
+#                           rate 5 s), over 15 rounds of one repetition, each a pairing unit
+#                           farther apart in time than a full run's repetitions; writes its
+#                           own block of docs/performance.md (bench-goals markers), goals.md
+#                           and raw-goals.txt
 #   BENCH_INSTALL_PEERS=1   install the peers first (sh scripts/deps.sh bench)
 #   BENCH_ROUNDS=5          interleaved rounds (quick: 1)
 #   BENCH_LAT_N=1000        latency transactions per target per repetition
@@ -36,8 +37,8 @@
 #   BENCH_SKIP_EXEC=1       skip the egress-exec start-up part
 #   BENCH_EXEC_STEPS=1      egress-exec start-up step by step under strace (bench/exec_steps.py;
 #                           default: full run yes, quick run no); BENCH_EXEC_STEPS_RUNS=10
-#   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run yes,
-#                           quick run no)
+#   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run and
+#                           goals run yes, quick run no)
 #   BENCH_BUDGET_US="5 10 20 30 40"  the work budget: the relay again with this much busy work
 #                           per transaction (egrelay --work-us), interleaved with the relay
 #                           and egressd in rate runs of their own (full run; "" skips it)
@@ -106,7 +107,8 @@ else
 	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30 40}
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
-case $LAT_REPS in '' | *[!0-9]* | 0) die "BENCH_LAT_REPS: a whole number of at least 1" ;; esac
+case $LAT_REPS in '' | *[!0-9]*) die "BENCH_LAT_REPS: a whole number of at least 1" ;; esac
+[ "$LAT_REPS" -ge 1 ] || die "BENCH_LAT_REPS: a whole number of at least 1"
 LOAD_WRAP=""    # load()'s prefix; set only around the perf-counted runs below
 STEPS_N=${BENCH_EXEC_STEPS_RUNS:-10}
 OUTDIR=${BENCH_OUT:-$BUILD/bench-results}
@@ -137,6 +139,7 @@ mkdir -p "$OUTDIR" || die "cannot create $OUTDIR"
 TMP=$(mktemp -d /tmp/egress-bench.XXXXXX) || die "mktemp failed"
 chmod 755 "$TMP"
 RAW=$OUTDIR/raw.txt
+[ "$GOALS" = 1 ] && RAW=$OUTDIR/raw-goals.txt   # a goals run keeps the full run's figures
 REPO=$TMP/repo
 : > "$RAW"
 PIDS=""
@@ -585,13 +588,13 @@ while [ $r -le "$ROUNDS" ]; do
 	# number of units (15 in a full run)
 	k=1
 	while [ $k -le "$LAT_REPS" ]; do
-		for t in $(rotate $((r + k - 1))); do
+		for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
 			out=$(load "$t" latency -n "$LAT_N")
 			for q in p50_us p90_us p99_us; do rec lat "$t" $q "$(kv $q "$out")"; done
 			recp lat "$t" "$r.$k" "$(kv p50_us "$out")"
 			rec lat "$t" errors "$(kv errors "$out")"
 		done
-		for t in $(rotate $((r + k - 1))); do
+		for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
 			pid=$(var PID "$t")
 			c0=0
 			[ -n "$pid" ] && c0=$(cpu_ticks "$pid")
@@ -624,7 +627,7 @@ while [ $r -le "$ROUNDS" ]; do
 	# repetition a pairing unit of its own ("R.K")
 	k=1
 	while [ $k -le "$BULK_REPS" ]; do
-		for t in $(rotate $((r + k - 1))); do
+		for t in $(rotate $(((r - 1) * BULK_REPS + k))); do
 			pid=$(var PID "$t")
 			for n in 1 4; do
 				c0=0
@@ -669,7 +672,7 @@ done
 # (perf only when it counts the event itself: where the kernel refuses it, perf may fall
 # back to context-switches:u, which counts nothing useful)
 WAKE_TOOL=proc
-if perf stat -e context-switches -x, -o "$TMP/cs.probe" -- true >/dev/null 2>&1 &&
+if [ "$GOALS" = 0 ] && perf stat -e context-switches -x, -o "$TMP/cs.probe" -- true >/dev/null 2>&1 &&
     awk -F, '$3 == "context-switches" { f = 1 } END { exit !f }' "$TMP/cs.probe"; then
 	WAKE_TOOL=perf
 fi
@@ -1072,7 +1075,14 @@ OUT=$OUTDIR/latest.md
 		echo "System calls per transaction ($SYS_TOOL, $SYS_N at c=1): bare relay $(med sys relay per_txn), egressd $(med sys egressd-batch per_txn) ($(ratio "$(med sys egressd-batch per_txn)" "$(med sys relay per_txn)")); the breakdown is in syscalls.txt."
 	fi
 	echo
-	echo "Goals (egressd = log_sync batch). Measured: the median over the repetitions of each one's ratio, paired within the repetition (every target runs once per repetition, $LAT_REPS latency and rate and $BULK_REPS bulk repetitions per round), which cancels most of the host's noise (it moves a round's runs together); in parentheses a confidence interval for that median from the order statistics of the per-repetition ratios, with its coverage (distribution-free; 5 units: the lowest and the highest ratio, 93%; 15 units: the 4th to the 12th, 96%); in brackets the ratio of the medians in the table above. The verdict is the paired median's: *firm* when the whole interval lies on the verdict's side of the bound, *not firm* when the bound lies inside the interval or the interval covers less than 90% (fewer than 5 units) (this run cannot place that goal on either side; \`make bench-goals\` measures the goal figures over more rounds)."
+	if [ "$GOALS" = 1 ]; then
+		units="the median over the rounds of each round's ratio, paired within the round ($LAT_REPS run per target per round)"
+		more="more rounds (BENCH_ROUNDS) narrow the interval"
+	else
+		units="the median over the repetitions of each one's ratio, paired within the repetition (every target runs once per repetition: $LAT_REPS latency and rate and $BULK_REPS bulk repetitions per round)"
+		more="\`make bench-goals\` measures the latency, rate and CPU goals over 15 rounds"
+	fi
+	echo "Goals (egressd = log_sync batch). Measured: $units, which cancels most of the host's noise (it moves the runs of one unit together); in parentheses a confidence interval for that median from the order statistics of the per-unit ratios, with its coverage (distribution-free; 5 units: the lowest and the highest ratio, 93%; 15 units: the 4th to the 12th, 96%); in brackets the ratio of the medians in the table above. The verdict is the paired median's: *firm* when the whole interval lies on the verdict's side of the bound; *not firm* when the bound lies inside the interval, or the interval covers less than 90% (fewer than 5 units): this run cannot place that goal on either side ($more)."
 	echo
 	echo "| goal | measured (paired) (confidence interval) [ratio of the medians] | met? |"
 	echo "|---|---|---|"
@@ -1082,8 +1092,9 @@ OUT=$OUTDIR/latest.md
 	pci() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_ci "$2" "${3:-relay}"; }
 	# three decimals: a figure just under its bound must not print as the bound
 	x2() { awk -v v="$1" 'BEGIN { if (v == "") printf "—"; else printf "×%.3f", v }'; }
-	# xr "LOW HIGH PCT": the interval as "(×LOW–×HIGH, PCT%)", two decimals ("" without rounds)
-	xr() { awk -v v="$1" 'BEGIN { if (split(v, a, " ") == 3) printf " (×%.2f–×%.2f, %d%%)", a[1], a[2], a[3] }'; }
+	# xr "LOW HIGH PCT": the interval as "(×LOW–×HIGH, PCT%)", three decimals as the
+	# median's (an end on a two-decimal bound must not print as the bound) ("" without units)
+	xr() { awk -v v="$1" 'BEGIN { if (split(v, a, " ") == 3) printf " (×%.3f–×%.3f, %d%%)", a[1], a[2], a[3] }'; }
 	# where an interval lies against a bound and the verdict's firmness: ci_side and
 	# ci_verdict (bench/lib.sh)
 	goal() { # text scen op bound ratio-of-medians
@@ -1114,7 +1125,7 @@ OUT=$OUTDIR/latest.md
 		    "$(x2 "$pl")" "$(xr "$cl")" "$(x2 "$pr")" "$(xr "$cr")" "$(label "$t")" \
 		    "$(ratio "$(med lat egressd-batch p50_us)" "$(med lat "$t" p50_us)")" \
 		    "$(ratio "$(med rate egressd-batch tps)" "$(med rate "$t" tps)")" \
-		    "$(ci_verdict "$(awk -v a="$pl" -v c="$pr" 'BEGIN { print (a != "" && c != "" && a + 0 < 1 && c + 0 > 1) ? "yes" : "no" }')" \
+		    "$(ci_verdict "$(awk -v a="$pl" -v c="$pr" 'BEGIN { if (a == "" || c == "") print "—"; else print (a + 0 < 1 && c + 0 > 1) ? "yes" : "no" }')" \
 		        "$(ci_side "$cl" lt 1)" "$(ci_side "$cr" gt 1)")"
 	done
 	if [ -n "$(med lat egressd-none p50_us)" ]; then
@@ -1185,7 +1196,7 @@ OUT=$OUTDIR/latest.md
 	fi
 	if [ "$GOALS" = 1 ]; then
 		echo
-		echo "Rounds as the verdicts saw them (per-round ratios, egressd to the bare relay, ascending): latency p50 $(awk '$1 == "pair:lat" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); transactions/s $(awk '$1 == "pair:rate" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); CPU per transaction $(awk '$1 == "pair:cpu" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }')."
+		echo "Units as the verdicts saw them (per-unit ratios, egressd to the bare relay, ascending): latency p50 $(awk '$1 == "pair:lat" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); transactions/s $(awk '$1 == "pair:rate" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); CPU per transaction $(awk '$1 == "pair:cpu" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }')."
 	fi
 } > "$OUT"
 if [ "$GOALS" = 0 ]; then {
@@ -1260,7 +1271,11 @@ elif [ "$WRITE_DOC" = 1 ]; then
 	echo "bench: $DOC has no $MARK markers; not written" >&2
 fi
 # Logs worth keeping for a reader of the results.
-cp "$TMP/egload.log" "$OUTDIR/egload.log" 2>/dev/null
+if [ "$GOALS" = 1 ]; then
+	cp "$TMP/egload.log" "$OUTDIR/egload-goals.log" 2>/dev/null
+else
+	cp "$TMP/egload.log" "$OUTDIR/egload.log" 2>/dev/null
+fi
 cp "$TMP/spawn.log" "$OUTDIR/spawn.log" 2>/dev/null
 echo "bench: results in $OUT (raw figures: $RAW)" >&2
 exit 0
