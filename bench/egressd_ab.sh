@@ -271,9 +271,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 			ref=$t
 			continue
 		fi
-		[ "$ref" = "${said:-}" ] ||
+		[ -n "$said" ] ||
 		    echo "against $ref, paired by round (median; confidence interval from the rounds' order statistics, its coverage)"
-		said=$ref
+		said=1
 		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
 		    "$(against "$t" p50 "$ref")" "$(against "$t" tps "$ref")" "$(against "$t" cpu_us "$ref")"
 		[ "$MIX" = 1 ] && printf '  %-14s interleaved p50 %s\n' "" "$(against "$t" mix50 "$ref")"

@@ -1018,12 +1018,9 @@ OUT=$OUTDIR/latest.md
 	echo "Peers: Traffic Server $atv (forward proxy, cache off, access log on), tinyproxy $tpv (LogLevel Warning), squid $sqv (access log on, no cache); egressd log_sync = batch unless named, splice on; bare relay = bench/egrelay (epoll, splice, no checks)."
 	if [ "$GOALS" = 1 ]; then
 		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions and rate $RATE_C connections × ${RATE_S} s, $LAT_REPS per target per round."
-	else
-		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions and rate $RATE_C connections × ${RATE_S} s, $LAT_REPS per target per round (each repetition a pairing unit); bulk $BULK bytes/run, $BULK_REPS per target per round; $IDLE_N idle tunnels."
-	fi
-	if [ "$GOALS" = 1 ]; then
 		echo "Each cell: the median over the runs (every repetition of every round), then (× direct / × bare relay)."
 	else
+		echo "Rounds: $ROUNDS interleaved; latency $LAT_N transactions and rate $RATE_C connections × ${RATE_S} s, $LAT_REPS per target per round (each repetition a pairing unit); bulk $BULK bytes/run, $BULK_REPS per target per round; $IDLE_N idle tunnels."
 		echo "Each cell: the median over the runs (every repetition of every round; the wake-ups: one run per target after them), then (× direct / × bare relay)."
 	fi
 	echo
@@ -1196,7 +1193,10 @@ OUT=$OUTDIR/latest.md
 	fi
 	if [ "$GOALS" = 1 ]; then
 		echo
-		echo "Units as the verdicts saw them (per-unit ratios, egressd to the bare relay, ascending): latency p50 $(awk '$1 == "pair:lat" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); transactions/s $(awk '$1 == "pair:rate" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'); CPU per transaction $(awk '$1 == "pair:cpu" { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch | awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }')."
+		# units SCEN: egressd's per-unit ratios to the relay, ascending, two decimals
+		units() { awk -v s="pair:$1" '$1 == s { print $2, $3, $4 }' "$RAW" | paired_ratios egressd-batch |
+		    awk '{ printf "%s×%.2f", (NR > 1 ? " " : ""), $1 }'; }
+		echo "Units as the verdicts saw them (per-unit ratios, egressd to the bare relay, ascending): latency p50 $(units lat); transactions/s $(units rate); CPU per transaction $(units cpu)."
 	fi
 } > "$OUT"
 if [ "$GOALS" = 0 ]; then {

@@ -404,6 +404,8 @@ st_write(struct syslog_stream *st)
 			errno = 0;
 			r = SSL_write(st->ss_ssl, st->ss_frame, (int)st->ss_flen);
 			if (r <= 0) {
+				char why[256];
+
 				e = SSL_get_error(st->ss_ssl, r);
 				if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
 					st->ss_want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
@@ -411,8 +413,6 @@ st_write(struct syslog_stream *st)
 						st->ss_blocked_at = mono_msec();
 					return 0;
 				}
-				char why[256];
-
 				if (e == SSL_ERROR_SSL)
 					syslog_tls_errstr(why, sizeof(why));
 				else
