@@ -27,6 +27,11 @@
 #   BENCH_RATE_SECONDS=3    rate seconds per target per repetition; BENCH_RATE_CONC=64
 #   BENCH_LAT_REPS=3        latency + rate repetitions per round (quick, goals: 1), each a
 #                           pairing unit: a full run judges its goals on 5 x 3 = 15
+#   BENCH_ONECPU=1          latency also with the proxy (its threads and children), the
+#                           load generator and the origin pinned to one CPU (BENCH_ONECPU_CPU,
+#                           default 0) after each free latency run: the proxies' own cost at
+#                           one connection without the host's cross-CPU wake-ups (0: skip;
+#                           skipped on one core)
 #   BENCH_BULK_BYTES=536870912  bytes per bulk run (one tunnel; four tunnels share it)
 #   BENCH_BULK_REPS=3       bulk runs per target per round (interleaved; a bulk run is short
 #                           and the host's noise large, so it is repeated within the round)
@@ -58,6 +63,16 @@ QUICK=${BENCH_QUICK:-0}
 GOALS=${BENCH_GOALS:-0}
 case $GOALS in 0 | 1) ;; *) die "BENCH_GOALS: 0 or 1" ;; esac
 [ "$QUICK" = 1 ] && [ "$GOALS" = 1 ] && die "BENCH_QUICK and BENCH_GOALS: one at a time"
+ONECPU=${BENCH_ONECPU:-1}
+ONECPU_CPU=${BENCH_ONECPU_CPU:-0}
+case $ONECPU in 0 | 1) ;; *) die "BENCH_ONECPU: 0 or 1" ;; esac
+case $ONECPU_CPU in '' | *[!0-9]*) die "BENCH_ONECPU_CPU: a CPU number" ;; esac
+CPUS_ALL=$(cat /sys/devices/system/cpu/online 2>/dev/null)
+if [ "$ONECPU" = 1 ] && { [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null 2>&1 ||
+    ! taskset -c "$ONECPU_CPU" true 2>/dev/null || [ -z "$CPUS_ALL" ]; }; then
+	echo "bench: no one-CPU latency (one core, no taskset, or CPU $ONECPU_CPU not usable)" >&2
+	ONECPU=0
+fi
 if [ "$GOALS" = 1 ]; then
 	# the goal figures only: no bulk, idle tunnels, DNS, start-up, profile, work budget,
 	# wake-up or system-call passes
@@ -525,6 +540,13 @@ load() { # target mode args...: run egload through (or around) the target's prox
 # The targets in a rotating order for round $1 (rotate_list, bench/lib.sh).
 # shellcheck disable=SC2086
 rotate() { rotate_list "$1" $TARGETS; }
+# pin_tree PID CPUS: a process, all its threads and all its descendants (squid's helpers,
+# egressd's route helper) to CPUS (a taskset list); nothing without a PID
+pin_tree() {
+	[ -n "$1" ] || return 0
+	taskset -a -p -c "$2" "$1" >/dev/null 2>&1 || echo "bench: cannot pin $1 to $2" >&2
+	for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do pin_tree "$c" "$2"; done
+}
 
 echo "bench: targets:$(for t in $TARGETS; do printf ' %s' "$t"; done); origin $ORIGIN; $ROUNDS rounds" >&2
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -594,6 +616,26 @@ while [ $r -le "$ROUNDS" ]; do
 			recp lat "$t" "$r.$k" "$(kv p50_us "$out")"
 			rec lat "$t" errors "$(kv errors "$out")"
 		done
+		# the same at one CPU: each target's proxy (its threads and children), the origin
+		# and the load generator pinned to one CPU for its run, so that no wake-up of a
+		# transaction crosses CPUs. On this VM a wake-up of an idle vCPU costs ~20 µs, and
+		# which of the placements a free run settles in (all three on one CPU, or split)
+		# moves its p50 by half (docs/performance.md, "The fifteenth round"); pinned, the
+		# figure is the proxies' own cost at one connection, steady to a few percent.
+		if [ "$ONECPU" = 1 ]; then
+			for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
+				pin_tree "$ORIGIN_PID" "$ONECPU_CPU"
+				pin_tree "$(var PID "$t")" "$ONECPU_CPU"
+				LOAD_WRAP="taskset -c $ONECPU_CPU"
+				out=$(load "$t" latency -n "$LAT_N")
+				LOAD_WRAP=""
+				pin_tree "$(var PID "$t")" "$CPUS_ALL"
+				pin_tree "$ORIGIN_PID" "$CPUS_ALL"
+				for q in p50_us p99_us; do rec lat1 "$t" $q "$(kv $q "$out")"; done
+				recp lat1 "$t" "$r.$k" "$(kv p50_us "$out")"
+				rec lat1 "$t" errors "$(kv errors "$out")"
+			done
+		fi
 		for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
 			pid=$(var PID "$t")
 			c0=0
@@ -1040,6 +1082,12 @@ OUT=$OUTDIR/latest.md
 	}
 	row "CONNECT + GET latency p50 (µs, c=1)" lat p50_us 0
 	row "latency p99 (µs, c=1)" lat p99_us 0
+	if [ "$ONECPU" = 1 ]; then
+		row "latency p50, one CPU (µs, c=1; proxy, load generator and origin pinned to CPU $ONECPU_CPU)" lat1 p50_us 0
+		printf '| latency errors (all rounds, free / one CPU) |'
+		for t in $TARGETS; do printf ' %s / %s |' "$(sum lat "$t" errors)" "$(sum lat1 "$t" errors)"; done
+		echo
+	fi
 	row "transactions/s (c=$RATE_C)" rate tps 0
 	printf '| errors under load (all rounds) |'
 	for t in $TARGETS; do printf ' %s |' "$(sum rate "$t" errors)"; done
@@ -1104,6 +1152,7 @@ OUT=$OUTDIR/latest.md
 	}
 	rr() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 > 0) printf "%.4f", a / b }'; }
 	goal "latency p50 ≤ 1.15× the bare relay" lat le 1.15 "$(rr "$(med lat egressd-batch p50_us)" "$(med lat relay p50_us)")"
+	[ "$ONECPU" = 1 ] && goal "latency p50 ≤ 1.15× the bare relay, one CPU (beside the goal: pinned, no cross-CPU wake-ups)" lat1 le 1.15 "$(rr "$(med lat1 egressd-batch p50_us)" "$(med lat1 relay p50_us)")"
 	goal "transactions/s ≥ 0.85× the bare relay" rate ge 0.85 "$(rr "$(med rate egressd-batch tps)" "$(med rate relay tps)")"
 	goal "CPU per transaction ≤ 1.4× the bare relay" cpu le 1.4 "$(rr "$(med calc egressd-batch cpu_us)" "$(med calc relay cpu_us)")"
 	if [ "$GOALS" = 0 ]; then
@@ -1125,6 +1174,25 @@ OUT=$OUTDIR/latest.md
 		    "$(ci_verdict "$(awk -v a="$pl" -v c="$pr" 'BEGIN { if (a == "" || c == "") print "—"; else print (a + 0 < 1 && c + 0 > 1) ? "yes" : "no" }')" \
 		        "$(ci_side "$cl" lt 1)" "$(ci_side "$cr" gt 1)")"
 	done
+	if [ "$ONECPU" = 1 ]; then
+		# the one-CPU latency against each peer, on one line (beside the goal)
+		line=""
+		all=yes
+		sides=""
+		for t in ats tinyproxy squid; do
+			[ -n "$(var PID "$t")" ] || continue
+			pl=$(pp lat1 egressd-batch "$t")
+			cl=$(pci lat1 egressd-batch "$t")
+			line="$line${line:+, }$(x2 "$pl")$(xr "$cl") of $(label "$t")"
+			[ -n "$pl" ] && awk -v a="$pl" 'BEGIN { exit !(a + 0 < 1) }' || all=no
+			[ -n "$pl" ] || all="—"
+			sides="$sides $(ci_side "$cl" lt 1)"
+		done
+		# firm when every peer's interval lies below 1 (ci_verdict takes every side)
+		# shellcheck disable=SC2086
+		[ -n "$line" ] && printf '| below every peer: latency p50, one CPU (beside the goal) | %s | %s |\n' \
+		    "$line" "$(ci_verdict "$all" $sides)"
+	fi
 	if [ -n "$(med lat egressd-none p50_us)" ]; then
 		echo
 		echo "Decision log cost (egressd, ratio to log_sync = none):"
