@@ -24,6 +24,12 @@
 # the same moments of a noisy host; reported as "interleaved"; the pinning targets are
 # skipped there). Interleaved, each proxy waits idle through the others' transactions, so
 # the figures are those of sporadic requests, not of one client's back-to-back ones.
+# AB_ONECPU=0 (1: each round also runs every target's latency with its proxy, the origin
+# and the load generator pinned to one CPU, AB_ONECPU_CPU (0): no wake-up crosses CPUs, so
+# the figure is the proxy's own work at one connection, steady to a few percent where free
+# runs move by half on a quiet 2-vCPU host; reported as "one CPU", and against the first
+# egressd: what a change of egressd's path decides on (docs/performance.md, "The fifteenth
+# round")).
 set -u
 
 die() { echo "egressd_ab: $*" >&2; exit 1; }
@@ -41,6 +47,14 @@ BULK=${AB_BULK_BYTES:-0}
 MIX=${AB_LAT_MIX:-0}
 case $BULK in '' | *[!0-9]*) die "AB_BULK_BYTES: a number of bytes" ;; esac
 case $MIX in 0 | 1) ;; *) die "AB_LAT_MIX: 0 or 1" ;; esac
+ONECPU=${AB_ONECPU:-0}
+ONECPU_CPU=${AB_ONECPU_CPU:-0}
+case $ONECPU in 0 | 1) ;; *) die "AB_ONECPU: 0 or 1" ;; esac
+case $ONECPU_CPU in '' | *[!0-9]*) die "AB_ONECPU_CPU: a CPU number" ;; esac
+CPUS_ALL=$(cat /sys/devices/system/cpu/online 2>/dev/null)
+if [ "$ONECPU" = 1 ] && { [ -z "$CPUS_ALL" ] || ! taskset -c "$ONECPU_CPU" true 2>/dev/null; }; then
+	die "AB_ONECPU: CPU $ONECPU_CPU is not usable here (taskset)"
+fi
 B=$BUILD/bench
 for b in "$B/egload" "$B/egorigin" "$B/egrelay"; do
 	[ -x "$b" ] || die "$b is missing: build first (make build)"
@@ -164,6 +178,18 @@ while [ "$r" -le "$ROUNDS" ]; do
 		echo "$t p50 $(kv p50_us "$out") $r" >> "$TMP/raw"
 		echo "$t p90 $(kv p90_us "$out") $r" >> "$TMP/raw"
 	done
+	if [ "$ONECPU" = 1 ]; then
+		# this shell pinned too (alone: its children come and go), so that the load
+		# generator it starts inherits the CPU
+		for t in $order; do
+			pin_tree "$PID_origin" "$ONECPU_CPU" && pin_tree "$(var PID "$t")" "$ONECPU_CPU" &&
+			    taskset -p -c "$ONECPU_CPU" $$ >/dev/null || die "cannot pin $t to CPU $ONECPU_CPU"
+			out=$(load "$t" latency -n "$LAT_N")
+			taskset -p -c "$CPUS_ALL" $$ >/dev/null && pin_tree "$(var PID "$t")" "$CPUS_ALL" &&
+			    pin_tree "$PID_origin" "$CPUS_ALL" || die "cannot unpin $t (CPUs $CPUS_ALL)"
+			echo "$t one50 $(kv p50_us "$out") $r" >> "$TMP/raw"
+		done
+	fi
 	if [ "$MIX" = 1 ]; then
 		mt="" mp="" mn=0
 		for t in $order; do
@@ -277,7 +303,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		printf '  %-14s latency p50 %s  transactions/s %s  CPU/txn %s\n' "$t" \
 		    "$(against "$t" p50 "$ref")" "$(against "$t" tps "$ref")" "$(against "$t" cpu_us "$ref")"
 		[ "$MIX" = 1 ] && printf '  %-14s interleaved p50 %s\n' "" "$(against "$t" mix50 "$ref")"
+		[ "$ONECPU" = 1 ] && printf '  %-14s one-CPU p50 %s\n' "" "$(against "$t" one50 "$ref")"
 	done
+	if [ "$ONECPU" = 1 ]; then
+		echo "latency at one CPU (proxy, origin and load generator on CPU $ONECPU_CPU): p50 µs, medians (paired to the relay, lowest–highest round)"
+		for t in $TARGETS; do
+			printf '  %-14s p50 %s (%s %s)\n' "$t" "$(med "$t" one50)" "$(paired "$t" one50)" \
+			    "$(spread "$t" one50)"
+		done
+	fi
 	if [ "$MIX" = 1 ]; then
 		echo "interleaved latency (one run a round, the targets' transactions in turn): p50 and mean µs, medians (paired)"
 		for t in $TARGETS; do

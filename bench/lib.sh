@@ -33,6 +33,22 @@ machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exi
 # rss_kib PID: resident memory of the process in KiB (0 once it is gone).
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 
+# pin_tree PID CPUS: a process, all its threads and all its descendants (squid's helpers,
+# egressd's route helper) to CPUS (a taskset list: 0, 0-1, ...); nothing without a PID.
+# For the one-CPU latency of make bench and egressd_ab.sh, where no wake-up of a
+# transaction crosses CPUs (docs/performance.md, "The fifteenth round"). Non-zero when one
+# of them could not be pinned (gone already, or CPUS not usable). Recursion-safe: its own
+# state is in its positional parameters.
+pin_tree() {
+	[ -n "$1" ] || return 0
+	# (taskset -a answers 0 for a PID that is gone: util-linux 2.38)
+	[ -d "/proc/$1" ] && taskset -a -p -c "$2" "$1" >/dev/null 2>&1 || set -- "$1" "$2" failed
+	for _pt_c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+		pin_tree "$_pt_c" "$2" || set -- "$1" "$2" failed
+	done
+	[ "${3:-}" != failed ]
+}
+
 # rotate_list R WORD...: the words in a rotating order for round R (from word R mod N on,
 # then the ones before it), so that no target always runs first. Call it as $(...).
 rotate_list() {

@@ -540,13 +540,6 @@ load() { # target mode args...: run egload through (or around) the target's prox
 # The targets in a rotating order for round $1 (rotate_list, bench/lib.sh).
 # shellcheck disable=SC2086
 rotate() { rotate_list "$1" $TARGETS; }
-# pin_tree PID CPUS: a process, all its threads and all its descendants (squid's helpers,
-# egressd's route helper) to CPUS (a taskset list); nothing without a PID
-pin_tree() {
-	[ -n "$1" ] || return 0
-	taskset -a -p -c "$2" "$1" >/dev/null 2>&1 || echo "bench: cannot pin $1 to $2" >&2
-	for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do pin_tree "$c" "$2"; done
-}
 
 echo "bench: targets:$(for t in $TARGETS; do printf ' %s' "$t"; done); origin $ORIGIN; $ROUNDS rounds" >&2
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -624,13 +617,14 @@ while [ $r -le "$ROUNDS" ]; do
 		# figure is the proxies' own cost at one connection, steady to a few percent.
 		if [ "$ONECPU" = 1 ]; then
 			for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
-				pin_tree "$ORIGIN_PID" "$ONECPU_CPU"
-				pin_tree "$(var PID "$t")" "$ONECPU_CPU"
+				pin_tree "$ORIGIN_PID" "$ONECPU_CPU" &&
+				    pin_tree "$(var PID "$t")" "$ONECPU_CPU" ||
+				    echo "bench: cannot pin $t to CPU $ONECPU_CPU" >&2
 				LOAD_WRAP="taskset -c $ONECPU_CPU"
 				out=$(load "$t" latency -n "$LAT_N")
 				LOAD_WRAP=""
-				pin_tree "$(var PID "$t")" "$CPUS_ALL"
-				pin_tree "$ORIGIN_PID" "$CPUS_ALL"
+				pin_tree "$(var PID "$t")" "$CPUS_ALL" && pin_tree "$ORIGIN_PID" "$CPUS_ALL" ||
+				    echo "bench: cannot unpin $t (CPUs $CPUS_ALL)" >&2
 				for q in p50_us p99_us; do rec lat1 "$t" $q "$(kv $q "$out")"; done
 				recp lat1 "$t" "$r.$k" "$(kv p50_us "$out")"
 				rec lat1 "$t" errors "$(kv errors "$out")"

@@ -4,8 +4,9 @@
 # rounds that lack one side, a reference of 0, odd and even counts, another reference and
 # no common round at all; paired_ci's order-statistic intervals against their binomial
 # coverage for 1, 3, 5, 9, 15 and 20 rounds; ci_side and ci_verdict for every operator
-# and firmness; and rotate_list's orders. Pure shell arithmetic (no network, no
-# timing), under dash as bench/run.sh runs (sh) and under bash.
+# and firmness; rotate_list's orders; and pin_tree's affinities on a process of its own.
+# Shell arithmetic and affinities (no network, no timing), under dash as bench/run.sh runs
+# (sh) and under bash.
 set -u
 SRC=${EGRESS_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 LIB=$SRC/bench/lib.sh
@@ -79,6 +80,48 @@ for sh in dash bash; do
 	check "$sh" "rotate_list round 0" "a b c" "rotate_list 0 a b c" ''
 	check "$sh" "rotate_list round 1" "b c a" "rotate_list 1 a b c" ''
 	check "$sh" "rotate_list round 5" "c a b" "rotate_list 5 a b c" ''
+done
+
+# pin_tree: a process and its child pinned to CPU 0, then back to every online CPU; a PID
+# that is gone is an error, no PID is nothing to do. (Affinity only: no timing.)
+allowed() { awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+ONLINE=$(cat /sys/devices/system/cpu/online)
+sh -c 'sleep 30 & wait' &
+parent=$!
+child=""
+i=0
+while [ -z "$child" ] && [ $i -lt 50 ]; do
+	child=$(ps -o pid= --ppid $parent 2>/dev/null | tr -d ' ')
+	[ -n "$child" ] || sleep 0.1
+	i=$((i + 1))
+done
+for sh in dash bash; do
+	if [ -z "$child" ]; then
+		echo "FAIL: $sh: pin_tree: the test's child process did not start"
+		fail=1
+		break
+	fi
+	if "$sh" -c ". '$LIB'; pin_tree $parent 0" && [ "$(allowed $parent)" = 0 ] &&
+	    [ "$(allowed "$child")" = 0 ]; then
+		echo "ok: $sh: pin_tree pins a process and its child"
+	else
+		echo "FAIL: $sh: pin_tree to 0: parent $(allowed $parent), child $(allowed "$child")"
+		fail=1
+	fi
+	if "$sh" -c ". '$LIB'; pin_tree $parent '$ONLINE'" && [ "$(allowed $parent)" = "$ONLINE" ] &&
+	    [ "$(allowed "$child")" = "$ONLINE" ]; then
+		echo "ok: $sh: pin_tree unpins them"
+	else
+		echo "FAIL: $sh: pin_tree back to $ONLINE: parent $(allowed $parent), child $(allowed "$child")"
+		fail=1
+	fi
+	check "$sh" "pin_tree without a PID does nothing" "0" "pin_tree '' 0; echo \$?" ''
+done
+kill "$child" $parent 2>/dev/null
+wait $parent 2>/dev/null
+gone=$parent
+for sh in dash bash; do
+	check "$sh" "pin_tree of a process that is gone fails" "1" "pin_tree $gone 0 2>/dev/null; echo \$?" ''
 done
 [ $fail = 0 ] && echo "PASS: bench/lib.sh pairing" || echo "FAIL: bench/lib.sh pairing"
 exit $fail
