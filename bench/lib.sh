@@ -42,7 +42,10 @@ rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
 pin_tree() {
 	[ -n "$1" ] || return 0
 	# (taskset -a answers 0 for a PID that is gone: util-linux 2.38)
-	[ -d "/proc/$1" ] && taskset -a -p -c "$2" "$1" >/dev/null 2>&1 || set -- "$1" "$2" failed
+	# once more after a failure: taskset -a stops at a thread that ends while it runs
+	# (tinyproxy's, one per connection)
+	[ -d "/proc/$1" ] && { taskset -a -p -c "$2" "$1" >/dev/null 2>&1 ||
+	    taskset -a -p -c "$2" "$1" >/dev/null 2>&1; } || set -- "$1" "$2" failed
 	for _pt_c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
 		pin_tree "$_pt_c" "$2" || set -- "$1" "$2" failed
 	done

@@ -29,7 +29,7 @@
 #                           pairing unit: a full run judges its goals on 5 x 3 = 15
 #   BENCH_ONECPU=1          latency also with the proxy (its threads and children), the
 #                           load generator and the origin pinned to one CPU (BENCH_ONECPU_CPU,
-#                           default 0) after each free latency run: the proxies' own cost at
+#                           default 0) after each repetition's free latency runs: the proxies' own cost at
 #                           one connection without the host's cross-CPU wake-ups (0: skip;
 #                           skipped on one core)
 #   BENCH_BULK_BYTES=536870912  bytes per bulk run (one tunnel; four tunnels share it)
@@ -67,7 +67,8 @@ ONECPU=${BENCH_ONECPU:-1}
 ONECPU_CPU=${BENCH_ONECPU_CPU:-0}
 case $ONECPU in 0 | 1) ;; *) die "BENCH_ONECPU: 0 or 1" ;; esac
 case $ONECPU_CPU in '' | *[!0-9]*) die "BENCH_ONECPU_CPU: a CPU number" ;; esac
-CPUS_ALL=$(cat /sys/devices/system/cpu/online 2>/dev/null)
+# the CPUs this run may use (what it was started with), restored after each pinned run
+CPUS_ALL=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/$$/status 2>/dev/null)
 if [ "$ONECPU" = 1 ] && { [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null 2>&1 ||
     ! taskset -c "$ONECPU_CPU" true 2>/dev/null || [ -z "$CPUS_ALL" ]; }; then
 	echo "bench: no one-CPU latency (one core, no taskset, or CPU $ONECPU_CPU not usable)" >&2
@@ -609,22 +610,32 @@ while [ $r -le "$ROUNDS" ]; do
 			recp lat "$t" "$r.$k" "$(kv p50_us "$out")"
 			rec lat "$t" errors "$(kv errors "$out")"
 		done
-		# the same at one CPU: each target's proxy (its threads and children), the origin
-		# and the load generator pinned to one CPU for its run, so that no wake-up of a
+		# after the repetition's free runs, the same at one CPU: each target's proxy (its
+		# threads and children), the origin and the load generator pinned to one CPU for
+		# its run, so that no wake-up of a
 		# transaction crosses CPUs. On this VM a wake-up of an idle vCPU costs ~20 µs, and
 		# which of the placements a free run settles in (all three on one CPU, or split)
 		# moves its p50 by half (docs/performance.md, "The fifteenth round"); pinned, the
 		# figure is the proxies' own cost at one connection, steady to a few percent.
 		if [ "$ONECPU" = 1 ]; then
 			for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
-				pin_tree "$ORIGIN_PID" "$ONECPU_CPU" &&
-				    pin_tree "$(var PID "$t")" "$ONECPU_CPU" ||
-				    echo "bench: cannot pin $t to CPU $ONECPU_CPU" >&2
-				LOAD_WRAP="taskset -c $ONECPU_CPU"
-				out=$(load "$t" latency -n "$LAT_N")
-				LOAD_WRAP=""
-				pin_tree "$(var PID "$t")" "$CPUS_ALL" && pin_tree "$ORIGIN_PID" "$CPUS_ALL" ||
+				# a run that was not wholly pinned is not recorded; both are always unpinned
+				pinned=1
+				pin_tree "$ORIGIN_PID" "$ONECPU_CPU" || pinned=0
+				pin_tree "$(var PID "$t")" "$ONECPU_CPU" || pinned=0
+				out=""
+				if [ $pinned = 1 ]; then
+					LOAD_WRAP="taskset -c $ONECPU_CPU"
+					out=$(load "$t" latency -n "$LAT_N")
+					LOAD_WRAP=""
+				else
+					echo "bench: cannot pin $t to CPU $ONECPU_CPU: its one-CPU run skipped" >&2
+				fi
+				pin_tree "$(var PID "$t")" "$CPUS_ALL" ||
 				    echo "bench: cannot unpin $t (CPUs $CPUS_ALL)" >&2
+				pin_tree "$ORIGIN_PID" "$CPUS_ALL" ||
+				    echo "bench: cannot unpin the origin (CPUs $CPUS_ALL)" >&2
+				[ $pinned = 1 ] || continue
 				for q in p50_us p99_us; do rec lat1 "$t" $q "$(kv $q "$out")"; done
 				recp lat1 "$t" "$r.$k" "$(kv p50_us "$out")"
 				rec lat1 "$t" errors "$(kv errors "$out")"
@@ -1172,16 +1183,22 @@ OUT=$OUTDIR/latest.md
 		# the one-CPU latency against each peer, on one line (beside the goal)
 		line=""
 		all=yes
+		miss=0
 		sides=""
 		for t in ats tinyproxy squid; do
 			[ -n "$(var PID "$t")" ] || continue
 			pl=$(pp lat1 egressd-batch "$t")
 			cl=$(pci lat1 egressd-batch "$t")
 			line="$line${line:+, }$(x2 "$pl")$(xr "$cl") of $(label "$t")"
-			[ -n "$pl" ] && awk -v a="$pl" 'BEGIN { exit !(a + 0 < 1) }' || all=no
-			[ -n "$pl" ] || all="—"
+			if [ -z "$pl" ]; then
+				miss=1
+			elif ! awk -v a="$pl" 'BEGIN { exit !(a + 0 < 1) }'; then
+				all=no
+			fi
 			sides="$sides $(ci_side "$cl" lt 1)"
 		done
+		# a peer without a figure: no verdict, unless another peer already decided "no"
+		[ $miss = 1 ] && [ $all = yes ] && all="—"
 		# firm when every peer's interval lies below 1 (ci_verdict takes every side)
 		# shellcheck disable=SC2086
 		[ -n "$line" ] && printf '| below every peer: latency p50, one CPU (beside the goal) | %s | %s |\n' \
