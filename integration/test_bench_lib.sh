@@ -99,26 +99,25 @@ if command -v taskset >/dev/null 2>&1 && command -v ps >/dev/null 2>&1; then
 		[ -n "$child" ] || sleep 0.1
 		i=$((i + 1))
 	done
+	# pinned SHELL CPUS DESCRIPTION: pin_tree of the parent to CPUS, under SHELL, leaves the
+	# parent and its child allowed exactly CPUS
+	pinned() {
+		if "$1" -c ". '$LIB'; pin_tree $parent '$2'" && [ "$(allowed $parent)" = "$2" ] &&
+		    [ "$(allowed "$child")" = "$2" ]; then
+			echo "ok: $1: pin_tree $3"
+		else
+			echo "FAIL: $1: pin_tree to $2: parent $(allowed $parent), child $(allowed "$child")"
+			fail=1
+		fi
+	}
 	for sh in dash bash; do
 		if [ -z "$child" ]; then
 			echo "FAIL: $sh: pin_tree: the test's child process did not start"
 			fail=1
 			break
 		fi
-		if "$sh" -c ". '$LIB'; pin_tree $parent $ONE" && [ "$(allowed $parent)" = "$ONE" ] &&
-		    [ "$(allowed "$child")" = "$ONE" ]; then
-			echo "ok: $sh: pin_tree pins a process and its child"
-		else
-			echo "FAIL: $sh: pin_tree to $ONE: parent $(allowed $parent), child $(allowed "$child")"
-			fail=1
-		fi
-		if "$sh" -c ". '$LIB'; pin_tree $parent '$MINE'" && [ "$(allowed $parent)" = "$MINE" ] &&
-		    [ "$(allowed "$child")" = "$MINE" ]; then
-			echo "ok: $sh: pin_tree unpins them"
-		else
-			echo "FAIL: $sh: pin_tree back to $MINE: parent $(allowed $parent), child $(allowed "$child")"
-			fail=1
-		fi
+		pinned "$sh" "$ONE" "pins a process and its child"
+		pinned "$sh" "$MINE" "unpins them"
 		check "$sh" "pin_tree without a PID does nothing" "0" "pin_tree '' 0; echo \$?" ''
 	done
 	kill $child $parent 2>/dev/null
