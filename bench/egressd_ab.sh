@@ -51,7 +51,7 @@ ONECPU=${AB_ONECPU:-0}
 ONECPU_CPU=${AB_ONECPU_CPU:-0}
 case $ONECPU in 0 | 1) ;; *) die "AB_ONECPU: 0 or 1" ;; esac
 case $ONECPU_CPU in '' | *[!0-9]*) die "AB_ONECPU_CPU: a CPU number" ;; esac
-CPUS_ALL=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/$$/status 2>/dev/null)
+CPUS_ALL=$(cpus_allowed $$)
 if [ "$ONECPU" = 1 ] && { [ -z "$CPUS_ALL" ] || ! taskset -c "$ONECPU_CPU" true 2>/dev/null; }; then
 	die "AB_ONECPU: CPU $ONECPU_CPU is not usable here (taskset)"
 fi

@@ -33,6 +33,10 @@ machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exi
 # rss_kib PID: resident memory of the process in KiB (0 once it is gone).
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 
+# cpus_allowed PID: the CPUs PID may run on, as a taskset list (0-1, 0,2, ...); empty when
+# the process is gone.
+cpus_allowed() { awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+
 # pin_tree PID CPUS: a process, all its threads and all its descendants (squid's helpers,
 # egressd's route helper) to CPUS (a taskset list: 0, 0-1, ...); nothing without a PID.
 # For the one-CPU latency of make bench and egressd_ab.sh, where no wake-up of a

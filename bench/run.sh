@@ -68,7 +68,7 @@ ONECPU_CPU=${BENCH_ONECPU_CPU:-0}
 case $ONECPU in 0 | 1) ;; *) die "BENCH_ONECPU: 0 or 1" ;; esac
 case $ONECPU_CPU in '' | *[!0-9]*) die "BENCH_ONECPU_CPU: a CPU number" ;; esac
 # the CPUs this run may use (what it was started with), restored after each pinned run
-CPUS_ALL=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/$$/status 2>/dev/null)
+CPUS_ALL=$(cpus_allowed $$)
 if [ "$ONECPU" = 1 ] && { [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null 2>&1 ||
     ! taskset -c "$ONECPU_CPU" true 2>/dev/null || [ -z "$CPUS_ALL" ]; }; then
 	echo "bench: no one-CPU latency (one core, no taskset, or CPU $ONECPU_CPU not usable)" >&2
@@ -612,8 +612,7 @@ while [ $r -le "$ROUNDS" ]; do
 		done
 		# after the repetition's free runs, the same at one CPU: each target's proxy (its
 		# threads and children), the origin and the load generator pinned to one CPU for
-		# its run, so that no wake-up of a
-		# transaction crosses CPUs. On this VM a wake-up of an idle vCPU costs ~20 µs, and
+		# its run, so that no wake-up of a transaction crosses CPUs. On this VM a wake-up of an idle vCPU costs ~20 µs, and
 		# which of the placements a free run settles in (all three on one CPU, or split)
 		# moves its p50 by half (docs/performance.md, "The fifteenth round"); pinned, the
 		# figure is the proxies' own cost at one connection, steady to a few percent.

@@ -85,9 +85,10 @@ done
 # pin_tree: a process and its child pinned to one CPU (the first this test may use), then
 # back to the CPUs it had; a PID that is gone is an error, no PID is nothing to do.
 # (Affinity only: no timing.) Skipped where taskset or ps is missing.
-allowed() { awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+# shellcheck source=bench/lib.sh
+. "$LIB"     # cpus_allowed, to read what pin_tree set
 if command -v taskset >/dev/null 2>&1 && command -v ps >/dev/null 2>&1; then
-	MINE=$(allowed $$)
+	MINE=$(cpus_allowed $$)
 	ONE=$(echo "$MINE" | sed 's/[-,].*//')
 	child=""
 	sh -c 'sleep 30 & wait' &
@@ -102,11 +103,11 @@ if command -v taskset >/dev/null 2>&1 && command -v ps >/dev/null 2>&1; then
 	# pinned SHELL CPUS DESCRIPTION: pin_tree of the parent to CPUS, under SHELL, leaves the
 	# parent and its child allowed exactly CPUS
 	pinned() {
-		if "$1" -c ". '$LIB'; pin_tree $parent '$2'" && [ "$(allowed $parent)" = "$2" ] &&
-		    [ "$(allowed "$child")" = "$2" ]; then
+		if "$1" -c ". '$LIB'; pin_tree $parent '$2'" && [ "$(cpus_allowed $parent)" = "$2" ] &&
+		    [ "$(cpus_allowed "$child")" = "$2" ]; then
 			echo "ok: $1: pin_tree $3"
 		else
-			echo "FAIL: $1: pin_tree to $2: parent $(allowed $parent), child $(allowed "$child")"
+			echo "FAIL: $1: pin_tree to $2: parent $(cpus_allowed $parent), child $(cpus_allowed "$child")"
 			fail=1
 		fi
 	}
