@@ -44,9 +44,10 @@
 #                           default: full run yes, quick run no); BENCH_EXEC_STEPS_RUNS=10
 #   BENCH_WRITE_DOC=1       write the table into docs/performance.md (default: full run and
 #                           goals run yes, quick run no)
-#   BENCH_BUDGET_US="5 10 20 30 40"  the work budget: the relay again with this much busy work
-#                           per transaction (egrelay --work-us), interleaved with the relay
-#                           and egressd in rate runs of their own (full run; "" skips it)
+#   BENCH_BUDGET_US="2 5 10 20 30 40"  the work budget: the relay again with this much busy
+#                           work per transaction (egrelay --work-us), interleaved with the
+#                           relay and egressd in rate and latency runs (free and, with
+#                           BENCH_ONECPU, at one CPU) of their own (full run; "" skips it)
 #   BENCH_OUT=DIR           results directory [BUILD_DIR/bench-results]
 # shellcheck disable=SC2034,SC3045
 # (SC2034: PROXY_*, PID_*, SP_* are read through eval; SC3045: dash and bash both have
@@ -120,7 +121,7 @@ else
 	WRITE_DOC=${BENCH_WRITE_DOC:-1}
 	STEPS=${BENCH_EXEC_STEPS:-1}
 	EGRESSD_SYNCS="batch none always"
-	BUDGET_US=${BENCH_BUDGET_US-5 10 20 30 40}
+	BUDGET_US=${BENCH_BUDGET_US-2 5 10 20 30 40}
 fi
 RATE_C=${BENCH_RATE_CONC:-64}
 case $LAT_REPS in '' | *[!0-9]*) die "BENCH_LAT_REPS: a whole number of at least 1" ;; esac
@@ -541,6 +542,28 @@ load() { # target mode args...: run egload through (or around) the target's prox
 # The targets in a rotating order for round $1 (rotate_list, bench/lib.sh).
 # shellcheck disable=SC2086
 rotate() { rotate_list "$1" $TARGETS; }
+# load() with the target's proxy (its threads and children), the origin and the load
+# generator pinned to CPU ONECPU_CPU for the run, then unpinned to the CPUs the run started
+# with (CPUS_ALL). A run that was not wholly pinned is not made (false, and said); both
+# are always unpinned.
+load_onecpu() { # target mode args...
+	lo_t=$1
+	lo_ok=1
+	pin_tree "$ORIGIN_PID" "$ONECPU_CPU" || lo_ok=0
+	pin_tree "$(var PID "$lo_t")" "$ONECPU_CPU" || lo_ok=0
+	if [ $lo_ok = 1 ]; then
+		LOAD_WRAP="taskset -c $ONECPU_CPU"
+		load "$@"
+		LOAD_WRAP=""
+	else
+		echo "bench: cannot pin $lo_t to CPU $ONECPU_CPU: its one-CPU run skipped" >&2
+	fi
+	pin_tree "$(var PID "$lo_t")" "$CPUS_ALL" ||
+	    echo "bench: cannot unpin $lo_t (CPUs $CPUS_ALL)" >&2
+	pin_tree "$ORIGIN_PID" "$CPUS_ALL" ||
+	    echo "bench: cannot unpin the origin (CPUs $CPUS_ALL)" >&2
+	[ $lo_ok = 1 ]
+}
 
 echo "bench: targets:$(for t in $TARGETS; do printf ' %s' "$t"; done); origin $ORIGIN; $ROUNDS rounds" >&2
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -618,23 +641,7 @@ while [ $r -le "$ROUNDS" ]; do
 		# figure is the proxies' own cost at one connection, steady to a few percent.
 		if [ "$ONECPU" = 1 ]; then
 			for t in $(rotate $(((r - 1) * LAT_REPS + k))); do
-				# a run that was not wholly pinned is not recorded; both are always unpinned
-				pinned=1
-				pin_tree "$ORIGIN_PID" "$ONECPU_CPU" || pinned=0
-				pin_tree "$(var PID "$t")" "$ONECPU_CPU" || pinned=0
-				out=""
-				if [ $pinned = 1 ]; then
-					LOAD_WRAP="taskset -c $ONECPU_CPU"
-					out=$(load "$t" latency -n "$LAT_N")
-					LOAD_WRAP=""
-				else
-					echo "bench: cannot pin $t to CPU $ONECPU_CPU: its one-CPU run skipped" >&2
-				fi
-				pin_tree "$(var PID "$t")" "$CPUS_ALL" ||
-				    echo "bench: cannot unpin $t (CPUs $CPUS_ALL)" >&2
-				pin_tree "$ORIGIN_PID" "$CPUS_ALL" ||
-				    echo "bench: cannot unpin the origin (CPUs $CPUS_ALL)" >&2
-				[ $pinned = 1 ] || continue
+				out=$(load_onecpu "$t" latency -n "$LAT_N") || continue
 				for q in p50_us p99_us; do rec lat1 "$t" $q "$(kv $q "$out")"; done
 				recp lat1 "$t" "$r.$k" "$(kv p50_us "$out")"
 				rec lat1 "$t" errors "$(kv errors "$out")"
@@ -765,6 +772,17 @@ if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-b
 			echo "bench: work budget, round $r of $ROUNDS" >&2
 			# rotated as the rounds above are
 			# shellcheck disable=SC2086
+			# latency at c=1, free and (ONECPU) pinned to one CPU: what per-transaction
+			# work costs one connection's p50 here (the latency goal's budget)
+			for t in $(rotate_list $r $BUDGET_ALL); do
+				out=$(load "$t" latency -n "$LAT_N")
+				rec "budlatf$r" "$t" p50 "$(kv p50_us "$out")"
+				rec budlatf "$t" errors "$(kv errors "$out")"
+				if [ "$ONECPU" = 1 ] && out=$(load_onecpu "$t" latency -n "$LAT_N"); then
+					rec "budlato$r" "$t" p50 "$(kv p50_us "$out")"
+					rec budlato "$t" errors "$(kv errors "$out")"
+				fi
+			done
 			for t in $(rotate_list $r $BUDGET_ALL); do
 				pid=$(var PID "$t")
 				c0=$(cpu_ticks "$pid")
@@ -1247,27 +1265,73 @@ OUT=$OUTDIR/latest.md
 		printf '| errors (all rounds) |'
 		for t in $BUDGET_ALL; do printf ' %s |' "$(sum budget "$t" errors)"; done
 		echo
+		# latency at c=1 in the same rounds: median p50 over the rounds, × the relay paired
+		# by round; free, then at one CPU
+		plr() { awk -v s="$1" '$1 ~ ("^" s "[0-9]+$") && $3 == "p50" { print $2, $1, $4 }' "$RAW" | paired_median "$2"; }
+		mlr() {
+			awk -v s="$1" -v t="$2" '$1 ~ ("^" s "[0-9]+$") && $2 == t && $3 == "p50" && $4 != "" { print $4 }' "$RAW" |
+			    sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.0f", v[(NR + 1) / 2];
+				else if (NR) printf "%.0f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+		}
+		for sc in budlatf budlato; do
+			[ "$sc" = budlato ] && [ "$ONECPU" != 1 ] && continue
+			[ -n "$(mlr "$sc" relay)" ] || continue
+			case $sc in
+			budlatf) printf '| latency p50 (µs, c=1; median; × the relay, paired by round) |' ;;
+			*) printf '| latency p50, one CPU (µs, c=1, pinned to CPU %s; median; × the relay, paired by round) |' "$ONECPU_CPU" ;;
+			esac
+			for t in $BUDGET_ALL; do
+				printf ' %s (%s) |' "$(v=$(mlr "$sc" "$t"); echo "${v:-—}")" \
+				    "$(awk -v x="$(plr "$sc" "$t")" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }')"
+			done
+			echo
+			printf '| latency errors (all rounds%s) |' "$([ "$sc" = budlato ] && echo ', one CPU')"
+			for t in $BUDGET_ALL; do printf ' %s |' "$(sum "$sc" "$t" errors)"; done
+			echo
+		done
 		# W at which the relay's ratio falls to R (linear between the measured points; the
 		# points are (0, 1) and (W, median ratio) in increasing W)
-		pts=$(for t in $BUDGET_ALL; do
-			case $t in
-			relay) echo "0 1" ;;
-			relay-w*) echo "${t#relay-w} $(pr "$t")" ;;
-			esac
-		done | sort -n)
-		at() { # ratio: "about W µs of busy work", from the first segment that crosses it
-			echo "$pts" | awk -v R="$1" 'NF == 2 && $2 != "" {
-				if (n == 0 && R + 0 >= $2 + 0) { printf "no added work"; done = 1 }
-				if (n > 0 && !done && pr >= R && $2 <= R) {
-					w = (pr == $2) ? $1 : pw + ($1 - pw) * (pr - R) / (pr - $2)
+		# the points (0, 1) and (W, the paired ratio RATIOFN gives relay-wW) in increasing W
+		pts() { # RATIOFN [ARG]
+			for t in $BUDGET_ALL; do
+				case $t in
+				relay) echo "0 1" ;;
+				relay-w*) echo "${t#relay-w} $("$@" "$t")" ;;
+				esac
+			done | sort -n
+		}
+		# at POINTS RATIO DIR: "about W µs of busy work" at which the relay's ratio reaches
+		# RATIO, linear within the first segment that crosses it; DIR down: the ratio falls
+		# with W (transactions/s), up: it rises (latency). A ratio the plain relay already
+		# reaches needs no added work; one no point reaches needs more than the largest W.
+		at() {
+			echo "$1" | awk -v R="$2" -v d="$3" 'NF == 2 && $2 != "" {
+				x = (d == "up") ? -$2 : $2; r = (d == "up") ? -R : R
+				if (n == 0 && r >= x) { printf "no added work"; done = 1 }
+				if (n > 0 && !done && px >= r && x <= r) {
+					w = (px == x) ? $1 : pw + ($1 - pw) * (px - r) / (px - x)
 					printf "about %.0f µs of busy work", w; done = 1
 				}
-				pw = $1; pr = $2; n++ }
+				pw = $1; px = x; n++ }
 				END { if (!done) printf "more than %s µs of busy work", pw }'
 		}
+		xr() { awk -v x="$1" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }'; }
 		re=$(pr egressd-batch)
+		tp=$(pts pr)
 		echo
-		echo "egressd's transactions/s in these runs ($(awk -v x="$re" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }') of the relay, paired) is what the relay gives with $(at "$re") per transaction; the goal of 0.85× is the relay with $(at 0.85): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
+		echo "egressd's transactions/s in these runs ($(xr "$re") of the relay, paired) is what the relay gives with $(at "$tp" "$re" down) per transaction; the goal of 0.85× is the relay with $(at "$tp" 0.85 down): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
+		if [ -n "$(mlr budlatf relay)" ]; then
+			le=$(plr budlatf egressd-batch)
+			lp=$(pts plr budlatf)
+			l1=""
+			if [ "$ONECPU" = 1 ] && [ -n "$(mlr budlato relay)" ]; then
+				le1=$(plr budlato egressd-batch)
+				lp1=$(pts plr budlato)
+				l1=" At one CPU (no wake-up crosses CPUs) egressd's p50 is $(xr "$le1") of the relay, what the relay gives with $(at "$lp1" "$le1" up); the bound of 1.15× is the relay with $(at "$lp1" 1.15 up)."
+			fi
+			echo
+			echo "Latency, the same way: egressd's p50 at one connection ($(xr "$le") of the relay, paired) is what the relay gives with $(at "$lp" "$le" up) per transaction; the goal of 1.15× is the relay with $(at "$lp" 1.15 up).$l1 Free, a few µs of work can cost a run far more than themselves: which CPUs a run's three processes settle on, and whether a wake-up must start an idle vCPU, depends on how busy the proxy is (docs/performance.md, \"The sixteenth round\")."
+		fi
 	fi
 	if [ "$GOALS" = 1 ]; then
 		echo
