@@ -1330,7 +1330,7 @@ OUT=$OUTDIR/latest.md
 				l1=" At one CPU (no wake-up crosses CPUs) egressd's p50 is $(xr "$le1") of the relay, what the relay gives with $(at "$lp1" "$le1" up); the bound of 1.15× is the relay with $(at "$lp1" 1.15 up)."
 			fi
 			echo
-			echo "Latency, the same way: egressd's p50 at one connection ($(xr "$le") of the relay, paired) is what the relay gives with $(at "$lp" "$le" up) per transaction; the goal of 1.15× is the relay with $(at "$lp" 1.15 up).$l1 Free, a few µs of work can cost a run far more than themselves: which CPUs a run's three processes settle on, and whether a wake-up must start an idle vCPU, depends on how busy the proxy is (docs/performance.md, \"The sixteenth round\")."
+			echo "Latency, the same way: egressd's p50 at one connection ($(xr "$le") of the relay, paired) is what the relay gives with $(at "$lp" "$le" up) per transaction; the goal of 1.15× is the relay with $(at "$lp" 1.15 up).$l1 Free, a run's p50 also depends on the placement it settles in (in some runs, and some hours, a proxy follows whoever wakes it across the two vCPUs and no wake-up starts an idle one: about 20 µs faster), so the free rows are read with docs/performance.md, \"The sixteenth round\" (bench/placement.sh)."
 		fi
 	fi
 	if [ "$GOALS" = 1 ]; then
