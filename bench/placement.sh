@@ -15,7 +15,8 @@
 # from the other CPU starts one (~20 µs each). The summary counts the runs that follow
 # their wakers (more than 0.5 migrations per transaction) per W: how much work a proxy can
 # add before it loses the fast placement on this machine.
-# Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
+# Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded; the
+# scratch folder under TMPDIR (/tmp), removed at the end.
 set -u
 
 die() { echo "placement: $*" >&2; exit 1; }
@@ -28,9 +29,13 @@ RUNS=${1:-8}
 [ $# -ge 1 ] && shift
 case $RUNS in '' | *[!0-9]* | 0) die "RUNS: a whole number of at least 1" ;; esac
 [ $# -ge 1 ] || set -- 0 5 10 20 40
+seen=" "
 for w in "$@"; do
 	case $w in '' | *[!0-9]*) die "W: a whole number of µs, not '$w'" ;; esac
 	[ "$w" -le 1000 ] || die "W: at most 1000 µs"
+	n=$(echo "$w" | sed 's/^0*//')
+	case $seen in *" ${n:-0} "*) die "W: $w given twice" ;; esac
+	seen="$seen${n:-0} "
 done
 N=${PL_N:-2000}
 case $N in '' | *[!0-9]* | 0) die "PL_N: a whole number of at least 1" ;; esac
@@ -41,7 +46,7 @@ for b in "$B/egload" "$B/egorigin" "$B/egrelay"; do
 	[ -x "$b" ] || die "$b is missing: build first (make build)"
 done
 [ -r /proc/self/sched ] || die "no /proc/PID/sched here (a kernel without CONFIG_SCHED_DEBUG)"
-TMP=$(mktemp -d /tmp/egress-placement.XXXXXX) || die "mktemp failed"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/egress-placement.XXXXXX") || die "mktemp failed"
 PIDS=""
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -113,7 +118,10 @@ EOF
 	TPX=127.0.0.1:$PORT
 	i=0
 	while ! ss -Hltn "( sport = :$PORT )" | grep -q . && [ $i -lt 100 ]; do
-		kill -0 "$TPID" 2>/dev/null || die "$1 did not start"
+		if ! kill -0 "$TPID" 2>/dev/null; then
+			[ "$1" = egressd ] && tail -5 "$TMP/egressd.log" >&2
+			die "$1 did not start"
+		fi
 		sleep 0.1
 		i=$((i + 1))
 	done

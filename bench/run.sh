@@ -751,11 +751,12 @@ for t in $TARGETS; do
 done
 
 # --- the work budget (full run) --------------------------------------------------------------
-# What per-transaction work costs a proxy here: transactions/s of the relay with W µs of busy
-# work per transaction, interleaved with the plain relay and egressd (batch) in rate runs of
-# their own (the same rounds and rotation as above), so the table can say how much work
-# egressd's figure corresponds to and how much the 0.85× goal leaves for everything a real
-# proxy must do. egressd's checks, records and log are not optional; this only reads them.
+# What per-transaction work costs a proxy here: transactions/s and latency at c=1 (free and,
+# with ONECPU, at one CPU) of the relay with W µs of busy work per transaction, interleaved
+# with the plain relay and egressd (batch) in runs of their own (the same rounds and rotation
+# as above), so the table can say how much work egressd's figures correspond to and how much
+# the 0.85× and 1.15× goals leave for everything a real proxy must do. egressd's checks,
+# records and log are not optional; this only reads them.
 if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-batch)" ]; then
 	for w in $BUDGET_US; do
 		case $w in
@@ -770,10 +771,10 @@ if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-b
 		r=1
 		while [ $r -le "$ROUNDS" ]; do
 			echo "bench: work budget, round $r of $ROUNDS" >&2
-			# rotated as the rounds above are
+			# rotated as the rounds above are. First latency at c=1, free and (ONECPU)
+			# pinned to one CPU: what per-transaction work costs one connection's p50
+			# here (the latency goal's budget)
 			# shellcheck disable=SC2086
-			# latency at c=1, free and (ONECPU) pinned to one CPU: what per-transaction
-			# work costs one connection's p50 here (the latency goal's budget)
 			for t in $(rotate_list $r $BUDGET_ALL); do
 				out=$(load "$t" latency -n "$LAT_N")
 				rec "budlatf$r" "$t" p50 "$(kv p50_us "$out")"
@@ -783,6 +784,7 @@ if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-b
 					rec budlato "$t" errors "$(kv errors "$out")"
 				fi
 			done
+			# shellcheck disable=SC2086
 			for t in $(rotate_list $r $BUDGET_ALL); do
 				pid=$(var PID "$t")
 				c0=$(cpu_ticks "$pid")
@@ -1235,7 +1237,7 @@ OUT=$OUTDIR/latest.md
 	fi
 	if [ -n "${BUDGET_ALL:-}" ] && [ -n "$(med budget relay tps)" ]; then
 		echo
-		echo "Work budget (rate runs of their own, $ROUNDS interleaved rounds, c=$RATE_C): the bare relay with W µs of busy work per transaction on its one thread (egrelay --work-us W), beside egressd (batch) in the same rounds:"
+		echo "Work budget (runs of their own, $ROUNDS interleaved rounds; rate at c=$RATE_C, latency at c=1): the bare relay with W µs of busy work per transaction on its one thread (egrelay --work-us W), beside egressd (batch) in the same rounds:"
 		echo
 		printf '| |'
 		for t in $BUDGET_ALL; do
@@ -1305,6 +1307,7 @@ OUT=$OUTDIR/latest.md
 		# with W (transactions/s), up: it rises (latency). A ratio the plain relay already
 		# reaches needs no added work; one no point reaches needs more than the largest W.
 		at() {
+			[ -n "$2" ] || { printf "an unknown amount of busy work (no ratio)"; return; }
 			echo "$1" | awk -v R="$2" -v d="$3" 'NF == 2 && $2 != "" {
 				x = (d == "up") ? -$2 : $2; r = (d == "up") ? -R : R
 				if (n == 0 && r >= x) { printf "no added work"; done = 1 }
@@ -1315,11 +1318,11 @@ OUT=$OUTDIR/latest.md
 				pw = $1; px = x; n++ }
 				END { if (!done) printf "more than %s µs of busy work", pw }'
 		}
-		xr() { awk -v x="$1" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }'; }
+		xratio() { awk -v x="$1" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }'; }
 		re=$(pr egressd-batch)
 		tp=$(pts pr)
 		echo
-		echo "egressd's transactions/s in these runs ($(xr "$re") of the relay, paired) is what the relay gives with $(at "$tp" "$re" down) per transaction; the goal of 0.85× is the relay with $(at "$tp" 0.85 down): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
+		echo "egressd's transactions/s in these runs ($(xratio "$re") of the relay, paired) is what the relay gives with $(at "$tp" "$re" down) per transaction; the goal of 0.85× is the relay with $(at "$tp" 0.85 down): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
 		if [ -n "$(mlr budlatf relay)" ]; then
 			le=$(plr budlatf egressd-batch)
 			lp=$(pts plr budlatf)
@@ -1327,10 +1330,10 @@ OUT=$OUTDIR/latest.md
 			if [ "$ONECPU" = 1 ] && [ -n "$(mlr budlato relay)" ]; then
 				le1=$(plr budlato egressd-batch)
 				lp1=$(pts plr budlato)
-				l1=" At one CPU (no wake-up crosses CPUs) egressd's p50 is $(xr "$le1") of the relay, what the relay gives with $(at "$lp1" "$le1" up); the bound of 1.15× is the relay with $(at "$lp1" 1.15 up)."
+				l1=" At one CPU (no wake-up crosses CPUs) egressd's p50 is $(xratio "$le1") of the relay, what the relay gives with $(at "$lp1" "$le1" up); the bound of 1.15× is the relay with $(at "$lp1" 1.15 up)."
 			fi
 			echo
-			echo "Latency, the same way: egressd's p50 at one connection ($(xr "$le") of the relay, paired) is what the relay gives with $(at "$lp" "$le" up) per transaction; the goal of 1.15× is the relay with $(at "$lp" 1.15 up).$l1 Free, a run's p50 also depends on the placement it settles in (in some runs, and some hours, a proxy follows whoever wakes it across the two vCPUs and no wake-up starts an idle one: about 20 µs faster), so the free rows are read with docs/performance.md, \"The sixteenth round\" (bench/placement.sh)."
+			echo "Latency, the same way: egressd's p50 at one connection ($(xratio "$le") of the relay, paired) is what the relay gives with $(at "$lp" "$le" up) per transaction; the goal of 1.15× is the relay with $(at "$lp" 1.15 up).$l1 Free, a run's p50 also depends on the placement it settles in (on the 2-vCPU host of docs/performance.md, \"The sixteenth round\", a proxy follows whoever wakes it across the CPUs in some runs and hours, and no wake-up then starts an idle vCPU: about 20 µs faster there); bench/placement.sh counts the runs in each."
 		fi
 	fi
 	if [ "$GOALS" = 1 ]; then

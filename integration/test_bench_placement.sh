@@ -21,7 +21,7 @@ timeout -k 5 120 unshare -n bash -c '
 set -u
 BD=$1 SRC=$2 T=$3
 ip link set lo up || exit 1
-PL_N=50 PL_EGRESSD="$BD/egressd/egressd" sh "$SRC/bench/placement.sh" "$BD" 1 0 3 >"$T/out" 2>"$T/err"
+TMPDIR=$T PL_N=50 PL_EGRESSD="$BD/egressd/egressd" sh "$SRC/bench/placement.sh" "$BD" 1 0 3 >"$T/out" 2>"$T/err"
 rc=$?
 cat "$T/out"
 fail=0
@@ -37,15 +37,19 @@ done
 if ss -Hltn | grep -q .; then
 	echo "FAIL: placement.sh left listeners: $(ss -Hltn | tr -s " " | head -3)"; fail=1
 fi
-if pgrep -f "egress-placement\.[A-Za-z0-9]+/egressd.ini" >/dev/null; then
+if pgrep -f "$T/egress-placement\." >/dev/null; then
 	echo "FAIL: placement.sh left egressd running"; fail=1
 fi
-ls -d /tmp/egress-placement.* 2>/dev/null | grep -q . && { echo "FAIL: scratch folder left"; fail=1; }
-# a bad argument is refused, before anything starts
-if sh "$SRC/bench/placement.sh" "$BD" 1 x 2>"$T/err2"; then
+ls -d "$T"/egress-placement.* 2>/dev/null | grep -q . && { echo "FAIL: scratch folder left"; fail=1; }
+# bad arguments are refused, before anything starts
+if TMPDIR=$T sh "$SRC/bench/placement.sh" "$BD" 1 x 2>"$T/err2"; then
 	echo "FAIL: W=x accepted"; fail=1
 fi
 grep -q "W: a whole number" "$T/err2" || { echo "FAIL: W=x refused without its reason"; fail=1; }
+if TMPDIR=$T sh "$SRC/bench/placement.sh" "$BD" 1 5 05 2>"$T/err3"; then
+	echo "FAIL: W given twice accepted"; fail=1
+fi
+grep -q "given twice" "$T/err3" || { echo "FAIL: a repeated W refused without its reason"; fail=1; }
 exit $fail
 ' bash "$BD" "$SRC" "$T"
 rc=$?
