@@ -56,6 +56,25 @@ pin_tree() {
 	[ "${3:-}" != failed ]
 }
 
+# free_port: sets PORT to a free loopback port (no TCP or UDP socket on it): the next one
+# after FREE_PORT_NEXT, which the caller sets once to a per-run offset (so that parallel runs
+# rarely collide) and this advances; from 60000 it wraps to 21000. Call it as a command,
+# never inside $(...): the advance would be lost. Dies (die) after 500 ports in use.
+free_port() {
+	_fp_i=0
+	while [ $_fp_i -lt 500 ]; do
+		FREE_PORT_NEXT=$((FREE_PORT_NEXT + 1))
+		[ "$FREE_PORT_NEXT" -gt 60000 ] && FREE_PORT_NEXT=21000
+		if ! ss -Htuan "( sport = :$FREE_PORT_NEXT )" 2>/dev/null | grep -q .; then
+			# shellcheck disable=SC2034 # the caller's
+			PORT=$FREE_PORT_NEXT
+			return 0
+		fi
+		_fp_i=$((_fp_i + 1))
+	done
+	die "no free port"
+}
+
 # rotate_list R WORD...: the words in a rotating order for round R (from word R mod N on,
 # then the ones before it), so that no target always runs first. Call it as $(...).
 rotate_list() {

@@ -51,19 +51,8 @@ PIDS=""
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-NEXT=$((34000 + ($$ % 3000) * 4))
-free_port() { # sets PORT
-	i=0
-	while [ $i -lt 500 ]; do
-		NEXT=$((NEXT + 1))
-		if ! ss -Htuan "( sport = :$NEXT )" 2>/dev/null | grep -q .; then
-			PORT=$NEXT
-			return 0
-		fi
-		i=$((i + 1))
-	done
-	die "no free port"
-}
+# shellcheck disable=SC2034 # read and advanced by free_port (bench/lib.sh)
+FREE_PORT_NEXT=$((34000 + ($$ % 3000) * 4))
 migrations() { awk '/^se.nr_migrations/ { print $3; exit }' "/proc/$1/sched" 2>/dev/null; }
 kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 # stop PID: TERM, at most 5 s, then KILL; reaped

@@ -192,22 +192,9 @@ BWRAP=$(command -v bwrap 2>/dev/null || true)
 [ "$(id -u)" = 0 ] || { SQUID=""; ATS=""; }
 
 # --- helpers ---------------------------------------------------------------------------
-# pick_port sets PORT to a free loopback port (TCP and UDP), starting from a per-run offset
-# so parallel runs rarely collide. Not in a subshell: NEXT_PORT must advance.
-NEXT_PORT=$((21000 + ($$ % 8000) * 4))
-pick_port() {
-	i=0
-	while [ $i -lt 500 ]; do
-		NEXT_PORT=$((NEXT_PORT + 1))
-		[ $NEXT_PORT -gt 60000 ] && NEXT_PORT=21000
-		if ! ss -Htuan "( sport = :$NEXT_PORT )" 2>/dev/null | grep -q .; then
-			PORT=$NEXT_PORT
-			return 0
-		fi
-		i=$((i + 1))
-	done
-	die "no free port"
-}
+# free_port (bench/lib.sh) sets PORT to a free loopback port (TCP and UDP), from this per-run
+# offset on, so parallel runs rarely collide. Not in a subshell: FREE_PORT_NEXT must advance.
+FREE_PORT_NEXT=$((21000 + ($$ % 8000) * 4))
 
 wait_listen() { # addr port pid
 	i=0
@@ -238,7 +225,7 @@ kv() { echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
 # --- the origin ------------------------------------------------------------------------
 ORIGIN_IP=127.0.9.1
-pick_port
+free_port
 DNS_ADDR=127.0.9.53:$PORT
 "$EGORIGIN" --listen "$ORIGIN_IP:0" --port-file "$TMP/origin.port" --dns "$DNS_ADDR" \
     --dns-answer "$ORIGIN_IP" 2>"$TMP/origin.log" &
@@ -259,11 +246,11 @@ IDLEPROXY_direct=""
 
 start_egressd() { # variant(log_sync)
 	v=$1
-	pick_port
+	free_port
 	p1=$PORT
-	pick_port
+	free_port
 	p2=$PORT
-	pick_port
+	free_port
 	p3=$PORT
 	d=$TMP/egressd-$v
 	mkdir -p "$d"
@@ -329,9 +316,9 @@ EOF
 }
 
 start_relay() {
-	pick_port
+	free_port
 	p1=$PORT
-	pick_port
+	free_port
 	p2=$PORT
 	"$EGRELAY" --listen "127.0.0.1:$p1" --listen "127.0.0.1:$p2" 2>"$TMP/relay.log" &
 	pid=$!
@@ -347,7 +334,7 @@ start_relay() {
 # PROXY_relay_wW / PID_relay_wW; not in TARGETS (only the budget runs use it).
 BUDGET_TARGETS=""
 start_relay_work() { # W
-	pick_port
+	free_port
 	"$EGRELAY" --listen "127.0.0.1:$PORT" --work-us "$1" 2>"$TMP/relay-w$1.log" &
 	pid=$!
 	addpid $pid
@@ -361,7 +348,7 @@ start_relay_work() { # W
 # only, HTTP cache off, its access log on (squid format, like squid's); run by pid from a
 # private runroot (config, logs, runtime under $TMP), never through its service.
 start_ats() {
-	pick_port
+	free_port
 	p=$PORT
 	d=$TMP/ats
 	mkdir -p "$d/etc" "$d/run" "$d/log" "$d/cache" "$d/var"
@@ -439,7 +426,7 @@ EOF
 }
 
 start_tinyproxy() {
-	pick_port
+	free_port
 	p=$PORT
 	d=$TMP/tinyproxy
 	mkdir -p "$d"
@@ -471,7 +458,7 @@ EOF
 }
 
 start_squid() {
-	pick_port
+	free_port
 	p=$PORT
 	d=$TMP/squid
 	mkdir -p "$d"

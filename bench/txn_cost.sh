@@ -30,15 +30,8 @@ PIDS=""
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { # a free loopback TCP port
-	p=$((27000 + ($$ % 3000)))
-	i=0
-	while ss -Htan "( sport = :$p )" 2>/dev/null | grep -q . && [ $i -lt 500 ]; do
-		p=$((p + 1))
-		i=$((i + 1))
-	done
-	echo $p
-}
+# shellcheck disable=SC2034 # read and advanced by free_port (bench/lib.sh)
+FREE_PORT_NEXT=$((27000 + ($$ % 3000)))   # free_port (bench/lib.sh)
 
 "$B/egorigin" --listen 127.0.9.1:0 --port-file "$TMP/o.port" 2>/dev/null &
 PIDS="$PIDS $!"
@@ -49,7 +42,8 @@ RPID=$!
 PIDS="$PIDS $RPID"
 wait_file "$TMP/r.port" || die "relay did not start"
 R=127.0.0.1:$(cat "$TMP/r.port")
-EP=$(free_port)
+free_port
+EP=$PORT
 cat > "$TMP/egressd.ini" <<EOF
 [egressd]
 control_socket = none

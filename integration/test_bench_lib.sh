@@ -4,7 +4,8 @@
 # rounds that lack one side, a reference of 0, odd and even counts, another reference and
 # no common round at all; paired_ci's order-statistic intervals against their binomial
 # coverage for 1, 3, 5, 9, 15 and 20 rounds; ci_side and ci_verdict for every operator
-# and firmness; rotate_list's orders; and pin_tree's affinities on a process of its own.
+# and firmness; rotate_list's orders; pin_tree's affinities on a process of its own; and
+# free_port's choice of a loopback port.
 # Shell arithmetic and affinities (no network, no timing), under dash as bench/run.sh runs
 # (sh) and under bash.
 set -u
@@ -130,5 +131,35 @@ if command -v taskset >/dev/null 2>&1 && command -v ps >/dev/null 2>&1; then
 else
 	echo "skip: pin_tree (no taskset or ps here)"
 fi
+# free_port: a port in use is skipped, the offset advances to the port given, and it wraps
+# from 60000 to 21000 (a listener of the test's own on an ephemeral loopback port).
+if command -v ss >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+	FP=$(mktemp /tmp/egress-freeport.XXXXXX) || exit 1
+	python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True); time.sleep(60)' >"$FP" &
+	lpid=$!
+	i=0
+	while [ ! -s "$FP" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	P=$(cat "$FP")
+	if [ -n "$P" ]; then
+		for sh in dash bash; do
+			command -v "$sh" >/dev/null 2>&1 || continue
+			check "$sh" "free_port skips a port in use and advances to the one it gives" "ok" \
+			    "die() { echo died; exit 9; }; FREE_PORT_NEXT=$((P - 1)); free_port; [ \$PORT -gt $P ] && [ \$PORT = \$FREE_PORT_NEXT ] && echo ok" ''
+			check "$sh" "free_port wraps from 60000 to 21000" "ok" \
+			    "die() { echo died; exit 9; }; FREE_PORT_NEXT=60000; free_port; [ \$PORT -ge 21000 ] && [ \$PORT -lt 21500 ] && echo ok" ''
+		done
+	else
+		echo "FAIL: free_port: the test's listener did not start"
+		fail=1
+	fi
+	kill $lpid 2>/dev/null
+	wait $lpid 2>/dev/null
+	rm -f "$FP"
+else
+	echo "skip: free_port (no ss or python3 here)"
+fi
+
 [ $fail = 0 ] && echo "PASS: bench/lib.sh pairing" || echo "FAIL: bench/lib.sh pairing"
 exit $fail
