@@ -1,5 +1,5 @@
 # bench/lib.sh - shell helpers shared by the bench scripts (run.sh, egressd_ab.sh,
-# txn_cost.sh, idle_hold.sh), sourced: . "$(dirname "$0")/lib.sh"
+# txn_cost.sh, idle_hold.sh, placement.sh), sourced: . "$(dirname "$0")/lib.sh"
 # The caller keeps its started processes in PIDS and its scratch folder in TMP, and
 # installs `trap cleanup EXIT` and `trap 'exit 130' INT TERM` once TMP exists.
 
