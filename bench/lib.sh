@@ -56,6 +56,23 @@ pin_tree() {
 	[ "${3:-}" != failed ]
 }
 
+# dropid PID: PID leaves PIDS (it was stopped, or another part stops it).
+dropid() {
+	_dp_n=""
+	for _dp_p in $PIDS; do [ "$_dp_p" = "$1" ] || _dp_n="$_dp_n $_dp_p"; done
+	PIDS=$_dp_n
+}
+
+# stop_pid PID: TERM, at most 5 s, then KILL; reaped, and out of PIDS.
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null
+	_sp_i=0
+	while kill -0 "$1" 2>/dev/null && [ $_sp_i -lt 50 ]; do sleep 0.1; _sp_i=$((_sp_i + 1)); done
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	dropid "$1"
+}
+
 # free_port: sets PORT to a free loopback port (no TCP or UDP socket on it): the next one
 # after FREE_PORT_NEXT, which the caller sets once to a per-run offset (so that parallel runs
 # rarely collide) and this advances; from 60000 it wraps to 21000. Call it as a command,

@@ -55,15 +55,6 @@ trap 'exit 130' INT TERM
 FREE_PORT_NEXT=$((34000 + ($$ % 3000) * 4))
 migrations() { awk '/^se.nr_migrations/ { print $3; exit }' "/proc/$1/sched" 2>/dev/null; }
 kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-# stop PID: TERM, at most 5 s, then KILL; reaped
-stop() {
-	kill -TERM "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	PIDS=$(for p in $PIDS; do [ "$p" = "$1" ] || printf ' %s' "$p"; done)
-}
 
 free_port
 "$B/egorigin" --listen 127.0.9.1:0 --port-file "$TMP/o.port" --dns "127.0.9.53:$PORT" \
@@ -130,7 +121,7 @@ while [ "$r" -le "$RUNS" ]; do
 		m0=$(migrations "$TPID")
 		out=$(timeout -k 5 300 "$B/egload" latency --target "$O" --proxy "$TPX" -n "$N" 2>/dev/null)
 		m1=$(migrations "$TPID")
-		stop "$TPID"
+		stop_pid "$TPID"
 		ok=$(kv ok "$out")
 		if [ "${ok:-0}" -eq 0 ] || [ -z "$m0" ] || [ -z "$m1" ]; then
 			echo "$t run $r: no result" >&2

@@ -165,19 +165,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 addpid() { PIDS="$PIDS $1"; }
-dropid() {
-	n=""
-	for p in $PIDS; do [ "$p" = "$1" ] || n="$n $p"; done
-	PIDS=$n
-}
-stop_pid() {
-	kill -TERM "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	dropid "$1"
-}
 
 # --- optional peers ------------------------------------------------------------------
 # `make bench` installs them (scripts/deps.sh bench: a policy-rc.d keeps their services
