@@ -67,7 +67,6 @@ trap 'exit 130' INT TERM
 
 # shellcheck disable=SC2034 # read and advanced by free_port (bench/lib.sh)
 FREE_PORT_NEXT=$((30000 + ($$ % 5000) * 4))
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 free_port
 DNS=127.0.9.53:$PORT
@@ -99,15 +98,9 @@ for spec in "$@"; do
 	p2=$PORT
 	d=$TMP/$l
 	mkdir -p "$d"
-	cat > "$d/egressd.ini" <<EOF
-[egressd]
-control_socket = none
-decision_log = $d/decisions.jsonl
-log_sync = $sync
-max_connections = 20000
+	egressd_ini "$d/egressd.ini" "$d/decisions.jsonl" "$sync"
+	cat >> "$d/egressd.ini" <<EOF
 dns_server = $DNS
-allow_special_address = 127.0.0.0/8
-splice = on
 
 [listener ab]
 listen = 127.0.0.1:$p1
@@ -129,12 +122,7 @@ EOF
 	"$e" -f -c "$d/egressd.ini" 2>"$d/egressd.log" &
 	pid=$!
 	PIDS="$PIDS $pid"
-	i=0
-	while ! ss -Hltn "( sport = :$p2 )" | grep -q . && [ $i -lt 100 ]; do
-		kill -0 $pid 2>/dev/null || die "$l did not start: $(tail -3 "$d/egressd.log")"
-		sleep 0.1
-		i=$((i + 1))
-	done
+	wait_listen 127.0.0.1 "$p2" $pid || die "$l did not start: $(tail -3 "$d/egressd.log")"
 	eval "PID_$l=$pid PX_$l=127.0.0.1:$p1 PXP_$l=127.0.0.1:$p2"
 	TARGETS="$TARGETS $l ${l}_pin"
 	eval "PID_${l}_pin=$pid PX_${l}_pin=127.0.0.1:$p2"

@@ -73,6 +73,31 @@ stop_pid() {
 	dropid "$1"
 }
 
+# kv KEY LINE: the value of KEY=value in a line of egload's output (empty without it).
+kv() { echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+
+# wait_listen ADDR PORT PID: true once ADDR:PORT is listening, false when PID exits first
+# or after 10 s.
+wait_listen() {
+	_wl_i=0
+	while [ $_wl_i -lt 100 ]; do
+		ss -Hltn "( sport = :$2 )" 2>/dev/null | grep -q "$1:$2" && return 0
+		kill -0 "$3" 2>/dev/null || return 1
+		sleep 0.1
+		_wl_i=$((_wl_i + 1))
+	done
+	return 1
+}
+
+# egressd_ini FILE LOG SYNC: the [egressd] section every bench egressd starts from, into
+# FILE: no control socket, the decision log LOG with log_sync SYNC, room for 20,000
+# connections, the loopback origin allowed (127.0.0.0/8 is special-purpose), splice on.
+# The caller appends its own [egressd] options first, then its listeners and grants.
+egressd_ini() {
+	printf '%s\n' '[egressd]' 'control_socket = none' "decision_log = $2" "log_sync = $3" \
+	    'max_connections = 20000' 'allow_special_address = 127.0.0.0/8' 'splice = on' > "$1"
+}
+
 # free_port: sets PORT to a free loopback port (no TCP or UDP socket on it): the next one
 # after FREE_PORT_NEXT, which the caller sets once to a per-run offset (so that parallel runs
 # rarely collide) and this advances; from 60000 it wraps to 21000. Call it as a command,

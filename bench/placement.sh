@@ -13,8 +13,8 @@
 # one of two placements: the proxy follows whoever wakes it (about two migrations per
 # transaction, no wake-up starts an idle vCPU), or it stays where it is and each wake-up
 # from the other CPU starts one (~20 µs each). The summary counts the runs that follow
-# their wakers (more than 0.5 migrations per transaction) per W: how much work a proxy can
-# add before it loses the fast placement on this machine.
+# their wakers (more than 0.5 migrations per transaction) per W, and their p50s against
+# the others'. Which placement a run gets came and went by the hour on the VM measured.
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded; the
 # scratch folder under TMPDIR (/tmp), removed at the end.
 set -u
@@ -54,7 +54,6 @@ trap 'exit 130' INT TERM
 # shellcheck disable=SC2034 # read and advanced by free_port (bench/lib.sh)
 FREE_PORT_NEXT=$((34000 + ($$ % 3000) * 4))
 migrations() { awk '/^se.nr_migrations/ { print $3; exit }' "/proc/$1/sched" 2>/dev/null; }
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 free_port
 "$B/egorigin" --listen 127.0.9.1:0 --port-file "$TMP/o.port" --dns "127.0.9.53:$PORT" \
@@ -73,14 +72,8 @@ start_target() {
 		;;
 	egressd)
 		rm -f "$TMP/decisions.jsonl"*
-		cat > "$TMP/egressd.ini" <<EOF
-[egressd]
-control_socket = none
-decision_log = $TMP/decisions.jsonl
-log_sync = batch
-max_connections = 20000
-allow_special_address = 127.0.0.0/8
-splice = on
+		egressd_ini "$TMP/egressd.ini" "$TMP/decisions.jsonl" batch
+		cat >> "$TMP/egressd.ini" <<EOF
 
 [listener pl]
 listen = 127.0.0.1:$PORT
@@ -96,16 +89,10 @@ EOF
 	esac
 	PIDS="$PIDS $TPID"
 	TPX=127.0.0.1:$PORT
-	i=0
-	while ! ss -Hltn "( sport = :$PORT )" | grep -q . && [ $i -lt 100 ]; do
-		if ! kill -0 "$TPID" 2>/dev/null; then
-			[ "$1" = egressd ] && tail -5 "$TMP/egressd.log" >&2
-			die "$1 did not start"
-		fi
-		sleep 0.1
-		i=$((i + 1))
-	done
-	[ $i -lt 100 ] || die "$1 did not listen within 10 s"
+	if ! wait_listen 127.0.0.1 "$PORT" "$TPID"; then
+		[ "$1" = egressd ] && tail -5 "$TMP/egressd.log" >&2
+		die "$1 did not start (or did not listen within 10 s)"
+	fi
 }
 
 TARGETS=""

@@ -183,17 +183,6 @@ BWRAP=$(command -v bwrap 2>/dev/null || true)
 # offset on, so parallel runs rarely collide. Not in a subshell: FREE_PORT_NEXT must advance.
 FREE_PORT_NEXT=$((21000 + ($$ % 8000) * 4))
 
-wait_listen() { # addr port pid
-	i=0
-	while [ $i -lt 100 ]; do
-		ss -Hltn "( sport = :$2 )" 2>/dev/null | grep -q "$1:$2" && return 0
-		kill -0 "$3" 2>/dev/null || return 1
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
-
 # Context switches of every thread of a process (voluntary + involuntary): on this machine
 # each is a wake-up or a hand-off between threads.
 ctxsw() {
@@ -207,8 +196,6 @@ rec() { echo "$1 $2 $3 $4" >> "$RAW"; }
 # recp SCEN TARGET ROUND VALUE: one run's figure with its pairing unit (the round, or the
 # round and repetition), for the paired ratios of the goals
 recp() { echo "pair:$1 $2 $3 $4" >> "$RAW"; }
-# kv KEY LINE: value of key=value in an egload output line
-kv() { echo "$2" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
 # --- the origin ------------------------------------------------------------------------
 ORIGIN_IP=127.0.9.1
@@ -243,16 +230,10 @@ start_egressd() { # variant(log_sync)
 	mkdir -p "$d"
 	# Two listeners and grants: a grant allows at most 4096 connections
 	# (EGRESS_GRANT_CONNECTIONS_MAX), the idle scenario holds more.
-	cat > "$d/egressd.ini" <<EOF
-[egressd]
-control_socket = none
-decision_log = $d/decisions.jsonl
-log_sync = $v
-max_connections = 20000
+	egressd_ini "$d/egressd.ini" "$d/decisions.jsonl" "$v"
+	cat >> "$d/egressd.ini" <<EOF
 dns_server = $DNS_ADDR
-allow_special_address = 127.0.0.0/8
 idle_timeout = 10m
-splice = on
 
 [listener bench-a]
 listen = 127.0.0.1:$p1

@@ -44,14 +44,8 @@ wait_file "$TMP/r.port" || die "relay did not start"
 R=127.0.0.1:$(cat "$TMP/r.port")
 free_port
 EP=$PORT
-cat > "$TMP/egressd.ini" <<EOF
-[egressd]
-control_socket = none
-decision_log = $TMP/decisions.jsonl
-log_sync = $SYNC
-max_connections = 20000
-allow_special_address = 127.0.0.0/8
-splice = on
+egressd_ini "$TMP/egressd.ini" "$TMP/decisions.jsonl" "$SYNC"
+cat >> "$TMP/egressd.ini" <<EOF
 
 [listener bench]
 listen = 127.0.0.1:$EP
@@ -64,13 +58,11 @@ EOF
 "$BUILD/egressd/egressd" -f -c "$TMP/egressd.ini" 2>"$TMP/egressd.log" &
 EPID=$!
 PIDS="$PIDS $EPID"
-i=0
-while ! ss -Hltn "( sport = :$EP )" | grep -q . && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+wait_listen 127.0.0.1 "$EP" "$EPID" || { tail -5 "$TMP/egressd.log" >&2; die "egressd did not start"; }
 E=127.0.0.1:$EP
 for px in "$R" "$E"; do "$B/egload" latency --target "$O" --proxy "$px" -n 50 >/dev/null; done
 
 load() { timeout -k 5 300 "$B/egload" "$@" --target "$O" --timeout 30 2>/dev/null; }
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 threads() { # pid: "tid comm voluntary nonvoluntary" per thread
 	for tk in /proc/"$1"/task/*; do
 		echo "$(basename "$tk") $(cat "$tk/comm") $(awk '/^voluntary_ctxt/ { v = $2 }
