@@ -99,26 +99,9 @@ for spec in "$@"; do
 	d=$TMP/$l
 	mkdir -p "$d"
 	egressd_ini "$d/egressd.ini" "$d/decisions.jsonl" "$sync"
-	cat >> "$d/egressd.ini" <<EOF
-dns_server = $DNS
-
-[listener ab]
-listen = 127.0.0.1:$p1
-grant = ab
-
-[listener abp]
-listen = 127.0.0.1:$p2
-grant = abp
-
-[grant ab]
-allow = tcp://$O
-connections = 4096
-
-[grant abp]
-allow = https://*.bench.test:$OPORT
-pinning = required
-connections = 4096
-EOF
+	echo "dns_server = $DNS" >> "$d/egressd.ini"
+	egressd_grant "$d/egressd.ini" ab "$p1" "tcp://$O"
+	egressd_grant "$d/egressd.ini" abp "$p2" "https://*.bench.test:$OPORT" "pinning = required"
 	"$e" -f -c "$d/egressd.ini" 2>"$d/egressd.log" &
 	pid=$!
 	PIDS="$PIDS $pid"

@@ -98,6 +98,17 @@ egressd_ini() {
 	    'max_connections = 20000' 'allow_special_address = 127.0.0.0/8' 'splice = on' > "$1"
 }
 
+# egressd_grant FILE NAME PORT ALLOW [LINE...]: a listener NAME on 127.0.0.1:PORT and its
+# grant NAME allowing ALLOW (4,096 connections, the most a grant allows), with any further
+# grant lines (pinning = required, ...), appended to FILE.
+egressd_grant() {
+	_eg_f=$1 _eg_n=$2 _eg_p=$3 _eg_a=$4
+	shift 4
+	printf '\n[listener %s]\nlisten = 127.0.0.1:%s\ngrant = %s\n\n[grant %s]\nallow = %s\nconnections = 4096\n' \
+	    "$_eg_n" "$_eg_p" "$_eg_n" "$_eg_n" "$_eg_a" >> "$_eg_f"
+	[ $# -eq 0 ] || printf '%s\n' "$@" >> "$_eg_f"
+}
+
 # free_port: sets PORT to a free loopback port (no TCP or UDP socket on it): the next one
 # after FREE_PORT_NEXT, which the caller sets once to a per-run offset (so that parallel runs
 # rarely collide) and this advances; from 60000 it wraps to 21000. Call it as a command,

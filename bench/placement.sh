@@ -73,16 +73,7 @@ start_target() {
 	egressd)
 		rm -f "$TMP/decisions.jsonl"*
 		egressd_ini "$TMP/egressd.ini" "$TMP/decisions.jsonl" batch
-		cat >> "$TMP/egressd.ini" <<EOF
-
-[listener pl]
-listen = 127.0.0.1:$PORT
-grant = pl
-
-[grant pl]
-allow = tcp://$O
-connections = 4096
-EOF
+		egressd_grant "$TMP/egressd.ini" pl "$PORT" "tcp://$O"
 		"$E" -f -c "$TMP/egressd.ini" 2>"$TMP/egressd.log" &
 		TPID=$!
 		;;

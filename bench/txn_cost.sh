@@ -45,16 +45,7 @@ R=127.0.0.1:$(cat "$TMP/r.port")
 free_port
 EP=$PORT
 egressd_ini "$TMP/egressd.ini" "$TMP/decisions.jsonl" "$SYNC"
-cat >> "$TMP/egressd.ini" <<EOF
-
-[listener bench]
-listen = 127.0.0.1:$EP
-grant = bench
-
-[grant bench]
-allow = tcp://$O
-connections = 4096
-EOF
+egressd_grant "$TMP/egressd.ini" bench "$EP" "tcp://$O"
 "$BUILD/egressd/egressd" -f -c "$TMP/egressd.ini" 2>"$TMP/egressd.log" &
 EPID=$!
 PIDS="$PIDS $EPID"

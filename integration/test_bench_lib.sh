@@ -4,8 +4,8 @@
 # rounds that lack one side, a reference of 0, odd and even counts, another reference and
 # no common round at all; paired_ci's order-statistic intervals against their binomial
 # coverage for 1, 3, 5, 9, 15 and 20 rounds; ci_side and ci_verdict for every operator
-# and firmness; rotate_list's orders; pin_tree's affinities on a process of its own; and
-# free_port's choice of a loopback port.
+# and firmness; rotate_list's orders; pin_tree's affinities on a process of its own;
+# egressd_ini's and egressd_grant's text; and free_port's choice of a loopback port.
 # Shell arithmetic and affinities (no network, no timing), under dash as bench/run.sh runs
 # (sh) and under bash.
 set -u
@@ -131,6 +131,15 @@ if command -v taskset >/dev/null 2>&1 && command -v ps >/dev/null 2>&1; then
 else
 	echo "skip: pin_tree (no taskset or ps here)"
 fi
+# egressd_ini and egressd_grant: the config text the bench's egressd starts from (egressd -t
+# reads it in the runs: test_bench_placement.sh)
+INI='[egressd]\ncontrol_socket = none\ndecision_log = /l\nlog_sync = batch\nmax_connections = 20000\nallow_special_address = 127.0.0.0/8\nsplice = on\n\n[listener a]\nlisten = 127.0.0.1:7\ngrant = a\n\n[grant a]\nallow = tcp://127.0.9.1:8\nconnections = 4096\npinning = required'
+for sh in dash bash; do
+	command -v "$sh" >/dev/null 2>&1 || continue
+	check "$sh" "egressd_ini and egressd_grant write the bench's config" "$(printf '%b' "$INI")" \
+	    "f=\$(mktemp) && egressd_ini \$f /l batch && egressd_grant \$f a 7 tcp://127.0.9.1:8 'pinning = required' && cat \$f; rm -f \$f" ''
+done
+
 # free_port: a port in use is skipped, the offset advances to the port given, and it wraps
 # from 60000 to 21000 (a listener of the test's own on an ephemeral loopback port).
 if command -v ss >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
