@@ -732,10 +732,10 @@ if [ -n "$BUDGET_US" ] && [ -n "$(var PID relay)" ] && [ -n "$(var PID egressd-b
 			# shellcheck disable=SC2086
 			for t in $(rotate_list $r $BUDGET_ALL); do
 				out=$(load "$t" latency -n "$LAT_N")
-				rec "budlatf$r" "$t" p50 "$(kv p50_us "$out")"
+				for sc in budlatf "budlatf$r"; do rec "$sc" "$t" p50 "$(kv p50_us "$out")"; done
 				rec budlatf "$t" errors "$(kv errors "$out")"
 				if [ "$ONECPU" = 1 ] && out=$(load_onecpu "$t" latency -n "$LAT_N"); then
-					rec "budlato$r" "$t" p50 "$(kv p50_us "$out")"
+					for sc in budlato "budlato$r"; do rec "$sc" "$t" p50 "$(kv p50_us "$out")"; done
 					rec budlato "$t" errors "$(kv errors "$out")"
 				fi
 			done
@@ -1222,24 +1222,20 @@ OUT=$OUTDIR/latest.md
 		printf '| errors (all rounds) |'
 		for t in $BUDGET_ALL; do printf ' %s |' "$(sum budget "$t" errors)"; done
 		echo
-		# latency at c=1 in the same rounds: median p50 over the rounds, × the relay paired
-		# by round; free, then at one CPU
+		# latency at c=1 in the same rounds: median p50 over the rounds (med), × the relay
+		# paired by round (plr: the rounds' own scenarios, budlatfR / budlatoR); free, then
+		# at one CPU
 		plr() { awk -v s="$1" '$1 ~ ("^" s "[0-9]+$") && $3 == "p50" { print $2, $1, $4 }' "$RAW" | paired_median "$2"; }
-		mlr() {
-			awk -v s="$1" -v t="$2" '$1 ~ ("^" s "[0-9]+$") && $2 == t && $3 == "p50" && $4 != "" { print $4 }' "$RAW" |
-			    sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.0f", v[(NR + 1) / 2];
-				else if (NR) printf "%.0f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-		}
+		xratio() { awk -v x="$1" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }'; }
 		for sc in budlatf budlato; do
 			[ "$sc" = budlato ] && [ "$ONECPU" != 1 ] && continue
-			[ -n "$(mlr "$sc" relay)" ] || continue
+			[ -n "$(med "$sc" relay p50)" ] || continue
 			case $sc in
 			budlatf) printf '| latency p50 (µs, c=1; median; × the relay, paired by round) |' ;;
 			*) printf '| latency p50, one CPU (µs, c=1, pinned to CPU %s; median; × the relay, paired by round) |' "$ONECPU_CPU" ;;
 			esac
 			for t in $BUDGET_ALL; do
-				printf ' %s (%s) |' "$(v=$(mlr "$sc" "$t"); echo "${v:-—}")" \
-				    "$(awk -v x="$(plr "$sc" "$t")" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }')"
+				printf ' %s (%s) |' "$(v=$(med "$sc" "$t" p50); echo "${v:-—}")" "$(xratio "$(plr "$sc" "$t")")"
 			done
 			echo
 			printf '| latency errors (all rounds%s) |' "$([ "$sc" = budlato ] && echo ', one CPU')"
@@ -1273,16 +1269,15 @@ OUT=$OUTDIR/latest.md
 				pw = $1; px = x; n++ }
 				END { if (!done) printf "more than %s µs of busy work", pw }'
 		}
-		xratio() { awk -v x="$1" 'BEGIN { if (x == "") printf "—"; else printf "×%.2f", x }'; }
 		re=$(pr egressd-batch)
 		tp=$(pts pr)
 		echo
 		echo "egressd's transactions/s in these runs ($(xratio "$re") of the relay, paired) is what the relay gives with $(at "$tp" "$re" down) per transaction; the goal of 0.85× is the relay with $(at "$tp" 0.85 down): the whole per-transaction budget, on this machine, for everything egressd does beyond relaying (authorization, address checks, the chained record and its write, the batch fdatasync's share, the seccomp filter, the event library)."
-		if [ -n "$(mlr budlatf relay)" ]; then
+		if [ -n "$(med budlatf relay p50)" ]; then
 			le=$(plr budlatf egressd-batch)
 			lp=$(pts plr budlatf)
 			l1=""
-			if [ "$ONECPU" = 1 ] && [ -n "$(mlr budlato relay)" ]; then
+			if [ "$ONECPU" = 1 ] && [ -n "$(med budlato relay p50)" ]; then
 				le1=$(plr budlato egressd-batch)
 				lp1=$(pts plr budlato)
 				l1=" At one CPU (no wake-up crosses CPUs) egressd's p50 is $(xratio "$le1") of the relay, what the relay gives with $(at "$lp1" "$le1" up); the bound of 1.15× is the relay with $(at "$lp1" 1.15 up)."
