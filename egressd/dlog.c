@@ -120,6 +120,9 @@ struct dlog {
 	/* batch: the writer's wait ends within batch_ms by itself and it then looks at
 	 * unsynced: the first unsynced record needs no wake-up (mu) */
 	bool writer_polls;
+	/* The writer is in a timed wait (batch: for the first unsynced record's sync, or
+	 * polling): it looks at the queue within batch_ms without being woken (mu) */
+	bool writer_looks;
 	uint64_t linger_until_ms;   /* the writer polls until then (mono ms, writer) */
 	/* The writer thread has released mu to write a group, reopen or rotate: it owns the
 	 * file and the chain state meanwhile. While it does not (and nothing is queued), the
@@ -1354,6 +1357,31 @@ dlog_accepting(const struct dlog *d)
 	return mono_msec() >= __atomic_load_n(&d->retry_after_ms, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * A record nobody waits for (a close) may wait in the queue for the next record's write
+ * instead of costing a write(2) of its own (mu held): with log_sync = batch, while the
+ * writer is in a timed wait (it takes the queue within batch_ms by itself, without a
+ * wake-up) and the log is healthy, with few enough records queued that the loop's next
+ * write takes them all along (DLOG_INLINE_TAKE_MAX). One transaction at a time, the close
+ * record of one hop then goes out with the allow record of the next in one write(2)
+ * (docs/performance.md, "The seventeenth round"); with no next hop the writer writes it
+ * within batch_ms, the window a batch log may lose to a power loss anyway.
+ */
+static bool
+hold_ok_locked(const struct dlog *d)
+{
+	const struct dlog_ticket *p;
+	size_t n = 0;
+
+	if (d->sync != DLOG_SYNC_BATCH || !d->writer_looks || !inline_ok_locked(d))
+		return false;
+	TAILQ_FOREACH(p, &d->pending, link) {
+		if (++n >= DLOG_INLINE_TAKE_MAX)
+			return false;
+	}
+	return true;
+}
+
 /* dlog_append_kept of a built record t (owned from here on, also on error). */
 static int
 append_kept_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void *arg)
@@ -1369,6 +1397,17 @@ append_kept_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void 
 	t->keep = true;
 	nowait = t->no_cb || t->err_only;
 	pthread_mutex_lock(&d->mu);
+	if (nowait && hold_ok_locked(d)) {
+		/* the next write takes it along, or the writer within batch_ms (no wake-up) */
+		e = enqueue_locked(d, t, &wake);
+		pthread_mutex_unlock(&d->mu);
+		if (e != 0) {
+			rec_free(t);
+			errno = e;
+			return -1;
+		}
+		return 0;
+	}
 	if (write_inline_locked(d, t, &wake, false)) {
 		/* written, or held for the recovery when the write failed */
 		pthread_mutex_unlock(&d->mu);
@@ -1906,8 +1945,10 @@ writer_main(void *arg)
 			abs.tv_sec += abs.tv_nsec / 1000000000L;
 			abs.tv_nsec %= 1000000000L;
 			d->writer_idle = true;
+			d->writer_looks = true;
 			(void)pthread_cond_timedwait(&d->cv_work, &d->mu, &abs);
 			d->writer_idle = false;
+			d->writer_looks = false;
 			d->writer_polls = false;
 		}
 		if (d->fd_dead) {

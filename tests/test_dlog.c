@@ -967,6 +967,100 @@ get_fd(int fd, void *arg)
 	return 0;
 }
 
+/*
+ * batch: a close record (kept, err-only) appended while the writer is in its timed wait
+ * waits for the next write instead of a write(2) of its own: the next record takes it
+ * along in one group, in append order; with no next record the writer writes it by itself
+ * (within batch_ms, nobody woken, its callback never runs). log_sync = none writes it at
+ * once (no writer that looks by itself).
+ */
+static void
+test_close_waits_for_next_write(void **state)
+{
+	struct fix *f = *state;
+	struct done dn = { 0 }, dn2 = { 0 };
+	struct dlog_status st0, st;
+	struct dlog_verify v;
+	struct dlog_config cfg = { .path = f->path, .sync = DLOG_SYNC_BATCH, .batch_ms = 1000 };
+	char err[256], path2[160];
+	char (*ln)[EGRESS_LOG_RECORD_MAX + 2] = calloc(8, sizeof(*ln));
+	struct dlog *d = dlog_open(f->base, &cfg, err, sizeof(err));
+	int fd = -1, nl = 0;
+	uint64_t t0;
+
+	assert_non_null(d);
+	assert_non_null(ln);
+	assert_int_equal(dlog_with_fd(d, get_fd, &fd), 0);
+	wrap_loop = pthread_self();
+	wrap_loop_writes = wrap_other_writes = wrap_syncs = wrap_synced_writes = 0;
+	__atomic_store_n(&wrap_fd, fd, __ATOMIC_RELEASE);
+	/* an allow, written at once; its sync is due in batch_ms: the writer waits for that
+	 * (a timed wait) once it has settled */
+	t0 = mono_usec();
+	assert_int_equal(dlog_append_raw(d, "decision", "\"n\":0", 5, false, false, on_done,
+	    &dn, NULL), 0);
+	assert_int_equal(count_lines(f->path), 1);
+	run_until(f->base, &dn.calls, 1);
+	usleep(200 * 1000);
+	if (mono_usec() - t0 > 800 * 1000) {
+		print_message("host too slow for the batch window: not judged\n");
+		goto end;
+	}
+	dlog_get_status(d, &st0);
+	/* the close record waits ... */
+	assert_int_equal(dlog_append_raw(d, "close", "\"n\":1", 5, true, true, on_done, &dn,
+	    NULL), 0);
+	assert_int_equal(count_lines(f->path), 1);
+	/* ... for the next allow, which takes it along: one write(2), by the loop */
+	assert_int_equal(dlog_append_raw(d, "decision", "\"n\":2", 5, false, false, on_done,
+	    &dn, NULL), 0);
+	assert_int_equal(count_lines(f->path), 3);
+	dlog_get_status(d, &st);
+	assert_int_equal(st.groups, st0.groups + 1);
+	assert_int_equal(st.written, st0.written + 2);
+	assert_int_equal(__atomic_load_n(&wrap_loop_writes, __ATOMIC_ACQUIRE), 2);
+	/* a close with no record after it: the writer writes it, unwoken, loop idle */
+	assert_int_equal(dlog_append_raw(d, "close", "\"n\":3", 5, true, true, on_done, &dn,
+	    NULL), 0);
+	for (int i = 0; i < 800 && (nl = count_lines(f->path)) < 4; i++)
+		usleep(5000);
+	assert_int_equal(nl, 4);
+	dlog_get_status(d, &st);
+	assert_int_equal(st.wakeups, st0.wakeups);
+	assert_int_equal(__atomic_load_n(&wrap_loop_writes, __ATOMIC_ACQUIRE), 2);
+	assert_int_equal(__atomic_load_n(&wrap_other_writes, __ATOMIC_ACQUIRE), 1);
+	run_until(f->base, &dn.calls, 2);
+	event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_int_equal(dn.calls, 2);          /* the two allows; never the closes' */
+	assert_int_equal(dn.err, 0);
+end:
+	__atomic_store_n(&wrap_fd, -1, __ATOMIC_RELEASE);
+	dlog_close(d);
+	assert_int_equal(verify(f->path, false, &v), DLOG_INTACT);
+	nl = read_lines(f->path, ln, 8);
+	for (int i = 0; i < nl; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "\"seq\":%d,", i + 1);
+		assert_non_null(strstr(ln[i], want));
+		snprintf(want, sizeof(want), "\"n\":%d,", i);
+		assert_non_null(strstr(ln[i], want));
+	}
+	/* log_sync = none: no writer that looks by itself, the close is written at once */
+	snprintf(path2, sizeof(path2), "%s/none.jsonl", f->dir);
+	cfg.path = path2;
+	cfg.sync = DLOG_SYNC_NONE;
+	d = dlog_open(f->base, &cfg, err, sizeof(err));
+	assert_non_null(d);
+	usleep(50 * 1000);
+	assert_int_equal(dlog_append_raw(d, "close", "\"n\":0", 5, true, true, on_done, &dn2,
+	    NULL), 0);
+	assert_int_equal(count_lines(path2), 1);
+	dlog_close(d);
+	assert_int_equal(dn2.calls, 0);
+	free(ln);
+}
+
 /* Bounded: until `written` records are written, nothing is queued, an fdatasync began
  * after the last write and the log has counted every fdatasync that returned (so its
  * sync is over: a further one needs a write first). Counts from the wrappers. */
@@ -1716,6 +1810,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_raw_nowait_inline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_slow_write_backoff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_turn_one_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_waits_for_next_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dev_full_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recovery_after_open_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_probe_non_utf8_path, setup, teardown),
