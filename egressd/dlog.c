@@ -4,8 +4,9 @@
  * group at the end of the turn: one write(2) under the mutex, no thread hand-off before
  * the 200), assigning seq/prev/hash in on-disk order. A writer thread keeps the batch
  * fdatasync, reopening, rotation, log_sync = always, and every group that finds it busy;
- * it signals completion back through an eventfd. Contract: dlog.h. Format:
- * docs/decision-log.md.
+ * it signals completion back through an eventfd. With batch, a close record (kept,
+ * nobody waits) appended while the writer is in its timed wait waits for the next write
+ * or the writer instead (hold_ok_locked). Contract: dlog.h. Format: docs/decision-log.md.
  */
 #define _GNU_SOURCE 1   /* renameat2 */
 #include "egressd/dlog.h"
@@ -1365,12 +1366,15 @@ dlog_accepting(const struct dlog *d)
  * write takes them all along (DLOG_INLINE_TAKE_MAX). One transaction at a time, the close
  * record of one hop then goes out with the allow record of the next in one write(2)
  * (docs/performance.md, "The seventeenth round"); with no next hop the writer writes it
- * within batch_ms, the window a batch log may lose to a power loss anyway.
+ * within batch_ms (and syncs it within the next batch_ms). Only a close of a hop's normal
+ * end qualifies: dlog_append_raw with keep and err_only_cb, or dlog_append_kept with cb
+ * NULL (a callback someone waits for is written at once, as before).
  */
 static bool
-hold_ok_locked(const struct dlog *d)
+hold_ok_locked(const struct dlog *d, const struct dlog_ticket *t)
 {
 	const struct dlog_ticket *p;
+	uint64_t need = rec_estimate(t);
 	size_t n = 0;
 
 	if (d->sync != DLOG_SYNC_BATCH || !d->writer_looks || !inline_ok_locked(d))
@@ -1378,7 +1382,12 @@ hold_ok_locked(const struct dlog *d)
 	TAILQ_FOREACH(p, &d->pending, link) {
 		if (++n >= DLOG_INLINE_TAKE_MAX)
 			return false;
+		need += rec_estimate(p);
 	}
+	/* a size rotation due with it: written now (the writer rotates at the end of the
+	 * turn), so the next allow does not find the rotation in its way */
+	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
+		return false;
 	return true;
 }
 
@@ -1397,7 +1406,7 @@ append_kept_ticket(struct dlog *d, struct dlog_ticket *t, dlog_done_cb cb, void 
 	t->keep = true;
 	nowait = t->no_cb || t->err_only;
 	pthread_mutex_lock(&d->mu);
-	if (nowait && hold_ok_locked(d)) {
+	if (nowait && hold_ok_locked(d, t)) {
 		/* the next write takes it along, or the writer within batch_ms (no wake-up) */
 		e = enqueue_locked(d, t, &wake);
 		pthread_mutex_unlock(&d->mu);
