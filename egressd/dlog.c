@@ -1048,6 +1048,25 @@ others_ready(struct dlog *d)
 	return n > (d->flush_queued ? 1 : 0);
 }
 
+/* The queue as the loop's next write would take it, t (NULL: none) last (mu held): false
+ * when more than max records are queued, or when a size rotation would be due first (the
+ * writer rotates); *npending: the records queued. */
+static bool
+queue_fits_locked(const struct dlog *d, const struct dlog_ticket *t, size_t max,
+    size_t *npending)
+{
+	const struct dlog_ticket *p;
+	uint64_t need = t != NULL ? rec_estimate(t) : 0;
+
+	*npending = 0;
+	TAILQ_FOREACH(p, &d->pending, link) {
+		if (++*npending > max)
+			return false;
+		need += rec_estimate(p);
+	}
+	return !(d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes);
+}
+
 /*
  * The loop thread writes t itself (mu held) when that keeps every guarantee: not
  * log_sync = always (its fdatasync must not stall the loop); the writer owns nothing
@@ -1068,7 +1087,7 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	struct dlog_q q = TAILQ_HEAD_INITIALIZER(q);
 	struct dlog_ticket *p;
 	char hash[DLOG_HASH_HEX + 1];
-	uint64_t seq = 0, need;
+	uint64_t seq = 0;
 	bool synced = false, was_unsynced, loss_queued = false, during_sync;
 	size_t npending = 0;
 	int e;
@@ -1078,12 +1097,8 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 		return false;
 	/* only now: while the writer writes a group (writer_busy) it sets unsynced without mu */
 	was_unsynced = d->unsynced;
-	need = t != NULL ? rec_estimate(t) : 0;
-	TAILQ_FOREACH(p, &d->pending, link) {
-		if (++npending > (at_end ? DLOG_GROUP_MAX : DLOG_INLINE_TAKE_MAX))
-			return false;
-		need += rec_estimate(p);
-	}
+	if (!queue_fits_locked(d, t, at_end ? DLOG_GROUP_MAX : DLOG_INLINE_TAKE_MAX, &npending))
+		return false;
 	/* A record is written at once only when the loop has nothing else to do (one
 	 * transaction at a time: no wait at all). While other events are ready, records
 	 * collect in the queue and the end of the turn (flush_cb, at_end) writes them all
@@ -1095,8 +1110,6 @@ write_inline_locked(struct dlog *d, struct dlog_ticket *t, bool *wake, bool at_e
 	d->inline_off_until_ms = 0;     /* inline_ok_locked: no back-off, or it is over */
 	if (d->syncing)
 		d->inline_sync_off_until_ms = 0;        /* likewise */
-	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
-		return false;   /* the writer rotates first */
 	TAILQ_CONCAT(&q, &d->pending, link);   /* counted in inflight already */
 	if (t != NULL) {
 		TAILQ_INSERT_TAIL(&q, t, link);
@@ -1373,22 +1386,13 @@ dlog_accepting(const struct dlog *d)
 static bool
 hold_ok_locked(const struct dlog *d, const struct dlog_ticket *t)
 {
-	const struct dlog_ticket *p;
-	uint64_t need = rec_estimate(t);
-	size_t n = 0;
+	size_t n;
 
-	if (d->sync != DLOG_SYNC_BATCH || !d->writer_looks || !inline_ok_locked(d))
-		return false;
-	TAILQ_FOREACH(p, &d->pending, link) {
-		if (++n >= DLOG_INLINE_TAKE_MAX)
-			return false;
-		need += rec_estimate(p);
-	}
-	/* a size rotation due with it: written now (the writer rotates at the end of the
+	/* once t is queued the next inline write must still take the whole queue along;
+	 * a size rotation due with it: written now (the writer rotates at the end of the
 	 * turn), so the next allow does not find the rotation in its way */
-	if (d->max_bytes > 0 && d->size > 0 && (uint64_t)d->size + need > d->max_bytes)
-		return false;
-	return true;
+	return d->sync == DLOG_SYNC_BATCH && d->writer_looks && inline_ok_locked(d) &&
+	    queue_fits_locked(d, t, DLOG_INLINE_TAKE_MAX - 1, &n);
 }
 
 /* dlog_append_kept of a built record t (owned from here on, also on error). */

@@ -35,11 +35,11 @@
  * never wakes it for the next sync either (and a record is still synced within batch_ms
  * of the first unsynced one). log_sync = always never writes on the loop. With batch, a
  * record to keep that nobody waits for (a close: dlog_append_kept with cb NULL, or
- * dlog_append_raw with keep and err_only_cb) appended while the writer is in such a timed wait and the
- * log is healthy is not written at once: it waits in the queue for the next write (one
- * transaction at a time, the next hop's allow takes it along in one write(2)), or for the
- * writer, which takes it within batch_ms by itself (and syncs it within the next
- * batch_ms); a size rotation due with it has it written at once.
+ * dlog_append_raw with keep and err_only_cb) appended while the writer is in such a
+ * timed wait and the log is healthy is not written at once: it waits in the queue for the
+ * next write (one transaction at a time, the next hop's allow takes it along in one
+ * write(2)), or for the writer, which takes it within batch_ms by itself (and syncs it
+ * within the next batch_ms); a size rotation due with it has it written at once.
  *
  * Record line (see docs/decision-log.md for the exact bytes):
  *   {"v":1,"time":"2026-11-30T08:53:53.123456Z","seq":N,"event":"...",<fields>,
