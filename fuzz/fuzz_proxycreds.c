@@ -25,6 +25,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fwrite(data, 1, size, f);
 	fclose(f);
 	c = proxycreds_load(path, 0, err, sizeof(err));
+	(void)unlink(path); /* leave nothing in /tmp once the run ends */
 	if (c != NULL) {
 		char hdr[1024];
 		for (size_t i = 0; i < c->n; i++)
