@@ -349,14 +349,8 @@ route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, ui
 
 	switch (r->rt_cfg.kind) {
 	case ROUTE_KIND_DIRECT:
-		q->rq_res.status = REASON_ALLOWED;
-		q->rq_res.entries[0].kind = PROXY_DIRECT;
-		q->rq_res.n = 1;
-		break;
 	case ROUTE_KIND_PROXY:
-		q->rq_res.status = REASON_ALLOWED;
-		q->rq_res.entries[0] = r->rt_static_proxy;
-		q->rq_res.n = 1;
+		(void)route_static(r, &q->rq_res);
 		break;
 	case ROUTE_KIND_PAC:
 	case ROUTE_KIND_SYSTEM:
@@ -394,6 +388,28 @@ route_lookup(struct router *r, enum dest_scheme scheme, const struct host *h, ui
 	 * turn with an extra epoll_wait(…, 0) per connection. */
 	event_active(q->rq_ev, EV_TIMEOUT, 0);
 	return q;
+}
+
+bool
+route_static(const struct router *r, struct route_result *res)
+{
+	switch (r->rt_cfg.kind) {
+	case ROUTE_KIND_DIRECT:
+		res->entries[0] = (struct proxy_route){ .kind = PROXY_DIRECT };
+		break;
+	case ROUTE_KIND_PROXY:
+		res->entries[0] = r->rt_static_proxy;
+		break;
+	case ROUTE_KIND_PAC:
+	case ROUTE_KIND_SYSTEM:
+	default:
+		return false;   /* the answer depends on the destination */
+	}
+	res->status = REASON_ALLOWED;
+	res->n = 1;
+	res->source = route_kind_str(r->rt_cfg.kind);
+	res->from_cache = false;
+	return true;
 }
 
 void

@@ -103,6 +103,13 @@ void router_free(struct router *r);
  */
 struct route_req *route_lookup(struct router *r, enum dest_scheme scheme,
     const struct host *h, uint16_t port, route_cb cb, void *arg);
+/*
+ * The route when it does not depend on the destination (route = direct, or one static
+ * proxy): true with res's status, entries[0], n, source and from_cache set, the same
+ * answer route_lookup would deliver, with nothing to wait for (no allocation, no event:
+ * the session goes on at once). False for PAC and system routes: ask route_lookup.
+ */
+bool route_static(const struct router *r, struct route_result *res);
 /* Cancel before the callback ran; accepts NULL. */
 void route_cancel(struct route_req *req);
 /* Lookups whose callback has not run yet (reload swaps routers only when 0). */

@@ -829,6 +829,16 @@ step_route(struct session *s)
 	struct session_setup *su = s->se_su;
 
 	s->se_state = SE_ROUTE;
+	/* Direct, or one static proxy: the route is known without a lookup (route.h), and
+	 * an idle loop goes on at once. With other callbacks ready in this turn the answer
+	 * waits its turn (route_lookup): this turn's connects then go out together and the
+	 * origin wakes once for them (docs/performance.md, "The eighteenth round"). */
+	if (event_base_get_num_events(s->se_d->base, EVENT_BASE_COUNT_ACTIVE) == 0 &&
+	    route_static(s->se_d->router, &su->su_route)) {
+		su->su_route_i = 0;
+		try_route_entry(s);
+		return;
+	}
 	su->su_rreq = route_lookup(s->se_d->router, su->su_req.scheme,
 	    &su->su_req.host, su->su_req.port, routed, s);
 	if (su->su_rreq == NULL)

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "common/host.h"
+#include "common/proxyurl.h"
 #include "egressd/route.h"
 
 static char dir[] = "/tmp/egress-route-XXXXXX";
@@ -28,6 +29,9 @@ struct outcome {
 	int done;
 	enum reason status;
 	size_t n;
+	char first[300];        /* entries[0] as the records write it ("direct", a proxy URL) */
+	char source[16];
+	bool from_cache;
 };
 
 static void
@@ -38,6 +42,10 @@ cb(const struct route_result *res, void *arg)
 	o->done++;
 	o->status = res->status;
 	o->n = res->n;
+	if (res->n > 0)
+		proxyurl_to_str(&res->entries[0], o->first, sizeof(o->first));
+	snprintf(o->source, sizeof(o->source), "%s", res->source != NULL ? res->source : "");
+	o->from_cache = res->from_cache;
 }
 
 static char *
@@ -170,6 +178,75 @@ test_manual_answer_no_switch(void **state)
 	event_base_free(base);
 }
 
+/*
+ * A route that does not depend on the destination (direct, one static proxy) is known at
+ * once (route_static: what the session takes instead of a lookup when its loop is idle),
+ * and it is the very answer route_lookup delivers; a system or PAC route is not.
+ */
+static void
+check_static(struct event_base *base, struct router *r, const char *want_first,
+    const char *want_source)
+{
+	struct route_result res;
+	struct outcome lk = { 0 }, st = { 0 };
+	struct host h;
+
+	memset(&res, 0xa5, sizeof(res));    /* route_static sets what it promises, not zeroes */
+	assert_true(route_static(r, &res));
+	cb(&res, &st);
+	assert_int_equal(st.status, REASON_ALLOWED);
+	assert_int_equal(st.n, 1);
+	assert_string_equal(st.first, want_first);
+	assert_string_equal(st.source, want_source);
+	assert_false(st.from_cache);
+	assert_int_equal(router_pending(r), 0);
+	/* the same answer through a lookup */
+	assert_int_equal(host_parse("api.example.com", 15, 0, &h), HOST_OK);
+	assert_non_null(route_lookup(r, SCHEME_HTTPS, &h, 443, cb, &lk));
+	assert_int_equal(lk.done, 0);           /* never from inside route_lookup */
+	run(base, &lk);
+	assert_int_equal(lk.done, 1);
+	assert_int_equal(lk.status, st.status);
+	assert_int_equal(lk.n, st.n);
+	assert_string_equal(lk.first, st.first);
+	assert_string_equal(lk.source, st.source);
+	assert_int_equal(lk.from_cache, st.from_cache);
+}
+
+static void
+test_static_route_known_at_once(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct route_config c;
+	struct route_result res;
+	struct router *r;
+	char err[256];
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.kind = ROUTE_KIND_DIRECT;
+	r = router_new(base, NULL, &c, NULL, err, sizeof(err));
+	if (r == NULL)
+		fail_msg("router_new: %s", err);
+	check_static(base, r, "direct", "direct");
+	router_free(r);
+
+	memset(&c, 0, sizeof(c));
+	c.kind = ROUTE_KIND_PROXY;
+	c.proxy = (char *)(uintptr_t)"http://proxy.corp:3128";
+	r = router_new(base, NULL, &c, NULL, err, sizeof(err));
+	if (r == NULL)
+		fail_msg("router_new: %s", err);
+	check_static(base, r, "http://proxy.corp:3128", "proxy");
+	router_free(r);
+
+	/* a system route depends on the destination: ask route_lookup */
+	r = mk(base, script("never", "exit 1"));
+	assert_false(route_static(r, &res));
+	router_free(r);
+	event_base_free(base);
+}
+
 static int
 setup(void **state)
 {
@@ -198,6 +275,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_libproxy_wpad_switches_to_egressd),
 		cmocka_unit_test(test_manual_answer_no_switch),
+		cmocka_unit_test(test_static_route_known_at_once),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
