@@ -100,7 +100,7 @@ plain_run(const unsigned char *p, size_t n)
 		memcpy(&v, p + i, 8);
 		q = v ^ (ones * '"');
 		b = v ^ (ones * '\\');
-		/* high bit set: >= 0x80; (v - 0x20..) & ~v: < 0x20; q, b: zero where '"', '\\' */
+		/* high bit: >= 0x80; (v - 0x20..) & ~v: < 0x20; q, b: zero at '"', '\\' */
 		if (((v | ((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b)) &
 		    highs) != 0)
 			break;
@@ -115,10 +115,9 @@ static void
 put_string(struct jsonw *w, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
-
 	/* the common case: nothing to escape, one bound check and one copy */
-	i = plain_run(p, n);
+	size_t i = plain_run(p, n);
+
 	if (i == n) {
 		if (room(w, n + 2)) {
 			w->buf[w->len] = '"';
@@ -134,7 +133,7 @@ put_string(struct jsonw *w, const char *s, size_t n)
 		size_t run = i, k;
 		unsigned cp;
 
-		/* the common case: printable ASCII needing no escape, copied as one run */
+		/* printable ASCII up to the next byte to escape, copied as one run */
 		run += plain_run(p + run, n - run);
 		if (run > i) {
 			put(w, s + i, run - i);
@@ -201,7 +200,7 @@ put_key(struct jsonw *w, const char *key)
 	}
 	o = w->buf + at;
 	while (key_ok[k[n]]) {
-		if (n >= w->cap - 2 - at) {     /* no room for this byte and the '":' after it */
+		if (n >= w->cap - 2 - at) {     /* no room for this byte and the '":' */
 			w->failed = true;
 			return;
 		}

@@ -22,7 +22,8 @@
  * authorization — a route is never a grant. An unavailable route is a denial
  * (REASON_ROUTE_UNAVAILABLE, ROUTE_TIMEOUT, PAC_UNAVAILABLE), never a silent fallback to
  * direct; a DIRECT answer is dropped when allow_direct is off (DIRECT_NOT_PERMITTED when
- * nothing else remains).
+ * nothing else remains). direct and proxy need no lookup: route_static answers them at
+ * once, for a caller that may go on in the same call.
  */
 #ifndef EGRESS_ROUTE_H
 #define EGRESS_ROUTE_H

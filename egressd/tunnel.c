@@ -204,7 +204,7 @@ tunnel_free(struct tunnel *t)
 		if (d->dr_rev != NULL)
 			event_del(d->dr_rev);
 		if (d->dr_wev != NULL)
-			wev_off(d);
+			event_del(d->dr_wev);   /* whatever dr_wev_on says: none outlives t */
 		dir_pipe_put(d);
 		/* through an upstream proxy the first bytes upstream carried egressd's
 		 * Proxy-Authorization: credentials are wiped before their memory is freed */

@@ -29,7 +29,7 @@ struct outcome {
 	int done;
 	enum reason status;
 	size_t n;
-	char first[300];        /* entries[0] as the records write it ("direct", a proxy URL) */
+	char first[300];        /* entries[0] as the records write it: "direct", a URL */
 	char source[16];
 	bool from_cache;
 };
@@ -191,7 +191,7 @@ check_static(struct event_base *base, struct router *r, const char *want_first,
 	struct outcome lk = { 0 }, st = { 0 };
 	struct host h;
 
-	memset(&res, 0xa5, sizeof(res));    /* route_static sets what it promises, not zeroes */
+	memset(&res, 0xa5, sizeof(res));    /* route_static sets what it promises */
 	assert_true(route_static(r, &res));
 	cb(&res, &st);
 	assert_int_equal(st.status, REASON_ALLOWED);
@@ -244,6 +244,31 @@ test_static_route_known_at_once(void **state)
 	r = mk(base, script("never", "exit 1"));
 	assert_false(route_static(r, &res));
 	router_free(r);
+
+	/* and so does a PAC's */
+	{
+		char pac[300], copy[300];
+		FILE *f;
+
+		snprintf(pac, sizeof(pac), "%s/direct.pac", dir);
+		snprintf(copy, sizeof(copy), "%s/pac.copy", dir);
+		f = fopen(pac, "w");
+		assert_non_null(f);
+		fprintf(f, "function FindProxyForURL(url, host) { return \"DIRECT\"; }\n");
+		fclose(f);
+		memset(&c, 0, sizeof(c));
+		c.kind = ROUTE_KIND_PAC;
+		c.pac = pac;
+		c.allow_direct = true;
+		c.helper = script("never-pac", "exit 1");
+		c.pac_copy = copy;
+		c.timeout_ms = 3000;
+		r = router_new(base, NULL, &c, NULL, err, sizeof(err));
+		if (r == NULL)
+			fail_msg("router_new: %s", err);
+		assert_false(route_static(r, &res));
+		router_free(r);
+	}
 	event_base_free(base);
 }
 
