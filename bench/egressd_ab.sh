@@ -12,9 +12,9 @@
 # the medians over the rounds and each as a ratio to the relay of the same run, the median
 # of the per-round ratios (paired: less sensitive to a noisy host) with the lowest and the
 # highest of them, every further egressd target against the first one (paired by round,
-# with a confidence interval: paired_ci, bench/lib.sh), and the load average before and
-# after. egload, egorigin and egrelay
-# come from BUILD_DIR.
+# with a confidence interval: paired_ci, bench/lib.sh; through the IP literal and through
+# the pinning + name grant, each against the first's same grant), and the load average
+# before and after. egload, egorigin and egrelay come from BUILD_DIR.
 # Everything on 127.0.0.1 / 127.0.9.x; processes stopped by pid; every wait bounded.
 # Knobs: AB_LAT_N=500, AB_RATE_S=3, AB_RATE_C=64, AB_LOG_SYNC=batch, AB_OUT=FILE,
 # AB_BULK_BYTES=0 (N > 0: each round also moves N bytes through one tunnel and through four,
@@ -264,6 +264,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "×%
 		    "$(against "$t" p50 "$ref")" "$(against "$t" tps "$ref")" "$(against "$t" cpu_us "$ref")"
 		[ "$MIX" = 1 ] && printf '  %-14s interleaved p50 %s\n' "" "$(against "$t" mix50 "$ref")"
 		[ "$ONECPU" = 1 ] && printf '  %-14s one-CPU p50 %s\n' "" "$(against "$t" one50 "$ref")"
+		# the same builds through the pinning + name grant (a DNS cache hit, the SNI check)
+		printf '  %-14s pinning + name: latency p50 %s  transactions/s %s  CPU/txn %s\n' "" \
+		    "$(against "${t}_pin" p50 "${ref}_pin")" "$(against "${t}_pin" tps "${ref}_pin")" \
+		    "$(against "${t}_pin" cpu_us "${ref}_pin")"
+		[ "$ONECPU" = 1 ] && printf '  %-14s pinning + name, one-CPU p50 %s\n' "" \
+		    "$(against "${t}_pin" one50 "${ref}_pin")"
 	done
 	if [ "$ONECPU" = 1 ]; then
 		echo "latency at one CPU (proxy, origin and load generator on CPU $ONECPU_CPU): p50 µs, medians (paired to the relay, lowest–highest round)"
