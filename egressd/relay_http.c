@@ -214,7 +214,6 @@ relay_http_retry_fresh(struct tunnel *t)
 	/* the failed socket is done with: nothing waits on it while the connector runs */
 	event_del(u2c->dr_rev);
 	event_del(c2u->dr_wev);
-	c2u->dr_wev_on = false;
 	close(t->tn_ufd);
 	t->tn_ufd = -1;
 	u2c->dr_src = -1;
@@ -260,6 +259,5 @@ retry_connected(const struct connector_result *r, void *arg)
 	u2c->dr_done = false;
 	t->tn_last_ms = mono_msec();
 	event_add(c2u->dr_wev, NULL);
-	c2u->dr_wev_on = true;
 	event_add(u2c->dr_rev, NULL);
 }

@@ -180,20 +180,6 @@ dir_pipe_put(struct dir *d)
 static void dir_run(struct dir *d);
 static void dir_drop_buf(struct dir *d);
 
-/*
- * The write event off. A CONNECT tunnel adds it only in dir_wait_write, so most calls (one
- * per relayed segment, most of them on an event never added) skip libevent's event_del;
- * HTTP mode, whose events relay_http.c also adds and swaps, always deletes.
- */
-static void
-wev_off(struct dir *d)
-{
-	if (d->dr_wev_on || d->dr_t->tn_o.http) {
-		event_del(d->dr_wev);
-		d->dr_wev_on = false;
-	}
-}
-
 static void
 tunnel_free(struct tunnel *t)
 {
@@ -204,7 +190,7 @@ tunnel_free(struct tunnel *t)
 		if (d->dr_rev != NULL)
 			event_del(d->dr_rev);
 		if (d->dr_wev != NULL)
-			event_del(d->dr_wev);   /* whatever dr_wev_on says: none outlives t */
+			event_del(d->dr_wev);
 		dir_pipe_put(d);
 		/* through an upstream proxy the first bytes upstream carried egressd's
 		 * Proxy-Authorization: credentials are wiped before their memory is freed */
@@ -260,7 +246,7 @@ tunnel_end(struct tunnel *t, enum reason why)
 	}
 	for (int i = 0; i < 2; i++) {
 		event_del(t->tn_d[i].dr_rev);
-		wev_off(&t->tn_d[i]);
+		event_del(t->tn_d[i].dr_wev);
 	}
 	event_del(t->tn_timer);
 	if (t->tn_cb != NULL)
@@ -344,7 +330,7 @@ dir_finish(struct dir *d)
 
 	d->dr_done = true;
 	event_del(d->dr_rev);
-	wev_off(d);
+	event_del(d->dr_wev);
 	dir_pipe_put(d);
 	if (t->tn_first_close == REASON_ALLOWED)
 		t->tn_first_close = d->dr_up ? REASON_CLOSE_CLIENT : REASON_CLOSE_UPSTREAM;
@@ -481,7 +467,7 @@ io_error_reason(struct dir *d, bool reading)
 static void
 dir_wait_read(struct dir *d)
 {
-	wev_off(d);                /* no system call when it is not pending */
+	event_del(d->dr_wev);      /* no system call when it is not pending */
 	event_add(d->dr_rev, NULL);   /* none when it is pending already */
 }
 
@@ -490,7 +476,6 @@ dir_wait_write(struct dir *d)
 {
 	event_del(d->dr_rev);      /* a persistent read event would spin while writes block */
 	event_add(d->dr_wev, NULL);
-	d->dr_wev_on = true;
 }
 
 static void
@@ -521,7 +506,7 @@ dir_run(struct dir *d)
 			return;
 		}
 		if (!t->tn_o.http)
-			wev_off(d);     /* written: a persistent write event would spin */
+			event_del(d->dr_wev);   /* written: a persistent write event would spin */
 		/* 2. everything written: pass EOF on, or read more */
 		if (t->tn_over_budget) {
 			dir_fail(d, REASON_LIMIT_BYTES);

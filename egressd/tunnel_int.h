@@ -27,8 +27,6 @@ struct dir {
 	bool dr_up;                 /* client -> upstream */
 	int dr_src, dr_dst;
 	struct event *dr_rev, *dr_wev;
-	bool dr_wev_on;             /* dr_wev may be pending (set wherever it is added): a
-	                               CONNECT tunnel's wev_off skips libevent when not */
 	bool dr_use_pipe;
 	int dr_pipe[2];
 	bool dr_pipe_big;           /* dr_pipe is one of the pool's big pipes */
