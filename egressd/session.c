@@ -58,6 +58,8 @@
 static enum reason grant_gone(const struct lgrant *lg);
 static void keep_reqline(struct session *s, const unsigned char *p, size_t n);
 static void head_read(struct bufferevent *bev, void *arg);
+static bool head_keep(struct session *s, const char *p);
+static void head_done(struct session *s);
 static void transparent_head_read(struct session *s, struct evbuffer *in,
     const unsigned char *p, size_t look);
 static void head_event(struct bufferevent *bev, short what, void *arg);
@@ -431,29 +433,53 @@ head_read(struct bufferevent *bev, void *arg)
 		session_refuse(s, why);
 		return;
 	}
-	/* Keep our own copy of the head (the request borrows it; parsed once, its pointers
-	 * follow the copy), leave the rest queued. */
-	size_t hl = req->head_len;
-	su->su_head = malloc(hl);
-	if (su->su_head == NULL) {
-		memset(req, 0, sizeof(*req));    /* it points into the input */
+	if (!head_keep(s, (const char *)p)) {
 		session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
+	/* The rest stays queued. Reading stays enabled while the hop is decided and
+	 * connected: head_read ignores what arrives meanwhile (not SE_HEAD), the input's
+	 * high-water mark bounds it, and the tunnel gets it as pending bytes. For a CONNECT
+	 * (early client bytes or not, an SNI check or not) the tunnel adds its read event on
+	 * this socket before the bufferevent is freed (start_tunnel), so the socket stays in
+	 * the epoll set throughout: two epoll_ctl calls fewer than a disable here and an add
+	 * there. HTTP forwarding only activates the tunnel's event: the socket leaves the set
+	 * at bufferevent_free and comes back later. A refusal disables reading itself. */
+	evbuffer_drain(in, su->su_req.head_len);
+	head_done(s);
+}
+
+/*
+ * The head is parsed in place at p (su_req points into it): keep egressd's own copy, which
+ * the request's pointers follow from now on (parsed once). False on ENOMEM, with nothing
+ * left pointing at p.
+ */
+static bool
+head_keep(struct session *s, const char *p)
+{
+	struct session_setup *su = s->se_su;
+	size_t hl = su->su_req.head_len;
+
+	su->su_head = malloc(hl);
+	if (su->su_head == NULL) {
+		memset(&su->su_req, 0, sizeof(su->su_req));
+		return false;
+	}
 	memcpy(su->su_head, p, hl);
-	http_request_rebase(&su->su_req, (const char *)p, su->su_head);
-	evbuffer_drain(in, hl);
+	http_request_rebase(&su->su_req, p, su->su_head);
+	return true;
+}
+
+/* The head is kept: the hop is decided from here on. */
+static void
+head_done(struct session *s)
+{
+	struct session_setup *su = s->se_su;
+
 	s->se_state = SE_AUTHORIZE;
 	s->se_method = su->su_req.method;
-	/* Reading stays enabled while the hop is decided and connected: head_read ignores
-	 * what arrives meanwhile (not SE_HEAD), the input's high-water mark bounds it, and
-	 * the tunnel gets it as pending bytes. For a CONNECT (early client bytes or not, an
-	 * SNI check or not) the tunnel adds its read event on this socket before the
-	 * bufferevent is freed (start_tunnel), so the socket stays in the epoll set
-	 * throughout: two epoll_ctl calls fewer than a disable here and an add there. HTTP
-	 * forwarding only activates the tunnel's event: the socket leaves the set at
-	 * bufferevent_free and comes back later. A refusal disables reading itself. */
-	event_del(su->su_timer);
+	if (su->su_timer != NULL)
+		event_del(su->su_timer);
 	log_debug("conn %llu %s: %s %.*s", (unsigned long long)s->se_id, s->se_client,
 	    http_method_str(su->su_req.method), (int)(su->su_req.target_len > 200 ? 200 :
 	    su->su_req.target_len), su->su_req.target);
@@ -502,6 +528,7 @@ setup_new(void)
 		return NULL;
 	su->su_ufd = -1;
 	su->su_kept_ufd = -1;
+	su->su_client_ours = true;
 	return su;
 }
 
@@ -542,38 +569,114 @@ client_name(char *out, size_t len, const char *addr, bool v6, unsigned port)
 }
 
 /*
+ * The client's bufferevent and the session's timer are made when first needed: a head
+ * that arrives whole in the first read (the usual case, head_at_once) is decided and
+ * handed to the tunnel without either. NULL on ENOMEM.
+ */
+static struct bufferevent *
+client_bev(struct session *s)
+{
+	struct session_setup *su = s->se_su;
+
+	if (su->su_cbev == NULL)
+		su->su_cbev = bufferevent_socket_new(s->se_d->base, s->se_cfd, 0);
+	return su->su_cbev;
+}
+
+static struct event *
+setup_timer(struct session *s)
+{
+	struct session_setup *su = s->se_su;
+
+	if (su->su_timer == NULL)
+		su->su_timer = evtimer_new(s->se_d->base, head_timeout, s);
+	return su->su_timer;
+}
+
+/* Bytes already read from the client socket go into its bufferevent's input as the
+ * bufferevent's own read would put them (a socket bufferevent keeps the end of its input
+ * frozen for everybody but itself). */
+static int
+client_input_add(struct bufferevent *bev, const void *p, size_t n)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+	int rc = evbuffer_unfreeze(in, 0);
+
+	if (rc == 0)
+		rc = evbuffer_add(in, p, n);
+	(void)evbuffer_freeze(in, 0);
+	return rc;
+}
+
+/*
+ * Wait for the request head through the client's bufferevent, under the header timeout,
+ * with p/n (already read from the socket) at the front of its input; a head already
+ * there is judged at once.
+ */
+static void
+head_wait(struct session *s, const void *p, size_t n)
+{
+	struct session_setup *su = s->se_su;
+	const struct egressd_config *cfg = s->se_d->cfg;
+	struct timeval tv;
+
+	if (client_bev(s) == NULL || setup_timer(s) == NULL) {
+		session_free(s);
+		return;
+	}
+	/* Accept only a bounded head before the decision; the parser enforces limits, the
+	 * watermark keeps libevent from reading further ahead. */
+	bufferevent_setwatermark(su->su_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
+	bufferevent_setcb(su->su_cbev, head_read, NULL, head_event, s);
+	if (n > 0 && client_input_add(su->su_cbev, p, n) != 0) {
+		session_refuse(s, REASON_INTERNAL_ERROR);    /* the bytes read are lost */
+		return;
+	}
+	bufferevent_enable(su->su_cbev, EV_READ);
+	tv.tv_sec = (time_t)(cfg->header_timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)((cfg->header_timeout_ms % 1000) * 1000);
+	evtimer_add(su->su_timer, &tv);
+	if (n > 0)
+		head_read(su->su_cbev, s);   /* last: it may decide (and free) the session */
+}
+
+/*
  * A client sends its request right behind its connect, so it is usually there when the
- * connection is accepted: read it now instead of one turn of the loop later (that turn
- * cost an epoll_wait and libevent's FIONREAD ioctl per connection). At most EARLY_READ
- * bytes, into the bufferevent's input as its own read would put them; nothing there yet
- * (EAGAIN), the end of the stream or an error: the bufferevent's read sees the same and
- * handles it as before. The input's end is frozen for everybody but the bufferevent.
+ * connection is accepted: read it now, at most EARLY_READ bytes, instead of one turn of
+ * the loop later. Exactly one whole head (a CONNECT, a bodiless request) is decided from
+ * this read: the hop needs no bufferevent and no header timer, and bytes the client sends
+ * after it wait in the socket for the tunnel. Anything else (part of a head, more than a
+ * head, a captured connection's, nothing yet, the end of the stream, an error) goes to
+ * head_wait, which sees the same as before.
  */
 #define EARLY_READ 4096
 
 static void
-early_read(struct session *s)
+head_start(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->se_su->su_cbev);
-	struct evbuffer_iovec v;
-	ssize_t n = -1;
-	int rc = 0;
+	struct session_setup *su = s->se_su;
+	char b[EARLY_READ];
+	enum reason why;
+	ssize_t n;
 
-	if (evbuffer_unfreeze(in, 0) != 0)
+	do
+		n = recv(s->se_cfd, b, sizeof(b), MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		head_wait(s, NULL, 0);
 		return;
-	if (evbuffer_reserve_space(in, EARLY_READ, &v, 1) >= 1) {
-		n = recv(s->se_cfd, v.iov_base, v.iov_len < EARLY_READ ? v.iov_len : EARLY_READ,
-		    MSG_DONTWAIT);
-		if (n > 0) {
-			v.iov_len = (size_t)n;
-			rc = evbuffer_commit_space(in, &v, 1);
-		}
 	}
-	(void)evbuffer_freeze(in, 0);
-	if (rc != 0)
-		session_refuse(s, REASON_INTERNAL_ERROR);    /* the bytes read are lost */
-	else if (n > 0)
-		head_read(s->se_su->su_cbev, s);
+	if (s->se_cap != NULL || http_parse_request(b, (size_t)n, &su->su_req, &why) !=
+	    HTTP_PARSE_OK || su->su_req.head_len != (size_t)n) {
+		memset(&su->su_req, 0, sizeof(su->su_req));   /* nothing points into b */
+		head_wait(s, b, (size_t)n);
+		return;
+	}
+	if (!head_keep(s, b)) {
+		session_refuse(s, REASON_INTERNAL_ERROR);
+		return;
+	}
+	head_done(s);
 }
 
 void
@@ -585,7 +688,6 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	struct addr a;
 	char ab[EGRESS_ADDRSTR_MAX];
 	uint16_t port;
-	struct timeval tv;
 
 	if (su == NULL) {
 		free(s);
@@ -614,12 +716,6 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 	    peer->sa_family == AF_INET6, port);
 	(void)peerlen;
 
-	su->su_cbev = bufferevent_socket_new(d->base, fd, 0);
-	su->su_timer = evtimer_new(d->base, head_timeout, s);
-	if (su->su_cbev == NULL || su->su_timer == NULL) {
-		session_free(s);
-		return;
-	}
 	s->se_state = SE_HEAD;
 	{
 		enum reason tr = transparent_detect(s);
@@ -649,15 +745,7 @@ session_new(struct daemon *d, struct lgrant *lg, int fd, const struct sockaddr *
 		transparent_connect(s);
 		return;
 	}
-	/* Accept only a bounded head before the decision; the parser enforces limits, the
-	 * watermark keeps libevent from reading further ahead. */
-	bufferevent_setwatermark(su->su_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(su->su_cbev, head_read, NULL, head_event, s);
-	bufferevent_enable(su->su_cbev, EV_READ);
-	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(su->su_timer, &tv);
-	early_read(s);    /* last: it may decide (and free) the session */
+	head_start(s);    /* last: it may decide (and free) the session */
 }
 
 /* ---- authorization ---- */
@@ -1545,6 +1633,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 			return true;
 		}
 		su->su_ufd = -1;         /* both sockets are the mitm's now */
+		su->su_client_ours = false;
 		setup_free(s);                 /* the mitm holds what it needs */
 		s->se_state = SE_TUNNEL;
 		s->se_lg->ntunnels++;
@@ -1572,8 +1661,8 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		return true;
 	}
 	{
-		struct evbuffer *in = bufferevent_get_input(su->su_cbev);
-		const unsigned char *pre = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
+		const unsigned char *pre = npending > 0 ?
+		    evbuffer_pullup(bufferevent_get_input(su->su_cbev), -1) : NULL;
 		struct timeval tv = { EGRESS_CLIENTHELLO_WAIT_MS / 1000,
 		    (EGRESS_CLIENTHELLO_WAIT_MS % 1000) * 1000 };
 		struct clienthello ch;
@@ -1595,6 +1684,10 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		/* Otherwise the bufferevent reads it (a captured connection starts reading
 		 * here), sni_read judges it, the head timer is the deadline. The input holds
 		 * at most what a hello may take (the judge decides there at the latest). */
+		if (client_bev(s) == NULL || setup_timer(s) == NULL) {
+			sni_end(s, REASON_INTERNAL_ERROR);
+			return true;
+		}
 		bufferevent_setcb(su->su_cbev, sni_read, NULL, sni_event, s);
 		bufferevent_setwatermark(su->su_cbev, EV_READ, 0, SNIGUARD_HELLO_MAX);
 		if (bufferevent_enable(su->su_cbev, EV_READ) != 0 ||
@@ -1622,8 +1715,10 @@ start_tunnel(struct session *s)
 {
 	struct session_setup *su = s->se_su;
 	static const char ok200[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
-	struct evbuffer *in = bufferevent_get_input(su->su_cbev);
-	size_t npending = evbuffer_get_length(in);
+	/* without a bufferevent (head_start) whatever the client sent after its head is
+	 * still in the socket, and the tunnel reads it from there */
+	struct evbuffer *in = su->su_cbev != NULL ? bufferevent_get_input(su->su_cbev) : NULL;
+	size_t npending = in != NULL ? evbuffer_get_length(in) : 0;
 	unsigned char *pending = npending > 0 ? evbuffer_pullup(in, -1) : NULL;
 	struct tunnel_opts o;
 	char *fwd = NULL;
@@ -1726,7 +1821,9 @@ start_tunnel(struct session *s)
 	}
 	/* The tunnel owns both sockets now. */
 	su->su_ufd = -1;
-	bufferevent_free(su->su_cbev);
+	su->su_client_ours = false;
+	if (su->su_cbev != NULL)
+		bufferevent_free(su->su_cbev);
 	su->su_cbev = NULL;
 	if (su->su_timer != NULL)
 		event_del(su->su_timer);
@@ -1756,7 +1853,8 @@ session_next(evutil_socket_t fd, short what, void *arg)
 	struct session *n = calloc(1, sizeof(*n));
 	struct session_setup *su = n != NULL ? setup_new() : NULL;
 	struct daemon *d = s->se_d;
-	struct timeval tv;
+	char *carry;
+	size_t ncarry;
 
 	cancel_pending(s);
 	log_debug("conn %llu: next request (%zu bytes pipelined)", (unsigned long long)s->se_id,
@@ -1789,40 +1887,16 @@ session_next(evutil_socket_t fd, short what, void *arg)
 	free(s);
 
 	n->se_state = SE_HEAD;
-	su->su_cbev = bufferevent_socket_new(d->base, n->se_cfd, 0);
-	su->su_timer = evtimer_new(d->base, head_timeout, n);
-	if (su->su_cbev == NULL || su->su_timer == NULL) {
-		session_free(n);
-		return;
-	}
 	if (grant_gone(n->se_lg) != REASON_ALLOWED || d->draining) {
 		session_free(n);        /* no new hop starts; the client simply reconnects */
 		return;
 	}
-	bufferevent_setwatermark(su->su_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
-	bufferevent_setcb(su->su_cbev, head_read, NULL, head_event, n);
-	if (su->su_carry != NULL) {
-		/* a socket bufferevent keeps the end of its input frozen for everybody but
-		 * itself: thaw it for the bytes already read from this socket */
-		struct evbuffer *in = bufferevent_get_input(su->su_cbev);
-		int rc = evbuffer_unfreeze(in, 0);
-		if (rc == 0)
-			rc = evbuffer_add(in, su->su_carry, su->su_ncarry);
-		(void)evbuffer_freeze(in, 0);
-		free(su->su_carry);
-		su->su_carry = NULL;
-		su->su_ncarry = 0;
-		if (rc != 0) {
-			session_free(n);
-			return;
-		}
-	}
-	bufferevent_enable(su->su_cbev, EV_READ);
-	tv.tv_sec = (time_t)(d->cfg->header_timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)((d->cfg->header_timeout_ms % 1000) * 1000);
-	evtimer_add(su->su_timer, &tv);
-	if (evbuffer_get_length(bufferevent_get_input(su->su_cbev)) > 0)
-		head_read(su->su_cbev, n);
+	/* the bytes already read from this socket first */
+	carry = steal_pointer(&su->su_carry);
+	ncarry = su->su_ncarry;
+	su->su_ncarry = 0;
+	head_wait(n, carry, carry != NULL ? ncarry : 0);
+	free(carry);
 }
 
 /* ---- life cycle ---- */
@@ -2026,6 +2100,8 @@ session_refuse(struct session *s, enum reason r)
 	 * it is closed; the record says why. */
 	n = s->se_cap != NULL && !s->se_cap->cap_http ? 0 :
 	    http_format_refusal(r, buf, sizeof(buf));
+	if (n > 0 && su->su_client_ours)
+		(void)client_bev(s);
 	if (su->su_cbev == NULL || n == 0) {
 		session_free(s);
 		return;
@@ -2034,7 +2110,8 @@ session_refuse(struct session *s, enum reason r)
 	bufferevent_setcb(su->su_cbev, NULL, refuse_flushed, refuse_event, s);
 	bufferevent_write(su->su_cbev, buf, n);
 	/* Bounded: a client that does not read its refusal is dropped. */
-	event_free(su->su_timer);
+	if (su->su_timer != NULL)
+		event_free(su->su_timer);
 	su->su_timer = evtimer_new(s->se_d->base, refuse_timeout, s);
 	if (su->su_timer == NULL) {
 		session_free(s);

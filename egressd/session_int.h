@@ -70,8 +70,15 @@ enum se_state {
  * hook re-authorizes redirects against the request, and keep-alive reads what follows.
  */
 struct session_setup {
-	struct event *su_timer;         /* header timeout, then refusal-flush timeout */
-	struct bufferevent *su_cbev;    /* the client socket until the tunnel takes it */
+	struct event *su_timer;         /* header timeout, then refusal-flush timeout; made
+	                                   when first needed */
+	struct bufferevent *su_cbev;    /* the client socket until the tunnel takes it; made
+	                                   when first needed (none for a head that came
+	                                   whole in the first read: head_start) */
+	/* The client socket is the setup's (not yet the tunnel's or the interception's): a
+	 * refusal is written to it, through su_cbev made for it if need be. A fact about the
+	 * socket, not a state. */
+	bool su_client_ours;
 	char *su_head;                  /* copy of the request head (req borrows it) */
 	struct http_request su_req;
 	char su_reqline[EGRESS_LOG_TARGET_MAX + 1]; /* escaped first line, malformed heads */

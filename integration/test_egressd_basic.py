@@ -82,6 +82,78 @@ def t_connect_tcp_echo(L, d):
         r.close()
 
 
+def _send_parts(L, parts, gap):
+    """Connect worker 0 to its listener, send parts with gap seconds between them, read
+    the response head; returns (socket, head, bytes after the head)."""
+    sock = L.connector(0)(*L.proxy_of(0), 5.0)
+    try:
+        for i, part in enumerate(parts):
+            if i > 0:
+                time.sleep(gap)
+            sock.sendall(part)
+        head, rest = proxyclient.read_head(sock, time.monotonic() + 10)
+    except BaseException:
+        sock.close()
+        raise
+    return sock, head, rest
+
+
+def _read_n(sock, have, n, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while len(have) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        c = sock.recv(65536)
+        if not c:
+            break
+        have += c
+    return have
+
+
+def t_head_arrivals(L, d):
+    """However the head arrives (whole in the first read, in pieces, with the first tunnel
+    bytes in the same write, or followed by bytes sent before the 200 was read), the hop is
+    decided once and every byte behind the head reaches the origin, in order."""
+    head = b"CONNECT echo.lab.test:7 HTTP/1.1\r\nHost: echo.lab.test:7\r\n\r\n"
+    for name, parts, gap in (
+            ("head and bytes in one write", [head + b"early-1|"], 0),
+            ("head, then bytes at once", [head, b"early-2|"], 0),
+            ("head, then bytes later", [head, b"early-3|"], 0.05),
+            ("head in two pieces", [head[:17], head[17:] + b"early-4|"], 0.05),
+            ("head in three pieces", [head[:3], head[3:40], head[40:]], 0.05)):
+        start = len(d.decisions())
+        sock, h, rest = _send_parts(L, parts, gap)
+        try:
+            check(h is not None and h.startswith(b"HTTP/1.1 200"), "%s: %r" % (name, h))
+            early = b"".join(parts)[len(head):]
+            got = _read_n(sock, rest, len(early))
+            check(got == early, "%s: echoed %r, sent %r" % (name, got, early))
+            data = os.urandom(5000)
+            check(proxyclient.tunnel_echo(sock, data, timeout=10) == data,
+                  "%s: echo after the early bytes" % name)
+        finally:
+            sock.close()
+        rec = wait_decision(d, lambda x: "echo.lab.test" in str(x), start=start)
+        check(field(rec, "verdict") == "allow", "%s: %s" % (name, rec))
+    # An absolute-form request whose body follows its head later: the body is forwarded.
+    req = (b"POST http://ok.lab.test/echo HTTP/1.1\r\nHost: ok.lab.test\r\n"
+           b"Connection: close\r\nContent-Length: 8\r\n\r\n")
+    sock, h, rest = _send_parts(L, [req, b"the body"], 0.05)
+    try:
+        check(h is not None and h.startswith(b"HTTP/1.1 200"), "body later: %r" % h)
+        got = proxyclient._recv_until_close(sock, rest, time.monotonic() + 10)
+        check(got.endswith(b"\r\n\r\nthe body"), "body later, origin saw %r" % got)
+    finally:
+        sock.close()
+    # A refused whole head is answered (the refusal needs the socket's buffer first).
+    sock, h, rest = _send_parts(L, [b"CONNECT other.lab.test:443 HTTP/1.1\r\n"
+                                    b"Host: other.lab.test:443\r\n\r\n"], 0)
+    sock.close()
+    check(h is not None and h.startswith(b"HTTP/1.1 403"), "refusal: %r" % h)
+
+
 def t_connect_wildcard(L, d):
     before = L.count("http2_443")
     r = L.connect(0, "a.b.w.lab.test:443")
@@ -237,6 +309,8 @@ def main():
                          ("connect_wildcard", t_connect_wildcard),
                          ("connect_big_download", t_connect_big_download),
                          ("http_allowed", t_http_allowed),
+                         # after http_allowed: its upstream connection is pooled
+                         ("head_arrivals", t_head_arrivals),
                          ("http_negative_twins", t_http_twins),
                          ("http_forwarding_strips_hop_by_hop", t_http_forwarding),
                          ("ip_literal_only_when_granted", t_ip_literal),
