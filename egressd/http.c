@@ -6,6 +6,7 @@
 #include "egressd/http.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -334,7 +335,10 @@ parse_request(const char *buf, size_t len, struct http_request *req, enum reason
 	bool keepalive = false;
 	enum reason r;
 
-	memset(req, 0, sizeof(*req));
+	/* Everything but the header slots: only the first nheaders of them are ever read
+	 * (3.2 KiB fewer zeroed per request). */
+	memset(req, 0, offsetof(struct http_request, headers));
+	memset(&req->nheaders, 0, sizeof(*req) - offsetof(struct http_request, nheaders));
 	*why = REASON_MALFORMED_REQUEST;
 
 	/* Request line. */
@@ -349,8 +353,6 @@ parse_request(const char *buf, size_t len, struct http_request *req, enum reason
 		/* Fail early on an obviously wrong method once a space has arrived. */
 		const char *sp = memchr(buf, ' ', len);
 		if (sp != NULL) {
-			struct http_request tmp;
-			memset(&tmp, 0, sizeof(tmp));
 			bool tokok = sp != buf;
 			for (const char *q = buf; q < sp; q++)
 				tokok = tokok && is_tchar((unsigned char)*q);

@@ -570,7 +570,7 @@ client_name(char *out, size_t len, const char *addr, bool v6, unsigned port)
 
 /*
  * The client's bufferevent and the session's timer are made when first needed: a head
- * that arrives whole in the first read (the usual case, head_at_once) is decided and
+ * that arrives whole in the first read (the usual case, head_start) is decided and
  * handed to the tunnel without either. NULL on ENOMEM.
  */
 static struct bufferevent *
