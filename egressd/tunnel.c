@@ -565,9 +565,14 @@ dir_run(struct dir *d)
 			    d->dr_frame.kind == HTTP_RESP_LENGTH && d->dr_frame.left < want)
 				want = (size_t)d->dr_frame.left;
 		}
+		/* a chunked request body: look first and take only the body's own bytes (what
+		 * follows its last chunk is the client's next request, kept-alive) */
+		bool peek = !piped && t->tn_o.http && d->dr_up &&
+		    d->dr_frame.kind == HTTP_RESP_CHUNKED;
 		/* 3. read: into the pipe (splice) or the buffer (copy); one error path */
 		ssize_t n = piped ? splice(d->dr_src, NULL, d->dr_pipe[1], NULL, want,
-		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK) : recv(d->dr_src, d->dr_buf, want, MSG_DONTWAIT);
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK) : recv(d->dr_src, d->dr_buf, want,
+		    MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
 		if (n < 0) {
 			switch (io_fail_kind()) {
 			case IO_RETRY:
@@ -624,6 +629,18 @@ dir_run(struct dir *d)
 			if (k < 0) {
 				dir_fail(d, REASON_BAD_FRAMING);
 				return;
+			}
+			if (peek && k > 0) {
+				/* take what was looked at, up to the body's end (the same bytes) */
+				ssize_t got;
+
+				do
+					got = recv(d->dr_src, d->dr_buf, (size_t)k, MSG_DONTWAIT);
+				while (got < 0 && errno == EINTR);
+				if (got != (ssize_t)k) {
+					dir_fail(d, REASON_CLOSE_ERROR);
+					return;
+				}
 			}
 			d->dr_blen = (size_t)k;
 		} else if (!d->dr_up && t->tn_o.http && d->dr_want_head) {
@@ -792,8 +809,8 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 
 		/* A CONNECT tunnel's read events are added now, also with bytes to send first
 		 * (the 200, the client's early bytes or ClientHello): added while the caller's
-		 * bufferevent still has the client socket registered, the socket never leaves
-		 * the epoll set (no DEL and ADD). dir_run always sends what is buffered before
+		 * bufferevent (if it has one) still has the client socket registered, the
+		 * socket never leaves the epoll set (no DEL and ADD). dir_run always sends what is buffered before
 		 * it reads, so order holds. The event is level-triggered: bytes that arrived
 		 * before this are reported at once, no speculative read is needed. */
 		if (!t->tn_o.http)

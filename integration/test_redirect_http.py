@@ -403,6 +403,32 @@ def t_keepalive_bodies(L, d):
         c.close()
 
 
+def t_pipelined_behind_bodies(L, d):
+    """A request whose body comes after its head (while the hop is decided, or after the
+    tunnel started), with the next request in the same write behind the body: the body
+    goes to the origin and the next request is answered, for both framings."""
+    body = b"pipelined-body"
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    for name, hdrs, data in (("chunked", [("Transfer-Encoding", "chunked")], chunked),
+                             ("content-length", [("Content-Length", str(len(body)))], body)):
+        for gap in (0.0, 0.1):
+            c = Conn(L)
+            try:
+                head = req("POST", "http://ok.lab.test/echo", hdrs)
+                c.send(head)
+                if gap:
+                    time.sleep(gap)
+                c.send(data + req("GET", "http://other.lab.test/"))
+                r = c.response()
+                check(r.status == 200 and r.body.endswith(b"\r\n\r\n" + body),
+                      "%s, gap %s: first %r" % (name, gap, r))
+                r = c.response()
+                check(r.status == 200 and r.body.startswith(b"hello from http2"),
+                      "%s, gap %s: the pipelined request: %r" % (name, gap, r))
+            finally:
+                c.close()
+
+
 def t_interim_and_framing(L, d):
     svc = L.services["raw"]
     svc.routes["/continue"] = (b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -477,6 +503,7 @@ def main():
         res.run("redirect_loop_bounded", t_loop, L, d)
         res.run("pipelined_second_request_is_own_hop", t_pipelined, L, d)
         res.run("keepalive_bodies_intact", t_keepalive_bodies, L, d)
+        res.run("pipelined_behind_bodies", t_pipelined_behind_bodies, L, d)
         res.run("interim_1xx_and_response_framing", t_interim_and_framing, L, d)
         res.run("upgrade_refused", t_upgrade_refused, L, d)
         res.run("decision_log_verifies", t_log_verifies, L, d)
