@@ -905,12 +905,14 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 }
 
 struct mitm *
-mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_opts *o)
+mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_opts *o,
+    bool *took)
 {
 	struct mitm *m = calloc(1, sizeof(*m));
 	SSL *cs = NULL, *us = NULL;
 	ssize_t w;
 
+	*took = false;
 	if (m == NULL)
 		return NULL;
 	m->mi_o = *o;
@@ -947,6 +949,13 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		(void)setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		(void)setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
+	/* Everything that may fail without the sockets first. */
+	m->mi_idle = event_new(o->base, -1, EV_PERSIST, on_idle, m);
+	m->mi_closer = evtimer_new(o->base, on_closer, m);
+	if (m->mi_idle == NULL || m->mi_closer == NULL) {
+		errno = ENOMEM;
+		goto fail;
+	}
 	/* The 200 goes out in clear before TLS starts; a fresh socket takes 39 bytes. */
 	do
 		w = send(cfd, ok200, n200, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -963,8 +972,11 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		SSL_free(us);
 		close(cfd);
 		close(ufd);
+		event_free(m->mi_idle);
+		event_free(m->mi_closer);
 		json_decref(m->mi_base);
 		free(m);
+		*took = true;
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -974,20 +986,16 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 	if (m->mi_ub == NULL) {
 		SSL_free(us);
 		close(ufd);
-		bufferevent_free(m->mi_cb);
+		bufferevent_free(m->mi_cb);     /* closes cfd */
+		event_free(m->mi_idle);
+		event_free(m->mi_closer);
 		json_decref(m->mi_base);
 		free(m);
+		*took = true;
 		errno = ENOMEM;
 		return NULL;
 	}
 	us = NULL;
-	m->mi_idle = event_new(o->base, -1, EV_PERSIST, on_idle, m);
-	m->mi_closer = evtimer_new(o->base, on_closer, m);
-	if (m->mi_idle == NULL || m->mi_closer == NULL) {
-		release(m);
-		errno = ENOMEM;
-		return NULL;
-	}
 	SSL_CTX_up_ref(o->server_ctx);
 	m->mi_o.server_ctx = o->server_ctx;
 	SSL_CTX_up_ref(o->client_ctx);
@@ -1017,6 +1025,10 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 fail:
 	SSL_free(cs);
 	SSL_free(us);
+	if (m->mi_idle != NULL)
+		event_free(m->mi_idle);
+	if (m->mi_closer != NULL)
+		event_free(m->mi_closer);
 	json_decref(m->mi_base);
 	free(m);
 	return NULL;

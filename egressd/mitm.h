@@ -20,8 +20,11 @@
  *     connection that cannot be applied (no CA) is refused at grant.create, never here;
  *   - mitm_start(cfd, ufd, ok200, n200, &opts): sends the 200 itself, then speaks TLS on
  *     cfd; the session no longer touches either socket and must not have buffered client
- *     bytes after the CONNECT head (then it refuses instead: a client that sends before
- *     the 200 is not one egressd can intercept);
+ *     bytes after the CONNECT head (then it refuses instead: bytes egressd already read
+ *     cannot be given to the TLS server). Bytes the client sent before the 200 that are
+ *     still in the socket (a head decided from the first read leaves them there) are read
+ *     by the TLS server: a ClientHello is intercepted, anything else fails the handshake;
+ *     nothing is ever relayed opaque;
  *   - opts.done runs exactly once, from the event loop, when the tunnel ended (never from
  *     inside mitm_start), with the close reason and the bytes both ways (TLS payload);
  *     after it the mitm is freed already: do not call mitm_free then. mitm_free before
@@ -86,9 +89,11 @@ struct mitm_opts {
 	void *arg;
 };
 
-/* Start. NULL with errno on failure (nothing was sent; both fds still the caller's). */
+/* Start. NULL with errno on failure: with *took false nothing was sent and both fds are
+ * still the caller's; with *took true (ENOMEM after the 200 went out) both fds are closed
+ * already and the hop can have no HTTP answer. */
 struct mitm *mitm_start(int cfd, int ufd, const char *ok200, size_t n200,
-    const struct mitm_opts *o);
+    const struct mitm_opts *o, bool *took);
 /* End without the callback; closes both sockets. Accepts NULL. */
 void mitm_free(struct mitm *m);
 /* End now with reason why (grant revoked, shutdown): the inner request in flight gets its

@@ -570,8 +570,8 @@ client_name(char *out, size_t len, const char *addr, bool v6, unsigned port)
 
 /*
  * The client's bufferevent and the session's timer are made when first needed: a head
- * that arrives whole in the first read (the usual case, head_start) is decided and
- * handed to the tunnel without either. NULL on ENOMEM.
+ * that arrives whole in the first read (head_start) is decided and handed to the tunnel
+ * without either, unless a refusal is written or a ClientHello awaited. NULL on ENOMEM.
  */
 static struct bufferevent *
 client_bev(struct session *s)
@@ -611,41 +611,40 @@ client_input_add(struct bufferevent *bev, const void *p, size_t n)
 /*
  * Wait for the request head through the client's bufferevent, under the header timeout,
  * with p/n (already read from the socket) at the front of its input; a head already
- * there is judged at once.
+ * there is judged at once. False when the bufferevent, the timer or the queued bytes
+ * could not be had (ENOMEM): nothing was started, the caller ends the session.
  */
-static void
+static bool
 head_wait(struct session *s, const void *p, size_t n)
 {
 	struct session_setup *su = s->se_su;
 	const struct egressd_config *cfg = s->se_d->cfg;
 	struct timeval tv;
 
-	if (client_bev(s) == NULL || setup_timer(s) == NULL) {
-		session_free(s);
-		return;
-	}
+	if (client_bev(s) == NULL || setup_timer(s) == NULL)
+		return false;
 	/* Accept only a bounded head before the decision; the parser enforces limits, the
 	 * watermark keeps libevent from reading further ahead. */
 	bufferevent_setwatermark(su->su_cbev, EV_READ, 0, EGRESS_REQUEST_HEAD_MAX + 1);
 	bufferevent_setcb(su->su_cbev, head_read, NULL, head_event, s);
-	if (n > 0 && client_input_add(su->su_cbev, p, n) != 0) {
-		session_refuse(s, REASON_INTERNAL_ERROR);    /* the bytes read are lost */
-		return;
-	}
+	if (n > 0 && client_input_add(su->su_cbev, p, n) != 0)
+		return false;
 	bufferevent_enable(su->su_cbev, EV_READ);
 	tv.tv_sec = (time_t)(cfg->header_timeout_ms / 1000);
 	tv.tv_usec = (suseconds_t)((cfg->header_timeout_ms % 1000) * 1000);
 	evtimer_add(su->su_timer, &tv);
 	if (n > 0)
 		head_read(su->su_cbev, s);   /* last: it may decide (and free) the session */
+	return true;
 }
 
 /*
  * A client sends its request right behind its connect, so it is usually there when the
  * connection is accepted: read it now, at most EARLY_READ bytes, instead of one turn of
- * the loop later. Exactly one whole head (a CONNECT, a bodiless request) is decided from
- * this read: the hop needs no bufferevent and no header timer, and bytes the client sends
- * after it wait in the socket for the tunnel. Anything else (part of a head, more than a
+ * the loop later. A read that holds exactly one whole head and nothing more (a CONNECT;
+ * an HTTP request whose body, if any, comes later) is decided from it: the hop needs no
+ * bufferevent and no header timer, and what the client sends after it waits in the
+ * socket for the tunnel. Anything else (part of a head, more than a
  * head, a captured connection's, nothing yet, the end of the stream, an error) goes to
  * head_wait, which sees the same as before.
  */
@@ -663,13 +662,15 @@ head_start(struct session *s)
 		n = recv(s->se_cfd, b, sizeof(b), MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n <= 0) {
-		head_wait(s, NULL, 0);
+		if (!head_wait(s, NULL, 0))
+			session_refuse(s, REASON_INTERNAL_ERROR);
 		return;
 	}
 	if (s->se_cap != NULL || http_parse_request(b, (size_t)n, &su->su_req, &why) !=
 	    HTTP_PARSE_OK || su->su_req.head_len != (size_t)n) {
 		memset(&su->su_req, 0, sizeof(su->su_req));   /* nothing points into b */
-		head_wait(s, b, (size_t)n);
+		if (!head_wait(s, b, (size_t)n))
+			session_refuse(s, REASON_INTERNAL_ERROR);   /* the bytes read are lost */
 		return;
 	}
 	if (!head_keep(s, b)) {
@@ -1518,8 +1519,9 @@ sni_decided(enum reason r, const struct clienthello *ch, void *arg)
 
 /* The ClientHello wait (sniguard.h, step 3): the client's bytes are read into the
  * bufferevent's input, judged after each read, and handed to the tunnel as pending bytes
- * when allowed. The socket stays registered as it was since the head: no event of its
- * own, no epoll_ctl. */
+ * when allowed. A head read through the bufferevent left the socket registered (no
+ * epoll_ctl here); a head decided from the first read (head_start) has the bufferevent
+ * made for this wait. */
 static void
 sni_read(struct bufferevent *bev, void *arg)
 {
@@ -1587,6 +1589,7 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 	if (conn != NULL && connection_covers(conn, &su->su_req.host, su->su_req.port)) {
 		struct mitm_opts o;
 		json_t *base = record_hop_decision(s, true, REASON_ALLOWED);
+		bool took;
 
 		memset(&o, 0, sizeof(o));
 		o.server_ctx = ca != NULL ? mitm_ca_server_ctx(ca, &su->su_req.host, err,
@@ -1625,10 +1628,20 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 		o.done = mitm_ended;
 		o.arg = s;
 		s->se_mitm = mitm_start(s->se_cfd, su->su_ufd, ok200,
-		    s->se_cap != NULL ? 0 : n200, &o);
+		    s->se_cap != NULL ? 0 : n200, &o, &took);
 		SSL_CTX_free(o.server_ctx);
 		json_decref(base);
 		if (s->se_mitm == NULL) {
+			if (took) {
+				/* the 200 went out and both sockets are closed: the refusal is
+				 * recorded, never written */
+				s->se_cfd = -1;
+				su->su_ufd = -1;
+				su->su_client_ours = false;
+				if (su->su_cbev != NULL)
+					bufferevent_free(su->su_cbev);
+				su->su_cbev = NULL;
+			}
 			session_refuse(s, REASON_INTERNAL_ERROR);
 			return true;
 		}
@@ -1681,9 +1694,10 @@ modelconn_tunnel(struct session *s, const char *ok200, size_t n200, size_t npend
 			sni_decided(r, have_ch ? &ch : NULL, s);
 			return true;
 		}
-		/* Otherwise the bufferevent reads it (a captured connection starts reading
-		 * here), sni_read judges it, the head timer is the deadline. The input holds
-		 * at most what a hello may take (the judge decides there at the latest). */
+		/* Otherwise the bufferevent reads it (made here if the head needed none; a
+		 * captured connection starts reading here), sni_read judges it, the head
+		 * timer is the deadline. The input holds at most what a hello may take (the
+		 * judge decides there at the latest). */
 		if (client_bev(s) == NULL || setup_timer(s) == NULL) {
 			sni_end(s, REASON_INTERNAL_ERROR);
 			return true;
@@ -1895,7 +1909,8 @@ session_next(evutil_socket_t fd, short what, void *arg)
 	carry = steal_pointer(&su->su_carry);
 	ncarry = su->su_ncarry;
 	su->su_ncarry = 0;
-	head_wait(n, carry, carry != NULL ? ncarry : 0);
+	if (!head_wait(n, carry, carry != NULL ? ncarry : 0))
+		session_free(n);        /* as if the client had gone: no hop, no answer */
 	free(carry);
 }
 

@@ -70,11 +70,12 @@ enum se_state {
  * hook re-authorizes redirects against the request, and keep-alive reads what follows.
  */
 struct session_setup {
-	struct event *su_timer;         /* header timeout, then refusal-flush timeout; made
-	                                   when first needed */
+	struct event *su_timer;         /* header timeout or ClientHello deadline, then
+	                                   refusal-flush timeout; made when first needed */
 	struct bufferevent *su_cbev;    /* the client socket until the tunnel takes it; made
-	                                   when first needed (none for a head that came
-	                                   whole in the first read: head_start) */
+	                                   when first needed (a head that came whole in the
+	                                   first read needs none unless it is refused or
+	                                   its ClientHello awaited: head_start) */
 	/* The client socket is the setup's (not yet the tunnel's or the interception's): a
 	 * refusal is written to it, through su_cbev made for it if need be. A fact about the
 	 * socket, not a state. */

@@ -307,6 +307,7 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	pthread_t to, tw;
 	struct mitm_opts o;
 	struct mitm *m;
+	bool took = true;
 	struct host h;
 	json_t *rb;
 	char tmo[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
@@ -357,8 +358,9 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	o.stats = &r->stats;
 	o.done = on_done;
 	o.arg = &r->done;
-	m = mitm_start(cs[0], os[0], tmo, sizeof(tmo) - 1, &o);
+	m = mitm_start(cs[0], os[0], tmo, sizeof(tmo) - 1, &o, &took);
 	assert_non_null(m);
+	assert_false(took);
 	SSL_CTX_free(o.server_ctx);
 	SSL_CTX_free(o.client_ctx);
 	json_decref(rb);
