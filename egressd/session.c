@@ -644,9 +644,9 @@ head_wait(struct session *s, const void *p, size_t n)
  * the loop later. A read that holds exactly one whole head and nothing more (a CONNECT;
  * an HTTP request whose body, if any, comes later) is decided from it: the hop needs no
  * bufferevent and no header timer, and what the client sends after it waits in the
- * socket for the tunnel. Anything else (part of a head, more than a
- * head, a captured connection's, nothing yet, the end of the stream, an error) goes to
- * head_wait, which sees the same as before.
+ * socket for the tunnel. Anything else (part of a head, more than a head, a captured
+ * connection's, nothing yet, the end of the stream, an error) goes to head_wait, which
+ * sees the same as before.
  */
 #define EARLY_READ 4096
 
