@@ -103,10 +103,16 @@ mitm_client_ctx(const char *ca_file, char *err, size_t errlen)
 
 /* ---- records ---- */
 
+/*
+ * A record's fields: the hop's (mi_base) and this inner request's. The copy is shallow:
+ * the base's values are shared, never changed (only top-level members of the copy are
+ * set, and rec_new serializes and drops it on this thread), so each record does not
+ * duplicate every string of the base.
+ */
 static json_t *
 record(struct mitm *m)
 {
-	json_t *o = json_deep_copy(m->mi_base);
+	json_t *o = json_copy(m->mi_base);
 
 	if (o == NULL)
 		return NULL;
