@@ -114,6 +114,11 @@ record(struct mitm *m)
 {
 	json_t *o = json_copy(m->mi_base);
 
+	/* jansson's copy skips a member it could not insert (ENOMEM): no record then */
+	if (o != NULL && json_object_size(o) != json_object_size(m->mi_base)) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "hop", json_string(m->mi_hop));
@@ -968,13 +973,22 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 	while (w < 0 && errno == EINTR);
 	if (w != (ssize_t)n200) {
 		errno = w < 0 ? errno : EAGAIN;
+		if (w > 0) {
+			/* part of the 200 is out: no HTTP answer can follow it */
+			close(cfd);
+			close(ufd);
+			*took = true;
+		}
 		goto fail;
 	}
+	/* With BEV_OPT_CLOSE_ON_FREE the SSL is libevent's from the call on: it frees it
+	 * itself when the call fails (2.1.12), and leaves the socket open (its BIO does not
+	 * close it). */
 	m->mi_cb = bufferevent_openssl_socket_new(o->base, cfd, cs, BUFFEREVENT_SSL_ACCEPTING,
 	    BEV_OPT_CLOSE_ON_FREE);
+	cs = NULL;
 	if (m->mi_cb == NULL) {
 		/* the 200 is out: from here the sockets are ours and closed on failure */
-		SSL_free(cs);
 		SSL_free(us);
 		close(cfd);
 		close(ufd);
@@ -986,11 +1000,10 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		errno = ENOMEM;
 		return NULL;
 	}
-	cs = NULL;
 	m->mi_ub = bufferevent_openssl_socket_new(o->base, ufd, us, BUFFEREVENT_SSL_CONNECTING,
 	    BEV_OPT_CLOSE_ON_FREE);
+	us = NULL;                          /* libevent's, as above */
 	if (m->mi_ub == NULL) {
-		SSL_free(us);
 		close(ufd);
 		bufferevent_free(m->mi_cb);     /* closes cfd */
 		event_free(m->mi_idle);
@@ -1001,7 +1014,6 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		errno = ENOMEM;
 		return NULL;
 	}
-	us = NULL;
 	SSL_CTX_up_ref(o->server_ctx);
 	m->mi_o.server_ctx = o->server_ctx;
 	SSL_CTX_up_ref(o->client_ctx);

@@ -90,8 +90,9 @@ struct mitm_opts {
 };
 
 /* Start. NULL with errno on failure: with *took false nothing was sent and both fds are
- * still the caller's; with *took true (ENOMEM after the 200 went out) both fds are closed
- * already and the hop can have no HTTP answer. */
+ * still the caller's; with *took true (the 200, or part of it, went out, and then a send
+ * or an allocation failed) both fds are no longer the caller's (closed, the client's
+ * possibly by the loop a moment later) and the hop can have no HTTP answer. */
 struct mitm *mitm_start(int cfd, int ufd, const char *ok200, size_t n200,
     const struct mitm_opts *o, bool *took);
 /* End without the callback; closes both sockets. Accepts NULL. */

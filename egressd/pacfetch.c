@@ -356,11 +356,9 @@ try_next_addr(struct pacfetch *p)
 			X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), p->host.name);
 		}
 		SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+		/* the SSL is libevent's from here, also when this fails (it frees it) */
 		p->bev = bufferevent_openssl_socket_new(p->base, -1, ssl,
 		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-		if (p->bev == NULL) {
-			SSL_free(ssl);
-		}
 	} else {
 		p->bev = bufferevent_socket_new(p->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	}

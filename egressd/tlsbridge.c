@@ -220,6 +220,7 @@ tlsbridge_new(struct event_base *base, int fd, SSL_CTX *ctx, const struct host *
 	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
 	b->tb_tls = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
 	    BEV_OPT_CLOSE_ON_FREE);
+	ssl = NULL;       /* libevent's from the call on: freed by it when the call fails */
 	if (b->tb_tls == NULL)
 		goto fail;
 	bufferevent_openssl_set_allow_dirty_shutdown(b->tb_tls, 1);

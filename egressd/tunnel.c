@@ -567,7 +567,7 @@ dir_run(struct dir *d)
 		}
 		/* a chunked request body: look first and take only the body's own bytes (what
 		 * follows its last chunk is the client's next request, kept-alive) */
-		bool peek = !piped && t->tn_o.http && d->dr_up &&
+		bool peek = !piped && t->tn_o.http && d->dr_up && t->tn_o.keep_client &&
 		    d->dr_frame.kind == HTTP_RESP_CHUNKED;
 		/* 3. read: into the pipe (splice) or the buffer (copy); one error path */
 		ssize_t n = piped ? splice(d->dr_src, NULL, d->dr_pipe[1], NULL, want,
@@ -638,7 +638,8 @@ dir_run(struct dir *d)
 					got = recv(d->dr_src, d->dr_buf, (size_t)k, MSG_DONTWAIT);
 				while (got < 0 && errno == EINTR);
 				if (got != (ssize_t)k) {
-					dir_fail(d, REASON_CLOSE_ERROR);
+					dir_fail(d, got < 0 ? io_error_reason(d, true) :
+					    REASON_CLOSE_ERROR);
 					return;
 				}
 			}
