@@ -98,20 +98,6 @@ def _send_parts(L, parts, gap):
     return sock, head, rest
 
 
-def _read_n(sock, have, n, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while len(have) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        sock.settimeout(left)
-        c = sock.recv(65536)
-        if not c:
-            break
-        have += c
-    return have
-
-
 def t_head_arrivals(L, d):
     """However the head arrives (whole in the first read, in pieces, with the first tunnel
     bytes in the same write, or followed by bytes sent before the 200 was read), the hop is
@@ -128,7 +114,7 @@ def t_head_arrivals(L, d):
         try:
             check(h is not None and h.startswith(b"HTTP/1.1 200"), "%s: %r" % (name, h))
             early = b"".join(parts)[len(head):]
-            got = _read_n(sock, rest, len(early))
+            got = proxyclient.recv_upto(sock, rest, len(early), time.monotonic() + 10)
             check(got == early, "%s: echoed %r, sent %r" % (name, got, early))
             data = os.urandom(5000)
             check(proxyclient.tunnel_echo(sock, data, timeout=10) == data,

@@ -223,21 +223,26 @@ def tunnel_http_get(sock, host, path="/", timeout=10.0):
     return resp
 
 
-def tunnel_echo(sock, data, timeout=5.0):
-    """Send data through a tunnel to an echo origin and read it back (bounded)."""
-    deadline = time.monotonic() + timeout
-    sock.sendall(data)
-    buf = b""
-    while len(buf) < len(data):
+def recv_upto(sock, buf, n, deadline):
+    """Read onto buf until it holds n bytes or the peer closes (then shorter); raise
+    socket.timeout at the deadline (time.monotonic())."""
+    while len(buf) < n:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise socket.timeout("echo timeout")
+            raise socket.timeout("read timeout")
         sock.settimeout(left)
         d = sock.recv(65536)
         if not d:
             break
         buf += d
     return buf
+
+
+def tunnel_echo(sock, data, timeout=5.0):
+    """Send data through a tunnel to an echo origin and read it back (bounded)."""
+    deadline = time.monotonic() + timeout
+    sock.sendall(data)
+    return recv_upto(sock, b"", len(data), deadline)
 
 
 def wait_closed(sock, timeout):
