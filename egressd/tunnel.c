@@ -811,9 +811,10 @@ tunnel_new(struct event_base *base, struct pipe_pool *pool, int cfd, int ufd,
 		/* A CONNECT tunnel's read events are added now, also with bytes to send first
 		 * (the 200, the client's early bytes or ClientHello): added while the caller's
 		 * bufferevent (if it has one) still has the client socket registered, the
-		 * socket never leaves the epoll set (no DEL and ADD). dir_run always sends what is buffered before
-		 * it reads, so order holds. The event is level-triggered: bytes that arrived
-		 * before this are reported at once, no speculative read is needed. */
+		 * socket never leaves the epoll set (no DEL and ADD). dir_run always sends what
+		 * is buffered before it reads, so order holds. The event is level-triggered:
+		 * bytes that arrived before this are reported at once, no speculative read is
+		 * needed. */
 		if (!t->tn_o.http)
 			event_add(d->dr_rev, NULL);
 		if (t->tn_o.http || d->dr_blen > 0) {
