@@ -427,6 +427,23 @@ def t_pipelined_behind_bodies(L, d):
                       "%s, gap %s: the pipelined request: %r" % (name, gap, r))
             finally:
                 c.close()
+    # The negative twin: behind a chunked body, a request to an ungranted host is a hop of
+    # its own, refused, and that host is never contacted.
+    before = L.count("http2")
+    c = Conn(L)
+    try:
+        c.send(req("POST", "http://ok.lab.test/echo", [("Transfer-Encoding", "chunked")]))
+        time.sleep(0.1)
+        c.send(chunked + req("GET", "http://ungranted.lab.test/"))
+        r = c.response()
+        check(r.status == 200 and r.body.endswith(b"\r\n\r\n" + body), "first: %r" % r)
+        r = c.response()
+        check(r.status == 403 and r.egress_reason == "not_granted", "pipelined: %r" % r)
+        check(c.closed(), "connection left open after the refusal")
+    finally:
+        c.close()
+    time.sleep(0.2)
+    check(L.count("http2") == before, "the ungranted host was contacted")
 
 
 def t_interim_and_framing(L, d):
