@@ -339,15 +339,18 @@ def req(method, url, headers=(), body=None):
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
 
 
-def t_pipelined(L, d):
+def second_refused(L, sends, first_ok):
+    """Send sends on one connection (100 ms apart); the first response passes first_ok,
+    the second request (to ungranted.lab.test) is its own 403 not_granted, the connection
+    then closes, and the ungranted host is never contacted."""
     before = L.count("http2")
     c = Conn(L)
     try:
-        c.send(req("GET", "http://ok.lab.test/") +
-               req("GET", "http://ungranted.lab.test/"))
-        r1 = c.response()
-        check(r1.status == 200 and r1.body.startswith(b"hello from http80"), "first: %r" % r1)
-        check(r1.header("Connection") is None, "first response closes: %r" % r1.head)
+        for i, data in enumerate(sends):
+            if i > 0:
+                time.sleep(0.1)
+            c.send(data)
+        first_ok(c.response())
         r2 = c.response()
         check(r2.status == 403 and r2.egress_reason == "not_granted", "second: %r" % r2)
         check(c.closed(), "connection left open after the refusal")
@@ -355,6 +358,15 @@ def t_pipelined(L, d):
         c.close()
     time.sleep(0.2)
     check(L.count("http2") == before, "the ungranted host was contacted")
+
+
+def t_pipelined(L, d):
+    def first_ok(r1):
+        check(r1.status == 200 and r1.body.startswith(b"hello from http80"), "first: %r" % r1)
+        check(r1.header("Connection") is None, "first response closes: %r" % r1.head)
+
+    second_refused(L, [req("GET", "http://ok.lab.test/") +
+                       req("GET", "http://ungranted.lab.test/")], first_ok)
     recs = decisions(d, lambda x: x.get("target") == "http://ungranted.lab.test/")
     check(recs and recs[-1]["hop"].endswith("/2"), "second hop record: %s" % recs[-1:])
     first = [x for x in d.decisions() if x.get("conn") == recs[-1]["conn"] and
@@ -429,21 +441,10 @@ def t_pipelined_behind_bodies(L, d):
                 c.close()
     # The negative twin: behind a chunked body, a request to an ungranted host is a hop of
     # its own, refused, and that host is never contacted.
-    before = L.count("http2")
-    c = Conn(L)
-    try:
-        c.send(req("POST", "http://ok.lab.test/echo", [("Transfer-Encoding", "chunked")]))
-        time.sleep(0.1)
-        c.send(chunked + req("GET", "http://ungranted.lab.test/"))
-        r = c.response()
-        check(r.status == 200 and r.body.endswith(b"\r\n\r\n" + body), "first: %r" % r)
-        r = c.response()
-        check(r.status == 403 and r.egress_reason == "not_granted", "pipelined: %r" % r)
-        check(c.closed(), "connection left open after the refusal")
-    finally:
-        c.close()
-    time.sleep(0.2)
-    check(L.count("http2") == before, "the ungranted host was contacted")
+    second_refused(L, [req("POST", "http://ok.lab.test/echo", [("Transfer-Encoding", "chunked")]),
+                       chunked + req("GET", "http://ungranted.lab.test/")],
+                   lambda r: check(r.status == 200 and r.body.endswith(b"\r\n\r\n" + body),
+                                   "first: %r" % r))
 
 
 def t_interim_and_framing(L, d):
