@@ -300,6 +300,26 @@ jsonw_array_end(struct jsonw *w)
 	put_c(w, ']');
 }
 
+void
+jsonw_members(struct jsonw *w, const char *members, size_t n)
+{
+	if (w->in_array) {
+		w->failed = true;
+		return;
+	}
+	if (n == 0)
+		return;
+	if (w->len > 0)
+		put_c(w, ',');
+	put(w, members, n);
+}
+
+void
+jsonw_fail(struct jsonw *w)
+{
+	w->failed = true;
+}
+
 size_t
 jsonw_len(const struct jsonw *w, bool *ok)
 {

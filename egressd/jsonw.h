@@ -6,7 +6,7 @@
  *
  * Owns nothing: the caller gives the buffer (its size is the bound). Output is the
  * members without the braces ("k":v,"k2":v2), which is what dlog_append_raw takes.
- * Callers: egressd's loop thread (session_record.c); tests/test_jsonw.c and
+ * Callers: egressd's loop thread (session_record.c, rectpl.c); tests/test_jsonw.c and
  * fuzz/fuzz_jsonw.c compare it with jansson byte for byte.
  *
  * Strings: escaped exactly as jansson escapes them with JSON_ENSURE_ASCII ('"', '\\',
@@ -52,6 +52,12 @@ void jsonw_int(struct jsonw *w, const char *key, long long v);
 void jsonw_array_begin(struct jsonw *w, const char *key);
 void jsonw_array_str(struct jsonw *w, const char *val);
 void jsonw_array_end(struct jsonw *w);
+/* Members already written as compact JSON ("k":v,... by jsonw, or jansson's JSON_COMPACT |
+ * JSON_ENSURE_ASCII dump without its braces; not checked: the caller's guarantee), copied
+ * as they are, after a comma unless first. n 0 writes nothing. */
+void jsonw_members(struct jsonw *w, const char *members, size_t n);
+/* Mark the writer failed (a caller's own check did not hold). */
+void jsonw_fail(struct jsonw *w);
 
 /* Bytes written, or 0 with ok false when the writer failed (overflow, a bad key). */
 size_t jsonw_len(const struct jsonw *w, bool *ok);

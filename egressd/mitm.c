@@ -25,7 +25,9 @@
 #include "egressd/dlog.h"
 #include "egressd/http.h"
 #include "egressd/httpresp.h"
+#include "egressd/jsonw.h"
 #include "egressd/metrics.h"
+#include "egressd/rectpl.h"
 #include "egressd/redirect.h"
 
 #define MITM_HIGH_WATER (256 * 1024)   /* bytes queued toward one side before reads pause */
@@ -43,7 +45,7 @@ enum mstate {
 
 struct mitm {
 	struct mitm_opts mi_o;
-	json_t *mi_base;                 /* copy of o.record_base */
+	struct rectpl *mi_tpl;           /* every record's members: o.record_base's, with slots */
 	struct bufferevent *mi_cb;       /* worker side (egressd is the TLS server) */
 	struct bufferevent *mi_ub;       /* origin side (egressd is the TLS client) */
 	enum mstate mi_st;
@@ -104,66 +106,87 @@ mitm_client_ctx(const char *ca_file, char *err, size_t errlen)
 /* ---- records ---- */
 
 /*
- * A record's fields: the hop's (mi_base) and this inner request's. The copy is shallow:
- * the base's values are shared, never changed (only top-level members of the copy are
- * set, and rec_new serializes and drops it on this thread), so each record does not
- * duplicate every string of the base.
+ * A record: the hop's decision (the template of its members, made once per tunnel) with
+ * this inner request's members set in it (rectpl.h: the bytes a copy of the hop's object
+ * with these members set would dump as). The keys any record sets, in one list:
  */
-static json_t *
-record(struct mitm *m)
-{
-	json_t *o = json_copy(m->mi_base);
+static const char *const rec_slots[] = {
+	"hop", "parent_hop", "hop_kind", "intercepted", "credential", "method", "target",
+	"verdict", "reason", "tls_error", "status", "bytes_up", "bytes_down",
+};
 
-	/* jansson's copy skips a member it could not insert (ENOMEM): no record then */
-	if (o != NULL && json_object_size(o) != json_object_size(m->mi_base)) {
-		json_decref(o);
-		o = NULL;
-	}
-	if (o == NULL)
-		return NULL;
-	json_object_set_new(o, "hop", json_string(m->mi_hop));
-	json_object_set_new(o, "parent_hop", json_string(m->mi_o.hop));
-	json_object_set_new(o, "hop_kind", json_string("inner"));
-	json_object_set_new(o, "intercepted", json_true());
-	json_object_set_new(o, "credential", json_string(m->mi_o.conn->name));
+#define REC_STR(k, v)  ((struct rectpl_val){ .key = (k), .kind = RV_STR, .s = (v), \
+	.n = (v) != NULL ? strlen(v) : 0 })
+#define REC_INT(k, v)  ((struct rectpl_val){ .key = (k), .kind = RV_INT, .i = (long long)(v) })
+
+/*
+ * The members every record of this request sets first (vals has room for RECTPL_SLOTS_MAX;
+ * path holds the target without its query): their count.
+ */
+static size_t
+record_vals(const struct mitm *m, struct rectpl_val *vals, char path[EGRESS_LOG_TARGET_MAX + 1])
+{
+	size_t n = 0;
+
+	vals[n++] = REC_STR("hop", m->mi_hop);
+	vals[n++] = REC_STR("parent_hop", m->mi_o.hop);
+	vals[n++] = REC_STR("hop_kind", "inner");
+	vals[n++] = (struct rectpl_val){ .key = "intercepted", .kind = RV_BOOL, .i = 1 };
+	vals[n++] = REC_STR("credential", m->mi_o.conn->name);
 	if (m->mi_head != NULL) {
 		const char *q = memchr(m->mi_req.path, '?', m->mi_req.path_len);
 		size_t pl = q != NULL ? (size_t)(q - m->mi_req.path) : m->mi_req.path_len;
-		char path[EGRESS_LOG_TARGET_MAX + 1];
 
 		/* The path without its query: queries may carry secrets of the worker's own. */
 		if (pl > EGRESS_LOG_TARGET_MAX)
 			pl = EGRESS_LOG_TARGET_MAX;
 		memcpy(path, m->mi_req.path, pl);
 		path[pl] = '\0';
-		json_object_set_new(o, "method", json_string(http_method_str(m->mi_req.method)));
-		json_object_set_new(o, "target", json_string(path));
+		vals[n++] = REC_STR("method", http_method_str(m->mi_req.method));
+		vals[n++] = REC_STR("target", path);
 	} else {
-		json_object_set_new(o, "method", json_null());
-		json_object_set_new(o, "target", json_null());
+		vals[n++] = (struct rectpl_val){ .key = "method", .kind = RV_NULL };
+		vals[n++] = (struct rectpl_val){ .key = "target", .kind = RV_NULL };
 	}
-	return o;
+	return n;
 }
 
-static void
-append(struct mitm *m, const char *event, json_t *o)
+/* Append one record (cb as dlog_append_raw's): 0, or -1 with errno (EMSGSIZE when it
+ * does not fit a record). */
+static int
+append(struct mitm *m, const char *event, const struct rectpl_val *vals, size_t n,
+    dlog_done_cb cb, struct dlog_ticket **ticket)
 {
-	if (o == NULL || dlog_append(m->mi_o.dlog, event, o, NULL, NULL, NULL) != 0)
-		log_warnx("intercepted %s: decision log refused a %s record", m->mi_hop, event);
+	char buf[EGRESS_LOG_RECORD_MAX];
+	struct jsonw w;
+	size_t len;
+	bool ok;
+
+	jsonw_init(&w, buf, sizeof(buf));
+	rectpl_write(m->mi_tpl, &w, vals, n);
+	len = jsonw_len(&w, &ok);
+	if (!ok) {
+		if (ticket != NULL)
+			*ticket = NULL;
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return dlog_append_raw(m->mi_o.dlog, event, buf, len, false, false, cb, m, ticket);
 }
 
 static void
 record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error)
 {
-	json_t *o = record(m);
+	struct rectpl_val v[RECTPL_SLOTS_MAX];
+	char path[EGRESS_LOG_TARGET_MAX + 1];
+	size_t n = record_vals(m, v, path);
 
-	if (o == NULL)
-		return;
-	json_object_set_new(o, "verdict", json_string(allow ? "allow" : "deny"));
-	json_object_set_new(o, "reason", json_string(reason_str(r)));
+	v[n++] = REC_STR("verdict", allow ? "allow" : "deny");
+	v[n++] = REC_STR("reason", reason_str(r));
 	if (tls_error != NULL)
-		json_object_set_new(o, "tls_error", json_string(tls_error));
-	append(m, "decision", o);
+		v[n++] = REC_STR("tls_error", tls_error);
+	if (append(m, "decision", v, n, NULL, NULL) != 0)
+		log_warn("intercepted %s: decision log refused a decision record", m->mi_hop);
 	metrics_decision(m->mi_o.stats, allow, r);
 	/* A deny after this request's allow record: the hop was let through, then failed. */
 	if (!allow && m->mi_allowed)
@@ -173,15 +196,19 @@ record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error
 static void
 record_close(struct mitm *m, enum reason r)
 {
-	json_t *o = record(m);
+	struct rectpl_val v[RECTPL_SLOTS_MAX];
+	char path[EGRESS_LOG_TARGET_MAX + 1];
+	size_t n = record_vals(m, v, path);
 
-	if (o == NULL)
-		return;
-	json_object_set_new(o, "status", m->mi_status ? json_integer(m->mi_status) : json_null());
-	json_object_set_new(o, "reason", json_string(reason_str(r)));
-	json_object_set_new(o, "bytes_up", json_integer((json_int_t)m->mi_req_up));
-	json_object_set_new(o, "bytes_down", json_integer((json_int_t)m->mi_req_down));
-	append(m, "close", o);
+	if (m->mi_status)
+		v[n++] = REC_INT("status", m->mi_status);
+	else
+		v[n++] = (struct rectpl_val){ .key = "status", .kind = RV_NULL };
+	v[n++] = REC_STR("reason", reason_str(r));
+	v[n++] = REC_INT("bytes_up", m->mi_req_up);
+	v[n++] = REC_INT("bytes_down", m->mi_req_down);
+	if (append(m, "close", v, n, NULL, NULL) != 0)
+		log_warn("intercepted %s: decision log refused a close record", m->mi_hop);
 	metrics_close(m->mi_o.stats, r);
 }
 
@@ -215,7 +242,7 @@ release(struct mitm *m)
 	if (m->mi_closer != NULL)
 		event_free(m->mi_closer);
 	free(m->mi_head);
-	json_decref(m->mi_base);
+	rectpl_free(m->mi_tpl);
 	SSL_CTX_free(m->mi_o.server_ctx);
 	SSL_CTX_free(m->mi_o.client_ctx);
 	connections_free(m->mi_o.conns);
@@ -511,7 +538,9 @@ placeholder_leaks(const struct mitm *m)
 static void
 start_request(struct mitm *m)
 {
-	json_t *o;
+	struct rectpl_val v[RECTPL_SLOTS_MAX];
+	char path[EGRESS_LOG_TARGET_MAX + 1];
+	size_t n;
 	enum reason r;
 
 	if (m->mi_req.host.kind != m->mi_o.host.kind || strcmp(m->mi_req.host.name, m->mi_o.host.name) != 0 ||
@@ -542,14 +571,12 @@ start_request(struct mitm *m)
 		return;
 	}
 	/* The allow record is written before any byte of this request goes upstream. */
-	o = record(m);
-	if (o != NULL) {
-		json_object_set_new(o, "verdict", json_string("allow"));
-		json_object_set_new(o, "reason", json_string(reason_str(REASON_ALLOWED)));
-	}
+	n = record_vals(m, v, path);
+	v[n++] = REC_STR("verdict", "allow");
+	v[n++] = REC_STR("reason", reason_str(REASON_ALLOWED));
 	m->mi_st = M_LOG;
 	bufferevent_disable(m->mi_cb, EV_READ);
-	if (o == NULL || dlog_append(m->mi_o.dlog, "decision", o, logged, m, &m->mi_ticket) != 0) {
+	if (append(m, "decision", v, n, logged, &m->mi_ticket) != 0) {
 		log_warn("intercepted %s: allow record refused", m->mi_hop);
 		m->mi_ticket = NULL;
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
@@ -931,8 +958,9 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 	m->mi_o.client_ctx = NULL;
 	m->mi_o.conns = NULL;
 	m->mi_o.record_base = NULL;
-	m->mi_base = json_deep_copy(o->record_base);
-	if (m->mi_base == NULL) {
+	m->mi_tpl = rectpl_new(o->record_base, rec_slots,
+	    sizeof(rec_slots) / sizeof(rec_slots[0]));
+	if (m->mi_tpl == NULL) {
 		free(m);
 		return NULL;
 	}
@@ -994,7 +1022,7 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		close(ufd);
 		event_free(m->mi_idle);
 		event_free(m->mi_closer);
-		json_decref(m->mi_base);
+		rectpl_free(m->mi_tpl);
 		free(m);
 		*took = true;
 		errno = ENOMEM;
@@ -1008,7 +1036,7 @@ mitm_start(int cfd, int ufd, const char *ok200, size_t n200, const struct mitm_o
 		bufferevent_free(m->mi_cb);     /* closes cfd */
 		event_free(m->mi_idle);
 		event_free(m->mi_closer);
-		json_decref(m->mi_base);
+		rectpl_free(m->mi_tpl);
 		free(m);
 		*took = true;
 		errno = ENOMEM;
@@ -1047,7 +1075,7 @@ fail:
 		event_free(m->mi_idle);
 	if (m->mi_closer != NULL)
 		event_free(m->mi_closer);
-	json_decref(m->mi_base);
+	rectpl_free(m->mi_tpl);
 	free(m);
 	return NULL;
 }

@@ -67,8 +67,9 @@ typedef void (*mitm_done_cb)(enum reason why, uint64_t up, uint64_t down, void *
 struct mitm_opts {
 	struct event_base *base;
 	struct dlog *dlog;
-	const json_t *record_base;      /* copied: fields every record starts from (conn, principal,
-	                                   grant_id, client, dest, route, pinned, attested) */
+	json_t *record_base;            /* read at the start (rectpl.h): fields every record
+	                                   starts from (conn, principal, grant_id, client,
+	                                   dest, route, pinned, attested) */
 	const char *hop;                /* the CONNECT's hop id */
 	struct host host;               /* the CONNECT host */
 	uint16_t port;

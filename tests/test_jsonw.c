@@ -252,6 +252,38 @@ test_bounds(void **state)
 	assert_false(ok);
 }
 
+/* Ready members between written ones: a comma where jansson has one; none in an array;
+ * bounded like any member. */
+static void
+test_members(void **state)
+{
+	char buf[64], small[12];
+	struct jsonw w;
+	bool ok;
+
+	(void)state;
+	jsonw_init(&w, buf, sizeof(buf));
+	jsonw_members(&w, "", 0);
+	jsonw_members(&w, "\"a\":1,\"b\":[]", 12);
+	jsonw_int(&w, "c", 2);
+	jsonw_members(&w, "\"d\":null", 8);
+	assert_members(&w, json_pack("{s:i, s:[], s:i, s:n}", "a", 1, "b", "c", 2, "d"));
+	jsonw_init(&w, buf, sizeof(buf));
+	jsonw_array_begin(&w, "x");
+	jsonw_members(&w, "\"a\":1", 5);
+	(void)jsonw_len(&w, &ok);
+	assert_false(ok);
+	jsonw_init(&w, small, sizeof(small));
+	jsonw_members(&w, "\"a\":1", 5);
+	jsonw_members(&w, "\"bb\":22", 7);
+	(void)jsonw_len(&w, &ok);
+	assert_false(ok);
+	jsonw_init(&w, buf, sizeof(buf));
+	jsonw_fail(&w);
+	assert_int_equal(jsonw_len(&w, &ok), 0);
+	assert_false(ok);
+}
+
 int
 main(void)
 {
@@ -261,6 +293,7 @@ main(void)
 		cmocka_unit_test(test_escaping_random),
 		cmocka_unit_test(test_classes),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_members),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

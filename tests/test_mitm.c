@@ -342,7 +342,13 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	o.port = 443;
 	o.base = base;
 	o.dlog = dl;
-	rb = json_pack("{s:s, s:s}", "conn", "c-1", "principal", "p");
+	/* the hop's decision as session_record.c writes it (its order): each inner record
+	 * keeps these members in place and sets its own */
+	rb = json_loads("{\"conn\":\"c-1\",\"principal\":\"p\",\"hop\":\"c-1/1\","
+	    "\"parent_hop\":null,\"hop_kind\":\"connect\",\"method\":\"CONNECT\","
+	    "\"target\":\"api.example.com:443\",\"dest\":\"api.example.com:443\","
+	    "\"verdict\":\"allow\",\"reason\":\"allowed\",\"resolved\":[\"203.0.113.5\"],"
+	    "\"attested\":false}", 0, NULL);
 	o.record_base = rb;
 	o.hop = "c-1/1";
 	o.conns = w->conns;
@@ -419,6 +425,20 @@ test_sse_keepalive(void **state)
 	assert_non_null(strstr(r.log, "\"intercepted\":true"));
 	assert_non_null(strstr(r.log, "\"status\":200"));
 	assert_null(strstr(r.log, secret));
+	/* whole records: the hop's members in their places, the inner request's set there or
+	 * after them (what a copy of the hop's object with these members set dumps as) */
+	assert_non_null(strstr(r.log, "\"event\":\"decision\",\"conn\":\"c-1\","
+	    "\"principal\":\"p\",\"hop\":\"c-1/1.1\",\"parent_hop\":\"c-1/1\","
+	    "\"hop_kind\":\"inner\",\"method\":\"GET\",\"target\":\"/v1/stream\","
+	    "\"dest\":\"api.example.com:443\",\"verdict\":\"allow\",\"reason\":\"allowed\","
+	    "\"resolved\":[\"203.0.113.5\"],\"attested\":false,\"intercepted\":true,"
+	    "\"credential\":\"m\",\"prev\":"));
+	assert_non_null(strstr(r.log, "\"event\":\"close\",\"conn\":\"c-1\","
+	    "\"principal\":\"p\",\"hop\":\"c-1/1.1\",\"parent_hop\":\"c-1/1\","
+	    "\"hop_kind\":\"inner\",\"method\":\"GET\",\"target\":\"/v1/stream\","
+	    "\"dest\":\"api.example.com:443\",\"verdict\":\"allow\",\"reason\":\"allowed\","
+	    "\"resolved\":[\"203.0.113.5\"],\"attested\":false,\"intercepted\":true,"
+	    "\"credential\":\"m\",\"status\":200,\"bytes_up\":"));
 	assert_int_equal(r.done.calls, 1);
 	/* every inner request is a hop in the metrics too: two allowed, two closed */
 	assert_int_equal(r.stats.decisions[1][REASON_ALLOWED], 2);
