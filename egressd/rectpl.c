@@ -24,11 +24,16 @@ struct rectpl {
 	size_t len, cap;
 };
 
+/* The slot named key, or -1. Callers pass the very literals of the slot list: those are
+ * found by address, without a string compare per slot. */
 static int
 slot_of(const struct rectpl *t, const char *key)
 {
 	for (size_t k = 0; k < t->nslots; k++)
-		if (key == t->slots[k] || strcmp(key, t->slots[k]) == 0)
+		if (key == t->slots[k])
+			return (int)k;
+	for (size_t k = 0; k < t->nslots; k++)
+		if (strcmp(key, t->slots[k]) == 0)
 			return (int)k;
 	return -1;
 }
