@@ -151,11 +151,21 @@ record_vals(const struct mitm *m, struct rectpl_val *vals, char path[EGRESS_LOG_
 	return n;
 }
 
-/* Append one record (cb as dlog_append_raw's): 0, or -1 with errno (EMSGSIZE when it
- * does not fit a record). */
+/* A close that waited out a log failure and could not be written after all: said once,
+ * like the session's (the mitm may be gone by then: nothing of it is used). */
+static void
+close_lost(int err, void *arg)
+{
+	(void)arg;
+	log_warnx("intercepted: decision log refused a close record (%s)", strerror(err));
+}
+
+/* Append one record: a close is held through a log failure (keep; every inner allow has
+ * its close, like the session's), a decision is not (cb with m, as dlog_append_raw's).
+ * 0, or -1 with errno (EMSGSIZE when it does not fit a record). */
 static int
 append(struct mitm *m, const char *event, const struct rectpl_val *vals, size_t n,
-    dlog_done_cb cb, struct dlog_ticket **ticket)
+    bool keep, dlog_done_cb cb, struct dlog_ticket **ticket)
 {
 	char buf[EGRESS_LOG_RECORD_MAX];
 	struct jsonw w;
@@ -171,6 +181,9 @@ append(struct mitm *m, const char *event, const struct rectpl_val *vals, size_t 
 		errno = EMSGSIZE;
 		return -1;
 	}
+	if (keep)
+		return dlog_append_raw(m->mi_o.dlog, event, buf, len, true, true, close_lost, NULL,
+		    NULL);
 	return dlog_append_raw(m->mi_o.dlog, event, buf, len, false, false, cb, m, ticket);
 }
 
@@ -185,7 +198,7 @@ record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error
 	v[n++] = REC_STR("reason", reason_str(r));
 	if (tls_error != NULL)
 		v[n++] = REC_STR("tls_error", tls_error);
-	if (append(m, "decision", v, n, NULL, NULL) != 0)
+	if (append(m, "decision", v, n, false, NULL, NULL) != 0)
 		log_warn("intercepted %s: decision log refused a decision record", m->mi_hop);
 	metrics_decision(m->mi_o.stats, allow, r);
 	/* A deny after this request's allow record: the hop was let through, then failed. */
@@ -207,7 +220,7 @@ record_close(struct mitm *m, enum reason r)
 	v[n++] = REC_STR("reason", reason_str(r));
 	v[n++] = REC_INT("bytes_up", m->mi_req_up);
 	v[n++] = REC_INT("bytes_down", m->mi_req_down);
-	if (append(m, "close", v, n, NULL, NULL) != 0)
+	if (append(m, "close", v, n, true, NULL, NULL) != 0)
 		log_warn("intercepted %s: decision log refused a close record", m->mi_hop);
 	metrics_close(m->mi_o.stats, r);
 }
@@ -576,7 +589,7 @@ start_request(struct mitm *m)
 	v[n++] = REC_STR("reason", reason_str(REASON_ALLOWED));
 	m->mi_st = M_LOG;
 	bufferevent_disable(m->mi_cb, EV_READ);
-	if (append(m, "decision", v, n, logged, &m->mi_ticket) != 0) {
+	if (append(m, "decision", v, n, false, logged, &m->mi_ticket) != 0) {
 		log_warn("intercepted %s: allow record refused", m->mi_hop);
 		m->mi_ticket = NULL;
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);

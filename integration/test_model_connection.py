@@ -17,12 +17,14 @@ twin, a tcp:// entry, which is not checked; a destination that is not bound is n
 intercepted (the worker sees the origin's own certificate); a worker that does not trust
 the run CA (client_tls_failed, nothing reaches the origin). The metrics count every inner
 request like any hop: the decision counters equal the decision records, the close counter
-the close records."""
+the close records. An inner request's close is held through a failure of the decision log
+(its disk full) and written at the stop when the space is back, or named as lost."""
 
 import os
 import socket
 import ssl
 import struct
+import subprocess
 import sys
 import time
 
@@ -30,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
+from labtools import egressd as ed  # noqa: E402
 from labtools import modelorigin, netns, proxies  # noqa: E402
 from labtools.checks import (bounded_wait, check, records, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
@@ -37,7 +40,9 @@ from labtools.checks import (bounded_wait, check, records, require_binaries,  # 
 MODEL_ADDR = "203.0.113.40"
 BAD_ADDR = "203.0.113.41"
 OTHER_ADDR = "203.0.113.42"
+SLOW_ADDR = "203.0.113.43"
 ZONE = {
+    "slow.lab.test": {"A": [SLOW_ADDR]},
     "model.lab.test": {"A": [MODEL_ADDR]},
     "badcert.lab.test": {"A": [BAD_ADDR]},
     "other.lab.test": {"A": [OTHER_ADDR]},
@@ -46,11 +51,12 @@ ZONE = {
 KEY = "sk-lab-REAL-0f1e2d3c4b5a"
 PLACEHOLDER = "egress-placeholder-7c9e1f0a"
 GRANT = ["https://model.lab.test", "https://badcert.lab.test", "https://other.lab.test",
+         "https://slow.lab.test",
          "http://origin.lab.test", "https://other.lab.test:8443", "tcp://other.lab.test:9443"]
 METRICS = ("127.0.0.1", 9464)
 
 
-def setup_egressd(L, labca, runca):
+def setup_egressd(L, labca, runca, settings=None):
     keyfile = os.path.join(L.workdir, "model.key")
     with open(keyfile, "w") as f:
         f.write(KEY + "\n")
@@ -61,13 +67,16 @@ def setup_egressd(L, labca, runca):
         f.write("[connection model]\n"
                 "destination = https://model.lab.test\n"
                 "destination = https://badcert.lab.test\n"
+                "destination = https://slow.lab.test\n"
                 "credential_file = %s\n"
                 "credential_header = x-api-key\n"
                 "allow_method = POST\nallow_method = GET\n"
                 "allow_path = /v1/*\n" % keyfile)
     os.chmod(conns, 0o644)
-    d = L.egressd(settings={"connections": conns, "origin_ca_file": labca.cert,
-                            "metrics_listen": "%s:%d" % METRICS})
+    st = {"connections": conns, "origin_ca_file": labca.cert,
+          "metrics_listen": "%s:%d" % METRICS}
+    st.update(settings or {})
+    d = L.egressd(settings={k: v for k, v in st.items() if v is not None})
     with open(runca.cert) as f:
         cert = f.read()
     with open(runca.key) as f:
@@ -602,6 +611,80 @@ def t_reload_drops_connection(L, d):
         r.close()
 
 
+def t_inner_close_held(L, labca, runca, freed):
+    """An inner request allowed before the decision log's disk filled ends while the log is
+    failed: its close record is held, like an outer hop's (test_fault_log,
+    close_held_at_stop). freed: the space returns before the stop, which writes the held
+    close before its stop record. Not freed: egressd names the lost close (its hop) at the
+    stop and counts it. The log is a 512 KiB tmpfs under the lab workdir."""
+    mnt = os.path.join(L.workdir, "logfs-inner-%d" % freed)
+    os.makedirs(mnt, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
+                   check=True, timeout=10)
+    d = None
+    try:
+        ed.give_to_run_user(mnt, 0o750)
+        d = setup_egressd(L, labca, runca, {"decision_log": os.path.join(mnt, "d.jsonl"),
+                                            "drain_timeout": "2s", "metrics_listen": None})
+        # slow.lab.test streams 150 events 20 ms apart: the answer outlasts the fill
+        t = tls_through(L, "slow.lab.test:443", "slow.lab.test", runca.cert)
+        t.sendall(("GET /v1/stream HTTP/1.1\r\nHost: slow.lab.test\r\nx-api-key: %s\r\n"
+                   "\r\n" % PLACEHOLDER).encode())
+        got = b""
+        while b"data:" not in got:   # bounded by the socket's 10 s timeout
+            c = t.recv(4096)
+            check(c, "the stream ended before its first event")
+            got += c
+        rec = wait_decision(d, lambda x: x.get("hop_kind") == "inner" and
+                            x.get("dest") == "slow.lab.test:443")
+        hop = rec["hop"]
+        filler = os.path.join(mnt, "filler")
+        lab.fill_fs(filler, 4096, 256)
+        failed = False
+        for _ in range(40):  # bounded: hops until the log has failed (the last page of
+            r = L.connect(0, "model.lab.test:443")   # the file may hold a few)
+            r.close()
+            if r.status == 503:
+                failed = True
+                break
+        check(failed, "the log never failed with its disk full")
+        while not got.endswith(b"0\r\n\r\n"):   # the rest of the stream, then its end
+            c = t.recv(65536)
+            check(c, "the stream ended early")
+            got += c
+        t.close()
+        check(bounded_wait(lambda: d.control({"op": "status"}).get("connections") == 0, 5,
+                           step=0.1), "the tunnel did not end:\n%s" % d.stderr_tail(5))
+        if freed:
+            os.unlink(filler)
+        stop_clean(d)
+        err = d.stderr_text()
+        recs = d.decisions()
+        closes = [x for x in recs if x.get("event") == "close" and x.get("hop") == hop]
+        named = [ln for ln in err.splitlines()
+                 if "decision log refused a close record" in ln and hop in ln]
+        if freed:
+            check(len(closes) == 1 and closes[0].get("status") == 200 and
+                  closes[0].get("intercepted") is True, "the held inner close of %s was not "
+                  "written at the stop: %s\n%s" % (hop, closes, d.stderr_tail(8)))
+            check(recs[-1].get("event") == "stop" and recs.index(closes[0]) < len(recs) - 1,
+                  "the close is not before the stop record: %s"
+                  % [x.get("event") for x in recs[-3:]])
+            check(not named, "a written close reported lost: %s" % named)
+        else:
+            check(not closes, "a close record on a full disk: %s" % closes)
+            check(named, "the lost inner close of %s is not named in egressd's log:\n%s"
+                  % (hop, d.stderr_tail(8)))
+            check("could not be written before the stop" in err,
+                  "no count of lost closes at the stop:\n%s" % d.stderr_tail(8))
+        cp = netns.run([lab.binary("egressctl"), "log", "verify", d.log_path], check=False)
+        check(cp.returncode == 0, "chain: %s %s" % (cp.stdout, cp.stderr))
+    finally:
+        if d is not None and d.alive():
+            d.stop()
+        subprocess.run(["umount", "-l", mnt], timeout=10)
+
+
 def main():
     lab.require_root()
     require_binaries("egressd", "egressctl")
@@ -613,7 +696,7 @@ def main():
             return 1
     res = Results()
     with Lab(workers=1, zone=ZONE) as L:
-        proxies.add_addresses(L, MODEL_ADDR, BAD_ADDR, OTHER_ADDR)
+        proxies.add_addresses(L, MODEL_ADDR, BAD_ADDR, OTHER_ADDR, SLOW_ADDR)
         labca = proxies.LabCA(L)
         runca = proxies.LabCA(L, "runca")
         mc, mk = labca.server_cert("model.lab.test", ["model.lab.test"])
@@ -624,6 +707,8 @@ def main():
         other = modelorigin.ModelOrigin(L, OTHER_ADDR, 443, oc, ok, KEY).start()
         tls8443 = modelorigin.ModelOrigin(L, OTHER_ADDR, 8443, oc, ok, KEY).start()
         raw9443 = modelorigin.ModelOrigin(L, OTHER_ADDR, 9443, oc, ok, KEY).start()
+        sc, sk = labca.server_cert("slow.lab.test", ["slow.lab.test"])
+        slow = modelorigin.ModelOrigin(L, SLOW_ADDR, 443, sc, sk, KEY, events=150).start()
         d = setup_egressd(L, labca, runca)
         for name, fn, args in (
                 ("curl_placeholder_gets_stream", t_curl, (origin, runca)),
@@ -647,7 +732,10 @@ def main():
         res.run("check_reports_every_error", t_check_every_error, L, d)
         res.run("reload_drops_connection", t_reload_drops_connection, L, d)
         res.run("egressd_clean_exit", stop_clean, d)
-        for o in (origin, bad, other, tls8443, raw9443):
+        for freed in (True, False):
+            res.run("inner_close_held_%s" % ("space_back" if freed else "disk_full"),
+                    t_inner_close_held, L, labca, runca, freed)
+        for o in (origin, bad, other, tls8443, raw9443, slow):
             o.stop()
     return res.finish()
 
