@@ -160,45 +160,36 @@ close_lost(int err, void *arg)
 	log_warnx("intercepted: decision log refused a close record (%s)", strerror(err));
 }
 
-/* Append one record: a close is held through a log failure (keep; every inner allow has
- * its close, like the session's), a decision is not (cb with m, as dlog_append_raw's).
- * 0, or -1 with errno (EMSGSIZE when it does not fit a record). */
-static int
-append(struct mitm *m, const char *event, const struct rectpl_val *vals, size_t n,
-    bool keep, dlog_done_cb cb, struct dlog_ticket **ticket)
+/* This request's record with vals set, as members in buf (EGRESS_LOG_RECORD_MAX bytes):
+ * their length, or 0 with errno EMSGSIZE when they do not fit a record. */
+static size_t
+members(const struct mitm *m, const struct rectpl_val *vals, size_t n, char *buf)
 {
-	char buf[EGRESS_LOG_RECORD_MAX];
 	struct jsonw w;
 	size_t len;
 	bool ok;
 
-	jsonw_init(&w, buf, sizeof(buf));
+	jsonw_init(&w, buf, EGRESS_LOG_RECORD_MAX);
 	rectpl_write(m->mi_tpl, &w, vals, n);
 	len = jsonw_len(&w, &ok);
-	if (!ok) {
-		if (ticket != NULL)
-			*ticket = NULL;
+	if (!ok)
 		errno = EMSGSIZE;
-		return -1;
-	}
-	if (keep)
-		return dlog_append_raw(m->mi_o.dlog, event, buf, len, true, true, close_lost, NULL,
-		    NULL);
-	return dlog_append_raw(m->mi_o.dlog, event, buf, len, false, false, cb, m, ticket);
+	return len;
 }
 
 static void
 record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error)
 {
 	struct rectpl_val v[RECTPL_SLOTS_MAX];
-	char path[EGRESS_LOG_TARGET_MAX + 1];
-	size_t n = record_vals(m, v, path);
+	char path[EGRESS_LOG_TARGET_MAX + 1], buf[EGRESS_LOG_RECORD_MAX];
+	size_t len, n = record_vals(m, v, path);
 
 	v[n++] = REC_STR("verdict", allow ? "allow" : "deny");
 	v[n++] = REC_STR("reason", reason_str(r));
 	if (tls_error != NULL)
 		v[n++] = REC_STR("tls_error", tls_error);
-	if (append(m, "decision", v, n, false, NULL, NULL) != 0)
+	if ((len = members(m, v, n, buf)) == 0 || dlog_append_raw(m->mi_o.dlog, "decision", buf,
+	    len, false, false, NULL, NULL, NULL) != 0)
 		log_warn("intercepted %s: decision log refused a decision record", m->mi_hop);
 	metrics_decision(m->mi_o.stats, allow, r);
 	/* A deny after this request's allow record: the hop was let through, then failed. */
@@ -210,8 +201,8 @@ static void
 record_close(struct mitm *m, enum reason r)
 {
 	struct rectpl_val v[RECTPL_SLOTS_MAX];
-	char path[EGRESS_LOG_TARGET_MAX + 1];
-	size_t n = record_vals(m, v, path);
+	char path[EGRESS_LOG_TARGET_MAX + 1], buf[EGRESS_LOG_RECORD_MAX];
+	size_t len, n = record_vals(m, v, path);
 
 	if (m->mi_status)
 		v[n++] = REC_INT("status", m->mi_status);
@@ -220,7 +211,10 @@ record_close(struct mitm *m, enum reason r)
 	v[n++] = REC_STR("reason", reason_str(r));
 	v[n++] = REC_INT("bytes_up", m->mi_req_up);
 	v[n++] = REC_INT("bytes_down", m->mi_req_down);
-	if (append(m, "close", v, n, true, NULL, NULL) != 0)
+	/* held through a log failure (keep; every inner allow has its close, like the
+	 * session's); close_lost speaks only when it could not be written */
+	if ((len = members(m, v, n, buf)) == 0 || dlog_append_raw(m->mi_o.dlog, "close", buf, len,
+	    true, true, close_lost, NULL, NULL) != 0)
 		log_warn("intercepted %s: decision log refused a close record", m->mi_hop);
 	metrics_close(m->mi_o.stats, r);
 }
@@ -552,8 +546,8 @@ static void
 start_request(struct mitm *m)
 {
 	struct rectpl_val v[RECTPL_SLOTS_MAX];
-	char path[EGRESS_LOG_TARGET_MAX + 1];
-	size_t n;
+	char path[EGRESS_LOG_TARGET_MAX + 1], buf[EGRESS_LOG_RECORD_MAX];
+	size_t len, n;
 	enum reason r;
 
 	if (m->mi_req.host.kind != m->mi_o.host.kind || strcmp(m->mi_req.host.name, m->mi_o.host.name) != 0 ||
@@ -589,7 +583,8 @@ start_request(struct mitm *m)
 	v[n++] = REC_STR("reason", reason_str(REASON_ALLOWED));
 	m->mi_st = M_LOG;
 	bufferevent_disable(m->mi_cb, EV_READ);
-	if (append(m, "decision", v, n, false, logged, &m->mi_ticket) != 0) {
+	if ((len = members(m, v, n, buf)) == 0 || dlog_append_raw(m->mi_o.dlog, "decision", buf,
+	    len, false, false, logged, m, &m->mi_ticket) != 0) {
 		log_warn("intercepted %s: allow record refused", m->mi_hop);
 		m->mi_ticket = NULL;
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);

@@ -72,19 +72,20 @@ text_put(struct rectpl *t, const char *p, size_t n)
 	return true;
 }
 
-/* "key":value (jansson's compact dump of the value) at the end of the text. */
-static bool
+/* "key":value (jansson's compact dump of the value) at the end of the text: 0, or
+ * EINVAL (a value jansson cannot dump), ENOMEM. */
+static int
 member_put(struct rectpl *t, const char *key, const json_t *value)
 {
 	char *v = json_dumps(value, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
 	bool ok;
 
 	if (v == NULL)
-		return false;
+		return EINVAL;
 	ok = text_put(t, "\"", 1) && text_put(t, key, strlen(key)) && text_put(t, "\":", 2) &&
 	    text_put(t, v, strlen(v));
 	free(v);
-	return ok;
+	return ok ? 0 : ENOMEM;
 }
 
 void
@@ -102,6 +103,7 @@ rectpl_new(json_t *base, const char *const *slots, size_t nslots)
 {
 	struct rectpl *t;
 	size_t nmem;
+	int e;
 
 	if (!json_is_object(base) || nslots > RECTPL_SLOTS_MAX) {
 		errno = EINVAL;
@@ -124,8 +126,10 @@ rectpl_new(json_t *base, const char *const *slots, size_t nslots)
 	t->nslots = nslots;
 	nmem = json_object_size(base);
 	/* at most one piece per member */
-	if (nmem > 0 && (t->pieces = calloc(nmem, sizeof(*t->pieces))) == NULL)
-		goto nomem;
+	if (nmem > 0 && (t->pieces = calloc(nmem, sizeof(*t->pieces))) == NULL) {
+		e = ENOMEM;
+		goto fail;
+	}
 	for (void *it = json_object_iter(base); it != NULL;
 	    it = json_object_iter_next(base, it)) {
 		const char *key = json_object_iter_key(it);
@@ -133,28 +137,36 @@ rectpl_new(json_t *base, const char *const *slots, size_t nslots)
 		struct piece *last = t->npieces > 0 ? &t->pieces[t->npieces - 1] : NULL;
 		size_t off = t->len;
 
-		if (!key_plain(key)) {
-			rectpl_free(t);
-			errno = EINVAL;
-			return NULL;
+		/* a key with a NUL inside would read as its prefix (and could match a slot) */
+		if (!key_plain(key) || json_object_iter_key_len(it) != strlen(key)) {
+			e = EINVAL;
+			goto fail;
 		}
 		if (k < 0 && last != NULL && last->slot < 0) {
 			/* one more member of the current run */
-			if (!text_put(t, ",", 1) || !member_put(t, key, json_object_iter_value(it)))
-				goto nomem;
+			if (!text_put(t, ",", 1)) {
+				e = ENOMEM;
+				goto fail;
+			}
+			if ((e = member_put(t, key, json_object_iter_value(it))) != 0)
+				goto fail;
 			last->len = t->len - last->off;
 			continue;
 		}
-		if (t->npieces == nmem || !member_put(t, key, json_object_iter_value(it)))
-			goto nomem;
+		if (t->npieces == nmem) {       /* at most one piece per member: cannot happen */
+			e = EINVAL;
+			goto fail;
+		}
+		if ((e = member_put(t, key, json_object_iter_value(it))) != 0)
+			goto fail;
 		t->pieces[t->npieces++] = (struct piece){ off, t->len - off, k };
 		if (k >= 0)
 			t->in_base[k] = true;
 	}
 	return t;
-nomem:
+fail:
 	rectpl_free(t);
-	errno = ENOMEM;
+	errno = e;
 	return NULL;
 }
 

@@ -46,8 +46,8 @@ struct rectpl_val {
 /*
  * The template of base (an object, only read; members in its order) with the given slots (nslots <=
  * RECTPL_SLOTS_MAX distinct keys of [a-z_0-9]; the array must outlive the template).
- * NULL with errno: ENOMEM, EINVAL (not an object, too many slots, a value jansson cannot
- * dump).
+ * NULL with errno: ENOMEM, EINVAL (not an object, too many slots, a key that is not
+ * [a-z_0-9]+, a value jansson cannot dump).
  */
 struct rectpl *rectpl_new(json_t *base, const char *const *slots, size_t nslots);
 void rectpl_free(struct rectpl *t);

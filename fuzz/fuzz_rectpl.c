@@ -7,8 +7,9 @@
  * with other names; values of every JSON kind, strings from the input), then the members
  * one record sets (slots, distinct, in any order; strings from the input, any bytes).
  *
- * Invariants: when jansson accepts every string, the record is byte-identical to
- * jansson's; otherwise it is still valid, 7-bit JSON; a buffer too small fails the writer
+ * Invariants: the record is byte-identical to jansson's, a set string that is not UTF-8
+ * compared as jansson writes its bytes read as U+0080-U+00FF (jsonw.h); in the one case
+ * left (NUL and invalid bytes in one string) it is still valid, 7-bit JSON; a buffer too small fails the writer
  * whole (never written past); a second record from the template is the same.
  */
 #include <jansson.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "egressd/jsonw.h"
 #include "egressd/rectpl.h"
 
@@ -32,6 +34,30 @@ static const char *const others[] = {
 	"classes_dropped", "resolve_us", "x0",
 };
 #define NOTHERS (sizeof(others) / sizeof(others[0]))
+
+/*
+ * What jansson writes for a set string: the string itself, or when it is not UTF-8 (jsonw
+ * then writes each invalid byte as \u00XX), the same bytes read as those code points
+ * (utf8_lossy_dup). NULL when neither applies (a string with NUL and invalid bytes both).
+ */
+static json_t *
+expect_string(const char *s, size_t n)
+{
+	json_t *j = json_stringn(s, n);
+	char *c, *lossy;
+
+	if (j != NULL || memchr(s, '\0', n) != NULL)
+		return j;
+	if ((c = malloc(n + 1)) == NULL)
+		return NULL;
+	memcpy(c, s, n);
+	c[n] = '\0';
+	lossy = utf8_lossy_dup(c);
+	j = lossy != NULL ? json_string(lossy) : NULL;
+	free(lossy);
+	free(c);
+	return j;
+}
 
 struct in {
 	const uint8_t *p;
@@ -136,7 +162,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (v->kind == RV_STR) {
 			v->s = byte(&in) % 8 == 0 ? NULL : bytes(&in, &v->n);
 			if (v->s != NULL) {
-				json_t *j = json_stringn(v->s, v->n);
+				json_t *j = expect_string(v->s, v->n);
 
 				exact = exact && j != NULL;
 				json_decref(j);
@@ -171,7 +197,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		copy = json_copy(base);
 		for (size_t i = 0; i < n; i++) {
 			const struct rectpl_val *v = &vals[i];
-			json_t *j = v->kind == RV_STR ? (v->s != NULL ? json_stringn(v->s, v->n) :
+			json_t *j = v->kind == RV_STR ? (v->s != NULL ? expect_string(v->s, v->n) :
 			    json_null()) : v->kind == RV_NULL ? json_null() : v->kind == RV_BOOL ?
 			    json_boolean(v->i != 0) : json_integer(v->i);
 

@@ -20,6 +20,7 @@ request like any hop: the decision counters equal the decision records, the clos
 the close records. An inner request's close is held through a failure of the decision log
 (its disk full) and written at the stop when the space is back, or named as lost."""
 
+import calendar
 import os
 import socket
 import ssl
@@ -655,18 +656,28 @@ def t_inner_close_held(L, labca, runca, freed):
         t.close()
         check(bounded_wait(lambda: d.control({"op": "status"}).get("connections") == 0, 5,
                            step=0.1), "the tunnel did not end:\n%s" % d.stderr_tail(5))
+        freed_at = time.time()
         if freed:
             os.unlink(filler)
         stop_clean(d)
         err = d.stderr_text()
         recs = d.decisions()
         closes = [x for x in recs if x.get("event") == "close" and x.get("hop") == hop]
+        # the stop's report of a held record it could not write (dlog_close), not the
+        # refusal of a record at once
         named = [ln for ln in err.splitlines()
-                 if "decision log refused a close record" in ln and hop in ln]
+                 if "decision log refused a close record" in ln and
+                 "the log was closed before it recovered" in ln and hop in ln]
         if freed:
             check(len(closes) == 1 and closes[0].get("status") == 200 and
                   closes[0].get("intercepted") is True, "the held inner close of %s was not "
                   "written at the stop: %s\n%s" % (hop, closes, d.stderr_tail(8)))
+            # held, then written: stamped when it was written, after the space came back
+            # (a close written before the log failed would carry an earlier time)
+            t = closes[0]["time"]
+            check(calendar.timegm(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) +
+                  float("0" + t[19:-1]) >= freed_at,
+                  "the inner close was written before the space came back: %s" % t)
             check(recs[-1].get("event") == "stop" and recs.index(closes[0]) < len(recs) - 1,
                   "the close is not before the stop record: %s"
                   % [x.get("event") for x in recs[-3:]])

@@ -204,6 +204,20 @@ test_refusals(void **state)
 	assert_int_equal(json_object_set_new(odd, "Not plain", json_true()), 0);
 	assert_null(rectpl_new(odd, slots, NSLOTS));
 	assert_int_equal(errno, EINVAL);
+	/* a key with a NUL inside: read as "hop" it would match a slot (a duplicate "hop") */
+	json_decref(odd);
+	odd = json_object();
+	assert_int_equal(json_object_setn_new(odd, "hop\0x", 5, json_true()), 0);
+	errno = 0;
+	assert_null(rectpl_new(odd, slots, NSLOTS));
+	assert_int_equal(errno, EINVAL);
+	/* a value jansson cannot dump (not UTF-8, set without the check) */
+	json_decref(odd);
+	odd = json_object();
+	assert_int_equal(json_object_set_new(odd, "conn", json_stringn_nocheck("\xff", 1)), 0);
+	errno = 0;
+	assert_null(rectpl_new(odd, slots, NSLOTS));
+	assert_int_equal(errno, EINVAL);
 	rectpl_free(NULL);
 	json_decref(b);
 	json_decref(arr);
