@@ -16,8 +16,9 @@
   no host name). Every CONNECT head the proxy did receive has an allow record on disk.
 - close_held_at_stop_*: a tunnel allowed before the disk filled closes while the log is
   failed (its close record is held). With the space back just before SIGTERM (no hop
-  probes the log in between), the stop writes that close before its stop record; with
-  the disk still full, egressd's log names the lost close (its hop) and counts it.
+  probes the log in between), the stop writes that close before its stop record, stamped
+  after the space came back; with the disk still full, egressd's log names the lost close
+  (its hop) and counts it (labtools/logfault.py, shared with test_model_connection).
 - kill9_under_load: log_sync = always, four clients open tunnels in a loop; egressd gets
   SIGKILL in the middle. Expect: every tunnel that received 200 has its allow record on disk
   (matched by the client's address:port); `egressctl log verify` accepts the file, or
@@ -28,7 +29,6 @@
 """
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import egressd as ed  # noqa: E402
-from labtools import proxies  # noqa: E402
+from labtools import logfault, proxies  # noqa: E402
 from labtools.checks import (allowed_tunnel, bounded_wait, check, refused,  # noqa: E402
                              require_binaries, stop_clean)
 
@@ -61,18 +61,8 @@ def static(L, n=1):
     return listeners, grants
 
 
-def logfs(L, name):
-    """A 512 KiB tmpfs for the decision log, mounted at L.workdir/name (the caller
-    unmounts it)."""
-    mnt = os.path.join(L.workdir, name)
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
-                   check=True, timeout=10)
-    return mnt
-
-
 def t_disk_full(L):
-    mnt = logfs(L, "logfs")
+    mnt = logfault.logfs(L, "logfs")
     d = None
     try:
         # egressd writes here after its drop (the log directory of an operator's setup).
@@ -139,7 +129,7 @@ def t_disk_full(L):
     finally:
         if d is not None and d.alive():
             d.stop()
-        subprocess.run(["umount", "-l", mnt], timeout=10)
+        logfault.umount(mnt)
 
 
 REC_ADDR = "203.0.113.33"
@@ -167,7 +157,7 @@ def fill(path):
 
 
 def t_log_fails_at_proxy_gate(L):
-    mnt = logfs(L, "logfs2")
+    mnt = logfault.logfs(L, "logfs2")
     d = None
     rp = proxies.RecordingProxy(L, REC_ADDR).start()
     try:
@@ -230,7 +220,7 @@ def t_log_fails_at_proxy_gate(L):
         rp.stop()
         if d is not None and d.alive():
             d.stop()
-        subprocess.run(["umount", "-l", mnt], timeout=10)
+        logfault.umount(mnt)
 
 
 def _load(L, who, stop, got, errors):
@@ -320,7 +310,7 @@ def t_close_held_at_stop(L, freed):
     interval, with no hop to probe the log): the stop writes the held close, before its
     stop record. Not freed: the close cannot be written; egressd names it at the stop
     (never a silent loss: issue 19, the chaos test's lost closes)."""
-    mnt = logfs(L, "logfs-held-%d" % freed)
+    mnt = logfault.logfs(L, "logfs-held-%d" % freed)
     d = None
     try:
         ed.give_to_run_user(mnt, 0o750)
@@ -336,48 +326,20 @@ def t_close_held_at_stop(L, freed):
         check(len(hop) == 1, "no allow record for the tunnel: %s" % hop)
         hop = hop[0]
         filler = os.path.join(mnt, "filler")
-        lab.fill_fs(filler, 4096, 256)   # the rest of the file system
-        # hops until the log has failed (the last page of the file may hold a few)
-        failed = False
-        for _ in range(40):  # bounded
-            r = L.connect(0, "echo.lab.test:7")
-            r.close()
-            if r.status == 503:
-                failed = True
-                break
-        check(failed, "the log never failed with its disk full")
+        logfault.fail_log(L, filler, "echo.lab.test:7")
         t.close()
         # egressd saw the client's close (its close record is held now)
         check(bounded_wait(lambda: d.control({"op": "status"}).get("connections") == 0, 5,
                            step=0.1), "the tunnel did not end:\n%s" % d.stderr_tail(5))
-        if freed:
-            os.unlink(filler)
-        stop_clean(d)
-        err = d.stderr_text()
-        recs = d.decisions()
-        closes = [x for x in recs if x.get("event") == "close" and x.get("hop") == hop]
-        named = [ln for ln in err.splitlines()
-                 if "decision log refused a close record" in ln and hop in ln]
-        if freed:
-            check(len(closes) == 1 and closes[0].get("reason") == "client_closed",
-                  "the held close of %s was not written at the stop: %s\n%s"
-                  % (hop, closes, d.stderr_tail(8)))
-            check(recs[-1].get("event") == "stop" and
-                  recs.index(closes[0]) < len(recs) - 1, "the close is not before the stop "
-                  "record: %s" % [x.get("event") for x in recs[-3:]])
-            check(not named, "a written close reported lost: %s" % named)
-        else:
-            check(not closes, "a close record on a full disk: %s" % closes)
-            check(named, "the lost close of %s is not named in egressd's log:\n%s"
-                  % (hop, d.stderr_tail(8)))
-            check("could not be written before the stop" in err,
-                  "no count of lost closes at the stop:\n%s" % d.stderr_tail(8))
+        logfault.held_close_at_stop(
+            d, hop, filler, freed,
+            lambda c: None if c.get("reason") == "client_closed" else "not client_closed")
         rc, msg = verify(d)
         check(rc == 0, "chain does not verify (%d): %s" % (rc, msg))
     finally:
         if d is not None and d.alive():
             d.stop()
-        subprocess.run(["umount", "-l", mnt], timeout=10)
+        logfault.umount(mnt)
 
 
 def main():

@@ -20,12 +20,10 @@ request like any hop: the decision counters equal the decision records, the clos
 the close records. An inner request's close is held through a failure of the decision log
 (its disk full) and written at the stop when the space is back, or named as lost."""
 
-import calendar
 import os
 import socket
 import ssl
 import struct
-import subprocess
 import sys
 import time
 
@@ -34,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lab  # noqa: E402
 from lab import Lab, Results  # noqa: E402
 from labtools import egressd as ed  # noqa: E402
-from labtools import modelorigin, netns, proxies  # noqa: E402
+from labtools import logfault, modelorigin, netns, proxies  # noqa: E402
 from labtools.checks import (bounded_wait, check, records, require_binaries,  # noqa: E402
                              stop_clean, wait_decision)
 
@@ -615,13 +613,10 @@ def t_reload_drops_connection(L, d):
 def t_inner_close_held(L, labca, runca, freed):
     """An inner request allowed before the decision log's disk filled ends while the log is
     failed: its close record is held, like an outer hop's (test_fault_log,
-    close_held_at_stop). freed: the space returns before the stop, which writes the held
-    close before its stop record. Not freed: egressd names the lost close (its hop) at the
-    stop and counts it. The log is a 512 KiB tmpfs under the lab workdir."""
-    mnt = os.path.join(L.workdir, "logfs-inner-%d" % freed)
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", mnt],
-                   check=True, timeout=10)
+    close_held_at_stop; labtools/logfault.py). freed: the space returns before the stop,
+    which writes the held close before its stop record. Not freed: egressd names the lost
+    close (its hop) at the stop and counts it."""
+    mnt = logfault.logfs(L, "logfs-inner-%d" % freed)
     d = None
     try:
         ed.give_to_run_user(mnt, 0o750)
@@ -638,17 +633,8 @@ def t_inner_close_held(L, labca, runca, freed):
             got += c
         rec = wait_decision(d, lambda x: x.get("hop_kind") == "inner" and
                             x.get("dest") == "slow.lab.test:443")
-        hop = rec["hop"]
         filler = os.path.join(mnt, "filler")
-        lab.fill_fs(filler, 4096, 256)
-        failed = False
-        for _ in range(40):  # bounded: hops until the log has failed (the last page of
-            r = L.connect(0, "model.lab.test:443")   # the file may hold a few)
-            r.close()
-            if r.status == 503:
-                failed = True
-                break
-        check(failed, "the log never failed with its disk full")
+        logfault.fail_log(L, filler, "model.lab.test:443")
         while not got.endswith(b"0\r\n\r\n"):   # the rest of the stream, then its end
             c = t.recv(65536)
             check(c, "the stream ended early")
@@ -656,44 +642,16 @@ def t_inner_close_held(L, labca, runca, freed):
         t.close()
         check(bounded_wait(lambda: d.control({"op": "status"}).get("connections") == 0, 5,
                            step=0.1), "the tunnel did not end:\n%s" % d.stderr_tail(5))
-        freed_at = time.time()
-        if freed:
-            os.unlink(filler)
-        stop_clean(d)
-        err = d.stderr_text()
-        recs = d.decisions()
-        closes = [x for x in recs if x.get("event") == "close" and x.get("hop") == hop]
-        # the stop's report of a held record it could not write (dlog_close), not the
-        # refusal of a record at once
-        named = [ln for ln in err.splitlines()
-                 if "decision log refused a close record" in ln and
-                 "the log was closed before it recovered" in ln and hop in ln]
-        if freed:
-            check(len(closes) == 1 and closes[0].get("status") == 200 and
-                  closes[0].get("intercepted") is True, "the held inner close of %s was not "
-                  "written at the stop: %s\n%s" % (hop, closes, d.stderr_tail(8)))
-            # held, then written: stamped when it was written, after the space came back
-            # (a close written before the log failed would carry an earlier time)
-            t = closes[0]["time"]
-            check(calendar.timegm(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) +
-                  float("0" + t[19:-1]) >= freed_at,
-                  "the inner close was written before the space came back: %s" % t)
-            check(recs[-1].get("event") == "stop" and recs.index(closes[0]) < len(recs) - 1,
-                  "the close is not before the stop record: %s"
-                  % [x.get("event") for x in recs[-3:]])
-            check(not named, "a written close reported lost: %s" % named)
-        else:
-            check(not closes, "a close record on a full disk: %s" % closes)
-            check(named, "the lost inner close of %s is not named in egressd's log:\n%s"
-                  % (hop, d.stderr_tail(8)))
-            check("could not be written before the stop" in err,
-                  "no count of lost closes at the stop:\n%s" % d.stderr_tail(8))
+        logfault.held_close_at_stop(
+            d, rec["hop"], filler, freed,
+            lambda c: None if c.get("status") == 200 and c.get("intercepted") is True else
+            "not the inner request's close (status 200, intercepted)")
         cp = netns.run([lab.binary("egressctl"), "log", "verify", d.log_path], check=False)
         check(cp.returncode == 0, "chain: %s %s" % (cp.stdout, cp.stderr))
     finally:
         if d is not None and d.alive():
             d.stop()
-        subprocess.run(["umount", "-l", mnt], timeout=10)
+        logfault.umount(mnt)
 
 
 def main():
