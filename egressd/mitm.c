@@ -74,6 +74,9 @@ struct mitm {
 	struct http_body_framer mi_resp_body;
 	bool mi_keep;                    /* both sides keep the connection after this one */
 	bool mi_allowed;                 /* its allow record is written */
+	/* its allow record is on its way or written, and no close or deny has ended it: any
+	 * end of the tunnel from here on writes its close (as the session's se_allow_open) */
+	bool mi_allow_open;
 };
 
 static void process(struct mitm *m);
@@ -188,6 +191,7 @@ record_decision(struct mitm *m, bool allow, enum reason r, const char *tls_error
 	v[n++] = REC_STR("reason", reason_str(r));
 	if (tls_error != NULL)
 		v[n++] = REC_STR("tls_error", tls_error);
+	m->mi_allow_open = false;          /* a deny after the allow ends the hop */
 	if ((len = members(m, v, n, buf)) == 0 || dlog_append_raw(m->mi_o.dlog, "decision", buf,
 	    len, false, false, NULL, NULL, NULL) != 0)
 		log_warn("intercepted %s: decision log refused a decision record", m->mi_hop);
@@ -211,6 +215,7 @@ record_close(struct mitm *m, enum reason r)
 	v[n++] = REC_STR("reason", reason_str(r));
 	v[n++] = REC_INT("bytes_up", m->mi_req_up);
 	v[n++] = REC_INT("bytes_down", m->mi_req_down);
+	m->mi_allow_open = false;
 	/* held through a log failure (keep; every inner allow has its close, like the
 	 * session's); close_lost speaks only when it could not be written */
 	if ((len = members(m, v, n, buf)) == 0 || dlog_append_raw(m->mi_o.dlog, "close", buf, len,
@@ -268,7 +273,7 @@ static void end(struct mitm *m, enum reason why);
 void
 mitm_close(struct mitm *m, enum reason why)
 {
-	if (m->mi_st == M_EXCHANGE && m->mi_hop[0] != '\0')
+	if (m->mi_allow_open)
 		record_close(m, why);
 	end(m, why);
 }
@@ -588,7 +593,9 @@ start_request(struct mitm *m)
 		log_warn("intercepted %s: allow record refused", m->mi_hop);
 		m->mi_ticket = NULL;
 		refuse(m, REASON_AUDIT_UNAVAILABLE, NULL);
+		return;
 	}
+	m->mi_allow_open = true;
 }
 
 static void
@@ -887,7 +894,7 @@ on_client_event(struct bufferevent *bev, short what, void *arg)
 		end(m, REASON_CLIENT_TLS_FAILED);
 		return;
 	}
-	if (m->mi_st == M_EXCHANGE && m->mi_hop[0] != '\0')
+	if (m->mi_allow_open)
 		record_close(m, REASON_CLOSE_CLIENT);
 	end(m, (what & BEV_EVENT_EOF) ? REASON_CLOSE_CLIENT : REASON_CLOSE_ERROR);
 }
@@ -938,13 +945,13 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = mono_usec();
 
 	if (m->mi_o.lifetime_ms > 0 && now - m->mi_start_us >= m->mi_o.lifetime_ms * 1000) {
-		if (m->mi_st == M_EXCHANGE)
+		if (m->mi_allow_open)
 			record_close(m, REASON_CLOSE_LIFETIME);
 		end(m, REASON_CLOSE_LIFETIME);
 		return;
 	}
 	if (m->mi_o.idle_ms > 0 && now - m->mi_last_us >= m->mi_o.idle_ms * 1000) {
-		if (m->mi_st == M_EXCHANGE)
+		if (m->mi_allow_open)
 			record_close(m, REASON_CLOSE_IDLE);
 		end(m, REASON_CLOSE_IDLE);
 	}

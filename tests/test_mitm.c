@@ -34,6 +34,34 @@
 
 static char dir[] = "/tmp/egress-mitm-XXXXXX";
 static uint64_t lifetime_ms;            /* mitm_opts.lifetime_ms of the next run */
+/* The next run revokes the tunnel while its first inner allow record is in flight: the log
+ * syncs always, and the writer's fdatasync (__wrap_fdatasync) waits until the revoke. */
+static bool revoke_in_flight;
+static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sync_cv = PTHREAD_COND_INITIALIZER;
+static bool sync_held;
+
+int __real_fdatasync(int fd);
+int __wrap_fdatasync(int fd);
+
+int
+__wrap_fdatasync(int fd)
+{
+	pthread_mutex_lock(&sync_mu);
+	while (sync_held)
+		pthread_cond_wait(&sync_cv, &sync_mu);
+	pthread_mutex_unlock(&sync_mu);
+	return __real_fdatasync(fd);
+}
+
+static void
+sync_hold(bool on)
+{
+	pthread_mutex_lock(&sync_mu);
+	sync_held = on;
+	pthread_cond_broadcast(&sync_cv);
+	pthread_mutex_unlock(&sync_mu);
+}
 static const char secret[] = "sk-REAL-KEY-42";
 static const char placeholder[] = "egress-placeholder-0123456789abcdef";
 
@@ -286,12 +314,36 @@ teardown(void **state)
 
 struct run {
 	struct metrics_stats stats;     /* what the tunnel counted (its inner hops) */
+	struct mitm *m;
+	bool revoked;                   /* revoke_in_flight: done, with the allow in flight */
 	struct done done;
 	struct origin origin;
 	struct worker worker;
 	char logpath[400];
 	char log[65536];
 };
+
+/* revoke_in_flight: every millisecond, until the log holds the first inner allow (written,
+ * its fdatasync held, so its callback is still due): then revoke the tunnel. */
+static void
+on_watch(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	char buf[8192];
+	FILE *f = fopen(r->logpath, "r");
+	size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	(void)fd;
+	(void)what;
+	if (f != NULL)
+		fclose(f);
+	buf[n] = '\0';
+	if (r->revoked || strstr(buf, "\"hop\":\"c-1/1.1\"") == NULL)
+		return;
+	r->revoked = true;
+	mitm_close(r->m, REASON_CLOSE_REVOKED);
+	sync_hold(false);
+}
 
 /* One tunnel: worker script against the origin; origin_host is the name the origin's
  * certificate carries (another name: its certificate does not verify). */
@@ -310,6 +362,7 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	bool took = true;
 	struct host h;
 	json_t *rb;
+	struct event *watch = NULL;
 	char tmo[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
 	FILE *f;
 	size_t n;
@@ -318,7 +371,7 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	snprintf(r->logpath, sizeof(r->logpath), "%s/decisions-%d.jsonl", dir, rand());
 	memset(&dc, 0, sizeof(dc));
 	dc.path = r->logpath;
-	dc.sync = DLOG_SYNC_NONE;
+	dc.sync = revoke_in_flight ? DLOG_SYNC_ALWAYS : DLOG_SYNC_NONE;
 	dl = dlog_open(base, &dc, err, sizeof(err));
 	assert_non_null(dl);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, cs), 0);
@@ -367,6 +420,15 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 	m = mitm_start(cs[0], os[0], tmo, sizeof(tmo) - 1, &o, &took);
 	assert_non_null(m);
 	assert_false(took);
+	r->m = m;
+	if (revoke_in_flight) {
+		struct timeval ms = { 0, 1000 };
+
+		watch = event_new(base, -1, EV_PERSIST, on_watch, r);
+		assert_non_null(watch);
+		event_add(watch, &ms);
+		sync_hold(true);
+	}
 	SSL_CTX_free(o.server_ctx);
 	SSL_CTX_free(o.client_ctx);
 	json_decref(rb);
@@ -377,6 +439,9 @@ run(struct world *w, struct run *r, const char *script, int nreq, const char *or
 		event_base_loopexit(base, &limit);
 		event_base_dispatch(base);
 	}
+	if (watch != NULL)
+		event_free(watch);
+	sync_hold(false);
 	if (r->done.calls == 0)
 		mitm_free(m);
 	/* bufferevents are finalized (sockets closed) by the loop: let it run once more */
@@ -518,6 +583,38 @@ test_lifetime(void **state)
 		assert_non_null(strstr(r.log, "\"reason\":\"lifetime_exceeded\""));
 }
 
+/*
+ * A tunnel revoked while its inner request's allow record is on its way (written, its
+ * sync and callback still due): the hop still gets its close record, after the allow,
+ * never an allow without one (as a session's hop: se_allow_open). Nothing reaches the
+ * origin (the request goes upstream only once the record is on disk).
+ */
+static void
+test_revoked_with_allow_in_flight(void **state)
+{
+	struct world *w = *state;
+	static struct run r;
+	const char *allow, *close;
+
+	revoke_in_flight = true;
+	run(w, &r, REQ("GET", "/v1/stream", ""), 1, "api.example.com", w->run_cert);
+	revoke_in_flight = false;
+	assert_true(r.revoked);
+	assert_int_equal(r.done.calls, 1);
+	assert_int_equal(r.done.why, REASON_CLOSE_REVOKED);
+	assert_int_equal(r.origin.requests, 0);
+	allow = strstr(r.log, "\"event\":\"decision\",\"conn\":\"c-1\",\"principal\":\"p\","
+	    "\"hop\":\"c-1/1.1\"");
+	close = strstr(r.log, "\"event\":\"close\",\"conn\":\"c-1\",\"principal\":\"p\","
+	    "\"hop\":\"c-1/1.1\"");
+	assert_non_null(allow);
+	assert_non_null(close);
+	assert_true(close > allow);
+	assert_non_null(strstr(close, "\"reason\":\"revoked\""));
+	assert_non_null(strstr(close, "\"status\":null"));
+	assert_int_equal(r.stats.closes[REASON_CLOSE_REVOKED], 1);
+}
+
 int
 main(void)
 {
@@ -525,6 +622,7 @@ main(void)
 		cmocka_unit_test(test_sse_keepalive),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_lifetime),
+		cmocka_unit_test(test_revoked_with_allow_in_flight),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (getenv("MITM_DEBUG") != NULL)
