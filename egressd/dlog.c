@@ -716,13 +716,23 @@ loss_at_close(struct dlog *d, uint64_t n, uint64_t first, uint64_t last)
 }
 
 /* A record that had to be kept (dlog_append_kept) and is not in the log when it closes:
- * said in the operator log, naming its hop (the first bytes of its fields). */
+ * said in the operator log, naming its hop (its "hop" member, which may lie past the first
+ * 200 bytes: an inner close carries the client's address and a principal of up to 64
+ * before it), then the first bytes of its fields. */
 static void
 report_lost(const struct dlog_ticket *t, const char *why)
 {
+	static const char key[] = "\"hop\":\"";
+	const char *h = t->fields_len > 0 ? strstr(t->fields, key) : NULL;
+	size_t hn = 0;
+
+	if (h != NULL) {
+		h += sizeof(key) - 1;
+		hn = strcspn(h, "\"");       /* hop ids are [A-Za-z0-9./-]: no escapes */
+	}
 	log_warnx("decision log refused a %s record (%s; the log was closed before it "
-	    "recovered): %.*s", t->event, why, (int)(t->fields_len < 200 ? t->fields_len : 200),
-	    t->fields);
+	    "recovered): hop %.*s: %.*s", t->event, why, (int)hn, h != NULL ? h : "",
+	    (int)(t->fields_len < 200 ? t->fields_len : 200), t->fields);
 }
 
 size_t

@@ -136,8 +136,8 @@ struct dlog *dlog_open(struct event_base *base, const struct dlog_config *cfg, c
  * Write every queued record (blocking, on the calling thread's behalf), stop the writer
  * thread and close the file. Records still held through a failure (dlog_append_kept)
  * get one last attempt, whatever the retry interval says; each one that is still not
- * written is said in the operator log ("decision log refused a close record (...)",
- * with the first bytes of its fields: its hop) and counted in the return value (0 when
+ * written is said in the operator log ("decision log refused a close record (...): hop
+ * H: ...", its hop and the first bytes of its fields) and counted in the return value (0 when
  * nothing held was lost). Callbacks of outstanding tickets are NOT called; their
  * handles become invalid. Accepts NULL. Must be called before the event_base is freed,
  * and never from inside a dlog callback.

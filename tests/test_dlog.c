@@ -1304,7 +1304,7 @@ test_kept_through_failure(void **state)
  * record probes at once, after them; without it dlog_close's last attempt writes them);
  * a disk that is still failed loses them, and dlog_close counts (and says) each one. */
 static void
-fail_then_hold(struct fix *f, struct dlog **dp, const char *path)
+fail_then_hold(struct fix *f, struct dlog **dp, const char *path, json_t *close)
 {
 	struct done dn = { 0 };
 	struct dlog *d = open_log(f, path, DLOG_SYNC_ALWAYS);
@@ -1313,8 +1313,36 @@ fail_then_hold(struct fix *f, struct dlog **dp, const char *path)
 	run_until(f->base, &dn.calls, 1);
 	assert_int_equal(dn.err, ENOENT);
 	assert_false(dlog_writable(d));
-	assert_int_equal(dlog_append_kept(d, "close", fields(2), NULL, NULL), 0);
+	assert_int_equal(dlog_append_kept(d, "close", close, NULL, NULL), 0);
 	*dp = d;
+}
+
+/* dlog_close(d) with stderr (the operator log) captured into out: the lost count. */
+static size_t
+close_capturing(struct fix *f, struct dlog *d, char *out, size_t cap)
+{
+	char path[256];
+	int fd, saved;
+	ssize_t n;
+	size_t lost;
+
+	snprintf(path, sizeof(path), "%s/stderr.txt", f->dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	lost = dlog_close(d);
+	fflush(stderr);
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	n = pread(fd, out, cap - 1, 0);
+	assert_true(n >= 0);
+	out[n] = '\0';
+	close(fd);
+	unlink(path);
+	return lost;
 }
 
 static void
@@ -1328,7 +1356,7 @@ test_kept_written_at_stop(void **state)
 	/* with a stop record: the held close first, then the stop record */
 	snprintf(sub, sizeof(sub), "%s/stop1", f->dir);
 	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
-	fail_then_hold(f, &d, path);
+	fail_then_hold(f, &d, path, fields(2));
 	assert_int_equal(mkdir(sub, 0700), 0);
 	assert_int_equal(dlog_append_sync(d, "stop", json_pack("{s:s}", "cause", "exit"), 2000),
 	    0);
@@ -1341,19 +1369,40 @@ test_kept_written_at_stop(void **state)
 	/* without one: dlog_close's last attempt */
 	snprintf(sub, sizeof(sub), "%s/stop2", f->dir);
 	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
-	fail_then_hold(f, &d, path);
+	fail_then_hold(f, &d, path, fields(2));
 	assert_int_equal(mkdir(sub, 0700), 0);
 	assert_int_equal(dlog_close(d), 0);
 	assert_int_equal(verify(path, false, &v), DLOG_INTACT);
 	assert_int_equal(read_lines(path, ln, 4), 1);
 	assert_non_null(strstr(ln[0], "\"event\":\"close\""));
-	/* the negative twin: still failed at the stop, the held close is lost and counted */
+	/* the negative twin: still failed at the stop, the held close is lost, counted and
+	 * named by its hop, also one that lies past the report's first 200 bytes (an inner
+	 * close: the client's address and a principal of 64 before it) */
 	snprintf(sub, sizeof(sub), "%s/stop3", f->dir);
 	snprintf(path, sizeof(path), "%s/decisions.jsonl", sub);
-	fail_then_hold(f, &d, path);
+	fail_then_hold(f, &d, path, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "conn",
+	    "c-0123abcd-12345", "principal",
+	    "p-6789012345678901234567890123456789012345678901234567890123456789", "grant_id",
+	    "0123456789abcdef0123456789abcdef", "client",
+	    "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535", "hop", "c-0123abcd-12345/7.3",
+	    "parent_hop", "c-0123abcd-12345/7"));
 	assert_int_equal(dlog_append_sync(d, "stop", json_pack("{s:s}", "cause", "exit"), 2000),
 	    -1);
-	assert_int_equal(dlog_close(d), 1);
+	{
+		char err[4096];
+		const char *at;
+
+		assert_int_equal(close_capturing(f, d, err, sizeof(err)), 1);
+		at = strstr(err, "the log was closed before it recovered): "
+		    "hop c-0123abcd-12345/7.3:");
+		if (at == NULL)
+			fail_msg("the lost close is not named by its hop:\n%s", err);
+		/* the hop lies past the fields' first 200 bytes (or the check proves nothing) */
+		at = strstr(at, ": \"conn\"");
+		assert_non_null(at);
+		assert_true(strstr(at, "\"hop\":") == NULL ||
+		    strstr(at, "\"hop\":") - (at + 2) >= 200);
+	}
 	assert_int_equal(access(path, F_OK), -1);
 }
 
