@@ -10,7 +10,7 @@
  * inside the benchmark: it relays to any address it is asked for.
  *
  * Usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]
- *               [--pipe-size BYTES]
+ *               [--pipe-size BYTES] [--per-cpu]
  *   PORT 0 picks a free port; --port-file receives the first listener's port (written
  *   last, by rename, so a reader that sees the file can connect at once). --work-us N
  *   (0..1000, default 0) spins N microseconds of CPU on the relay's one thread for every
@@ -19,6 +19,13 @@
  *   --pipe-size BYTES (4096..1048576; default: the kernel's 64 KiB) sets every pipe's size
  *   (F_SETPIPE_SZ) when it is made: what egressd's big pipes for bulk directions are
  *   worth to a relay that does nothing else (docs/performance.md).
+ *   --per-cpu (one --listen only): a placement experiment, not the floor. One process per
+ *   online CPU, each pinned to its CPU with its own epoll set and its own listening socket
+ *   on the port (SO_REUSEPORT); a classic BPF program on the group (SKF_AD_CPU) hands
+ *   each new connection to the process of the CPU its SYN was processed on - for a
+ *   loopback client, the client's own CPU. So a connection is served where its client
+ *   runs, and the wake-ups between them stay on one CPU (docs/performance.md, "The
+ *   twenty-first round"). The parent only waits; SIGTERM to it ends every child.
  * A transaction: read the head (up to RELAY_HEAD_MAX bytes) until the blank line, parse
  * `CONNECT a.b.c.d:port HTTP/1.x`, connect, answer `200`, relay both directions until each
  * has seen EOF (half-close forwarded with shutdown(SHUT_WR)) or either side fails.
@@ -37,9 +44,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +58,7 @@
 #define RELAY_SPLICE     (1u << 20)     /* bytes asked of one splice(2) */
 #define RELAY_POOL_MAX   256            /* idle pipes kept for reuse */
 #define RELAY_EVENTS     256
+#define RELAY_CPU_MAX    64             /* --per-cpu: processes at most */
 
 static const char ok200[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
 static const char bad400[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
@@ -410,6 +421,148 @@ on_event(struct endpoint *ep, uint32_t events)
 	}
 }
 
+/* The event loop of one process, until SIGTERM/SIGINT. */
+static int
+run_loop(void)
+{
+	static struct epoll_event evs[RELAY_EVENTS];
+
+	while (!stop) {
+		int n = epoll_wait(epfd, evs, RELAY_EVENTS, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		for (int i = 0; i < n; i++)
+			on_event(evs[i].data.ptr, evs[i].events);
+		graveyard_empty();
+	}
+	fprintf(stderr, "egrelay: accepted=%llu tunnels=%llu refused=%llu bytes=%llu\n",
+	    n_accepted, n_tunnels, n_refused, n_bytes);
+	return 0;
+}
+
+/* A listening socket on *sin (port 0: a free one, written back); -1 on failure. */
+static int
+listen_on(struct sockaddr_in *sin, bool reuseport)
+{
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	socklen_t sl = sizeof(*sin);
+
+	if (lfd < 0)
+		return -1;
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if ((reuseport && setsockopt(lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) ||
+	    bind(lfd, (struct sockaddr *)sin, sizeof(*sin)) != 0 || listen(lfd, 4096) != 0 ||
+	    getsockname(lfd, (struct sockaddr *)sin, &sl) != 0) {
+		fprintf(stderr, "egrelay: listen: %s\n", strerror(errno));
+		close(lfd);
+		return -1;
+	}
+	return lfd;
+}
+
+static int
+watch_listener(struct endpoint *ep, int lfd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = ep };
+
+	ep->t = NULL;
+	ep->lfd = lfd;
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev);
+}
+
+static int
+write_port_file(const char *port_file, const struct sockaddr_in *sin)
+{
+	char tmp[4096];
+	int n = snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+	FILE *f;
+
+	if (n < 0 || (size_t)n >= sizeof(tmp) || (f = fopen(tmp, "w")) == NULL)
+		return -1;
+	fprintf(f, "%u\n", ntohs(sin->sin_port));
+	if (fclose(f) != 0 || rename(tmp, port_file) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * --per-cpu: a listening socket per CPU in one SO_REUSEPORT group, in CPU order, so that
+ * the group's program (return the CPU number) picks socket i for a connection whose SYN
+ * was processed on CPU i; then a child per CPU, pinned there, serving its socket.
+ */
+static int
+run_per_cpu(struct sockaddr_in *sin, const char *port_file)
+{
+	static struct endpoint lep;
+	struct sock_filter code[] = {
+		{ BPF_LD | BPF_W | BPF_ABS, 0, 0, (uint32_t)(SKF_AD_OFF + SKF_AD_CPU) },
+		{ BPF_RET | BPF_A, 0, 0, 0 },
+	};
+	struct sock_fprog prog = { .len = 2, .filter = code };
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int lfd[RELAY_CPU_MAX], ncpu = online < 1 ? 1 : online > RELAY_CPU_MAX ? RELAY_CPU_MAX :
+	    (int)online;
+	pid_t kid[RELAY_CPU_MAX];
+	int nkid = 0, rc = 0;
+
+	for (int c = 0; c < ncpu; c++) {
+		/* The first bind may pick the port; the others join it. */
+		if ((lfd[c] = listen_on(sin, true)) < 0)
+			return 1;
+	}
+	if (setsockopt(lfd[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) != 0) {
+		fprintf(stderr, "egrelay: SO_ATTACH_REUSEPORT_CBPF: %s\n", strerror(errno));
+		return 1;
+	}
+	for (int c = 0; c < ncpu; c++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			rc = 1;
+			break;
+		}
+		if (pid == 0) {
+			cpu_set_t set;
+
+			CPU_ZERO(&set);
+			CPU_SET(c, &set);
+			if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+				fprintf(stderr, "egrelay: CPU %d: %s\n", c, strerror(errno));
+				_exit(1);
+			}
+			for (int o = 0; o < ncpu; o++)
+				if (o != c)
+					close(lfd[o]);
+			epfd = epoll_create1(EPOLL_CLOEXEC);
+			if (epfd < 0 || watch_listener(&lep, lfd[c]) != 0)
+				_exit(1);
+			_exit(run_loop());
+		}
+		kid[nkid++] = pid;
+	}
+	/* Connections that arrive before a child polls wait in its socket's queue. */
+	if (rc == 0 && port_file != NULL && write_port_file(port_file, sin) != 0)
+		rc = 1;
+	while (rc == 0 && !stop) {
+		int st;
+		pid_t w = waitpid(-1, &st, 0);
+
+		if (w > 0) {
+			fprintf(stderr, "egrelay: child %d ended\n", (int)w);
+			rc = 1;
+		}
+	}
+	for (int i = 0; i < nkid; i++)
+		kill(kid[i], SIGTERM);
+	while (wait(NULL) > 0)
+		;
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -417,9 +570,14 @@ main(int argc, char **argv)
 	static struct endpoint lep[RELAY_LISTEN_MAX];
 	struct sockaddr_in lsin[RELAY_LISTEN_MAX];
 	unsigned nlisten = 0;
+	bool per_cpu = false;
 	struct rlimit rl;
 
 	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--per-cpu") == 0) {
+			per_cpu = true;
+			continue;
+		}
 		if (i + 1 >= argc)
 			goto usage;
 		const char *a = argv[i], *v = argv[++i];
@@ -448,7 +606,7 @@ main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (nlisten == 0)
+	if (nlisten == 0 || (per_cpu && nlisten != 1))
 		goto usage;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
@@ -459,60 +617,22 @@ main(int argc, char **argv)
 
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	if (per_cpu)
+		return run_per_cpu(&lsin[0], port_file);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		return 1;
 	for (unsigned i = 0; i < nlisten; i++) {
-		int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		int lfd = listen_on(&lsin[i], false);
 
-		if (lfd < 0)
-			return 1;
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(lfd, (struct sockaddr *)&lsin[i], sizeof(lsin[i])) != 0 ||
-		    listen(lfd, 4096) != 0) {
-			fprintf(stderr, "egrelay: bind: %s\n", strerror(errno));
-			return 1;
-		}
-		socklen_t sl = sizeof(lsin[i]);
-
-		getsockname(lfd, (struct sockaddr *)&lsin[i], &sl);
-		lep[i].t = NULL;
-		lep[i].lfd = lfd;
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &lep[i] };
-
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0)
+		if (lfd < 0 || watch_listener(&lep[i], lfd) != 0)
 			return 1;
 	}
-	if (port_file != NULL) {
-		char tmp[4096];
-		int n = snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-		FILE *f;
-
-		if (n < 0 || (size_t)n >= sizeof(tmp) || (f = fopen(tmp, "w")) == NULL)
-			return 1;
-		fprintf(f, "%u\n", ntohs(lsin[0].sin_port));
-		if (fclose(f) != 0 || rename(tmp, port_file) != 0)
-			return 1;
-	}
-	static struct epoll_event evs[RELAY_EVENTS];
-
-	while (!stop) {
-		int n = epoll_wait(epfd, evs, RELAY_EVENTS, -1);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return 1;
-		}
-		for (int i = 0; i < n; i++)
-			on_event(evs[i].data.ptr, evs[i].events);
-		graveyard_empty();
-	}
-	fprintf(stderr, "egrelay: accepted=%llu tunnels=%llu refused=%llu bytes=%llu\n",
-	    n_accepted, n_tunnels, n_refused, n_bytes);
-	return 0;
+	if (port_file != NULL && write_port_file(port_file, &lsin[0]) != 0)
+		return 1;
+	return run_loop();
 usage:
 	fprintf(stderr, "usage: egrelay --listen 127.0.0.1:PORT [--listen ...] [--port-file F] [--work-us N]\n"
-	    "               [--pipe-size BYTES]\n");
+	    "               [--pipe-size BYTES] [--per-cpu]\n");
 	return 2;
 }

@@ -7,7 +7,10 @@
 # free (no pinning). Each run prints its p50 and how many times per transaction the relay
 # moved to another CPU (se.nr_migrations of /proc/PID/sched, before and after the run).
 # With PL_EGRESSD=PATH, a fresh egressd (log_sync = batch, the bench's grant) is measured
-# the same way in each run beside the relays, as "egressd".
+# the same way in each run beside the relays, as "egressd". With PL_PERCPU=1, a fresh
+# `egrelay --per-cpu` too, as "relay-percpu": one process pinned to each CPU, each new
+# connection served on the CPU its client runs on ("The twenty-first round"); its
+# processes are pinned, so its migrations are 0 and only its p50 says anything.
 #
 # On a 2-vCPU VM whose host does not poll an idle vCPU before halting it, a run settles in
 # one of two placements: the proxy follows whoever wakes it (about two migrations per
@@ -66,6 +69,10 @@ O=127.0.9.1:$(cat "$TMP/o.port")
 start_target() {
 	free_port
 	case $1 in
+	relay-percpu)
+		"$B/egrelay" --listen "127.0.0.1:$PORT" --per-cpu 2>/dev/null &
+		TPID=$!
+		;;
 	relay-w*)
 		"$B/egrelay" --listen "127.0.0.1:$PORT" --work-us "${1#relay-w}" 2>/dev/null &
 		TPID=$!
@@ -88,6 +95,7 @@ start_target() {
 
 TARGETS=""
 for w in "$@"; do TARGETS="$TARGETS relay-w$w"; done
+[ "${PL_PERCPU:-0}" = 1 ] && TARGETS="$TARGETS relay-percpu"
 [ -n "$E" ] && TARGETS="$TARGETS egressd"
 echo "placement: $(date -u '+%Y-%m-%d %H:%M UTC'), $RUNS runs per target of $N transactions at c=1, free; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 r=1

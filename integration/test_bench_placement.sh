@@ -1,8 +1,8 @@
 #!/bin/bash
 # bench/placement.sh runs and reports what it says it does: a smoke test of the script, not
 # of timing (no figure is asserted). Inside a network namespace of its own (loopback only):
-# one run of a fresh relay with 0 and with 3 µs of work and of a fresh egressd, 50
-# transactions each; every run prints its p50 and its migrations per transaction with no
+# one run of a fresh relay with 0 and with 3 µs of work, of a fresh per-CPU relay
+# (PL_PERCPU=1) and of a fresh egressd, 50 transactions each; every run prints its p50 and its migrations per transaction with no
 # errors, the summary counts one run per target, nothing it started is left running, and a
 # bad argument is refused. Needs root for the namespace (exit 77 otherwise).
 set -u
@@ -21,12 +21,12 @@ timeout -k 5 120 unshare -n bash -c '
 set -u
 BD=$1 SRC=$2 T=$3
 ip link set lo up || exit 1
-TMPDIR=$T PL_N=50 PL_EGRESSD="$BD/egressd/egressd" sh "$SRC/bench/placement.sh" "$BD" 1 0 3 >"$T/out" 2>"$T/err"
+TMPDIR=$T PL_N=50 PL_PERCPU=1 PL_EGRESSD="$BD/egressd/egressd" sh "$SRC/bench/placement.sh" "$BD" 1 0 3 >"$T/out" 2>"$T/err"
 rc=$?
 cat "$T/out"
 fail=0
 [ $rc = 0 ] || { echo "FAIL: placement.sh exited $rc: $(tail -3 "$T/err")"; fail=1; }
-for t in relay-w0 relay-w3 egressd; do
+for t in relay-w0 relay-w3 relay-percpu egressd; do
 	grep -Eq "^$t run 1: p50 [0-9]+ µs, migrations per transaction [0-9]+\.[0-9]{2}, errors 0$" "$T/out" ||
 	    { echo "FAIL: no run line for $t"; fail=1; }
 	grep -Eq "^  $t +[01] of 1; following: .*; staying: .*$" "$T/out" ||

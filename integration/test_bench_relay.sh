@@ -5,7 +5,9 @@
 # few CONNECT + GET transactions and a small bulk download, and a request that is not a
 # CONNECT to an IP literal answered 400. The work-budget relay (--work-us, bench/run.sh)
 # relays the same way, so does the relay with 1 MiB pipes (--pipe-size), and a bad
-# --work-us or --pipe-size is refused with the usage. Needs root for the namespace (exit 77
+# --work-us or --pipe-size is refused with the usage. The per-CPU relay (--per-cpu,
+# bench/placement.sh) serves a client pinned to CPU i from its process for CPU i: each
+# process counts exactly the transactions of the client on its CPU. Needs root for the namespace (exit 77
 # otherwise).
 set -u
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespace)"; exit 77; }
@@ -84,6 +86,31 @@ kill -TERM $RP
 wait $RP
 grep -q "F_SETPIPE_SZ" "$T/p.log" && { echo "FAIL: a pipe was not resized"; fail=1; }
 refused --pipe-size 0 4095 1048577 x ""
+# --per-cpu: a client pinned to CPU c sends its SYN from CPU c, so the program of the group
+# hands its connections to the process pinned there; 5 + c transactions from each CPU,
+# so the counters of every process name the CPU whose client it served.
+start_relay c --per-cpu
+ncpu=$(nproc)
+c=0
+while [ $c -lt "$ncpu" ] && [ $c -lt 8 ]; do
+	out=$(taskset -c $c "$B/egload" latency --target "$O" --proxy "127.0.0.1:$RPORT" \
+	    -n $((5 + c)) --timeout 10)
+	echo "latency, --per-cpu, client on CPU $c: $out"
+	case " $out " in *" ok=$((5 + c)) errors=0 "*) ;; *) echo "FAIL: $((5 + c)) transactions expected"; fail=1 ;; esac
+	c=$((c + 1))
+done
+kill -TERM $RP
+wait $RP
+cat "$T/c.log"
+c=0
+while [ $c -lt "$ncpu" ] && [ $c -lt 8 ]; do
+	grep -q "accepted=$((5 + c)) tunnels=$((5 + c)) refused=0" "$T/c.log" ||
+	    { echo "FAIL: no process served exactly the $((5 + c)) connections of CPU $c"; fail=1; }
+	c=$((c + 1))
+done
+[ "$(grep -c "accepted=" "$T/c.log")" = "$ncpu" ] || { echo "FAIL: one process per CPU expected"; fail=1; }
+"$B/egrelay" --listen 127.0.0.1:0 --listen 127.0.0.1:0 --per-cpu 2>"$T/bad.log"
+[ $? = 2 ] && grep -q "usage:" "$T/bad.log" || { echo "FAIL: --per-cpu with two listeners accepted"; fail=1; }
 exit $fail
 ' bash "$B" "$T"
 rc=$?
