@@ -208,6 +208,14 @@ record_close(struct mitm *m, enum reason r)
 	char path[EGRESS_LOG_TARGET_MAX + 1], buf[EGRESS_LOG_RECORD_MAX];
 	size_t len, n = record_vals(m, v, path);
 
+	if (m->mi_ticket != NULL) {
+		/* The allow is on its way and the tunnel ends before its callback, which would
+		 * have counted it: this close follows it, so it counts here (one per decision
+		 * record), and the callback is cancelled now, never to count it twice. */
+		metrics_decision(m->mi_o.stats, 1, REASON_ALLOWED);
+		dlog_ticket_cancel(m->mi_ticket);
+		m->mi_ticket = NULL;
+	}
 	if (m->mi_status)
 		v[n++] = REC_INT("status", m->mi_status);
 	else

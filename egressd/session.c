@@ -1946,6 +1946,11 @@ cancel_pending(struct session *s)
 		su->su_dns_counted = false;
 	}
 	if (su->su_ticket != NULL) {
+		/* The allow record is on its way and the hop ends before its callback, which
+		 * would have counted it: its close follows (se_allow_open), so the allow counts
+		 * here, one per decision record as the metrics promise. */
+		if (s->se_allow_open)
+			metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
 		dlog_ticket_cancel(su->su_ticket);
 		su->su_ticket = NULL;
 	}

@@ -19,6 +19,13 @@
   probes the log in between), the stop writes that close before its stop record, stamped
   after the space came back; with the disk still full, egressd's log names the lost close
   (its hop) and counts it (labtools/logfault.py, shared with test_model_connection).
+- revoked_with_allow_in_flight: log_sync = always, egressd started with the lab's sync gate
+  (integration/syncgate.c, LD_PRELOAD: fdatasync waits while a file exists). A CONNECT's
+  allow record is written, its sync held (its callback due, no 200 yet), and the grant is
+  revoked. Expect: no 200; the hop ends with its close record
+  (grant_revoked) after the allow, never a second decision; and the metrics count what the
+  log holds: that allow (one per decision record, though its callback never ran) and its
+  close.
 - kill9_under_load: log_sync = always, four clients open tunnels in a loop; egressd gets
   SIGKILL in the middle. Expect: every tunnel that received 200 has its allow record on disk
   (matched by the client's address:port); `egressctl log verify` accepts the file, or
@@ -29,6 +36,7 @@
 """
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -304,6 +312,95 @@ def t_kill9_under_load(L):
     check(rc == 0, "log after restart does not verify (%d): %s" % (rc, msg))
 
 
+METRICS_PORT = 9466
+
+
+def metric(txt, name):
+    """The value of the metric line that starts with name (0 when absent)."""
+    for ln in txt.splitlines():
+        if ln.startswith(name + " "):
+            return int(ln.rsplit(" ", 1)[1])
+    return 0
+
+
+def t_revoked_with_allow_in_flight(L):
+    """A hop revoked while its allow record is on its way: written, its sync held by the
+    sync gate, so its callback (which counted the allow before) never runs. The hop ends
+    with its close; the metrics count the allow that is on disk and its close."""
+    gatelib = os.path.join(ed.binary_dir(), "integration", "libegress_syncgate.so")
+    check(os.path.exists(gatelib), "the sync gate is not built: %s" % gatelib)
+    gate = os.path.join(L.workdir, "syncgate-held")
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    # LD_PRELOAD puts the gate before the sanitizer runtime (ASan builds): allowed here
+    env = {"LD_PRELOAD": gatelib, "EGRESS_SYNCGATE": gate,
+           "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
+    d = L.egressd(settings={"log_sync": "always",
+                            "metrics_listen": "127.0.0.1:%d" % METRICS_PORT},
+                  extra_env=env)
+    s = first = None
+    try:
+        g = L.grant(d, 0, ALLOW)
+        L.grant(d, 1, ALLOW)
+        # A first tunnel, on the other grant, held open: its 200 comes once its allow
+        # record is synced, so every record before it is synced too and nothing is on
+        # its way when the gate closes (the grants' records are answered before their
+        # sync). Kept open, it appends nothing until the end.
+        first = L.connect(1, "echo.lab.test:7")
+        allowed_tunnel(first)
+        start = len(d.decisions())
+        with open(gate, "w"):
+            pass
+        s = L.connect_from(0, *L.proxy_of(0))
+        s.sendall(b"CONNECT echo.lab.test:7 HTTP/1.1\r\nHost: echo.lab.test:7\r\n\r\n")
+        allow = d.wait_record(lambda x: x.get("event") == "decision" and
+                              x.get("verdict") == "allow", timeout=5, start=start)
+        check(allow is not None, "no allow record while the sync is held:\n%s"
+              % d.stderr_tail(5))
+        # the record is written, its sync (and so the hop's next step) held: no 200
+        s.settimeout(0.3)
+        try:
+            early = s.recv(4096)
+        except socket.timeout:
+            early = None
+        check(early is None, "an answer before the allow record was synced: %r" % early)
+        r = d.grant_revoke(g["grant_id"])
+        check(r.get("ok"), "grant.revoke failed: %s" % r)
+        os.unlink(gate)
+        s.settimeout(5)
+        answer = b""
+        while len(answer) < 65536:
+            c = s.recv(4096)
+            if not c:
+                break
+            answer += c
+        check(not answer.startswith(b"HTTP/1.1 200"), "a 200 after the revoke: %r" % answer[:80])
+        hop = allow["hop"]
+        close = d.wait_record(lambda x: x.get("event") == "close" and x.get("hop") == hop,
+                              timeout=5, start=start)
+        check(close is not None, "no close record for %s:\n%s" % (hop, d.decisions()[-3:]))
+        check(close.get("reason") == "grant_revoked", "close reason: %s" % close)
+        mine = [x for x in d.decisions()[start:] if x.get("hop") == hop]
+        check([x["event"] for x in mine] == ["decision", "close"],
+              "the hop's records: %s" % [(x["event"], x.get("reason")) for x in mine])
+        txt = L.metrics_text(METRICS_PORT)
+        allows = len([x for x in d.decisions() if x.get("event") == "decision" and
+                      x.get("verdict") == "allow"])
+        got = metric(txt, 'egressd_decisions_total{verdict="allow",reason="allowed"}')
+        check(allows == 2 and got == allows, "allow decisions: the log holds %d, the metrics "
+              "count %d" % (allows, got))
+        got = metric(txt, 'egressd_closes_total{reason="grant_revoked"}')
+        check(got == 1, "revoked closes counted: %d" % got)
+        first.close()
+    finally:
+        for c in (s, first):
+            if c is not None:
+                c.close()
+        if os.path.exists(gate):
+            os.unlink(gate)
+        if d.alive():
+            d.stop()
+
+
 def t_close_held_at_stop(L, freed):
     """A tunnel allowed before the log's disk filled closes while the log is failed: its
     close record is held. freed: the space returns just before the stop (within the retry
@@ -354,6 +451,10 @@ def main():
             if old.alive():
                 old.stop()
         res.run("log_fails_at_proxy_gate", t_log_fails_at_proxy_gate, L)
+        for old in L.egressds:
+            if old.alive():
+                old.stop()
+        res.run("revoked_with_allow_in_flight", t_revoked_with_allow_in_flight, L)
         for old in L.egressds:
             if old.alive():
                 old.stop()

@@ -613,6 +613,8 @@ test_revoked_with_allow_in_flight(void **state)
 	assert_non_null(strstr(close, "\"reason\":\"revoked\""));
 	assert_non_null(strstr(close, "\"status\":null"));
 	assert_int_equal(r.stats.closes[REASON_CLOSE_REVOKED], 1);
+	/* the allow on disk is counted, though its callback never ran */
+	assert_int_equal(r.stats.decisions[1][REASON_ALLOWED], 1);
 }
 
 int

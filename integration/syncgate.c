@@ -1,0 +1,43 @@
+/*
+ * syncgate - an LD_PRELOAD library for the integration tests (never installed): while the
+ * file named by EGRESS_SYNCGATE exists, fdatasync(2) waits (polled every millisecond, at
+ * most 20 s), then syncs. A test holds egressd's decision log there as a slow disk would:
+ * a record is written and its fdatasync, and so its callback (the hop's next step), are
+ * due. Without EGRESS_SYNCGATE it is plain fdatasync.
+ */
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int (*real_fdatasync)(int);
+static char gate[4096];         /* copied at load: egressd may clear its environment */
+
+__attribute__((constructor)) static void
+syncgate_init(void)
+{
+	const char *g = getenv("EGRESS_SYNCGATE");
+
+	real_fdatasync = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+	if (g != NULL && strlen(g) < sizeof(gate))
+		memcpy(gate, g, strlen(g) + 1);
+}
+
+int
+fdatasync(int fd)
+{
+	const struct timespec ms = { 0, 1000000 };
+	struct stat st;
+
+	for (int i = 0; gate[0] != '\0' && i < 20000 && stat(gate, &st) == 0; i++)
+		nanosleep(&ms, NULL);
+	if (real_fdatasync == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_fdatasync(fd);
+}
