@@ -32,6 +32,7 @@
 
 #define MITM_HIGH_WATER (256 * 1024)   /* bytes queued toward one side before reads pause */
 #define MITM_MOVE_MAX   (64 * 1024)    /* bytes moved per step (chunked framing) */
+#define MITM_ONE_RECORD 16384          /* a TLS record's plaintext, at most (RFC 8446 5.1) */
 #define MITM_HEAD_OUT   (EGRESS_REQUEST_HEAD_MAX + 8192)
 
 enum mstate {
@@ -362,6 +363,24 @@ move(struct bufferevent *src, struct bufferevent *dst, size_t n)
 		return 0;
 	return evbuffer_remove_buffer(bufferevent_get_input(src), bufferevent_get_output(dst),
 	    n) < 0 ? 0 : n;
+}
+
+/*
+ * What is queued toward dst in one piece when it fits one TLS record. bufferevent_openssl
+ * writes one record (one SSL_write, one write(2)) per evbuffer chain, and a head written
+ * here and a body moved from the other side's input are two chains: an exchange's small
+ * request or answer then leaves as one record instead of two. The bytes and their order
+ * are the same; only where they lie in memory changes, which libevent's SSL writes allow
+ * (they retry a blocked write by its length, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+ */
+static void
+coalesce(struct bufferevent *dst)
+{
+	struct evbuffer *out = bufferevent_get_output(dst);
+	size_t len = evbuffer_get_length(out);
+
+	if (len > 0 && len <= MITM_ONE_RECORD && evbuffer_peek(out, -1, NULL, NULL, 0) > 1)
+		(void)evbuffer_pullup(out, -1);
 }
 
 /* Pause reading src while dst has too much queued (resumed from dst's write callback). */
@@ -816,7 +835,11 @@ process(struct mitm *m)
 			return;
 		}
 		m->mi_req_done = rc == 1;
-		pace(m->mi_cb, m->mi_ub);
+		coalesce(m->mi_ub);
+		/* reading the client goes on only while its body does (no enable that the
+		 * disable below takes back: each is a system call) */
+		if (!m->mi_req_done)
+			pace(m->mi_cb, m->mi_ub);
 	}
 	if (m->mi_req_done)
 		bufferevent_disable(m->mi_cb, EV_READ);    /* the next request waits its turn */
@@ -832,6 +855,7 @@ process(struct mitm *m)
 		refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_RESPONSE, NULL);
 		return;
 	}
+	coalesce(m->mi_cb);
 	pace(m->mi_ub, m->mi_cb);
 	if (rc == 1 && m->mi_req_done) {
 		exchange_done(m);
