@@ -47,6 +47,7 @@
 #include <linux/filter.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -421,14 +422,24 @@ on_event(struct endpoint *ep, uint32_t events)
 	}
 }
 
-/* The event loop of one process, until SIGTERM/SIGINT. */
+static int relay_cpu = -1;      /* --per-cpu: the CPU this process serves */
+
+/* The event loop of one process, until SIGTERM/SIGINT. The signals are blocked but while
+ * it waits (epoll_pwait), so one that comes between the check and the wait is not lost. */
 static int
 run_loop(void)
 {
 	static struct epoll_event evs[RELAY_EVENTS];
+	sigset_t block, waitmask;
 
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigprocmask(SIG_BLOCK, &block, &waitmask);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
 	while (!stop) {
-		int n = epoll_wait(epfd, evs, RELAY_EVENTS, -1);
+		int n = epoll_pwait(epfd, evs, RELAY_EVENTS, -1, &waitmask);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -439,8 +450,18 @@ run_loop(void)
 			on_event(evs[i].data.ptr, evs[i].events);
 		graveyard_empty();
 	}
-	fprintf(stderr, "egrelay: accepted=%llu tunnels=%llu refused=%llu bytes=%llu\n",
-	    n_accepted, n_tunnels, n_refused, n_bytes);
+	{
+		/* one write: the processes of --per-cpu share stderr */
+		char line[200], who[32] = "egrelay:";
+		int n;
+
+		if (relay_cpu >= 0)
+			snprintf(who, sizeof(who), "egrelay cpu=%d:", relay_cpu);
+		n = snprintf(line, sizeof(line), "%s accepted=%llu tunnels=%llu refused=%llu "
+		    "bytes=%llu\n", who, n_accepted, n_tunnels, n_refused, n_bytes);
+		if (n > 0 && (size_t)n < sizeof(line))
+			(void)!write(2, line, (size_t)n);
+	}
 	return 0;
 }
 
@@ -489,10 +510,34 @@ write_port_file(const char *port_file, const struct sockaddr_in *sin)
 	return 0;
 }
 
+/* Stop the children: SIGTERM, up to 2 s for them to end, then SIGKILL. */
+static void
+stop_children(const pid_t *kid, int nkid)
+{
+	int left = nkid;
+
+	for (int i = 0; i < nkid; i++)
+		kill(kid[i], SIGTERM);
+	for (int t = 0; t < 200 && left > 0; t++) {
+		while (left > 0 && waitpid(-1, NULL, WNOHANG) > 0)
+			left--;
+		if (left > 0)
+			usleep(10000);
+	}
+	if (left > 0) {
+		for (int i = 0; i < nkid; i++)
+			kill(kid[i], SIGKILL);
+		while (wait(NULL) > 0)
+			;
+	}
+}
+
 /*
  * --per-cpu: a listening socket per CPU in one SO_REUSEPORT group, in CPU order, so that
  * the group's program (return the CPU number) picks socket i for a connection whose SYN
- * was processed on CPU i; then a child per CPU, pinned there, serving its socket.
+ * was processed on CPU i; then a child per CPU, pinned there, serving its socket. The
+ * CPUs this process may use must be 0..n-1: a CPU number past the group's sockets would
+ * fall back to the kernel's hash, and the steering would be gone.
  */
 static int
 run_per_cpu(struct sockaddr_in *sin, const char *port_file)
@@ -503,12 +548,24 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 		{ BPF_RET | BPF_A, 0, 0, 0 },
 	};
 	struct sock_fprog prog = { .len = 2, .filter = code };
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
-	int lfd[RELAY_CPU_MAX], ncpu = online < 1 ? 1 : online > RELAY_CPU_MAX ? RELAY_CPU_MAX :
-	    (int)online;
-	pid_t kid[RELAY_CPU_MAX];
-	int nkid = 0, rc = 0;
+	int lfd[RELAY_CPU_MAX], ncpu, nkid = 0, rc = 0;
+	pid_t kid[RELAY_CPU_MAX], parent = getpid();
+	sigset_t block, old;
+	cpu_set_t allowed;
 
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+		fprintf(stderr, "egrelay: sched_getaffinity: %s\n", strerror(errno));
+		return 1;
+	}
+	ncpu = CPU_COUNT(&allowed);
+	for (int c = 0; c < ncpu; c++) {
+		if (c >= RELAY_CPU_MAX || !CPU_ISSET(c, &allowed)) {
+			fprintf(stderr, "egrelay: --per-cpu needs the %d CPUs it may use to be "
+			    "CPUs 0..%d (at most %d); CPU %d is not one of them\n", ncpu, ncpu - 1,
+			    RELAY_CPU_MAX, c);
+			return 1;
+		}
+	}
 	for (int c = 0; c < ncpu; c++) {
 		/* The first bind may pick the port; the others join it. */
 		if ((lfd[c] = listen_on(sin, true)) < 0)
@@ -518,6 +575,13 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 		fprintf(stderr, "egrelay: SO_ATTACH_REUSEPORT_CBPF: %s\n", strerror(errno));
 		return 1;
 	}
+	/* The parent waits for a signal or a child's end with sigwaitinfo: blocked from
+	 * here, so none is lost; each child unblocks what its loop waits for. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, &old);
 	for (int c = 0; c < ncpu; c++) {
 		pid_t pid = fork();
 
@@ -527,7 +591,14 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 		}
 		if (pid == 0) {
 			cpu_set_t set;
+			sigset_t chld;
 
+			sigemptyset(&chld);
+			sigaddset(&chld, SIGCHLD);
+			sigprocmask(SIG_UNBLOCK, &chld, NULL);
+			/* a parent killed without its cleanup takes the children with it */
+			if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+				_exit(1);
 			CPU_ZERO(&set);
 			CPU_SET(c, &set);
 			if (sched_setaffinity(0, sizeof(set), &set) != 0) {
@@ -537,6 +608,7 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 			for (int o = 0; o < ncpu; o++)
 				if (o != c)
 					close(lfd[o]);
+			relay_cpu = c;
 			epfd = epoll_create1(EPOLL_CLOEXEC);
 			if (epfd < 0 || watch_listener(&lep, lfd[c]) != 0)
 				_exit(1);
@@ -547,19 +619,18 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 	/* Connections that arrive before a child polls wait in its socket's queue. */
 	if (rc == 0 && port_file != NULL && write_port_file(port_file, sin) != 0)
 		rc = 1;
-	while (rc == 0 && !stop) {
-		int st;
-		pid_t w = waitpid(-1, &st, 0);
+	while (rc == 0) {
+		siginfo_t si;
 
-		if (w > 0) {
-			fprintf(stderr, "egrelay: child %d ended\n", (int)w);
-			rc = 1;
-		}
+		if (sigwaitinfo(&block, &si) < 0)
+			continue;
+		if (si.si_signo != SIGCHLD)
+			break;
+		fprintf(stderr, "egrelay: child %d ended\n", (int)si.si_pid);
+		rc = 1;
 	}
-	for (int i = 0; i < nkid; i++)
-		kill(kid[i], SIGTERM);
-	while (wait(NULL) > 0)
-		;
+	stop_children(kid, nkid);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 

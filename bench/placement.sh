@@ -10,7 +10,8 @@
 # the same way in each run beside the relays, as "egressd". With PL_PERCPU=1, a fresh
 # `egrelay --per-cpu` too, as "relay-percpu": one process pinned to each CPU, each new
 # connection served on the CPU its client runs on ("The twenty-first round"); its
-# processes are pinned, so its migrations are 0 and only its p50 says anything.
+# processes are pinned and its migrations are the parent's (it only waits), 0: only its
+# p50 says anything.
 #
 # On a 2-vCPU VM whose host does not poll an idle vCPU before halting it, a run settles in
 # one of two placements: the proxy follows whoever wakes it (about two migrations per

@@ -88,7 +88,7 @@ grep -q "F_SETPIPE_SZ" "$T/p.log" && { echo "FAIL: a pipe was not resized"; fail
 refused --pipe-size 0 4095 1048577 x ""
 # --per-cpu: a client pinned to CPU c sends its SYN from CPU c, so the program of the group
 # hands its connections to the process pinned there; 5 + c transactions from each CPU,
-# so the counters of every process name the CPU whose client it served.
+# and each process ends with its counters and its CPU (egrelay cpu=C: ...).
 start_relay c --per-cpu
 ncpu=$(nproc)
 c=0
@@ -104,11 +104,12 @@ wait $RP
 cat "$T/c.log"
 c=0
 while [ $c -lt "$ncpu" ] && [ $c -lt 8 ]; do
-	grep -q "accepted=$((5 + c)) tunnels=$((5 + c)) refused=0" "$T/c.log" ||
-	    { echo "FAIL: no process served exactly the $((5 + c)) connections of CPU $c"; fail=1; }
+	grep -q "^egrelay cpu=$c: accepted=$((5 + c)) tunnels=$((5 + c)) refused=0 " "$T/c.log" ||
+	    { echo "FAIL: the process of CPU $c did not serve exactly its $((5 + c)) connections"; fail=1; }
 	c=$((c + 1))
 done
-[ "$(grep -c "accepted=" "$T/c.log")" = "$ncpu" ] || { echo "FAIL: one process per CPU expected"; fail=1; }
+[ "$(grep -c "^egrelay cpu=[0-9]*: accepted=" "$T/c.log")" = "$ncpu" ] ||
+    { echo "FAIL: one process per CPU expected"; fail=1; }
 "$B/egrelay" --listen 127.0.0.1:0 --listen 127.0.0.1:0 --per-cpu 2>"$T/bad.log"
 [ $? = 2 ] && grep -q "usage:" "$T/bad.log" || { echo "FAIL: --per-cpu with two listeners accepted"; fail=1; }
 exit $fail
