@@ -1300,6 +1300,16 @@ dlog_ticket_cancel(struct dlog_ticket *t)
 		t->cb = NULL;
 }
 
+void
+dlog_ticket_retarget(struct dlog_ticket *t, dlog_done_cb cb, void *arg)
+{
+	/* cb and arg are only read on the loop thread, which is the caller's thread. */
+	if (t != NULL) {
+		t->cb = cb;
+		t->arg = arg;
+	}
+}
+
 int
 dlog_append_sync(struct dlog *d, const char *event, json_t *fields, unsigned timeout_ms)
 {

@@ -200,6 +200,14 @@ int dlog_append_raw(struct dlog *d, const char *event, const char *members, size
 void dlog_ticket_cancel(struct dlog_ticket *t);
 
 /*
+ * Give a queued record another callback and argument (e.g. its session ended, but what
+ * its completion means is still owed to someone else: metrics_allow_written). The same
+ * rules as dlog_ticket_cancel: after the call the caller's handle is invalid; never from
+ * inside that ticket's callback. Accepts NULL.
+ */
+void dlog_ticket_retarget(struct dlog_ticket *t, dlog_done_cb cb, void *arg);
+
+/*
  * Append and wait (blocking the calling thread, at most timeout_ms) until the record is
  * written and synced per the sync mode. For shutdown and other paths where the loop no
  * longer runs. Same field rules as dlog_append, except in the failed state: no later hop

@@ -46,6 +46,13 @@ metrics_decision(struct metrics_stats *m, int allow, enum reason r)
 }
 
 void
+metrics_allow_written(int err, void *arg)
+{
+	if (err == 0)
+		metrics_decision(arg, 1, REASON_ALLOWED);
+}
+
+void
 metrics_hop_failed(struct metrics_stats *m, enum reason r)
 {
 	if (m != NULL && (unsigned)r < REASON__COUNT)

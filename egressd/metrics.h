@@ -49,6 +49,10 @@ void metrics_observe(struct metrics_histo *h, uint64_t us);
  * record written (outer hops, redirects, SNI checks, inner requests of an interception).
  * m may be NULL. */
 void metrics_decision(struct metrics_stats *m, int allow, enum reason r);
+/* A dlog callback (arg: the struct metrics_stats) counting one allow once its record is
+ * written: for an allow whose hop ended while its record was on its way (the hop's own
+ * callback, which counts it, is gone with the hop; dlog_ticket_retarget). */
+void metrics_allow_written(int err, void *arg);
 /* Count one close record with its reason. A reason that is a refusal (it has an HTTP
  * status: upstream failure, the proxy's 407, revocation, audit) also counts the hop as
  * failed: it was allowed, then did not get through. m may be NULL. */

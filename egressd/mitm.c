@@ -211,10 +211,9 @@ record_close(struct mitm *m, enum reason r)
 
 	if (m->mi_ticket != NULL) {
 		/* The allow is on its way and the tunnel ends before its callback, which would
-		 * have counted it: this close follows it, so it counts here (one per decision
-		 * record), and the callback is cancelled now, never to count it twice. */
-		metrics_decision(m->mi_o.stats, 1, REASON_ALLOWED);
-		dlog_ticket_cancel(m->mi_ticket);
+		 * have counted it: this close follows it, and the metrics count the allow once it
+		 * is written (one per decision record); the tunnel's callback is gone now. */
+		dlog_ticket_retarget(m->mi_ticket, metrics_allow_written, m->mi_o.stats);
 		m->mi_ticket = NULL;
 	}
 	if (m->mi_status)

@@ -1947,11 +1947,13 @@ cancel_pending(struct session *s)
 	}
 	if (su->su_ticket != NULL) {
 		/* The allow record is on its way and the hop ends before its callback, which
-		 * would have counted it: its close follows (se_allow_open), so the allow counts
-		 * here, one per decision record as the metrics promise. */
+		 * would have counted it (its close follows: se_allow_open): the metrics count it
+		 * once it is written, one per decision record. The log probe's ticket is only
+		 * taken before any allow. */
 		if (s->se_allow_open)
-			metrics_decision(&s->se_d->stats, 1, REASON_ALLOWED);
-		dlog_ticket_cancel(su->su_ticket);
+			dlog_ticket_retarget(su->su_ticket, metrics_allow_written, &s->se_d->stats);
+		else
+			dlog_ticket_cancel(su->su_ticket);
 		su->su_ticket = NULL;
 	}
 	connector_free(su->su_connector);

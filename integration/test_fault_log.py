@@ -382,9 +382,13 @@ def t_revoked_with_allow_in_flight(L):
         mine = [x for x in d.decisions()[start:] if x.get("hop") == hop]
         check([x["event"] for x in mine] == ["decision", "close"],
               "the hop's records: %s" % [(x["event"], x.get("reason")) for x in mine])
-        txt = L.metrics_text(METRICS_PORT)
         allows = len([x for x in d.decisions() if x.get("event") == "decision" and
                       x.get("verdict") == "allow"])
+        # the in-flight allow is counted once it is written (its completion reaches the
+        # loop after the gate opened): bounded wait for the metrics to catch up
+        bounded_wait(lambda: metric(L.metrics_text(METRICS_PORT), 'egressd_decisions_total'
+                                    '{verdict="allow",reason="allowed"}') >= allows, 5, step=0.1)
+        txt = L.metrics_text(METRICS_PORT)
         got = metric(txt, 'egressd_decisions_total{verdict="allow",reason="allowed"}')
         check(allows == 2 and got == allows, "allow decisions: the log holds %d, the metrics "
               "count %d" % (allows, got))
