@@ -3,6 +3,7 @@
 #include "egressd/mitm.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,22 +365,49 @@ move(struct bufferevent *src, struct bufferevent *dst, size_t n)
 	    n) < 0 ? 0 : n;
 }
 
+/* evbuffer_add_reference's cleanup for egressd's own buffers: wiped (a request head holds
+ * the connection's credential), then freed. */
+static void
+wipe_free(const void *data, size_t len, void *extra)
+{
+	void *p = (void *)(uintptr_t)data;     /* ours, handed to libevent as const */
+
+	(void)extra;
+	secret_wipe(p, len);
+	free(p);
+}
+
 /*
  * What is queued toward dst in one piece when it fits one TLS record. bufferevent_openssl
  * writes one record (one SSL_write, one write(2)) per evbuffer chain, and a head written
  * here and a body moved from the other side's input are two chains: an exchange's small
  * request or answer then leaves as one record instead of two. The bytes and their order
  * are the same; only where they lie in memory changes, which libevent's SSL writes allow
- * (they retry a blocked write by its length, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+ * (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER; a blocked write is retried with at least its
+ * length and the same leading bytes). The one piece is egressd's own buffer, wiped when
+ * libevent lets it go, like the head it may hold (never a libevent chain with the
+ * credential in it). False when the bytes could not be put back (memory): the tunnel
+ * cannot go on.
  */
-static void
+static bool
 coalesce(struct bufferevent *dst)
 {
 	struct evbuffer *out = bufferevent_get_output(dst);
 	size_t len = evbuffer_get_length(out);
+	char *one;
 
-	if (len > 0 && len <= MITM_ONE_RECORD && evbuffer_peek(out, -1, NULL, NULL, 0) > 1)
-		(void)evbuffer_pullup(out, -1);
+	if (len == 0 || len > MITM_ONE_RECORD || evbuffer_peek(out, -1, NULL, NULL, 0) < 2 ||
+	    (one = malloc(len)) == NULL)
+		return true;                /* as it is: correct, only one record more */
+	if (evbuffer_copyout(out, one, len) != (ev_ssize_t)len || evbuffer_drain(out, len) != 0) {
+		wipe_free(one, len, NULL);  /* nothing was taken out */
+		return true;
+	}
+	if (evbuffer_add_reference(out, one, len, wipe_free, NULL) != 0) {
+		wipe_free(one, len, NULL);
+		return false;
+	}
+	return true;
 }
 
 /* Pause reading src while dst has too much queued (resumed from dst's write callback). */
@@ -536,9 +564,13 @@ logged(int err, void *arg)
 		refuse(m, REASON_INTERNAL_ERROR, NULL);
 		return;
 	}
-	bufferevent_write(m->mi_ub, out, n);
-	secret_wipe(out, n);                /* it holds the credential */
-	free(out);
+	/* it holds the credential: by reference, wiped when libevent lets it go */
+	if (evbuffer_add_reference(bufferevent_get_output(m->mi_ub), out, n, wipe_free,
+	    NULL) != 0) {
+		wipe_free(out, n, NULL);
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
 	if (!count(m, n, true)) {
 		refuse(m, REASON_LIMIT_BYTES, NULL);
 		return;
@@ -834,7 +866,10 @@ process(struct mitm *m)
 			return;
 		}
 		m->mi_req_done = rc == 1;
-		coalesce(m->mi_ub);
+		if (!coalesce(m->mi_ub)) {
+			refuse(m, REASON_INTERNAL_ERROR, NULL);
+			return;
+		}
 		/* reading the client goes on only while its body does (no enable that the
 		 * disable below takes back: each is a system call) */
 		if (!m->mi_req_done)
@@ -854,7 +889,10 @@ process(struct mitm *m)
 		refuse(m, rc == -2 ? REASON_LIMIT_BYTES : REASON_BAD_RESPONSE, NULL);
 		return;
 	}
-	coalesce(m->mi_cb);
+	if (!coalesce(m->mi_cb)) {
+		refuse(m, REASON_INTERNAL_ERROR, NULL);
+		return;
+	}
 	pace(m->mi_ub, m->mi_cb);
 	if (rc == 1 && m->mi_req_done) {
 		exchange_done(m);

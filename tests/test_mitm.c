@@ -716,6 +716,63 @@ test_one_record_each_way(void **state)
 	assert_int_equal(r.stats.closes[REASON_ALLOWED], 1);
 }
 
+/*
+ * libevent's allocations (event_set_mem_functions): each block zeroed when handed out and
+ * its size kept in front, so that at its free exactly what libevent wrote into it is
+ * looked at. A block freed with the connection's real key in it is counted: the key must
+ * only ever sit in egressd's own buffers, which are wiped (never in a libevent chain that
+ * goes back to the heap as it is).
+ */
+static int ev_freed_with_key;
+
+static void *
+ev_malloc(size_t n)
+{
+	char *raw = malloc(n + 16);
+
+	if (raw == NULL)
+		return NULL;
+	memcpy(raw, &n, sizeof(n));
+	memset(raw + 16, 0, n);
+	return raw + 16;
+}
+
+static void
+ev_free(void *p)
+{
+	size_t n;
+
+	if (p == NULL)
+		return;
+	memcpy(&n, (char *)p - 16, sizeof(n));
+	if (memmem(p, n, secret, sizeof(secret) - 1) != NULL)
+		__atomic_add_fetch(&ev_freed_with_key, 1, __ATOMIC_RELAXED);
+	free((char *)p - 16);
+}
+
+static void *
+ev_realloc(void *p, size_t n)
+{
+	void *q = ev_malloc(n);
+	size_t old;
+
+	if (q == NULL || p == NULL)
+		return q;
+	memcpy(&old, (char *)p - 16, sizeof(old));
+	memcpy(q, p, old < n ? old : n);
+	ev_free(p);
+	return q;
+}
+
+/* The request heads egressd writes upstream carry the real key; no libevent block that
+ * held it went back to the heap unwiped (tests ran before this one: every exchange). */
+static void
+test_key_never_in_freed_chains(void **state)
+{
+	(void)state;
+	assert_int_equal(ev_freed_with_key, 0);
+}
+
 int
 main(void)
 {
@@ -725,7 +782,10 @@ main(void)
 		cmocka_unit_test(test_lifetime),
 		cmocka_unit_test(test_revoked_with_allow_in_flight),
 		cmocka_unit_test(test_one_record_each_way),
+		cmocka_unit_test(test_key_never_in_freed_chains),
 	};
+	/* before any libevent allocation */
+	event_set_mem_functions(ev_malloc, ev_realloc, ev_free);
 	signal(SIGPIPE, SIG_IGN);
 	if (getenv("MITM_DEBUG") != NULL)
 		log_set_level(LOG_LEVEL_DEBUG);
