@@ -510,23 +510,39 @@ write_port_file(const char *port_file, const struct sockaddr_in *sin)
 	return 0;
 }
 
-/* Stop the children: SIGTERM, up to 2 s for them to end, then SIGKILL. */
-static void
-stop_children(const pid_t *kid, int nkid)
+/* Reap what has ended of kid[] (without waiting): each reaped entry becomes 0. Returns
+ * how many are left; 0 also when there are no children any more (ECHILD). */
+static int
+reap_children(pid_t *kid, int nkid)
 {
-	int left = nkid;
+	int left = 0;
+	pid_t w;
 
-	for (int i = 0; i < nkid; i++)
-		kill(kid[i], SIGTERM);
-	for (int t = 0; t < 200 && left > 0; t++) {
-		while (left > 0 && waitpid(-1, NULL, WNOHANG) > 0)
-			left--;
-		if (left > 0)
-			usleep(10000);
-	}
-	if (left > 0) {
+	while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
 		for (int i = 0; i < nkid; i++)
-			kill(kid[i], SIGKILL);
+			if (kid[i] == w)
+				kid[i] = 0;
+	if (w < 0 && errno == ECHILD)
+		return 0;
+	for (int i = 0; i < nkid; i++)
+		left += kid[i] != 0;
+	return left;
+}
+
+/* Stop the children: SIGTERM, up to 2 s for them to end, then SIGKILL to those still
+ * there (never to a pid already reaped, which may be another process's now). */
+static void
+stop_children(pid_t *kid, int nkid)
+{
+	for (int i = 0; i < nkid; i++)
+		if (kid[i] != 0)
+			kill(kid[i], SIGTERM);
+	for (int t = 0; t < 200 && reap_children(kid, nkid) > 0; t++)
+		usleep(10000);
+	if (reap_children(kid, nkid) > 0) {
+		for (int i = 0; i < nkid; i++)
+			if (kid[i] != 0)
+				kill(kid[i], SIGKILL);
 		while (wait(NULL) > 0)
 			;
 	}
@@ -582,6 +598,8 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &block, &old);
+	if (stop)                       /* a signal before the block: nothing to start */
+		return 0;
 	for (int c = 0; c < ncpu; c++) {
 		pid_t pid = fork();
 
@@ -626,6 +644,10 @@ run_per_cpu(struct sockaddr_in *sin, const char *port_file)
 			continue;
 		if (si.si_signo != SIGCHLD)
 			break;
+		/* a child stopped or continued is not a child ended */
+		if (si.si_code != CLD_EXITED && si.si_code != CLD_KILLED &&
+		    si.si_code != CLD_DUMPED)
+			continue;
 		fprintf(stderr, "egrelay: child %d ended\n", (int)si.si_pid);
 		rc = 1;
 	}
