@@ -26,8 +26,12 @@ syncgate_init(void)
 	const char *g = getenv("EGRESS_SYNCGATE");
 
 	real_fdatasync = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-	if (g != NULL && strlen(g) < sizeof(gate))
+	if (g != NULL && strlen(g) < sizeof(gate)) {
 		memcpy(gate, g, strlen(g) + 1);
+	} else if (g != NULL) {
+		static const char m[] = "syncgate: EGRESS_SYNCGATE is too long; no gate\n";
+		(void)!write(2, m, sizeof(m) - 1);
+	}
 }
 
 /* Is the gate there (or unknowable)? */
