@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "egressd/dlog.h"
 #include "common/dlogchain.h"
+#include "stderrcap.h"
 
 /*
  * Wrappers (tests/CMakeLists.txt: --wrap=write, --wrap=fdatasync) for the inline write's
@@ -1319,29 +1320,14 @@ fail_then_hold(struct fix *f, struct dlog **dp, const char *path, json_t *close)
 
 /* dlog_close(d) with stderr (the operator log) captured into out: the lost count. */
 static size_t
-close_capturing(struct fix *f, struct dlog *d, char *out, size_t cap)
+close_capturing(struct dlog *d, char *out, size_t cap)
 {
-	char path[256];
-	int fd, saved;
-	ssize_t n;
+	struct stderrcap c;
 	size_t lost;
 
-	snprintf(path, sizeof(path), "%s/stderr.txt", f->dir);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	assert_true(fd >= 0);
-	fflush(stderr);
-	saved = dup(STDERR_FILENO);
-	assert_true(saved >= 0);
-	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	stderrcap_start(&c);
 	lost = dlog_close(d);
-	fflush(stderr);
-	assert_true(dup2(saved, STDERR_FILENO) >= 0);
-	close(saved);
-	n = pread(fd, out, cap - 1, 0);
-	assert_true(n >= 0);
-	out[n] = '\0';
-	close(fd);
-	unlink(path);
+	stderrcap_end(&c, out, cap);
 	return lost;
 }
 
@@ -1392,7 +1378,7 @@ test_kept_written_at_stop(void **state)
 		char err[4096];
 		const char *at;
 
-		assert_int_equal(close_capturing(f, d, err, sizeof(err)), 1);
+		assert_int_equal(close_capturing(d, err, sizeof(err)), 1);
 		at = strstr(err, "the log was closed before it recovered): "
 		    "hop c-0123abcd-12345/7.3:");
 		if (at == NULL)

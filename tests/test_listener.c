@@ -28,6 +28,7 @@
 #include <event2/event.h>
 
 #include "egressd/listener.h"
+#include "stderrcap.h"
 
 #define NCLIENTS 40     /* more than two bursts */
 
@@ -49,40 +50,24 @@ __wrap_accept4(int fd, struct sockaddr *sa, socklen_t *sl, int flags)
 	return __real_accept4(fd, sa, sl, flags);
 }
 
-/* stderr into a pipe (the listener's warnings), made before any fd limit is lowered */
+/* stderr (the listener's warnings) captured, made before any fd limit is lowered */
 struct capture {
-	int p[2];
-	int saved;
+	struct stderrcap c;
 	char buf[4096];
 };
 
 static void
 capture_start(struct capture *c)
 {
-	assert_int_equal(pipe2(c->p, O_CLOEXEC | O_NONBLOCK), 0);
-	c->saved = dup(STDERR_FILENO);
-	assert_true(c->saved >= 0);
-	assert_int_equal(dup2(c->p[1], STDERR_FILENO), STDERR_FILENO);
+	stderrcap_start(&c->c);
 }
 
 /* Restores stderr; returns how many times needle was written meanwhile. */
 static size_t
 capture_end(struct capture *c, const char *needle)
 {
-	size_t len = 0, n = 0;
-	ssize_t r;
-
-	assert_int_equal(dup2(c->saved, STDERR_FILENO), STDERR_FILENO);
-	close(c->saved);
-	close(c->p[1]);
-	while (len < sizeof(c->buf) - 1 &&
-	    (r = read(c->p[0], c->buf + len, sizeof(c->buf) - 1 - len)) > 0)
-		len += (size_t)r;
-	close(c->p[0]);
-	c->buf[len] = '\0';
-	for (const char *q = c->buf; (q = strstr(q, needle)) != NULL; q++)
-		n++;
-	return n;
+	stderrcap_end(&c->c, c->buf, sizeof(c->buf));
+	return stderrcap_count(c->buf, needle);
 }
 
 struct acc {

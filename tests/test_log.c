@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "stderrcap.h"
+
 #include "common/log.h"
 
 /* Run the log calls with fd 2 on a fresh temporary file; *out gets what was written.
@@ -20,34 +22,26 @@
 static void
 capture(int journal, char *out, size_t outlen)
 {
-	char path[] = "/tmp/test_log.XXXXXX", other[] = "/tmp/test_log_o.XXXXXX";
-	int fd = mkstemp(path), ofd = mkstemp(other), saved = dup(2);
+	char other[] = "/tmp/test_log_o.XXXXXX";
+	int ofd = mkstemp(other);
+	struct stderrcap c;
 	struct stat st;
 	char js[64];
-	ssize_t n;
 
-	assert_true(fd >= 0 && ofd >= 0 && saved >= 0);
-	assert_int_equal(fstat(journal == 1 ? fd : ofd, &st), 0);
+	assert_true(ofd >= 0);
+	stderrcap_start(&c);
+	assert_int_equal(fstat(journal == 1 ? c.fd : ofd, &st), 0);
 	snprintf(js, sizeof(js), "%llu:%llu", (unsigned long long)st.st_dev,
 	    (unsigned long long)st.st_ino);
 	setenv("JOURNAL_STREAM", journal >= 0 ? js : "12x:34", 1);
-	fflush(stderr);
-	assert_true(dup2(fd, 2) == 2);
 	log_init("tlog", 0);
 	assert_int_equal(log_stderr_is_journal(), journal == 1);
 	log_set_level(LOG_LEVEL_DEBUG);
 	log_warnx("decision log unavailable, refusing hops: %s", "disk full");
 	log_info("two\nlines");
 	log_debug("detail");
-	fflush(stderr);
-	assert_true(dup2(saved, 2) == 2);
-	close(saved);
-	n = pread(fd, out, outlen - 1, 0);
-	assert_true(n >= 0);
-	out[n] = '\0';
-	close(fd);
+	stderrcap_end(&c, out, outlen);
 	close(ofd);
-	unlink(path);
 	unlink(other);
 	unsetenv("JOURNAL_STREAM");
 	log_init("tlog", 0);
